@@ -1,0 +1,1 @@
+"""verigym.agents -- agents that plug into any verigym env (DESIGN.md section 4)."""

@@ -1,0 +1,1 @@
+"""Grid-world environments (family ``grid``): symbolic tensor observations, discrete actions."""

@@ -1,0 +1,1 @@
+"""Text environments (family ``text``): natively ``str`` observations and actions."""

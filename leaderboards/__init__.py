@@ -1,0 +1,1 @@
+"""verigym.leaderboards -- suites, the evaluation runner, the results store and standings."""

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Set up and run the default test suite (excludes tests marked slow). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export MUJOCO_GL="${MUJOCO_GL:-egl}"
+rc=0
+python -m pytest -m "not slow" "$@" || rc=$?
+# pytest exits 5 when it collected no test: that is not a failure of the code
+[ "$rc" -eq 5 ] && rc=0
+exit "$rc"

@@ -1,0 +1,124 @@
+"""Small deliberately broken envs; ``verigym check`` must catch each (tests/test_checker.py)."""
+
+from __future__ import annotations
+
+import random
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from verigym.core import UnicodeText, action_error_info, episode_end
+
+_LEAK: list[int] = []
+
+
+class CountdownTextEnv(gym.Env):
+    """A correct baseline: say the number shown; 5 turns. Subclasses break one rule each."""
+
+    metadata = {"render_modes": [], "family": "text"}
+
+    def __init__(self):
+        self.observation_space = UnicodeText(128)
+        self.action_space = UnicodeText(64)
+        self._target = 0
+        self._turn = 0
+
+    def _draw(self) -> int:
+        return int(self.np_random.integers(0, 1000))
+
+    def _obs(self) -> str:
+        return f"say {self._target}"
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._target = self._draw()
+        self._turn = 0
+        return self._obs(), {}
+
+    def _parse(self, action: str) -> int:
+        if len(action) > 64 or not action.strip().isdigit():
+            raise ValueError("reply with digits only")
+        return int(action.strip())
+
+    def step(self, action):
+        self._turn += 1
+        info = {}
+        try:
+            correct = self._parse(action) == self._target
+        except ValueError as exc:
+            action_error_info(str(exc), info)
+            correct = False
+        terminated = correct
+        truncated = not terminated and self._turn >= 5
+        if terminated or truncated:
+            episode_end(info, success=correct, score=float(correct))
+        self._target = self._draw()
+        return self._obs(), float(correct), terminated, truncated, info
+
+
+class IgnoresSeedEnv(CountdownTextEnv):
+    """Draws from the global ``random`` module instead of ``self.np_random``."""
+
+    def _draw(self) -> int:
+        return random.randrange(1000)
+
+
+class CrashesOnBadTextEnv(CountdownTextEnv):
+    """Reads the first word without checking there is one (IndexError on empty text)."""
+
+    def _parse(self, action: str) -> int:
+        first = action.split()[0]
+        return int(first) if first.isdigit() else -1
+
+
+class OutOfSpaceEnv(CountdownTextEnv):
+    """Returns an observation longer than its space allows."""
+
+    def _obs(self) -> str:
+        return "say " + "x" * 200
+
+
+class LeaksStateEnv(CountdownTextEnv):
+    """Keeps a history across resets that changes the next task."""
+
+    def reset(self, *, seed=None, options=None):
+        observation, info = super().reset(seed=seed)
+        _LEAK.append(self._target)
+        self._target = (self._target + len(_LEAK)) % 1000
+        return self._obs(), info
+
+
+class NoVerdictEnv(CountdownTextEnv):
+    """Ends episodes without ``info["success"]``/``info["score"]``."""
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = super().step(action)
+        info.pop("success", None)
+        info.pop("score", None)
+        return observation, reward, terminated, truncated, info
+
+
+class BoxCrashEnv(gym.Env):
+    """A tensor env that passes NaN actions through to its state (obs leaves its space)."""
+
+    metadata = {"render_modes": [], "family": "mujoco"}
+
+    def __init__(self):
+        self.observation_space = spaces.Box(-10.0, 10.0, shape=(2,), dtype=np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
+        self._x = np.zeros(2, dtype=np.float32)
+        self._t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._x = self.np_random.uniform(-1, 1, size=2).astype(np.float32)
+        self._t = 0
+        return self._x.copy(), {}
+
+    def step(self, action):
+        self._t += 1
+        self._x = np.clip(self._x + np.asarray(action, dtype=np.float32).reshape(2) * 0.1, -10, 10)
+        done = self._t >= 20
+        info = episode_end({}, success=False, score=0.0) if done else {}
+        return self._x.copy(), 0.0, False, done, info

@@ -1,0 +1,63 @@
+"""The checker itself: a correct env passes; each deliberately broken env is caught by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import broken_envs
+from verigym.checker import ALL_CHECKS, ConformanceError, check_env
+
+
+def _failed(factory, **kwargs) -> dict[str, str]:
+    report = check_env(factory, steps=60, **kwargs)
+    return {r.name: r.detail for r in report.results if r.status == "fail"}
+
+
+def test_correct_baseline_passes():
+    report = check_env(broken_envs.CountdownTextEnv, steps=60)
+    assert report.passed, report.format()
+    statuses = {r.name: r.status for r in report.results}
+    assert statuses["determinism"] == "pass"
+    assert statuses["malformed_actions"] == "pass"
+    # a factory is not a registered id, so the fresh-interpreter check says why it skipped
+    assert statuses["fresh_interpreter"] == "skip"
+
+
+@pytest.mark.parametrize(
+    "env_class, check, words",
+    [
+        (broken_envs.IgnoresSeedEnv, "determinism", "np_random"),
+        (broken_envs.CrashesOnBadTextEnv, "malformed_actions", "raised IndexError"),
+        (broken_envs.OutOfSpaceEnv, "determinism", "not in"),
+        (broken_envs.LeaksStateEnv, "reset_leak", "state kept across reset"),
+        (broken_envs.NoVerdictEnv, "episode_end", "info['success']"),
+        (broken_envs.BoxCrashEnv, "malformed_actions", "NaN"),
+    ],
+)
+def test_broken_env_is_caught(env_class, check, words):
+    failed = _failed(env_class)
+    assert check in failed, f"{env_class.__name__} not caught by {check}; failures: {failed}"
+    assert words in failed[check], failed[check]
+
+
+def test_raise_for_failures_lists_the_failed_check():
+    report = check_env(broken_envs.CrashesOnBadTextEnv, steps=30, checks=["malformed_actions"])
+    with pytest.raises(ConformanceError, match="malformed_actions"):
+        report.raise_for_failures()
+
+
+def test_unknown_id_suggests_close_ids():
+    report = check_env("verigym/GuessNumbr-v0")
+    assert not report.passed
+    assert "did you mean verigym/GuessNumber-v0" in report.results[0].detail
+
+
+def test_unknown_check_name_is_refused():
+    with pytest.raises(ValueError, match="unknown checks"):
+        check_env(broken_envs.CountdownTextEnv, checks=["nope"])
+
+
+def test_every_check_has_a_result():
+    report = check_env("verigym/Treasure-7x7-v0", steps=50)
+    assert [r.name for r in report.results] == list(ALL_CHECKS)
+    assert report.passed, report.format()

@@ -1,0 +1,56 @@
+"""verigym: agent environments with verifiable rewards under one API.
+
+``import verigym`` registers every environment (lazily: string entry points, no torch, MuJoCo or
+browser imports), so ``gymnasium.make("verigym/<Name>-v<N>")`` and
+``pettingzoo.make("aec" | "parallel", "verigym/<Name>-v<N>")`` work.
+
+Contracts (DESIGN.md): :class:`TextInterface`, :class:`ActionParseError`, :data:`FAMILIES`, and the
+episode-end keys ``info["success"]``, ``info["score"]``, ``info["action_error"]``.
+"""
+
+from __future__ import annotations
+
+from verigym.core import (
+    ACTION_CANDIDATES,
+    ACTION_ERROR,
+    ACTION_MASK,
+    FAMILIES,
+    SCORE,
+    SUCCESS,
+    ActionParseError,
+    Family,
+    OracleInterface,
+    TextInterface,
+    UnicodeText,
+    action_error_info,
+    coerce_action,
+    episode_end,
+)
+from verigym.registration import EnvRow, make, register_all, register_rows, rows, variants
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ACTION_CANDIDATES",
+    "ACTION_ERROR",
+    "ACTION_MASK",
+    "FAMILIES",
+    "SCORE",
+    "SUCCESS",
+    "ActionParseError",
+    "EnvRow",
+    "Family",
+    "OracleInterface",
+    "TextInterface",
+    "UnicodeText",
+    "__version__",
+    "action_error_info",
+    "coerce_action",
+    "episode_end",
+    "make",
+    "register_rows",
+    "rows",
+    "variants",
+]
+
+register_all()

@@ -1,0 +1,5 @@
+import sys
+
+from verigym.cli import main
+
+sys.exit(main())

@@ -1,0 +1,764 @@
+"""``verigym check``: the conformance checker, stricter than Gymnasium's ``check_env``.
+
+Usable on third-party envs::
+
+    from verigym.checker import check_env
+    report = check_env("verigym/GuessNumber-v0")      # an id, an Env, or a zero-argument factory
+    print(report.format()); report.raise_for_failures()
+
+Checks (each reports what was tried and what happened):
+
+``gymnasium_check_env``
+    Gymnasium's own ``check_env`` on a fresh unwrapped instance (its warnings are shown as notes).
+``family``
+    ``metadata["family"]`` is a verigym family and matches the registration table.
+``determinism``
+    two instances, the same seed and the same actions for ``steps`` steps (episodes restarted with
+    derived seeds) give equal observations, rewards, ``terminated``/``truncated`` and verdicts;
+    every observation is in the observation space and every reward is a finite number.
+``reset_leak``
+    ``reset(seed=s)`` after other play replays exactly like a first ``reset(seed=s)``.
+``seed_sensitivity``
+    different seeds give different tasks (an env whose reset is legitimately seed-independent sets
+    ``metadata["seedless_reset"] = True``).
+``fresh_interpreter``
+    the same trajectory in a new Python process with another ``PYTHONHASHSEED`` (registered ids).
+``pickle_deepcopy``
+    ``pickle`` and ``copy.deepcopy`` mid-episode continue identically to the original, and stepping
+    a copy leaves the original untouched.
+``malformed_actions``
+    empty / random / 1 MB / invalid UTF-8 and lone-surrogate text, NaN, inf, out-of-range and
+    wrong-shape arrays: no exception, ``info["action_error"]`` is a non-empty ``str``, the
+    observation stays in its space, the reward is finite, and the env keeps working.
+``text_view``
+    ``LanguageWrapper`` gives ``str`` observations and instructions, the action text round-trips
+    (``parse_action(action_text(a)) == a``), and both views give the same trajectory.
+``episode_end``
+    every step that ends an episode carries ``info["success"]`` (bool) and ``info["score"]``
+    (float in [0, 1]).
+``close_twice``
+    ``close()`` can be called twice.
+
+Determinism is exact by default; ``atol`` (or ``metadata["determinism_atol"]``) sets an absolute
+tolerance on floating-point observations and rewards (MuJoCo, for instance).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import json
+import math
+import os
+import pickle
+import subprocess
+import sys
+import traceback
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from verigym.core import ACTION_ERROR, FAMILIES, SCORE, SUCCESS, OracleInterface, TextInterface
+
+__all__ = ["CheckReport", "CheckResult", "ConformanceError", "check_all", "check_env"]
+
+Status = Literal["pass", "fail", "skip", "warn"]
+EnvSource = str | gym.Env | Callable[[], gym.Env]
+
+ALL_CHECKS = (
+    "gymnasium_check_env",
+    "family",
+    "determinism",
+    "reset_leak",
+    "seed_sensitivity",
+    "fresh_interpreter",
+    "pickle_deepcopy",
+    "malformed_actions",
+    "text_view",
+    "episode_end",
+    "close_twice",
+)
+
+
+class ConformanceError(AssertionError):
+    """Raised by :meth:`CheckReport.raise_for_failures` when a check failed."""
+
+
+@dataclass
+class CheckResult:
+    """The outcome of one check: ``status`` and a ``detail`` saying what was tried and seen."""
+
+    name: str
+    status: Status
+    detail: str = ""
+
+
+@dataclass
+class CheckReport:
+    """All check results for one env."""
+
+    env_id: str
+    results: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """True when no check failed (skips and warnings are allowed)."""
+        return all(r.status != "fail" for r in self.results)
+
+    @property
+    def failures(self) -> list[CheckResult]:
+        return [r for r in self.results if r.status == "fail"]
+
+    def format(self) -> str:
+        """A plain-text report, one line per check plus indented details."""
+        lines = [f"{self.env_id}: {'PASS' if self.passed else 'FAIL'}"]
+        for r in self.results:
+            lines.append(f"  [{r.status}] {r.name}")
+            if r.detail and r.status != "pass":
+                lines.extend("      " + line for line in r.detail.splitlines())
+        return "\n".join(lines)
+
+    def raise_for_failures(self) -> None:
+        """Raise :class:`ConformanceError` listing the failed checks.
+
+        Raises:
+            ConformanceError: at least one check failed.
+        """
+        if not self.passed:
+            raise ConformanceError(self.format())
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparing and fingerprinting trajectories
+# ---------------------------------------------------------------------------------------------
+
+
+def _same(a: Any, b: Any, atol: float = 0.0) -> bool:
+    """Deep equality for observations: arrays (NaN == NaN), dicts, tuples, scalars, strings."""
+    if isinstance(a, dict) or isinstance(b, dict):
+        return isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k], atol) for k in a)
+    if isinstance(a, (tuple, list)) and not isinstance(a, str):
+        return isinstance(b, (tuple, list)) and len(a) == len(b) and all(_same(x, y, atol) for x, y in zip(a, b))
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    try:
+        x, y = np.asarray(a), np.asarray(b)
+    except Exception:
+        return a == b
+    if x.shape != y.shape:
+        return False
+    if np.issubdtype(x.dtype, np.number) and np.issubdtype(y.dtype, np.number):
+        if atol > 0:
+            return bool(np.allclose(x, y, rtol=0.0, atol=atol, equal_nan=True))
+        return bool(np.array_equal(x, y, equal_nan=np.issubdtype(x.dtype, np.floating)))
+    return bool(np.array_equal(x, y))
+
+
+def _fingerprint(value: Any) -> Any:
+    """A compact, picklable, process-independent stand-in for an observation."""
+    if isinstance(value, dict):
+        return {k: _fingerprint(v) for k, v in sorted(value.items())}
+    if isinstance(value, (tuple, list)):
+        return [_fingerprint(v) for v in value]
+    if isinstance(value, str):
+        return "str:" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+    array = np.asarray(value)
+    if array.dtype == object:
+        return "obj:" + repr(value)
+    return f"arr:{array.dtype}:{array.shape}:" + hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+
+
+@dataclass
+class _Step:
+    observation: Any
+    reward: float
+    terminated: bool
+    truncated: bool
+    verdict: tuple[Any, Any]
+    malformed: bool
+
+    def same_as(self, other: _Step, atol: float) -> bool:
+        return (
+            _same(self.observation, other.observation, atol)
+            and _same(self.reward, other.reward, atol)
+            and (self.terminated, self.truncated, self.verdict, self.malformed)
+            == (other.terminated, other.truncated, other.verdict, other.malformed)
+        )
+
+
+def _record(observation: Any, reward: Any, terminated: Any, truncated: Any, info: dict[str, Any], fingerprint: bool) -> _Step:
+    return _Step(
+        observation=_fingerprint(observation) if fingerprint else observation,
+        reward=float(reward),
+        terminated=bool(terminated),
+        truncated=bool(truncated),
+        verdict=(info.get(SUCCESS), info.get(SCORE)),
+        malformed=ACTION_ERROR in info,
+    )
+
+
+class _ActionSource:
+    """Reproducible actions: the env's oracle half of the time when it has one, else samples."""
+
+    def __init__(self, env: gym.Env, seed: int):
+        self.env = env
+        self.rng = np.random.default_rng(seed)
+        self.space = copy.deepcopy(env.action_space)
+        self.space.seed(seed)
+
+    def __call__(self) -> Any:
+        sample = self.space.sample()
+        if self.rng.random() < 0.5 and isinstance(self.env.unwrapped, OracleInterface):
+            return self.env.unwrapped.oracle_action()
+        return sample
+
+
+def _rollout(
+    env: gym.Env, seed: int, steps: int, *, fingerprint: bool = False, on_step: Callable | None = None, action_seed: int | None = None
+) -> list[_Step]:
+    """``steps`` steps from ``reset(seed)``, restarting finished episodes with seeds seed+1, ...
+
+    Actions come from :class:`_ActionSource` seeded with ``action_seed`` (default ``seed``).
+    """
+    actions = _ActionSource(env, seed if action_seed is None else action_seed)
+    observation, _ = env.reset(seed=seed)
+    trajectory = [_record(observation, 0.0, False, False, {}, fingerprint)]
+    episode = 0
+    for _ in range(steps):
+        result = env.step(actions())
+        if on_step is not None:
+            on_step(result)
+        trajectory.append(_record(*result, fingerprint=fingerprint))
+        if result[2] or result[3]:
+            episode += 1
+            observation, _ = env.reset(seed=seed + episode)
+            trajectory.append(_record(observation, 0.0, False, False, {}, fingerprint))
+    return trajectory
+
+
+def _first_difference(a: Sequence[_Step], b: Sequence[_Step], atol: float) -> str | None:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if not x.same_as(y, atol):
+            fields = [
+                name for name in ("observation", "reward", "terminated", "truncated", "verdict", "malformed")
+                if not (_same(getattr(x, name), getattr(y, name), atol))
+            ]
+            return f"record {i} differs in {', '.join(fields)}: {_short(getattr(x, fields[0]))} vs {_short(getattr(y, fields[0]))}"
+    if len(a) != len(b):
+        return f"trajectory lengths differ: {len(a)} vs {len(b)} records"
+    return None
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ---------------------------------------------------------------------------------------------
+# Fresh interpreter
+# ---------------------------------------------------------------------------------------------
+
+
+def _child_main() -> None:
+    """Entry of the fresh-interpreter child: read specs from stdin, print trajectories."""
+    import verigym  # noqa: F401  (registers the ids)
+
+    request = json.loads(sys.stdin.read())
+    out = {}
+    for key, (env_id, kwargs, seed, steps, fingerprint) in request.items():
+        try:
+            env = gym.make(env_id, disable_env_checker=True, **kwargs)
+            out[key] = ("ok", _rollout(env, seed, steps, fingerprint=fingerprint))
+            env.close()
+        except Exception:
+            out[key] = ("error", traceback.format_exc(limit=5))
+    sys.stdout.write(base64.b64encode(pickle.dumps(out)).decode("ascii"))
+
+
+def _fresh_trajectories(requests: dict[str, tuple[str, dict[str, Any], int, int, bool]], timeout: float = 900.0) -> dict[str, tuple[str, Any]]:
+    """Run rollouts of registered ids in one new interpreter with a different ``PYTHONHASHSEED``."""
+    current = os.environ.get("PYTHONHASHSEED", "")
+    other = str((int(current) + 1) % 4294967296) if current.isdigit() else "12345"
+    environment = dict(os.environ, PYTHONHASHSEED=other)
+    command = [sys.executable, "-c", "from verigym.checker import _child_main; _child_main()"]
+    try:
+        done = subprocess.run(command, input=json.dumps(requests), capture_output=True, text=True, env=environment, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {key: ("error", f"the fresh interpreter did not finish within {timeout:.0f} s") for key in requests}
+    if done.returncode != 0:
+        tail = done.stderr[-2000:]
+        return {key: ("error", f"the fresh interpreter exited with {done.returncode}:\n{tail}") for key in requests}
+    return pickle.loads(base64.b64decode(done.stdout.strip().splitlines()[-1]))
+
+
+# ---------------------------------------------------------------------------------------------
+# The checks
+# ---------------------------------------------------------------------------------------------
+
+
+def _malformed_cases(space: spaces.Space) -> list[tuple[str, Any, bool]]:
+    """(label, action, must_flag) triples; must_flag: the env has to set info["action_error"]."""
+    if isinstance(space, spaces.Text):
+        invalid_utf8 = b"\xff\xfe\xc3(".decode("utf-8", "surrogateescape")
+        return [
+            ("empty text", "", True),
+            ("random text", "q7 ]]{ zx;", False),
+            ("1 MB of text", "9" * (1 << 20), True),
+            ("invalid UTF-8 (surrogateescape)", invalid_utf8, False),
+            ("lone surrogates", "\ud800\udfff\ud83d", False),
+            ("NaN", "NaN", False),
+            ("inf", "inf", False),
+        ]
+    if isinstance(space, spaces.Discrete):
+        return [
+            ("below range", space.start - 1, True),
+            ("above range", space.start + space.n, True),
+            ("huge integer", 2**63, True),
+            ("NaN", float("nan"), True),
+            ("inf", float("inf"), True),
+            ("fractional", space.start + 0.5, True),
+            ("wrong shape", np.zeros(3, dtype=np.int64), True),
+        ]
+    if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
+        base = np.zeros(space.shape, dtype=np.float64)
+        if isinstance(space, spaces.Box):
+            base = np.clip(base, space.low, space.high)
+            high = np.where(np.isfinite(space.high), space.high, 1e30)
+            too_big = np.abs(high) * 10 + 1
+        elif isinstance(space, spaces.MultiDiscrete):
+            base = space.start.astype(np.float64).copy()
+            too_big = (space.start + space.nvec).astype(np.float64)
+        else:
+            too_big = np.full(space.shape, 2.0)
+        cases = [
+            ("NaN", np.full(space.shape, np.nan), True),
+            ("inf", np.full(space.shape, np.inf), True),
+            ("out of range", too_big, True),
+            ("wrong shape (extra element)", np.zeros(int(np.prod(space.shape)) + 1), True),
+            ("empty array", np.zeros((0,)), True),
+        ]
+        if not isinstance(space, spaces.Box) or np.all(np.isfinite(space.low)):
+            cases.append(("below range", base - 1e6 if isinstance(space, spaces.Box) else base - 1, True))
+        return cases
+    if isinstance(space, spaces.Dict):
+        cases = []
+        valid = space.sample()
+        for key, sub in space.spaces.items():
+            for label, bad, must in _malformed_cases(sub):
+                action = dict(valid)
+                action[key] = bad
+                cases.append((f"{key}: {label}", action, must))
+        return cases
+    return []
+
+
+class _Checker:
+    def __init__(self, source: EnvSource, *, steps: int, seed: int, atol: float | None, env_kwargs: dict[str, Any]):
+        self.steps = steps
+        self.seed = seed
+        self.env_kwargs = env_kwargs
+        self.env_id: str | None = None
+        if isinstance(source, str):
+            self.env_id = source
+            self.factory: Callable[[], gym.Env] = lambda: gym.make(source, disable_env_checker=True, **env_kwargs)
+        elif isinstance(source, gym.Env):
+            template = source
+            if template.spec is not None and template.spec.id in gym.registry:
+                spec = template.spec
+                self.env_id = spec.id
+                self.env_kwargs = dict(env_kwargs or {})
+                self.factory = lambda: gym.make(spec, disable_env_checker=True)
+            else:
+                self.factory = lambda: copy.deepcopy(template)
+        elif callable(source):
+            self.factory = source
+        else:
+            raise TypeError(f"check_env takes an env id, a gymnasium.Env or a factory, got {type(source).__name__}")
+        probe = self.factory()
+        self.name = self.env_id or type(probe.unwrapped).__name__
+        self.metadata = dict(getattr(probe.unwrapped, "metadata", {}) or {})
+        self.atol = float(atol if atol is not None else self.metadata.get("determinism_atol", 0.0))
+        self.nondeterministic = bool(getattr(probe.spec, "nondeterministic", False))
+        self.action_space = probe.action_space
+        self.observation_space = probe.observation_space
+        probe.close()
+        self.episode_end_problems: list[str] = []
+        self.episode_ends = 0
+
+    # each check returns (status, detail)
+    def gymnasium_check_env(self) -> tuple[Status, str]:
+        from gymnasium.utils.env_checker import check_env as gym_check_env
+
+        env = self.factory()
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                gym_check_env(env.unwrapped, skip_render_check=True)
+        except Exception as exc:
+            return "fail", f"gymnasium.utils.env_checker.check_env raised {type(exc).__name__}: {exc}"
+        finally:
+            env.close()
+        notes = sorted({str(w.message) for w in caught})
+        return ("warn", "\n".join(notes)) if notes else ("pass", "")
+
+    def family(self) -> tuple[Status, str]:
+        family = self.metadata.get("family")
+        if family not in FAMILIES:
+            return "fail", f"metadata['family'] is {family!r}; set it to one of {FAMILIES} in the class metadata"
+        if self.env_id is not None and self.env_id.startswith("verigym/"):
+            from verigym.registration import row
+
+            try:
+                registered = row(self.env_id).family
+            except KeyError:
+                return "warn", f"{self.env_id} is not in verigym's registration table"
+            if registered != family:
+                return "fail", f"metadata['family'] is {family!r} but the registration table says {registered!r}"
+        return "pass", ""
+
+    def _check_episode_end(self, result: tuple) -> None:
+        _, _, terminated, truncated, info = result
+        if not (terminated or truncated):
+            return
+        self.episode_ends += 1
+        success, score = info.get(SUCCESS), info.get(SCORE)
+        problem = None
+        if not isinstance(success, (bool, np.bool_)):
+            problem = f"info['success'] is {success!r}, not a bool"
+        elif not isinstance(score, (float, int, np.floating, np.integer)) or isinstance(score, bool) or not 0.0 <= float(score) <= 1.0:
+            problem = f"info['score'] is {score!r}, not a float in [0, 1]"
+        if problem and len(self.episode_end_problems) < 3:
+            how = "terminated" if terminated else "truncated"
+            hint = " (a TimeLimit wrapper truncated it? enforce the step limit in the env so its own step reports the verdict)" if truncated and SUCCESS not in info else ""
+            self.episode_end_problems.append(f"episode {self.episode_ends} ({how}): {problem}{hint}")
+
+    def _observation_problems(self, result: tuple, space: spaces.Space) -> str | None:
+        observation, reward, terminated, truncated, info = result
+        if not space.contains(observation):
+            return f"observation {_short(observation)} is not in {space}"
+        if isinstance(reward, bool) or not isinstance(reward, (int, float, np.integer, np.floating)) or not math.isfinite(float(reward)):
+            return f"reward {reward!r} is not a finite number"
+        if not isinstance(terminated, (bool, np.bool_)) or not isinstance(truncated, (bool, np.bool_)):
+            return f"terminated/truncated are {terminated!r}/{truncated!r}, not bools"
+        if not isinstance(info, dict):
+            return f"info is {type(info).__name__}, not dict"
+        if ACTION_ERROR in info and not (isinstance(info[ACTION_ERROR], str) and info[ACTION_ERROR]):
+            return f"info['action_error'] is {info[ACTION_ERROR]!r}, not a non-empty str"
+        return None
+
+    def determinism(self) -> tuple[Status, str]:
+        problems: list[str] = []
+
+        def watch(result: tuple) -> None:
+            self._check_episode_end(result)
+            if len(problems) < 3 and (problem := self._observation_problems(result, self.observation_space)):
+                problems.append(problem)
+
+        a, b = self.factory(), self.factory()
+        try:
+            first = _rollout(a, self.seed, self.steps, on_step=watch)
+            second = _rollout(b, self.seed, self.steps)
+            # make sure at least one episode ends, for the episode_end check
+            extra = 0
+            while self.episode_ends == 0 and extra < 20 * max(self.steps, 100):
+                result = a.step(_ActionSource(a, self.seed + extra)())
+                watch(result)
+                extra += 1
+        finally:
+            a.close()
+            b.close()
+        if problems:
+            return "fail", "; ".join(problems)
+        if self.nondeterministic:
+            return "skip", "the spec says nondeterministic=True"
+        difference = _first_difference(first, second, self.atol)
+        if difference:
+            return "fail", f"two instances, seed {self.seed}, same {self.steps} actions: {difference} (does the env draw all randomness from self.np_random, seeded in reset?)"
+        return "pass", f"{self.steps} steps, {sum(1 for s in first if s.terminated or s.truncated)} episode ends"
+
+    def reset_leak(self) -> tuple[Status, str]:
+        if self.nondeterministic:
+            return "skip", "the spec says nondeterministic=True"
+        env = self.factory()
+        try:
+            reference = _rollout(env, self.seed, 25)
+            _rollout(env, self.seed + 1000, 60)
+            again = _rollout(env, self.seed, 25)
+        finally:
+            env.close()
+        difference = _first_difference(reference, again, self.atol)
+        if difference:
+            return "fail", f"reset(seed={self.seed}) after 60 other steps does not replay the first episode: {difference} (is some state kept across reset?)"
+        return "pass", ""
+
+    def seed_sensitivity(self) -> tuple[Status, str]:
+        if self.metadata.get("seedless_reset"):
+            return "skip", "metadata['seedless_reset'] is True"
+        env = self.factory()
+        try:
+            runs = [_rollout(env, self.seed + k, 30, fingerprint=True, action_seed=self.seed) for k in range(8)]
+        finally:
+            env.close()
+        if all(_first_difference(run, runs[0], 0.0) is None for run in runs):
+            return "fail", "8 different reset seeds with the same 30 actions gave the same trajectory: does reset ignore its seed? (set metadata['seedless_reset'] = True if the task is fixed by design)"
+        return "pass", ""
+
+    def fresh_interpreter(self, precomputed: tuple[str, Any] | None = None) -> tuple[Status, str]:
+        if self.nondeterministic:
+            return "skip", "the spec says nondeterministic=True"
+        if self.env_id is None:
+            return "skip", "needs a registered env id to rebuild the env in a new process"
+        fingerprint = self.atol == 0.0
+        if precomputed is None:
+            precomputed = _fresh_trajectories({"x": (self.env_id, self.env_kwargs, self.seed, self.steps, fingerprint)})["x"]
+        status, payload = precomputed
+        if status != "ok":
+            return "fail", f"the fresh interpreter could not run {self.env_id}: {payload}"
+        env = self.factory()
+        try:
+            local = _rollout(env, self.seed, self.steps, fingerprint=fingerprint)
+        finally:
+            env.close()
+        difference = _first_difference(local, payload, self.atol)
+        if difference:
+            return "fail", f"a new interpreter with another PYTHONHASHSEED gives another trajectory: {difference} (set iteration order? hash()? global RNG?)"
+        return "pass", ""
+
+    def pickle_deepcopy(self) -> tuple[Status, str]:
+        prefix, tail = 7, 25
+        reference = self.factory()
+        original = self.factory()
+        try:
+            space = copy.deepcopy(self.action_space)
+            space.seed(self.seed)
+            actions = [space.sample() for _ in range(prefix + tail)]
+            reference.reset(seed=self.seed)
+            expected = []
+            for action in actions:
+                result = reference.step(action)
+                expected.append(_record(*result, fingerprint=False))
+                if result[2] or result[3]:
+                    break
+            original.reset(seed=self.seed)
+            for action in actions[:prefix]:
+                result = original.step(action)
+                if result[2] or result[3]:
+                    return "skip", f"the episode ended within {prefix} steps; nothing to copy mid-episode"
+            try:
+                pickled = pickle.loads(pickle.dumps(original))
+            except Exception as exc:
+                return "fail", f"pickle.dumps(env) after {prefix} steps raised {type(exc).__name__}: {exc}"
+            try:
+                deep = copy.deepcopy(original)
+            except Exception as exc:
+                return "fail", f"copy.deepcopy(env) after {prefix} steps raised {type(exc).__name__}: {exc}"
+            for label, env in (("the pickled copy", pickled), ("the deep copy", deep), ("the original (after its copies were stepped)", original)):
+                got = []
+                for action in actions[prefix : len(expected)]:
+                    got.append(_record(*env.step(action), fingerprint=False))
+                difference = _first_difference(got, expected[prefix:], self.atol)
+                if difference:
+                    return "fail", f"{label} does not continue like an uninterrupted episode: {difference}"
+        finally:
+            reference.close()
+            original.close()
+        return "pass", ""
+
+    def malformed_actions(self) -> tuple[Status, str]:
+        cases = _malformed_cases(self.action_space)
+        if not cases:
+            return "skip", f"no malformed cases for {self.action_space}"
+        problems = []
+        env = self.factory()
+        try:
+            for label, action, must_flag in cases:
+                env.reset(seed=self.seed)
+                try:
+                    result = env.step(action)
+                except Exception as exc:
+                    problems.append(f"{label}: step raised {type(exc).__name__}: {_short(str(exc))}")
+                    continue
+                if problem := self._observation_problems(result, self.observation_space):
+                    problems.append(f"{label}: {problem}")
+                elif must_flag and not result[4].get(ACTION_ERROR):
+                    problems.append(f"{label}: no info['action_error'] was set")
+                elif not (result[2] or result[3]):
+                    try:
+                        env.step(self.action_space.sample())
+                    except Exception as exc:
+                        problems.append(f"{label}: the next valid step raised {type(exc).__name__}: {_short(str(exc))}")
+        finally:
+            env.close()
+        if problems:
+            return "fail", "\n".join(problems)
+        return "pass", f"{len(cases)} cases"
+
+    def text_view(self) -> tuple[Status, str]:
+        from verigym.wrappers.language import LanguageWrapper
+
+        tensor_env, text_env = self.factory(), LanguageWrapper(self.factory())
+        try:
+            observation, info = text_env.reset(seed=self.seed)
+            if not isinstance(observation, str):
+                return "fail", f"LanguageWrapper.reset gave {type(observation).__name__}, not str"
+            if not isinstance(text_env.instructions(), str) or not text_env.instructions().strip():
+                return "fail", "instructions() is empty"
+            result = text_env.step("\u2603 not an action \u2603")
+            if not isinstance(result[0], str):
+                return "fail", f"LanguageWrapper.step on garbage gave a {type(result[0]).__name__} observation"
+            if text_env._native_text:
+                return "pass", "natively text"
+            inner = tensor_env.unwrapped
+            if isinstance(inner, TextInterface) and not callable(getattr(inner, "action_text", None)):
+                return "skip", "the env has its own parse_action but no action_text(action) to round-trip with"
+            to_text = inner.action_text if isinstance(inner, TextInterface) else text_env.action_text
+            space = copy.deepcopy(tensor_env.action_space)
+            space.seed(self.seed)
+            for _ in range(50):
+                action = space.sample()
+                parsed = text_env.parse_action(to_text(action))
+                if not _same(parsed, action):
+                    return "fail", f"parse_action(action_text({_short(action)})) gave {_short(parsed)}"
+            tensor_obs, _ = tensor_env.reset(seed=self.seed)
+            text_obs, _ = text_env.reset(seed=self.seed)
+            for step in range(50):
+                if text_env.observation_text(tensor_obs) != text_obs:
+                    return "fail", f"step {step}: the text view shows another state than the tensor view with the same seed"
+                action = space.sample()
+                t = tensor_env.step(action)
+                w = text_env.step(to_text(action))
+                if not _same(t[1:4], w[1:4]):
+                    return "fail", f"step {step}: reward/terminated/truncated differ between views: {t[1:4]} vs {w[1:4]}"
+                tensor_obs, text_obs = t[0], w[0]
+                if t[2] or t[3]:
+                    break
+        except Exception as exc:
+            return "fail", f"the text view raised {type(exc).__name__}: {exc}"
+        finally:
+            tensor_env.close()
+            text_env.close()
+        return "pass", ""
+
+    def episode_end(self) -> tuple[Status, str]:
+        if self.episode_ends == 0:
+            return "fail", f"no episode ended within {self.steps + 20 * max(self.steps, 100)} random steps: give the env a step limit"
+        if self.episode_end_problems:
+            return "fail", "\n".join(self.episode_end_problems)
+        return "pass", f"{self.episode_ends} episode ends checked"
+
+    def close_twice(self) -> tuple[Status, str]:
+        env = self.factory()
+        env.reset(seed=self.seed)
+        try:
+            env.close()
+            env.close()
+        except Exception as exc:
+            return "fail", f"the second close() raised {type(exc).__name__}: {exc}"
+        return "pass", ""
+
+
+def check_env(
+    env: EnvSource,
+    *,
+    steps: int = 200,
+    seed: int = 0,
+    atol: float | None = None,
+    checks: Iterable[str] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    _fresh: tuple[str, Any] | None = None,
+) -> CheckReport:
+    """Run the conformance checks (module docstring) on one env.
+
+    Args:
+        env: a registered id, a ``gymnasium.Env`` instance, or a zero-argument factory.
+        steps: length of the determinism rollouts.
+        seed: the first reset seed.
+        atol: absolute tolerance for float observations/rewards; default
+            ``metadata["determinism_atol"]`` or 0 (exact).
+        checks: names from :data:`ALL_CHECKS` to run (default: all).
+        env_kwargs: constructor overrides when ``env`` is an id.
+
+    Returns:
+        The report; call :meth:`CheckReport.raise_for_failures` to turn failures into an error.
+
+    Raises:
+        TypeError: ``env`` is none of the accepted kinds.
+        ValueError: an unknown check name.
+    """
+    selected = list(ALL_CHECKS if checks is None else checks)
+    unknown = [c for c in selected if c not in ALL_CHECKS]
+    if unknown:
+        raise ValueError(f"unknown checks {unknown}; choose from {ALL_CHECKS}")
+    if isinstance(env, str):
+        import verigym  # noqa: F401  (registers the verigym ids)
+
+        if env not in gym.registry:
+            from verigym.registration import unknown_id_message
+
+            report = CheckReport(env)
+            report.results.append(CheckResult("make", "fail", unknown_id_message(env)))
+            return report
+    try:
+        checker = _Checker(env, steps=steps, seed=seed, atol=atol, env_kwargs=dict(env_kwargs or {}))
+    except Exception as exc:
+        report = CheckReport(env if isinstance(env, str) else type(env).__name__)
+        report.results.append(CheckResult("make", "fail", f"making the env raised {type(exc).__name__}: {exc}"))
+        return report
+    report = CheckReport(checker.name)
+    if "episode_end" in selected and "determinism" not in selected:
+        selected.insert(selected.index("episode_end"), "determinism")
+    for name in ALL_CHECKS:
+        if name not in selected:
+            continue
+        try:
+            if name == "fresh_interpreter":
+                status, detail = checker.fresh_interpreter(_fresh)
+            else:
+                status, detail = getattr(checker, name)()
+        except Exception as exc:
+            status, detail = "fail", f"raised {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
+        report.results.append(CheckResult(name, status, detail))
+    return report
+
+
+def check_all(
+    env_ids: Sequence[str] | None = None,
+    *,
+    family: str | None = None,
+    steps: int = 200,
+    seed: int = 0,
+    on_report: Callable[[CheckReport], None] | None = None,
+) -> list[CheckReport]:
+    """Check many registered ids; the fresh-interpreter rollouts of all of them share one process.
+
+    Args:
+        env_ids: ids to check (default: every verigym Gymnasium id, optionally of ``family``).
+        family: restrict the default ids to one family.
+        steps, seed: as in :func:`check_env`.
+        on_report: called with each report as soon as it is ready (progress output).
+    """
+    from verigym.registration import rows
+
+    if env_ids is None:
+        env_ids = [r.id for r in rows(family) if r.api == "gymnasium"]
+    requests = {}
+    for env_id in env_ids:
+        if env_id in gym.registry:
+            env = gym.make(env_id, disable_env_checker=True)
+            atol = float(env.unwrapped.metadata.get("determinism_atol", 0.0))
+            env.close()
+            requests[env_id] = (env_id, {}, seed, steps, atol == 0.0)
+    fresh = _fresh_trajectories(requests) if requests else {}
+    reports = []
+    for env_id in env_ids:
+        report = check_env(env_id, steps=steps, seed=seed, _fresh=fresh.get(env_id))
+        if on_report is not None:
+            on_report(report)
+        reports.append(report)
+    return reports

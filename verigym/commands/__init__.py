@@ -1,0 +1,1 @@
+"""Subcommands of the ``verigym`` CLI, one module each (see :mod:`verigym.cli`)."""

@@ -1,0 +1,38 @@
+"""``verigym check ENV_ID | --all``: the conformance checker (:mod:`verigym.checker`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from verigym.core import FAMILIES
+
+HELP = "run the conformance checks on one env id, or on every registered id"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("env_id", nargs="?", help="a registered id (verigym's or any Gymnasium id)")
+    parser.add_argument("--all", action="store_true", help="check every registered verigym id")
+    parser.add_argument("--family", choices=FAMILIES, help="with --all: only this family")
+    parser.add_argument("--steps", type=int, default=200, help="length of the determinism rollouts")
+    parser.add_argument("--seed", type=int, default=0, help="first reset seed")
+    parser.add_argument("--verbose-pass", action="store_true", help="show details of passing checks too")
+
+
+def run(args: argparse.Namespace) -> int:
+    from verigym.checker import CheckReport, check_all, check_env
+
+    if bool(args.all) == bool(args.env_id):
+        print("give either ENV_ID or --all (see verigym check --help)")
+        return 2
+
+    def show(report: CheckReport) -> None:
+        print(report.format(), flush=True)
+
+    if args.all:
+        reports = check_all(family=args.family, steps=args.steps, seed=args.seed, on_report=show)
+    else:
+        reports = [check_env(args.env_id, steps=args.steps, seed=args.seed)]
+        show(reports[0])
+    failed = [r.env_id for r in reports if not r.passed]
+    print(f"{len(reports) - len(failed)} passed, {len(failed)} failed" + (f": {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0

@@ -1,0 +1,243 @@
+"""The contracts every verigym environment shares (DESIGN.md section 2).
+
+* :class:`TextInterface` -- the text view an LLM agent plays through.
+* :class:`ActionParseError` -- raised by ``parse_action`` with a message meant for the agent.
+* :data:`FAMILIES` -- the family tags.
+* The episode-end contract: the step that ends an episode puts ``info["success"]`` (bool) and
+  ``info["score"]`` (float in [0, 1]); a malformed or illegal action gets the env's documented
+  penalty and ``info["action_error"]`` (str). :func:`episode_end` and :func:`action_error_info`
+  build those entries; :func:`coerce_action` turns whatever an agent produced into a valid element
+  of a tensor action space or raises :class:`ActionParseError` saying what was wrong.
+
+This module imports only numpy and gymnasium's spaces.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+from gymnasium import spaces
+
+__all__ = [
+    "ACTION_CANDIDATES",
+    "ACTION_ERROR",
+    "ACTION_MASK",
+    "UnicodeText",
+    "ActionParseError",
+    "FAMILIES",
+    "OracleInterface",
+    "Family",
+    "SCORE",
+    "SUCCESS",
+    "TextInterface",
+    "action_error_info",
+    "coerce_action",
+    "episode_end",
+]
+
+Family = Literal["text", "tool", "gui", "grid", "mujoco", "multiagent"]
+"""The family tag of an environment, recorded in the registration table and in
+``metadata["family"]``."""
+
+FAMILIES: tuple[str, ...] = ("text", "tool", "gui", "grid", "mujoco", "multiagent")
+
+SUCCESS = "success"
+"""``info`` key: ``bool``, set on the step that ends an episode; whether the verifier accepted."""
+SCORE = "score"
+"""``info`` key: ``float`` in [0, 1], set on the step that ends an episode."""
+ACTION_ERROR = "action_error"
+"""``info`` key: ``str``, set on a step whose action was malformed or illegal; says what was wrong."""
+ACTION_CANDIDATES = "action_candidates"
+"""``info`` key: ``list[str]``, the finite answer set of a text env, for the tensor view."""
+ACTION_MASK = "action_mask"
+"""``info`` key: ``int8`` array, 1 where an action is legal."""
+
+
+class ActionParseError(ValueError):
+    """An agent's action could not be parsed or is not legal.
+
+    The message is meant for the agent: it says what was wrong and what format is expected, and it
+    becomes ``info["action_error"]``. Subclasses :class:`ValueError`.
+    """
+
+
+@runtime_checkable
+class TextInterface(Protocol):
+    """The text view of an environment (DESIGN.md section 2, "Two views").
+
+    ``LanguageWrapper`` uses these methods to turn the env into a Text->Text env; an env without
+    them gets generic formatters for its spaces.
+    """
+
+    def instructions(self) -> str:
+        """The rules of the task and the exact action format, as a prompt for an agent."""
+        ...
+
+    def observation_text(self, observation: Any) -> str:
+        """Render an observation of ``observation_space`` as text."""
+        ...
+
+    def parse_action(self, text: str) -> Any:
+        """Parse an agent's text into an element of ``action_space``.
+
+        Raises:
+            ActionParseError: the text is not a valid action; the message tells the agent why.
+        """
+        ...
+
+
+class UnicodeText(spaces.Text):
+    """A ``Text`` space of any Python string (natural language, code, JSON) up to ``max_length``.
+
+    Gymnasium's ``Text`` only contains strings over a fixed charset (alphanumerics by default);
+    agents write arbitrary unicode. ``contains`` accepts any ``str`` whose length is within
+    bounds; ``sample`` draws printable ASCII.
+    """
+
+    def __init__(self, max_length: int = 1 << 16, *, min_length: int = 0, seed: int | None = None):
+        printable = "".join(chr(c) for c in range(32, 127)) + "\n"
+        super().__init__(max_length=max_length, min_length=min_length, charset=printable, seed=seed)
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+    def __repr__(self) -> str:
+        return f"UnicodeText({self.min_length}, {self.max_length})"
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, UnicodeText) and (self.min_length, self.max_length) == (other.min_length, other.max_length)
+
+
+@runtime_checkable
+class OracleInterface(Protocol):
+    """An env with a scripted solver (the "oracle" reference agent of the leaderboards).
+
+    ``oracle_action()`` returns the action (an element of ``action_space``) the solver takes in the
+    current state; following it from ``reset`` reaches success on (nearly) every seed, which proves
+    the generated tasks solvable.
+    """
+
+    def oracle_action(self) -> Any: ...
+
+
+def episode_end(info: dict[str, Any], *, success: bool, score: float) -> dict[str, Any]:
+    """Put the verifier's verdict into ``info`` (in place) and return it.
+
+    Args:
+        info: the step's info dict.
+        success: whether the episode's goal was verified as reached.
+        score: the verified score, clipped into [0, 1]; NaN is refused.
+
+    Raises:
+        ValueError: ``score`` is NaN.
+    """
+    score = float(score)
+    if math.isnan(score):
+        raise ValueError("score is NaN; a verifier must return a number in [0, 1]")
+    info[SUCCESS] = bool(success)
+    info[SCORE] = min(1.0, max(0.0, score))
+    return info
+
+
+def action_error_info(message: str, info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Return ``info`` with ``info["action_error"] = message`` (truncated to 500 characters)."""
+    info = {} if info is None else info
+    message = str(message)
+    info[ACTION_ERROR] = message if len(message) <= 500 else message[:497] + "..."
+    return info
+
+
+def _describe(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def coerce_action(space: spaces.Space, action: Any) -> Any:
+    """Return ``action`` as a valid element of ``space`` or raise :class:`ActionParseError`.
+
+    Accepts what agents commonly produce: Python or numpy scalars for ``Discrete``, lists or arrays
+    for ``Box``/``MultiDiscrete``/``MultiBinary`` (cast to the space's dtype), dicts and tuples
+    recursively. Rejects NaN/inf, out-of-range values, wrong shapes and non-numeric input with a
+    message for the agent. ``Text`` actions are checked for type, length and charset.
+
+    Raises:
+        ActionParseError: the action is not in ``space``.
+    """
+    if isinstance(space, spaces.Discrete):
+        return _coerce_discrete(space, action)
+    if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
+        return _coerce_array(space, action)
+    if isinstance(space, spaces.Dict):
+        if not isinstance(action, Mapping):
+            raise ActionParseError(f"expected a dict with keys {list(space.spaces)}, got {_describe(action)}")
+        missing = [k for k in space.spaces if k not in action]
+        extra = [k for k in action if k not in space.spaces]
+        if missing or extra:
+            raise ActionParseError(f"dict action keys must be {list(space.spaces)}; missing {missing}, unexpected {extra}")
+        return {k: coerce_action(sub, action[k]) for k, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        if not isinstance(action, (tuple, list)) or len(action) != len(space.spaces):
+            raise ActionParseError(f"expected a tuple of {len(space.spaces)} actions, got {_describe(action)}")
+        return tuple(coerce_action(sub, a) for sub, a in zip(space.spaces, action))
+    if isinstance(space, spaces.Text):
+        if not isinstance(action, str):
+            raise ActionParseError(f"expected a string action, got {type(action).__name__}")
+        if space.contains(action):
+            return action
+        raise ActionParseError(
+            f"text action must have {space.min_length} to {space.max_length} characters "
+            f"from the allowed charset; got {len(action)} characters"
+        )
+    if space.contains(action):
+        return action
+    raise ActionParseError(f"action {_describe(action)} is not in {space}")
+
+
+def _coerce_discrete(space: spaces.Discrete, action: Any) -> np.int64:
+    if isinstance(action, np.ndarray):
+        if action.size != 1:
+            raise ActionParseError(f"expected one integer action, got an array of shape {action.shape}")
+        action = action.reshape(()).item()
+    if isinstance(action, (bool, np.bool_)) or not isinstance(action, (int, np.integer, float, np.floating)):
+        raise ActionParseError(f"expected an integer action in [{space.start}, {space.start + space.n - 1}], got {_describe(action)}")
+    if isinstance(action, (float, np.floating)):
+        if not math.isfinite(action) or action != int(action):
+            raise ActionParseError(f"expected an integer action, got {_describe(action)}")
+    value = int(action)
+    if not space.start <= value < space.start + space.n:
+        raise ActionParseError(f"action {value} is out of range; legal actions are {space.start}..{space.start + space.n - 1}")
+    return np.int64(value)
+
+
+def _coerce_array(space: spaces.Box | spaces.MultiDiscrete | spaces.MultiBinary, action: Any) -> np.ndarray:
+    try:
+        array = np.asarray(action)
+    except Exception as exc:  # ragged nested lists and the like
+        raise ActionParseError(f"action could not be read as an array: {exc}") from None
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
+        raise ActionParseError(f"expected a numeric array of shape {space.shape}, got {_describe(action)}")
+    if array.shape != space.shape:
+        if array.size == int(np.prod(space.shape)) and array.ndim <= 1:
+            array = array.reshape(space.shape)
+        else:
+            raise ActionParseError(f"expected shape {space.shape}, got shape {array.shape}")
+    if np.issubdtype(array.dtype, np.floating) and not np.all(np.isfinite(array)):
+        raise ActionParseError("action contains NaN or infinity")
+    if isinstance(space, spaces.Box):
+        low, high = space.low, space.high
+        if np.any(array < low) or np.any(array > high):
+            raise ActionParseError(f"action {_describe(array.tolist())} is outside the bounds [{_describe(low.tolist(), 40)}, {_describe(high.tolist(), 40)}]")
+        return array.astype(space.dtype)
+    if np.issubdtype(array.dtype, np.floating) and np.any(array != np.round(array)):
+        raise ActionParseError(f"expected integers, got {_describe(array.tolist())}")
+    ints = array.astype(np.int64)
+    if isinstance(space, spaces.MultiBinary):
+        if np.any((ints != 0) & (ints != 1)):
+            raise ActionParseError(f"expected 0/1 values, got {_describe(ints.tolist())}")
+        return ints.astype(space.dtype)
+    if np.any(ints < space.start) or np.any(ints >= space.start + space.nvec):
+        raise ActionParseError(f"action {_describe(ints.tolist())} is out of range; component i must be in [start_i, start_i + nvec_i - 1] with nvec={space.nvec.tolist()}")
+    return ints.astype(space.dtype)

@@ -1,0 +1,128 @@
+"""``verigym doctor``: which optional parts work on this machine, and how to fix what does not.
+
+Each probe is a function returning a :class:`Probe`; :data:`PROBES` lists them as ``"module:attr"``
+strings so a part of the library can contribute its own probe without importing it here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+__all__ = ["PROBES", "Probe", "run_probes"]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One line of the doctor's report.
+
+    Attributes:
+        part: what was probed ("MuJoCo rendering", ...).
+        ok: True works, False broken or missing.
+        detail: what was seen (a version, an error).
+        fix: the command that fixes it, when not ok.
+    """
+
+    part: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def _run(command: list[str], timeout: float = 60.0, env: dict[str, str] | None = None) -> tuple[int, str]:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return -1, str(exc)
+    return done.returncode, (done.stdout + done.stderr).strip()
+
+
+def probe_core() -> Probe:
+    import gymnasium
+    import numpy
+
+    import verigym
+
+    return Probe("verigym core", True, f"verigym {verigym.__version__}, gymnasium {gymnasium.__version__}, numpy {numpy.__version__}, Python {sys.version.split()[0]}")
+
+
+def probe_torch() -> Probe:
+    try:
+        import torch
+    except ImportError as exc:
+        return Probe("PyTorch", False, str(exc), "pip install torch")
+    if torch.cuda.is_available():
+        return Probe("PyTorch / CUDA", True, f"torch {torch.__version__}, CUDA device {torch.cuda.get_device_name(0)}")
+    return Probe("PyTorch / CUDA", True, f"torch {torch.__version__}, CPU only (no CUDA device; agents use device='cpu')")
+
+
+def probe_mujoco() -> Probe:
+    code = (
+        "import mujoco; m = mujoco.MjModel.from_xml_string('<mujoco><worldbody><light pos=\"0 0 3\"/>"
+        "<geom type=\"sphere\" size=\".2\" rgba=\"1 0 0 1\"/></worldbody></mujoco>'); d = mujoco.MjData(m);"
+        "r = mujoco.Renderer(m, 32, 32); mujoco.mj_forward(m, d); r.update_scene(d); px = r.render();"
+        "print(mujoco.__version__, int(px.max()))"
+    )
+    backend = os.environ.get("MUJOCO_GL", "egl")
+    code_, out = _run([sys.executable, "-c", code], env=dict(os.environ, MUJOCO_GL=backend))
+    if code_ == 0:
+        version, brightest = out.split()[-2:]
+        return Probe("MuJoCo rendering", int(brightest) > 0, f"mujoco {version}, MUJOCO_GL={backend}, headless frame rendered")
+    return Probe("MuJoCo rendering", False, out.splitlines()[-1] if out else "failed", "pip install mujoco; apt-get install -y libegl1 libgl1 (then MUJOCO_GL=egl)")
+
+
+def probe_chromium() -> Probe:
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    if binary is None:
+        return Probe("Chromium (GUI envs)", False, "no chromium on PATH", "apt-get update && apt-get install -y chromium")
+    try:
+        importlib.import_module("playwright")
+    except ImportError:
+        return Probe("Chromium (GUI envs)", False, f"{binary} found, playwright missing", 'pip install "verigym[gui]"')
+    code, out = _run([binary, "--version"], timeout=30)
+    return Probe("Chromium (GUI envs)", code == 0, f"{out or binary}, playwright installed", "" if code == 0 else "apt-get install --reinstall -y chromium")
+
+
+def probe_sandbox() -> Probe:
+    binary = shutil.which("bwrap")
+    if binary is None:
+        return Probe("code sandbox (bubblewrap)", False, "bwrap not found; code execution refuses to run", "apt-get update && apt-get install -y bubblewrap")
+    command = [binary, "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
+    code, out = _run(command, timeout=30)
+    if code != 0:
+        return Probe("code sandbox (bubblewrap)", False, f"bwrap cannot create namespaces: {out[-200:]}", "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) or run where namespaces are permitted")
+    return Probe("code sandbox (bubblewrap)", True, f"{binary} creates namespaces")
+
+
+def probe_ray() -> Probe:
+    try:
+        ray = importlib.import_module("ray")
+    except ImportError:
+        return Probe("Ray (distributed evaluation)", False, "ray not installed", 'pip install "verigym[ray]"')
+    return Probe("Ray (distributed evaluation)", True, f"ray {ray.__version__}")
+
+
+PROBES: tuple[str, ...] = (
+    "verigym.doctor:probe_core",
+    "verigym.doctor:probe_torch",
+    "verigym.doctor:probe_mujoco",
+    "verigym.doctor:probe_chromium",
+    "verigym.doctor:probe_sandbox",
+    "verigym.doctor:probe_ray",
+)
+
+
+def run_probes() -> list[Probe]:
+    """Run every probe in :data:`PROBES`; a probe that raises is reported as broken."""
+    results = []
+    for target in PROBES:
+        module, attr = target.split(":")
+        try:
+            results.append(getattr(importlib.import_module(module), attr)())
+        except Exception as exc:
+            results.append(Probe(target, False, f"the probe raised {type(exc).__name__}: {exc}"))
+    return results

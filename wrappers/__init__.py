@@ -1,0 +1,31 @@
+"""verigym.wrappers -- one concern a wrapper.
+
+* :class:`LanguageWrapper` -- any env as Text -> Text (the text view for LLM agents).
+* :class:`CandidateActionWrapper`, :class:`HashedNGramObservation` -- the tensor view of text envs.
+
+Names are imported lazily, so ``import verigym.wrappers`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "LanguageWrapper": "verigym.wrappers.language",
+    "CandidateActionWrapper": "verigym.wrappers.tensor_view",
+    "HashedNGramObservation": "verigym.wrappers.tensor_view",
+    "hashed_ngrams": "verigym.wrappers.tensor_view",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'verigym.wrappers' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__

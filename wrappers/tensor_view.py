@@ -1,0 +1,158 @@
+"""The tensor view of text environments (DESIGN.md section 2, "Two views").
+
+* :class:`CandidateActionWrapper` -- ``Discrete(max_candidates)`` actions over the env's finite
+  answer set, read from ``info["action_candidates"]`` (or the env's ``action_candidates()``).
+* :class:`HashedNGramObservation` -- a fixed-size ``float32`` observation from text by feature
+  hashing of word n-grams (Weinberger et al. 2009, "Feature Hashing for Large Scale Multitask
+  Learning"), independent of ``PYTHONHASHSEED``.
+
+The same seed gives the same task and the same reward in both views.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Sequence
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.utils import RecordConstructorArgs
+
+from verigym.core import (
+    ACTION_CANDIDATES,
+    ACTION_MASK,
+    ActionParseError,
+    action_error_info,
+    coerce_action,
+)
+
+__all__ = ["CandidateActionWrapper", "HashedNGramObservation", "hashed_ngrams"]
+
+
+class CandidateActionWrapper(gym.Wrapper, RecordConstructorArgs):
+    """``Discrete`` actions over a text env's candidate answers.
+
+    Action ``i`` submits ``candidates[i]``, where ``candidates`` is the list the env put in
+    ``info["action_candidates"]`` on the last ``reset``/``step`` (or, if absent there, what
+    ``env.unwrapped.action_candidates()`` returns). ``info["action_mask"]`` (``int8`` array of
+    shape ``(max_candidates,)``) is 1 for indices that name a candidate.
+
+    An index with no candidate (or out of range) does not step the env: reward
+    ``invalid_action_reward``, ``info["action_error"]``, same observation.
+
+    Args:
+        env: a text env that exposes candidates.
+        max_candidates: size of the ``Discrete`` action space; extra candidates are cut off.
+        invalid_action_reward: reward for choosing an index with no candidate.
+
+    Raises:
+        ValueError: ``max_candidates`` < 1.
+    """
+
+    def __init__(self, env: gym.Env, *, max_candidates: int = 64, invalid_action_reward: float = -1.0):
+        if max_candidates < 1:
+            raise ValueError(f"max_candidates must be >= 1, got {max_candidates}")
+        RecordConstructorArgs.__init__(self, max_candidates=max_candidates, invalid_action_reward=invalid_action_reward)
+        gym.Wrapper.__init__(self, env)
+        self.max_candidates = max_candidates
+        self.invalid_action_reward = float(invalid_action_reward)
+        self.action_space = spaces.Discrete(max_candidates)
+        self._candidates: list[str] = []
+        self._last_obs: Any = None
+
+    @property
+    def candidates(self) -> list[str]:
+        """The current candidate answers (at most ``max_candidates``)."""
+        return list(self._candidates)
+
+    def _update(self, info: dict[str, Any]) -> dict[str, Any]:
+        found: Sequence[str] | None = info.get(ACTION_CANDIDATES)
+        if found is None and callable(getattr(self.env.unwrapped, "action_candidates", None)):
+            found = self.env.unwrapped.action_candidates()
+        self._candidates = [str(c) for c in (found or [])][: self.max_candidates]
+        info = dict(info)
+        info[ACTION_MASK] = self.action_mask()
+        return info
+
+    def action_mask(self) -> np.ndarray:
+        """``int8`` array of shape ``(max_candidates,)``: 1 where an index names a candidate."""
+        mask = np.zeros(self.max_candidates, dtype=np.int8)
+        mask[: len(self._candidates)] = 1
+        return mask
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        observation, info = self.env.reset(seed=seed, options=options)
+        self._last_obs = observation
+        return observation, self._update(info)
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        try:
+            index = int(coerce_action(self.action_space, action))
+            if index >= len(self._candidates):
+                raise ActionParseError(f"action {index} names no candidate; {len(self._candidates)} candidates are available")
+        except ActionParseError as exc:
+            info = action_error_info(str(exc))
+            info[ACTION_MASK] = self.action_mask()
+            return self._last_obs, self.invalid_action_reward, False, False, info
+        observation, reward, terminated, truncated, info = self.env.step(self._candidates[index])
+        self._last_obs = observation
+        return observation, reward, terminated, truncated, self._update(info)
+
+
+_TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+
+
+def hashed_ngrams(text: str, dim: int, ngram_range: tuple[int, int] = (1, 2)) -> np.ndarray:
+    """Feature-hash the word n-grams of ``text`` into a ``float32`` vector of shape ``(dim,)``.
+
+    Tokens are lower-cased words and punctuation marks; each n-gram adds +-1 (the sign from a
+    second hash) at ``crc32(ngram) % dim``; the vector is L2-normalized (zero for empty text).
+    Deterministic across processes (CRC-32, not Python's salted ``hash``).
+    """
+    tokens = _TOKEN.findall(text.lower())
+    vector = np.zeros(dim, dtype=np.float32)
+    low, high = ngram_range
+    for n in range(low, high + 1):
+        for i in range(len(tokens) - n + 1):
+            data = " ".join(tokens[i : i + n]).encode("utf-8", "surrogatepass")
+            h = zlib.crc32(data)
+            vector[h % dim] += 1.0 if (h >> 31) & 1 else -1.0
+    norm = float(np.linalg.norm(vector))
+    if norm > 0:
+        vector /= norm
+    return vector
+
+
+class HashedNGramObservation(gym.ObservationWrapper, RecordConstructorArgs):
+    """A fixed-size numeric observation for text envs: hashed word n-grams.
+
+    Observation space: ``Box(-1, 1, shape=(dim,), float32)``, see :func:`hashed_ngrams`.
+
+    Args:
+        env: an env whose observations are ``str``.
+        dim: vector size.
+        ngram_range: smallest and largest n.
+
+    Raises:
+        ValueError: ``dim`` < 1 or a bad ``ngram_range``.
+    """
+
+    def __init__(self, env: gym.Env, *, dim: int = 1024, ngram_range: tuple[int, int] = (1, 2)):
+        if dim < 1:
+            raise ValueError(f"dim must be >= 1, got {dim}")
+        low, high = ngram_range
+        if not 1 <= low <= high:
+            raise ValueError(f"ngram_range must satisfy 1 <= low <= high, got {ngram_range}")
+        RecordConstructorArgs.__init__(self, dim=dim, ngram_range=(low, high))
+        gym.ObservationWrapper.__init__(self, env)
+        self.dim = dim
+        self.ngram_range = (low, high)
+        self.observation_space = spaces.Box(-1.0, 1.0, shape=(dim,), dtype=np.float32)
+
+    def observation(self, observation: Any) -> np.ndarray:
+        if not isinstance(observation, str):
+            raise TypeError(f"HashedNGramObservation needs str observations, got {type(observation).__name__}")
+        return hashed_ngrams(observation, self.dim, self.ngram_range)
