@@ -1,0 +1,108 @@
+"""Agent specs: the strings ``verigym eval --agent`` takes.
+
+=================================  ==========================================================
+spec                               agent
+=================================  ==========================================================
+``random``                         uniform random actions (legal ones when there is a mask)
+``oracle``                         the env's scripted solver (``oracle_action()``)
+``<agent>:<checkpoint dir>``       a saved verigym agent, e.g. ``ppo:runs/ppo-cartpole``
+``llm:<model dir>``                a local Hugging Face causal LM, through the text view
+``openai:<base url>#<model>``      a model behind an OpenAI-compatible server, text view
+``<module>:<factory>``             your own: ``factory(env)`` returns an object with ``act``
+=================================  ==========================================================
+
+The config hash that keys results covers the spec and, for checkpoints and model dirs, the
+contents of the directory (so a retrained checkpoint is a new entry, never mixed with old rows).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import pathlib
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["AgentSpec", "parse_agent_spec"]
+
+_TEXT_KINDS = ("llm", "openai")
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """A parsed agent spec.
+
+    Attributes:
+        text: the spec as given.
+        kind: ``random``, ``oracle``, ``checkpoint``, ``llm``, ``openai`` or ``factory``.
+        target: the checkpoint/model dir, the ``module:factory``, or ``base_url#model``.
+        agent_name: the registered agent name for ``checkpoint`` specs.
+    """
+
+    text: str
+    kind: str
+    target: str = ""
+    agent_name: str = ""
+
+    @property
+    def text_view(self) -> bool:
+        """Whether the agent plays through ``LanguageWrapper``."""
+        return self.kind in _TEXT_KINDS
+
+    def config_hash(self) -> str:
+        """SHA-256 (16 hex digits) of the spec and of the checkpoint/model directory's files."""
+        digest = hashlib.sha256(f"{self.kind}\0{self.agent_name}\0{self.target}".encode())
+        if self.kind in ("checkpoint", "llm"):
+            root = pathlib.Path(self.target)
+            for path in sorted(p for p in root.rglob("*") if p.is_file()):
+                digest.update(str(path.relative_to(root)).encode())
+                stat = path.stat()
+                if stat.st_size <= 64 << 20:
+                    digest.update(hashlib.sha256(path.read_bytes()).digest())
+                else:  # large weights: size and modification time stand in for the content
+                    digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
+        return digest.hexdigest()[:16]
+
+    def build(self, env: Any, device: str = "cpu") -> Any:
+        """Make the agent for ``env`` (the env as the agent sees it: text view for LLM kinds)."""
+        from verigym import agents
+
+        if self.kind in ("random", "oracle"):
+            return agents.make(self.kind, env)
+        if self.kind == "checkpoint":
+            return agents.load(self.agent_name, self.target, device=device)
+        if self.kind == "llm":
+            return agents.make("llm", env, model_path=self.target, device=device)
+        if self.kind == "openai":
+            base_url, _, model = self.target.partition("#")
+            return agents.make("openai", env, base_url=base_url, model=model)
+        module, _, attr = self.target.partition(":")
+        return getattr(importlib.import_module(module), attr)(env)
+
+
+def parse_agent_spec(text: str) -> AgentSpec:
+    """Parse an agent spec (see the module docstring).
+
+    Raises:
+        ValueError: the spec matches no form, or a checkpoint/model directory does not exist.
+    """
+    from verigym.agents import AGENTS
+
+    text = text.strip()
+    if text in ("random", "oracle"):
+        return AgentSpec(text, text)
+    head, sep, rest = text.partition(":")
+    if not sep or not rest:
+        raise ValueError(
+            f"agent spec {text!r} is not one of: random, oracle, <agent>:<checkpoint dir>, llm:<model dir>, "
+            f"openai:<base url>#<model>, <module>:<factory> (registered agents: {', '.join(sorted(AGENTS))})"
+        )
+    if head == "openai":
+        if "#" not in rest:
+            raise ValueError(f"openai spec must be openai:<base url>#<model>, got {text!r}")
+        return AgentSpec(text, "openai", rest)
+    if head == "llm" or head in AGENTS:
+        if not pathlib.Path(rest).is_dir():
+            raise ValueError(f"{text!r}: {rest} is not a directory")
+        return AgentSpec(text, "llm" if head == "llm" else "checkpoint", rest, agent_name=head)
+    return AgentSpec(text, "factory", text)

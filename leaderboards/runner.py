@@ -1,0 +1,421 @@
+"""The evaluation runner: an agent on a suite, in parallel processes or on Ray, resumable.
+
+Every episode ``(env_id, seed)`` is independent: the env is reset with the seed and the agent with
+``agent.reset(seed=seed)``, so results do not depend on which worker ran an episode or in what
+order -- the local and the Ray backends give the same rows.
+
+Local backend: long-lived worker processes (``spawn``), each caching its env and agent per task.
+The parent hands out episodes, writes each finished episode to the store at once, and kills a
+worker whose episode passes the task's ``time_limit_s`` (the episode is recorded with status
+``timeout``, a new worker takes its place, the run goes on).
+
+Ray backend: one Ray task per episode (``ray.init()`` joins ``RAY_ADDRESS`` or starts a local
+instance); an episode past its time limit is cancelled with ``ray.cancel(force=True)``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import json
+import logging
+import multiprocessing
+import os
+import pathlib
+import platform
+import subprocess
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from typing import Any
+
+from verigym.leaderboards.agent_spec import AgentSpec, parse_agent_spec
+from verigym.leaderboards.store import DEFAULT_DIR, EpisodeRow, ResultsStore
+from verigym.leaderboards.suite import Suite, Task, load_suite
+
+__all__ = ["EvalSummary", "Job", "evaluate", "provenance", "run_episode"]
+
+logger = logging.getLogger(__name__)
+
+_PACKAGES = ("gymnasium", "numpy", "pettingzoo", "torch", "mujoco", "transformers", "reasoning_gym", "playwright")
+
+
+@functools.lru_cache(maxsize=1)
+def provenance() -> dict[str, str]:
+    """verigym version, package versions (JSON), git SHA of the verigym source tree, Python."""
+    import verigym
+
+    packages = {}
+    for name in _PACKAGES:
+        try:
+            packages[name] = importlib.metadata.version(name.replace("_", "-"))
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    source = pathlib.Path(verigym.__file__).resolve().parent.parent
+    sha = "not-a-git-checkout"
+    try:
+        head = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if head.returncode == 0:
+            sha = head.stdout.strip()
+            dirty = subprocess.run(["git", "-C", str(source), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10)
+            if dirty.stdout.strip():
+                sha += "-dirty"
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return {
+        "verigym_version": verigym.__version__,
+        "packages": json.dumps(packages, sort_keys=True),
+        "git_sha": sha,
+        "python": platform.python_version(),
+    }
+
+
+@dataclass(frozen=True)
+class Job:
+    """One episode to run."""
+
+    env_id: str
+    env_kwargs: dict[str, Any]
+    seed: int
+    time_limit_s: float
+
+
+# ---------------------------------------------------------------------------------------------
+# One episode (runs in a worker)
+# ---------------------------------------------------------------------------------------------
+
+
+def _make_env(spec: AgentSpec, env_id: str, env_kwargs: dict[str, Any]) -> Any:
+    import gymnasium as gym
+
+    import verigym  # noqa: F401  (registers the ids)
+
+    env = gym.make(env_id, **env_kwargs)
+    if spec.text_view:
+        from verigym.wrappers import LanguageWrapper
+
+        env = LanguageWrapper(env)
+    return env
+
+
+def run_episode(agent: Any, env: Any, seed: int) -> dict[str, Any]:
+    """Play one episode; returns ``status, score, success, episode_return, length, error``.
+
+    The agent acts deterministically (greedy policies, greedy decoding). An exception from the
+    agent or the env is recorded as status ``error`` with its message.
+    """
+    total, length = 0.0, 0
+    try:
+        if callable(getattr(agent, "reset", None)):
+            agent.reset(seed=seed)
+        observation, info = env.reset(seed=seed)
+        while True:
+            action = agent.act(observation, info, deterministic=True)
+            observation, reward, terminated, truncated, info = env.step(action)
+            total += float(reward)
+            length += 1
+            if terminated or truncated:
+                break
+    except Exception as exc:
+        return {"status": "error", "score": 0.0, "success": False, "episode_return": total, "length": length,
+                "error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"[-2000:]}
+    if "score" not in info or "success" not in info:
+        return {"status": "error", "score": 0.0, "success": False, "episode_return": total, "length": length,
+                "error": "the episode ended without info['success']/info['score'] (not a verigym-conformant env?)"}
+    return {"status": "ok", "score": float(info["score"]), "success": bool(info["success"]), "episode_return": total, "length": length, "error": ""}
+
+
+class _Cache:
+    """A worker's env and agent, rebuilt when the task changes."""
+
+    def __init__(self, spec: AgentSpec, device: str):
+        self.spec, self.device = spec, device
+        self.key: tuple | None = None
+        self.env: Any = None
+        self.agent: Any = None
+
+    def get(self, job: Job) -> tuple[Any, Any]:
+        key = (job.env_id, json.dumps(job.env_kwargs, sort_keys=True))
+        if key != self.key:
+            if self.env is not None:
+                self.env.close()
+            self.env = _make_env(self.spec, job.env_id, job.env_kwargs)
+            self.agent = self.spec.build(self.env, device=self.device)
+            self.key = key
+        return self.agent, self.env
+
+
+def _timed_episode(cache: _Cache, job: Job) -> dict[str, Any]:
+    start = time.perf_counter()
+    try:
+        agent, env = cache.get(job)
+    except Exception as exc:
+        result = {"status": "error", "score": 0.0, "success": False, "episode_return": 0.0, "length": 0,
+                  "error": f"could not build the env or agent: {type(exc).__name__}: {exc}"[-2000:]}
+    else:
+        result = run_episode(agent, env, job.seed)
+    result["time_s"] = time.perf_counter() - start
+    return result
+
+
+def _worker_main(connection: Any, spec_text: str, device: str) -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:
+        pass
+    cache = _Cache(parse_agent_spec(spec_text), device)
+    while True:
+        message = connection.recv()
+        if message is None:
+            break
+        connection.send(_timed_episode(cache, message))
+    if cache.env is not None:
+        cache.env.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Backends
+# ---------------------------------------------------------------------------------------------
+
+
+class _Worker:
+    def __init__(self, context: Any, spec_text: str, device: str):
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=_worker_main, args=(child, spec_text, device), daemon=True)
+        self.process.start()
+        child.close()
+        self.job: Job | None = None
+        self.deadline = 0.0
+
+    def submit(self, job: Job) -> None:
+        self.job = job
+        self.deadline = time.monotonic() + job.time_limit_s
+        self.connection.send(job)
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.join(5)
+        self.connection.close()
+
+    def stop(self) -> None:
+        try:
+            self.connection.send(None)
+        except (BrokenPipeError, OSError):
+            pass
+        self.process.join(10)
+        if self.process.is_alive():
+            self.kill()
+
+
+def _timeout_result(job: Job) -> dict[str, Any]:
+    return {"status": "timeout", "score": 0.0, "success": False, "episode_return": 0.0, "length": 0,
+            "time_s": job.time_limit_s, "error": f"the episode did not finish within {job.time_limit_s:g} s; the worker was killed"}
+
+
+def _run_local(spec_text: str, jobs: list[Job], workers: int, device: str, on_result: Callable[[Job, dict], None]) -> None:
+    context = multiprocessing.get_context("spawn")
+    pending = list(reversed(jobs))
+    pool = [_Worker(context, spec_text, device) for _ in range(min(workers, len(jobs)))]
+    try:
+        for worker in pool:
+            if pending:
+                worker.submit(pending.pop())
+        while any(w.job is not None for w in pool):
+            busy = [w for w in pool if w.job is not None]
+            timeout = max(0.0, min(w.deadline for w in busy) - time.monotonic())
+            ready = wait([w.connection for w in busy], timeout=min(timeout, 1.0) + 0.01)
+            now = time.monotonic()
+            for index, worker in enumerate(pool):
+                if worker.job is None:
+                    continue
+                job = worker.job
+                if worker.connection in ready:
+                    try:
+                        result = worker.connection.recv()
+                    except (EOFError, OSError):  # the worker died (crash, OOM kill)
+                        result = {"status": "error", "score": 0.0, "success": False, "episode_return": 0.0, "length": 0,
+                                  "time_s": 0.0, "error": f"the worker process died (exit code {worker.process.exitcode})"}
+                        worker.kill()
+                        worker = pool[index] = _Worker(context, spec_text, device)
+                elif now >= worker.deadline:
+                    result = _timeout_result(job)
+                    worker.kill()
+                    worker = pool[index] = _Worker(context, spec_text, device)
+                else:
+                    continue
+                worker.job = None
+                on_result(job, result)
+                if pending:
+                    worker.submit(pending.pop())
+    finally:
+        for worker in pool:
+            worker.stop()
+
+
+def _ray_episode(spec_text: str, job: Job, device: str) -> dict[str, Any]:
+    return _timed_episode(_Cache(parse_agent_spec(spec_text), device), job)
+
+
+def _run_ray(spec_text: str, jobs: list[Job], workers: int, device: str, on_result: Callable[[Job, dict], None]) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise RuntimeError('the Ray backend needs ray: pip install "verigym[ray]"') from None
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(num_cpus=None if os.environ.get("RAY_ADDRESS") else workers, include_dashboard=False, log_to_driver=False)
+    remote = ray.remote(num_cpus=1)(_ray_episode)
+    try:
+        pending = list(reversed(jobs))
+        running: dict[Any, tuple[Job, float]] = {}
+        while pending or running:
+            while pending and len(running) < workers:
+                job = pending.pop()
+                running[remote.remote(spec_text, job, device)] = (job, time.monotonic() + job.time_limit_s)
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
+            for ref in ready:
+                job, _ = running.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except Exception as exc:
+                    result = {"status": "error", "score": 0.0, "success": False, "episode_return": 0.0, "length": 0, "time_s": 0.0, "error": f"Ray task failed: {exc}"[-2000:]}
+                on_result(job, result)
+            now = time.monotonic()
+            for ref, (job, deadline) in list(running.items()):
+                if now >= deadline:
+                    ray.cancel(ref, force=True)
+                    running.pop(ref)
+                    on_result(job, _timeout_result(job))
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+# ---------------------------------------------------------------------------------------------
+# The public entry point
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class EvalSummary:
+    """What :func:`evaluate` did."""
+
+    agent_spec: str
+    config_hash: str
+    suite: str
+    store_path: pathlib.Path
+    planned: int = 0
+    skipped: int = 0
+    ran: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+class ResultsExistError(RuntimeError):
+    """Results for this agent and suite exist already and ``resume`` was not asked for."""
+
+
+def evaluate(
+    agent: str,
+    suite: str | Suite,
+    *,
+    out: str | pathlib.Path = DEFAULT_DIR,
+    workers: int | None = None,
+    backend: str = "local",
+    resume: bool = False,
+    device: str = "cpu",
+    episodes: int | None = None,
+    progress: bool = True,
+) -> EvalSummary:
+    """Evaluate an agent spec on a suite and record one row per episode.
+
+    Args:
+        agent: an agent spec (:mod:`verigym.leaderboards.agent_spec`).
+        suite: a suite name, a path to a suite file, or a :class:`Suite`.
+        out: the results folder (``results.sqlite`` inside).
+        workers: parallel episodes (default: the number of CPU cores).
+        backend: ``"local"`` (processes) or ``"ray"``.
+        resume: continue a run whose rows are partly recorded (runs only what is missing).
+        device: torch device for learned agents.
+        episodes: override every task's episode count (keeps the seeds' start).
+        progress: show a progress bar.
+
+    Raises:
+        ValueError: a bad spec, backend, or a suite naming unregistered ids.
+        ResultsExistError: rows exist for this agent and suite and ``resume`` is False.
+    """
+    if backend not in ("local", "ray"):
+        raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
+    spec = parse_agent_spec(agent)
+    suite = suite if isinstance(suite, Suite) else load_suite(suite)
+    if episodes is not None:
+        suite = Suite(suite.name, tuple(Task(t.env_id, episodes, t.seed_start, t.time_limit_s, t.env_kwargs) for t in suite), suite.metric, suite.description)
+    missing = suite.missing_ids()
+    if missing:
+        raise ValueError(f"suite {suite.name} names ids that are not registered here: {missing} (is an optional part missing? run verigym doctor)")
+    config_hash = spec.config_hash()
+    meta = provenance()
+    workers = workers or os.cpu_count() or 1
+    with ResultsStore(out) as store:
+        summary = EvalSummary(spec.text, config_hash, suite.name, store.path)
+        jobs = []
+        for task in suite:
+            done = store.done_seeds(spec.text, config_hash, task.env_id)
+            summary.skipped += len(done & set(task.seeds))
+            jobs += [Job(task.env_id, dict(task.env_kwargs), seed, task.time_limit_s) for seed in task.seeds if seed not in done]
+        summary.planned = suite.episodes
+        if summary.skipped and not resume:
+            raise ResultsExistError(
+                f"{summary.skipped} episodes of {spec.text} on suite {suite.name} are already in {store.path}; "
+                "add --resume to run only the missing ones, or --out DIR to start a new results folder"
+            )
+        bar = _Progress(len(jobs), f"{spec.text} on {suite.name}", enabled=progress)
+
+        def record(job: Job, result: dict[str, Any]) -> None:
+            row = EpisodeRow(
+                suite=suite.name, env_id=job.env_id, env_version=int(job.env_id.rsplit("-v", 1)[1]), seed=job.seed,
+                agent_spec=spec.text, config_hash=config_hash, **result, **meta,
+            )
+            store.add(row)
+            summary.ran += 1
+            summary.statuses[row.status] = summary.statuses.get(row.status, 0) + 1
+            bar.advance(row)
+
+        with bar:
+            if jobs:
+                (_run_ray if backend == "ray" else _run_local)(spec.text, jobs, workers, device, record)
+    return summary
+
+
+class _Progress:
+    """A rich progress bar with episodes/s and the running mean score (or nothing)."""
+
+    def __init__(self, total: int, title: str, enabled: bool):
+        self.enabled = enabled and total > 0
+        self.scores: list[float] = []
+        if self.enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TextColumn("{task.fields[rate]} ep/s  mean score {task.fields[score]}"), TimeElapsedColumn())
+            self.task = self.progress.add_task(title, total=total, rate="-", score="-")
+            self.start = time.perf_counter()
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.enabled:
+            self.progress.stop()
+
+    def advance(self, row: EpisodeRow) -> None:
+        self.scores.append(row.score)
+        if self.enabled:
+            rate = len(self.scores) / max(time.perf_counter() - self.start, 1e-9)
+            self.progress.update(self.task, advance=1, rate=f"{rate:.1f}", score=f"{sum(self.scores) / len(self.scores):.3f}")

@@ -1,0 +1,144 @@
+"""Leaderboard suites: data files in ``leaderboards/suites/`` naming what an agent is evaluated on.
+
+A suite file (JSON) looks like::
+
+    {
+      "name": "starter",
+      "description": "A few tasks from every family.",
+      "metric": "score",
+      "tasks": [
+        {"env_id": "verigym/GuessNumber-v0", "episodes": 20, "time_limit_s": 60},
+        {"env_id": "verigym/Treasure-7x7-v0", "episodes": 20, "seed_start": 1000000}
+      ]
+    }
+
+Seeds. Evaluation uses held-out seeds: ``[EVAL_SEED_START, EVAL_SEED_START + 10**6)``. Training
+(``verigym train``) and examples use seeds below ``TRAIN_SEED_END``; tests use their own small
+seeds. A task's seeds are ``seed_start + i`` for ``i < episodes``; ``seed_start`` defaults to
+``EVAL_SEED_START`` and must lie in the evaluation range.
+
+Metrics: ``"score"`` (``info["score"]``, in [0, 1]), ``"success"`` (rate) or ``"return"``.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["EVAL_SEED_START", "TRAIN_SEED_END", "METRICS", "Suite", "Task", "list_suites", "load_suite"]
+
+TRAIN_SEED_END = 1_000_000
+"""Seeds ``[0, TRAIN_SEED_END)`` are for training and examples."""
+EVAL_SEED_START = 1_000_000
+"""Seeds ``[EVAL_SEED_START, EVAL_SEED_START + 10**6)`` are held out for evaluation."""
+EVAL_SEED_END = 2_000_000
+METRICS = ("score", "success", "return")
+SUITES_DIR = pathlib.Path(__file__).resolve().parent / "suites"
+_VERSION = re.compile(r"-v(\d+)$")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One env of a suite.
+
+    Attributes:
+        env_id: a registered id with its version, e.g. ``verigym/Treasure-7x7-v0``.
+        episodes: number of episodes (one per seed).
+        seed_start: first evaluation seed (in the held-out range).
+        time_limit_s: wall-clock limit of one episode, seconds; past it the episode is recorded
+            with status ``timeout`` and the run goes on.
+        env_kwargs: constructor overrides (JSON-serializable).
+    """
+
+    env_id: str
+    episodes: int = 20
+    seed_start: int = EVAL_SEED_START
+    time_limit_s: float = 60.0
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not _VERSION.search(self.env_id):
+            raise ValueError(f"suite task {self.env_id!r} must name a version (…-vN): scores are never compared across versions")
+        if not isinstance(self.episodes, int) or self.episodes < 1:
+            raise ValueError(f"{self.env_id}: episodes must be a positive int, got {self.episodes!r}")
+        if not (EVAL_SEED_START <= self.seed_start and self.seed_start + self.episodes <= EVAL_SEED_END):
+            raise ValueError(f"{self.env_id}: seeds {self.seed_start}..{self.seed_start + self.episodes - 1} leave the held-out range [{EVAL_SEED_START}, {EVAL_SEED_END})")
+        if not self.time_limit_s > 0:
+            raise ValueError(f"{self.env_id}: time_limit_s must be > 0, got {self.time_limit_s!r}")
+
+    @property
+    def seeds(self) -> range:
+        return range(self.seed_start, self.seed_start + self.episodes)
+
+    @property
+    def version(self) -> int:
+        return int(_VERSION.search(self.env_id).group(1))
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A named list of tasks and the metric that ranks agents on it."""
+
+    name: str
+    tasks: tuple[Task, ...]
+    metric: str = "score"
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.metric not in METRICS:
+            raise ValueError(f"suite {self.name}: metric must be one of {METRICS}, got {self.metric!r}")
+        ids = [t.env_id for t in self.tasks]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"suite {self.name}: an env id appears twice")
+        if not self.tasks:
+            raise ValueError(f"suite {self.name} has no tasks")
+
+    def __iter__(self) -> Iterator[Task]:
+        return iter(self.tasks)
+
+    @property
+    def episodes(self) -> int:
+        return sum(t.episodes for t in self.tasks)
+
+    def missing_ids(self) -> list[str]:
+        """Task ids that are not registered here (an optional part may be missing)."""
+        import verigym
+
+        known = {r.id for r in verigym.rows()}
+        return [t.env_id for t in self.tasks if t.env_id not in known]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Suite:
+        unknown = set(data) - {"name", "tasks", "metric", "description"}
+        if unknown:
+            raise ValueError(f"suite {data.get('name')}: unknown fields {sorted(unknown)}")
+        tasks = tuple(Task(**t) for t in data["tasks"])
+        return cls(name=data["name"], tasks=tasks, metric=data.get("metric", "score"), description=data.get("description", ""))
+
+
+def list_suites() -> list[str]:
+    """Names of the suites shipped with verigym."""
+    return sorted(p.stem for p in SUITES_DIR.glob("*.json"))
+
+
+def load_suite(name_or_path: str | pathlib.Path) -> Suite:
+    """Load a shipped suite by name, or a suite file by path.
+
+    Raises:
+        FileNotFoundError: no such suite (the message lists the shipped ones).
+        ValueError: the file is not a valid suite.
+    """
+    path = pathlib.Path(name_or_path)
+    if not path.suffix:
+        path = SUITES_DIR / f"{name_or_path}.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no suite {name_or_path!r}; shipped suites: {', '.join(list_suites())} (or give a path to a .json file)")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: invalid JSON: {exc}") from None
+    return Suite.from_dict(data)

@@ -1,0 +1,39 @@
+"""``verigym eval --agent SPEC --suite NAME``: evaluate an agent on a leaderboard suite."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "evaluate an agent on a leaderboard suite, recording one row per episode (resumable)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--agent", required=True, help="random | oracle | <agent>:<checkpoint dir> | llm:<model dir> | openai:<base url>#<model> | <module>:<factory>")
+    parser.add_argument("--suite", required=True, help="a suite name (see --list-suites) or a path to a suite .json file")
+    parser.add_argument("--out", default=None, help="results folder (default: ./verigym-results)")
+    parser.add_argument("--workers", type=int, default=None, help="parallel episodes (default: CPU cores)")
+    parser.add_argument("--backend", choices=("local", "ray"), default="local", help="local processes or a Ray cluster (RAY_ADDRESS)")
+    parser.add_argument("--resume", action="store_true", help="finish a run that was interrupted: run only the missing episodes")
+    parser.add_argument("--episodes", type=int, default=None, help="override every task's episode count")
+    parser.add_argument("--device", default="cpu", help="torch device for learned agents (auto, cpu, cuda)")
+    parser.add_argument("--export", default=None, help="also export every row to this .json or .csv file")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    from verigym.leaderboards.runner import ResultsExistError, evaluate
+    from verigym.leaderboards.store import DEFAULT_DIR, ResultsStore
+
+    out = args.out or DEFAULT_DIR
+    try:
+        summary = evaluate(args.agent, args.suite, out=out, workers=args.workers, backend=args.backend, resume=args.resume,
+                           device=args.device, episodes=args.episodes, progress=not args.no_progress)
+    except (ValueError, FileNotFoundError, ResultsExistError, RuntimeError) as exc:
+        print(f"verigym eval: {exc}")
+        return 2
+    statuses = ", ".join(f"{n} {s}" for s, n in sorted(summary.statuses.items())) or "nothing new"
+    print(f"{summary.agent_spec} on {summary.suite}: ran {summary.ran} episodes ({statuses}), {summary.skipped} already recorded; results in {summary.store_path}")
+    if args.export:
+        with ResultsStore(out) as store:
+            print(f"exported to {store.export(args.export)}")
+    return 0

@@ -1,0 +1,51 @@
+"""``verigym leaderboard [--suite NAME]``: standings as a terminal table, Markdown and HTML."""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+
+HELP = "print the standings and write them as Markdown and a static HTML page"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--suite", default=None, help="rank on this suite's tasks and seeds (default: everything recorded)")
+    parser.add_argument("--out", default=None, help="results folder (default: ./verigym-results)")
+    parser.add_argument("--train-logs", nargs="*", default=(), help="training metrics .jsonl files (or folders) for learning curves")
+    parser.add_argument("--list-suites", action="store_true", help="list the shipped suites and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    from verigym.leaderboards.standings import compute_standings, load_curves, render_html, render_markdown, render_table
+    from verigym.leaderboards.store import DEFAULT_DIR, ResultsStore
+    from verigym.leaderboards.suite import list_suites, load_suite
+
+    if args.list_suites:
+        for name in list_suites():
+            suite = load_suite(name)
+            print(f"{name:12s} {len(suite.tasks):3d} tasks {suite.episodes:5d} episodes  {suite.description}")
+        return 0
+    out = pathlib.Path(args.out or DEFAULT_DIR)
+    if not (out / "results.sqlite").exists():
+        print(f"no results in {out}; run verigym eval first (or give --out)")
+        return 2
+    try:
+        suite = load_suite(args.suite) if args.suite else None
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"verigym leaderboard: {exc}")
+        return 2
+    with ResultsStore(out) as store:
+        standings = compute_standings(store, suite)
+    logs = []
+    for item in map(pathlib.Path, args.train_logs):
+        logs += sorted(item.rglob("*.jsonl")) if item.is_dir() else [item]
+    standings.curves = load_curves(logs)
+    if not standings.entries:
+        print("no results for this suite yet")
+        return 2
+    render_table(standings)
+    stem = f"leaderboard-{suite.name}" if suite else "leaderboard"
+    (out / f"{stem}.md").write_text(render_markdown(standings))
+    (out / f"{stem}.html").write_text(render_html(standings))
+    print(f"wrote {out / (stem + '.md')} and {out / (stem + '.html')}")
+    return 0
