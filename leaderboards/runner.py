@@ -398,7 +398,13 @@ class _Progress:
         self.enabled = enabled and total > 0
         self.scores: list[float] = []
         if self.enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
             self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                      TextColumn("{task.fields[rate]} ep/s  mean score {task.fields[score]}"), TimeElapsedColumn())

@@ -93,7 +93,7 @@ class EpisodeRow:
 
 
 _COLUMNS = [f.name for f in fields(EpisodeRow)]
-_SCHEMA = f"""
+_SCHEMA = """
 CREATE TABLE IF NOT EXISTS episodes (
     suite TEXT NOT NULL, env_id TEXT NOT NULL, env_version INTEGER NOT NULL, seed INTEGER NOT NULL,
     agent_spec TEXT NOT NULL, config_hash TEXT NOT NULL, status TEXT NOT NULL,

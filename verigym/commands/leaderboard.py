@@ -16,7 +16,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from verigym.leaderboards.standings import compute_standings, load_curves, render_html, render_markdown, render_table
+    from verigym.leaderboards.standings import (
+        compute_standings,
+        load_curves,
+        render_html,
+        render_markdown,
+        render_table,
+    )
     from verigym.leaderboards.store import DEFAULT_DIR, ResultsStore
     from verigym.leaderboards.suite import list_suites, load_suite
 
