@@ -1,0 +1,226 @@
+"""The turn-based game template shared by the AEC environments of the ``multiagent`` family.
+
+A game subclasses :class:`TurnBasedGame` and fills in the rules (a template method, like
+MiniGrid's ``_gen_grid``): :meth:`~TurnBasedGame._new_game`, :meth:`~TurnBasedGame._legal_mask`,
+:meth:`~TurnBasedGame._apply`, :meth:`~TurnBasedGame._payoffs`, :meth:`~TurnBasedGame.observe` and
+the text view. The base class owns the PettingZoo AEC bookkeeping (agent selection, cumulative
+rewards, dead steps), the ``max_cycles`` limit, the illegal-move rule and the verdict entries.
+
+Conventions of every game built on it:
+
+* Legal moves are ``infos[agent]["action_mask"]`` (``int8``, shape ``(n,)``); the agent not to move
+  gets an all-zero mask.
+* An illegal or malformed move ends the game by forfeit: the offender gets
+  ``illegal_move_reward`` and ``infos[offender]["action_error"]``, the others
+  ``forfeit_reward`` (a win in zero-sum games, the disagreement payoff elsewhere).
+* The step that ends the game puts ``success``/``score`` into every agent's info
+  (:func:`verigym.core.episode_end`) and the game payoff into ``info["payoff"]``.
+* Text view per agent: ``instructions(agent)``, ``observation_text(observation, agent)``,
+  ``parse_action(text, agent)`` and ``action_text(action, agent)``; ``parse_action`` reads any
+  action of the space (legal or not: legality is judged by ``step``).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.utils import seeding
+from pettingzoo import AECEnv
+
+from verigym.core import (
+    ACTION_MASK,
+    ActionParseError,
+    action_error_info,
+    coerce_action,
+    episode_end,
+)
+
+__all__ = ["TurnBasedGame", "last_match"]
+
+
+def last_match(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    """The last match of ``pattern`` in ``text`` outside ``<think>...</think>`` blocks."""
+    visible = re.sub(r"<think>.*?(?:</think>|\Z)", " ", text, flags=re.DOTALL | re.IGNORECASE)
+    matches = list(pattern.finditer(visible[-20000:]))
+    return matches[-1] if matches else None
+
+
+class TurnBasedGame(AECEnv):
+    """Base class of the turn-based (AEC) games; see the module docstring for the conventions.
+
+    Subclasses call :meth:`_setup` in ``__init__`` and implement the hooks below.
+
+    Args (shared by every subclass):
+        max_cycles: most moves any one agent makes before the game is truncated (payoffs from
+            :meth:`_truncation_payoffs`); ``None``: only the game's own rules end it.
+        illegal_move_reward: reward of an agent whose move is illegal or malformed (ends the game).
+        render_mode: ``None``, ``"ansi"`` (``render`` returns the board text) or ``"human"``
+            (``render`` writes it to stdout).
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "human"], "is_parallelizable": False, "family": "multiagent"}
+    forfeit_reward = 1.0
+    """Reward of the other agents when one forfeits by an illegal move."""
+
+    def _setup(
+        self,
+        agents: list[str],
+        observation_space: spaces.Box,
+        action_spaces: dict[str, spaces.Discrete],
+        *,
+        max_cycles: int | None,
+        illegal_move_reward: float,
+        render_mode: str | None,
+    ) -> None:
+        if max_cycles is not None and (isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or max_cycles < 1):
+            raise ValueError(f"max_cycles must be a positive int or None, got {max_cycles!r}")
+        if isinstance(illegal_move_reward, bool) or not isinstance(illegal_move_reward, (int, float)):
+            raise ValueError(f"illegal_move_reward must be a number, got {illegal_move_reward!r}")
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        self.possible_agents = list(agents)
+        self.agents = []
+        self.observation_spaces = dict.fromkeys(agents, observation_space)
+        self.action_spaces = dict(action_spaces)
+        self.max_cycles = max_cycles
+        self.illegal_move_reward = float(illegal_move_reward)
+        self.render_mode = render_mode
+        self.np_random, self.np_random_seed = seeding.np_random(None)
+        self._moves: dict[str, int] = {}
+        self.agent_selection = agents[0]
+
+    # -- hooks ----------------------------------------------------------------------------------
+    def _new_game(self) -> str:
+        """Draw a new game from ``self.np_random``; return the agent that moves first."""
+        raise NotImplementedError
+
+    def _legal_mask(self, agent: str) -> np.ndarray:
+        """``int8`` mask over ``action_space(agent)`` of the moves ``agent`` may make now."""
+        raise NotImplementedError
+
+    def _apply(self, agent: str, action: int) -> str | None:
+        """Play a legal ``action``; return the next agent to move, or ``None`` when the game is over."""
+        raise NotImplementedError
+
+    def _payoffs(self) -> dict[str, float]:
+        """Rewards of the finished game (called once, after :meth:`_apply` returned ``None``)."""
+        raise NotImplementedError
+
+    def _verdict(self, agent: str, payoff: float) -> tuple[bool, float]:
+        """``(success, score)`` of ``agent`` for its payoff; default: won, and payoff in [-1, 1] -> [0, 1]."""
+        return payoff > 0, (payoff + 1.0) / 2.0
+
+    def _truncation_payoffs(self) -> dict[str, float]:
+        """Rewards when ``max_cycles`` cuts the game short; default 0 for everyone."""
+        return dict.fromkeys(self.possible_agents, 0.0)
+
+    def board_text(self) -> str:
+        """The whole state as text, for ``render``."""
+        raise NotImplementedError
+
+    def action_text(self, action: Any, agent: str) -> str:
+        """The text of ``action`` that :meth:`parse_action` reads back."""
+        raise NotImplementedError
+
+    # -- PettingZoo API -------------------------------------------------------------------------
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self.action_spaces[agent]
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        if seed is not None:
+            self.np_random, self.np_random_seed = seeding.np_random(seed)
+        self.agents = list(self.possible_agents)
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self._moves = dict.fromkeys(self.agents, 0)
+        self._skip_agent_selection = None
+        self.agent_selection = self._new_game()
+        self.infos = {agent: {} for agent in self.agents}
+        self._put_masks()
+
+    def step(self, action: Any) -> None:
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        self._cumulative_rewards[agent] = 0.0
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self.infos = {a: {} for a in self.agents}
+        try:
+            move = int(coerce_action(self.action_space(agent), action))
+            if not self._legal_mask(agent)[move]:
+                raise ActionParseError(f"{self.action_text(move, agent)!r} is not a legal move now; {self.legal_moves_text(agent)}")
+        except ActionParseError as exc:
+            action_error_info(str(exc), self.infos[agent])
+            payoffs = {a: (self.illegal_move_reward if a == agent else self.forfeit_reward) for a in self.agents}
+            self._finish(payoffs, truncated=False, forfeit=agent)
+        else:
+            self._moves[agent] += 1
+            following = self._apply(agent, move)
+            if following is None:
+                self._finish(self._payoffs(), truncated=False)
+            elif self.max_cycles is not None and self._moves[following] >= self.max_cycles:
+                self._finish(self._truncation_payoffs(), truncated=True)
+            else:
+                self.agent_selection = following
+        self._put_masks()
+        self._accumulate_rewards()
+
+    def observe(self, agent: str) -> np.ndarray:
+        raise NotImplementedError
+
+    def render(self) -> str | None:
+        if self.render_mode is None:
+            return None
+        text = self.board_text()
+        if self.render_mode == "human":
+            sys.stdout.write(text + "\n")
+            return None
+        return text
+
+    def close(self) -> None:
+        """Nothing to release; safe to call twice."""
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _finish(self, payoffs: dict[str, float], *, truncated: bool, forfeit: str | None = None) -> None:
+        for a in self.agents:
+            payoff = float(payoffs.get(a, 0.0))
+            self.rewards[a] = payoff
+            if truncated:
+                self.truncations[a] = True
+            else:
+                self.terminations[a] = True
+            success, score = (False, 0.0) if a == forfeit else self._verdict(a, payoff)
+            if forfeit is not None:
+                self.infos[a]["forfeit"] = forfeit
+            episode_end(self.infos[a], success=success, score=score)
+            self.infos[a]["payoff"] = payoff
+        # let agent_iter visit every agent once more (each steps None)
+        order = self.possible_agents
+        self.agent_selection = order[(order.index(self.agent_selection) + 1) % len(order)]
+
+    def _put_masks(self) -> None:
+        for a in self.agents:
+            n = int(self.action_space(a).n)
+            live = not (self.terminations[a] or self.truncations[a]) and a == self.agent_selection
+            self.infos[a][ACTION_MASK] = self._legal_mask(a).astype(np.int8) if live else np.zeros(n, dtype=np.int8)
+
+    def game_over(self) -> bool:
+        """Whether the current game has ended (all agents terminated or truncated)."""
+        return all(self.terminations.get(a, True) or self.truncations.get(a, True) for a in self.possible_agents)
+
+    def legal_moves_text(self, agent: str) -> str:
+        """``"legal moves: a, b, c"`` for ``agent`` (at most 20 listed)."""
+        legal = np.flatnonzero(self._legal_mask(agent))
+        shown = ", ".join(self.action_text(int(a), agent) for a in legal[:20])
+        more = f" and {len(legal) - 20} more" if len(legal) > 20 else ""
+        return f"legal moves: {shown}{more}" if len(legal) else "no legal moves"
