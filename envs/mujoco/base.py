@@ -1,0 +1,334 @@
+"""The shared machinery of the MuJoCo family: goal-conditioned env base class.
+
+:class:`MujocoGoalEnv` owns what every task of the family does the same way -- building the
+``mujoco.MjModel`` (from an XML string or file), stepping with a frame skip, mapping the normalized
+action in ``[-1, 1]`` onto the actuators' control range, the Gymnasium-Robotics observation
+``Dict(observation, achieved_goal, desired_goal)`` with a vectorized :meth:`compute_reward`, the
+step limit, the verdict at the episode end, malformed actions, headless ``rgb_array`` rendering and
+the text view. A task subclass (MiniGrid's template method) implements:
+
+* ``_model_xml()`` -- the MJCF of the next episode (may depend on ``self.np_random``, e.g. a maze);
+* ``_reset_task()`` -- initial ``qpos``/``qvel`` and the goal, drawn from ``self.np_random``;
+* ``_observation_vector()``, ``_achieved_goal()``, ``_desired_goal()``;
+* ``_status()`` -- ``(success, failed)`` after a step: success terminates with ``success=True``,
+  failure (a fall) terminates with ``success=False``;
+* ``_progress()`` -- the share of the task done, in [0, 1], for the partial score;
+* ``OBSERVATION_FIELDS`` / ``GOAL_FIELDS`` -- names and units of the vectors, for the text view.
+
+Source of the conventions: Plappert et al. 2018, "Multi-Goal Reinforcement Learning: Challenging
+Robotics Environments and Request for Research" (the ``Dict`` observation, ``compute_reward``,
+sparse/dense rewards, ``info["is_success"]``), and Gymnasium's ``MujocoEnv``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+from gymnasium import spaces
+
+from verigym.core import ActionParseError, action_error_info, coerce_action, episode_end
+from verigym.textview import format_value, parse_value
+
+__all__ = ["MujocoGoalEnv", "REWARD_TYPES", "validate_choice", "validate_number"]
+
+logger = logging.getLogger(__name__)
+
+REWARD_TYPES = ("dense", "sparse")
+INVALID_ACTION_PENALTY = 1.0
+"""Subtracted from the reward of a step whose action was malformed (zero control is applied)."""
+
+Field = tuple[str, int, str]
+"""(name, number of entries, unit) of a slice of an observation vector."""
+
+
+def validate_number(name: str, value: Any, low: float, high: float, *, integer: bool = False) -> float | int:
+    """Return ``value`` if it is a number in ``[low, high]`` (an int when ``integer``).
+
+    Raises:
+        ValueError: the value is not such a number.
+    """
+    kind = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind) or not low <= value <= high:
+        what = "an int" if integer else "a number"
+        raise ValueError(f"{name} must be {what} in [{low}, {high}], got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def validate_choice(name: str, value: Any, choices: tuple[Any, ...]) -> Any:
+    """Return ``value`` if it is one of ``choices``.
+
+    Raises:
+        ValueError: it is not.
+    """
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
+def _format_numbers(values: np.ndarray, precision: int = 4) -> str:
+    return "[" + ", ".join(f"{float(v):.{precision}g}" for v in np.ravel(values)) + "]"
+
+
+class MujocoGoalEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
+    """Base class of the goal-conditioned MuJoCo tasks (see the module docstring).
+
+    Subclasses set ``metadata`` (``render_fps`` follows ``dt``), call :meth:`_setup` at the end of
+    ``__init__`` and implement the hooks. Observations are ``float64``; actions are ``float32`` in
+    ``[-1, 1]`` per actuator, mapped linearly onto ``actuator_ctrlrange``.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": 50, "family": "mujoco"}
+
+    OBSERVATION_FIELDS: tuple[Field, ...] = ()
+    GOAL_FIELDS: tuple[Field, ...] = ()
+    TASK_TEXT = ""
+    """One paragraph for :meth:`instructions`: the goal, the action's meaning and units."""
+
+    frame_skip: int = 1
+    max_steps: int = 100
+    reward_type: str = "dense"
+    render_mode: str | None = None
+    width: int = 480
+    height: int = 480
+
+    # -- hooks ---------------------------------------------------------------------------------
+    def _model_xml(self) -> str:
+        """The MJCF of the next episode (called on every reset; the compiled model is cached)."""
+        raise NotImplementedError
+
+    def _reset_task(self) -> None:
+        """Set ``self.data`` (qpos, qvel) and the goal from ``self.np_random``."""
+        raise NotImplementedError
+
+    def _observation_vector(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def _achieved_goal(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def _desired_goal(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def _status(self) -> tuple[bool, bool]:
+        """``(success, failed)`` in the current state."""
+        raise NotImplementedError
+
+    def _progress(self) -> float:
+        """Share of the task done, in [0, 1] (the partial score of an unsuccessful episode)."""
+        raise NotImplementedError
+
+    def goal_distance(self, achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
+        """Euclidean distance over the last axis (vectorized), in the goal's unit."""
+        return np.linalg.norm(np.asarray(achieved_goal, dtype=np.float64) - np.asarray(desired_goal, dtype=np.float64), axis=-1)
+
+    def goal_reached(self, achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
+        """Vectorized success predicate on goals: ``distance < self.distance_threshold``."""
+        return self.goal_distance(achieved_goal, desired_goal) < self.distance_threshold
+
+    distance_threshold: float = 0.05
+
+    # -- setup ---------------------------------------------------------------------------------
+    def _setup(self, *, max_steps: int, reward_type: str, render_mode: str | None, width: int = 480, height: int = 480) -> None:
+        """Validate the common arguments, build the first model and the spaces."""
+        self.max_steps = int(validate_number("max_steps", max_steps, 1, 1_000_000, integer=True))
+        self.reward_type = validate_choice("reward_type", reward_type, REWARD_TYPES)
+        self.render_mode = validate_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        self.width = int(validate_number("width", width, 16, 4096, integer=True))
+        self.height = int(validate_number("height", height, 16, 4096, integer=True))
+        self._xml: str | None = None
+        self._renderer: mujoco.Renderer | None = None
+        self._load(self._model_xml())
+        self._steps = 0
+        self._reset_task()
+        mujoco.mj_forward(self.model, self.data)
+        nu = self.model.nu
+        self.action_space = spaces.Box(-1.0, 1.0, shape=(nu,), dtype=np.float32)
+        goal = self._achieved_goal()
+        self.observation_space = spaces.Dict(
+            {
+                "observation": self._vector_space(self._observation_vector()),
+                "achieved_goal": self._vector_space(goal),
+                "desired_goal": self._vector_space(goal),
+            }
+        )
+
+    def _vector_space(self, example: np.ndarray) -> spaces.Box:
+        return spaces.Box(-np.inf, np.inf, shape=example.shape, dtype=np.float64)
+
+    def _load(self, xml: str) -> None:
+        """Compile ``xml`` unless it is the current model's source."""
+        if xml == self._xml:
+            return
+        self._xml = xml
+        self.model = mujoco.MjModel.from_xml_string(xml)
+        self.data = mujoco.MjData(self.model)
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+        ctrl = self.model.actuator_ctrlrange.astype(np.float64)
+        limited = self.model.actuator_ctrllimited.astype(bool)
+        self._ctrl_low = np.where(limited, ctrl[:, 0], -1.0)
+        self._ctrl_high = np.where(limited, ctrl[:, 1], 1.0)
+
+    @property
+    def dt(self) -> float:
+        """Seconds of simulated time per env step (``timestep * frame_skip``)."""
+        return float(self.model.opt.timestep) * self.frame_skip
+
+    # -- Gymnasium API -------------------------------------------------------------------------
+    def _observation(self) -> dict[str, np.ndarray]:
+        return {
+            "observation": np.asarray(self._observation_vector(), dtype=np.float64).copy(),
+            "achieved_goal": np.asarray(self._achieved_goal(), dtype=np.float64).copy(),
+            "desired_goal": np.asarray(self._desired_goal(), dtype=np.float64).copy(),
+        }
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        super().reset(seed=seed)
+        self._load(self._model_xml())
+        mujoco.mj_resetData(self.model, self.data)
+        self._steps = 0
+        self._reset_task()
+        mujoco.mj_forward(self.model, self.data)
+        observation = self._observation()
+        return observation, self._step_info(observation)
+
+    def _step_info(self, observation: dict[str, np.ndarray]) -> dict[str, Any]:
+        distance = float(self.goal_distance(observation["achieved_goal"], observation["desired_goal"]))
+        reached = bool(self.goal_reached(observation["achieved_goal"], observation["desired_goal"]))
+        return {"distance": distance, "is_success": float(reached), "time": float(self.data.time)}
+
+    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        info: dict[str, Any] = {}
+        try:
+            unit = coerce_action(self.action_space, action).astype(np.float64)
+        except ActionParseError as exc:
+            action_error_info(f"{exc}; send {self.model.nu} numbers in [-1, 1], e.g. {format_value(self.action_space, np.zeros(self.model.nu, np.float32))}", info)
+            unit = np.zeros(self.model.nu)
+        self.data.ctrl[:] = self._ctrl_low + (unit + 1.0) * 0.5 * (self._ctrl_high - self._ctrl_low)
+        self._before_physics()
+        mujoco.mj_step(self.model, self.data, nstep=self.frame_skip)
+        self._steps += 1
+        self._after_physics()
+        observation = self._observation()
+        info.update(self._step_info(observation))
+        reward = float(self.compute_reward(observation["achieved_goal"], observation["desired_goal"], info))
+        if "action_error" in info:
+            reward -= INVALID_ACTION_PENALTY
+        if not np.all(np.isfinite(self.data.qpos)) or not np.all(np.isfinite(self.data.qvel)):
+            # the simulation diverged: end the episode as a failure, with a finite observation
+            logger.warning("MuJoCo state diverged in %s; ending the episode", type(self).__name__)
+            mujoco.mj_resetData(self.model, self.data)
+            mujoco.mj_forward(self.model, self.data)
+            observation = self._observation()
+            success, failed = False, True
+        else:
+            success, failed = self._status()
+        terminated = bool(success or failed)
+        truncated = not terminated and self._steps >= self.max_steps
+        if terminated or truncated:
+            score = 1.0 if success else 0.5 * min(1.0, max(0.0, float(self._progress())))
+            episode_end(info, success=success, score=score)
+        return observation, reward, terminated, truncated, info
+
+    def _before_physics(self) -> None:
+        """Called after ``ctrl`` is set, before the physics steps (subclass hook)."""
+
+    def _after_physics(self) -> None:
+        """Called after the physics steps, before the observation (subclass hook)."""
+
+    def compute_reward(self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> np.ndarray | float:
+        """The reward for goals, vectorized over leading axes (hindsight relabelling).
+
+        ``dense``: ``-distance(achieved_goal, desired_goal)``; ``sparse``: ``0`` where the goal is
+        reached, else ``-1``. ``info`` is unused (accepted for the Gymnasium-Robotics signature).
+
+        Args:
+            achieved_goal: float array of shape ``(..., goal_dim)``.
+            desired_goal: float array of shape ``(..., goal_dim)``.
+            info: a dict or an array of dicts (ignored).
+
+        Returns:
+            float64 array of shape ``(...)`` (a 0-d array for single goals).
+        """
+        if self.reward_type == "sparse":
+            return -(~self.goal_reached(achieved_goal, desired_goal)).astype(np.float64)
+        return -self.goal_distance(achieved_goal, desired_goal).astype(np.float64)
+
+    # -- rendering -----------------------------------------------------------------------------
+    def _camera(self) -> mujoco.MjvCamera | str | int:
+        """The camera of ``render()``: a named camera of the model or a configured free camera."""
+        return -1
+
+    def render(self) -> np.ndarray | None:
+        """An ``uint8`` array of shape ``(height, width, 3)`` in ``rgb_array`` mode, else None."""
+        if self.render_mode != "rgb_array":
+            return None
+        if self._renderer is None:
+            self._renderer = mujoco.Renderer(self.model, self.height, self.width)
+        self._renderer.update_scene(self.data, camera=self._camera())
+        return self._renderer.render().copy()
+
+    def close(self) -> None:
+        if getattr(self, "_renderer", None) is not None:
+            self._renderer.close()
+            self._renderer = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_renderer"] = None  # an OpenGL context does not pickle; render() makes a new one
+        return state
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> MujocoGoalEnv:
+        import copy
+
+        clone = type(self).__new__(type(self))
+        memo[id(self)] = clone
+        for key, value in self.__getstate__().items():
+            setattr(clone, key, copy.deepcopy(value, memo))
+        return clone
+
+    # -- TextInterface -------------------------------------------------------------------------
+    def instructions(self) -> str:
+        n = self.model.nu
+        example = format_value(self.action_space, np.zeros(n, np.float32))
+        return (
+            f"{self.TASK_TEXT} Each step lasts {self.dt:.3g} s; the episode ends after "
+            f"{self.max_steps} steps ({self.max_steps * self.dt:.3g} s). Reply with a list of {n} "
+            f"numbers in [-1, 1], one per actuator, e.g. {example}; the last [...] list in the "
+            "reply counts. A malformed reply applies no force for one step and costs 1 reward."
+        )
+
+    def observation_text(self, observation: dict[str, np.ndarray]) -> str:
+        lines = []
+        for key, fields in (("observation", self.OBSERVATION_FIELDS), ("achieved_goal", self.GOAL_FIELDS), ("desired_goal", self.GOAL_FIELDS)):
+            vector = np.asarray(observation[key], dtype=np.float64)
+            prefix = {"observation": "", "achieved_goal": "achieved goal, ", "desired_goal": "desired goal, "}[key]
+            start = 0
+            for name, size, unit in fields:
+                part = vector[start : start + size]
+                start += size
+                unit_text = f" ({unit})" if unit else ""
+                lines.append(f"{prefix}{name}{unit_text}: {_format_numbers(part)}")
+            if start < vector.size:
+                lines.append(f"{prefix}{key} (rest): {_format_numbers(vector[start:])}")
+        distance = float(self.goal_distance(observation["achieved_goal"], observation["desired_goal"]))
+        lines.append(f"distance to the goal: {distance:.4g}")
+        return "\n".join(lines)
+
+    def parse_action(self, text: str) -> np.ndarray:
+        """Read the last ``[...]`` list of ``nu`` numbers in ``text``.
+
+        Raises:
+            TypeError: ``text`` is not a str.
+            ActionParseError: no list of the right length with values in [-1, 1].
+        """
+        return parse_value(self.action_space, text)
+
+    def action_text(self, action: np.ndarray) -> str:
+        """The exact text of ``action`` (round-trips through :meth:`parse_action`)."""
+        return format_value(self.action_space, action)
