@@ -10,15 +10,37 @@ from verigym.registration import EnvRow, variants
 _M = "verigym.envs.multiagent"
 _VERSUS = f"{_M}.versus:VersusEnv"
 
+
+def _aec(name: str, module_class: str, description: str) -> EnvRow:
+    return EnvRow(f"verigym/{name}-v0", f"{_M}.{module_class}", "multiagent", api="aec", description=description)
+
+
 ROWS: list[EnvRow] = [
-    EnvRow("verigym/TicTacToe-v0", f"{_M}.tictactoe:TicTacToeEnv", "multiagent", api="aec",
-           description="TicTacToe, two agents, legal-move masks, exact minimax solver."),
+    _aec("TicTacToe", "tictactoe:TicTacToeEnv", "TicTacToe, two agents, legal-move masks, exact minimax solver."),
+    _aec("ConnectFour", "connect_four:ConnectFourEnv", "ConnectFour on a 6x7 board, two agents, legal-move masks."),
+    _aec("KuhnPoker", "kuhn_poker:KuhnPokerEnv", "Kuhn poker (J, Q, K; one betting round), with Kuhn's equilibrium strategy."),
+    _aec("LiarsDice", "liars_dice:LiarsDiceEnv", "Liar's dice, one round, two players with 2 dice each: bid or call liar."),
     *variants(
         "verigym/TicTacToe-{}-v0", _VERSUS, family="multiagent",
         rows={
             "Random": {"game": "tictactoe", "opponent": "random"},
-            "Minimax": {"game": "tictactoe", "opponent": "minimax"},
+            "Minimax": {"game": "tictactoe", "opponent": "optimal"},
         },
         description="TicTacToe as X against a built-in opponent (random moves or perfect minimax play).",
+    ),
+    *variants(
+        "verigym/ConnectFour-{}-v0", _VERSUS, family="multiagent",
+        rows={"Heuristic": {"game": "connect_four", "opponent": "heuristic"}},
+        description="ConnectFour as first player against a win/block/safe-move heuristic opponent.",
+    ),
+    *variants(
+        "verigym/KuhnPoker-{}-v0", _VERSUS, family="multiagent",
+        rows={"Equilibrium": {"game": "kuhn_poker", "opponent": "optimal"}},
+        description="Kuhn poker as first player against Kuhn's equilibrium strategy.",
+    ),
+    *variants(
+        "verigym/LiarsDice-{}-v0", _VERSUS, family="multiagent",
+        rows={"Heuristic": {"game": "liars_dice", "opponent": "heuristic"}},
+        description="Liar's dice as opening player against a probability-estimate heuristic opponent.",
     ),
 ]

@@ -25,7 +25,7 @@ GAMES: dict[str, str] = {
 OPPONENTS: dict[str, str] = {
     "random": "uniform over the legal moves",
     "heuristic": "the game's heuristic_action (e.g. win, else block, else random)",
-    "minimax": "the game's exact solver_action (perfect play, random among optimal moves)",
+    "optimal": "the game's solver_action (minimax or equilibrium play, random among optimal moves)",
 }
 
 
@@ -71,7 +71,7 @@ class VersusEnv(gym.Env[np.ndarray, np.int64]):
 
     ## Arguments
     * ``game`` (str): a key of :data:`GAMES`.
-    * ``opponent`` (str): ``"random"``, ``"heuristic"`` or ``"minimax"`` (the game must have the
+    * ``opponent`` (str): ``"random"``, ``"heuristic"`` or ``"optimal"`` (the game must have the
       matching ``heuristic_action``/``solver_action``).
     * ``seat`` (int): index of the agent's seat in ``possible_agents``.
     * ``game_kwargs`` (dict | None): the game's constructor arguments.
@@ -100,7 +100,7 @@ class VersusEnv(gym.Env[np.ndarray, np.int64]):
         self.game = make_game(game, game_kwargs)
         if isinstance(seat, bool) or not isinstance(seat, int) or not 0 <= seat < len(self.game.possible_agents):
             raise ValueError(f"seat must be an int in 0..{len(self.game.possible_agents) - 1}, got {seat!r}")
-        needed = {"heuristic": "heuristic_action", "minimax": "solver_action"}.get(opponent)
+        needed = {"heuristic": "heuristic_action", "optimal": "solver_action"}.get(opponent)
         if needed and not callable(getattr(self.game, needed, None)):
             raise ValueError(f"game {game!r} has no {needed}; it cannot play opponent={opponent!r}")
         self.game_name, self.opponent, self.render_mode = game, opponent, render_mode
@@ -110,7 +110,7 @@ class VersusEnv(gym.Env[np.ndarray, np.int64]):
 
     # -- helpers --------------------------------------------------------------------------------
     def _opponent_move(self, agent: str) -> int:
-        if self.opponent == "minimax":
+        if self.opponent == "optimal":
             return self.game.solver_action(agent, self.np_random)
         if self.opponent == "heuristic":
             return self.game.heuristic_action(agent, self.np_random)
