@@ -9,6 +9,7 @@ spec                               agent
 ``llm:<model dir>``                a local Hugging Face causal LM, through the text view
 ``openai:<base url>#<model>``      a model behind an OpenAI-compatible server, text view
 ``<module>:<factory>``             your own: ``factory(env)`` returns an object with ``act``
+                                   (imported with the working directory on ``sys.path``)
 =================================  ==========================================================
 
 The config hash that keys results covers the spec and, for checkpoints and model dirs, the
@@ -19,7 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import pathlib
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +80,8 @@ class AgentSpec:
             base_url, _, model = self.target.partition("#")
             return agents.make("openai", env, base_url=base_url, model=model)
         module, _, attr = self.target.partition(":")
+        if os.getcwd() not in sys.path:  # like `python -m`: the user's own modules are found from here
+            sys.path.insert(0, os.getcwd())
         return getattr(importlib.import_module(module), attr)(env)
 
 

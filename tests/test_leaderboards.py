@@ -1,0 +1,201 @@
+"""Leaderboards: suites, the results store, the resumable runner, standings."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+from verigym.leaderboards.runner import ResultsExistError, evaluate, provenance
+from verigym.leaderboards.standings import compute_standings, render_html, render_markdown
+from verigym.leaderboards.store import EpisodeRow, ResultsStore
+from verigym.leaderboards.suite import EVAL_SEED_START, Suite, Task, list_suites, load_suite
+
+import verigym
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CHEAP = Suite("cheap", (Task("verigym/GuessNumber-v0", episodes=6), Task("verigym/Treasure-7x7-v0", episodes=6)))
+
+
+def _write_suite(path: pathlib.Path, suite: Suite) -> pathlib.Path:
+    path.write_text(json.dumps({"name": suite.name, "metric": suite.metric, "tasks": [
+        {"env_id": t.env_id, "episodes": t.episodes, "seed_start": t.seed_start, "time_limit_s": t.time_limit_s} for t in suite]}))
+    return path
+
+
+def _key_rows(out) -> list[tuple]:
+    with ResultsStore(out) as store:
+        return [(r.agent_spec, r.env_id, r.seed, r.status, r.score, r.success, r.episode_return, r.length) for r in store.rows()]
+
+
+# ---- suites ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list_suites())
+def test_shipped_suites_are_valid_and_registered(name):
+    suite = load_suite(name)
+    assert suite.missing_ids() == [], f"suite {name} names unregistered ids"
+    for task in suite:
+        assert all(seed >= EVAL_SEED_START for seed in task.seeds), "evaluation seeds must be held out"
+
+
+def test_starter_suite_covers_every_family_with_envs():
+    families = {r.family for r in verigym.rows() if r.api == "gymnasium"}
+    starter = {verigym.registration.row(t.env_id).family for t in load_suite("starter")}
+    assert families <= starter, f"starter suite misses families {families - starter}"
+
+
+@pytest.mark.parametrize("bad", [
+    {"env_id": "verigym/GuessNumber", "episodes": 1},
+    {"env_id": "verigym/GuessNumber-v0", "episodes": 0},
+    {"env_id": "verigym/GuessNumber-v0", "episodes": 5, "seed_start": 3},
+])
+def test_bad_tasks_are_refused(bad):
+    with pytest.raises(ValueError):
+        Task(**bad)
+
+
+def test_unknown_suite_lists_the_shipped_ones():
+    with pytest.raises(FileNotFoundError, match="starter"):
+        load_suite("nope")
+
+
+# ---- store -------------------------------------------------------------------------------------
+
+def _row(**overrides) -> EpisodeRow:
+    values = dict(suite="s", env_id="verigym/GuessNumber-v0", env_version=0, seed=EVAL_SEED_START, agent_spec="random",
+                  config_hash="abc", status="ok", score=1.0, success=True, episode_return=1.0, length=3, time_s=0.1, error="",
+                  **provenance())
+    values.update(overrides)
+    return EpisodeRow(**values)
+
+
+@pytest.mark.parametrize("field, value", [("git_sha", ""), ("packages", "{}"), ("config_hash", " "), ("env_version", 3), ("score", 1.5)])
+def test_store_refuses_rows_without_provenance(tmp_path, field, value):
+    with ResultsStore(tmp_path) as store, pytest.raises(ValueError):
+        store.add(_row(**{field: value}))
+
+
+def test_store_never_duplicates_and_exports(tmp_path):
+    with ResultsStore(tmp_path) as store:
+        assert store.add(_row()) is True
+        assert store.add(_row(score=0.0)) is False
+        assert len(store.rows()) == 1 and store.rows()[0].score == 1.0
+        data = json.loads(store.export(tmp_path / "rows.json").read_text())
+        assert data[0]["git_sha"] == provenance()["git_sha"]
+        assert store.export(tmp_path / "rows.csv").read_text().startswith("suite,env_id,")
+        with pytest.raises(ValueError):
+            store.export(tmp_path / "rows.xlsx")
+    mode = sqlite3.connect(tmp_path / "results.sqlite").execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+# ---- runner ------------------------------------------------------------------------------------
+
+def test_same_agent_and_seeds_give_the_same_rows(tmp_path):
+    evaluate("random", CHEAP, out=tmp_path / "a", workers=2, progress=False)
+    evaluate("random", CHEAP, out=tmp_path / "b", workers=1, progress=False)
+    a, b = _key_rows(tmp_path / "a"), _key_rows(tmp_path / "b")
+    assert len(a) == CHEAP.episodes and a == b
+
+
+def test_oracle_beats_random_and_standings_rank_it_first(tmp_path):
+    for agent in ("random", "oracle"):
+        evaluate(agent, CHEAP, out=tmp_path, workers=2, progress=False)
+    with ResultsStore(tmp_path) as store:
+        standings = compute_standings(store, CHEAP)
+    assert [e.agent_spec for e in standings.entries] == ["oracle", "random"]
+    assert standings.entries[0].overall == 1.0 > standings.entries[1].overall
+    markdown = render_markdown(standings)
+    assert "| 1 | `oracle` |" in markdown
+    page = render_html(standings)
+    assert page.count("<svg") == 2 and "<table" in page and "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_existing_results_need_resume(tmp_path):
+    evaluate("random", CHEAP, out=tmp_path, workers=2, progress=False)
+    with pytest.raises(ResultsExistError, match="--resume"):
+        evaluate("random", CHEAP, out=tmp_path, workers=2, progress=False)
+    summary = evaluate("random", CHEAP, out=tmp_path, workers=2, progress=False, resume=True)
+    assert summary.ran == 0 and summary.skipped == CHEAP.episodes
+
+
+def test_hanging_agent_times_out_and_the_run_completes(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    suite = Suite("hang", (Task("verigym/Treasure-7x7-v0", episodes=6, time_limit_s=3.0),))
+    summary = evaluate("tests.leaderboard_agents:hangs", suite, out=tmp_path, workers=2, progress=False)
+    rows = {r.seed: r for r in ResultsStore(tmp_path).rows()}
+    assert len(rows) == 6
+    for seed, row in rows.items():
+        assert row.status == ("timeout" if seed % 5 == 0 else "ok"), (seed, row.status, row.error)
+    assert summary.statuses["timeout"] == sum(1 for s in suite.tasks[0].seeds if s % 5 == 0)
+
+
+def test_resume_after_kill_9_loses_and_duplicates_nothing(tmp_path):
+    suite = Suite("killed", (Task("verigym/Treasure-7x7-v0", episodes=12), Task("verigym/GuessNumber-v0", episodes=12)))
+    suite_file = _write_suite(tmp_path / "killed.json", suite)
+    command = [sys.executable, "-m", "verigym", "eval", "--agent", "tests.leaderboard_agents:slow_random", "--suite", str(suite_file),
+               "--workers", "2", "--no-progress"]
+    killed_out = tmp_path / "killed"
+    process = subprocess.Popen([*command, "--out", str(killed_out)], cwd=ROOT, start_new_session=True)
+    database = killed_out / "results.sqlite"
+    deadline = time.monotonic() + 120
+    recorded = 0
+    while time.monotonic() < deadline:
+        if database.exists():
+            try:
+                recorded = sqlite3.connect(database).execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
+            except sqlite3.OperationalError:
+                recorded = 0
+            if recorded >= 4:
+                break
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)  # the parent and its workers, mid-run
+    process.wait()
+    assert 4 <= recorded < suite.episodes, f"kill landed at {recorded} rows"
+    subprocess.run([*command, "--out", str(killed_out), "--resume"], cwd=ROOT, check=True, timeout=300)
+    subprocess.run([*command, "--out", str(tmp_path / "clean")], cwd=ROOT, check=True, timeout=300)
+    resumed, clean = _key_rows(killed_out), _key_rows(tmp_path / "clean")
+    assert len(resumed) == suite.episodes == len(set(resumed))
+    assert resumed == clean
+
+
+@pytest.mark.timeout(300)
+def test_ray_backend_gives_the_same_rows_as_local(tmp_path):
+    pytest.importorskip("ray", reason='the Ray backend needs pip install "verigym[ray]"')
+    suite = Suite("ray", (Task("verigym/Treasure-7x7-v0", episodes=4), Task("verigym/GuessNumber-v0", episodes=4)))
+    evaluate("random", suite, out=tmp_path / "local", workers=2, progress=False)
+    evaluate("random", suite, out=tmp_path / "ray", workers=2, backend="ray", progress=False)
+    assert _key_rows(tmp_path / "local") == _key_rows(tmp_path / "ray")
+
+
+# ---- the page in a real browser ------------------------------------------------------------------
+
+@pytest.mark.gui
+def test_html_page_renders_table_and_plots_in_chromium(tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    from PIL import Image
+
+    for agent in ("random", "oracle"):
+        evaluate(agent, CHEAP, out=tmp_path, workers=2, progress=False)
+    with ResultsStore(tmp_path) as store:
+        page = tmp_path / "page.html"
+        page.write_text(render_html(compute_standings(store, CHEAP)))
+    shot = tmp_path / "shot.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                    "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,900",
+                    f"--screenshot={shot}", page.as_uri()], check=True, capture_output=True, timeout=120)
+    image = Image.open(shot).convert("RGB")
+    colours = image.getcolors(maxcolors=1 << 20)
+    # the bars use the palette's first two colours; a blank page would be one colour
+    assert len(colours) > 20
+    pixels = {c for _, c in colours}
+    assert (0x4E, 0x79, 0xA7) in pixels and (0xF2, 0x8E, 0x2B) in pixels
