@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Set up and run verigym's main job: list the registered environments and check every one of them.
+# The main job: set up, evaluate the reference agents on the starter leaderboard suite, and print
+# and write the standings (terminal table, Markdown, HTML) under ./verigym-results.
+# Re-running it resumes: only missing episodes are played.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VERIGYM_EXTRAS="${VERIGYM_EXTRAS:-gui}" bash scripts/setup.sh
 export MUJOCO_GL="${MUJOCO_GL:-egl}"
-verigym list
-verigym check --all
+out="${VERIGYM_RESULTS:-verigym-results}"
+suite="${VERIGYM_SUITE:-starter}"
+for agent in random oracle; do
+  verigym eval --agent "$agent" --suite "$suite" --out "$out" --resume
+done
+verigym leaderboard --suite "$suite" --out "$out"
