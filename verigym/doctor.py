@@ -87,17 +87,6 @@ def probe_chromium() -> Probe:
     return Probe("Chromium (GUI envs)", code == 0, f"{out or binary}, playwright installed", "" if code == 0 else "apt-get install --reinstall -y chromium")
 
 
-def probe_sandbox() -> Probe:
-    binary = shutil.which("bwrap")
-    if binary is None:
-        return Probe("code sandbox (bubblewrap)", False, "bwrap not found; code execution refuses to run", "apt-get update && apt-get install -y bubblewrap")
-    command = [binary, "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
-    code, out = _run(command, timeout=30)
-    if code != 0:
-        return Probe("code sandbox (bubblewrap)", False, f"bwrap cannot create namespaces: {out[-200:]}", "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) or run where namespaces are permitted")
-    return Probe("code sandbox (bubblewrap)", True, f"{binary} creates namespaces")
-
-
 def probe_ray() -> Probe:
     try:
         ray = importlib.import_module("ray")
@@ -111,7 +100,7 @@ PROBES: tuple[str, ...] = (
     "verigym.doctor:probe_torch",
     "verigym.doctor:probe_mujoco",
     "verigym.doctor:probe_chromium",
-    "verigym.doctor:probe_sandbox",
+    "verigym.sandbox:doctor_probe",
     "verigym.doctor:probe_ray",
 )
 

@@ -1,0 +1,323 @@
+"""Security and behaviour tests of ``verigym.sandbox`` (issue 4's list, sandbox part).
+
+Each attack must end with reward-0-worthy outcome or a clear error, the harness alive, the deadline
+kept, and no process left behind. Needs bubblewrap (CI installs it); skipped with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import pickle
+import socket
+import threading
+import time
+
+import pytest
+
+from verigym.sandbox import Limits, PythonSandbox, SandboxError, run_code, supervisor
+
+try:
+    supervisor.check_available()
+    SANDBOX_ERROR = ""
+except SandboxError as exc:  # pragma: no cover - depends on the machine
+    SANDBOX_ERROR = str(exc)
+
+needs_sandbox = pytest.mark.skipif(bool(SANDBOX_ERROR), reason=f"sandbox unavailable: {SANDBOX_ERROR[:200]}")
+
+FAST = Limits(timeout_s=2.0, output_bytes=1 << 16)
+
+
+def _descendants(pid: int) -> set[int]:
+    """Host pids of every living descendant of ``pid`` (scans /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    living = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                if handle.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    living.add(pid)
+        except OSError:
+            pass
+    return living
+
+
+class Box:
+    """A sandbox that records every process it ever had, to prove none is left."""
+
+    def __init__(self, limits: Limits = FAST):
+        self.sandbox = PythonSandbox(limits)
+        self.seen: set[int] = set()
+
+    def run(self, code: str, **kwargs):
+        watcher_stop = threading.Event()
+
+        def watch() -> None:
+            while not watcher_stop.is_set():
+                pid = self.sandbox.worker_pid
+                if pid is not None:
+                    self.seen |= {pid} | _descendants(pid)
+                time.sleep(0.05)
+
+        thread = threading.Thread(target=watch, daemon=True)
+        thread.start()
+        try:
+            return self.sandbox.run(code, **kwargs)
+        finally:
+            watcher_stop.set()
+            thread.join()
+
+    def close_and_check(self) -> None:
+        pid = self.sandbox.worker_pid
+        if pid is not None:
+            self.seen |= {pid} | _descendants(pid)
+        self.sandbox.close()
+        time.sleep(0.05)
+        assert not _alive(self.seen), f"processes left behind: {_alive(self.seen)}"
+
+
+@pytest.fixture
+def box():
+    b = Box()
+    yield b
+    b.close_and_check()
+
+
+@needs_sandbox
+def test_notebook_state_persists_and_runs_as_unprivileged_uid(box):
+    assert box.run("x = 20").ok
+    result = box.run("import os\nx += 22\nprint(os.getuid(), os.getgid())\nx")
+    assert result.ok, result
+    assert result.output.split() == ["65534", "65534", "42"]
+
+
+@needs_sandbox
+def test_value_of_call_is_type_checked(box):
+    box.run("class Liar:\n    def __eq__(self, other): return True\n"
+            "def honest(n): return [n, n * 2.5, 'x', None, {'k': (1, 2)}]\ndef liar(): return Liar()\n"
+            "def sub(): return type('I', (int,), {})(3)")
+    assert box.sandbox.call("honest", [4]).value == [4, 10.0, "x", None, {"k": [1, 2]}]
+    for name in ("liar", "sub"):
+        result = box.sandbox.call(name)
+        assert not result.ok and result.value is None
+        assert "not None/bool/int/float/str/list/dict" in result.error
+
+
+@needs_sandbox
+@pytest.mark.parametrize("code", ["while True: pass", "import itertools\nsum(itertools.repeat(1, 3 * 10**9))"])
+def test_infinite_loops_hit_the_deadline(box, code):
+    start = time.monotonic()
+    result = box.run(code, timeout=1.0)
+    elapsed = time.monotonic() - start
+    assert result.killed == "timeout" and not result.ok
+    assert "TimeoutError" in result.error
+    assert elapsed < 4.0
+    assert box.run("print('fresh')").output == "fresh\n"  # a new worker after the kill
+
+
+@needs_sandbox
+def test_fork_bomb_is_bounded_and_killed():
+    box = Box(Limits(timeout_s=2.0, max_processes=16))
+    code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    peak = 0
+
+    def sample() -> None:
+        nonlocal peak
+        for _ in range(30):
+            pid = box.sandbox.worker_pid
+            if pid is not None:
+                peak = max(peak, len(_descendants(pid)))
+            time.sleep(0.03)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    start = time.monotonic()
+    result = box.run(code)
+    sampler.join()
+    assert result.killed == "timeout"
+    assert time.monotonic() - start < 6.0
+    assert 0 < peak <= 16 + 2  # pids.max (or RLIMIT_NPROC) holds; +bwrap and its init
+    box.close_and_check()
+
+
+@needs_sandbox
+def test_double_forked_setsid_daemon_dies_with_the_sandbox():
+    box = Box()
+    code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(300)\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.3)\nprint('parent done')"
+    )
+    result = box.run(code)
+    assert result.ok and result.output == "parent done\n"
+    daemons = _descendants(box.sandbox.worker_pid)
+    assert len(daemons) >= 3  # bwrap init, worker, the daemon
+    box.close_and_check()
+    assert not _alive(daemons)
+
+
+@needs_sandbox
+def test_memory_limit(box):
+    result = box.run("x = bytearray(8 << 30)")
+    assert not result.ok and result.error.startswith("MemoryError")
+    result = box.run("import mmap\nm = mmap.mmap(-1, 8 << 30)\nfor i in range(0, 8 << 30, 4096): m[i] = 1")
+    assert not result.ok and "rror" in result.error
+    assert box.run("print(1)").output == "1\n"
+
+
+@needs_sandbox
+def test_output_cap_kills_a_flood_and_invalid_utf8_is_replaced(box):
+    start = time.monotonic()
+    result = box.run("import sys\nfor _ in range(1024):\n    sys.stdout.write('x' * (1 << 20))")
+    assert result.killed == "output_limit" and "OutputLimitError" in result.error
+    assert len(result.output) <= FAST.output_bytes
+    assert time.monotonic() - start < 4.0
+    result = box.run("import os\nos.write(1, b'ok \\xff\\xfe\\xc3( end')")
+    assert result.ok and result.output.startswith("ok ") and "\ufffd" in result.output
+
+
+@needs_sandbox
+def test_host_files_are_invisible(box, tmp_path):
+    secret = tmp_path / "answer.txt"
+    secret.write_text("the answer is 1234567")
+    code = (
+        "import os\n"
+        f"paths = ['/etc/passwd', '/etc/shadow', '/root', '/home', {str(secret)!r}, {os.getcwd()!r}]\n"
+        "print([os.path.exists(p) for p in paths])\n"
+        "print(os.path.expanduser('~'))\n"
+        "hits = [r for r, d, f in os.walk('/') if r.startswith('/proc') is False for n in f if 'answer' in n]\n"
+        "print(hits)"
+    )
+    result = box.run(code, timeout=10.0)
+    assert result.ok, result
+    lines = result.output.splitlines()
+    assert lines[0] == "[False, False, False, False, False, False]"
+    assert lines[2] == "[]"
+    assert "1234567" not in result.output
+
+
+@needs_sandbox
+def test_no_network_to_a_loopback_port_of_the_harness(box):
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.5)
+    port = server.getsockname()[1]
+    try:
+        code = (
+            "import socket\n"
+            "try:\n"
+            f"    socket.create_connection(('127.0.0.1', {port}), timeout=1).sendall(b'leak')\n"
+            "    print('connected')\n"
+            "except OSError as e:\n"
+            "    print('refused', type(e).__name__)"
+        )
+        result = box.run(code)
+        assert result.ok and result.output.startswith("refused")
+        with pytest.raises(socket.timeout):
+            server.accept()
+    finally:
+        server.close()
+
+
+@needs_sandbox
+def test_cannot_kill_the_harness_or_read_its_environment(box, monkeypatch):
+    monkeypatch.setenv("VERIGYM_TEST_SECRET", "s3cr3t-token")
+    box.sandbox.close()  # the next start sees the secret in this process's environment
+    code = (
+        "import os, signal\n"
+        "out = []\n"
+        f"for pid in (os.getppid(), 1, {os.getpid()}, {os.getppid()}):\n"
+        "    try:\n"
+        "        os.kill(pid, signal.SIGKILL); out.append('sent')\n"
+        "    except OSError as e:\n"
+        "        out.append(type(e).__name__)\n"
+        "for path in ('/proc/%d/environ' % os.getppid(), '/proc/1/environ', '/proc/self/environ'):\n"
+        "    try:\n"
+        "        out.append(open(path, 'rb').read().decode('latin-1'))\n"
+        "    except OSError as e:\n"
+        "        out.append(type(e).__name__)\n"
+        "print(out, dict(os.environ))"
+    )
+    result = box.run(code)
+    assert result.ok, result
+    assert "s3cr3t-token" not in result.output
+    assert "ProcessLookupError" in result.output  # the harness's pids do not exist in the sandbox
+    assert box.run("print(2)").output == "2\n"  # the worker and harness are alive
+    os.kill(os.getpid(), 0)
+
+
+@needs_sandbox
+def test_exit_calls_are_reported(box):
+    result = box.run("import sys\nsys.exit(0)")
+    assert not result.ok and result.error.startswith("SystemExit")
+    assert box.run("print(3)").output == "3\n"
+    result = box.run("import os\nos._exit(0)")
+    assert not result.ok and result.killed == "died"
+    assert box.run("print(4)").output == "4\n"
+
+
+@needs_sandbox
+def test_pickle_and_deepcopy_replay_the_notebook():
+    with PythonSandbox(FAST) as original:
+        original.run("import math\nv = [math.factorial(5)]")
+        for clone in (pickle.loads(pickle.dumps(original)), copy.deepcopy(original)):
+            with clone:
+                clone.run("v.append(1)")
+                assert clone.run("v").output == "[120, 1]\n"
+        assert original.run("v").output == "[120]\n"
+
+
+@needs_sandbox
+def test_run_code_is_a_cold_call():
+    result = run_code("print(sum(range(10)))", limits=FAST)
+    assert result.ok and result.output == "45\n"
+
+
+def test_fails_closed_without_bubblewrap(monkeypatch):
+    monkeypatch.setattr(supervisor, "_bwrap_features", lambda: (None, False))
+    with pytest.raises(SandboxError, match="apt-get update && apt-get install -y bubblewrap"):
+        PythonSandbox(FAST).run("print(1)")
+    with PythonSandbox(FAST, unsafe=True) as unsafe:
+        assert unsafe.run("print(5)").output == "5\n"
+
+
+def test_limits_are_validated():
+    with pytest.raises(ValueError, match="timeout_s"):
+        Limits(timeout_s=0)
+    with pytest.raises(TypeError):
+        PythonSandbox(limits={"timeout_s": 1})
+    with pytest.raises(TypeError):
+        PythonSandbox(FAST).run(b"print(1)")
+
+
+def test_doctor_probe_reports():
+    from verigym.sandbox import doctor_probe
+
+    probe = doctor_probe()
+    assert probe.part == "code sandbox (bubblewrap)"
+    assert probe.ok == (not SANDBOX_ERROR), probe

@@ -1,0 +1,542 @@
+"""The supervisor: starts, talks to and kills the sandboxed Python worker.
+
+Each :class:`PythonSandbox` owns at most one worker process at a time::
+
+    parent (this process)
+      └─ bwrap  (host uid 65534 when started as root; its own cgroup with pids.max / memory limit)
+           └─ [pid namespace] bwrap init (pid 1)
+                 └─ python -I -S -c <worker>   (rlimits; empty environment; no network)
+
+The worker keeps one namespace between calls (a notebook), so a warm call costs a pipe round trip.
+A call that passes its wall-clock deadline or the output cap gets the whole tree killed: the outer
+``bwrap`` is SIGKILLed, which kills the namespace's init (``--die-with-parent``) and with it every
+process in the pid namespace (double-forked daemons included); the cgroup is swept as well.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import resource
+import selectors
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from verigym.sandbox.cgroups import CgroupSet
+
+__all__ = ["ExecResult", "Limits", "PythonSandbox", "SandboxError", "check_available", "run_code"]
+
+logger = logging.getLogger(__name__)
+
+_HEADER = struct.Struct("!Q")
+_WORKER_SOURCE = (Path(__file__).with_name("_worker.py")).read_text()
+UNPRIVILEGED_UID = 65534
+"""Host uid/gid the sandbox drops to when the library runs as root (``nobody``)."""
+INSTALL_HINT = "apt-get update && apt-get install -y bubblewrap"
+
+
+class SandboxError(RuntimeError):
+    """The sandbox cannot be set up here, so agent code is not run (fail closed).
+
+    The message names the fix (install bubblewrap, allow user namespaces) and the explicit opt-out
+    ``unsafe=True``.
+    """
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandbox worker.
+
+    Attributes:
+        timeout_s: wall-clock deadline of one call, seconds; past it the process tree is killed.
+        cpu_s: CPU seconds over the worker's life (``RLIMIT_CPU``).
+        memory_mb: address space of each process (``RLIMIT_AS``), MiB; also the cgroup memory cap.
+        output_bytes: bytes a call may print (stdout + stderr) before the tree is killed.
+        max_processes: processes and threads in the sandbox (cgroup ``pids.max``; ``RLIMIT_NPROC``
+            as well when the sandbox has its own uid).
+        file_size_mb: largest file the code may write (``RLIMIT_FSIZE``), MiB.
+        open_files: open file descriptors per process (``RLIMIT_NOFILE``).
+        tmp_mb: size of the private ``/tmp`` tmpfs, MiB.
+    """
+
+    timeout_s: float = 10.0
+    cpu_s: int = 60
+    memory_mb: int = 1024
+    output_bytes: int = 1 << 16
+    max_processes: int = 32
+    file_size_mb: int = 16
+    open_files: int = 64
+    tmp_mb: int = 64
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"Limits.{name} must be a positive number, got {value!r}")
+
+
+@dataclass
+class ExecResult:
+    """The outcome of one sandbox call, as seen by the parent.
+
+    Attributes:
+        ok: the code ran to its end without an exception.
+        output: what it printed (stdout and stderr interleaved), decoded with replacement, capped.
+        error: ``"<ExceptionType>: message"``, or why the worker was killed or died; ``None`` if ok.
+        value: for :meth:`PythonSandbox.call`, the return value as JSON primitives.
+        killed: ``"timeout"``, ``"output_limit"`` or ``"died"`` when the worker did not survive the
+            call (the next call starts a fresh one); ``None`` otherwise.
+        duration_s: wall-clock seconds of the call.
+    """
+
+    ok: bool
+    output: str = ""
+    error: str | None = None
+    value: Any = None
+    killed: str | None = None
+    duration_s: float = 0.0
+
+    def text(self, limit: int = 2000) -> str:
+        """Output and error as one string for an agent, at most ``limit`` characters."""
+        parts = [self.output.rstrip("\n")] if self.output.strip() else []
+        if self.error and (not self.output or self.error.split(":")[0] not in self.output):
+            parts.append(self.error)
+        text = "\n".join(parts) if parts else "(no output)"
+        return text if len(text) <= limit else text[: limit - 20] + "\n...[truncated]"
+
+
+@functools.lru_cache(maxsize=1)
+def _bwrap_features() -> tuple[str | None, bool]:
+    binary = shutil.which("bwrap")
+    if binary is None:
+        return None, False
+    try:
+        helptext = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return binary, False
+    return binary, "--disable-userns" in helptext
+
+
+def _traversable_by_others(path: str) -> bool:
+    """Whether every directory on the way to ``path`` can be entered by any uid."""
+    current = "/"
+    for part in Path(path).parts[1:]:
+        current = os.path.join(current, part)
+        try:
+            mode = os.stat(current).st_mode
+        except OSError:
+            return False
+        if os.path.isdir(current) and not mode & 0o001:
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=4)
+def _interpreter(for_other_uid: bool) -> tuple[str, str]:
+    """(real path of the worker's Python executable, its installation prefix).
+
+    The running interpreter when the sandbox's uid can reach it; otherwise (the library runs as
+    root from a private prefix such as ``/root/.pyenv``) the system ``python3``: the worker needs
+    only the standard library.
+
+    Raises:
+        SandboxError: no Python interpreter is reachable by the unprivileged uid.
+    """
+    candidates = [sys.executable]
+    if for_other_uid:
+        candidates += [p for p in (shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin"),) if p]
+    for candidate in candidates:
+        executable = os.path.realpath(candidate)
+        prefix = os.path.realpath(sys.base_prefix) if candidate == sys.executable else os.path.dirname(os.path.dirname(executable))
+        if not for_other_uid or (_traversable_by_others(executable) and _traversable_by_others(prefix)):
+            return executable, prefix
+    raise SandboxError(
+        f"the Python at {sys.executable} is not readable by uid {UNPRIVILEGED_UID} and there is no system python3; "
+        "install one (apt-get install -y python3-minimal) or run verigym from a world-readable Python"
+    )
+
+
+def _system_binds() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = f"/{name}"
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def _count_processes(uid: int) -> int:
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    count += 1
+            except OSError:
+                pass
+    return count
+
+
+def _set_rlimit(kind: int, value: int) -> None:
+    _, hard = resource.getrlimit(kind)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(kind, (value, value))
+
+
+class PythonSandbox:
+    """A persistent, sandboxed Python worker (one per episode).
+
+    Args:
+        limits: resource limits (:class:`Limits`).
+        unsafe: run the worker without bubblewrap (rlimits and the deadline only). Never for code
+            you do not trust; the default refuses to run when bubblewrap is unusable.
+
+    Raises:
+        SandboxError: (on the first call) bubblewrap is missing or cannot create namespaces.
+
+    The worker starts lazily on the first call. Pickling keeps the cells run so far and replays them
+    into a fresh worker when the copy is used, so a copied episode continues identically for
+    deterministic code.
+    """
+
+    def __init__(self, limits: Limits | None = None, *, unsafe: bool = False):
+        if limits is not None and not isinstance(limits, Limits):
+            raise TypeError(f"limits must be a verigym.sandbox.Limits, got {type(limits).__name__}")
+        self.limits = limits or Limits()
+        self.unsafe = bool(unsafe)
+        self.history: list[str] = []
+        self._process: subprocess.Popen | None = None
+        self._cgroup: CgroupSet | None = None
+        self._request_fd = -1
+        self._answer_fd = -1
+        self._output_fd = -1
+        self._replay: list[str] = []
+        self.calls = 0
+
+    # -- pickling: drop the process, keep the notebook ------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        return {"limits": self.limits, "unsafe": self.unsafe, "history": list(self.history), "calls": self.calls}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["limits"], unsafe=state["unsafe"])
+        self.history = list(state["history"])
+        self._replay = list(state["history"])
+        self.calls = state["calls"]
+
+    def __deepcopy__(self, memo: dict) -> PythonSandbox:
+        clone = PythonSandbox.__new__(PythonSandbox)
+        clone.__setstate__(self.__getstate__())
+        return clone
+
+    def __enter__(self) -> PythonSandbox:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 -- interpreter shutdown
+            pass
+
+    # -- public API --------------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        """Whether a worker process is running."""
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def worker_pid(self) -> int | None:
+        """Host pid of the outer process of the worker tree (``bwrap``), if running."""
+        return self._process.pid if self._process is not None else None
+
+    def run(self, code: str, *, timeout: float | None = None) -> ExecResult:
+        """Run a cell of Python in the persistent namespace.
+
+        Args:
+            code: Python source; if the last statement is an expression its repr is printed.
+            timeout: wall-clock seconds for this call (default ``limits.timeout_s``).
+
+        Raises:
+            TypeError: ``code`` is not a ``str``.
+            SandboxError: the sandbox cannot be started here.
+        """
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, got {type(code).__name__}")
+        result = self._request({"op": "exec", "code": code}, timeout)
+        if not result.killed:
+            self.history.append(code)
+        return result
+
+    def call(self, name: str, args: list[Any] | tuple[Any, ...] = (), *, timeout: float | None = None) -> ExecResult:
+        """Call ``name(*args)`` defined in the namespace; ``value`` holds the JSON-primitive result.
+
+        The value is converted inside the worker with exact type checks (no subclasses, no custom
+        ``__eq__``) and arrives as JSON, so the parent compares only primitives.
+
+        Raises:
+            TypeError: ``args`` is not JSON-serializable.
+            SandboxError: the sandbox cannot be started here.
+        """
+        try:
+            json.dumps(list(args))
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"args must be JSON-serializable: {exc}") from None
+        return self._request({"op": "call", "name": str(name), "args": list(args)}, timeout)
+
+    def restart(self) -> None:
+        """Kill the worker and forget the notebook; the next call starts fresh."""
+        self.close()
+        self.history.clear()
+        self._replay.clear()
+
+    def close(self) -> None:
+        """Kill the whole worker tree and release its cgroup (idempotent)."""
+        process, self._process = self._process, None
+        if process is not None:
+            if process.poll() is None:
+                try:
+                    os.kill(process.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                logger.warning("sandbox process %d did not exit after SIGKILL", process.pid)
+        if self._cgroup is not None:
+            self._cgroup.remove()
+            self._cgroup = None
+        for name in ("_request_fd", "_answer_fd", "_output_fd"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+                setattr(self, name, -1)
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _command(self, answer_fd: int, request_fd: int, drop: bool) -> list[str]:
+        executable, prefix = _interpreter(drop)
+        python = [executable, "-I", "-S", "-c", _WORKER_SOURCE, str(request_fd), str(answer_fd)]
+        if self.unsafe:
+            return python
+        binary, disable_userns = _bwrap_features()
+        if binary is None:
+            raise SandboxError(
+                "bubblewrap (bwrap) is not installed, so agent code will not run. Install it: "
+                f"{INSTALL_HINT} (or pass unsafe=True to run code without a sandbox, at your own risk)"
+            )
+        args = [binary, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+                "--cap-drop", "ALL", "--uid", str(UNPRIVILEGED_UID), "--gid", str(UNPRIVILEGED_UID)]
+        if disable_userns:
+            args.append("--disable-userns")
+        args += _system_binds()
+        if not prefix.startswith("/usr/"):
+            args += ["--ro-bind", prefix, prefix]
+            for site in Path(prefix).glob("lib/python3*/site-packages"):
+                args += ["--tmpfs", str(site)]  # installed packages stay outside the sandbox
+        args += ["--proc", "/proc", "--dev", "/dev", "--size", str(self.limits.tmp_mb << 20),
+                 "--tmpfs", "/tmp", "--chdir", "/tmp", "--"]
+        return args + python
+
+    def _start(self) -> None:
+        limits = self.limits
+        as_root = os.geteuid() == 0
+        request_read, request_write = os.pipe()
+        answer_read, answer_write = os.pipe()
+        output_read, output_write = os.pipe()
+        cgroup = CgroupSet.create(max_processes=limits.max_processes, memory_bytes=limits.memory_mb << 20)
+        nproc = limits.max_processes + 8 if as_root else _count_processes(os.getuid()) + limits.max_processes
+        drop = as_root and not self.unsafe
+
+        def setup_child() -> None:  # runs in the child between fork and exec
+            cgroup.join()
+            _set_rlimit(resource.RLIMIT_CPU, int(limits.cpu_s))
+            _set_rlimit(resource.RLIMIT_AS, int(limits.memory_mb) << 20)
+            _set_rlimit(resource.RLIMIT_FSIZE, int(limits.file_size_mb) << 20)
+            _set_rlimit(resource.RLIMIT_NOFILE, int(limits.open_files) + 16)
+            _set_rlimit(resource.RLIMIT_CORE, 0)
+            if drop or not as_root:
+                _set_rlimit(resource.RLIMIT_NPROC, int(nproc))
+            if drop:
+                os.setgroups([])
+                os.setresgid(UNPRIVILEGED_UID, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
+                os.setresuid(UNPRIVILEGED_UID, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
+
+        try:
+            command = self._command(answer_write, request_read, drop)
+            pass_fds = [request_read, answer_write]
+            self._process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=output_write, stderr=output_write,
+                pass_fds=pass_fds, env={}, cwd="/", start_new_session=True, preexec_fn=setup_child,
+            )
+        except BaseException:
+            cgroup.remove()
+            for fd in (request_read, request_write, answer_read, answer_write, output_read, output_write):
+                os.close(fd)
+            raise
+        for fd in (request_read, answer_write, output_write):
+            os.close(fd)
+        self._cgroup = cgroup
+        self._request_fd, self._answer_fd, self._output_fd = request_write, answer_read, output_read
+        os.set_blocking(answer_read, False)
+        os.set_blocking(output_read, False)
+        ready = self._exchange(None, timeout=30.0)
+        if ready.killed:
+            self.close()
+            hint = "" if self.unsafe else (
+                " bubblewrap could not create the sandbox's namespaces: allow unprivileged user namespaces "
+                "(sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0) or run where they "
+                "are permitted, or pass unsafe=True at your own risk."
+            )
+            raise SandboxError(f"the sandbox did not start ({ready.error}): {ready.output.strip()[-500:]}.{hint}")
+        replay, self._replay = self._replay, []
+        for code in replay:
+            result = self._exchange({"op": "exec", "code": code}, timeout=self.limits.timeout_s)
+            if result.killed:
+                logger.warning("replaying the sandbox notebook failed: %s", result.error)
+                break
+
+    def _request(self, message: dict[str, Any], timeout: float | None) -> ExecResult:
+        self.calls += 1
+        if not self.alive:
+            if self._process is not None:
+                self.close()
+            self._start()
+        return self._exchange(message, timeout=self.limits.timeout_s if timeout is None else float(timeout))
+
+    def _exchange(self, message: dict[str, Any] | None, *, timeout: float) -> ExecResult:
+        """Send ``message`` (None: wait for the ready message) and collect answer and output."""
+        start = time.monotonic()
+        deadline = start + timeout
+        output = bytearray()
+        answer = bytearray()
+        cap = self.limits.output_bytes
+        pending = b""
+        if message is not None:
+            body = json.dumps(message).encode("utf-8", "surrogatepass")
+            pending = _HEADER.pack(len(body)) + body
+            os.set_blocking(self._request_fd, False)
+        killed: str | None = None
+        error: str | None = None
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._answer_fd, selectors.EVENT_READ, "answer")
+            selector.register(self._output_fd, selectors.EVENT_READ, "output")
+            if pending:
+                selector.register(self._request_fd, selectors.EVENT_WRITE, "request")
+            while True:
+                if len(answer) >= _HEADER.size:
+                    (size,) = _HEADER.unpack(answer[: _HEADER.size])
+                    if len(answer) >= _HEADER.size + size:
+                        break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    killed, error = "timeout", f"TimeoutError: the code ran longer than {timeout:g} s and was killed"
+                    break
+                events = selector.select(min(remaining, 1.0))
+                closed = False
+                for key, _ in events:
+                    if key.data == "request":
+                        try:
+                            written = os.write(self._request_fd, pending)
+                        except (BrokenPipeError, BlockingIOError):
+                            written = len(pending) if not self.alive else 0
+                        pending = pending[written:]
+                        if not pending:
+                            selector.unregister(self._request_fd)
+                        continue
+                    try:
+                        chunk = os.read(key.fd, 1 << 16)
+                    except BlockingIOError:
+                        continue
+                    if key.data == "answer":
+                        if not chunk:
+                            closed = True
+                        answer += chunk
+                    elif chunk:
+                        output += chunk
+                        if len(output) > cap:
+                            killed = "output_limit"
+                            error = f"OutputLimitError: the code printed more than {cap} bytes and was killed"
+                    else:
+                        selector.unregister(self._output_fd)
+                if killed:
+                    break
+                if closed:
+                    output += self._drain()
+                    status = self._process.wait(timeout=5) if self._process is not None else None
+                    killed, error = "died", f"WorkerDied: the Python process exited (status {status})"
+                    break
+        if killed is None:
+            output += self._drain()
+        duration = time.monotonic() - start
+        text = bytes(output[:cap]).decode("utf-8", "replace")
+        if killed:
+            self.close()
+            return ExecResult(False, text, error, killed=killed, duration_s=duration)
+        (size,) = _HEADER.unpack(answer[: _HEADER.size])
+        try:
+            reply = json.loads(bytes(answer[_HEADER.size : _HEADER.size + size]).decode("utf-8", "surrogatepass"))
+            if not isinstance(reply, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            self.close()
+            return ExecResult(False, text, f"ProtocolError: unreadable answer from the worker ({exc})", killed="died", duration_s=duration)
+        if message is None:
+            return ExecResult(True, text, duration_s=duration, value=reply)
+        error = reply.get("error")
+        return ExecResult(
+            ok=reply.get("ok") is True,
+            output=text,
+            error=error if isinstance(error, str) else None,
+            value=reply.get("value"),
+            duration_s=duration,
+        )
+
+    def _drain(self) -> bytes:
+        data = bytearray()
+        while len(data) <= self.limits.output_bytes:
+            try:
+                chunk = os.read(self._output_fd, 1 << 16)
+            except (BlockingIOError, OSError):
+                break
+            if not chunk:
+                break
+            data += chunk
+        return bytes(data)
+
+
+def check_available() -> None:
+    """Start a sandbox, run one line and check it runs isolated.
+
+    Raises:
+        SandboxError: bubblewrap is missing or cannot create its namespaces; the message names the fix.
+    """
+    with PythonSandbox(Limits(timeout_s=30.0)) as sandbox:
+        result = sandbox.run("import os; print(os.getuid())")
+        if not result.ok:
+            raise SandboxError(f"the sandbox started but could not run code: {result.text()}")
+
+
+def run_code(code: str, *, limits: Limits | None = None, unsafe: bool = False) -> ExecResult:
+    """Run ``code`` once in a fresh sandbox (cold start) and tear it down.
+
+    Raises:
+        SandboxError: the sandbox cannot be started here.
+    """
+    with PythonSandbox(limits, unsafe=unsafe) as sandbox:
+        return sandbox.run(code)
+
