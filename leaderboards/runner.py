@@ -161,13 +161,7 @@ def _timed_episode(cache: _Cache, job: Job) -> dict[str, Any]:
 
 
 def _worker_main(connection: Any, spec_text: str, device: str) -> None:
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    try:
-        import torch
-
-        torch.set_num_threads(1)
-    except ImportError:
-        pass
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread per worker: workers are the parallelism
     cache = _Cache(parse_agent_spec(spec_text), device)
     while True:
         message = connection.recv()
