@@ -20,6 +20,8 @@ ROWS: list[EnvRow] = [
     _aec("ConnectFour", "connect_four:ConnectFourEnv", "ConnectFour on a 6x7 board, two agents, legal-move masks."),
     _aec("KuhnPoker", "kuhn_poker:KuhnPokerEnv", "Kuhn poker (J, Q, K; one betting round), with Kuhn's equilibrium strategy."),
     _aec("LiarsDice", "liars_dice:LiarsDiceEnv", "Liar's dice, one round, two players with 2 dice each: bid or call liar."),
+    _aec("Negotiation", "negotiation:NegotiationEnv", "Deal-or-no-deal negotiation: split items with private values by offers."),
+    _aec("ProposerSolver", "proposer_solver:ProposerSolverEnv", "Self-play: one agent proposes a bounded arithmetic task, the other solves it."),
     *variants(
         "verigym/TicTacToe-{}-v0", _VERSUS, family="multiagent",
         rows={
@@ -42,5 +44,18 @@ ROWS: list[EnvRow] = [
         "verigym/LiarsDice-{}-v0", _VERSUS, family="multiagent",
         rows={"Heuristic": {"game": "liars_dice", "opponent": "heuristic"}},
         description="Liar's dice as opening player against a probability-estimate heuristic opponent.",
+    ),
+    *variants(
+        "verigym/Negotiation-{}-v0", _VERSUS, family="multiagent",
+        rows={"Heuristic": {"game": "negotiation", "opponent": "heuristic"}},
+        description="Negotiation as first mover against a conceding heuristic negotiator.",
+    ),
+    *variants(
+        "verigym/ProposerSolver-{}-v0", _VERSUS, family="multiagent",
+        rows={
+            "Solve": {"game": "proposer_solver", "opponent": "random", "seat": 1},
+            "Propose": {"game": "proposer_solver", "opponent": "heuristic", "seat": 0},
+        },
+        description="One seat of ProposerSolver: solve random tasks, or propose tasks for an error-prone solver.",
     ),
 ]

@@ -19,6 +19,7 @@ GAMES: dict[str, str] = {
     "kuhn_poker": "verigym.envs.multiagent.kuhn_poker:KuhnPokerEnv",
     "liars_dice": "verigym.envs.multiagent.liars_dice:LiarsDiceEnv",
     "negotiation": "verigym.envs.multiagent.negotiation:NegotiationEnv",
+    "proposer_solver": "verigym.envs.multiagent.proposer_solver:ProposerSolverEnv",
 }
 """Game name -> ``"module:Class"`` of a :class:`~verigym.envs.multiagent.base.TurnBasedGame`."""
 
