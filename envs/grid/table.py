@@ -2,6 +2,8 @@
 
 from verigym.registration import EnvRow, variants
 
+_GRID = "verigym.envs.grid"
+
 ROWS: list[EnvRow] = [
     *variants(
         "verigym/Treasure-{}-v0",
@@ -9,5 +11,51 @@ ROWS: list[EnvRow] = [
         family="grid",
         rows={"7x7": {"size": 7}, "12x12": {"size": 12, "wall_density": 0.3}},
         description="Walk to the treasure on a grid with random walls (the tensor tutorial env).",
+    ),
+    *variants(
+        "verigym/Empty-{}-v0", f"{_GRID}.navigation:EmptyEnv", family="grid",
+        rows={"5x5": {"size": 5}, "8x8": {"size": 8}, "16x16": {"size": 16}},
+        description="MiniGrid Empty: reach the goal in an empty room (random start).",
+    ),
+    EnvRow(
+        "verigym/FourRooms-v0", f"{_GRID}.navigation:FourRoomsEnv", family="grid",
+        description="MiniGrid FourRooms: reach the goal through the gaps of four rooms.",
+    ),
+    *variants(
+        "verigym/DoorKey-{}-v0", f"{_GRID}.doorkey:DoorKeyEnv", family="grid",
+        rows={"5x5": {"size": 5}, "6x6": {"size": 6}, "8x8": {"size": 8}, "16x16": {"size": 16}},
+        description="MiniGrid DoorKey: pick up the key, unlock the door, reach the goal.",
+    ),
+    *variants(
+        "verigym/MultiRoom-{}-v0", f"{_GRID}.doorkey:MultiRoomEnv", family="grid",
+        rows={
+            "N2-S4": {"num_rooms": 2, "max_room_size": 4},
+            "N4-S5": {"num_rooms": 4, "max_room_size": 5},
+            "N6": {"num_rooms": 6, "max_room_size": 10},
+        },
+        description="MiniGrid MultiRoom: open the door of each room in a chain (long horizon).",
+    ),
+    *variants(
+        "verigym/KeyCorridor-{}-v0", f"{_GRID}.doorkey:KeyCorridorEnv", family="grid",
+        rows={
+            "S3R1": {"room_size": 3, "num_rows": 1},
+            "S4R3": {"room_size": 4, "num_rows": 3},
+            "S6R3": {"room_size": 6, "num_rows": 3},
+        },
+        description="MiniGrid KeyCorridor: fetch a key, unlock a room, pick up the ball (long horizon).",
+    ),
+    *variants(
+        "verigym/LavaCrossing-{}-v0", f"{_GRID}.navigation:LavaCrossingEnv", family="grid",
+        rows={
+            "S9N1": {"size": 9, "num_crossings": 1},
+            "S9N3": {"size": 9, "num_crossings": 3},
+            "S11N5": {"size": 11, "num_crossings": 5},
+        },
+        description="MiniGrid LavaCrossing: cross rivers of lava through their gaps to the goal.",
+    ),
+    *variants(
+        "verigym/Maze-{}-v0", f"{_GRID}.navigation:MazeEnv", family="grid",
+        rows={"11x11": {"size": 11}, "21x21": {"size": 21}},
+        description="A perfect maze (recursive backtracker); the goal is at the farthest cell.",
     ),
 ]
