@@ -33,7 +33,7 @@ from gymnasium import spaces
 from verigym.core import ActionParseError, action_error_info, coerce_action, episode_end
 from verigym.textview import format_value, parse_value
 
-__all__ = ["MujocoGoalEnv", "REWARD_TYPES", "validate_choice", "validate_number"]
+__all__ = ["MujocoGoalEnv", "REWARD_TYPES", "planar_body_xml", "planar_motors_xml", "validate_choice", "validate_number"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +67,27 @@ def validate_choice(name: str, value: Any, choices: tuple[Any, ...]) -> Any:
     if value not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     return value
+
+
+def planar_body_xml(name: str, height: float, joint_attributes: str, geom: str) -> str:
+    """MJCF of a body that slides on the floor: joints ``<name>_x`` and ``<name>_y``, no rotation.
+
+    Args:
+        name: body name, prefix of the joint names.
+        height: z of the body frame, m.
+        joint_attributes: extra attributes of both slide joints (damping, range, ...).
+        geom: the body's ``<geom .../>`` element.
+    """
+    joints = "".join(
+        f'<joint name="{name}_{axis}" type="slide" axis="{direction}" {joint_attributes}/>'
+        for axis, direction in (("x", "1 0 0"), ("y", "0 1 0"))
+    )
+    return f'<body name="{name}" pos="0 0 {height}">{joints}{geom}</body>'
+
+
+def planar_motors_xml(name: str, gear: float) -> str:
+    """MJCF motors (control range [-1, 1], ``gear`` newtons) on the slide joints of ``name``."""
+    return "".join(f'<motor joint="{name}_{axis}" gear="{gear}" ctrlrange="-1 1" ctrllimited="true"/>' for axis in "xy")
 
 
 def _format_numbers(values: np.ndarray, precision: int = 4) -> str:

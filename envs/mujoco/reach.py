@@ -6,7 +6,6 @@ from typing import Any
 
 import mujoco
 import numpy as np
-
 from verigym.envs.mujoco.base import MujocoGoalEnv, validate_number
 
 __all__ = ["ReachEnv"]

@@ -11,3 +11,33 @@ ROWS: list[EnvRow] = [
         description="Move a planar arm's fingertip to a random target (goal-conditioned).",
     ),
 ]
+ROWS += variants(
+    "verigym/PointMaze-{}-v0",
+    "verigym.envs.mujoco.point_maze:PointMazeEnv",
+    family="mujoco",
+    rows={"Small": {"size": 3}, "Medium": {"size": 5}, "Large": {"size": 7}},
+    description="Drive a point mass through a procedurally generated maze (long horizon).",
+)
+ROWS.append(
+    EnvRow(
+        id="verigym/Push-v0",
+        entry_point="verigym.envs.mujoco.push:PushEnv",
+        family="mujoco",
+        description="Push a block into a target zone on a table (goal-conditioned).",
+    )
+)
+ROWS.append(
+    EnvRow(
+        id="verigym/Swingup-v0",
+        entry_point="verigym.envs.mujoco.swingup:SwingupEnv",
+        family="mujoco",
+        description="Cart-pole swing-up; success = upright for 2 s in a row.",
+    )
+)
+ROWS += variants(
+    "verigym/LocomotionTarget-{}-v0",
+    "verigym.envs.mujoco.locomotion:LocomotionTargetEnv",
+    family="mujoco",
+    rows={"Hopper": {"robot": "hopper"}, "HalfCheetah": {"robot": "half_cheetah"}, "Ant": {"robot": "ant"}},
+    description="Gymnasium's locomotion robot must run D metres within T seconds without falling.",
+)
