@@ -14,6 +14,7 @@ import math
 import pathlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from verigym.leaderboards.store import EpisodeRow, ResultsStore
 from verigym.leaderboards.suite import Suite
@@ -57,6 +58,8 @@ class Standings:
     env_ids: list[str]
     entries: list[Entry]
     curves: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    ratings: list = field(default_factory=list)
+    """For competitive suites: :class:`verigym.leaderboards.arena.Rating`, best first."""
 
 
 def _aggregate(rows: Sequence[EpisodeRow], metric: str) -> Cell:
@@ -74,6 +77,12 @@ def _aggregate(rows: Sequence[EpisodeRow], metric: str) -> Cell:
 
 def compute_standings(store: ResultsStore, suite: Suite | None = None) -> Standings:
     """Aggregate the store, restricted to a suite's envs and seeds when given."""
+    if suite is not None and suite.kind == "competitive":
+        from verigym.leaderboards.arena import compute_ratings
+
+        seeds = {t.env_id: set(t.seeds) for t in suite}
+        matches = [m for m in store.matches(env_ids=list(seeds)) if m.seed in seeds[m.env_id]]
+        return Standings(f"verigym arena: {suite.name}", "rating", [t.env_id for t in suite], [], ratings=compute_ratings(matches))
     if suite is not None:
         seeds = {t.env_id: set(t.seeds) for t in suite}
         rows = [r for r in store.rows(env_ids=list(seeds)) if r.seed in seeds[r.env_id]]
@@ -138,11 +147,27 @@ def _short_id(env_id: str) -> str:
     return env_id.removeprefix("verigym/")
 
 
+_RATING_HEADER = ["#", "agent", "config", "ordinal (mu - 3 sigma)", "mu", "sigma", "matches", "wins", "draws", "losses"]
+
+
+def _rating_cells(rank: int, r: Any) -> list[str]:
+    return [str(rank), r.agent_spec, r.config_hash[:8], f"{r.ordinal:.2f}", f"{r.mu:.2f}", f"{r.sigma:.2f}", str(r.matches), str(r.wins), str(r.draws), str(r.losses)]
+
+
 def render_table(standings: Standings) -> None:
     """Print the standings as a rich table."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
+
+    if standings.metric == "rating":
+        table = Table(title=f"{standings.title} (openskill Plackett-Luce; games: {', '.join(map(_short_id, standings.env_ids))})")
+        for column in _RATING_HEADER:
+            table.add_column(column)
+        for rank, r in enumerate(standings.ratings, 1):
+            table.add_row(*(escape(c) for c in _rating_cells(rank, r)))
+        Console(width=140).print(table)
+        return
 
     table = Table(title=f"{standings.title} (metric: {standings.metric}, mean ± s.e.)")
     for column in ("#", "agent", "config", "overall", "coverage"):
@@ -157,6 +182,11 @@ def render_table(standings: Standings) -> None:
 
 def render_markdown(standings: Standings) -> str:
     """The standings as a Markdown document (a table, then per-task details)."""
+    if standings.metric == "rating":
+        lines = [f"# {standings.title}", "", "Ranked by the openskill (Plackett-Luce) ordinal mu - 3 sigma over all matches.", "",
+                 "| " + " | ".join(_RATING_HEADER) + " |", "|" + "---|" * len(_RATING_HEADER)]
+        lines += ["| " + " | ".join(_rating_cells(rank, r)) + " |" for rank, r in enumerate(standings.ratings, 1)]
+        return "\n".join(lines) + "\n"
     lines = [f"# {standings.title}", "", f"Metric: **{standings.metric}** (mean ± standard error over episodes).", ""]
     header = ["#", "agent", "config", "overall", "coverage", *(_short_id(e) for e in standings.env_ids)]
     lines.append("| " + " | ".join(header) + " |")
@@ -231,7 +261,13 @@ def _line_chart(title: str, curves: dict[str, list[tuple[float, float]]]) -> str
 
 def render_html(standings: Standings) -> str:
     """One self-contained HTML page: the table, score and success-rate charts, learning curves."""
-    complete = [e for e in standings.entries]
+    if standings.metric == "rating":
+        rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in _rating_cells(rank, r)) + "</tr>" for rank, r in enumerate(standings.ratings, 1))
+        header = "".join(f"<th>{html.escape(h)}</th>" for h in _RATING_HEADER)
+        return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(standings.title)}</title></head>'
+                f'<body style="font-family: system-ui, sans-serif"><h1>{html.escape(standings.title)}</h1>'
+                f'<table id="standings" border="1" cellpadding="4">{header}{rows}</table></body></html>\n')
+    complete = list(standings.entries)
     legend = "".join(f'<span class="key"><i style="background:{_PALETTE[j % len(_PALETTE)]}"></i>{html.escape(e.agent_spec)}</span>' for j, e in enumerate(complete))
     header = "".join(f"<th>{html.escape(h)}</th>" for h in ["#", "agent", "config", "overall", "coverage", *(_short_id(e) for e in standings.env_ids)])
     body = "".join(

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-__all__ = ["DEFAULT_DIR", "EpisodeRow", "ResultsStore"]
+__all__ = ["DEFAULT_DIR", "EpisodeRow", "MatchRow", "ResultsStore"]
 
 DEFAULT_DIR = pathlib.Path("verigym-results")
 """Where ``verigym eval`` writes and ``verigym leaderboard`` reads, relative to the working directory."""
@@ -92,7 +92,41 @@ class EpisodeRow:
             raise ValueError("packages must be a non-empty JSON object of package versions")
 
 
+@dataclass(frozen=True)
+class MatchRow:
+    """One match of a competitive suite: ``first`` moved first (seat 0), ``second`` second.
+
+    Payoffs are the game's (``info["payoff"]``, else the summed rewards). Provenance as in
+    :class:`EpisodeRow`.
+    """
+
+    suite: str
+    env_id: str
+    seed: int
+    first_spec: str
+    first_hash: str
+    second_spec: str
+    second_hash: str
+    first_payoff: float
+    second_payoff: float
+    length: int
+    error: str
+    verigym_version: str
+    packages: str
+    git_sha: str
+    python: str
+    created_at: str = ""
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` if the row lacks provenance."""
+        for name in ("env_id", "first_spec", "first_hash", "second_spec", "second_hash", "verigym_version", "packages", "git_sha", "python"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"refusing a match row without provenance: {name} is {value!r}")
+
+
 _COLUMNS = [f.name for f in fields(EpisodeRow)]
+_MATCH_COLUMNS = [f.name for f in fields(MatchRow)]
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS episodes (
     suite TEXT NOT NULL, env_id TEXT NOT NULL, env_version INTEGER NOT NULL, seed INTEGER NOT NULL,
@@ -104,6 +138,14 @@ CREATE TABLE IF NOT EXISTS episodes (
     UNIQUE (agent_spec, config_hash, env_id, seed)
 );
 CREATE INDEX IF NOT EXISTS episodes_by_agent ON episodes (agent_spec, config_hash);
+CREATE TABLE IF NOT EXISTS matches (
+    suite TEXT NOT NULL, env_id TEXT NOT NULL, seed INTEGER NOT NULL,
+    first_spec TEXT NOT NULL, first_hash TEXT NOT NULL, second_spec TEXT NOT NULL, second_hash TEXT NOT NULL,
+    first_payoff REAL NOT NULL, second_payoff REAL NOT NULL, length INTEGER NOT NULL, error TEXT NOT NULL,
+    verigym_version TEXT NOT NULL, packages TEXT NOT NULL, git_sha TEXT NOT NULL, python TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    UNIQUE (env_id, seed, first_spec, first_hash, second_spec, second_hash)
+);
 """
 
 
@@ -152,6 +194,33 @@ class ResultsStore:
                 [values[c] for c in _COLUMNS],
             )
         return cursor.rowcount == 1
+
+    def add_match(self, row: MatchRow) -> bool:
+        """Write one match in its own transaction; False if it was already recorded.
+
+        Raises:
+            ValueError: the row lacks provenance.
+        """
+        row.validate()
+        values = asdict(row)
+        values["created_at"] = values["created_at"] or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        with self._db:
+            cursor = self._db.execute(
+                f"INSERT OR IGNORE INTO matches ({', '.join(_MATCH_COLUMNS)}) VALUES ({', '.join('?' for _ in _MATCH_COLUMNS)})",
+                [values[c] for c in _MATCH_COLUMNS],
+            )
+        return cursor.rowcount == 1
+
+    def matches(self, *, env_ids: Iterable[str] | None = None) -> list[MatchRow]:
+        """Match rows, optionally of some env ids, ordered by env, seed and players."""
+        query = f"SELECT {', '.join(_MATCH_COLUMNS)} FROM matches"
+        params: list[Any] = []
+        if env_ids is not None:
+            ids = list(env_ids)
+            query += f" WHERE env_id IN ({', '.join('?' for _ in ids)})"
+            params = ids
+        query += " ORDER BY env_id, seed, first_spec, first_hash, second_spec, second_hash"
+        return [MatchRow(**dict(zip(_MATCH_COLUMNS, values))) for values in self._db.execute(query, params)]
 
     def done_seeds(self, agent_spec: str, config_hash: str, env_id: str) -> set[int]:
         """Seeds of ``env_id`` already recorded for this agent and config."""

@@ -18,6 +18,11 @@ seeds. A task's seeds are ``seed_start + i`` for ``i < episodes``; ``seed_start`
 ``EVAL_SEED_START`` and must lie in the evaluation range.
 
 Metrics: ``"score"`` (``info["score"]``, in [0, 1]), ``"success"`` (rate) or ``"return"``.
+
+Competitive suites (``"kind": "competitive"``, metric ``"rating"``) name two-player PettingZoo
+games; ``verigym eval --agent A --agent B ...`` plays every pair of entrants ``episodes`` matches
+per game (seats alternating) and the standings rank entrants by an openskill (Plackett-Luce,
+a TrueSkill-like Bayesian rating) ordinal ``mu - 3 sigma``. See :mod:`verigym.leaderboards.arena`.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ TRAIN_SEED_END = 1_000_000
 EVAL_SEED_START = 1_000_000
 """Seeds ``[EVAL_SEED_START, EVAL_SEED_START + 10**6)`` are held out for evaluation."""
 EVAL_SEED_END = 2_000_000
-METRICS = ("score", "success", "return")
+METRICS = ("score", "success", "return", "rating")
+KINDS = ("single", "competitive")
 SUITES_DIR = pathlib.Path(__file__).resolve().parent / "suites"
 _VERSION = re.compile(r"-v(\d+)$")
 
@@ -87,10 +93,13 @@ class Suite:
     tasks: tuple[Task, ...]
     metric: str = "score"
     description: str = ""
+    kind: str = "single"
 
     def __post_init__(self) -> None:
-        if self.metric not in METRICS:
-            raise ValueError(f"suite {self.name}: metric must be one of {METRICS}, got {self.metric!r}")
+        if self.kind not in KINDS:
+            raise ValueError(f"suite {self.name}: kind must be one of {KINDS}, got {self.kind!r}")
+        if self.metric not in METRICS or (self.metric == "rating") != (self.kind == "competitive"):
+            raise ValueError(f"suite {self.name}: metric {self.metric!r} does not fit kind {self.kind!r} (competitive suites use 'rating')")
         ids = [t.env_id for t in self.tasks]
         if len(set(ids)) != len(ids):
             raise ValueError(f"suite {self.name}: an env id appears twice")
@@ -113,11 +122,13 @@ class Suite:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Suite:
-        unknown = set(data) - {"name", "tasks", "metric", "description"}
+        unknown = set(data) - {"name", "tasks", "metric", "description", "kind"}
         if unknown:
             raise ValueError(f"suite {data.get('name')}: unknown fields {sorted(unknown)}")
         tasks = tuple(Task(**t) for t in data["tasks"])
-        return cls(name=data["name"], tasks=tasks, metric=data.get("metric", "score"), description=data.get("description", ""))
+        kind = data.get("kind", "single")
+        metric = data.get("metric", "rating" if kind == "competitive" else "score")
+        return cls(name=data["name"], tasks=tasks, metric=metric, description=data.get("description", ""), kind=kind)
 
 
 def list_suites() -> list[str]:

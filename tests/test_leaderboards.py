@@ -199,3 +199,35 @@ def test_html_page_renders_table_and_plots_in_chromium(tmp_path):
     assert len(colours) > 20
     pixels = {c for _, c in colours}
     assert (0x4E, 0x79, 0xA7) in pixels and (0xF2, 0x8E, 0x2B) in pixels
+
+
+# ---- competitive suites ------------------------------------------------------------------------
+
+def test_arena_ratings_rank_perfect_play_first_and_resume(tmp_path):
+    from verigym.leaderboards.arena import compute_ratings, play_arena
+
+    suite = Suite("ttt", (Task("verigym/TicTacToe-v0", episodes=8),), metric="rating", kind="competitive")
+    summary = play_arena(["random", "oracle"], suite, out=tmp_path, progress=False)
+    assert summary.ran == 8 and summary.unavailable == []
+    with ResultsStore(tmp_path) as store:
+        matches = store.matches()
+    # minimax never loses a game of TicTacToe
+    for m in matches:
+        oracle_payoff = m.first_payoff if m.first_spec == "oracle" else m.second_payoff
+        assert oracle_payoff >= 0, m
+    ratings = compute_ratings(matches)
+    assert [r.agent_spec for r in ratings] == ["oracle", "random"]
+    with pytest.raises(ResultsExistError):
+        play_arena(["random", "oracle"], suite, out=tmp_path, progress=False)
+    again = play_arena(["random", "oracle"], suite, out=tmp_path, progress=False, resume=True)
+    assert again.ran == 0 and again.skipped == 8
+    with ResultsStore(tmp_path) as store:
+        assert len(store.matches()) == 8
+
+
+def test_perfect_play_against_itself_always_draws():
+    from verigym.leaderboards.arena import play_match
+
+    for seed in range(EVAL_SEED_START, EVAL_SEED_START + 5):
+        payoffs, moves, error = play_match("verigym/TicTacToe-v0", seed, [("oracle", None), ("oracle", None)])
+        assert payoffs == [0.0, 0.0] and moves == 9 and error == ""

@@ -8,7 +8,7 @@ HELP = "evaluate an agent on a leaderboard suite, recording one row per episode 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--agent", required=True, help="random | oracle | <agent>:<checkpoint dir> | llm:<model dir> | openai:<base url>#<model> | <module>:<factory>")
+    parser.add_argument("--agent", required=True, action="append", help="random | oracle | <agent>:<checkpoint dir> | llm:<model dir> | openai:<base url>#<model> | <module>:<factory>; repeat it to evaluate several agents (a competitive suite needs two or more entrants)")
     parser.add_argument("--suite", required=True, help="a suite name (see --list-suites) or a path to a suite .json file")
     parser.add_argument("--out", default=None, help="results folder (default: ./verigym-results)")
     parser.add_argument("--workers", type=int, default=None, help="parallel episodes (default: CPU cores)")
@@ -21,18 +21,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from verigym.leaderboards.arena import play_arena
     from verigym.leaderboards.runner import ResultsExistError, evaluate
     from verigym.leaderboards.store import DEFAULT_DIR, ResultsStore
+    from verigym.leaderboards.suite import load_suite
 
     out = args.out or DEFAULT_DIR
     try:
-        summary = evaluate(args.agent, args.suite, out=out, workers=args.workers, backend=args.backend, resume=args.resume,
-                           device=args.device, episodes=args.episodes, progress=not args.no_progress)
-    except (ValueError, FileNotFoundError, ResultsExistError, RuntimeError) as exc:
+        suite = load_suite(args.suite)
+        if suite.kind == "competitive":
+            arena = play_arena(args.agent, suite, out=out, resume=args.resume, progress=not args.no_progress)
+            print(f"{', '.join(arena.entrants)} on {arena.suite}: played {arena.ran} matches, {arena.skipped} already recorded")
+            for note in arena.unavailable:
+                print(f"  skipped: {note}")
+        for agent in args.agent if suite.kind == "single" else ():
+            summary = evaluate(agent, suite, out=out, workers=args.workers, backend=args.backend, resume=args.resume,
+                               device=args.device, episodes=args.episodes, progress=not args.no_progress)
+            statuses = ", ".join(f"{n} {s}" for s, n in sorted(summary.statuses.items())) or "nothing new"
+            print(f"{summary.agent_spec} on {summary.suite}: ran {summary.ran} episodes ({statuses}), {summary.skipped} already recorded; results in {summary.store_path}")
+    except (ValueError, TypeError, FileNotFoundError, ResultsExistError, RuntimeError) as exc:
         print(f"verigym eval: {exc}")
         return 2
-    statuses = ", ".join(f"{n} {s}" for s, n in sorted(summary.statuses.items())) or "nothing new"
-    print(f"{summary.agent_spec} on {summary.suite}: ran {summary.ran} episodes ({statuses}), {summary.skipped} already recorded; results in {summary.store_path}")
     if args.export:
         with ResultsStore(out) as store:
             print(f"exported to {store.export(args.export)}")

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     for item in map(pathlib.Path, args.train_logs):
         logs += sorted(item.rglob("*.jsonl")) if item.is_dir() else [item]
     standings.curves = load_curves(logs)
-    if not standings.entries:
+    if not standings.entries and not standings.ratings:
         print("no results for this suite yet")
         return 2
     render_table(standings)
