@@ -2,6 +2,8 @@
 
 * :class:`LanguageWrapper` -- any env as Text -> Text (the text view for LLM agents).
 * :class:`CandidateActionWrapper`, :class:`HashedNGramObservation` -- the tensor view of text envs.
+* :class:`ActionDelay`, :class:`ObservationNoise`, :class:`DynamicsPerturbation` -- robustness
+  variants (latency, sensor noise, per-episode mass/friction/damping scales).
 
 Names are imported lazily, so ``import verigym.wrappers`` stays cheap.
 """
@@ -16,6 +18,9 @@ _EXPORTS = {
     "CandidateActionWrapper": "verigym.wrappers.tensor_view",
     "HashedNGramObservation": "verigym.wrappers.tensor_view",
     "hashed_ngrams": "verigym.wrappers.tensor_view",
+    "ActionDelay": "verigym.wrappers.robustness",
+    "ObservationNoise": "verigym.wrappers.robustness",
+    "DynamicsPerturbation": "verigym.wrappers.robustness",
 }
 
 __all__ = sorted(_EXPORTS)
