@@ -185,7 +185,7 @@ class MujocoGoalEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if xml == self._xml:
             return
         self._xml = xml
-        self.model = mujoco.MjModel.from_xml_string(xml)
+        self.model = self._compile(xml)
         self.data = mujoco.MjData(self.model)
         if self._renderer is not None:
             self._renderer.close()
@@ -194,6 +194,10 @@ class MujocoGoalEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         limited = self.model.actuator_ctrllimited.astype(bool)
         self._ctrl_low = np.where(limited, ctrl[:, 0], -1.0)
         self._ctrl_high = np.where(limited, ctrl[:, 1], 1.0)
+
+    def _compile(self, xml: str) -> mujoco.MjModel:
+        """Compile MJCF text (subclass hook, e.g. to post-process the model)."""
+        return mujoco.MjModel.from_xml_string(xml)
 
     @property
     def dt(self) -> float:

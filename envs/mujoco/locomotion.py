@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pathlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
+import mujoco
 import numpy as np
 from verigym.envs.mujoco.base import MujocoGoalEnv, validate_choice, validate_number
 
@@ -134,6 +136,17 @@ class LocomotionTargetEnv(MujocoGoalEnv):
 
     def _model_xml(self) -> str:
         return self._xml_text
+
+    def _compile(self, xml: str) -> mujoco.MjModel:
+        # HalfCheetah's MJCF uses the deprecated compiler attribute settotalmass (MuJoCo logs a
+        # warning to MUJOCO_LOG.TXT in the working directory); apply it on the compiled model
+        match = re.search(r'\s*settotalmass="([^"]+)"', xml)
+        if match is None:
+            return super()._compile(xml)
+        model = super()._compile(xml.replace(match.group(0), ""))
+        mujoco.mj_setTotalmass(model, float(match.group(1)))
+        mujoco.mj_setConst(model, mujoco.MjData(model))
+        return model
 
     def _reset_task(self) -> None:
         noise = self._spec.reset_noise
