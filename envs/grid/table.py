@@ -58,4 +58,28 @@ ROWS: list[EnvRow] = [
         rows={"11x11": {"size": 11}, "21x21": {"size": 21}},
         description="A perfect maze (recursive backtracker); the goal is at the farthest cell.",
     ),
+    *variants(
+        "verigym/IceLake-{}-v0", f"{_GRID}.icelake:IceLakeEnv", family="grid",
+        rows={"4x4": {"size": 4}, "8x8": {"size": 8}},
+        description="A procedural slippery frozen lake (FrozenLake kind), always solvable.",
+    ),
+    *variants(
+        "verigym/Sokoban-{}-v0", f"{_GRID}.sokoban:SokobanEnv", family="grid",
+        rows={
+            "6x6-B1": {"size": 6, "num_boxes": 1, "reverse_steps": 60},
+            "7x7-B2": {"size": 7, "num_boxes": 2, "reverse_steps": 100},
+            "8x8-B3": {"size": 8, "num_boxes": 3, "reverse_steps": 150},
+        },
+        description="Sokoban by reverse play (always solvable); BFS solver for the optimum.",
+    ),
+    *variants(
+        "verigym/GoToObject-{}-v0", f"{_GRID}.goto:GoToObjectEnv", family="grid",
+        rows={"6x6-N2": {"size": 6, "num_objects": 2}, "8x8-N4": {"size": 8, "num_objects": 4}},
+        description='BabyAI-style language mission: "go to the red ball" among distractors.',
+    ),
+    *variants(
+        "verigym/Coverage-{}-v0", f"{_GRID}.coverage:CoverageEnv", family="grid",
+        rows={"6x6": {"size": 6}, "10x10": {"size": 10, "obstacle_density": 0.15}},
+        description="Visit every free cell; the reward of a revisit decays (diminishing returns).",
+    ),
 ]
