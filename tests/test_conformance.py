@@ -45,7 +45,14 @@ def test_verigym_check(env_id, fresh_rollouts):
 
 @pytest.mark.parametrize("env_id", _params("pettingzoo"))
 def test_pettingzoo_api(env_id):
-    from pettingzoo.test import api_test, parallel_api_test, seed_test
+    from pettingzoo.test import (
+        api_test,
+        parallel_api_test,
+        parallel_seed_test,
+        render_test,
+        seed_test,
+    )
+    from pettingzoo.utils.conversions import parallel_to_aec
 
     from verigym.registration import make, row
 
@@ -54,9 +61,14 @@ def test_pettingzoo_api(env_id):
         warnings.simplefilter("error")
         if item.api == "aec":
             api_test(make(env_id), num_cycles=200)
+            seed_test(lambda **kw: make(env_id, **kw), num_cycles=50)
+            as_aec = make
         else:
             parallel_api_test(make(env_id), num_cycles=200)
-        seed_test(lambda **kw: make(env_id, **kw), num_cycles=50)
+            parallel_seed_test(lambda **kw: make(env_id, **kw), num_cycles=50)
+            as_aec = lambda env_id, **kw: parallel_to_aec(make(env_id, **kw))  # noqa: E731
+        if make(env_id).metadata.get("render_modes"):
+            render_test(lambda **kw: as_aec(env_id, **kw))
 
 
 def test_every_family_folder_is_registered():

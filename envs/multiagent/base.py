@@ -30,6 +30,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import seeding
 from pettingzoo import AECEnv
+from verigym.envs.grid.engine import check_int
 
 from verigym.core import (
     ACTION_MASK,
@@ -39,7 +40,37 @@ from verigym.core import (
     episode_end,
 )
 
-__all__ = ["TurnBasedGame", "last_match"]
+__all__ = ["AgentSpaces", "TurnBasedGame", "check_int", "check_number", "last_match"]
+
+
+def check_number(name: str, value: Any, low: float, high: float) -> float:
+    """``value`` as a float when it is a real number in ``[low, high]``.
+
+    Raises:
+        ValueError: not a number (bools excluded) or out of range; the message names ``name``.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not low <= value <= high:
+        raise ValueError(f"{name} must be a number in [{low}, {high}], got {value!r}")
+    return float(value)
+
+
+class AgentSpaces:
+    """Per-agent spaces read from ``observation_spaces``/``action_spaces`` dicts (the same object
+    each call, as PettingZoo's API test requires) and reseeding of ``np_random``."""
+
+    observation_spaces: dict[str, spaces.Space]
+    action_spaces: dict[str, spaces.Space]
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self.action_spaces[agent]
+
+    def _reseed(self, seed: int | None) -> None:
+        """Reseed ``np_random`` from ``seed``; ``None`` keeps the current generator."""
+        if seed is not None:
+            self.np_random, self.np_random_seed = seeding.np_random(seed)
 
 
 def last_match(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
@@ -49,7 +80,7 @@ def last_match(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
     return matches[-1] if matches else None
 
 
-class TurnBasedGame(AECEnv):
+class TurnBasedGame(AgentSpaces, AECEnv):
     """Base class of the turn-based (AEC) games; see the module docstring for the conventions.
 
     Subclasses call :meth:`_setup` in ``__init__`` and implement the hooks below.
@@ -76,10 +107,9 @@ class TurnBasedGame(AECEnv):
         illegal_move_reward: float,
         render_mode: str | None,
     ) -> None:
-        if max_cycles is not None and (isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or max_cycles < 1):
-            raise ValueError(f"max_cycles must be a positive int or None, got {max_cycles!r}")
-        if isinstance(illegal_move_reward, bool) or not isinstance(illegal_move_reward, (int, float)):
-            raise ValueError(f"illegal_move_reward must be a number, got {illegal_move_reward!r}")
+        if max_cycles is not None:
+            check_int("max_cycles", max_cycles, 1, 100_000)
+        check_number("illegal_move_reward", illegal_move_reward, -100.0, 100.0)
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.possible_agents = list(agents)
@@ -127,15 +157,8 @@ class TurnBasedGame(AECEnv):
         raise NotImplementedError
 
     # -- PettingZoo API -------------------------------------------------------------------------
-    def observation_space(self, agent: str) -> spaces.Space:
-        return self.observation_spaces[agent]
-
-    def action_space(self, agent: str) -> spaces.Space:
-        return self.action_spaces[agent]
-
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
-        if seed is not None:
-            self.np_random, self.np_random_seed = seeding.np_random(seed)
+        self._reseed(seed)
         self.agents = list(self.possible_agents)
         self.rewards = dict.fromkeys(self.agents, 0.0)
         self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-from verigym.envs.multiagent.base import TurnBasedGame, last_match
+from verigym.envs.multiagent.base import TurnBasedGame, check_int, last_match
 
 from verigym.core import ActionParseError
 
@@ -68,8 +68,7 @@ class LiarsDiceEnv(TurnBasedGame):
         illegal_move_reward: float = -1.0,
         render_mode: str | None = None,
     ):
-        if isinstance(num_dice, bool) or not isinstance(num_dice, int) or not 1 <= num_dice <= 5:
-            raise ValueError(f"num_dice must be an int in 1..5, got {num_dice!r}")
+        check_int("num_dice", num_dice, 1, 5)
         agents = ["player_0", "player_1"]
         self.num_dice = num_dice
         self.total_dice = 2 * num_dice

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-from verigym.envs.multiagent.base import TurnBasedGame, last_match
+from verigym.envs.multiagent.base import TurnBasedGame, check_int, last_match
 
 from verigym.core import ActionParseError
 
@@ -107,8 +107,7 @@ class NegotiationEnv(TurnBasedGame):
     forfeit_reward = 0.0
 
     def __init__(self, *, max_cycles: int = 5, illegal_move_reward: float = -1.0, render_mode: str | None = None):
-        if isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or not 1 <= max_cycles <= 50:
-            raise ValueError(f"max_cycles must be an int in 1..50 (negotiations must end), got {max_cycles!r}")
+        check_int("max_cycles", max_cycles, 1, 50)  # an int: negotiations must end
         agents = ["player_0", "player_1"]
         high = np.array([MAX_COUNT] * 3 + [TOTAL_VALUE] * 3 + [MAX_COUNT] * 3 + [1, 2 * max_cycles, 1], dtype=np.int8)
         self._setup(

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-from verigym.envs.multiagent.base import TurnBasedGame, last_match
+from verigym.envs.multiagent.base import TurnBasedGame, check_int, last_match
 
 from verigym.core import ActionParseError
 
@@ -96,13 +96,9 @@ class ProposerSolverEnv(TurnBasedGame):
     ):
         if operation not in OPERATIONS:
             raise ValueError(f"operation must be one of {sorted(OPERATIONS)}, got {operation!r}")
-        for name, value in (("min_operand", min_operand), ("max_operand", max_operand), ("num_attempts", num_attempts)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{name} must be an int, got {value!r}")
-        if not 0 <= min_operand <= max_operand <= 999 or max_operand - min_operand + 1 > 200:
-            raise ValueError(f"need 0 <= min_operand <= max_operand <= 999 and at most 200 operand values, got {min_operand}..{max_operand}")
-        if not 1 <= num_attempts <= 16:
-            raise ValueError(f"num_attempts must be in 1..16, got {num_attempts!r}")
+        check_int("min_operand", min_operand, 0, 999)
+        check_int("max_operand", max_operand, min_operand, min(999, min_operand + 199))
+        check_int("num_attempts", num_attempts, 1, 16)
         self.operation, self.symbol = operation, OPERATIONS[operation]
         self.min_operand, self.max_operand, self.num_attempts = min_operand, max_operand, num_attempts
         self.span = max_operand - min_operand + 1

@@ -15,6 +15,10 @@ def _aec(name: str, module_class: str, description: str) -> EnvRow:
     return EnvRow(f"verigym/{name}-v0", f"{_M}.{module_class}", "multiagent", api="aec", description=description)
 
 
+def _parallel(name: str, module_class: str, description: str) -> EnvRow:
+    return EnvRow(f"verigym/{name}-v0", f"{_M}.{module_class}", "multiagent", api="parallel", description=description)
+
+
 ROWS: list[EnvRow] = [
     _aec("TicTacToe", "tictactoe:TicTacToeEnv", "TicTacToe, two agents, legal-move masks, exact minimax solver."),
     _aec("ConnectFour", "connect_four:ConnectFourEnv", "ConnectFour on a 6x7 board, two agents, legal-move masks."),
@@ -22,6 +26,9 @@ ROWS: list[EnvRow] = [
     _aec("LiarsDice", "liars_dice:LiarsDiceEnv", "Liar's dice, one round, two players with 2 dice each: bid or call liar."),
     _aec("Negotiation", "negotiation:NegotiationEnv", "Deal-or-no-deal negotiation: split items with private values by offers."),
     _aec("ProposerSolver", "proposer_solver:ProposerSolverEnv", "Self-play: one agent proposes a bounded arithmetic task, the other solves it."),
+    _parallel("Pursuit", "pursuit:PursuitEnv", "Cooperative pursuit on a grid: predators surround random prey; egocentric views."),
+    _parallel("Tag", "tag:TagEnv", "Competitive tag on a grid with walls: one chaser against two runners."),
+    _parallel("Spread", "spread:SpreadEnv", "Continuous cooperative navigation: three agents cover three landmarks (MPE spread)."),
     *variants(
         "verigym/TicTacToe-{}-v0", _VERSUS, family="multiagent",
         rows={
