@@ -173,16 +173,18 @@ class ProposerSolverEnv(TurnBasedGame):
 
     def heuristic_action(self, agent: str, rng: np.random.Generator) -> int:
         """Proposer: a uniformly random task. Solver: an error-prone calculator that gets each
-        digit-by-digit step right with probability 0.9, so harder tasks fail more often."""
+        digit-by-digit step right with probability 0.85 (a wrong answer is off by 1 or 10), so
+        harder tasks fail more often."""
         if agent == "proposer_0":
             return int(rng.integers(self.span * self.span))
         a, b = self.task if self.task is not None else (0, 0)
         steps = len(str(a)) * len(str(b)) if self.operation == "multiply" else max(len(str(a)), len(str(b)))
         answer = self.answer()
-        if rng.random() < 0.9**steps:
+        if rng.random() < 0.85**steps or self.max_answer == 0:
             return answer
-        wrong = answer + int(rng.choice([-10, -1, 1, 10]))
-        return int(min(max(wrong, 0), self.max_answer))
+        offset = int(rng.choice([-10, -1, 1, 10]))
+        wrong = answer + offset if 0 <= answer + offset <= self.max_answer else answer - offset
+        return int(min(max(wrong, 0), self.max_answer)) if wrong != answer else (answer + 1) % (self.max_answer + 1)
 
     def solver_action(self, agent: str, rng: np.random.Generator | None = None) -> int:
         """Solver: the exact answer. Proposer: the task whose operands are largest (the hardest)."""
