@@ -336,3 +336,14 @@ def test_registered_with_pettingzoo():
     ids = {r.id for r in verigym.rows("multiagent")}
     assert {"verigym/TicTacToe-v0", "verigym/Pursuit-v0", "verigym/Spread-v0", "verigym/TicTacToe-Minimax-v0"} <= ids
     assert len(ids) >= 8
+
+
+def test_readme_self_play_example(capsys):
+    import pathlib
+    import re
+
+    readme = (pathlib.Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, re.DOTALL) if "verigym/TicTacToe-v0" in b]
+    assert blocks, "README lost its self-play example"
+    exec(compile(blocks[0], "README.md", "exec"), {})
+    assert capsys.readouterr().out.strip().endswith("0.5")
