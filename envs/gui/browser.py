@@ -1,0 +1,271 @@
+"""A headless, offline Chromium page for the GUI environments (Playwright driving the system browser).
+
+One :class:`Browser` owns one Playwright driver, one Chromium process (a fresh temporary profile)
+and one page of a fixed viewport. The page is the task shell ``pages/app.html`` with its CSS and
+JavaScript inlined, so a task never needs the network: every request the page makes is aborted by a
+route handler and recorded in :attr:`Browser.blocked`.
+
+Screenshots go through the DevTools ``Page.captureScreenshot`` command with the compositor's frame
+rate limit off (Playwright's own ``page.screenshot`` waits for the next 30 Hz frame); with
+animations, transitions and the text caret disabled by the page's CSS, the same actions give
+byte-identical screenshots.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import logging
+import os
+import shutil
+import threading
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Browser", "BrowserCrashed", "chromium_executable", "probe"]
+
+logger = logging.getLogger(__name__)
+
+CHROMIUM_ARGS = (
+    "--no-sandbox",  # root in containers; the page is our own offline content
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--disable-gpu",
+    "--disable-gpu-vsync",
+    "--disable-frame-rate-limit",
+    "--font-render-hinting=none",
+    "--force-color-profile=srgb",
+    "--hide-scrollbars",
+    "--mute-audio",
+    "--disable-partial-raster",
+    "--num-raster-threads=1",
+    "--disable-lcd-text",
+)
+
+
+class BrowserCrashed(RuntimeError):
+    """The Chromium process or its page died; the env ends the episode and relaunches on reset."""
+
+
+def chromium_executable() -> str:
+    """Path of the system Chromium: ``$VERIGYM_CHROMIUM``, else ``chromium`` on ``PATH``.
+
+    Raises:
+        RuntimeError: no Chromium is installed (says how to install it).
+    """
+    path = os.environ.get("VERIGYM_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path:
+        raise RuntimeError("the GUI envs need the system Chromium: apt-get install -y chromium (and pip install 'verigym[gui]')")
+    return path
+
+
+@lru_cache(maxsize=1)
+def app_html() -> str:
+    """The task shell with its CSS and JavaScript inlined (read once from the package data)."""
+    pages = resources.files("verigym.envs.gui") / "pages"
+    html = (pages / "app.html").read_text(encoding="utf-8")
+    css = (pages / "app.css").read_text(encoding="utf-8")
+    js = (pages / "tasks.js").read_text(encoding="utf-8")
+    return html.replace("/*APP_CSS*/", css).replace("/*APP_JS*/", js)
+
+
+_DRIVERS: dict[int, list[Any]] = {}
+"""Thread id -> [Playwright driver, number of browsers using it]: Playwright's sync API allows one
+driver per thread, so the browsers of one thread share it; the last one to close stops it."""
+
+
+def _acquire_driver() -> Any:
+    key = threading.get_ident()
+    entry = _DRIVERS.get(key)
+    if entry is None:
+        from playwright.sync_api import sync_playwright
+
+        entry = _DRIVERS[key] = [sync_playwright().start(), 0]
+    entry[1] += 1
+    return entry[0]
+
+
+def _release_driver(driver: Any) -> None:
+    for key, entry in list(_DRIVERS.items()):
+        if entry[0] is driver:
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del _DRIVERS[key]
+                try:
+                    driver.stop()
+                except Exception as exc:
+                    logger.debug("ignored while stopping playwright: %s", exc)
+            return
+
+
+class Browser:
+    """One headless Chromium with one page showing the task shell.
+
+    Args:
+        width: viewport width in CSS pixels (= screenshot pixels; device scale factor 1).
+        height: viewport height in CSS pixels.
+
+    Raises:
+        RuntimeError: Chromium or playwright is missing.
+    """
+
+    def __init__(self, width: int, height: int):
+        self.width, self.height = int(width), int(height)
+        self.blocked: list[str] = []
+        self._playwright: Any = None
+        self._browser: Any = None
+        self._page: Any = None
+        self._cdp: Any = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        """True when the browser is launched and connected."""
+        return self._browser is not None and self._browser.is_connected()
+
+    def launch(self) -> None:
+        """Start Playwright and Chromium (no-op when already running)."""
+        if self.alive:
+            return
+        self.close()
+        executable = chromium_executable()
+        try:
+            self._playwright = _acquire_driver()
+        except ImportError as exc:
+            raise RuntimeError("the GUI envs need playwright: pip install 'verigym[gui]'") from exc
+        try:
+            self._browser = self._playwright.chromium.launch(executable_path=executable, headless=True, args=list(CHROMIUM_ARGS))
+            context = self._browser.new_context(
+                viewport={"width": self.width, "height": self.height},
+                device_scale_factor=1,
+                locale="en-US",
+                timezone_id="UTC",
+                reduced_motion="reduce",
+                service_workers="block",
+                java_script_enabled=True,
+            )
+            context.route("**/*", self._block)
+            self._page = context.new_page()
+            self._page.set_default_timeout(10_000)
+            self._cdp = context.new_cdp_session(self._page)
+            self._page.set_content(app_html())
+        except Exception:
+            self.close()
+            raise
+        logger.debug("launched %s (%dx%d)", executable, self.width, self.height)
+
+    def _block(self, route: Any) -> None:
+        """Abort every request: the task shell is inlined and needs no network."""
+        self.blocked.append(route.request.url)
+        route.abort("blockedbyclient")
+
+    def close(self) -> None:
+        """Close the page, Chromium and the Playwright driver (idempotent; never raises)."""
+        browser, playwright = self._browser, self._playwright
+        self._browser = self._playwright = self._page = self._cdp = None
+        if browser is not None:
+            try:
+                browser.close()
+            except Exception as exc:  # a crashed browser or a dead driver
+                logger.debug("ignored while closing the browser: %s", exc)
+        if playwright is not None:
+            _release_driver(playwright)
+
+    # -- page access (every call maps a dead browser to BrowserCrashed) ----------------------
+    def _call(self, function: Any, *args: Any) -> Any:
+        if self._page is None:
+            raise BrowserCrashed("the browser is not running")
+        try:
+            return function(*args)
+        except BrowserCrashed:
+            raise
+        except Exception as exc:
+            if not self.alive or self._page.is_closed() or "closed" in str(exc).lower() or "crash" in str(exc).lower():
+                raise BrowserCrashed(f"the browser died: {type(exc).__name__}: {str(exc)[:200]}") from exc
+            raise
+
+    def evaluate(self, script: str, argument: Any = None) -> Any:
+        """Run ``script`` (a JS function expression) in the page with ``argument``; return its JSON result."""
+        return self._call(self._page.evaluate, script, argument)
+
+    def load(self, task: str, spec: dict[str, Any]) -> None:
+        """Show ``task`` built from ``spec`` on a fresh document (mouse parked at the top-left corner)."""
+
+        def load() -> None:
+            self._page.set_content(app_html())
+            self._page.mouse.move(0, 0)
+            self._page.evaluate("([task, spec]) => window.vg.load(task, spec)", [task, spec])
+
+        self._call(load)
+
+    def click(self, x: float, y: float) -> None:
+        """A real (trusted) left click at viewport pixel ``(x, y)``."""
+        self._call(self._page.mouse.click, float(x), float(y))
+
+    def press(self, key: str) -> None:
+        """Press one key (Playwright key name, e.g. ``"Enter"``)."""
+        self._call(self._page.keyboard.press, key)
+
+    def insert_text(self, text: str) -> None:
+        """Insert ``text`` into the focused element (one ``input`` event, like a paste)."""
+        self._call(self._page.keyboard.insert_text, text)
+
+    def wheel(self, dy: float) -> None:
+        """Scroll by ``dy`` CSS pixels with the mouse wheel at the viewport centre."""
+
+        def wheel() -> None:
+            self._page.mouse.move(self.width / 2, self.height / 2)
+            self._page.mouse.wheel(0, float(dy))
+            self._page.evaluate("() => new Promise(requestAnimationFrame)")
+            self._page.mouse.move(0, 0)
+
+        self._call(wheel)
+
+    def screenshot(self) -> np.ndarray:
+        """The viewport as a ``uint8`` array of shape ``(height, width, 3)`` (RGB)."""
+        from PIL import Image
+
+        reply = self._call(self._cdp.send, "Page.captureScreenshot", {"format": "png", "optimizeForSpeed": True})
+        with Image.open(io.BytesIO(base64.b64decode(reply["data"]))) as image:
+            array = np.asarray(image.convert("RGB"), dtype=np.uint8)
+        if array.shape != (self.height, self.width, 3):  # never expected; keep the space contract
+            fixed = np.full((self.height, self.width, 3), 255, dtype=np.uint8)
+            h, w = min(self.height, array.shape[0]), min(self.width, array.shape[1])
+            fixed[:h, :w] = array[:h, :w]
+            array = fixed
+        return array
+
+    def crash(self) -> None:
+        """Crash the Chromium process on purpose (DevTools ``Browser.crash``), for tests."""
+        session = self._browser.new_browser_cdp_session()
+        try:
+            session.send("Browser.crash")
+        except Exception as exc:
+            logger.debug("Browser.crash: %s", exc)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def probe() -> Any:
+    """``verigym doctor`` probe: launch Chromium offline, load a task, take a screenshot."""
+    from verigym.doctor import Probe
+
+    browser = Browser(64, 64)
+    try:
+        browser.launch()
+        version = browser._browser.version
+        pixels = browser.screenshot()
+    except Exception as exc:
+        return Probe("GUI envs (headless Chromium)", False, f"{type(exc).__name__}: {str(exc)[:200]}", "apt-get install -y chromium; pip install 'verigym[gui]'")
+    finally:
+        browser.close()
+    return Probe("GUI envs (headless Chromium)", True, f"Chromium {version} launched offline via playwright, screenshot {pixels.shape}")
