@@ -172,6 +172,8 @@ class TurnBasedGame(AgentSpaces, AECEnv):
 
     def step(self, action: Any) -> None:
         agent = self.agent_selection
+        if agent not in self.terminations:
+            raise RuntimeError("the game is over and every agent has stepped out; call reset() first")
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
             return

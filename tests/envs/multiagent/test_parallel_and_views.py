@@ -59,10 +59,8 @@ def test_malformed_actions_never_raise(env_class):
 def test_parallel_pickle_and_deepcopy(env_class):
     env = env_class()
     env.reset(seed=5)
-    rng = np.random.default_rng(0)
     plan = [{a: env.action_space(a).sample() for a in env.possible_agents} for _ in range(12)]
     env.step({a: plan[0][a] for a in env.agents})
-    _ = rng
     copies = [pickle.loads(pickle.dumps(env)), copy.deepcopy(env)]
     traces = []
     for e in [env, *copies]:
@@ -191,3 +189,40 @@ def test_proposer_view_rewards_hard_tasks():
         env.reset(seed=seed)
         easy.append(env.step(0)[1])  # 2 * 2
     assert np.mean(hard) > np.mean(easy) + 0.1
+
+
+def _lowest_legal(env):
+    return int(np.flatnonzero(env._mask())[0])
+
+
+def _highest_proposal(env):
+    return int(np.flatnonzero(env._mask()[:-1])[-1])  # keep everything: not accepted soon
+
+
+@pytest.mark.parametrize(
+    ("env_id", "policy"),
+    [
+        ("verigym/ConnectFour-Heuristic-v0", lambda env: env.oracle_action()),
+        ("verigym/Negotiation-Heuristic-v0", _highest_proposal),
+        ("verigym/LiarsDice-Heuristic-v0", _lowest_legal),
+    ],
+)
+def test_versus_view_pickles_mid_game(env_id, policy):
+    env = gym.make(env_id).unwrapped
+    for seed in range(20):  # a seed where the opponent does not end the game at once
+        env.reset(seed=seed)
+        env.step(policy(env))
+        if not env.game.game_over():
+            break
+    assert not env.game.game_over()
+    copies = [pickle.loads(pickle.dumps(env)), copy.deepcopy(env)]
+    traces = []
+    for e in [env, *copies]:
+        trace = []
+        for _ in range(30):
+            obs, reward, terminated, truncated, _ = e.step(policy(e))
+            trace.append((obs.tobytes(), reward, terminated, truncated))
+            if terminated or truncated:
+                break
+        traces.append(trace)
+    assert traces[0] == traces[1] == traces[2] and len(traces[0]) >= 1

@@ -95,6 +95,10 @@ def test_illegal_or_malformed_move_forfeits(bad):
     assert isinstance(env.infos["player_1"]["action_error"], str) and env.infos["player_1"]["action_error"]
     assert env.infos["player_1"]["success"] is False and env.infos["player_0"]["forfeit"] == "player_1"
     assert env.observation_space("player_1").contains(env.observe("player_1"))
+    env.step(None)
+    env.step(None)
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(4)
 
 
 def test_illegal_move_reward_is_configurable():
