@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ from verigym.envs.multiagent.base import TurnBasedGame, last_match
 
 from verigym.core import ActionParseError
 
-__all__ = ["KuhnPokerEnv"]
+__all__ = ["KuhnPokerEnv", "equilibrium_bet_probability", "exploitability"]
 
 CARDS = "JQK"
 PASS, BET = 0, 1
@@ -24,6 +25,59 @@ _FIRST_BET = {0: _ALPHA, 1: 0.0, 2: 3 * _ALPHA}  # player_0, opening
 _FIRST_CALL = {0: 0.0, 1: _ALPHA + 1.0 / 3.0, 2: 1.0}  # player_0 after pass-bet
 _SECOND_AFTER_PASS = {0: 1.0 / 3.0, 1: 0.0, 2: 1.0}  # player_1 after pass
 _SECOND_AFTER_BET = {0: 0.0, 1: 1.0 / 3.0, 2: 1.0}  # player_1 after bet
+
+
+_ENDS = ((PASS, PASS), (BET, PASS), (BET, BET), (PASS, BET, PASS), (PASS, BET, BET))
+
+
+def equilibrium_bet_probability(card: int, history: tuple[int, ...]) -> float:
+    """Probability of BET in Kuhn's equilibrium (alpha = 1/3) for ``card`` (0 J, 1 Q, 2 K) to act
+    after ``history`` (a tuple of PASS/BET)."""
+    if not history:
+        return _FIRST_BET[card]
+    if history == (PASS, BET):
+        return _FIRST_CALL[card]
+    return _SECOND_AFTER_PASS[card] if history == (PASS,) else _SECOND_AFTER_BET[card]
+
+
+def _showdown(history: tuple[int, ...], cards: tuple[int, int]) -> float:
+    """Chips won by player_0 at the end of ``history``."""
+    if history == (BET, PASS):
+        return 1.0
+    if history == (PASS, BET, PASS):
+        return -1.0
+    stake = 1.0 if history == (PASS, PASS) else 2.0
+    return stake if cards[0] > cards[1] else -stake
+
+
+def exploitability(policy: Callable[[int, tuple[int, ...]], float]) -> float:
+    """NashConv / 2 of a Kuhn poker strategy played in both seats (0 at an equilibrium).
+
+    ``policy(card, history)`` is the probability of BET. For each seat the exact best response
+    against ``policy`` is computed over the whole game tree (per information set: own card and
+    history); the result is the mean of the two best-response values, in chips per hand. It is
+    >= 0, and 0 exactly for equilibrium strategies (Kuhn's family; the game value -1/18 cancels
+    between the seats).
+    """
+
+    def value(history: tuple[int, ...], seat: int, mine: int, reach: dict[int, float]) -> float:
+        # expected chips of `seat` (summed over opponent cards, weighted by their reach)
+        if history in _ENDS:
+            sign = 1.0 if seat == 0 else -1.0
+            return sum(w * sign * _showdown(history, (mine, c) if seat == 0 else (c, mine)) for c, w in reach.items())
+        if len(history) % 2 == seat:  # the best responder moves: best action for this info set
+            return max(value(history + (a,), seat, mine, reach) for a in (PASS, BET))
+        total = 0.0
+        for action in (PASS, BET):
+            weights = {c: w * (policy(c, history) if action == BET else 1.0 - policy(c, history)) for c, w in reach.items()}
+            total += value(history + (action,), seat, mine, weights)
+        return total
+
+    best = [
+        sum(value((), seat, mine, {c: 1.0 / 6.0 for c in range(3) if c != mine}) for mine in range(3))
+        for seat in (0, 1)
+    ]
+    return (best[0] + best[1]) / 2.0
 
 
 class KuhnPokerEnv(TurnBasedGame):
@@ -94,19 +148,12 @@ class KuhnPokerEnv(TurnBasedGame):
 
     def _apply(self, agent: str, action: int) -> str | None:
         self.history.append(action)
-        if self.history in ([PASS, PASS], [BET, PASS], [BET, BET], [PASS, BET, PASS], [PASS, BET, BET]):
+        if tuple(self.history) in _ENDS:
             return None
         return self.possible_agents[len(self.history) % 2]
 
     def _payoffs(self) -> dict[str, float]:
-        h = self.history
-        if h == [BET, PASS]:
-            first = 1.0
-        elif h == [PASS, BET, PASS]:
-            first = -1.0
-        else:
-            stake = 1.0 if h == [PASS, PASS] else 2.0
-            first = stake if self.cards[0] > self.cards[1] else -stake
+        first = _showdown(tuple(self.history), self.cards)
         return {"player_0": first, "player_1": -first}
 
     def _finish(self, payoffs: dict[str, float], *, truncated: bool, forfeit: str | None = None) -> None:
@@ -131,12 +178,7 @@ class KuhnPokerEnv(TurnBasedGame):
 
         With ``rng`` the mixed strategy is sampled; without, the more likely action is returned.
         """
-        seat = self.possible_agents.index(agent)
-        card = self.cards[seat]
-        if seat == 0:
-            p_bet = _FIRST_BET[card] if not self.history else _FIRST_CALL[card]
-        else:
-            p_bet = _SECOND_AFTER_PASS[card] if self.history == [PASS] else _SECOND_AFTER_BET[card]
+        p_bet = equilibrium_bet_probability(self.cards[self.possible_agents.index(agent)], tuple(self.history))
         if rng is None:
             return BET if p_bet > 0.5 else PASS
         return BET if rng.random() < p_bet else PASS

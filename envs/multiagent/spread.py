@@ -40,7 +40,7 @@ class SpreadEnv(AgentSpaces, ParallelEnv):
     ## Observation Space
     ``Box(-2, 2, (4 + 2 * num_agents + 2 * (num_agents - 1),), float32)``: own velocity (2,
     units/s), own position (2, units), each landmark's position relative to the agent (2 each),
-    each other agent's position relative to it (2 each).
+    each other agent's position relative to it (2 each); every entry clipped to [-2, 2].
 
     ## Rewards
     Shared: ``-mean over landmarks of the distance to the nearest agent`` (units); each agent also

@@ -9,7 +9,13 @@ import numpy as np
 import pettingzoo
 import pytest
 from verigym.envs.multiagent.connect_four import ConnectFourEnv
-from verigym.envs.multiagent.kuhn_poker import BET, PASS, KuhnPokerEnv
+from verigym.envs.multiagent.kuhn_poker import (
+    BET,
+    PASS,
+    KuhnPokerEnv,
+    equilibrium_bet_probability,
+    exploitability,
+)
 from verigym.envs.multiagent.liars_dice import LiarsDiceEnv
 from verigym.envs.multiagent.negotiation import NegotiationEnv, deal_payoffs
 from verigym.envs.multiagent.proposer_solver import ProposerSolverEnv, proposer_reward
@@ -164,6 +170,23 @@ def test_kuhn_equilibrium_value():
     rng = np.random.default_rng(0)
     total = sum(play(KuhnPokerEnv(), lambda env, agent: env.solver_action(agent, rng), seed)[0]["player_0"] for seed in range(6000))
     assert abs(total / 6000 + 1 / 18) < 0.04
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.1, 1.0 / 3.0])
+def test_kuhn_equilibrium_family_is_unexploitable(alpha):
+    def policy(card, history):
+        if not history:
+            return {0: alpha, 1: 0.0, 2: 3 * alpha}[card]
+        if history == (PASS, BET):
+            return {0: 0.0, 1: alpha + 1 / 3, 2: 1.0}[card]
+        return equilibrium_bet_probability(card, history)
+
+    assert abs(exploitability(policy)) < 1e-12
+
+
+@pytest.mark.parametrize(("policy", "expected"), [(lambda c, h: 0.0, 1.0), (lambda c, h: 1.0, 1 / 3)])
+def test_kuhn_exploitability_of_pure_strategies(policy, expected):
+    assert exploitability(policy) == pytest.approx(expected)
 
 
 # -- Liar's dice ----------------------------------------------------------------------------------
