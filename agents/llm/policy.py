@@ -1,0 +1,264 @@
+"""TransformersPolicy: a local Hugging Face causal LM that samples replies with their log-probs.
+
+Loads a model and tokenizer from a local directory (never from a hub), samples a batch of
+prompts with left padding, temperature, top-p, stop strings and a new-token budget, and returns for
+each prompt the reply text, its token ids and the log-prob of every sampled token. The log-probs
+are ``log_softmax(logits / temperature)`` of the unmodified logits -- the same quantity
+:func:`verigym.agents.llm.grpo.token_log_probs` computes in a training forward pass, so the GRPO
+trainer can use them as the "old" policy log-probs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from verigym.agents.llm.chat import ChatFormat, Message
+
+__all__ = ["Generation", "TransformersPolicy", "resolve_device"]
+
+logger = logging.getLogger(__name__)
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``"auto"`` -> CUDA when present, else CPU; anything else is passed to :class:`torch.device`."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+@dataclass
+class Generation:
+    """One sampled reply.
+
+    Attributes:
+        text: the reply, cut before the first stop string (the EOS token is not in the text).
+        token_ids: the sampled token ids, including the EOS token when it ended the reply and the
+            tokens of a stop string (they were sampled).
+        log_probs: float32 list, one log-prob per entry of ``token_ids``.
+        finish_reason: ``"stop"`` (EOS or a stop string) or ``"length"`` (budget spent).
+    """
+
+    text: str
+    token_ids: list[int] = field(default_factory=list)
+    log_probs: list[float] = field(default_factory=list)
+    finish_reason: str = "length"
+
+
+class TransformersPolicy:
+    """A causal LM and its tokenizer, sampling batched replies.
+
+    Args:
+        model: a ``transformers`` causal LM (``AutoModelForCausalLM``).
+        tokenizer: its tokenizer; a pad token is set to EOS when it has none.
+        use_chat_template: use the tokenizer's chat template (when it has one); ``False`` forces
+            the plain ``User:``/``Assistant:`` layout.
+
+    Use :meth:`from_pretrained` to load from a directory.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, use_chat_template: bool | None = None):
+        self.model = model
+        self.tokenizer = tokenizer
+        if tokenizer.pad_token_id is None:
+            if tokenizer.eos_token is None:
+                raise ValueError("the tokenizer has neither a pad nor an EOS token; set tokenizer.pad_token")
+            tokenizer.pad_token = tokenizer.eos_token
+        self.chat = ChatFormat(tokenizer, use_template=use_chat_template)
+        eos = model.generation_config.eos_token_id if getattr(model, "generation_config", None) else None
+        eos_ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+        if eos is not None:
+            eos_ids |= set(eos) if isinstance(eos, (list, tuple)) else {int(eos)}
+        self.eos_token_ids: frozenset[int] = frozenset(eos_ids)
+        self.max_context_tokens = int(getattr(model.config, "max_position_embeddings", 0) or 1 << 30)
+        accepts = inspect.signature(model.forward).parameters
+        self._keep_last = {"logits_to_keep": 1} if "logits_to_keep" in accepts else {}
+
+    # -- loading / saving ----------------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        device: str = "auto",
+        dtype: str | torch.dtype = "auto",
+        use_chat_template: bool | None = None,
+    ) -> TransformersPolicy:
+        """Load a model directory (``save_pretrained`` layout) with its tokenizer; no hub access.
+
+        Args:
+            path: local directory with ``config.json``, weights and tokenizer files.
+            device: ``"auto"`` (CUDA when present, else CPU), ``"cpu"``, ``"cuda:0"``, ...
+            dtype: ``"auto"`` (bfloat16 on CUDA, float32 on CPU) or a torch dtype.
+
+        Raises:
+            FileNotFoundError: ``path`` is not a directory.
+        """
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = Path(path)
+        if not path.is_dir():
+            raise FileNotFoundError(f"model directory {str(path)!r} not found; pass a local directory written by save_pretrained")
+        target = resolve_device(device)
+        if dtype == "auto":
+            dtype = torch.bfloat16 if target.type == "cuda" else torch.float32
+        elif isinstance(dtype, str):
+            dtype = getattr(torch, dtype)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True).to(target)
+        model.eval()
+        return cls(model, tokenizer, use_chat_template=use_chat_template)
+
+    def save_pretrained(self, path: str | os.PathLike[str]) -> None:
+        """Write model and tokenizer in Hugging Face format (safetensors) to ``path``."""
+        Path(path).mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    # -- prompts ---------------------------------------------------------------------------------------
+    def encode_messages(self, messages: Sequence[Message]) -> list[int]:
+        """Prompt token ids of a conversation, ending with the assistant header."""
+        return self.chat.encode(self.chat.render(messages))
+
+    # -- sampling --------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        max_new_tokens: int = 256,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        stop: Sequence[str] = (),
+        generator: torch.Generator | None = None,
+    ) -> list[Generation]:
+        """Sample one reply per prompt (a batch, left-padded).
+
+        Args:
+            prompts: token ids of each prompt.
+            max_new_tokens: budget of sampled tokens per reply (>= 1).
+            temperature: ``0`` is greedy; otherwise logits are divided by it before sampling.
+            top_p: nucleus sampling mass in (0, 1].
+            stop: strings that end a reply (besides EOS); the text is cut before them.
+            generator: a seeded ``torch.Generator`` on the model's device, for reproducible samples.
+
+        Returns:
+            one :class:`Generation` per prompt, in order.
+
+        Raises:
+            ValueError: empty prompt, or out-of-range ``max_new_tokens``/``temperature``/``top_p``.
+        """
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        if not prompts:
+            return []
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        device = self.device
+        batch = len(prompts)
+        width = max(len(p) for p in prompts)
+        pad = self.tokenizer.pad_token_id
+        input_ids = torch.full((batch, width), pad, dtype=torch.long, device=device)
+        attention = torch.zeros((batch, width), dtype=torch.long, device=device)
+        for i, p in enumerate(prompts):
+            input_ids[i, width - len(p):] = torch.tensor(list(p), dtype=torch.long, device=device)
+            attention[i, width - len(p):] = 1
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        eos = torch.tensor(sorted(self.eos_token_ids) or [-1], device=device)
+        tokens = torch.empty((batch, max_new_tokens), dtype=torch.long, device=device)
+        log_probs = torch.empty((batch, max_new_tokens), dtype=torch.float32, device=device)
+        done = torch.zeros(batch, dtype=torch.bool, device=device)
+        lengths = torch.full((batch,), max_new_tokens, dtype=torch.long, device=device)
+        stop = tuple(s for s in stop if s)
+        stop_hit = [False] * batch
+        tails = [""] * batch
+        past = None
+        step_ids, step_positions = input_ids, positions
+        for t in range(max_new_tokens):
+            out = self.model(
+                input_ids=step_ids, attention_mask=attention, position_ids=step_positions,
+                past_key_values=past, use_cache=True, **self._keep_last,
+            )
+            past = out.past_key_values
+            logits = out.logits[:, -1, :].float()
+            token, token_log_prob = _sample(logits, temperature, top_p, generator)
+            token = torch.where(done, torch.full_like(token, pad), token)
+            tokens[:, t] = token
+            log_probs[:, t] = token_log_prob
+            newly = ~done & torch.isin(token, eos)
+            if stop:
+                ids = token.tolist()
+                for i in range(batch):
+                    if done[i] or ids[i] in self.eos_token_ids:
+                        continue
+                    tails[i] = (tails[i] + self.tokenizer.decode([ids[i]]))[-4 * max(len(s) for s in stop):]
+                    if any(s in tails[i] for s in stop):
+                        stop_hit[i] = True
+                        newly[i] = True
+            lengths = torch.where(newly, torch.full_like(lengths, t + 1), lengths)
+            done |= newly
+            if bool(done.all()):
+                break
+            attention = torch.cat([attention, attention.new_ones((batch, 1))], dim=1)
+            step_ids = token[:, None]
+            step_positions = step_positions[:, -1:] + 1
+        results = []
+        lengths_list = lengths.tolist()
+        token_rows = tokens.tolist()
+        log_prob_rows = log_probs.tolist()
+        for i in range(batch):
+            n = lengths_list[i]
+            ids = token_rows[i][:n]
+            ended = n > 0 and (ids[-1] in self.eos_token_ids or stop_hit[i])
+            text_ids = ids[:-1] if ids and ids[-1] in self.eos_token_ids else ids
+            text = self.tokenizer.decode(text_ids, skip_special_tokens=True)
+            if stop_hit[i]:
+                cut = min((text.find(s) for s in stop if s in text), default=len(text))
+                text = text[:cut]
+            results.append(Generation(text, ids, log_prob_rows[i][:n], "stop" if ended else "length"))
+        return results
+
+    def chat_complete(
+        self,
+        conversations: Sequence[Sequence[Message]],
+        **sampling: Any,
+    ) -> list[Generation]:
+        """Reply to each conversation (a list of messages); ``sampling`` as in :meth:`generate`."""
+        stop = tuple(sampling.pop("stop", ())) + self.chat.stop_strings
+        prompts = [self.encode_messages(c) for c in conversations]
+        return self.generate(prompts, stop=stop, **sampling)
+
+
+def _sample(
+    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample one token per row; return it and its log-prob under ``softmax(logits / T)``."""
+    if temperature == 0:
+        log_p = torch.log_softmax(logits, dim=-1)
+        token = logits.argmax(dim=-1)
+        return token, log_p.gather(-1, token[:, None])[:, 0]
+    log_p = torch.log_softmax(logits / temperature, dim=-1)
+    probs = log_p.exp()
+    if top_p < 1.0:
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        keep = sorted_p.cumsum(-1) - sorted_p < top_p
+        sorted_p = sorted_p * keep
+        choice = torch.multinomial(sorted_p, 1, generator=generator)
+        token = order.gather(-1, choice)[:, 0]
+    else:
+        token = torch.multinomial(probs, 1, generator=generator)[:, 0]
+    return token, log_p.gather(-1, token[:, None])[:, 0]

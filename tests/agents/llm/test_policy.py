@@ -1,0 +1,96 @@
+"""TransformersPolicy and the chat formats: batching, stop strings, log-probs, templates."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from verigym.agents.llm.chat import ChatFormat, initial_messages
+from verigym.agents.llm.policy import TransformersPolicy, resolve_device
+
+
+def test_greedy_batch_equals_single_prompts(policy):
+    """Left padding changes nothing: each prompt's greedy reply is the same alone or in a batch."""
+    prompts = [policy.encode_messages([{"role": "user", "content": text}]) for text in ("a", "a much longer prompt", "xyz")]
+    batched = policy.generate(prompts, max_new_tokens=6, temperature=0)
+    for prompt, together in zip(prompts, batched):
+        alone = policy.generate([prompt], max_new_tokens=6, temperature=0)[0]
+        assert alone.token_ids == together.token_ids
+        assert alone.log_probs == pytest.approx(together.log_probs, abs=1e-4)
+
+
+def test_log_probs_match_a_full_forward_pass(policy):
+    """The log-probs returned while sampling (KV cache) equal a fresh forward over the sequence."""
+    prompt = policy.encode_messages([{"role": "user", "content": "hello there"}])
+    generator = torch.Generator().manual_seed(3)
+    out = policy.generate([prompt, prompt[:5]], max_new_tokens=8, temperature=0.7, generator=generator)
+    for p, g in zip([prompt, prompt[:5]], out):
+        ids = torch.tensor([p + g.token_ids])
+        with torch.no_grad():
+            logits = policy.model(input_ids=ids).logits[0, len(p) - 1:-1].float() / 0.7
+        expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(g.token_ids)[:, None])[:, 0]
+        assert g.log_probs == pytest.approx(expected.tolist(), abs=1e-4)
+
+
+def test_sampling_is_reproducible_with_a_seeded_generator(policy):
+    prompt = policy.encode_messages([{"role": "user", "content": "hi"}])
+    first = policy.generate([prompt] * 3, max_new_tokens=5, generator=torch.Generator().manual_seed(7))
+    second = policy.generate([prompt] * 3, max_new_tokens=5, generator=torch.Generator().manual_seed(7))
+    assert [g.token_ids for g in first] == [g.token_ids for g in second]
+
+
+def test_stop_strings_cut_the_text_and_end_the_reply(policy):
+    prompt = policy.encode_messages([{"role": "user", "content": "hi"}])
+    free = policy.generate([prompt], max_new_tokens=12, temperature=0)[0]
+    visible = free.text
+    if len(visible) < 3:
+        pytest.skip("the random model ended its reply too early to place a stop string")
+    stop = visible[1:3]
+    cut = policy.generate([prompt], max_new_tokens=12, temperature=0, stop=[stop])[0]
+    assert cut.text == visible[: visible.index(stop)]
+    assert cut.finish_reason == "stop"
+    assert len(cut.token_ids) < len(free.token_ids) or free.finish_reason == "length"
+
+
+def test_max_new_tokens_and_finish_reason(policy):
+    prompt = policy.encode_messages([{"role": "user", "content": "hi"}])
+    out = policy.generate([prompt] * 4, max_new_tokens=3, generator=torch.Generator().manual_seed(0))
+    for g in out:
+        assert 1 <= len(g.token_ids) == len(g.log_probs) <= 3
+        ended = g.token_ids[-1] in policy.eos_token_ids
+        assert g.finish_reason == ("stop" if ended else "length")
+
+
+def test_invalid_sampling_arguments_raise(policy):
+    with pytest.raises(ValueError, match="top_p"):
+        policy.generate([[1, 2]], top_p=0)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        policy.generate([[1, 2]], max_new_tokens=0)
+    with pytest.raises(ValueError, match="at least one token"):
+        policy.generate([[]])
+    with pytest.raises(FileNotFoundError, match="save_pretrained"):
+        TransformersPolicy.from_pretrained("/nonexistent/model")
+
+
+def test_chat_template_and_plain_fallback(policy, tiny_plain_dir):
+    template = policy.chat
+    assert template.use_template
+    text = template.render([{"role": "user", "content": "hi"}])
+    assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    # the continuation after a reply that ended with EOS does not repeat <|im_end|>
+    assert template.continuation("next", reply_ended=True) == "\n<|im_start|>user\nnext<|im_end|>\n<|im_start|>assistant\n"
+    assert template.continuation("next", reply_ended=False).startswith("<|im_end|>\n")
+    plain = TransformersPolicy.from_pretrained(tiny_plain_dir, device="cpu").chat
+    assert not plain.use_template
+    assert plain.render(initial_messages("rules", "obs")) == "System: rules\n\nUser: obs\n\nAssistant: "
+    assert "\nUser:" in plain.stop_strings
+    assert ChatFormat(policy.tokenizer, use_template=False).render([{"role": "user", "content": "x"}]) == "User: x\n\nAssistant: "
+
+
+def test_initial_messages_skip_instructions_already_shown():
+    assert initial_messages("rules", "Turn 0. rules") == [{"role": "user", "content": "Turn 0. rules"}]
+    assert initial_messages("rules", "obs")[0] == {"role": "system", "content": "rules"}
+
+
+def test_resolve_device():
+    assert resolve_device("cpu").type == "cpu"
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")

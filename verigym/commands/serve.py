@@ -1,0 +1,50 @@
+"""``verigym serve MODEL_DIR``: an OpenAI-compatible chat-completions server over a local model."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+HELP = "serve a local transformers model over an OpenAI-compatible chat-completions API"
+
+logger = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model_dir", help="local model directory (save_pretrained layout, e.g. a GRPO checkpoint)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=8000, help="port (0 picks a free one)")
+    parser.add_argument("--model-name", default=None, help="name reported by /v1/models (default: the directory name)")
+    parser.add_argument("--device", default="auto", help='"auto" (CUDA when present), "cpu", "cuda:0", ...')
+    parser.add_argument("--max-batch-size", type=int, default=16, help="requests sampled together at most")
+    parser.add_argument("--no-chat-template", action="store_true", help="use the plain User:/Assistant: layout")
+
+
+def build(args: argparse.Namespace):
+    """Load the model and bind the server described by ``args`` (without serving)."""
+    from pathlib import Path
+
+    from verigym.agents.llm.policy import TransformersPolicy
+    from verigym.agents.llm.server import make_server
+
+    policy = TransformersPolicy.from_pretrained(
+        args.model_dir, device=args.device, use_chat_template=False if args.no_chat_template else None
+    )
+    name = args.model_name or Path(args.model_dir).resolve().name
+    return make_server(policy, host=args.host, port=args.port, model_name=name, max_batch_size=args.max_batch_size)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        server = build(args)
+    except FileNotFoundError as exc:
+        print(exc)
+        return 2
+    print(f"serving {server.model_name} at {server.base_url} (POST /chat/completions); Ctrl-C stops", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
