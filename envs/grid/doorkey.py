@@ -38,7 +38,7 @@ _VIEW_DOC = """
     ``observation="partial"`` (default): ``Box(0, [14, 14, 3], (view_size, view_size, 3), uint8)``,
     the egocentric view with the carried object on the agent's cell. ``observation="full"``: the
     whole ``(size, size, 3)`` grid with the agent cell ``(10, type under the agent, direction)``
-    -- fully observable, for small learning tests. The mission is ``info["mission"]``.
+    -- fully observable, for small learning tests. The mission is ``info["mission"]`` of ``reset``.
 """
 
 

@@ -77,6 +77,7 @@ DOOR_STATES: tuple[str, ...] = ("open", "closed", "locked")
 EAST, SOUTH, WEST, NORTH = range(4)
 DIR_VEC = np.array([(0, 1), (1, 0), (0, -1), (-1, 0)], dtype=np.int64)
 DIR_NAMES: tuple[str, ...] = ("east", "south", "west", "north")
+_DIRS: tuple[tuple[int, int], ...] = ((0, 1), (1, 0), (0, -1), (-1, 0))
 MAX_STATE = 3
 
 # Lookup tables indexed [type, state]; state is clipped to MAX_STATE.
@@ -86,6 +87,10 @@ _ENTERABLE[DOOR, OPEN] = True
 _OPAQUE = np.zeros((NUM_TYPES, MAX_STATE + 1), dtype=bool)
 _OPAQUE[WALL, :] = True
 _OPAQUE[DOOR, CLOSED] = _OPAQUE[DOOR, LOCKED] = True
+# float32 opacity by ``type * 4 + min(state, 3)`` (uint8 arithmetic stays below 256 for states <= 3)
+_OPAQUE_CODE = np.zeros(256 * 4, dtype=np.float32)
+_OPAQUE_CODE[: NUM_TYPES * 4] = _OPAQUE.ravel()
+_CODE_WEIGHTS = np.array([4, 0, 1], dtype=np.uint8)  # cell . weights = type * 4 + state
 _PICKABLE = np.zeros(NUM_TYPES, dtype=bool)
 _PICKABLE[[KEY, BALL, BOX]] = True
 _HAZARD = np.zeros(NUM_TYPES, dtype=bool)
@@ -102,9 +107,15 @@ when the step is blocked), then the same pickup/drop/toggle/done."""
 _CARDINAL_DIR = {"up": NORTH, "right": EAST, "down": SOUTH, "left": WEST}
 
 
+_ENTERABLE_LIST: list[list[bool]] = _ENTERABLE.tolist()
+_PICKABLE_LIST: list[bool] = _PICKABLE.tolist()
+_HAZARD_LIST: list[bool] = _HAZARD.tolist()
+
+
 def can_enter(cells: np.ndarray, r: int, c: int) -> bool:
     """Whether a walker may step onto cell ``(r, c)`` (hazards included: lava, holes)."""
-    return bool(_ENTERABLE[cells[r, c, 0], min(int(cells[r, c, 2]), MAX_STATE)])
+    kind, _, state = cells[r, c].tolist()
+    return _ENTERABLE_LIST[kind][min(state, MAX_STATE)]
 
 
 def safe_mask(cells: np.ndarray) -> np.ndarray:
@@ -191,28 +202,28 @@ class Grid:
         Raises:
             ValueError: ``view_size`` is even, < 3, or larger than ``pad + 1``.
         """
-        offsets = _ego_offsets(view_size, self.padded.shape[1], self.pad)[direction]
-        view = self._flat[offsets + ((r + self.pad) * self.padded.shape[1] + c + self.pad)]
+        width = self.padded.shape[1]
+        offsets = _ego_offsets(view_size, width, self.pad)[direction]
+        view = self._flat.take(offsets + ((r + self.pad) * width + c + self.pad), axis=0)
         if not see_through_walls:
-            opaque = _OPAQUE[view[..., 0], np.minimum(view[..., 2], MAX_STATE)].astype(np.float32).ravel()
-            hidden = (blocker_matrix(view_size) @ opaque).reshape(view_size, view_size) > 0
-            view[hidden] = 0
-        return view
+            opaque = _OPAQUE_CODE.take(view.dot(_CODE_WEIGHTS))
+            view[blocker_matrix(view_size).dot(opaque) > 0] = 0
+        return view.reshape(view_size, view_size, 3)
 
 
 @functools.lru_cache(maxsize=64)
 def _ego_offsets(view_size: int, padded_width: int, pad: int) -> np.ndarray:
-    """``int64 (4, V, V)`` flat offsets (in padded cells) of the view window for each direction."""
+    """``int64 (4, V * V)`` flat offsets (in padded cells) of the view window for each direction."""
     if view_size < 3 or view_size % 2 == 0 or view_size - 1 > pad:
         raise ValueError(f"view_size must be odd, >= 3 and <= pad + 1 = {pad + 1}, got {view_size}")
     i, j = np.mgrid[0:view_size, 0:view_size]
     ahead, lateral = view_size - 1 - i, j - view_size // 2
-    out = np.empty((4, view_size, view_size), dtype=np.int64)
+    out = np.empty((4, view_size * view_size), dtype=np.int64)
     for d in range(4):
         fwd, right = DIR_VEC[d], DIR_VEC[(d + 1) % 4]
         dr = ahead * fwd[0] + lateral * right[0]
         dc = ahead * fwd[1] + lateral * right[1]
-        out[d] = dr * padded_width + dc
+        out[d] = (dr * padded_width + dc).ravel()
     out.flags.writeable = False
     return out
 
@@ -471,7 +482,8 @@ class GridEnv(gym.Env[np.ndarray, np.int64]):
     ``uint8 (view_size, view_size, 3)`` view with the carried object on the agent's cell;
     ``observation="full"`` gives the whole ``uint8 (height, width, 3)`` grid with the agent cell
     encoded ``(AGENT, type under the agent, direction)`` -- fully observable, convenient for small
-    learning tests. The mission string is ``self.mission`` and ``info["mission"]``.
+    learning tests. The mission string is ``self.mission`` and ``info["mission"]`` of ``reset``
+    (it does not change during an episode).
 
     The reward on success is MiniGrid's ``1 - 0.9 * steps / max_steps``; 0 otherwise.
     ``info["score"]`` is success weighted by path length (SPL, Anderson et al. 2018,
@@ -547,7 +559,7 @@ class GridEnv(gym.Env[np.ndarray, np.int64]):
         """
         if self._entered == GOAL:
             return True
-        if _HAZARD[self._entered]:
+        if self._entered >= 0 and _HAZARD_LIST[self._entered]:
             return False
         return None
 
@@ -596,11 +608,13 @@ class GridEnv(gym.Env[np.ndarray, np.int64]):
     def front_pos(self) -> tuple[int, int]:
         """The cell the agent faces."""
         r, c = self.agent_pos
-        return r + int(DIR_VEC[self.agent_dir, 0]), c + int(DIR_VEC[self.agent_dir, 1])
+        dr, dc = _DIRS[self.agent_dir]
+        return r + dr, c + dc
 
     def _front_inside(self) -> bool:
-        r, c = self.front_pos
-        return 0 <= r < self.height and 0 <= c < self.width
+        r, c = self.agent_pos
+        dr, dc = _DIRS[self.agent_dir]
+        return 0 <= r + dr < self.height and 0 <= c + dc < self.width
 
     @property
     def optimal_steps(self) -> int:
@@ -640,35 +654,35 @@ class GridEnv(gym.Env[np.ndarray, np.int64]):
 
     def action_mask(self) -> np.ndarray:
         """``int8 (n_actions,)``: 1 for actions that change the state (turns always do)."""
-        mask = np.zeros(len(self.action_names), dtype=np.int8)
-        cells = self.grid.cells
+        mask = [0] * len(self.action_names)
+        r, c = self.agent_pos
         if self.action_set == "minigrid":
             mask[0] = mask[1] = 1
             turn_offset = 2
-            fr, fc = self.front_pos
-            mask[2] = self._front_inside() and self._can_step(fr, fc, self.agent_dir)
         else:
             turn_offset = 3
-            r, c = self.agent_pos
             for a, d in enumerate((NORTH, EAST, SOUTH, WEST)):
-                nr, nc = r + int(DIR_VEC[d, 0]), c + int(DIR_VEC[d, 1])
-                inside = 0 <= nr < self.height and 0 <= nc < self.width
-                mask[a] = (inside and self._can_step(nr, nc, d)) or d != self.agent_dir
+                dr, dc = _DIRS[d]
+                inside = 0 <= r + dr < self.height and 0 <= c + dc < self.width
+                mask[a] = int(d != self.agent_dir or (inside and self._can_step(r + dr, c + dc, d)))
         if self._front_inside():
             fr, fc = self.front_pos
-            kind = int(cells[fr, fc, 0])
-            mask[turn_offset + 1] = bool(_PICKABLE[kind]) and not self.carrying[0]
-            mask[turn_offset + 2] = bool(self.carrying[0]) and kind == EMPTY
-            mask[turn_offset + 3] = self._can_toggle(fr, fc)
+            kind, color, state = self.grid.cells[fr, fc].tolist()
+            if self.action_set == "minigrid":
+                mask[2] = int(self._can_step(fr, fc, self.agent_dir))
+            carrying = self.carrying[0]
+            mask[turn_offset + 1] = int(_PICKABLE_LIST[kind] and not carrying)
+            mask[turn_offset + 2] = int(bool(carrying) and kind == EMPTY)
+            mask[turn_offset + 3] = int(kind == DOOR and (state != LOCKED or (carrying == KEY and self.carrying[1] == color)))
         mask[turn_offset + 4] = 1
-        return mask
+        return np.array(mask, dtype=np.int8)
 
     def _can_step(self, r: int, c: int, direction: int) -> bool:
         """Whether walking onto ``(r, c)`` in ``direction`` succeeds (Sokoban overrides: pushes)."""
         return can_enter(self.grid.cells, r, c)
 
     def _can_toggle(self, r: int, c: int) -> bool:
-        kind, color, state = (int(v) for v in self.grid.cells[r, c])
+        kind, color, state = self.grid.cells[r, c].tolist()
         if kind != DOOR:
             return False
         return state != LOCKED or (self.carrying[0] == KEY and self.carrying[1] == color)
@@ -702,13 +716,16 @@ class GridEnv(gym.Env[np.ndarray, np.int64]):
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         self.step_count += 1
         self._entered = -1
-        info: dict[str, Any] = {"mission": self.mission}
-        try:
-            index = int(coerce_action(self.action_space, action))
-        except ActionParseError as exc:
-            action_error_info(f"{exc}; actions are " + ", ".join(f"{i} {n}" for i, n in enumerate(self.action_names)), info)
+        info: dict[str, Any] = {}
+        if type(action) in (int, np.int64) and 0 <= action < len(self.action_names):
+            self._apply(self.action_names[action])  # fast path for the common case
         else:
-            self._apply(self.action_names[index])
+            try:
+                index = int(coerce_action(self.action_space, action))
+            except ActionParseError as exc:
+                action_error_info(f"{exc}; actions are " + ", ".join(f"{i} {n}" for i, n in enumerate(self.action_names)), info)
+            else:
+                self._apply(self.action_names[index])
         status = self._status()
         terminated = status is not None
         truncated = not terminated and self.step_count >= self.max_steps
@@ -741,9 +758,9 @@ class GridEnv(gym.Env[np.ndarray, np.int64]):
                 self._move(fr, fc)
         elif name == "pickup":
             fr, fc = self.front_pos
-            cell = self.grid.cells[fr, fc]
-            if _PICKABLE[cell[0]] and not self.carrying[0]:
-                self.carrying = (int(cell[0]), int(cell[1]), int(cell[2]))
+            cell = self.grid.cells[fr, fc].tolist()
+            if _PICKABLE_LIST[cell[0]] and not self.carrying[0]:
+                self.carrying = tuple(cell)
                 self.grid.clear(fr, fc)
         elif name == "drop":
             fr, fc = self.front_pos

@@ -33,7 +33,7 @@ _COMMON_DOC = """
     ``observation="partial"`` (default): ``Box(0, [14, 14, 3], (view_size, view_size, 3), uint8)``,
     the egocentric view (type, color, state per cell; :mod:`verigym.envs.grid.engine`).
     ``observation="full"``: ``Box(.., (size, size, 3), uint8)``, the whole grid with the agent cell
-    ``(10, type under the agent, direction)``. The mission is ``info["mission"]``.
+    ``(10, type under the agent, direction)``. The mission is ``info["mission"]`` of ``reset``.
 """
 
 _SPL_DOC = """
