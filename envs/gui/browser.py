@@ -197,11 +197,11 @@ class Browser:
         return self._call(self._page.evaluate, script, argument)
 
     def load(self, task: str, spec: dict[str, Any]) -> None:
-        """Show ``task`` built from ``spec`` on a fresh document (mouse parked at the top-left corner)."""
+        """Show ``task`` built from ``spec`` on a fresh document (the page has no hover styles, so
+        where the mouse was left does not show)."""
 
         def load() -> None:
             self._page.set_content(app_html())
-            self._page.mouse.move(0, 0)
             self._page.evaluate("([task, spec]) => window.vg.load(task, spec)", [task, spec])
 
         self._call(load)
@@ -218,16 +218,9 @@ class Browser:
         """Insert ``text`` into the focused element (one ``input`` event, like a paste)."""
         self._call(self._page.keyboard.insert_text, text)
 
-    def wheel(self, dy: float) -> None:
-        """Scroll by ``dy`` CSS pixels with the mouse wheel at the viewport centre."""
-
-        def wheel() -> None:
-            self._page.mouse.move(self.width / 2, self.height / 2)
-            self._page.mouse.wheel(0, float(dy))
-            self._page.evaluate("() => new Promise(requestAnimationFrame)")
-            self._page.mouse.move(0, 0)
-
-        self._call(wheel)
+    def scroll(self, dy: float) -> None:
+        """Scroll the document by ``dy`` CSS pixels (``window.scrollBy``; synchronous, unlike wheel events)."""
+        self._call(self._page.evaluate, "dy => window.vg.scroll(dy)", float(dy))
 
     def screenshot(self) -> np.ndarray:
         """The viewport as a ``uint8`` array of shape ``(height, width, 3)`` (RGB)."""

@@ -87,7 +87,7 @@ class GuiEnv(gym.Env[dict[str, Any], dict[str, Any]]):
     | 1 | ``click_xy`` | ``xy`` | real mouse click at viewport pixel ``(x, y)`` |
     | 2 | ``type`` | ``element``, ``text`` | click textbox ``element``, select all, insert ``text`` (replaces its content) |
     | 3 | ``press`` | ``key`` | press ``KEYS[key]`` (Enter, Tab, Backspace, Escape, arrows ...) |
-    | 4, 5 | ``scroll_down``, ``scroll_up`` | | mouse wheel, 100 px |
+    | 4, 5 | ``scroll_down``, ``scroll_up`` | | scroll the page by 100 px |
     | 6 | ``done`` | | end the episode; the verifier judges the page state |
 
     ``element``: ``Discrete(max_elements)``, an id of the last observation's element list; ``xy``:
@@ -192,17 +192,20 @@ class GuiEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         self._elements: list[dict[str, Any]] = []
         self._state: dict[str, Any] = {}
         self._screenshot = np.full((viewport_height, viewport_width, 3), 255, dtype=np.uint8)
+        self._shot_version = -1
 
     # -- browser plumbing ----------------------------------------------------------------------
     def _load(self) -> None:
         self._browser.launch()
         self._browser.load(self.task.name, self._spec)
+        self._shot_version = -1  # the page's change counter at the last screenshot
 
     def _refresh(self, screenshot: bool = True) -> None:
         seen = self._browser.evaluate("n => window.vg.observe(n)", self.max_elements)
         self._elements, self._state = seen["elements"], seen["state"]
-        if screenshot:
+        if screenshot and seen["version"] != self._shot_version:
             self._screenshot = self._browser.screenshot()
+            self._shot_version = seen["version"]
 
     def _observation(self) -> dict[str, Any]:
         lines = []
@@ -243,7 +246,11 @@ class GuiEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             element = self._element(int(action["element"]))
             if op == "type" and element["role"] != "textbox":
                 raise ActionParseError(f"element {element['id']} is a {element['role']}, not a textbox; type into a textbox")
-            centre = self._browser.evaluate("id => window.vg.locate(id)", element["id"])
+            left, top, right, bottom = element["box"]
+            if 0 <= left and 0 <= top and right <= self.width and bottom <= self.height:
+                centre = [(left + right) / 2, (top + bottom) / 2]
+            else:  # scrolled out of view: the page scrolls it in and says where it is now
+                centre = self._browser.evaluate("id => window.vg.locate(id)", element["id"])
             if centre is None:
                 raise ActionParseError(f"element {element['id']} is gone from the page")
             self._browser.click(*centre)
@@ -255,7 +262,7 @@ class GuiEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         elif op == "press":
             self._browser.press(KEYS[int(action["key"])])
         elif op in ("scroll_down", "scroll_up"):
-            self._browser.wheel(SCROLL_PIXELS if op == "scroll_down" else -SCROLL_PIXELS)
+            self._browser.scroll(SCROLL_PIXELS if op == "scroll_down" else -SCROLL_PIXELS)
 
     def _crashed(self, info: dict[str, Any], exc: Exception) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
         logger.warning("the browser of %s crashed: %s", self.task.name, exc)

@@ -303,6 +303,14 @@
     vg.st.ended = true;
   }, true);
 
+  // -- change tracking: the env reuses the last screenshot while nothing visible changed -------
+  // (DOM mutations other than our own element ids, input values, focus, selection, scrolling)
+  vg.version = 0;
+  const bump = () => { vg.version += 1; };
+  const mutations = new MutationObserver((records) => { if (records.some((r) => r.attributeName !== "data-vg-id")) bump(); });
+  mutations.observe(document, { subtree: true, childList: true, attributes: true, characterData: true });
+  for (const kind of ["input", "focusin", "focusout", "selectionchange", "scroll"]) document.addEventListener(kind, bump, true);
+
   // -- the shell API (called by verigym.envs.gui.browser) -------------------------------------
   vg.load = function (task, spec) {
     if (!TASKS[task]) throw new Error(`unknown task ${task}`);
@@ -323,6 +331,10 @@
       r = e.getBoundingClientRect();
     }
     return [r.left + r.width / 2, r.top + r.height / 2];
+  };
+
+  vg.scroll = function (dy) {
+    window.scrollBy(0, dy);
   };
 
   vg.update = function () {
@@ -351,6 +363,7 @@
       e.setAttribute("data-vg-id", String(item.id));
       elements.push(item);
     }
-    return { elements: elements, state: vg.st, scroll: [Math.round(window.scrollX), Math.round(window.scrollY)] };
+    if (mutations.takeRecords().some((r) => r.attributeName !== "data-vg-id")) bump();
+    return { elements: elements, state: vg.st, version: vg.version };
   };
 })();
