@@ -1,9 +1,12 @@
-"""Cycles per second of verigym's TicTacToe against PettingZoo's ``classic/tictactoe_v3``.
+"""Cycles per second of verigym's TicTacToe (and ConnectFour) against PettingZoo's classic envs.
 
 Both envs play full games with uniformly random legal moves through the AEC loop
 (``agent_iter`` / ``last`` / ``step``); a cycle is one ``step`` call. PettingZoo's env reads its
 mask from the observation dict, verigym's from ``infos[agent]["action_mask"]``. Each measurement is
 the median of ``--repeats`` runs of ``--cycles`` cycles; the ratio is verigym / PettingZoo.
+
+Pairs: ``verigym/TicTacToe-v0`` vs ``classic/tictactoe_v3`` (the issue's benchmark) and
+``verigym/ConnectFour-v0`` vs ``classic/connect_four_v3``.
 
 Run: python benchmarks/multiagent_tictactoe.py [--cycles 20000] [--repeats 5]
 """
@@ -17,7 +20,7 @@ import time
 import numpy as np
 import pettingzoo
 
-import verigym  # noqa: F401  (registers verigym/TicTacToe-v0)
+import verigym  # noqa: F401  (registers the verigym ids with PettingZoo)
 
 
 def cycles_per_second(env, cycles: int, seed: int = 0) -> float:
@@ -48,15 +51,16 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=20000)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    ours, peer = [], []
-    for repeat in range(args.repeats):  # interleaved, so load changes hit both alike
-        ours.append(cycles_per_second(pettingzoo.make("aec", "verigym/TicTacToe-v0"), args.cycles, repeat))
-        peer.append(cycles_per_second(pettingzoo.make("aec", "classic/tictactoe_v3"), args.cycles, repeat))
-    ours_median, peer_median = statistics.median(ours), statistics.median(peer)
-    print(f"verigym/TicTacToe-v0:         {ours_median:10.0f} cycles/s")
-    print(f"classic/tictactoe_v3 (peer):  {peer_median:10.0f} cycles/s")
-    print(f"ratio verigym/peer: {ours_median / peer_median:.2f}")
-
+    pairs = [("verigym/TicTacToe-v0", "classic/tictactoe_v3"), ("verigym/ConnectFour-v0", "classic/connect_four_v3")]
+    for ours_id, peer_id in pairs:
+        ours, peer = [], []
+        for repeat in range(args.repeats):  # interleaved, so load changes hit both alike
+            ours.append(cycles_per_second(pettingzoo.make("aec", ours_id), args.cycles, repeat))
+            peer.append(cycles_per_second(pettingzoo.make("aec", peer_id), args.cycles, repeat))
+        ours_median, peer_median = statistics.median(ours), statistics.median(peer)
+        print(f"{ours_id:32s} {ours_median:10.0f} cycles/s")
+        print(f"{peer_id + ' (peer)':32s} {peer_median:10.0f} cycles/s")
+        print(f"ratio verigym/peer: {ours_median / peer_median:.2f}")
 
 if __name__ == "__main__":
     main()
