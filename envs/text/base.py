@@ -1,0 +1,174 @@
+"""The template every multi-turn text game of the family follows (the MiniGrid pattern).
+
+A game subclasses :class:`TextGameEnv` and implements four hooks: ``_new_task()`` (draw the task
+from ``self.np_random``), ``_parse(text)`` (text -> move, raising ``ActionParseError``),
+``_play(move)`` (apply a legal move, return feedback and whether the goal is reached) and
+``oracle_action()``. The base class owns the turn budget, the malformed-action penalty, the
+episode-end verdict and the ``ansi`` rendering, so every game ends episodes the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from verigym.core import (
+    ACTION_CANDIDATES,
+    ActionParseError,
+    UnicodeText,
+    action_error_info,
+    episode_end,
+)
+from verigym.verifiers import strip_think
+
+__all__ = ["DIFFICULTIES", "TextGameEnv", "check_choice", "visible_text"]
+
+DIFFICULTIES = ("easy", "medium", "hard")
+"""The difficulty levels of the procedural games."""
+
+MAX_REPLY = 8192
+"""Longest reply the games read, in characters."""
+
+
+def check_choice(name: str, value: Any, choices: tuple[Any, ...]) -> Any:
+    """Return ``value`` if it is one of ``choices``.
+
+    Raises:
+        ValueError: it is not; the message lists the choices.
+    """
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
+def visible_text(text: Any, limit: int = MAX_REPLY) -> str:
+    """The reply outside ``<think>``, stripped and lower-cased.
+
+    Raises:
+        TypeError: ``text`` is not a ``str``.
+        ActionParseError: it is empty or longer than ``limit`` characters.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text games take str actions, got {type(text).__name__}: {text!r:.80}")
+    if len(text) > limit:
+        raise ActionParseError(f"your reply has {len(text)} characters; at most {limit} are read")
+    visible = strip_think(text).strip().lower()
+    if not visible:
+        raise ActionParseError("empty reply; write your move")
+    return visible
+
+
+class TextGameEnv(gym.Env[str, str]):
+    """Base class of the multi-turn text games (see the module docstring).
+
+    Subclasses set ``max_turns`` in ``__init__`` (before calling :meth:`_init_base`) and may return
+    a finite move list from :meth:`action_candidates` (it goes to ``info["action_candidates"]``).
+    Reward: ``+1`` on the solving turn; ``invalid_action_reward`` for a malformed or illegal move
+    (the turn is spent); ``0`` otherwise. Episodes end when solved (terminated, success), when the
+    game is lost (terminated, no success) or when ``max_turns`` are spent (truncated).
+    """
+
+    metadata = {"render_modes": ["ansi"], "family": "text"}
+
+    def _init_base(self, *, max_turns: int, invalid_action_reward: float, render_mode: str | None) -> None:
+        if not isinstance(max_turns, int) or max_turns < 1:
+            raise ValueError(f"max_turns must be an int >= 1, got {max_turns!r}")
+        if not isinstance(invalid_action_reward, (int, float)) or isinstance(invalid_action_reward, bool):
+            raise ValueError(f"invalid_action_reward must be a number, got {invalid_action_reward!r}")
+        check_choice("render_mode", render_mode, (None, "ansi"))
+        self.max_turns = max_turns
+        self.invalid_action_reward = float(invalid_action_reward)
+        self.render_mode = render_mode
+        self.observation_space = UnicodeText(1 << 14)
+        self.action_space = UnicodeText(MAX_REPLY)
+        self._turn = 0
+        self._over = False
+        self._last = ""
+
+    # -- hooks ---------------------------------------------------------------------------------------
+    def _new_task(self) -> str:
+        """Draw a task from ``self.np_random``; return the opening observation text."""
+        raise NotImplementedError
+
+    def _parse(self, text: str) -> Any:
+        """Parse visible reply text (stripped, lower case) into a move or raise ActionParseError."""
+        raise NotImplementedError
+
+    def _play(self, move: Any) -> tuple[str, bool, bool]:
+        """Apply a parsed move: (feedback, solved, lost)."""
+        raise NotImplementedError
+
+    def _partial_score(self) -> float:
+        """The score in [0, 1] of an episode that ends unsolved (default 0)."""
+        return 0.0
+
+    def oracle_action(self) -> str:
+        """The scripted solver's reply in the current state."""
+        raise NotImplementedError
+
+    def action_candidates(self) -> list[str] | None:
+        """The finite set of replies, if the game has one (for the tensor view)."""
+        return None
+
+    # -- TextInterface -------------------------------------------------------------------------------
+    def observation_text(self, observation: str) -> str:
+        return observation
+
+    def parse_action(self, text: str) -> Any:
+        """Parse a reply into a move.
+
+        Raises:
+            TypeError: ``text`` is not a ``str``.
+            ActionParseError: the reply is empty, too long or not a legal move.
+        """
+        return self._parse(visible_text(text))
+
+    # -- Gymnasium API ----------------------------------------------------------------------------
+    def _info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"turn": self._turn}
+        candidates = self.action_candidates()
+        if candidates is not None:
+            info[ACTION_CANDIDATES] = candidates
+        return info
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._turn = 0
+        self._over = False
+        self._last = f"{self._new_task()}\nYou have {self.max_turns} turns."
+        return self._last, self._info()
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._over:
+            raise RuntimeError("the episode is over; call reset()")
+        self._turn += 1
+        prefix = f"Turn {self._turn}/{self.max_turns}."
+        error = None
+        try:
+            move = self.parse_action(action)
+        except ActionParseError as exc:
+            error = str(exc)
+        solved = lost = False
+        if error is None:
+            try:
+                feedback, solved, lost = self._play(move)
+            except ActionParseError as exc:  # legal form, illegal in this state
+                error = str(exc)
+        info = self._info()
+        if error is not None:
+            action_error_info(error, info)
+            feedback = f"Invalid move: {error}"
+            reward = self.invalid_action_reward
+        else:
+            reward = 1.0 if solved else 0.0
+        terminated = solved or lost
+        truncated = not terminated and self._turn >= self.max_turns
+        if terminated or truncated:
+            self._over = True
+            episode_end(info, success=solved, score=1.0 if solved else self._partial_score())
+        self._last = f"{prefix} {feedback}"
+        return self._last, reward, terminated, truncated, info
+
+    def render(self) -> str | None:
+        return self._last if self.render_mode == "ansi" else None

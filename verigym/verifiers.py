@@ -1,0 +1,369 @@
+"""Answer extraction and hardened answer checks shared by the text and tool environments.
+
+The rules (stable; other families import them):
+
+* **Extraction** (:func:`extract_answer`): everything inside ``<think>...</think>`` is ignored (an
+  unclosed ``<think>`` hides the rest of the reply); chat special tokens such as ``<|im_end|>`` are
+  deleted; the final answer is the content of the **last** ``<answer>...</answer>`` tag or
+  ``\\boxed{...}`` (whichever starts last). With ``fallback_to_text=True`` a reply with neither is
+  taken whole (stripped). A ``\\boxed{`` whose braces nest deeper than :data:`MAX_BRACE_DEPTH` or
+  never close is ignored.
+* **No credit for containing the oracle** (:func:`is_hedged`, :func:`contains_oracle`): an answer
+  that lists alternatives ("A or B or C", "41, 42, 43") one of which is the oracle is a hedge; a
+  longer answer that merely contains the oracle is not the oracle.
+* **Look-alikes** (:func:`has_lookalikes`): answers are NFKC-normalized (fullwidth digits become
+  ASCII); an answer that still has non-ASCII letters or digits where the oracle is pure ASCII (a
+  Cyrillic "а" for a Latin "a") is refused.
+* **Bounded symbolic checks** (:func:`symbolic_equal`, :func:`call_bounded`): symbolic work runs in
+  a separate worker process that is killed when it exceeds its time limit, so the bound holds off
+  the main thread too. Agent text is never passed to ``eval``; text that reaches a sympy parser
+  first passes :func:`safe_expression` (a character and identifier allow-list).
+
+This module imports only the standard library at import time; ``math_verify`` and ``sympy`` are
+imported inside the worker process.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import re
+import threading
+import unicodedata
+from collections.abc import Callable, Iterable
+from typing import Any
+
+__all__ = [
+    "MAX_BRACE_DEPTH",
+    "SAFE_FUNCTION_NAMES",
+    "UnsafeExpression",
+    "VerifierTimeout",
+    "call_bounded",
+    "contains_oracle",
+    "extract_answer",
+    "has_lookalikes",
+    "is_hedged",
+    "normalize_answer",
+    "safe_expression",
+    "strip_special_tokens",
+    "strip_think",
+    "symbolic_equal",
+]
+
+logger = logging.getLogger(__name__)
+
+MAX_BRACE_DEPTH = 64
+"""Deepest ``{`` nesting read inside ``\\boxed{...}``; deeper boxes are ignored."""
+
+_THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
+_SPECIAL_TOKEN = re.compile(r"<\|[^|<>\s]{1,40}\|>")
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+_HEDGE_WORDS = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|probably)\b", re.IGNORECASE)
+_SEPARATORS = (",", ";", "|", "\n", " and ", "/")
+
+
+class UnsafeExpression(ValueError):
+    """Text refused by :func:`safe_expression` (it would reach a parser that evaluates code)."""
+
+
+class VerifierTimeout(TimeoutError):
+    """A bounded check (:func:`call_bounded`) did not finish within its time limit."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Extraction
+# ---------------------------------------------------------------------------------------------
+
+
+def strip_think(text: str) -> str:
+    """``text`` without its ``<think>...</think>`` blocks (an unclosed block runs to the end)."""
+    return _THINK_BLOCK.sub(" ", text)
+
+
+def strip_special_tokens(text: str) -> str:
+    """``text`` without chat special tokens of the ``<|name|>`` form (``<|im_end|>``, ...)."""
+    return _SPECIAL_TOKEN.sub("", text)
+
+
+def _boxed_spans(text: str) -> list[tuple[int, str]]:
+    """(start, content) of each ``\\boxed{...}`` with balanced braces no deeper than the limit."""
+    spans = []
+    for match in _BOXED.finditer(text):
+        depth, position = 1, match.end()
+        while position < len(text) and depth:
+            char = text[position]
+            if char == "{":
+                depth += 1
+                if depth > MAX_BRACE_DEPTH:
+                    break
+            elif char == "}":
+                depth -= 1
+            position += 1
+        if depth == 0:
+            spans.append((match.start(), text[match.end() : position - 1]))
+    return spans
+
+
+def extract_answer(text: str, *, fallback_to_text: bool = False) -> str | None:
+    """The final answer of a reply, by the module's extraction rule.
+
+    Args:
+        text: the agent's whole reply.
+        fallback_to_text: with no ``<answer>`` tag and no ``\\boxed{}``, return the visible reply
+            (outside ``<think>``) stripped, instead of ``None``.
+
+    Returns:
+        The stripped content of the last ``<answer>`` tag or ``\\boxed{}`` outside ``<think>``;
+        ``None`` when there is none (and no fallback), or when the visible reply is empty.
+
+    Raises:
+        TypeError: ``text`` is not a ``str``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"extract_answer takes a str, got {type(text).__name__}")
+    visible = strip_special_tokens(strip_think(text))
+    candidates = [(m.start(), m.group(1)) for m in _ANSWER_TAG.finditer(visible)]
+    # Boxes inside an answer tag start after the tag, so they win over it.
+    candidates.extend(_boxed_spans(visible))
+    if candidates:
+        return max(candidates, key=lambda c: c[0])[1].strip()
+    if fallback_to_text:
+        stripped = visible.strip()
+        return stripped or None
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparing an answer with the oracle
+# ---------------------------------------------------------------------------------------------
+
+
+def normalize_answer(text: str) -> str:
+    """NFKC, surrounding whitespace and one trailing period removed, inner whitespace collapsed,
+    lower case. Used by the hedge and containment tests, never as the dataset's own comparison."""
+    text = unicodedata.normalize("NFKC", text).strip()
+    if text.endswith(".") and not text.endswith(".."):
+        text = text[:-1]
+    return " ".join(text.split()).lower()
+
+
+def has_lookalikes(answer: str, oracle: str) -> bool:
+    """True when ``oracle`` is ASCII but ``answer`` (after NFKC) has a non-ASCII letter or digit."""
+    if not oracle.isascii():
+        return False
+    answer = unicodedata.normalize("NFKC", answer)
+    return any(not c.isascii() and unicodedata.category(c)[0] in "LN" for c in answer)
+
+
+def contains_oracle(answer: str, oracle: str) -> bool:
+    """True when the normalized ``answer`` contains the normalized ``oracle`` but is longer."""
+    a, o = normalize_answer(answer), normalize_answer(oracle)
+    return bool(o) and o in a and a != o
+
+
+def is_hedged(answer: str, oracle: str) -> bool:
+    """True when ``answer`` offers alternatives, one of which is ``oracle``.
+
+    An answer is hedged when it differs from the oracle (normalized) and (a) it uses a hedge word
+    ("or", "either", "maybe", ...) the oracle does not use, or (b) splitting it at a separator the
+    oracle does not contain (``,`` ``;`` ``|`` newline ``and`` ``/``) gives two or more different
+    parts, one equal to the oracle, or (c) the oracle is a number and the answer holds two or more
+    different numbers, one equal to it.
+    """
+    a, o = normalize_answer(answer), normalize_answer(oracle)
+    if a == o:
+        return False
+    if _HEDGE_WORDS.search(a) and not _HEDGE_WORDS.search(o):
+        return True
+    for separator in _SEPARATORS:
+        if separator in a and separator not in o:
+            parts = {normalize_answer(p) for p in a.split(separator)} - {""}
+            if len(parts) >= 2 and o in parts:
+                return True
+    if _NUMBER.fullmatch(o):
+        numbers = set()
+        for found in _NUMBER.findall(a):
+            try:
+                numbers.add(float(found))
+            except ValueError:  # pragma: no cover - the pattern only matches floats
+                continue
+        try:
+            target = float(o)
+        except ValueError:  # pragma: no cover
+            return False
+        if len(numbers) >= 2 and target in numbers:
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Expressions that may reach sympy
+# ---------------------------------------------------------------------------------------------
+
+SAFE_FUNCTION_NAMES = frozenset(
+    "sin cos tan cot sec csc asin acos atan sinh cosh tanh exp log ln sqrt pi oo Abs abs".split()
+)
+"""Multi-letter identifiers :func:`safe_expression` accepts (single letters are always accepted)."""
+
+_EXPRESSION_CHARS = re.compile(r"[0-9A-Za-z\s+\-*/^().,=]*")
+_IDENTIFIER = re.compile(r"[A-Za-z]+")
+
+
+def safe_expression(
+    text: str, *, names: Iterable[str] = SAFE_FUNCTION_NAMES, max_length: int = 400, max_depth: int = 24
+) -> str:
+    """Return ``text`` if it is a plain arithmetic/algebraic expression, else raise.
+
+    Allowed: digits, letters, whitespace, ``+ - * / ^ ( ) . , =``; identifiers are single letters
+    or in ``names``; parentheses nest at most ``max_depth``. No quotes, brackets, underscores,
+    attribute access or keywords can pass, so sympy's ``parse_expr`` cannot be steered into
+    running code.
+
+    Raises:
+        UnsafeExpression: the text is too long, has another character or identifier, or nests
+            too deep.
+    """
+    if len(text) > max_length:
+        raise UnsafeExpression(f"expression has {len(text)} characters; at most {max_length} are read")
+    if not _EXPRESSION_CHARS.fullmatch(text):
+        bad = sorted({c for c in text if not _EXPRESSION_CHARS.fullmatch(c)})[:5]
+        raise UnsafeExpression(f"expression has characters that are not allowed: {bad}")
+    allowed = set(names)
+    for identifier in _IDENTIFIER.findall(text):
+        if len(identifier) > 1 and identifier not in allowed:
+            raise UnsafeExpression(f"unknown name {identifier!r} in expression")
+    depth = 0
+    for char in text:
+        depth += char == "("
+        depth -= char == ")"
+        if depth > max_depth:
+            raise UnsafeExpression(f"parentheses nest deeper than {max_depth}")
+        if depth < 0:
+            raise UnsafeExpression("unbalanced parentheses")
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# A worker process for bounded calls
+# ---------------------------------------------------------------------------------------------
+
+
+def _worker_loop(connection: Any) -> None:
+    while True:
+        try:
+            function, args = connection.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            connection.send(("ok", function(*args)))
+        except Exception as exc:  # the caller sees the failure as a value
+            connection.send(("error", f"{type(exc).__name__}: {exc}"[:500]))
+
+
+class _BoundedWorker:
+    """One daemon worker process; a call that overruns its time limit kills and replaces it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process: Any = None
+        self._connection: Any = None
+
+    def _start(self) -> None:
+        methods = multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        parent, child = context.Pipe()
+        process = context.Process(target=_worker_loop, args=(child,), daemon=True, name="verigym-verifier")
+        process.start()
+        child.close()
+        self._process, self._connection = process, parent
+
+    def _kill(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.join(timeout=5)
+            self._connection.close()
+        self._process = self._connection = None
+
+    def call(self, function: Callable[..., Any], args: tuple, timeout: float) -> Any:
+        with self._lock:
+            if self._process is None or not self._process.is_alive():
+                self._kill()
+                self._start()
+            try:
+                self._connection.send((function, args))
+                ready = self._connection.poll(timeout)
+            except (OSError, EOFError, BrokenPipeError) as exc:
+                self._kill()
+                raise VerifierTimeout(f"the verifier worker died: {exc}") from None
+            if not ready:
+                self._kill()
+                raise VerifierTimeout(f"the check did not finish within {timeout:g} s")
+            try:
+                status, value = self._connection.recv()
+            except (OSError, EOFError) as exc:
+                self._kill()
+                raise VerifierTimeout(f"the verifier worker died: {exc}") from None
+        if status != "ok":
+            raise RuntimeError(value)
+        return value
+
+
+_WORKER = _BoundedWorker()
+
+
+def call_bounded(function: Callable[..., Any], *args: Any, timeout: float = 2.0) -> Any:
+    """Run ``function(*args)`` in the verifier worker process and return its result.
+
+    Works from any thread: the time limit is enforced by killing the worker process, never by
+    signals. ``function`` and ``args`` must pickle (a module-level function). Calls are serialized.
+
+    Args:
+        function: a module-level callable.
+        *args: its arguments.
+        timeout: seconds before the worker is killed.
+
+    Raises:
+        VerifierTimeout: the call overran ``timeout`` or the worker died.
+        RuntimeError: ``function`` raised; the message names the exception.
+    """
+    if timeout <= 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+    return _WORKER.call(function, args, timeout)
+
+
+def _math_verify_equal(answer: str, reference: str) -> bool:
+    from math_verify import parse, verify
+
+    # math_verify's own signal-based timeouts work here: this is the worker's main thread.
+    return bool(verify(parse(reference), parse(answer)))
+
+
+def symbolic_equal(answer: str, reference: str, *, timeout: float = 2.0, max_length: int = 1000) -> bool:
+    """Whether ``answer`` and ``reference`` are mathematically equal (math-verify), time-bounded.
+
+    Both strings may be LaTeX (``\\frac{1}{2}``) or plain (``0.5``). The comparison runs in the
+    verifier worker process; an answer longer than ``max_length`` characters, nesting braces
+    deeper than :data:`MAX_BRACE_DEPTH`, a parse failure or a timeout all count as *not equal*.
+    """
+    if not isinstance(answer, str) or not isinstance(reference, str):
+        raise TypeError("symbolic_equal takes two str")
+    if len(answer) > max_length or _max_brace_depth(answer) > MAX_BRACE_DEPTH:
+        return False
+    try:
+        return bool(call_bounded(_math_verify_equal, answer, reference, timeout=timeout))
+    except (VerifierTimeout, RuntimeError) as exc:
+        logger.debug("symbolic_equal(%r, %r) refused: %s", answer[:80], reference[:80], exc)
+        return False
+
+
+def _max_brace_depth(text: str) -> int:
+    depth = deepest = 0
+    for char in text:
+        if char == "{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char == "}":
+            depth = max(0, depth - 1)
+    return deepest
