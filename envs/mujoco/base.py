@@ -10,8 +10,8 @@ the text view. A task subclass (MiniGrid's template method) implements:
 * ``_model_xml()`` -- the MJCF of the next episode (may depend on ``self.np_random``, e.g. a maze);
 * ``_reset_task()`` -- initial ``qpos``/``qvel`` and the goal, drawn from ``self.np_random``;
 * ``_observation_vector()``, ``_achieved_goal()``, ``_desired_goal()``;
-* ``_status()`` -- ``(success, failed)`` after a step: success terminates with ``success=True``,
-  failure (a fall) terminates with ``success=False``;
+* ``_status(reached)`` -- ``(success, failed)`` after a step, given whether the goal predicate
+  holds now: success terminates with ``success=True``, failure (a fall) with ``success=False``;
 * ``_progress()`` -- the share of the task done, in [0, 1], for the partial score;
 * ``OBSERVATION_FIELDS`` / ``GOAL_FIELDS`` -- names and units of the vectors, for the text view.
 
@@ -23,6 +23,7 @@ sparse/dense rewards, ``info["is_success"]``), and Gymnasium's ``MujocoEnv``.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import gymnasium as gym
@@ -134,9 +135,12 @@ class MujocoGoalEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     def _desired_goal(self) -> np.ndarray:
         raise NotImplementedError
 
-    def _status(self) -> tuple[bool, bool]:
-        """``(success, failed)`` in the current state."""
-        raise NotImplementedError
+    def _status(self, reached: bool) -> tuple[bool, bool]:
+        """``(success, failed)`` in the current state; ``reached``: the goal predicate holds now.
+
+        Default: success as soon as the goal is reached, no failure.
+        """
+        return reached, False
 
     def _progress(self) -> float:
         """Share of the task done, in [0, 1] (the partial score of an unsuccessful episode)."""
@@ -144,7 +148,8 @@ class MujocoGoalEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def goal_distance(self, achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
         """Euclidean distance over the last axis (vectorized), in the goal's unit."""
-        return np.linalg.norm(np.asarray(achieved_goal, dtype=np.float64) - np.asarray(desired_goal, dtype=np.float64), axis=-1)
+        difference = np.asarray(achieved_goal, dtype=np.float64) - np.asarray(desired_goal, dtype=np.float64)
+        return np.sqrt(np.sum(difference * difference, axis=-1))
 
     def goal_reached(self, achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
         """Vectorized success predicate on goals: ``distance < self.distance_threshold``."""
@@ -190,10 +195,14 @@ class MujocoGoalEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
+        self._bind()
         ctrl = self.model.actuator_ctrlrange.astype(np.float64)
         limited = self.model.actuator_ctrllimited.astype(bool)
         self._ctrl_low = np.where(limited, ctrl[:, 0], -1.0)
         self._ctrl_high = np.where(limited, ctrl[:, 1], 1.0)
+
+    def _bind(self) -> None:
+        """Called after each compile: cache ids of named sites/bodies (subclass hook)."""
 
     def _compile(self, xml: str) -> mujoco.MjModel:
         """Compile MJCF text (subclass hook, e.g. to post-process the model)."""
@@ -223,36 +232,41 @@ class MujocoGoalEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return observation, self._step_info(observation)
 
     def _step_info(self, observation: dict[str, np.ndarray]) -> dict[str, Any]:
-        distance = float(self.goal_distance(observation["achieved_goal"], observation["desired_goal"]))
-        reached = bool(self.goal_reached(observation["achieved_goal"], observation["desired_goal"]))
-        return {"distance": distance, "is_success": float(reached), "time": float(self.data.time)}
+        distance = self.goal_distance(observation["achieved_goal"], observation["desired_goal"])
+        reached = self.goal_reached(observation["achieved_goal"], observation["desired_goal"])
+        return {"distance": float(distance), "is_success": float(reached), "time": float(self.data.time), "_reward": float(self._reward(distance, reached))}
+
+    def _unit_action(self, action: Any, info: dict[str, Any]) -> np.ndarray:
+        """The action as float64 in [-1, 1]; zeros and ``info["action_error"]`` if malformed."""
+        if type(action) is np.ndarray and action.shape == self.action_space.shape and action.dtype == np.float32 and bool((np.abs(action) <= 1.0).all()):
+            return action.astype(np.float64)  # fast path; NaN fails the bound test
+        try:
+            return coerce_action(self.action_space, action).astype(np.float64)
+        except ActionParseError as exc:
+            example = format_value(self.action_space, np.zeros(self.model.nu, np.float32))
+            action_error_info(f"{exc}; send {self.model.nu} numbers in [-1, 1], e.g. {example}", info)
+            return np.zeros(self.model.nu)
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         info: dict[str, Any] = {}
-        try:
-            unit = coerce_action(self.action_space, action).astype(np.float64)
-        except ActionParseError as exc:
-            action_error_info(f"{exc}; send {self.model.nu} numbers in [-1, 1], e.g. {format_value(self.action_space, np.zeros(self.model.nu, np.float32))}", info)
-            unit = np.zeros(self.model.nu)
+        unit = self._unit_action(action, info)
         self.data.ctrl[:] = self._ctrl_low + (unit + 1.0) * 0.5 * (self._ctrl_high - self._ctrl_low)
         self._before_physics()
         mujoco.mj_step(self.model, self.data, nstep=self.frame_skip)
         self._steps += 1
         self._after_physics()
-        observation = self._observation()
-        info.update(self._step_info(observation))
-        reward = float(self.compute_reward(observation["achieved_goal"], observation["desired_goal"], info))
-        if "action_error" in info:
-            reward -= INVALID_ACTION_PENALTY
-        if not np.all(np.isfinite(self.data.qpos)) or not np.all(np.isfinite(self.data.qvel)):
-            # the simulation diverged: end the episode as a failure, with a finite observation
+        diverged = not math.isfinite(float(self.data.qpos.sum() + self.data.qvel.sum()))
+        if diverged:
+            # the simulation blew up: end the episode as a failure, with a finite observation
             logger.warning("MuJoCo state diverged in %s; ending the episode", type(self).__name__)
             mujoco.mj_resetData(self.model, self.data)
             mujoco.mj_forward(self.model, self.data)
-            observation = self._observation()
-            success, failed = False, True
-        else:
-            success, failed = self._status()
+        observation = self._observation()
+        info.update(self._step_info(observation))
+        reward = info.pop("_reward")
+        if "action_error" in info:
+            reward -= INVALID_ACTION_PENALTY
+        success, failed = (False, True) if diverged else self._status(bool(info["is_success"]))
         terminated = bool(success or failed)
         truncated = not terminated and self._steps >= self.max_steps
         if terminated or truncated:
@@ -280,9 +294,12 @@ class MujocoGoalEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         Returns:
             float64 array of shape ``(...)`` (a 0-d array for single goals).
         """
+        return self._reward(self.goal_distance(achieved_goal, desired_goal), self.goal_reached(achieved_goal, desired_goal))
+
+    def _reward(self, distance: np.ndarray, reached: np.ndarray) -> np.ndarray:
         if self.reward_type == "sparse":
-            return -(~self.goal_reached(achieved_goal, desired_goal)).astype(np.float64)
-        return -self.goal_distance(achieved_goal, desired_goal).astype(np.float64)
+            return np.asarray(reached, dtype=np.float64) - 1.0
+        return -np.asarray(distance, dtype=np.float64)
 
     # -- rendering -----------------------------------------------------------------------------
     def _camera(self) -> mujoco.MjvCamera | str | int:

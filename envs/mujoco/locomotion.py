@@ -186,8 +186,8 @@ class LocomotionTargetEnv(MujocoGoalEnv):
             return bool(not 0.2 <= q[2] <= 1.0)
         return bool(abs(q[2]) > 1.0)
 
-    def _status(self) -> tuple[bool, bool]:
-        return self._torso_x() >= self.distance, self.fallen()
+    def _status(self, reached: bool) -> tuple[bool, bool]:
+        return reached, self.fallen()
 
     def _progress(self) -> float:
         return self._torso_x() / self.distance

@@ -235,9 +235,6 @@ class PointMazeEnv(MujocoGoalEnv):
     def _desired_goal(self) -> np.ndarray:
         return self._goal.copy()
 
-    def _status(self) -> tuple[bool, bool]:
-        return bool(self.goal_reached(self.data.qpos, self._goal)), False
-
     def _progress(self) -> float:
         return 1.0 - float(self._distances[self.cell_of(self.data.qpos)]) / self._initial_path
 

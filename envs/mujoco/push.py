@@ -147,9 +147,6 @@ class PushEnv(MujocoGoalEnv):
     def _desired_goal(self) -> np.ndarray:
         return self._target.copy()
 
-    def _status(self) -> tuple[bool, bool]:
-        return bool(self.goal_reached(self.data.qpos[2:4], self._target)), False
-
     def _progress(self) -> float:
         return 1.0 - float(np.linalg.norm(self.data.qpos[2:4] - self._target)) / self._initial_distance
 

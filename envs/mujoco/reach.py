@@ -146,8 +146,11 @@ class ReachEnv(MujocoGoalEnv):
         self._initial_distance = max(1e-6, float(np.linalg.norm(self._fingertip() - self._target)))
         self._ik = None
 
+    def _bind(self) -> None:
+        self._tip = self.model.site("fingertip").id
+
     def _fingertip(self) -> np.ndarray:
-        return self.data.site_xpos[self.model.site("fingertip").id, :2].copy()
+        return self.data.site_xpos[self._tip, :2].copy()
 
     def _observation_vector(self) -> np.ndarray:
         q = self.data.qpos
@@ -158,9 +161,6 @@ class ReachEnv(MujocoGoalEnv):
 
     def _desired_goal(self) -> np.ndarray:
         return self._target.copy()
-
-    def _status(self) -> tuple[bool, bool]:
-        return bool(self.goal_reached(self._fingertip(), self._target)), False
 
     def _progress(self) -> float:
         return 1.0 - float(np.linalg.norm(self._fingertip() - self._target)) / self._initial_distance

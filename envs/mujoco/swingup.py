@@ -160,7 +160,7 @@ class SwingupEnv(MujocoGoalEnv):
         gap = np.asarray(desired_goal, dtype=np.float64) - np.asarray(achieved_goal, dtype=np.float64)
         return gap[..., 0] <= self.distance_threshold + 1e-12
 
-    def _status(self) -> tuple[bool, bool]:
+    def _status(self, reached: bool) -> tuple[bool, bool]:
         return self._held_steps * self.dt >= self.hold_seconds - 1e-9, False
 
     def _progress(self) -> float:
