@@ -73,11 +73,21 @@ class AgentSpaces:
             self.np_random, self.np_random_seed = seeding.np_random(seed)
 
 
-def last_match(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
-    """The last match of ``pattern`` in ``text`` outside ``<think>...</think>`` blocks."""
+def last_match(pattern: re.Pattern[str], text: str, missing: str) -> re.Match[str]:
+    """The last match of ``pattern`` in ``text`` outside ``<think>...</think>`` blocks (only the
+    last 20,000 characters are searched).
+
+    Raises:
+        TypeError: ``text`` is not a ``str``.
+        ActionParseError: no match; ``missing`` is the message for the agent.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"expected str, got {type(text).__name__}")
     visible = re.sub(r"<think>.*?(?:</think>|\Z)", " ", text, flags=re.DOTALL | re.IGNORECASE)
     matches = list(pattern.finditer(visible[-20000:]))
-    return matches[-1] if matches else None
+    if not matches:
+        raise ActionParseError(missing)
+    return matches[-1]
 
 
 class TurnBasedGame(AgentSpaces, AECEnv):

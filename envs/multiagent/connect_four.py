@@ -9,8 +9,6 @@ import numpy as np
 from gymnasium import spaces
 from verigym.envs.multiagent.base import TurnBasedGame, last_match
 
-from verigym.core import ActionParseError
-
 __all__ = ["ConnectFourEnv"]
 
 ROWS, COLUMNS = 6, 7
@@ -166,11 +164,7 @@ class ConnectFourEnv(TurnBasedGame):
             TypeError: ``text`` is not a ``str``.
             ActionParseError: no column number found.
         """
-        if not isinstance(text, str):
-            raise TypeError(f"expected str, got {type(text).__name__}")
-        found = last_match(_COLUMN, text)
-        if found is None:
-            raise ActionParseError("no column found; reply with a column number 0-6")
+        found = last_match(_COLUMN, text, "no column found; reply with a column number 0-6")
         return int(found.group())
 
     def action_text(self, action: Any, agent: str) -> str:

@@ -211,11 +211,7 @@ class GridGame(AgentSpaces, ParallelEnv):
             TypeError: ``text`` is not a ``str``.
             ActionParseError: no move found.
         """
-        if not isinstance(text, str):
-            raise TypeError(f"expected str, got {type(text).__name__}")
-        found = last_match(_MOVE, text)
-        if found is None:
-            raise ActionParseError("no move found; reply with stay, up, right, down or left")
+        found = last_match(_MOVE, text, "no move found; reply with stay, up, right, down or left")
         word = found.group().lower()
         return int(word) if word.isdigit() else _ALIASES.get(word, MOVE_NAMES.index(word) if word in MOVE_NAMES else 0)
 

@@ -10,8 +10,6 @@ import numpy as np
 from gymnasium import spaces
 from verigym.envs.multiagent.base import TurnBasedGame, last_match
 
-from verigym.core import ActionParseError
-
 __all__ = ["KuhnPokerEnv", "equilibrium_bet_probability", "exploitability"]
 
 CARDS = "JQK"
@@ -210,11 +208,7 @@ class KuhnPokerEnv(TurnBasedGame):
             TypeError: ``text`` is not a ``str``.
             ActionParseError: none of these words found.
         """
-        if not isinstance(text, str):
-            raise TypeError(f"expected str, got {type(text).__name__}")
-        found = last_match(_WORD, text)
-        if found is None:
-            raise ActionParseError("no action found; reply 'pass' or 'bet'")
+        found = last_match(_WORD, text, "no action found; reply 'pass' or 'bet'")
         return _WORD_ACTION[found.group().lower()]
 
     def action_text(self, action: Any, agent: str) -> str:

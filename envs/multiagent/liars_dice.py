@@ -185,11 +185,7 @@ class LiarsDiceEnv(TurnBasedGame):
             TypeError: ``text`` is not a ``str``.
             ActionParseError: no bid or call found, or a quantity outside 1..total_dice.
         """
-        if not isinstance(text, str):
-            raise TypeError(f"expected str, got {type(text).__name__}")
-        found = last_match(_BID, text)
-        if found is None:
-            raise ActionParseError("no bid found; reply with a bid like '3x5' (three fives) or 'liar'")
+        found = last_match(_BID, text, "no bid found; reply with a bid like '3x5' (three fives) or 'liar'")
         if found.group(3):
             return self.liar
         quantity, face = int(found.group(1)), int(found.group(2))

@@ -241,11 +241,7 @@ class NegotiationEnv(TurnBasedGame):
             TypeError: ``text`` is not a ``str``.
             ActionParseError: neither found, or a count above 4.
         """
-        if not isinstance(text, str):
-            raise TypeError(f"expected str, got {type(text).__name__}")
-        found = last_match(_MOVE, text)
-        if found is None:
-            raise ActionParseError("no move found; reply 'propose B H A' (what you receive) or 'accept'")
+        found = last_match(_MOVE, text, "no move found; reply 'propose B H A' (what you receive) or 'accept'")
         if found.group(1):
             return self.accept
         keeps = [int(found.group(i)) for i in (2, 3, 4)]

@@ -222,19 +222,13 @@ class ProposerSolverEnv(TurnBasedGame):
             TypeError: ``text`` is not a ``str``.
             ActionParseError: nothing found, or operands/answer outside the bounds.
         """
-        if not isinstance(text, str):
-            raise TypeError(f"expected str, got {type(text).__name__}")
         if agent == "proposer_0":
-            found = last_match(_TASK, text)
-            if found is None:
-                raise ActionParseError(f"no task found; reply like '12 {self.symbol} 34'")
+            found = last_match(_TASK, text, f"no task found; reply like '12 {self.symbol} 34'")
             a, b = int(found.group(1)), int(found.group(3))
             if not (self.min_operand <= a <= self.max_operand and self.min_operand <= b <= self.max_operand):
                 raise ActionParseError(f"operands must be in {self.min_operand}..{self.max_operand}, got {a} and {b}")
             return (a - self.min_operand) * self.span + (b - self.min_operand)
-        found = last_match(_INTEGER, text)
-        if found is None:
-            raise ActionParseError("no integer found; reply with the result")
+        found = last_match(_INTEGER, text, "no integer found; reply with the result")
         value = int(found.group())
         if not 0 <= value <= self.max_answer:
             raise ActionParseError(f"answers lie in 0..{self.max_answer}, got {value}")

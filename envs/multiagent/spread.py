@@ -246,11 +246,7 @@ class SpreadEnv(AgentSpaces, ParallelEnv):
             TypeError: ``text`` is not a ``str``.
             ActionParseError: no pair found, or a number outside [-1, 1].
         """
-        if not isinstance(text, str):
-            raise TypeError(f"expected str, got {type(text).__name__}")
-        found = last_match(_PAIR, text)
-        if found is None:
-            raise ActionParseError("no velocity found; reply with two numbers 'vx vy' in [-1, 1]")
+        found = last_match(_PAIR, text, "no velocity found; reply with two numbers 'vx vy' in [-1, 1]")
         action = np.array([float(found.group(1)), float(found.group(2))], dtype=np.float32)
         if not np.all(np.abs(action) <= 1.0):
             raise ActionParseError(f"both numbers must be in [-1, 1], got {action.tolist()}")

@@ -10,8 +10,6 @@ import numpy as np
 from gymnasium import spaces
 from verigym.envs.multiagent.base import TurnBasedGame, last_match
 
-from verigym.core import ActionParseError
-
 __all__ = ["TicTacToeEnv", "minimax_values"]
 
 LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
@@ -194,11 +192,7 @@ class TicTacToeEnv(TurnBasedGame):
             TypeError: ``text`` is not a ``str``.
             ActionParseError: no cell number found.
         """
-        if not isinstance(text, str):
-            raise TypeError(f"expected str, got {type(text).__name__}")
-        found = last_match(_CELL, text)
-        if found is None:
-            raise ActionParseError("no cell found; reply with the number (0-8) of an empty cell")
+        found = last_match(_CELL, text, "no cell found; reply with the number (0-8) of an empty cell")
         return int(found.group())
 
     def action_text(self, action: Any, agent: str) -> str:
