@@ -169,15 +169,15 @@ def render_table(standings: Standings) -> None:
         Console(width=140).print(table)
         return
 
-    table = Table(title=f"{standings.title} (metric: {standings.metric}, mean ± s.e.)")
-    for column in ("#", "agent", "config", "overall", "coverage"):
-        table.add_column(column)
-    for env_id in standings.env_ids:
-        table.add_column(escape(_short_id(env_id)), overflow="fold")
+    # one column per agent, one row per task: readable however many tasks a suite has
+    table = Table(title=f"{standings.title} (metric: {standings.metric}, mean ± s.e. over episodes)")
+    table.add_column("task")
     for e in standings.entries:
-        table.add_row(str(e.rank), escape(e.agent_spec), e.config_hash[:8], _number(e.overall), f"{e.coverage:.0%}",
-                      *(escape(_cell_text(e.cells.get(env_id))) for env_id in standings.env_ids))
-    Console(width=max(120, 30 + 22 * len(standings.env_ids))).print(table)
+        table.add_column(f"#{e.rank} {escape(e.agent_spec)} [dim]{e.config_hash[:8]}[/dim]", justify="right")
+    table.add_row("[bold]overall[/bold]", *(f"[bold]{_number(e.overall)}[/bold]" + ("" if e.coverage >= 1 else f" ({e.coverage:.0%} done)") for e in standings.entries), end_section=True)
+    for env_id in standings.env_ids:
+        table.add_row(escape(_short_id(env_id)), *(escape(_cell_text(e.cells.get(env_id))) for e in standings.entries))
+    Console(width=max(100, 34 + 26 * len(standings.entries))).print(table)
 
 
 def render_markdown(standings: Standings) -> str:
@@ -188,16 +188,14 @@ def render_markdown(standings: Standings) -> str:
         lines += ["| " + " | ".join(_rating_cells(rank, r)) + " |" for rank, r in enumerate(standings.ratings, 1)]
         return "\n".join(lines) + "\n"
     lines = [f"# {standings.title}", "", f"Metric: **{standings.metric}** (mean ± standard error over episodes).", ""]
-    header = ["#", "agent", "config", "overall", "coverage", *(_short_id(e) for e in standings.env_ids)]
-    lines.append("| " + " | ".join(header) + " |")
-    lines.append("|" + "---|" * len(header))
-    for e in standings.entries:
-        cells = [str(e.rank), f"`{e.agent_spec}`", e.config_hash[:8], _number(e.overall), f"{e.coverage:.0%}",
-                 *(_cell_text(e.cells.get(env_id)) for env_id in standings.env_ids)]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    lines += ["", "## Success rate", "", "| agent | " + " | ".join(_short_id(e) for e in standings.env_ids) + " |", "|---|" + "---|" * len(standings.env_ids)]
-    for e in standings.entries:
-        lines.append(f"| `{e.agent_spec}` | " + " | ".join(f"{e.cells[x].success_rate:.0%}" if x in e.cells else "—" for x in standings.env_ids) + " |")
+    lines += ["| # | agent | config | overall | coverage |", "|---|---|---|---|---|"]
+    lines += [f"| {e.rank} | `{e.agent_spec}` | {e.config_hash[:8]} | {_number(e.overall)} | {e.coverage:.0%} |" for e in standings.entries]
+    lines += ["", "## Per task", "", "| task | " + " | ".join(f"`{e.agent_spec}`" for e in standings.entries) + " |", "|---|" + "---|" * len(standings.entries)]
+    for env_id in standings.env_ids:
+        lines.append(f"| {_short_id(env_id)} | " + " | ".join(_cell_text(e.cells.get(env_id)).replace("|", "\\|") for e in standings.entries) + " |")
+    lines += ["", "## Success rate", "", "| task | " + " | ".join(f"`{e.agent_spec}`" for e in standings.entries) + " |", "|---|" + "---|" * len(standings.entries)]
+    for env_id in standings.env_ids:
+        lines.append(f"| {_short_id(env_id)} | " + " | ".join(f"{e.cells[env_id].success_rate:.0%}" if env_id in e.cells else "—" for e in standings.entries) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -269,11 +267,14 @@ def render_html(standings: Standings) -> str:
                 f'<table id="standings" border="1" cellpadding="4">{header}{rows}</table></body></html>\n')
     complete = list(standings.entries)
     legend = "".join(f'<span class="key"><i style="background:{_PALETTE[j % len(_PALETTE)]}"></i>{html.escape(e.agent_spec)}</span>' for j, e in enumerate(complete))
-    header = "".join(f"<th>{html.escape(h)}</th>" for h in ["#", "agent", "config", "overall", "coverage", *(_short_id(e) for e in standings.env_ids)])
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in [str(e.rank), e.agent_spec, e.config_hash[:8], _number(e.overall), f"{e.coverage:.0%}",
-                                                              *(_cell_text(e.cells.get(x)) for x in standings.env_ids)]) + "</tr>"
+    ranking = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in [str(e.rank), e.agent_spec, e.config_hash[:8], _number(e.overall), f"{e.coverage:.0%}"]) + "</tr>"
         for e in standings.entries
+    )
+    per_task_header = "<th>task</th>" + "".join(f"<th>#{e.rank} {html.escape(e.agent_spec)}</th>" for e in standings.entries)
+    per_task = "".join(
+        f"<tr><td>{html.escape(_short_id(env_id))}</td>" + "".join(f"<td>{html.escape(_cell_text(e.cells.get(env_id)))}</td>" for e in standings.entries) + "</tr>"
+        for env_id in standings.env_ids
     )
     charts = [_bar_chart(f"mean {standings.metric} per task" if standings.metric != "return" else "mean score per task", standings.env_ids, complete,
                          "mean" if standings.metric != "return" else "mean_score"),
@@ -286,13 +287,14 @@ def render_html(standings: Standings) -> str:
 body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
 table {{ border-collapse: collapse; margin: 1em 0; font-size: 13px; }}
 th, td {{ border: 1px solid #ccc; padding: 4px 8px; text-align: right; }}
-th {{ background: #f0f0f0; }} td:nth-child(2) {{ text-align: left; font-family: monospace; }}
+th {{ background: #f0f0f0; }} #standings td:nth-child(2), #per-task td:first-child {{ text-align: left; font-family: monospace; }}
 .charts svg {{ margin: 1em 1em 0 0; border: 1px solid #eee; }}
 .key {{ margin-right: 1.2em; font-size: 13px; }} .key i {{ display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: middle; }}
 </style></head><body>
 <h1>{html.escape(standings.title)}</h1>
 <p>Metric: <b>{html.escape(standings.metric)}</b>, mean ± standard error over episodes on held-out seeds.</p>
-<table id="standings"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>
+<table id="standings"><thead><tr><th>#</th><th>agent</th><th>config</th><th>overall</th><th>coverage</th></tr></thead><tbody>{ranking}</tbody></table>
+<table id="per-task"><thead><tr>{per_task_header}</tr></thead><tbody>{per_task}</tbody></table>
 <div>{legend}</div>
 <div class="charts">{"".join(charts)}</div>
 </body></html>
