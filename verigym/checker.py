@@ -64,7 +64,15 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from verigym.core import ACTION_ERROR, FAMILIES, SCORE, SUCCESS, OracleInterface, TextInterface
+from verigym.core import (
+    ACTION_ERROR,
+    ACTION_MASK,
+    FAMILIES,
+    SCORE,
+    SUCCESS,
+    OracleInterface,
+    TextInterface,
+)
 
 __all__ = ["CheckReport", "CheckResult", "ConformanceError", "check_all", "check_env"]
 
@@ -204,18 +212,23 @@ def _record(observation: Any, reward: Any, terminated: Any, truncated: Any, info
 
 
 class _ActionSource:
-    """Reproducible actions: the env's oracle half of the time when it has one, else samples."""
+    """Reproducible actions: the env's oracle half of the time when it has one, else samples --
+    uniform over the legal actions when the last ``info`` has an ``action_mask``."""
 
-    def __init__(self, env: gym.Env, seed: int):
+    def __init__(self, env: gym.Env, seed: int, *, oracle: bool = True):
         self.env = env
+        self.oracle = oracle and isinstance(env.unwrapped, OracleInterface)
         self.rng = np.random.default_rng(seed)
         self.space = copy.deepcopy(env.action_space)
         self.space.seed(seed)
 
-    def __call__(self) -> Any:
+    def __call__(self, info: dict[str, Any] | None = None) -> Any:
         sample = self.space.sample()
-        if self.rng.random() < 0.5 and isinstance(self.env.unwrapped, OracleInterface):
+        if self.oracle and self.rng.random() < 0.5:
             return self.env.unwrapped.oracle_action()
+        mask = None if info is None else info.get(ACTION_MASK)
+        if isinstance(self.space, spaces.Discrete) and mask is not None and np.shape(mask) == (self.space.n,) and np.any(mask):
+            return np.int64(self.space.start + self.rng.choice(np.flatnonzero(mask)))
         return sample
 
 
@@ -227,17 +240,18 @@ def _rollout(
     Actions come from :class:`_ActionSource` seeded with ``action_seed`` (default ``seed``).
     """
     actions = _ActionSource(env, seed if action_seed is None else action_seed)
-    observation, _ = env.reset(seed=seed)
+    observation, info = env.reset(seed=seed)
     trajectory = [_record(observation, 0.0, False, False, {}, fingerprint)]
     episode = 0
     for _ in range(steps):
-        result = env.step(actions())
+        result = env.step(actions(info))
+        info = result[4]
         if on_step is not None:
             on_step(result)
         trajectory.append(_record(*result, fingerprint=fingerprint))
         if result[2] or result[3]:
             episode += 1
-            observation, _ = env.reset(seed=seed + episode)
+            observation, info = env.reset(seed=seed + episode)
             trajectory.append(_record(observation, 0.0, False, False, {}, fingerprint))
     return trajectory
 
@@ -535,21 +549,25 @@ class _Checker:
         reference = self.factory()
         original = self.factory()
         try:
-            space = copy.deepcopy(self.action_space)
-            space.seed(self.seed)
-            actions = [space.sample() for _ in range(prefix + tail)]
-            reference.reset(seed=self.seed)
-            expected = []
-            for action in actions:
+            # masked random actions (no oracle: its choice could depend on hidden state), chosen
+            # along an uninterrupted reference episode and replayed on the original and its copies
+            source = _ActionSource(reference, self.seed, oracle=False)
+            _, info = reference.reset(seed=self.seed)
+            actions, expected = [], []
+            for _ in range(prefix + tail):
+                action = source(info)
+                actions.append(action)
                 result = reference.step(action)
+                info = result[4]
                 expected.append(_record(*result, fingerprint=False))
                 if result[2] or result[3]:
                     break
+            if len(expected) < 2:
+                return "skip", "the episode ended after one step; nothing to copy mid-episode"
+            prefix = min(prefix, len(expected) // 2)  # copy mid-episode, also in short games
             original.reset(seed=self.seed)
             for action in actions[:prefix]:
-                result = original.step(action)
-                if result[2] or result[3]:
-                    return "skip", f"the episode ended within {prefix} steps; nothing to copy mid-episode"
+                original.step(action)
             try:
                 pickled = pickle.loads(pickle.dumps(original))
             except Exception as exc:
