@@ -34,7 +34,7 @@ from gymnasium import spaces
 from verigym.core import ActionParseError, action_error_info, coerce_action, episode_end
 from verigym.textview import format_value, parse_value
 
-__all__ = ["MujocoGoalEnv", "REWARD_TYPES", "planar_body_xml", "planar_motors_xml", "validate_choice", "validate_number"]
+__all__ = ["MujocoGoalEnv", "REWARD_TYPES", "SCENE_XML", "planar_body_xml", "top_camera_xml", "planar_motors_xml", "validate_choice", "validate_number"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,25 @@ def validate_choice(name: str, value: Any, choices: tuple[Any, ...]) -> Any:
     if value not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     return value
+
+
+SCENE_XML = """<visual>
+    <global offwidth="1024" offheight="1024"/>
+    <headlight ambient="0.4 0.4 0.4" diffuse="0.5 0.5 0.5" specular="0.05 0.05 0.05"/>
+  </visual>
+  <asset>
+    <texture name="sky" type="skybox" builtin="gradient" rgb1="0.55 0.65 0.8" rgb2="0.15 0.15 0.2" width="64" height="64"/>
+    <texture name="checker" type="2d" builtin="checker" rgb1="0.78 0.78 0.75" rgb2="0.7 0.7 0.67" width="64" height="64"/>
+    <material name="floor" texture="checker" texuniform="true" texrepeat="2 2"/>
+  </asset>"""
+"""The shared ``<visual>`` and ``<asset>`` elements of the family's models (rendering only): an
+offscreen buffer up to 1024 x 1024, a soft headlight, a sky box and the ``floor`` material."""
+
+
+def top_camera_xml(half_extent: float) -> str:
+    """A camera named ``top`` looking straight down that frames ``[-half_extent, half_extent]^2``."""
+    height = 2.6 * half_extent  # the default vertical field of view is 45 degrees
+    return f'<camera name="top" pos="0 0 {height:.3f}" xyaxes="1 0 0 0 1 0"/>'
 
 
 def planar_body_xml(name: str, height: float, joint_attributes: str, geom: str) -> str:

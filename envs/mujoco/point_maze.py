@@ -7,9 +7,11 @@ from typing import Any
 
 import numpy as np
 from verigym.envs.mujoco.base import (
+    SCENE_XML,
     MujocoGoalEnv,
     planar_body_xml,
     planar_motors_xml,
+    top_camera_xml,
     validate_number,
 )
 
@@ -66,15 +68,14 @@ def _maze_xml(grid: np.ndarray) -> str:
         x, y = j * CELL / 2 - half, half - i * CELL / 2
         sx = WALL / 2 if j % 2 == 0 else CELL / 2
         sy = WALL / 2 if i % 2 == 0 else CELL / 2
-        walls.append(f'<geom type="box" pos="{x:.3f} {y:.3f} 0.1" size="{sx:.3f} {sy:.3f} 0.1" rgba="0.45 0.35 0.25 1"/>')
+        walls.append(f'<geom type="box" pos="{x:.3f} {y:.3f} 0.1" size="{sx:.3f} {sy:.3f} 0.1" rgba="0.35 0.3 0.25 1"/>')
     return f"""<mujoco model="point_maze">
   <option timestep="0.01" gravity="0 0 0"/>
-  <visual><global offwidth="1024" offheight="1024"/></visual>
+  {SCENE_XML}
   <default><geom friction="0.1 0.005 0.0001" solref="0.01 1"/></default>
   <worldbody>
-    <light pos="0 0 {2 * half + 2:.2f}" dir="0 0 -1" directional="true"/>
-    <geom type="plane" size="{half + 0.2:.2f} {half + 0.2:.2f} 0.01" rgba="0.85 0.85 0.8 1" contype="0" conaffinity="0"/>
-    <camera name="top" pos="0 0 {2.1 * half + 0.6:.2f}" xyaxes="1 0 0 0 1 0"/>
+    <geom type="plane" size="{half + 0.2:.2f} {half + 0.2:.2f} 0.01" material="floor" contype="0" conaffinity="0"/>
+    {top_camera_xml(half + 0.15)}
     <site name="goal" pos="0 0 0.02" size="{BALL:.2f} 0.005" type="cylinder" rgba="0.1 0.8 0.1 0.8"/>
     {''.join(walls)}
     {planar_body_xml("ball", BALL, f'damping="{DAMPING}"', f'<geom type="sphere" size="{BALL}" mass="1" rgba="0.8 0.2 0.2 1"/>')}

@@ -6,9 +6,11 @@ from typing import Any
 
 import numpy as np
 from verigym.envs.mujoco.base import (
+    SCENE_XML,
     MujocoGoalEnv,
     planar_body_xml,
     planar_motors_xml,
+    top_camera_xml,
     validate_number,
 )
 
@@ -27,11 +29,10 @@ PUSHER_DAMPING = 8.0
 
 PUSH_XML = f"""<mujoco model="push">
   <option timestep="0.005" gravity="0 0 0"/>
-  <visual><global offwidth="1024" offheight="1024"/></visual>
+  {SCENE_XML}
   <worldbody>
-    <light pos="0 0 1.5" dir="0 0 -1" directional="true"/>
-    <geom type="plane" size="{TABLE + 0.05} {TABLE + 0.05} 0.01" rgba="0.8 0.75 0.65 1" contype="0" conaffinity="0"/>
-    <camera name="top" pos="0 0 0.95" xyaxes="1 0 0 0 1 0"/>
+    <geom type="plane" size="{TABLE + 0.05} {TABLE + 0.05} 0.01" rgba="0.75 0.65 0.5 1" contype="0" conaffinity="0"/>
+    {top_camera_xml(TABLE + 0.06)}
     <site name="target" pos="0 0 0.002" size="0.05 0.001" type="cylinder" rgba="0.1 0.8 0.1 0.6"/>
     {planar_body_xml("pusher", 0.03, f'damping="{PUSHER_DAMPING}" limited="true" range="-{TABLE} {TABLE}"', f'<geom type="cylinder" size="{PUSHER} 0.03" mass="0.5" rgba="0.2 0.3 0.8 1" friction="0.2 0.005 0.0001"/>')}
     {planar_body_xml("block", 0.03, f'damping="2" frictionloss="0.3" limited="true" range="-{TABLE} {TABLE}"', f'<geom type="cylinder" size="{BLOCK} 0.03" mass="0.3" rgba="0.85 0.4 0.1 1" friction="0.2 0.005 0.0001"/>')}

@@ -6,7 +6,7 @@ from typing import Any
 
 import mujoco
 import numpy as np
-from verigym.envs.mujoco.base import MujocoGoalEnv, validate_number
+from verigym.envs.mujoco.base import SCENE_XML, MujocoGoalEnv, top_camera_xml, validate_number
 
 __all__ = ["ReachEnv"]
 
@@ -30,12 +30,11 @@ def _arm_xml(lengths: tuple[float, ...]) -> str:
     motors = "".join(f'<motor joint="j{i}" gear="0.05" ctrlrange="-1 1" ctrllimited="true"/>' for i in range(len(lengths)))
     return f"""<mujoco model="reach{len(lengths)}">
   <option timestep="0.005" gravity="0 0 0" integrator="implicitfast"/>
-  <visual><global offwidth="1024" offheight="1024"/></visual>
+  {SCENE_XML}
   <default><geom contype="0" conaffinity="0"/></default>
   <worldbody>
-    <light pos="0 0 1" dir="0 0 -1"/>
-    <geom type="plane" size="0.3 0.3 0.01" rgba="0.9 0.9 0.9 1"/>
-    <camera name="top" pos="0 0 0.75" xyaxes="1 0 0 0 1 0"/>
+    <geom type="plane" size="0.3 0.3 0.01" rgba="0.85 0.85 0.82 1"/>
+    {top_camera_xml(0.27)}
     <geom type="cylinder" size="0.015 0.01" rgba="0.3 0.3 0.3 1"/>
     <site name="target" pos="0.1 0 0.01" size="0.015" rgba="0.1 0.8 0.1 0.8"/>
     <body name="arm" pos="0 0 0.02">{''.join(bodies)}{tip}{''.join(close)}</body>

@@ -6,7 +6,7 @@ from typing import Any
 
 import mujoco
 import numpy as np
-from verigym.envs.mujoco.base import MujocoGoalEnv, validate_number
+from verigym.envs.mujoco.base import SCENE_XML, MujocoGoalEnv, validate_number
 
 __all__ = ["SwingupEnv"]
 
@@ -21,12 +21,12 @@ RAIL = 1.8
 
 SWINGUP_XML = f"""<mujoco model="swingup">
   <option timestep="0.01" integrator="implicitfast"/>
-  <visual><global offwidth="1024" offheight="1024"/></visual>
+  {SCENE_XML}
   <default><geom contype="0" conaffinity="0"/></default>
   <worldbody>
-    <light pos="0 -3 3" dir="0 1 -1" directional="true"/>
-    <geom type="plane" pos="0 0 -0.6" size="3 1 0.01" rgba="0.9 0.9 0.9 1"/>
-    <camera name="side" pos="0 -4.2 0.4" xyaxes="1 0 0 0 0 1"/>
+    <light pos="0 -2 4" dir="0 0.4 -1" directional="true" diffuse="0.4 0.4 0.4"/>
+    <geom type="plane" pos="0 0 -0.6" size="3 1.5 0.01" material="floor"/>
+    <camera name="side" pos="0 -5.6 0.5" xyaxes="1 0 0 0 0 1"/>
     <geom type="capsule" fromto="-{RAIL + 0.2} 0 0 {RAIL + 0.2} 0 0" size="0.015" rgba="0.4 0.4 0.4 1"/>
     <body name="cart">
       <joint name="slider" type="slide" axis="1 0 0" limited="true" range="-{RAIL} {RAIL}" damping="0.05"/>
