@@ -151,3 +151,12 @@ def test_cardinal_action_set_turns_when_blocked():
     assert env.agent_pos == (1, 1) and env.agent_dir == engine.NORTH
     env.step(2)  # down
     assert env.agent_pos == (2, 1) and env.agent_dir == engine.SOUTH
+
+
+def test_partial_text_view_shows_the_carried_object():
+    env = gym.make("verigym/DoorKey-5x5-v0").unwrapped
+    obs, _ = env.reset(seed=0)
+    assert "Carrying: nothing" in env.observation_text(obs)
+    env.carrying = (KEY, YELLOW, 0)
+    text = env.observation_text(env.observation())
+    assert "Carrying: a yellow key" in text and "^" in text.splitlines()[-2]

@@ -91,6 +91,12 @@ class CoverageEnv(GridEnv):
         cells[self.agent_pos] = (FLOOR, 0, 1)
         self.mission = "visit every free cell"
 
+    def _task_rules(self) -> str:
+        return (
+            f"Mission: {self.mission}. Unvisited cells show '. ', visited ones their visit count "
+            "(1-3); a new cell pays most, each revisit pays less. Up/right/down/left are the useful actions."
+        )
+
     def _move(self, r: int, c: int) -> None:
         cell = self.grid.cells[r, c]
         visits = int(cell[2]) if cell[0] == FLOOR else 0

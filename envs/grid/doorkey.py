@@ -154,6 +154,7 @@ class MultiRoomEnv(GridEnv):
         self.max_room_size = check_int("max_room_size", max_room_size, 4, 10)
         self.size = check_int("size", size, 10, 32)
         super().__init__(height=size, width=size, max_steps=20 * num_rooms if max_steps is None else max_steps, **kwargs)
+        self._doors: list[tuple[int, int]] = []
 
     def _gen_grid(self, height: int, width: int) -> None:
         rng = self.np_random
@@ -254,6 +255,7 @@ class KeyCorridorEnv(GridEnv):
             height=side * num_rows + 1, width=side * 3 + 1,
             max_steps=30 * room_size**2 if max_steps is None else max_steps, **kwargs,
         )
+        self._locked = self._key_door = (0, 0)
 
     def _gen_grid(self, height: int, width: int) -> None:
         rng = self.np_random

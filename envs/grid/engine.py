@@ -49,15 +49,23 @@ __all__ = [
     "COLOR_NAMES",
     "COLOR_RGB",
     "DIR_VEC",
+    "LEGEND",
     "OBJECT_NAMES",
     "Grid",
     "GridEnv",
     "Planner",
-    "blocker_matrix",
+    "Retry",
     "bfs_plan",
+    "blocker_matrix",
+    "can_enter",
     "cell_text",
+    "check_int",
+    "facing_goal",
     "grid_text",
     "render_rgb",
+    "safe_mask",
+    "simulate_plan",
+    "standing_goal",
 ]
 
 # -- encoding -----------------------------------------------------------------------------------
@@ -488,7 +496,9 @@ class GridEnv(gym.Env[np.ndarray, np.int64]):
     The reward on success is MiniGrid's ``1 - 0.9 * steps / max_steps``; 0 otherwise.
     ``info["score"]`` is success weighted by path length (SPL, Anderson et al. 2018,
     "On Evaluation of Embodied Navigation Agents"): ``optimal_steps / max(optimal_steps, steps)``
-    where ``optimal_steps`` is the length of the oracle's plan from the start state.
+    where ``optimal_steps`` is the length of the oracle's plan from the start state; it is in
+    ``info["optimal_steps"]`` on a successful episode end (on failures only when already known, so
+    that failing episodes never pay for planning) and always in :attr:`optimal_steps`.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 10, "family": "grid"}
@@ -732,9 +742,13 @@ class GridEnv(gym.Env[np.ndarray, np.int64]):
         reward = self._step_reward(status)
         if terminated or truncated:
             success = bool(status)
-            if self.spl:
+            if self.spl and success:
                 info["optimal_steps"] = self.optimal_steps
-                score = self.optimal_steps / max(self.optimal_steps, self.step_count) if success else 0.0
+                score = self.optimal_steps / max(self.optimal_steps, self.step_count)
+            elif self.spl:
+                if self._optimal is not None:  # no planning on failures: they score 0 anyway
+                    info["optimal_steps"] = self._optimal
+                score = 0.0
             else:
                 score = float(success)
             episode_end(info, success=success, score=score)
@@ -903,6 +917,11 @@ def _object_name(kind: int, color: int, state: int) -> str:
 
 
 def check_int(name: str, value: Any, low: int, high: int) -> int:
+    """``value`` as an int after checking it is an integer (not a bool) in ``low..high``.
+
+    Raises:
+        ValueError: it is not; the message names the argument and the range.
+    """
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not low <= value <= high:
         raise ValueError(f"{name} must be an int in {low}..{high}, got {value!r}")
     return int(value)

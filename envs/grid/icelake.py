@@ -106,6 +106,13 @@ class IceLakeEnv(GridEnv):
     def _on_reset(self) -> None:
         self._policy = None
 
+    def _task_rules(self) -> str:
+        return (
+            f"Mission: {self.mission}. The ice (__) is slippery: a move goes sideways instead with "
+            f"probability {self.slip:.2f}. Falling into a hole (OO) ends the episode. "
+            "Up/right/down/left are the useful actions."
+        )
+
     def _apply(self, name: str) -> None:
         if self.action_set == "cardinal" and name in ("up", "right", "down", "left") or name == "forward":
             r, c = self.agent_pos

@@ -198,6 +198,13 @@ class SokobanEnv(GridEnv):
         self._witness = [_MOVE_DIRS.index((d + 2) % 4) for d in reversed(reverse)]
         self.mission = "push every crate onto a target"
 
+    def _task_rules(self) -> str:
+        return (
+            f"Mission: {self.mission}. Walking into a crate (C) pushes it one cell if the cell "
+            "beyond is free; crates cannot be pulled, so a crate in a corner is stuck. A crate on a "
+            "target shows as c. Up/right/down/left are the useful actions."
+        )
+
     def _can_step(self, r: int, c: int, direction: int) -> bool:
         cells = self.grid.cells
         if cells[r, c, 0] != CRATE:
