@@ -13,13 +13,14 @@ from verigym.wrappers import ActionDelay, DynamicsPerturbation, ObservationNoise
 import verigym  # noqa: F401  (registers the ids)
 from verigym.checker import check_env
 
+pytestmark = pytest.mark.mujoco
+
 
 def actions(n: int, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     return [rng.uniform(-1, 1, size=2).astype(np.float32) for _ in range(n)]
 
 
-@pytest.mark.mujoco
 def test_action_delay_executes_actions_late():
     sent = actions(8)
     delayed = ActionDelay(gym.make("verigym/Push-v0"), delay=2)
@@ -45,7 +46,6 @@ def test_action_delay_flags_malformed_actions_at_once():
         ActionDelay(gym.make("verigym/Treasure-7x7-v0"), noop_action=7)
 
 
-@pytest.mark.mujoco
 def test_observation_noise_statistics_and_seeding():
     env = ObservationNoise(gym.make("verigym/Reach-2Link-v0"), std=0.1)
     clean = gym.make("verigym/Reach-2Link-v0")
@@ -63,7 +63,6 @@ def test_observation_noise_statistics_and_seeding():
         ObservationNoise(clean, std=-1.0)
 
 
-@pytest.mark.mujoco
 def test_dynamics_perturbation_scales_the_nominal_model_each_episode():
     env = DynamicsPerturbation(gym.make("verigym/Swingup-v0"), mass_scale=(0.5, 2.0), friction_scale=(1.0, 1.0))
     nominal = gym.make("verigym/Swingup-v0").unwrapped.model
@@ -83,7 +82,6 @@ def test_dynamics_perturbation_scales_the_nominal_model_each_episode():
     assert env.reset(seed=3)[1]["robustness"]["mass_scale"] in seen
 
 
-@pytest.mark.mujoco
 def test_dynamics_perturbation_follows_a_rebuilt_model_and_pickles():
     env = DynamicsPerturbation(gym.make("verigym/PointMaze-Small-v0"), mass_scale=(2.0, 2.0))
     for seed in (0, 1):
@@ -100,7 +98,6 @@ def test_dynamics_perturbation_needs_a_mujoco_model():
         DynamicsPerturbation(gym.make("verigym/Treasure-7x7-v0"))
 
 
-@pytest.mark.mujoco
 def test_stacked_wrappers_pass_verigym_check():
     def make():
         return DynamicsPerturbation(ObservationNoise(ActionDelay(gym.make("verigym/Reach-2Link-v0"), delay=1), std=0.01))

@@ -24,10 +24,16 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from typing import Any
 
 import gymnasium as gym
-import mujoco
+
+if "DISPLAY" not in os.environ and "WAYLAND_DISPLAY" not in os.environ:
+    # headless machine: render with EGL unless the user chose a backend (read by mujoco on import)
+    os.environ.setdefault("MUJOCO_GL", "egl")
+
+import mujoco  # noqa: E402
 import numpy as np
 from gymnasium import spaces
 
