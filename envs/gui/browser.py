@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import logging
 import os
 import shutil
@@ -193,18 +194,31 @@ class Browser:
             raise
 
     def evaluate(self, script: str, argument: Any = None) -> Any:
-        """Run ``script`` (a JS function expression) in the page with ``argument``; return its JSON result."""
-        return self._call(self._page.evaluate, script, argument)
+        """Call ``script`` (a JS function expression) in the page with the JSON ``argument``.
+
+        Goes straight to DevTools ``Runtime.evaluate`` (about 10x faster than Playwright's
+        ``page.evaluate``); promises are awaited.
+
+        Returns:
+            The JSON-serializable result.
+
+        Raises:
+            RuntimeError: the script threw (the JS message).
+            BrowserCrashed: the browser died.
+        """
+        expression = f"({script})({json.dumps(argument)})"
+        reply = self._call(self._cdp.send, "Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
+        if "exceptionDetails" in reply:
+            details = reply["exceptionDetails"]
+            message = details.get("exception", {}).get("description") or details.get("text", "")
+            raise RuntimeError(f"the page's script failed: {message[:300]}")
+        return reply.get("result", {}).get("value")
 
     def load(self, task: str, spec: dict[str, Any]) -> None:
-        """Show ``task`` built from ``spec`` on a fresh document (the page has no hover styles, so
-        where the mouse was left does not show)."""
-
-        def load() -> None:
-            self._page.set_content(app_html())
-            self._page.evaluate("([task, spec]) => window.vg.load(task, spec)", [task, spec])
-
-        self._call(load)
+        """Show ``task`` built from ``spec``: the shell empties the task area, the scroll position,
+        the focus and the selection, and renders the new task. (The page has no hover styles, so
+        where the mouse was left does not show.)"""
+        self.evaluate("([task, spec]) => window.vg.load(task, spec)", [task, spec])
 
     def click(self, x: float, y: float) -> None:
         """A real (trusted) left click at viewport pixel ``(x, y)``."""
@@ -216,7 +230,7 @@ class Browser:
 
     def insert_text(self, text: str) -> None:
         """Insert ``text`` into the focused element (one ``input`` event, like a paste)."""
-        self._call(self._page.keyboard.insert_text, text)
+        self._call(self._cdp.send, "Input.insertText", {"text": text})
 
     def scroll(self, dy: float) -> None:
         """Scroll the document by ``dy`` CSS pixels (``window.scrollBy``; synchronous, unlike wheel events)."""

@@ -317,6 +317,10 @@
     vg.task = task;
     vg.spec = spec;
     vg.st = Object.assign({ ended: false }, TASKS[task].init(spec));
+    // a reset must leave nothing of the previous episode: scroll, focus, selection
+    if (document.activeElement && document.activeElement !== document.body) document.activeElement.blur();
+    window.getSelection().removeAllRanges();
+    window.scrollTo(0, 0);
     document.getElementById("query").textContent = spec.instruction;
     vg.update();
   };

