@@ -47,8 +47,7 @@ def time_env(env: gym.Env, steps: int, actions: np.ndarray, record: list | None 
         if record is not None:
             state = np.empty(mujoco.mj_stateSize(inner.model, spec))
             mujoco.mj_getState(inner.model, inner.data, state, spec)
-            controls = inner._ctrl_low + (actions[i].astype(np.float64) + 1.0) * 0.5 * (inner._ctrl_high - inner._ctrl_low)
-            record.append((inner.model, state, controls))
+            record.append((inner.model, state, inner.controls(actions[i])))
         start = time.perf_counter()
         _, _, terminated, truncated, _ = env.step(actions[i])
         total += time.perf_counter() - start

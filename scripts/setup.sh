@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 # Debian packages: Chromium (GUI envs), bubblewrap (code sandbox), EGL (headless MuJoCo rendering).
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+case ",${VERIGYM_EXTRAS:-}," in *,bench,*) command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver) ;; esac  # MiniWoB++ benchmark
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 [ -e /usr/lib/x86_64-linux-gnu/libEGL.so.1 ] || [ -e /usr/lib/aarch64-linux-gnu/libEGL.so.1 ] || need+=(libegl1)
 if [ ${#need[@]} -gt 0 ]; then

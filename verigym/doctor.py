@@ -100,6 +100,7 @@ PROBES: tuple[str, ...] = (
     "verigym.doctor:probe_torch",
     "verigym.doctor:probe_mujoco",
     "verigym.doctor:probe_chromium",
+    "verigym.envs.gui.browser:probe",
     "verigym.sandbox:doctor_probe",
     "verigym.doctor:probe_ray",
 )

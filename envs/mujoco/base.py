@@ -177,8 +177,12 @@ class MujocoGoalEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return np.sqrt(np.sum(difference * difference, axis=-1))
 
     def goal_reached(self, achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
-        """Vectorized success predicate on goals: ``distance < self.distance_threshold``."""
-        return self.goal_distance(achieved_goal, desired_goal) < self.distance_threshold
+        """Vectorized success predicate on goals: :meth:`within_tolerance` of the distance."""
+        return self.within_tolerance(self.goal_distance(achieved_goal, desired_goal))
+
+    def within_tolerance(self, distance: np.ndarray) -> np.ndarray:
+        """Whether a goal distance counts as reached: ``distance < self.distance_threshold``."""
+        return np.asarray(distance) < self.distance_threshold
 
     distance_threshold: float = 0.05
 
@@ -223,8 +227,8 @@ class MujocoGoalEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._bind()
         ctrl = self.model.actuator_ctrlrange.astype(np.float64)
         limited = self.model.actuator_ctrllimited.astype(bool)
-        self._ctrl_low = np.where(limited, ctrl[:, 0], -1.0)
-        self._ctrl_high = np.where(limited, ctrl[:, 1], 1.0)
+        low, high = np.where(limited, ctrl[:, 0], -1.0), np.where(limited, ctrl[:, 1], 1.0)
+        self._ctrl_mid, self._ctrl_half = (high + low) / 2, (high - low) / 2
 
     def _bind(self) -> None:
         """Called after each compile: cache ids of named sites/bodies (subclass hook)."""
@@ -258,8 +262,13 @@ class MujocoGoalEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def _step_info(self, observation: dict[str, np.ndarray]) -> dict[str, Any]:
         distance = self.goal_distance(observation["achieved_goal"], observation["desired_goal"])
-        reached = self.goal_reached(observation["achieved_goal"], observation["desired_goal"])
+        reached = self.within_tolerance(distance)
         return {"distance": float(distance), "is_success": float(reached), "time": float(self.data.time), "_reward": float(self._reward(distance, reached))}
+
+    def controls(self, action: np.ndarray) -> np.ndarray:
+        """Actuator controls (``data.ctrl``) of a normalized action in [-1, 1]: a linear map onto
+        ``actuator_ctrlrange`` (unlimited actuators: identity)."""
+        return self._ctrl_mid + np.asarray(action, dtype=np.float64) * self._ctrl_half
 
     def _unit_action(self, action: Any, info: dict[str, Any]) -> np.ndarray:
         """The action as float64 in [-1, 1]; zeros and ``info["action_error"]`` if malformed."""
@@ -275,7 +284,7 @@ class MujocoGoalEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         info: dict[str, Any] = {}
         unit = self._unit_action(action, info)
-        self.data.ctrl[:] = self._ctrl_low + (unit + 1.0) * 0.5 * (self._ctrl_high - self._ctrl_low)
+        self.data.ctrl[:] = self.controls(unit)
         self._before_physics()
         mujoco.mj_step(self.model, self.data, nstep=self.frame_skip)
         self._steps += 1
@@ -319,7 +328,8 @@ class MujocoGoalEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         Returns:
             float64 array of shape ``(...)`` (a 0-d array for single goals).
         """
-        return self._reward(self.goal_distance(achieved_goal, desired_goal), self.goal_reached(achieved_goal, desired_goal))
+        distance = self.goal_distance(achieved_goal, desired_goal)
+        return self._reward(distance, self.within_tolerance(distance))
 
     def _reward(self, distance: np.ndarray, reached: np.ndarray) -> np.ndarray:
         if self.reward_type == "sparse":

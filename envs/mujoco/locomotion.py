@@ -172,9 +172,9 @@ class LocomotionTargetEnv(MujocoGoalEnv):
         gap = np.asarray(desired_goal, dtype=np.float64) - np.asarray(achieved_goal, dtype=np.float64)
         return np.maximum(gap[..., 0], 0.0)
 
-    def goal_reached(self, achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
-        """``achieved >= desired`` (vectorized)."""
-        return self.goal_distance(achieved_goal, desired_goal) <= 0.0
+    def within_tolerance(self, distance: np.ndarray) -> np.ndarray:
+        """Reached when nothing is left to go: ``distance <= 0``."""
+        return np.asarray(distance) <= 0.0
 
     def fallen(self) -> bool:
         """Gymnasium's unhealthy test for the robot (HalfCheetah: flipped over)."""

@@ -155,10 +155,9 @@ class SwingupEnv(MujocoGoalEnv):
     def _desired_goal(self) -> np.ndarray:
         return np.array([POLE])
 
-    def goal_reached(self, achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
-        """Upright: the tip is at most ``POLE (1 - cos(upright_angle))`` below the goal height."""
-        gap = np.asarray(desired_goal, dtype=np.float64) - np.asarray(achieved_goal, dtype=np.float64)
-        return gap[..., 0] <= self.distance_threshold + 1e-12
+    def within_tolerance(self, distance: np.ndarray) -> np.ndarray:
+        """Upright: the tip at most ``POLE (1 - cos(upright_angle))`` below the goal height."""
+        return np.asarray(distance) <= self.distance_threshold + 1e-12
 
     def _status(self, reached: bool) -> tuple[bool, bool]:
         return self._held_steps * self.dt >= self.hold_seconds - 1e-9, False
