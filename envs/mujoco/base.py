@@ -258,12 +258,14 @@ class MujocoGoalEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._reset_task()
         mujoco.mj_forward(self.model, self.data)
         observation = self._observation()
-        return observation, self._step_info(observation)
+        return observation, self._step_info(observation)[0]
 
-    def _step_info(self, observation: dict[str, np.ndarray]) -> dict[str, Any]:
+    def _step_info(self, observation: dict[str, np.ndarray]) -> tuple[dict[str, Any], float]:
+        """The per-step ``info`` entries and the reward of ``observation``'s goals."""
         distance = self.goal_distance(observation["achieved_goal"], observation["desired_goal"])
         reached = self.within_tolerance(distance)
-        return {"distance": float(distance), "is_success": float(reached), "time": float(self.data.time), "_reward": float(self._reward(distance, reached))}
+        info = {"distance": float(distance), "is_success": float(reached), "time": float(self.data.time)}
+        return info, float(self._reward(distance, reached))
 
     def controls(self, action: np.ndarray) -> np.ndarray:
         """Actuator controls (``data.ctrl``) of a normalized action in [-1, 1]: a linear map onto
@@ -296,8 +298,8 @@ class MujocoGoalEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             mujoco.mj_resetData(self.model, self.data)
             mujoco.mj_forward(self.model, self.data)
         observation = self._observation()
-        info.update(self._step_info(observation))
-        reward = info.pop("_reward")
+        entries, reward = self._step_info(observation)
+        info.update(entries)
         if "action_error" in info:
             reward -= INVALID_ACTION_PENALTY
         success, failed = (False, True) if diverged else self._status(bool(info["is_success"]))

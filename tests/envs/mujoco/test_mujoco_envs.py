@@ -204,3 +204,12 @@ def test_rgb_array_rendering_is_not_blank(env_id):
     assert env.render().std() > 10
     env.close()
     env.close()
+
+
+def test_info_has_the_goal_conventions_and_nothing_private():
+    env = gym.make("verigym/Reach-2Link-v0")
+    _, info = env.reset(seed=0)
+    assert set(info) == {"distance", "is_success", "time"}
+    _, reward, _, _, info = env.step(env.action_space.sample())
+    assert set(info) == {"distance", "is_success", "time"} and info["time"] == pytest.approx(0.02)
+    assert reward == pytest.approx(-info["distance"])
