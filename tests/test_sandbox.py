@@ -121,6 +121,10 @@ def test_value_of_call_is_type_checked(box):
         result = box.sandbox.call(name)
         assert not result.ok and result.value is None
         assert "not None/bool/int/float/str/list/dict" in result.error
+    batch = box.sandbox.call_many("honest", [[1], [2], ["x"]])
+    assert [r.value for r in batch] == [[1, 2.5, "x", None, {"k": [1, 2]}], [2, 5.0, "x", None, {"k": [1, 2]}], None]
+    assert [r.ok for r in batch] == [True, True, False] and batch[2].error.startswith("TypeError")
+    assert [r.ok for r in box.sandbox.call_many("liar", [[], []])] == [False, False]
 
 
 @needs_sandbox
@@ -321,3 +325,46 @@ def test_doctor_probe_reports():
     probe = doctor_probe()
     assert probe.part == "code sandbox (bubblewrap)"
     assert probe.ok == (not SANDBOX_ERROR), probe
+
+
+@needs_sandbox
+def test_fresh_gives_an_empty_notebook_and_kills_leftovers():
+    box = Box()
+    code = (
+        "import os, time, struct, json\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    time.sleep(300)\n"
+        "x = 1\n"
+    )
+    assert box.run(code).ok
+    daemons = _descendants(box.sandbox.worker_pid)
+    outer = box.sandbox.worker_pid
+    box.sandbox.fresh()
+    assert box.sandbox.worker_pid == outer  # no cold start
+    result = box.run("x")
+    assert not result.ok and result.error.startswith("NameError")
+    time.sleep(0.1)
+    survivors = _descendants(outer)
+    assert len(survivors) < len(daemons)  # the sleeping daemon is gone
+    box.close_and_check()
+
+
+@needs_sandbox
+def test_forged_answers_are_ignored(box):
+    # a thread writes well-formed answers with guessed ids to every descriptor it can find
+    code = (
+        "import os, json, struct, threading, time\n"
+        "def forge():\n"
+        "    body = json.dumps({'id': 'start', 'ok': True, 'value': 42, 'ready': True}).encode()\n"
+        "    for _ in range(50):\n"
+        "        for fd in range(3, 12):\n"
+        "            try: os.write(fd, struct.pack('!Q', len(body)) + body)\n"
+        "            except OSError: pass\n"
+        "        time.sleep(0.01)\n"
+        "threading.Thread(target=forge, daemon=True).start()\n"
+        "def f(): return 7\n"
+    )
+    assert box.run(code).ok
+    values = [box.sandbox.call("f").value for _ in range(5)]
+    assert values == [7] * 5

@@ -8,6 +8,9 @@ Requests:
 
 * ``{"op": "exec", "code": str}`` -- run a cell; when the last statement is an expression, its
   ``repr`` is printed like a notebook does. Answer ``{"ok": bool, "error": str | None}``.
+* ``{"op": "call_many", "name": str, "args_list": list}`` -- several calls in one round trip; the
+  value is a list of ``{"ok", "value" | "error"}``.
+* ``{"op": "fresh"}`` -- end this notebook; the zygote forks a new one, which answers "ready".
 * ``{"op": "call", "name": str, "args": list}`` -- call ``name(*args)`` from the namespace and
   answer with its return value converted to JSON primitives (exact types only: ``None``, ``bool``,
   ``int``, ``float``, ``str``, lists/tuples and ``str``-keyed dicts of those); any other type is an
@@ -77,6 +80,15 @@ def _error_text(exc):
     return type(exc).__name__ + ": " + str(exc)[:1000]
 
 
+def _call_one(function, args):
+    try:
+        return {"ok": True, "value": _primitive(function(*args))}
+    except SystemExit as exc:
+        return {"ok": False, "error": "SystemExit: the code called exit(" + repr(exc.code)[:50] + ")"}
+    except Exception as exc:  # noqa: BLE001
+        return {"ok": False, "error": _error_text(exc)}
+
+
 def _run_cell(code, namespace):
     tree = ast.parse(code, "<cell>", "exec")
     last = None
@@ -89,28 +101,20 @@ def _run_cell(code, namespace):
             print(repr(value))
 
 
-def main():
-    request_fd, answer_fd = int(sys.argv[1]), int(sys.argv[2])
-    # Drop every other inherited descriptor; fd 0 becomes /dev/null so input() cannot read requests.
-    keep = {1, 2, request_fd, answer_fd}
-    for fd in range(3, 1024):
-        if fd not in keep:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
+def _serve(request_fd, answer_fd, zygote_fd, ready_id):
+    """The notebook: answer requests until EOF (exit 3) or a "fresh" request (exit 0)."""
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-    _send(answer_fd, {"ready": True, "uid": os.getuid(), "pid": os.getpid()})
+    _send(answer_fd, {"id": ready_id, "ready": True, "uid": os.getuid(), "pid": os.getpid()})
     while True:
         try:
             (size,) = _HEADER.unpack(_read_exact(request_fd, _HEADER.size))
             request = json.loads(_read_exact(request_fd, size).decode("utf-8", "surrogatepass"))
         except EOFError:
-            return
-        answer = {"ok": True, "error": None}
+            os._exit(3)
+        if request["op"] == "fresh":
+            os.write(zygote_fd, request["id"].encode("ascii", "replace")[:64])
+            os._exit(0)
+        answer = {"id": request["id"], "ok": True, "error": None}
         try:
             if request["op"] == "exec":
                 _run_cell(request["code"], namespace)
@@ -119,12 +123,17 @@ def main():
                 if not callable(function):
                     raise NameError("no function named " + repr(request["name"]) + " is defined")
                 answer["value"] = _primitive(function(*request["args"]))
+            elif request["op"] == "call_many":
+                function = namespace.get(request["name"])
+                if not callable(function):
+                    raise NameError("no function named " + repr(request["name"]) + " is defined")
+                answer["value"] = [_call_one(function, args) for args in request["args_list"]]
             else:
                 raise ValueError("unknown op " + repr(request["op"]))
         except SystemExit as exc:
-            answer = {"ok": False, "error": "SystemExit: the code called exit(" + repr(exc.code)[:50] + ")"}
+            answer = {"id": request["id"], "ok": False, "error": "SystemExit: the code called exit(" + repr(exc.code)[:50] + ")"}
         except BaseException as exc:  # noqa: BLE001 -- everything the agent's code raises is reported
-            answer = {"ok": False, "error": _error_text(exc)}
+            answer = {"id": request["id"], "ok": False, "error": _error_text(exc)}
             try:
                 lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
                 sys.stderr.write("".join(line for line in lines if 'File "<string>"' not in line)[-4000:])
@@ -136,6 +145,44 @@ def main():
         except BaseException:  # noqa: BLE001
             pass
         _send(answer_fd, answer)
+
+
+def main():
+    """The zygote: never runs agent code; forks a pristine notebook child per episode.
+
+    A "fresh" request ends the current child; the zygote then kills every other process of the
+    sandbox (``kill(-1)`` in the sandbox's own pid namespace: leftover daemons) and forks a new child.
+    """
+    request_fd, answer_fd, isolated = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
+    # Drop every other inherited descriptor; fd 0 becomes /dev/null so input() cannot read requests.
+    keep = {1, 2, request_fd, answer_fd}
+    for fd in range(3, 1024):
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    ready_id = "start"
+    while True:
+        from_child, to_zygote = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(from_child)
+            _serve(request_fd, answer_fd, to_zygote, ready_id)
+        os.close(to_zygote)
+        _, status = os.waitpid(pid, 0)
+        ready_id = os.read(from_child, 64).decode("ascii", "replace")
+        os.close(from_child)
+        if isolated:
+            try:
+                os.kill(-1, 9)  # every process of this pid namespace but init and the zygote
+            except OSError:
+                pass
+        if not ready_id:  # the child died or saw EOF: the supervisor is gone or gives up on it
+            os._exit(0)
 
 
 main()

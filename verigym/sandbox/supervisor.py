@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import resource
+import secrets
 import selectors
 import shutil
 import signal
@@ -222,6 +223,7 @@ class PythonSandbox:
         self._answer_fd = -1
         self._output_fd = -1
         self._replay: list[str] = []
+        self._used = False
         self.calls = 0
 
     # -- pickling: drop the process, keep the notebook ------------------------------------------
@@ -296,6 +298,46 @@ class PythonSandbox:
             raise TypeError(f"args must be JSON-serializable: {exc}") from None
         return self._request({"op": "call", "name": str(name), "args": list(args)}, timeout)
 
+    def call_many(self, name: str, args_list: list[list[Any]], *, timeout: float | None = None) -> list[ExecResult]:
+        """``call`` for many argument lists in one round trip, under one deadline.
+
+        Returns one :class:`ExecResult` per argument list; when the batch is killed (deadline,
+        output cap, the process died) every entry carries that error.
+
+        Raises:
+            TypeError: an argument list is not JSON-serializable.
+            SandboxError: the sandbox cannot be started here.
+        """
+        try:
+            json.dumps(args_list)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"args_list must be JSON-serializable: {exc}") from None
+        batch = self._request({"op": "call_many", "name": str(name), "args_list": [list(a) for a in args_list]}, timeout)
+        values = batch.value if isinstance(batch.value, list) and len(batch.value) == len(args_list) else None
+        if not batch.ok or values is None:
+            error = batch.error or "ProtocolError: the batch answer does not match the request"
+            return [ExecResult(False, batch.output, error, killed=batch.killed, duration_s=batch.duration_s) for _ in args_list]
+        results = []
+        for item in values:
+            item = item if isinstance(item, dict) else {}
+            error = item.get("error")
+            results.append(ExecResult(item.get("ok") is True, "", error if isinstance(error, str) else None, value=item.get("value")))
+        return results
+
+    def fresh(self) -> None:
+        """Start a new, empty notebook (the next episode) in the running sandbox.
+
+        The zygote forks a pristine child (milliseconds, no cold start) after killing every
+        leftover process of the sandbox; without a running sandbox this only clears the history.
+        """
+        self.history.clear()
+        self._replay.clear()
+        if self.alive and self._used:
+            self._used = False
+            result = self._exchange({"op": "fresh"}, timeout=30.0)
+            if result.killed:
+                logger.warning("the sandbox did not renew its notebook (%s); it restarts cold", result.error)
+
     def restart(self) -> None:
         """Kill the worker and forget the notebook; the next call starts fresh."""
         self.close()
@@ -330,7 +372,7 @@ class PythonSandbox:
     # -- internals ----------------------------------------------------------------------------------
     def _command(self, answer_fd: int, request_fd: int, drop: bool) -> list[str]:
         executable, prefix = _interpreter(drop)
-        python = [executable, "-I", "-S", "-c", _WORKER_SOURCE, str(request_fd), str(answer_fd)]
+        python = [executable, "-I", "-S", "-c", _WORKER_SOURCE, str(request_fd), str(answer_fd), "0" if self.unsafe else "1"]
         if self.unsafe:
             return python
         binary, disable_userns = _bwrap_features()
@@ -412,6 +454,7 @@ class PythonSandbox:
 
     def _request(self, message: dict[str, Any], timeout: float | None) -> ExecResult:
         self.calls += 1
+        self._used = True
         if not self.alive:
             if self._process is not None:
                 self.close()
@@ -419,42 +462,68 @@ class PythonSandbox:
         return self._exchange(message, timeout=self.limits.timeout_s if timeout is None else float(timeout))
 
     def _exchange(self, message: dict[str, Any] | None, *, timeout: float) -> ExecResult:
-        """Send ``message`` (None: wait for the ready message) and collect answer and output."""
+        """Send ``message`` (None: wait for the first ready message) and collect answer and output.
+
+        Every request carries a random id and only an answer with that id counts, so a message
+        forged by a process left over from an earlier episode cannot answer a later request.
+        """
         start = time.monotonic()
         deadline = start + timeout
         output = bytearray()
-        answer = bytearray()
+        buffer = bytearray()
         cap = self.limits.output_bytes
         pending = b""
+        expected = "start"
         if message is not None:
-            body = json.dumps(message).encode("utf-8", "surrogatepass")
+            expected = secrets.token_hex(8)
+            body = json.dumps({**message, "id": expected}).encode("utf-8", "surrogatepass")
             pending = _HEADER.pack(len(body)) + body
             os.set_blocking(self._request_fd, False)
         killed: str | None = None
         error: str | None = None
+        reply: Any = None
+        eof = False
         with selectors.DefaultSelector() as selector:
             selector.register(self._answer_fd, selectors.EVENT_READ, "answer")
             selector.register(self._output_fd, selectors.EVENT_READ, "output")
             if pending:
                 selector.register(self._request_fd, selectors.EVENT_WRITE, "request")
-            while True:
-                if len(answer) >= _HEADER.size:
-                    (size,) = _HEADER.unpack(answer[: _HEADER.size])
-                    if len(answer) >= _HEADER.size + size:
+            while reply is None:
+                while len(buffer) >= _HEADER.size:  # complete messages received so far
+                    (size,) = _HEADER.unpack(buffer[: _HEADER.size])
+                    if size > 1 << 26:
+                        killed, error = "died", "ProtocolError: an oversized message came from the sandbox"
                         break
+                    if len(buffer) < _HEADER.size + size:
+                        break
+                    raw = bytes(buffer[_HEADER.size : _HEADER.size + size])
+                    del buffer[: _HEADER.size + size]
+                    try:
+                        candidate = json.loads(raw.decode("utf-8", "surrogatepass"))
+                    except ValueError:
+                        continue
+                    if isinstance(candidate, dict) and candidate.get("id") == expected:
+                        reply = candidate
+                        break
+                if reply is not None or killed:
+                    break
+                if eof:
+                    output += self._drain()
+                    status = self._process.wait(timeout=5) if self._process is not None else None
+                    killed, error = "died", f"WorkerDied: the Python process exited (status {status})"
+                    break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     killed, error = "timeout", f"TimeoutError: the code ran longer than {timeout:g} s and was killed"
                     break
-                events = selector.select(min(remaining, 1.0))
-                closed = False
-                for key, _ in events:
+                for key, _ in selector.select(min(remaining, 1.0)):
                     if key.data == "request":
                         try:
-                            written = os.write(self._request_fd, pending)
-                        except (BrokenPipeError, BlockingIOError):
-                            written = len(pending) if not self.alive else 0
-                        pending = pending[written:]
+                            pending = pending[os.write(self._request_fd, pending):]
+                        except BlockingIOError:
+                            continue
+                        except BrokenPipeError:
+                            pending = b""
                         if not pending:
                             selector.unregister(self._request_fd)
                         continue
@@ -463,9 +532,8 @@ class PythonSandbox:
                     except BlockingIOError:
                         continue
                     if key.data == "answer":
-                        if not chunk:
-                            closed = True
-                        answer += chunk
+                        eof = eof or not chunk
+                        buffer += chunk
                     elif chunk:
                         output += chunk
                         if len(output) > cap:
@@ -475,11 +543,6 @@ class PythonSandbox:
                         selector.unregister(self._output_fd)
                 if killed:
                     break
-                if closed:
-                    output += self._drain()
-                    status = self._process.wait(timeout=5) if self._process is not None else None
-                    killed, error = "died", f"WorkerDied: the Python process exited (status {status})"
-                    break
         if killed is None:
             output += self._drain()
         duration = time.monotonic() - start
@@ -487,15 +550,7 @@ class PythonSandbox:
         if killed:
             self.close()
             return ExecResult(False, text, error, killed=killed, duration_s=duration)
-        (size,) = _HEADER.unpack(answer[: _HEADER.size])
-        try:
-            reply = json.loads(bytes(answer[_HEADER.size : _HEADER.size + size]).decode("utf-8", "surrogatepass"))
-            if not isinstance(reply, dict):
-                raise ValueError("not an object")
-        except ValueError as exc:
-            self.close()
-            return ExecResult(False, text, f"ProtocolError: unreadable answer from the worker ({exc})", killed="died", duration_s=duration)
-        if message is None:
+        if message is None or reply.get("ready") is True:
             return ExecResult(True, text, duration_s=duration, value=reply)
         error = reply.get("error")
         return ExecResult(

@@ -1,0 +1,199 @@
+"""``ToolEnv``: the multi-turn loop shared by the tool environments (template method).
+
+A subclass generates a task (:meth:`ToolEnv._generate`), offers tools (:meth:`ToolEnv._tools`,
+:meth:`ToolEnv._call_tool`) and verifies a final answer (:meth:`ToolEnv._verify`); the base class
+owns parsing, step limits, penalties, tool accounting and the episode-end verdict.
+
+``info`` keys on every step: ``turn``, ``tool_calls`` (calls so far this episode), ``tool_cost``
+(sum of the called tools' cost units), ``tool_time_s`` (wall-clock seconds spent in tools) and,
+on a tool step, ``tool`` (its name). The step that ends the episode adds ``success`` and ``score``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+from verigym.envs.tool.protocol import FinalAnswer, Tool, ToolCall, parse_reply
+
+from verigym.core import ActionParseError, UnicodeText, action_error_info, episode_end
+
+__all__ = ["ToolEnv", "check_int", "tool_call_text"]
+
+OBSERVATION_LENGTH = 1 << 16
+"""Largest observation, characters (tool output is truncated before it)."""
+
+
+def check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
+    """Validate an integer constructor argument.
+
+    Raises:
+        ValueError: ``value`` is not an int in ``[low, high]``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be an int {bound}, got {value!r}")
+    return value
+
+
+def tool_call_text(name: str, **arguments: Any) -> str:
+    """The canonical text of a tool call, as the oracles and the docs write it."""
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+class ToolEnv(gym.Env[str, str]):
+    """Base class: a question, tools to call, a verified final answer.
+
+    Subclasses set ``metadata`` (with ``"family": "tool"``) and implement :meth:`_generate`,
+    :meth:`_tools`, :meth:`_call_tool`, :meth:`_verify`, :meth:`_task_instructions` and
+    ``oracle_action``.
+
+    Args (keyword-only, shared by every tool env):
+        max_turns: replies per episode; the last one without an answer truncates (score 0).
+        invalid_action_reward: reward for a malformed reply or a bad tool call.
+        max_action_length: longest reply read, characters.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "family": "tool"}
+
+    def __init__(
+        self,
+        *,
+        max_turns: int = 8,
+        invalid_action_reward: float = -0.1,
+        max_action_length: int = 16384,
+        render_mode: str | None = None,
+    ):
+        self.max_turns = check_int("max_turns", max_turns, 1)
+        self.max_action_length = check_int("max_action_length", max_action_length, 16)
+        if not isinstance(invalid_action_reward, (int, float)) or isinstance(invalid_action_reward, bool):
+            raise ValueError(f"invalid_action_reward must be a number, got {invalid_action_reward!r}")
+        self.invalid_action_reward = float(invalid_action_reward)
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.render_mode = render_mode
+        self.observation_space = UnicodeText(OBSERVATION_LENGTH)
+        self.action_space = UnicodeText(max_action_length)
+        self._turn = 0
+        self._tool_calls = 0
+        self._tool_cost = 0.0
+        self._tool_time = 0.0
+        self._question = ""
+        self._last = ""
+        self._done = False
+
+    # -- to implement ------------------------------------------------------------------------------
+    def _generate(self) -> str:
+        """Draw a task from ``self.np_random``; return the question shown to the agent."""
+        raise NotImplementedError
+
+    def _tools(self) -> Sequence[Tool]:
+        """The tools on offer in the current episode."""
+        raise NotImplementedError
+
+    def _call_tool(self, call: ToolCall) -> str:
+        """Run a schema-checked call and return its result text.
+
+        Raises:
+            ActionParseError: the call is well-formed but cannot be carried out (reported to the
+                agent as an action error).
+        """
+        raise NotImplementedError
+
+    def _verify(self, answer: str) -> tuple[bool, float]:
+        """(success, score in [0, 1]) of a final answer; never trusts text the agent wrote."""
+        raise NotImplementedError
+
+    def _task_instructions(self) -> str:
+        """The task-specific part of the instructions (what to find, the answer format)."""
+        raise NotImplementedError
+
+    # -- TextInterface -------------------------------------------------------------------------------
+    def instructions(self) -> str:
+        schemas = "\n".join(json.dumps(tool.schema()) for tool in self._tools())
+        return (
+            f"{self._task_instructions()}\n\nTools (OpenAI function-calling schemas):\n{schemas}\n\n"
+            'Each turn, reply with exactly one tool call, <tool_call>{"name": "<tool>", "arguments": {...}}</tool_call>, '
+            f"or with your final answer, <answer>...</answer>. You have {self.max_turns} replies; "
+            "the episode ends at your answer."
+        )
+
+    def observation_text(self, observation: str) -> str:
+        return observation
+
+    def parse_action(self, text: str) -> ToolCall | FinalAnswer:
+        """Parse a reply into a checked :class:`ToolCall` or a :class:`FinalAnswer`.
+
+        Raises:
+            TypeError: ``text`` is not a ``str``.
+            ActionParseError: malformed call, unknown tool, bad arguments, or neither call nor answer.
+        """
+        return parse_reply(text, self._tools(), max_length=self.max_action_length)
+
+    # -- Gymnasium API ----------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._turn = 0
+        self._tool_calls = 0
+        self._tool_cost = 0.0
+        self._tool_time = 0.0
+        self._done = False
+        self._question = self._generate()
+        self._last = f"{self._question}\n\n(Turn 0/{self.max_turns}.)"
+        return self._last, self._info()
+
+    def _info(self) -> dict[str, Any]:
+        return {"turn": self._turn, "tool_calls": self._tool_calls, "tool_cost": self._tool_cost, "tool_time_s": self._tool_time}
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._done:
+            raise RuntimeError("the episode has ended; call reset() before step()")
+        self._turn += 1
+        reward, terminated = 0.0, False
+        error: str | None = None
+        tool_name: str | None = None
+        try:
+            parsed = self.parse_action(action)
+            if isinstance(parsed, FinalAnswer):
+                success, score = self._verify(parsed.text)
+                terminated = True
+                reward = float(score)
+                body = f"Your answer was recorded. {'Correct.' if success else 'Not correct.'}"
+            else:
+                tool_name = parsed.name
+                tool = {t.name: t for t in self._tools()}[parsed.name]
+                start = time.monotonic()
+                try:
+                    result = self._call_tool(parsed)
+                finally:
+                    self._tool_calls += 1
+                    self._tool_cost += tool.cost
+                    self._tool_time += time.monotonic() - start
+                body = f"[{parsed.name} result]\n{result}"
+        except ActionParseError as exc:
+            error = str(exc)
+            reward = self.invalid_action_reward
+            body = f"Error: {exc}"
+        truncated = not terminated and self._turn >= self.max_turns
+        info = self._info()
+        if tool_name is not None:
+            info["tool"] = tool_name
+        if error is not None:
+            action_error_info(error, info)
+        if terminated:
+            episode_end(info, success=success, score=score)
+        elif truncated:
+            episode_end(info, success=False, score=0.0)
+            body += "\nNo replies left; the episode ends without an answer."
+        self._done = terminated or truncated
+        limit = OBSERVATION_LENGTH - 64
+        if len(body) > limit:
+            body = body[: limit - 20] + "\n...[truncated]"
+        self._last = f"{body}\n(Turn {self._turn}/{self.max_turns}.)"
+        return self._last, reward, terminated, truncated, info
+
+    def render(self) -> str | None:
+        return self._last if self.render_mode == "ansi" else None
