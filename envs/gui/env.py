@@ -210,12 +210,14 @@ class GuiEnv(gym.Env[dict[str, Any], dict[str, Any]]):
     def _observation(self) -> dict[str, Any]:
         lines = []
         for e in self._elements:
-            line = f"[{e['id']}] {e['role']} {json.dumps(e['name'])}"
+            line = f"[{e['id']}] {e['role']} {json.dumps(e['name'], ensure_ascii=False)}"
             if "value" in e:
-                line += f" value={json.dumps(e['value'])}"
-            for flag in ("checked", "selected", "expanded"):
-                if flag in e:
-                    line += f" {flag}" if e[flag] else f" not-{flag}"
+                line += f" value={json.dumps(e['value'], ensure_ascii=False)}"
+            for flag in ("checked", "expanded", "selected"):
+                if e.get(flag):
+                    line += f" {flag}"
+                elif flag in e and flag != "selected":
+                    line += f" not-{flag}"
             if e.get("focused"):
                 line += " focused"
             left, top, right, bottom = e["box"]
