@@ -15,6 +15,7 @@ process in the pid namespace (double-forked daemons included); the cgroup is swe
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import logging
@@ -28,6 +29,7 @@ import struct
 import subprocess
 import sys
 import time
+import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -193,6 +195,16 @@ def _set_rlimit(kind: int, value: int) -> None:
     if hard != resource.RLIM_INFINITY:
         value = min(value, hard)
     resource.setrlimit(kind, (value, value))
+
+
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+"""Sandboxes with a running worker, closed at interpreter exit (no stray processes or cgroups)."""
+
+
+@atexit.register
+def _close_all() -> None:
+    for sandbox in list(_LIVE):
+        sandbox.close()
 
 
 class PythonSandbox:
@@ -433,6 +445,7 @@ class PythonSandbox:
         for fd in (request_read, answer_write, output_write):
             os.close(fd)
         self._cgroup = cgroup
+        _LIVE.add(self)
         self._request_fd, self._answer_fd, self._output_fd = request_write, answer_read, output_read
         os.set_blocking(answer_read, False)
         os.set_blocking(output_read, False)
