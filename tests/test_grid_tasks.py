@@ -212,3 +212,15 @@ def test_tabular_q_learning_solves_empty_5x5_from_the_full_view():
         wins += bool(terminated and info["success"])
     assert wins / 50 >= 0.9
     assert (obs[..., 0] == AGENT).sum() == 1
+
+
+def test_sokoban_solver_on_a_hand_written_level():
+    from verigym.envs.grid.sokoban import solve_sokoban
+
+    rows = ["######", "#    #", "# $. #", "#@   #", "######"]  # one crate, one target
+    walls = np.array([[ch == "#" for ch in row] for row in rows])
+    width = len(rows[0])
+    plan = solve_sokoban(walls, frozenset({2 * width + 2}), frozenset({2 * width + 3}), 3 * width + 1)
+    assert plan == [0, 1]  # up (to the crate's left), right (push it onto the target)
+    corner = solve_sokoban(walls, frozenset({1 * width + 1}), frozenset({2 * width + 3}), 3 * width + 1)
+    assert corner is None  # a crate in a corner is dead

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 import numpy as np
@@ -32,52 +31,62 @@ def solve_sokoban(
     """A move-optimal Sokoban solution by breadth-first search over (player, crates) states.
 
     Cells are flat indices ``row * width + col``. Moves are the cardinal action indices
-    (0 up, 1 right, 2 down, 3 left); each costs one step, pushes included.
+    (0 up, 1 right, 2 down, 3 left); each costs one step, pushes included. Crate sets are Python
+    int bitmasks inside the search; pushes into dead corners (not targets) are pruned.
 
     Args:
-        walls: ``bool (H, W)``, cells no one may enter.
+        walls: ``bool (H, W)``, cells no one may enter; the border must be walls.
         boxes: flat indices of the crates.
         targets: flat indices of the targets (as many as crates).
         player: flat index of the player.
-        max_nodes: search budget in expanded states.
+        max_nodes: search budget in visited states.
 
     Returns:
         The move list, or ``None`` when the budget ran out or the state is dead (no solution).
     """
     height, width = walls.shape
-    free = ~walls.ravel()
+    free = (~walls.ravel()).tolist()
+    dead = _dead_cells(walls, targets).tolist()
     steps = [int(DIR_VEC[d, 0]) * width + int(DIR_VEC[d, 1]) for d in _MOVE_DIRS]
-    dead = _dead_cells(walls, targets)
-    start = (player, boxes)
-    if boxes == targets:
+    crates0 = sum(1 << b for b in boxes)
+    goal = sum(1 << t for t in targets)
+    if crates0 == goal:
         return []
-    parent: dict[tuple[int, frozenset[int]], tuple[tuple[int, frozenset[int]], int]] = {start: (start, -1)}
-    queue = deque([start])
-    while queue and len(parent) < max_nodes:
-        state = queue.popleft()
-        p, crates = state
-        for action, step in enumerate(steps):
-            q = p + step
-            if not free[q]:
-                continue
-            if q in crates:
-                beyond = q + step
-                if not free[beyond] or beyond in crates or dead[beyond]:
+    if any(dead[b] for b in boxes):
+        return None  # a crate already sits in a dead corner
+    shift = height * width  # state key: crates << shift | player
+    start = crates0 << shift | player
+    parent: dict[int, tuple[int, int]] = {start: (start, -1)}
+    frontier = [start]
+    mask = (1 << shift) - 1
+    while frontier and len(parent) < max_nodes:
+        following = []
+        for key in frontier:
+            p, crates = key & mask, key >> shift
+            for action, step in enumerate(steps):
+                q = p + step
+                if not free[q]:
                     continue
-                moved = (crates - {q}) | {beyond}
-            else:
-                moved = crates
-            nxt = (q, moved)
-            if nxt in parent:
-                continue
-            parent[nxt] = (state, action)
-            if moved == targets:
-                plan = []
-                while nxt != start:
-                    nxt, action = parent[nxt]
-                    plan.append(action)
-                return plan[::-1]
-            queue.append(nxt)
+                bit = 1 << q
+                if crates & bit:
+                    beyond = q + step
+                    if not free[beyond] or dead[beyond] or crates & (1 << beyond):
+                        continue
+                    moved = crates ^ bit | (1 << beyond)
+                else:
+                    moved = crates
+                nxt = moved << shift | q
+                if nxt in parent:
+                    continue
+                parent[nxt] = (key, action)
+                if moved == goal:
+                    plan = []
+                    while nxt != start:
+                        nxt, action = parent[nxt]
+                        plan.append(action)
+                    return plan[::-1]
+                following.append(nxt)
+        frontier = following
     return None
 
 
