@@ -27,14 +27,19 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import re
+import subprocess
+import sys
 import threading
 import unicodedata
 from collections.abc import Callable, Iterable
+from multiprocessing.connection import Connection
 from typing import Any
 
 __all__ = [
     "MAX_BRACE_DEPTH",
+    "BoundedWorker",
     "SAFE_FUNCTION_NAMES",
     "UnsafeExpression",
     "VerifierTimeout",
@@ -79,12 +84,14 @@ class VerifierTimeout(TimeoutError):
 
 def strip_think(text: str) -> str:
     """``text`` without its ``<think>...</think>`` blocks (an unclosed block runs to the end)."""
+    if "<think>" not in text.lower():
+        return text
     return _THINK_BLOCK.sub(" ", text)
 
 
 def strip_special_tokens(text: str) -> str:
     """``text`` without chat special tokens of the ``<|name|>`` form (``<|im_end|>``, ...)."""
-    return _SPECIAL_TOKEN.sub("", text)
+    return _SPECIAL_TOKEN.sub("", text) if "<|" in text else text
 
 
 def _boxed_spans(text: str) -> list[tuple[int, str]]:
@@ -151,10 +158,10 @@ def normalize_answer(text: str) -> str:
 
 def has_lookalikes(answer: str, oracle: str) -> bool:
     """True when ``oracle`` is ASCII but ``answer`` (after NFKC) has a non-ASCII letter or digit."""
-    if not oracle.isascii():
+    if not oracle.isascii() or answer.isascii():
         return False
     answer = unicodedata.normalize("NFKC", answer)
-    return any(not c.isascii() and unicodedata.category(c)[0] in "LN" for c in answer)
+    return not answer.isascii() and any(not c.isascii() and unicodedata.category(c)[0] in "LN" for c in answer)
 
 
 def contains_oracle(answer: str, oracle: str) -> bool:
@@ -262,17 +269,95 @@ def _worker_loop(connection: Any) -> None:
             connection.send(("error", f"{type(exc).__name__}: {exc}"[:500]))
 
 
-class _BoundedWorker:
-    """One daemon worker process; a call that overruns its time limit kills and replaces it."""
+class _Duplex:
+    """Two one-way connections used as one (the spawned worker talks over two pipes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, incoming: Connection, outgoing: Connection) -> None:
+        self.incoming, self.outgoing = incoming, outgoing
+
+    def send(self, value: Any) -> None:
+        self.outgoing.send(value)
+
+    def recv(self) -> Any:
+        return self.incoming.recv()
+
+    def poll(self, timeout: float) -> bool:
+        return self.incoming.poll(timeout)
+
+    def close(self) -> None:
+        self.incoming.close()
+        self.outgoing.close()
+
+
+def _spawned_main(read_fd: int, write_fd: int) -> None:
+    """Entry of a spawned worker (``python -c``): serve calls over the two inherited pipes."""
+    _worker_loop(_Duplex(Connection(read_fd, writable=False), Connection(write_fd, readable=False)))
+
+
+class _SpawnedProcess:
+    """A worker in a new interpreter started with :mod:`subprocess` (no ``__main__`` re-import,
+    unlike multiprocessing's spawn), so it can get its own environment variables."""
+
+    def __init__(self, environment: dict[str, str]) -> None:
+        to_child_read, to_child_write = os.pipe()
+        from_child_read, from_child_write = os.pipe()
+        command = [sys.executable, "-c", f"from verigym.verifiers import _spawned_main; _spawned_main({to_child_read}, {from_child_write})"]
+        self.popen = subprocess.Popen(
+            command, env={**os.environ, **environment}, pass_fds=(to_child_read, from_child_write),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        )
+        os.close(to_child_read)
+        os.close(from_child_write)
+        self.connection = _Duplex(Connection(from_child_read, writable=False), Connection(to_child_write, readable=False))
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self) -> None:
+        self.popen.kill()
+
+    def join(self, timeout: float) -> None:
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a killed process exits at once
+            logger.warning("verifier worker %s did not exit after kill", self.popen.pid)
+
+
+class BoundedWorker:
+    """One worker process; a call that overruns its time limit kills and replaces it.
+
+    Args:
+        start_method: ``"fork"`` (fast, shares the parent's imports; the default where available)
+            or ``"spawn"`` (a new interpreter started with :mod:`subprocess`).
+        environment: environment variables of a spawned worker (``{"PYTHONHASHSEED": "0"}``
+            makes hash-order-dependent code give the same result in every process).
+    """
+
+    def __init__(self, *, start_method: str | None = None, environment: dict[str, str] | None = None) -> None:
+        if start_method is None:
+            start_method = "fork" if "fork" in multiprocessing.get_all_start_methods() and not environment else "spawn"
+        if start_method not in ("fork", "spawn"):
+            raise ValueError(f"start_method must be 'fork' or 'spawn', got {start_method!r}")
+        if environment and start_method != "spawn":
+            raise ValueError("environment needs start_method='spawn'")
+        self.start_method = start_method
+        self.environment = dict(environment or {})
         self._lock = threading.Lock()
         self._process: Any = None
         self._connection: Any = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {"start_method": self.start_method, "environment": self.environment}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]
+
     def _start(self) -> None:
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        if self.start_method == "spawn":
+            process = _SpawnedProcess(self.environment)
+            self._process, self._connection = process, process.connection
+            return
+        context = multiprocessing.get_context("fork")
         parent, child = context.Pipe()
         process = context.Process(target=_worker_loop, args=(child,), daemon=True, name="verigym-verifier")
         process.start()
@@ -287,6 +372,7 @@ class _BoundedWorker:
         self._process = self._connection = None
 
     def call(self, function: Callable[..., Any], args: tuple, timeout: float) -> Any:
+        """``function(*args)`` in the worker (see :func:`call_bounded`)."""
         with self._lock:
             if self._process is None or not self._process.is_alive():
                 self._kill()
@@ -310,7 +396,7 @@ class _BoundedWorker:
         return value
 
 
-_WORKER = _BoundedWorker()
+_WORKER = BoundedWorker()
 
 
 def call_bounded(function: Callable[..., Any], *args: Any, timeout: float = 2.0) -> Any:

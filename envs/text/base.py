@@ -22,13 +22,28 @@ from verigym.core import (
 )
 from verigym.verifiers import strip_think
 
-__all__ = ["DIFFICULTIES", "TextGameEnv", "check_choice", "visible_text"]
+__all__ = ["DIFFICULTIES", "ReplySpace", "TextGameEnv", "check_choice", "visible_text"]
 
 DIFFICULTIES = ("easy", "medium", "hard")
 """The difficulty levels of the procedural games."""
 
 MAX_REPLY = 8192
 """Longest reply the games read, in characters."""
+
+
+class ReplySpace(UnicodeText):
+    """The action space of the text envs: any ``str`` of at most ``max_length`` characters.
+
+    Like :class:`verigym.core.UnicodeText`, but ``sample()`` draws short replies (1 to 64
+    printable characters), what a random agent types, instead of strings of up to
+    ``max_length`` characters that would make random rollouts slow.
+    """
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        if mask is not None or probability is not None:
+            return super().sample(mask=mask, probability=probability)
+        length = int(self.np_random.integers(1, 65))
+        return "".join(self.character_list[int(i)] for i in self.np_random.integers(len(self.character_list), size=length))
 
 
 def check_choice(name: str, value: Any, choices: tuple[Any, ...]) -> Any:
@@ -70,6 +85,8 @@ class TextGameEnv(gym.Env[str, str]):
     """
 
     metadata = {"render_modes": ["ansi"], "family": "text"}
+    partial_reward_on_loss = False
+    """When True, a move that loses the game is rewarded with :meth:`_partial_score` (Shop)."""
 
     def _init_base(self, *, max_turns: int, invalid_action_reward: float, render_mode: str | None) -> None:
         if not isinstance(max_turns, int) or max_turns < 1:
@@ -81,7 +98,7 @@ class TextGameEnv(gym.Env[str, str]):
         self.invalid_action_reward = float(invalid_action_reward)
         self.render_mode = render_mode
         self.observation_space = UnicodeText(1 << 14)
-        self.action_space = UnicodeText(MAX_REPLY)
+        self.action_space = ReplySpace(MAX_REPLY)
         self._turn = 0
         self._over = False
         self._last = ""
@@ -161,7 +178,7 @@ class TextGameEnv(gym.Env[str, str]):
             feedback = f"Invalid move: {error}"
             reward = self.invalid_action_reward
         else:
-            reward = 1.0 if solved else 0.0
+            reward = 1.0 if solved else (self._partial_score() if lost and self.partial_reward_on_loss else 0.0)
         terminated = solved or lost
         truncated = not terminated and self._turn >= self.max_turns
         if terminated or truncated:

@@ -12,11 +12,14 @@ from verigym.envs.text.base import DIFFICULTIES, TextGameEnv, check_choice
 
 from verigym.core import ActionParseError
 
-__all__ = ["MastermindEnv", "mastermind_feedback"]
+__all__ = ["FIRST_GUESS", "MastermindEnv", "mastermind_feedback"]
 
 # difficulty -> (pegs, colours, turns)
 _LEVELS = {"easy": (3, 4, 8), "medium": (4, 6, 10), "hard": (5, 7, 12)}
 _COLOURS = "ABCDEFGH"
+FIRST_GUESS = {(3, 4): 6, (4, 6): 7, (5, 7): 58}
+"""(pegs, colours) -> index of the minimax first guess (precomputed by ``_knuth_guess`` over all
+codes; 7 is Knuth's AABB). ``tests/envs/text/test_games.py`` recomputes them."""
 _MAX_GUESS_POOL = 400
 
 
@@ -149,4 +152,6 @@ class MastermindEnv(TextGameEnv):
 
     def oracle_action(self) -> str:
         """Knuth's minimax guess over the codes still consistent with the feedback."""
+        if len(self._candidates) == len(_codes(self.pegs, self.colours)[0]):
+            return self._code_text(FIRST_GUESS[(self.pegs, self.colours)])
         return self._code_text(_cached_guess(tuple(self._candidates.tolist()), self.pegs, self.colours))

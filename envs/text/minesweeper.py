@@ -49,7 +49,7 @@ def deduce(revealed: np.ndarray, numbers: np.ndarray) -> tuple[set[tuple[int, in
     while changed:
         changed = False
         constraints = []
-        for r, c in zip(*np.nonzero(revealed & (numbers > 0))):
+        for r, c in zip(*np.nonzero(revealed)):
             around = _neighbours(int(r), int(c), rows, cols)
             unknown = frozenset(n for n in around if not revealed[n] and n not in safe and n not in mines)
             if not unknown:

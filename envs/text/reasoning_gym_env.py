@@ -10,9 +10,11 @@ import re
 from typing import Any
 
 import gymnasium as gym
+from verigym.envs.text.base import ReplySpace
 
 from verigym.core import ActionParseError, UnicodeText, action_error_info, episode_end
 from verigym.verifiers import (
+    BoundedWorker,
     UnsafeExpression,
     VerifierTimeout,
     call_bounded,
@@ -39,16 +41,22 @@ built as ``dataset(seed=k, size=1)[0]`` instead of ``dataset(seed=0, size=2**31 
 The two give the same item for the other datasets (reasoning-gym draws item ``i`` of a dataset
 with seed ``s`` from ``Random(s + i)``)."""
 
+HASH_SEEDED_DATASETS = frozenset({"isomorphic_strings", "knight_swap", "list_functions", "polynomial_multiplication", "ransom_note", "word_ladder"})
+"""Datasets whose items depend on ``PYTHONHASHSEED`` (set iteration order): generated in a worker
+process started with ``PYTHONHASHSEED=0`` so that the same seed gives the same item in every
+process (found by generating items under two hash seeds)."""
+
 SYMPY_SCORED = frozenset({"countdown", "intermediate_integration", "polynomial_multiplication", "puzzle24", "simple_integration"})
 """Datasets whose scorer passes the answer to ``sympy.parse_expr`` (which evaluates Python): the
 answer must pass :func:`verigym.verifiers.safe_expression` and the scorer runs in the verifier
 worker process under ``score_timeout``."""
 
 EVAL_SCORED = frozenset({"binary_matrix", "n_queens", "spiral_matrix", "string_insertion"})
-"""Datasets whose scorer calls ``eval`` on the answer: only list literals of words and numbers
-(letters, digits, whitespace, ``[ ] , ' " -``, nested at most 16 deep) reach it."""
+"""Datasets whose scorer calls ``eval`` on the answer: only text made of letters, digits, single
+underscores, whitespace and ``[ ] , ' " -`` (list literals nested at most 16 deep, boards like
+``_ Q _``) reaches it; without parentheses, dots or double underscores nothing can be called."""
 
-_LITERAL = re.compile(r"[A-Za-z0-9\s\[\],'\"\-]*")
+_LITERAL = re.compile(r"[A-Za-z0-9_\s\[\],'\"\-]*")
 _INDEX_SIZE = 2**31 - 1
 _MAX_REPLY = 1 << 16
 
@@ -71,11 +79,22 @@ def _dataset(name: str, config_json: str, item_seed: int | None) -> Any:
     return dataset_cls(config=config)
 
 
-@functools.lru_cache(maxsize=4096)
-def _item(name: str, config_json: str, item_seed: int) -> dict[str, Any]:
+def _generate(name: str, config_json: str, item_seed: int) -> dict[str, Any]:
     if name in RESEED_DATASETS:
         return _dataset(name, config_json, item_seed)[0]
     return _dataset(name, config_json, None)[item_seed]
+
+
+_GENERATOR = BoundedWorker(start_method="spawn", environment={"PYTHONHASHSEED": "0"})
+
+
+@functools.lru_cache(maxsize=4096)
+def _item(name: str, config_json: str, item_seed: int) -> dict[str, Any]:
+    """Item ``item_seed`` of a dataset (cached); hash-order-dependent datasets are generated in a
+    worker process with ``PYTHONHASHSEED=0``."""
+    if name in HASH_SEEDED_DATASETS:
+        return _GENERATOR.call(_generate, (name, config_json, item_seed), 600.0)
+    return _generate(name, config_json, item_seed)
 
 
 def _raw_score(name: str, config_json: str, answer: str, entry: dict[str, Any]) -> float:
@@ -111,7 +130,7 @@ def score_reply(name: str, config_json: str, entry: dict[str, Any], reply: str, 
     oracle = oracle if isinstance(oracle, str) else None
     if oracle is not None and has_lookalikes(answer, oracle):
         return 0.0, "the answer has non-ASCII look-alike characters"
-    if name in EVAL_SCORED and (not _LITERAL.fullmatch(answer) or _nesting(answer) > 16):
+    if name in EVAL_SCORED and (not _LITERAL.fullmatch(answer) or "__" in answer or _nesting(answer) > 16):
         return 0.0, "the answer is not a plain list literal"
     if name in SYMPY_SCORED:
         try:
@@ -237,7 +256,7 @@ class ReasoningGymEnv(gym.Env[str, str]):
         except Exception as exc:
             raise ValueError(f"reasoning-gym refused the config of {dataset}: {exc}") from None
         self.observation_space = UnicodeText(1 << 20)
-        self.action_space = UnicodeText(_MAX_REPLY)
+        self.action_space = ReplySpace(_MAX_REPLY)
         self._entry: dict[str, Any] = {}
         self._item_seed = 0
         self._last = ""

@@ -1,0 +1,152 @@
+"""verigym.verifiers: the extraction rule, hedges, look-alikes, the expression screen, bounded calls."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from verigym.verifiers import (
+    UnsafeExpression,
+    VerifierTimeout,
+    call_bounded,
+    contains_oracle,
+    extract_answer,
+    has_lookalikes,
+    is_hedged,
+    safe_expression,
+    symbolic_equal,
+)
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("<answer>42</answer>", "42"),
+        ("<answer> 41 </answer> and finally <answer>42</answer>", "42"),
+        ("<answer>41</answer> so \\boxed{42}", "42"),
+        ("\\boxed{42} hmm <answer>41</answer>", "41"),
+        ("<answer>\\boxed{\\frac{1}{2}}</answer>", "\\frac{1}{2}"),
+        ("<think><answer>42</answer></think>", None),
+        ("<think>42</think><answer>41</answer>", "41"),
+        ("<answer>41</answer><think>never closed <answer>42</answer>", "41"),
+        ("<answer>42</answer><|im_end|>", "42"),
+        ("<ANSWER>42</ANSWER>", "42"),
+        ("no tags here", None),
+        ("\\boxed{" + "{" * 100 + "}" * 100 + "}", None),
+    ],
+)
+def test_extract_answer(reply, expected):
+    assert extract_answer(reply) == expected
+
+
+def test_fallback_to_text_uses_visible_reply_only():
+    assert extract_answer("<think>x</think> 42 ", fallback_to_text=True) == "42"
+    assert extract_answer("<think>42</think>", fallback_to_text=True) is None
+
+
+def test_extraction_of_huge_inputs_is_fast():
+    start = time.perf_counter()
+    assert extract_answer("\\boxed{" + "{" * 100_000 + "}" * 100_000 + "}") is None
+    assert extract_answer("x" * (1 << 20) + "<answer>1</answer>") == "1"
+    assert time.perf_counter() - start < 5.0
+
+
+def test_extract_answer_rejects_non_str():
+    with pytest.raises(TypeError):
+        extract_answer(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("answer", "oracle", "hedged"),
+    [
+        ("41 or 42", "42", True),
+        ("either 42 or 43", "42", True),
+        ("41, 42, 43", "42", True),
+        ("41\n42", "42", True),
+        ("maybe 42", "42", True),
+        ("41 42 43", "42", True),
+        ("42", "42", False),
+        ("42.", "42", False),
+        ("4 apples", "4", False),
+        ("1, 2, 3", "1, 2, 3", False),
+        ("cat", "dog", False),
+    ],
+)
+def test_is_hedged(answer, oracle, hedged):
+    assert is_hedged(answer, oracle) is hedged
+
+
+def test_contains_oracle_and_lookalikes():
+    assert contains_oracle("the answer is cat", "cat")
+    assert not contains_oracle("cat", "cat")
+    assert has_lookalikes("с\u0430t", "cat")  # Cyrillic es and a
+    assert not has_lookalikes("４２", "42")  # fullwidth digits are NFKC-equal, not look-alikes
+    assert not has_lookalikes("naïve", "naïve")
+
+
+@pytest.mark.parametrize("text", ["x**2 + 3*x", "sin(x) + C", "(1 + 2) * 3 / 4", "x^2 = 4"])
+def test_safe_expression_accepts_plain_math(text):
+    assert safe_expression(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "__import__('os').system('true')",
+        "x.__class__",
+        "lambda: 1",
+        "[1, 2]",
+        "exec",
+        "(" * 30 + "1" + ")" * 30,
+        "1" * 500,
+        "x)(",
+    ],
+)
+def test_safe_expression_refuses_code(text):
+    with pytest.raises(UnsafeExpression):
+        safe_expression(text)
+
+
+def _sleep(seconds: float) -> str:
+    time.sleep(seconds)
+    return "done"
+
+
+def _boom() -> None:
+    raise KeyError("boom")
+
+
+def test_call_bounded_kills_overruns_and_recovers():
+    start = time.perf_counter()
+    with pytest.raises(VerifierTimeout):
+        call_bounded(_sleep, 30.0, timeout=0.5)
+    assert time.perf_counter() - start < 10.0
+    assert call_bounded(_sleep, 0.0, timeout=30.0) == "done"
+    with pytest.raises(RuntimeError, match="KeyError"):
+        call_bounded(_boom, timeout=30.0)
+
+
+def test_call_bounded_works_off_the_main_thread():
+    results: list[object] = []
+
+    def run() -> None:
+        try:
+            call_bounded(_sleep, 30.0, timeout=0.5)
+        except VerifierTimeout as exc:
+            results.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=30.0)
+    assert len(results) == 1 and isinstance(results[0], VerifierTimeout)
+
+
+def test_symbolic_equal_is_bounded():
+    assert symbolic_equal("\\frac{1}{2}", "0.5", timeout=30.0)
+    assert not symbolic_equal("\\frac{1}{3}", "0.5", timeout=30.0)
+    start = time.perf_counter()
+    assert not symbolic_equal("10^{10^{10}}", "5", timeout=2.0)
+    assert not symbolic_equal("{" * 100_000 + "}" * 100_000, "5", timeout=2.0)
+    assert time.perf_counter() - start < 10.0
