@@ -16,15 +16,8 @@ from verigym.envs.tool.search_qa import answer_f1, normalize_answer
 from verigym.envs.tool.sql import QueryError, results_match, run_query
 
 import verigym  # noqa: F401  (registers the ids)
+from tests.test_sandbox import SANDBOX_ERROR, needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
 from verigym.core import ActionParseError
-from verigym.sandbox import SandboxError, supervisor
-
-try:
-    supervisor.check_available()
-    SANDBOX_ERROR = ""
-except SandboxError as exc:  # pragma: no cover - depends on the machine
-    SANDBOX_ERROR = str(exc)
-needs_sandbox = pytest.mark.skipif(bool(SANDBOX_ERROR), reason=f"sandbox unavailable: {SANDBOX_ERROR[:200]}")
 
 TOOL_IDS = [r.id for r in verigym.rows("tool")]
 SANDBOX_IDS = {"verigym/PythonMath-v0", "verigym/CodeUnitTests-v0"}

@@ -89,7 +89,10 @@ class CgroupSet:
     def join(self) -> None:
         """Move the calling process into every directory (called in the child before ``exec``)."""
         for directory in self.directories:
-            _write(f"{directory}/cgroup.procs", "0")
+            try:
+                _write(f"{directory}/cgroup.procs", "0")
+            except OSError:  # best effort: RLIMIT_NPROC and RLIMIT_AS still hold
+                pass
 
     def pids(self) -> set[int]:
         found: set[int] = set()
