@@ -42,34 +42,29 @@ def single_rate(make: Callable[[], gym.Env], steps: int, seed: int = 0) -> float
     return steps / elapsed
 
 
-def vector_rate(make: Callable[[], gym.Env], steps: int, num_envs: int, seed: int = 0) -> float:
-    """Env steps per second of a ``SyncVectorEnv`` of ``num_envs`` copies (auto-reset)."""
-    envs = gym.vector.SyncVectorEnv([make for _ in range(num_envs)])
-    batches = max(1, steps // num_envs)
-    actions = np.random.default_rng(seed).integers(0, 7, size=(batches, num_envs))
+def batched_rate(envs: gym.vector.VectorEnv, steps: int, seed: int = 0) -> float:
+    """Env steps per second of a vector env under random actions (auto-reset); closes it."""
+    batches = max(1, steps // envs.num_envs)
+    actions = np.random.default_rng(seed).integers(0, 7, size=(batches, envs.num_envs))
     envs.reset(seed=seed)
     start = time.perf_counter()
     for batch in actions:
         envs.step(batch)
     elapsed = time.perf_counter() - start
     envs.close()
-    return batches * num_envs / elapsed
+    return batches * envs.num_envs / elapsed
 
 
-def native_rate(steps: int, num_envs: int, seed: int = 0) -> float:
+def vector_rate(make: Callable[[], gym.Env], steps: int, num_envs: int) -> float:
+    """Env steps per second of a ``SyncVectorEnv`` of ``num_envs`` copies."""
+    return batched_rate(gym.vector.SyncVectorEnv([make for _ in range(num_envs)]), steps)
+
+
+def native_rate(steps: int, num_envs: int) -> float:
     """Env steps per second of verigym's ``GridVectorEnv`` with ``num_envs`` DoorKey-8x8 envs."""
     from verigym.envs.grid.vector import GridVectorEnv
 
-    envs = GridVectorEnv(OURS, num_envs=num_envs)
-    batches = max(1, steps // num_envs)
-    actions = np.random.default_rng(seed).integers(0, 7, size=(batches, num_envs))
-    envs.reset(seed=seed)
-    start = time.perf_counter()
-    for batch in actions:
-        envs.step(batch)
-    elapsed = time.perf_counter() - start
-    envs.close()
-    return batches * num_envs / elapsed
+    return batched_rate(GridVectorEnv(OURS, num_envs=num_envs), steps)
 
 
 def main() -> None:
