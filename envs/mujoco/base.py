@@ -9,7 +9,8 @@ the text view. A task subclass (MiniGrid's template method) implements:
 
 * ``_model_xml()`` -- the MJCF of the next episode (may depend on ``self.np_random``, e.g. a maze);
 * ``_reset_task()`` -- initial ``qpos``/``qvel`` and the goal, drawn from ``self.np_random``;
-* ``_observation_vector()``, ``_achieved_goal()``, ``_desired_goal()``;
+* ``_observation_vector()``, ``_achieved_goal()``, ``_desired_goal()`` -- new ``float64`` arrays
+  (never views of ``MjData``, which the next step overwrites);
 * ``_status(reached)`` -- ``(success, failed)`` after a step, given whether the goal predicate
   holds now: success terminates with ``success=True``, failure (a fall) with ``success=False``;
 * ``_progress()`` -- the share of the task done, in [0, 1], for the partial score;
@@ -244,10 +245,11 @@ class MujocoGoalEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     # -- Gymnasium API -------------------------------------------------------------------------
     def _observation(self) -> dict[str, np.ndarray]:
+        # the hooks return new float64 arrays (never views of MjData, which the next step changes)
         return {
-            "observation": np.asarray(self._observation_vector(), dtype=np.float64).copy(),
-            "achieved_goal": np.asarray(self._achieved_goal(), dtype=np.float64).copy(),
-            "desired_goal": np.asarray(self._desired_goal(), dtype=np.float64).copy(),
+            "observation": self._observation_vector(),
+            "achieved_goal": self._achieved_goal(),
+            "desired_goal": self._desired_goal(),
         }
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

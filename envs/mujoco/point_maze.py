@@ -156,6 +156,7 @@ class PointMazeEnv(MujocoGoalEnv):
         self.size = int(validate_number("size", size, 2, 12, integer=True))
         self.distance_threshold = float(validate_number("distance_threshold", distance_threshold, 0.05, 0.45))
         self.grid = generate_maze(self.size, np.random.default_rng(0))
+        self._grid_vector = self.grid.astype(np.float64).ravel()
         self._goal = np.zeros(2)
         self._distances = np.zeros((self.size, self.size), dtype=np.int64)
         self._initial_path = 1
@@ -213,6 +214,7 @@ class PointMazeEnv(MujocoGoalEnv):
         if seed is not None:
             super(MujocoGoalEnv, self).reset(seed=seed)
         self.grid = generate_maze(self.size, self.np_random)
+        self._grid_vector = self.grid.astype(np.float64).ravel()
         return super().reset(seed=None, options=options)
 
     def _reset_task(self) -> None:
@@ -228,7 +230,7 @@ class PointMazeEnv(MujocoGoalEnv):
         self._initial_path = max(1, int(self._distances[start_cell]))
 
     def _observation_vector(self) -> np.ndarray:
-        return np.concatenate([self.data.qpos, self.data.qvel, self.grid.astype(np.float64).ravel()])
+        return np.concatenate([self.data.qpos, self.data.qvel, self._grid_vector])
 
     def _achieved_goal(self) -> np.ndarray:
         return self.data.qpos.copy()
