@@ -195,11 +195,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout)
+            logger.info("client %s left before the answer", self.address_string())
+            self.close_connection = True
 
     def _error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
         self._send(status, {"error": {"message": message, "type": kind, "code": status}})
@@ -223,12 +227,14 @@ class _Handler(BaseHTTPRequestHandler):
             if not 0 < length <= _MAX_BODY:
                 raise RequestError(f"the body must be 1 byte to {_MAX_BODY} bytes of JSON")
             request = json.loads(self.rfile.read(length))
-            self._send(200, self.server.complete(request))
+            answer = self.server.complete(request)
         except (RequestError, json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
             self._error(400, str(exc))
         except Exception as exc:  # keep the server up; tell the client
             logger.exception("request failed")
             self._error(500, f"server error: {exc}", "server_error")
+        else:
+            self._send(200, answer)
 
 
 def make_server(

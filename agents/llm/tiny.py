@@ -3,7 +3,8 @@
 :func:`build_tiny_model` writes a character-level tokenizer (a ``tokenizers`` BPE model with no
 merges, wrapped as a ``PreTrainedTokenizerFast`` with a ChatML chat template) and a randomly
 initialised 2-layer Llama-architecture model with ``save_pretrained`` into a directory, which
-:meth:`TransformersPolicy.from_pretrained` then loads like any real checkpoint.
+:meth:`TransformersPolicy.from_pretrained` then loads like any real checkpoint, and
+:class:`EchoLetterEnv`, a one-turn task such a model can learn in a minute.
 """
 
 from __future__ import annotations
@@ -11,8 +12,13 @@ from __future__ import annotations
 import os
 import string
 from pathlib import Path
+from typing import Any
 
-__all__ = ["CHATML_TEMPLATE", "DEFAULT_ALPHABET", "build_tiny_model"]
+import gymnasium as gym
+
+from verigym.core import ActionParseError, UnicodeText, action_error_info, episode_end
+
+__all__ = ["CHATML_TEMPLATE", "DEFAULT_ALPHABET", "EchoLetterEnv", "build_tiny_model"]
 
 DEFAULT_ALPHABET = string.ascii_lowercase + string.digits + " .,:;?!'-=+*/()<>\n" + string.ascii_uppercase
 """The characters the default tiny tokenizer knows (others become ``<unk>``)."""
@@ -92,3 +98,53 @@ def build_tiny_model(
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+_LETTERS = "abcd"
+
+
+class EchoLetterEnv(gym.Env):
+    """A one-turn smoke task for tiny models: reply with the letter shown.
+
+    Not a registered verigym env (it tests learners, not agents): a 2-layer character-level
+    model learns it with GRPO in about a hundred steps on a CPU.
+
+    Observation ``"say x"`` with ``x`` drawn uniformly from ``letters``. Reward and score 1 iff the
+    reply's first non-space character is ``x``, else 0; an empty reply also gets
+    ``info["action_error"]``. The episode always terminates after one step.
+    """
+
+    metadata = {"render_modes": [], "family": "text"}
+
+    def __init__(self, *, letters: str = _LETTERS):
+        self.letters = letters
+        self.observation_space = UnicodeText(64)
+        self.action_space = UnicodeText(4096)
+        self._target = letters[0]
+
+    def instructions(self) -> str:
+        return ""
+
+    def observation_text(self, observation: str) -> str:
+        return observation
+
+    def parse_action(self, text: str) -> str:
+        stripped = text.strip()
+        if not stripped:
+            raise ActionParseError("empty reply; reply with one letter")
+        return stripped[0]
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._target = self.letters[int(self.np_random.integers(len(self.letters)))]
+        return f"say {self._target}", {}
+
+    def step(self, action: str):
+        info: dict[str, Any] = {}
+        try:
+            success = self.parse_action(action) == self._target
+        except ActionParseError as exc:
+            action_error_info(str(exc), info)
+            success = False
+        episode_end(info, success=success, score=float(success))
+        return "done", float(success), True, False, info

@@ -1,57 +1,13 @@
-"""Tiny text tasks a 2-layer character-level model can learn in a minute (GRPO tests, benchmarks)."""
+"""A multi-turn test task (the single-turn one, EchoLetterEnv, lives in verigym.agents.llm.tiny)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import gymnasium as gym
+from verigym.agents.llm.tiny import EchoLetterEnv  # noqa: F401 - re-exported for the tests
 
-from verigym.core import ActionParseError, UnicodeText, action_error_info, episode_end
-
-LETTERS = "abcd"
-
-
-class EchoLetterEnv(gym.Env):
-    """Reply with the letter shown: one turn; the first non-space character of the reply counts.
-
-    Observation ``"say x"`` with ``x`` drawn from ``letters``; success iff the reply's first
-    non-space character is ``x``. An empty reply is an action error (score 0).
-    """
-
-    metadata = {"render_modes": [], "family": "text"}
-
-    def __init__(self, *, letters: str = LETTERS):
-        self.letters = letters
-        self.observation_space = UnicodeText(64)
-        self.action_space = UnicodeText(4096)
-        self._target = letters[0]
-
-    def instructions(self) -> str:
-        return ""
-
-    def observation_text(self, observation: str) -> str:
-        return observation
-
-    def parse_action(self, text: str) -> str:
-        stripped = text.strip()
-        if not stripped:
-            raise ActionParseError("empty reply; reply with one letter")
-        return stripped[0]
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        super().reset(seed=seed)
-        self._target = self.letters[int(self.np_random.integers(len(self.letters)))]
-        return f"say {self._target}", {}
-
-    def step(self, action: str):
-        info: dict[str, Any] = {}
-        try:
-            success = self.parse_action(action) == self._target
-        except ActionParseError as exc:
-            action_error_info(str(exc), info)
-            success = False
-        episode_end(info, success=success, score=float(success))
-        return "done", float(success), True, False, info
+from verigym.core import UnicodeText, episode_end
 
 
 class CountdownEnv(gym.Env):
