@@ -381,7 +381,8 @@ class MujocoGoalEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             f"{self.TASK_TEXT} Each step lasts {self.dt:.3g} s; the episode ends after "
             f"{self.max_steps} steps ({self.max_steps * self.dt:.3g} s). Reply with a list of {n} "
             f"numbers in [-1, 1], one per actuator, e.g. {example}; the last [...] list in the "
-            "reply counts. A malformed reply applies no force for one step and costs 1 reward."
+            "reply counts. A reply without such a list is an invalid action: it is penalized and the "
+            "error is shown to you."
         )
 
     def observation_text(self, observation: dict[str, np.ndarray]) -> str:
