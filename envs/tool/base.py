@@ -54,7 +54,7 @@ class ToolEnv(gym.Env[str, str]):
     Args (keyword-only, shared by every tool env):
         max_turns: replies per episode; the last one without an answer truncates (score 0).
         invalid_action_reward: reward for a malformed reply or a bad tool call.
-        max_action_length: longest reply read, characters.
+        max_action_length: longest reply read, characters (default 8192).
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "family": "tool"}
@@ -64,7 +64,7 @@ class ToolEnv(gym.Env[str, str]):
         *,
         max_turns: int = 8,
         invalid_action_reward: float = -0.1,
-        max_action_length: int = 16384,
+        max_action_length: int = 8192,
         render_mode: str | None = None,
     ):
         self.max_turns = check_int("max_turns", max_turns, 1)

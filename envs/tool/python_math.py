@@ -84,7 +84,7 @@ def _savings(rng: np.random.Generator) -> Problem:
 
 
 def _multiples(rng: np.random.Generator) -> Problem:
-    p, q, n = int(rng.integers(3, 13)), int(rng.integers(13, 40)), int(rng.integers(10_000, 300_000))
+    p, q, n = int(rng.integers(3, 13)), int(rng.integers(13, 40)), int(rng.integers(10_000, 150_000))
     question = f"What is the sum of all positive integers below {n} that are multiples of {p} or {q}?"
     gold = sum(k for k in range(n) if k % p == 0 or k % q == 0) if n < 50_000 else (
         _sum_multiples(p, n) + _sum_multiples(q, n) - _sum_multiples(p * q // math.gcd(p, q), n))
@@ -131,7 +131,7 @@ class PythonMathEnv(ToolEnv):
 
     ## Description
     A procedurally generated problem (difficulty 1: multi-step arithmetic stories; 2: sums of
-    multiples below up to 3*10^5, last digits of huge powers; 3: prime counts in ranges, Fibonacci
+    multiples below up to 1.5*10^5, last digits of huge powers; 3: prime counts in ranges, Fibonacci
     numbers modulo m) whose answer is an integer. The agent may run Python in
     :class:`verigym.sandbox.PythonSandbox` (a notebook that persists through the episode) and then
     answers. Like "math with a code interpreter" setups (ToRL, ReTool).
