@@ -18,6 +18,7 @@ from verigym.envs.tool.sql import QueryError, results_match, run_query
 import verigym  # noqa: F401  (registers the ids)
 from tests.test_sandbox import SANDBOX_ERROR, needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
 from verigym.core import ActionParseError
+from verigym.sandbox import supervisor
 
 TOOL_IDS = [r.id for r in verigym.rows("tool")]
 SANDBOX_IDS = {"verigym/PythonMath-v0", "verigym/CodeUnitTests-v0"}
@@ -325,3 +326,43 @@ def test_oracle_solves_200_seeds(env_id):
         wins += info["success"]
     env.close()
     assert wins >= 198, f"{env_id}: oracle solved {wins}/200"
+
+
+# -- fuzzing: agent text never crashes a parser or the calculator ---------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_PIECES = st.sampled_from(['<tool_call>', '</tool_call>', '<answer>', '</answer>', '<think>', '{"name": "echo"', '"arguments": {',
+                           '"n": 1', '}', '{', '[', '"', ',', ':', '```', '\\ud800', 'null', '1e999', '9' * 30])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(_PIECES, st.text(max_size=8)), max_size=12).map("".join))
+def test_parse_reply_only_raises_action_parse_errors(text):
+    try:
+        result = parse_reply(text, [ECHO], max_length=10_000)
+    except ActionParseError as exc:
+        assert str(exc)
+    else:
+        assert isinstance(result, (ToolCall, FinalAnswer))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(list("0123456789+-*/%() .,e_jx") + ["**", "//", "abs(", "factorial(", "9**9", "__import__", "'os'"]),
+                max_size=30).map("".join))
+def test_calculator_only_raises_calculator_errors(expression):
+    start = time.monotonic()
+    try:
+        evaluate(expression)
+    except CalculatorError as exc:
+        assert str(exc)
+    assert time.monotonic() - start < 1.0
+
+
+def test_doctor_probe_names_the_fix_without_bubblewrap(monkeypatch):
+    from verigym.sandbox import doctor_probe
+
+    monkeypatch.setattr(supervisor, "_bwrap_features", lambda: (None, False))
+    probe = doctor_probe()
+    assert not probe.ok and "apt-get install -y bubblewrap" in probe.fix
