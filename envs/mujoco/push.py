@@ -80,8 +80,9 @@ class PushEnv(MujocoGoalEnv):
     * ``distance_threshold`` (float, 0.01..0.1 m, default 0.05).
     * ``max_steps`` (int), ``reward_type``, ``render_mode``, ``width``, ``height``.
 
-    The oracle (:meth:`oracle_action`) circles behind the block (on the far side from the
-    target) and pushes it along the block-target line, correcting sideways drift.
+    The oracle (:meth:`oracle_action`) circles the block at a small clearance until it is on the
+    side away from the target, then pushes through the block's centre towards the target, turning
+    around the block as the block-target direction changes.
 
     ## Version History
     * v0: initial version.

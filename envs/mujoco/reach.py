@@ -88,7 +88,8 @@ class ReachEnv(MujocoGoalEnv):
     * ``render_mode`` (``None`` or ``"rgb_array"``), ``width``, ``height`` (pixels).
 
     The oracle (:meth:`oracle_action`) solves inverse kinematics by damped least squares once per
-    goal, then tracks the joint angles with a PD law.
+    goal, then tracks the joint angles with a speed-limited velocity reference and computed torque
+    (``M(q)`` times the desired acceleration).
 
     ## Version History
     * v0: initial version.
