@@ -103,6 +103,7 @@ PROBES: tuple[str, ...] = (
     "verigym.envs.gui.browser:probe",
     "verigym.sandbox:doctor_probe",
     "verigym.doctor:probe_ray",
+    "verigym.agents.llm:doctor_probe",
 )
 
 

@@ -43,6 +43,26 @@ _WHERE = {
 }
 
 
+def doctor_probe() -> Any:
+    """``verigym doctor`` line: transformers for the LLM agents, TRL for the adapter, TensorBoard."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from verigym.doctor import Probe
+
+    found = {}
+    for package in ("transformers", "trl", "tensorboard"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = None
+    detail = ", ".join(f"{k} {v or 'missing'}" for k, v in found.items())
+    if found["transformers"] is None:
+        return Probe("LLM agents and GRPO", False, detail, "pip install transformers")
+    if found["trl"] is None:
+        return Probe("LLM agents and GRPO", False, detail + " (the TRL adapter needs trl)", 'pip install "verigym[trl]"')
+    return Probe("LLM agents and GRPO", True, detail)
+
+
 def __getattr__(name: str) -> Any:
     if name not in _WHERE:
         raise AttributeError(f"module 'verigym.agents.llm' has no attribute {name!r}")

@@ -186,15 +186,19 @@ class TransformersPolicy:
         stop = tuple(s for s in stop if s)
         stop_hit = [False] * batch
         tails = [""] * batch
-        past = None
-        step_ids, step_positions = input_ids, positions
+        past, logits = self._prefill(prompts, input_ids, attention, positions)
+        step_positions = positions[:, -1:]
+        token = input_ids[:, -1]
         for t in range(max_new_tokens):
-            out = self.model(
-                input_ids=step_ids, attention_mask=attention, position_ids=step_positions,
-                past_key_values=past, use_cache=True, **self._keep_last,
-            )
-            past = out.past_key_values
-            logits = out.logits[:, -1, :].float()
+            if t:
+                attention = torch.cat([attention, attention.new_ones((batch, 1))], dim=1)
+                step_positions = step_positions + 1
+                out = self.model(
+                    input_ids=token[:, None], attention_mask=attention, position_ids=step_positions,
+                    past_key_values=past, use_cache=True, **self._keep_last,
+                )
+                past = out.past_key_values
+                logits = out.logits[:, -1, :].float()
             token, token_log_prob = _sample(logits, temperature, top_p, generator)
             token = torch.where(done, torch.full_like(token, pad), token)
             tokens[:, t] = token
@@ -213,9 +217,6 @@ class TransformersPolicy:
             done |= newly
             if bool(done.all()):
                 break
-            attention = torch.cat([attention, attention.new_ones((batch, 1))], dim=1)
-            step_ids = token[:, None]
-            step_positions = step_positions[:, -1:] + 1
         results = []
         lengths_list = lengths.tolist()
         token_rows = tokens.tolist()
@@ -231,6 +232,31 @@ class TransformersPolicy:
                 text = text[:cut]
             results.append(Generation(text, ids, log_prob_rows[i][:n], "stop" if ended else "length"))
         return results
+
+    def _prefill(
+        self, prompts: Sequence[Sequence[int]], input_ids: torch.Tensor, attention: torch.Tensor, positions: torch.Tensor
+    ) -> tuple[Any, torch.Tensor]:
+        """KV cache and last-position float32 logits of the padded prompts.
+
+        Identical prompts (a GRPO group: G rollouts of one task) are run once and their cache rows
+        copied, so a group of G costs one prompt forward instead of G.
+        """
+        rows: dict[tuple[int, ...], int] = {}
+        index = [rows.setdefault(tuple(p), len(rows)) for p in prompts]
+        if len(rows) < len(prompts):
+            firsts = [index.index(u) for u in range(len(rows))]
+            pick = torch.tensor(firsts, device=input_ids.device)
+            out = self.model(
+                input_ids=input_ids[pick], attention_mask=attention[pick], position_ids=positions[pick],
+                use_cache=True, **self._keep_last,
+            )
+            cache = out.past_key_values
+            if hasattr(cache, "reorder_cache"):
+                spread = torch.tensor(index, device=input_ids.device)
+                cache.reorder_cache(spread)
+                return cache, out.logits[spread, -1, :].float()
+        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **self._keep_last)
+        return out.past_key_values, out.logits[:, -1, :].float()
 
     def chat_complete(
         self,

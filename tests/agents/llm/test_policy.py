@@ -94,3 +94,26 @@ def test_initial_messages_skip_instructions_already_shown():
 def test_resolve_device():
     assert resolve_device("cpu").type == "cpu"
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_shared_prompts_are_prefilled_once_with_identical_results(policy):
+    """A group of identical prompts (GRPO) reuses one prompt forward; outputs equal the unshared run."""
+    a = policy.encode_messages([{"role": "user", "content": "say a"}])
+    b = policy.encode_messages([{"role": "user", "content": "a longer prompt"}])
+    prompts = [a, b, a, a, b]
+    calls = []
+    handle = policy.model.register_forward_pre_hook(lambda module, args, kwargs: calls.append(kwargs["input_ids"].shape), with_kwargs=True)
+    try:
+        shared = policy.generate(prompts, max_new_tokens=4, generator=torch.Generator().manual_seed(5))
+    finally:
+        handle.remove()
+    assert calls[0][0] == 2  # one prefill row per distinct prompt
+    alone = [policy.generate([p], max_new_tokens=4, temperature=0)[0] for p in prompts]
+    greedy = policy.generate(prompts, max_new_tokens=4, temperature=0)
+    assert [g.token_ids for g in greedy] == [g.token_ids for g in alone]
+    for g, p in zip(shared, prompts):
+        ids = torch.tensor([p + g.token_ids])
+        with torch.no_grad():
+            logits = policy.model(input_ids=ids).logits[0, len(p) - 1:-1].float()
+        expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(g.token_ids)[:, None])[:, 0]
+        assert g.log_probs == pytest.approx(expected.tolist(), abs=1e-4)
