@@ -16,7 +16,15 @@ import time
 
 import pytest
 
-from verigym.sandbox import Limits, PythonSandbox, SandboxError, cgroups, run_code, supervisor
+from verigym.sandbox import (
+    Limits,
+    PythonSandbox,
+    SandboxError,
+    cgroups,
+    run_code,
+    seccomp,
+    supervisor,
+)
 
 try:
     supervisor.check_available()
@@ -390,3 +398,20 @@ def test_forged_answers_are_ignored(box):
     assert box.run(code).ok
     values = [box.sandbox.call("f").value for _ in range(5)]
     assert values == [7] * 5
+
+
+@needs_sandbox
+@pytest.mark.skipif(seccomp.program() is None, reason="no seccomp table for this machine")
+def test_seccomp_denies_kernel_attack_surface(box):
+    code = (
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "for nr in (101, 425, 272, 321, 250, 0x40000000 + 39, 39):\n"
+        "    r = libc.syscall(nr, 0, 0, 0, 0)\n"
+        "    print(r, ctypes.get_errno() if r < 0 else 0)\n"
+    )
+    result = box.run(code)
+    assert result.ok, result
+    lines = result.output.splitlines()
+    assert lines[:6] == ["-1 1"] * 6  # ptrace, io_uring_setup, unshare, bpf, keyctl, x32: EPERM
+    assert int(lines[6].split()[0]) > 0  # getpid still works

@@ -2,7 +2,7 @@
 
 Agent code never runs in the library's process or with its rights. :class:`PythonSandbox` starts
 ``python -I -S`` with an empty environment inside bubblewrap (all namespaces unshared, no network,
-no nested user namespaces, a new session, killed with its parent) as an unprivileged uid, with
+no nested user namespaces, a new session, killed with its parent) as an unprivileged uid, with a seccomp deny-list,
 rlimits (CPU, address space, file size, open files, no core dump), a process limit that holds even
 for root (a cgroup ``pids.max`` where the cgroup filesystem is writable, ``RLIMIT_NPROC`` under the
 unprivileged uid), a memory limit, a cap on printed bytes and a wall-clock deadline after which the

@@ -150,6 +150,8 @@ def _serve(request_fd, answer_fd, zygote_fd, ready_id):
 def main():
     """The zygote: never runs agent code; forks a pristine notebook child per episode.
 
+    In the sandbox it is pid 1 of its pid namespace, so processes of the sandbox cannot signal it.
+
     A "fresh" request ends the current child; the zygote then kills every other process of the
     sandbox (``kill(-1)`` in the sandbox's own pid namespace: leftover daemons) and forks a new child.
     """
@@ -173,7 +175,13 @@ def main():
             os.close(from_child)
             _serve(request_fd, answer_fd, to_zygote, ready_id)
         os.close(to_zygote)
-        _, status = os.waitpid(pid, 0)
+        while True:  # as pid 1 of the sandbox the zygote also reaps orphans
+            try:
+                done, _ = os.wait()
+            except ChildProcessError:
+                break
+            if done == pid:
+                break
         ready_id = os.read(from_child, 64).decode("ascii", "replace")
         os.close(from_child)
         if isolated:

@@ -4,13 +4,14 @@ Each :class:`PythonSandbox` owns at most one worker process at a time::
 
     parent (this process)
       └─ bwrap  (host uid 65534 when started as root; its own cgroup with pids.max / memory limit)
-           └─ [pid namespace] bwrap init (pid 1)
-                 └─ python -I -S -c <worker>   (rlimits; empty environment; no network)
+           └─ [pid namespace] python -I -S -c <worker>: the zygote, pid 1 (rlimits; seccomp; empty
+                 │                environment; no network); it never runs agent code
+                 └─ the notebook of the current episode (a fork of the zygote), runs agent code
 
 The worker keeps one namespace between calls (a notebook), so a warm call costs a pipe round trip.
 A call that passes its wall-clock deadline or the output cap gets the whole tree killed: the outer
-``bwrap`` is SIGKILLed, which kills the namespace's init (``--die-with-parent``) and with it every
-process in the pid namespace (double-forked daemons included); the cgroup is swept as well.
+``bwrap`` is SIGKILLed, which kills the namespace's init, the zygote (``--die-with-parent``), and with
+it every process in the pid namespace (double-forked daemons included); the cgroup is swept as well.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from verigym.sandbox import seccomp
 from verigym.sandbox.cgroups import CgroupSet
 
 __all__ = ["ExecResult", "Limits", "PythonSandbox", "SandboxError", "check_available", "run_code"]
@@ -382,7 +384,7 @@ class PythonSandbox:
                 setattr(self, name, -1)
 
     # -- internals ----------------------------------------------------------------------------------
-    def _command(self, answer_fd: int, request_fd: int, drop: bool) -> list[str]:
+    def _command(self, answer_fd: int, request_fd: int, drop: bool, seccomp_fd: int | None = None) -> list[str]:
         executable, prefix = _interpreter(drop)
         python = [executable, "-I", "-S", "-c", _WORKER_SOURCE, str(request_fd), str(answer_fd), "0" if self.unsafe else "1"]
         if self.unsafe:
@@ -393,10 +395,12 @@ class PythonSandbox:
                 "bubblewrap (bwrap) is not installed, so agent code will not run. Install it: "
                 f"{INSTALL_HINT} (or pass unsafe=True to run code without a sandbox, at your own risk)"
             )
-        args = [binary, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+        args = [binary, "--unshare-all", "--unshare-user", "--as-pid-1", "--die-with-parent", "--new-session",
                 "--cap-drop", "ALL", "--uid", str(UNPRIVILEGED_UID), "--gid", str(UNPRIVILEGED_UID)]
         if disable_userns:
             args.append("--disable-userns")
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
         args += _system_binds()
         if not prefix.startswith("/usr/"):
             args += ["--ro-bind", prefix, prefix]
@@ -430,9 +434,15 @@ class PythonSandbox:
                 os.setresgid(UNPRIVILEGED_UID, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
                 os.setresuid(UNPRIVILEGED_UID, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
 
+        seccomp_fd = None
+        filter_program = seccomp.program()
+        if filter_program is not None and not self.unsafe:
+            seccomp_fd = os.memfd_create("verigym-seccomp", os.MFD_CLOEXEC)
+            os.write(seccomp_fd, filter_program)
+            os.lseek(seccomp_fd, 0, os.SEEK_SET)
         try:
-            command = self._command(answer_write, request_read, drop)
-            pass_fds = [request_read, answer_write]
+            command = self._command(answer_write, request_read, drop, seccomp_fd)
+            pass_fds = [request_read, answer_write] + ([seccomp_fd] if seccomp_fd is not None else [])
             self._process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=output_write, stderr=output_write,
                 pass_fds=pass_fds, env={}, cwd="/", start_new_session=True, preexec_fn=setup_child,
@@ -442,6 +452,9 @@ class PythonSandbox:
             for fd in (request_read, request_write, answer_read, answer_write, output_read, output_write):
                 os.close(fd)
             raise
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
         for fd in (request_read, answer_write, output_write):
             os.close(fd)
         self._cgroup = cgroup
