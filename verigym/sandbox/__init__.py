@@ -51,7 +51,7 @@ def __getattr__(name: str) -> Any:
 def doctor_probe() -> Probe:
     """``verigym doctor``'s line for the code sandbox: bubblewrap, namespaces, uid, cgroup limits."""
     from verigym.doctor import Probe
-    from verigym.sandbox import cgroups, supervisor
+    from verigym.sandbox import cgroups, seccomp, supervisor
 
     part = "code sandbox (bubblewrap)"
     binary, disable_userns = supervisor._bwrap_features()
@@ -67,6 +67,7 @@ def doctor_probe() -> Probe:
     has_cgroup, cgroup_detail = cgroups.available()
     detail = (
         f"{binary}; code runs as uid {result.output.split()[0]} in its own namespaces; "
-        f"{cgroup_detail}; nested user namespaces {'disabled' if disable_userns else 'NOT disabled (bwrap < 0.8)'}"
+        f"{cgroup_detail}; nested user namespaces {'disabled' if disable_userns else 'NOT disabled (bwrap < 0.8)'}; "
+        f"seccomp filter {'on' if seccomp.program() is not None else 'off (no table for this machine)'}"
     )
     return Probe(part, True, detail)
