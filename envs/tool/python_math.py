@@ -77,7 +77,7 @@ def _boxes(rng: np.random.Generator) -> Problem:
 
 
 def _savings(rng: np.random.Generator) -> Problem:
-    start, weekly, weeks, spend = int(rng.integers(100, 5000)), int(rng.integers(15, 400)), int(rng.integers(20, 160)), int(rng.integers(5, 90))
+    start, weekly, weeks, spend = int(rng.integers(100, 5000)), int(rng.integers(100, 400)), int(rng.integers(20, 160)), int(rng.integers(5, 90))
     question = (f"Mia has {start} dollars. Every week she earns {weekly} dollars and spends {spend} dollars. "
                 f"How many dollars does she have after {weeks} weeks?")
     return question, start + weeks * (weekly - spend), f"print({start} + {weeks} * ({weekly} - {spend}))"

@@ -259,8 +259,11 @@ class SQLEnv(ToolEnv):
             self._connection.close()
             self._connection = None
         templates = LEVELS[self.difficulty]
-        question, self._gold_sql, self._ordered = templates[int(rng.integers(len(templates)))](rng, {"departments": names})
-        self._gold = run_query(self._db(), self._gold_sql)[1]
+        for _ in range(20):  # a question whose answer is empty (or all zero) is redrawn: too easy to match
+            question, self._gold_sql, self._ordered = templates[int(rng.integers(len(templates)))](rng, {"departments": names})
+            self._gold = run_query(self._db(), self._gold_sql)[1]
+            if self._gold and self._gold != [(0,)]:
+                break
         self._explored = False
         return f"Database schema:\n{_SCHEMA}\n\nQuestion: {question}"
 
