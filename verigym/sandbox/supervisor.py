@@ -66,8 +66,8 @@ class Limits:
         cpu_s: CPU seconds over the worker's life (``RLIMIT_CPU``).
         memory_mb: address space of each process (``RLIMIT_AS``), MiB; also the cgroup memory cap.
         output_bytes: bytes a call may print (stdout + stderr) before the tree is killed.
-        max_processes: processes and threads in the sandbox (cgroup ``pids.max``; ``RLIMIT_NPROC``
-            as well when the sandbox has its own uid).
+        max_processes: processes and threads in the sandbox (cgroup ``pids.max``; without a
+            writable cgroup filesystem ``RLIMIT_NPROC`` of the sandbox uid, shared by all sandboxes).
         file_size_mb: largest file the code may write (``RLIMIT_FSIZE``), MiB.
         open_files: open file descriptors per process (``RLIMIT_NOFILE``).
         tmp_mb: size of the private ``/tmp`` tmpfs, MiB.
@@ -417,7 +417,12 @@ class PythonSandbox:
         answer_read, answer_write = os.pipe()
         output_read, output_write = os.pipe()
         cgroup = CgroupSet.create(max_processes=limits.max_processes, memory_bytes=limits.memory_mb << 20)
-        nproc = limits.max_processes + 8 if as_root else _count_processes(os.getuid()) + limits.max_processes
+        if not as_root:  # RLIMIT_NPROC counts all processes of the user
+            nproc = _count_processes(os.getuid()) + limits.max_processes
+        elif cgroup.limits_processes:  # pids.max bounds this sandbox; the uid is shared by all sandboxes
+            nproc = 4096
+        else:
+            nproc = limits.max_processes + 8
         drop = as_root and not self.unsafe
 
         def setup_child() -> None:  # runs in the child between fork and exec
@@ -575,6 +580,8 @@ class PythonSandbox:
         text = bytes(output[:cap]).decode("utf-8", "replace")
         if killed:
             self.close()
+            if message is not None:
+                error += "; the Python session was restarted, so earlier definitions are gone"
             return ExecResult(False, text, error, killed=killed, duration_s=duration)
         if message is None or reply.get("ready") is True:
             return ExecResult(True, text, duration_s=duration, value=reply)
