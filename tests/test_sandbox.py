@@ -1,7 +1,7 @@
 """Security and behaviour tests of ``verigym.sandbox`` (issue 4's list, sandbox part).
 
 Each attack must end with reward-0-worthy outcome or a clear error, the harness alive, the deadline
-kept, and no process left behind. Needs bubblewrap (CI installs it); skipped with the reason otherwise.
+kept, and no process left behind. Needs bubblewrap (CI installs it); skipped only where it is missing.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import copy
 import gc
 import os
 import pickle
+import shutil
 import socket
 import threading
 import time
@@ -26,11 +27,9 @@ from verigym.sandbox import (
     supervisor,
 )
 
-try:
-    supervisor.check_available()
-    SANDBOX_ERROR = ""
-except SandboxError as exc:  # pragma: no cover - depends on the machine
-    SANDBOX_ERROR = str(exc)
+# Skipped only where bubblewrap is not installed (CI installs it): where it is installed but cannot
+# start, the tests run and fail with the sandbox's error.
+SANDBOX_ERROR = "" if shutil.which("bwrap") else "bubblewrap is not installed (apt-get install -y bubblewrap)"
 
 HAS_CGROUP = cgroups.available()[0]
 
