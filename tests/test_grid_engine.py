@@ -160,3 +160,19 @@ def test_partial_text_view_shows_the_carried_object():
     env.carrying = (KEY, YELLOW, 0)
     text = env.observation_text(env.observation())
     assert "Carrying: a yellow key" in text and "^" in text.splitlines()[-2]
+
+
+@pytest.mark.parametrize("env_id", ["verigym/DoorKey-6x6-v0", "verigym/MultiRoom-N2-S4-v0", "verigym/KeyCorridor-S3R1-v0"])
+def test_cached_visibility_equals_a_fresh_computation(env_id):
+    env = gym.make(env_id).unwrapped
+    rng = np.random.default_rng(0)
+    env.reset(seed=0)
+    for step in range(300):
+        action = env.oracle_action() if rng.random() < 0.5 else int(rng.integers(7))
+        obs, _, terminated, truncated, _ = env.step(action)
+        r, c = env.agent_pos
+        fresh = env.grid.ego_view(r, c, env.agent_dir, env.view_size)
+        fresh[-1, env.view_size // 2] = env.carrying if env.carrying[0] else (EMPTY, 0, 0)
+        assert np.array_equal(obs, fresh), f"step {step}"
+        if terminated or truncated:
+            env.reset(seed=step)

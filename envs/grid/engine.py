@@ -198,8 +198,18 @@ class Grid:
         return np.argwhere(hit)
 
     # views
-    def ego_view(self, r: int, c: int, direction: int, view_size: int = 7, *, see_through_walls: bool = False) -> np.ndarray:
+    def ego_view(
+        self, r: int, c: int, direction: int, view_size: int = 7, *, see_through_walls: bool = False,
+        hidden: np.ndarray | None = None,
+    ) -> np.ndarray:
         """The egocentric view of an agent at ``(r, c)`` facing ``direction``.
+
+        Args:
+            r, c, direction: the agent's cell and direction.
+            view_size: odd side of the view window.
+            see_through_walls: show every cell of the window.
+            hidden: a precomputed :meth:`hidden_cells` mask for this pose (callers that know the
+                opaque cells did not change may cache it); computed when ``None``.
 
         Returns:
             ``uint8 (view_size, view_size, 3)``, a new array: row 0 is the farthest row ahead, the
@@ -214,9 +224,18 @@ class Grid:
         offsets = _ego_offsets(view_size, width, self.pad)[direction]
         view = self._flat.take(offsets + ((r + self.pad) * width + c + self.pad), axis=0)
         if not see_through_walls:
-            opaque = _OPAQUE_CODE.take(view.dot(_CODE_WEIGHTS))
-            view[blocker_matrix(view_size).dot(opaque) > 0] = 0
+            if hidden is None:
+                hidden = blocker_matrix(view_size).dot(_OPAQUE_CODE.take(view.dot(_CODE_WEIGHTS))) > 0
+            view[hidden] = 0
         return view.reshape(view_size, view_size, 3)
+
+    def hidden_cells(self, r: int, c: int, direction: int, view_size: int = 7) -> np.ndarray:
+        """``bool (view_size * view_size,)``: the cells of the view window (row-major) that opaque
+        cells hide from an agent at ``(r, c)`` facing ``direction``."""
+        width = self.padded.shape[1]
+        offsets = _ego_offsets(view_size, width, self.pad)[direction]
+        view = self._flat.take(offsets + ((r + self.pad) * width + c + self.pad), axis=0)
+        return blocker_matrix(view_size).dot(_OPAQUE_CODE.take(view.dot(_CODE_WEIGHTS))) > 0
 
 
 @functools.lru_cache(maxsize=64)
@@ -485,6 +504,8 @@ class GridEnv(gym.Env[np.ndarray, np.int64]):
     ``self.np_random``; and, for the oracle, :meth:`_oracle_plan`. The base class owns stepping,
     observations, rewards, the verdict, rendering and the text view. Hooks a task may override:
     :meth:`_status` (success / failure), :meth:`_step_reward`, :meth:`_move` (ice, pushing).
+    The partial view caches which cells are hidden per pose; a task that makes cells opaque or
+    transparent other than by the ``toggle`` action must call ``self._hidden_cache.clear()``.
 
     Observations (``observation="partial"``, MiniGrid's default) are the egocentric
     ``uint8 (view_size, view_size, 3)`` view with the carried object on the agent's cell;
@@ -551,6 +572,7 @@ class GridEnv(gym.Env[np.ndarray, np.int64]):
         self._plan: list[int] = []
         self._plan_at = -1
         self._entered = EMPTY
+        self._hidden_cache: dict[tuple[int, int, int], np.ndarray] = {}
 
     # -- to implement ---------------------------------------------------------------------------
     def _gen_grid(self, height: int, width: int) -> None:
@@ -658,7 +680,14 @@ class GridEnv(gym.Env[np.ndarray, np.int64]):
             obs = self.grid.cells.copy()
             obs[r, c] = (AGENT, obs[r, c, 0], self.agent_dir)
             return obs
-        obs = self.grid.ego_view(r, c, self.agent_dir, self.view_size, see_through_walls=self.see_through_walls)
+        hidden = None
+        if not self.see_through_walls:
+            # walls never change and doors only through "toggle", which clears this cache
+            key = (r, c, self.agent_dir)
+            hidden = self._hidden_cache.get(key)
+            if hidden is None:
+                hidden = self._hidden_cache[key] = self.grid.hidden_cells(r, c, self.agent_dir, self.view_size)
+        obs = self.grid.ego_view(r, c, self.agent_dir, self.view_size, see_through_walls=self.see_through_walls, hidden=hidden)
         obs[self.view_size - 1, self.view_size // 2] = self.carrying if self.carrying[0] else (EMPTY, 0, 0)
         return obs
 
@@ -717,6 +746,7 @@ class GridEnv(gym.Env[np.ndarray, np.int64]):
             raise RuntimeError(f"{type(self).__name__} could not generate a task in 1000 tries")
         self.step_count = 0
         self._entered = EMPTY
+        self._hidden_cache.clear()
         self._start = (self.grid.copy(), tuple(self.agent_pos), self.agent_dir, self.carrying)
         self._optimal = None
         self._plan, self._plan_at = [], -1
@@ -788,6 +818,7 @@ class GridEnv(gym.Env[np.ndarray, np.int64]):
             fr, fc = self.front_pos
             if self._can_toggle(fr, fc):
                 self.grid.cells[fr, fc, 2] = CLOSED if self.grid.cells[fr, fc, 2] == OPEN else OPEN
+                self._hidden_cache.clear()  # a door changed what can be seen
         elif name == "done":
             self._on_done()
 
