@@ -37,6 +37,11 @@ class Learner(Agent, Protocol):
 AGENTS: dict[str, str] = {
     "random": "verigym.agents.reference:RandomAgent",
     "oracle": "verigym.agents.reference:OracleAgent",
+    "ppo": "verigym.agents.ppo:PPO",
+    "sac": "verigym.agents.sac:SAC",
+    "dqn": "verigym.agents.dqn:DQN",
+    "qlearning": "verigym.agents.qlearning:QLearning",
+    "option-critic": "verigym.agents.option_critic:OptionCritic",
 }
 """Agent name -> ``"module:Class"``. Algorithms add themselves with :func:`register_agent`."""
 

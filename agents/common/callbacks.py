@@ -1,0 +1,167 @@
+"""Evaluation and the ``learn`` callbacks: progress bar, JSONL and TensorBoard logs, early stop.
+
+A callback is any callable taking the metrics dict a learner reports (``global_step``,
+``charts/episodic_return``, ``losses/...``); returning ``False`` stops training.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from verigym.agents.common.vec import make_env
+
+from verigym.core import SCORE, SUCCESS
+
+__all__ = ["EvalStop", "JsonlLogger", "ProgressBar", "TensorBoardLogger", "evaluate"]
+
+log = logging.getLogger(__name__)
+
+
+def evaluate(agent: Any, env: Any, *, episodes: int = 10, seed: int = 10_000, deterministic: bool = True) -> dict[str, Any]:
+    """Run ``episodes`` episodes (reset seeds ``seed, seed + 1, ...``) with ``agent.act``.
+
+    Args:
+        agent: anything with ``reset(seed=...)`` and ``act(obs, info, deterministic=...)``.
+        env: an env or an env id.
+
+    Returns:
+        ``{"mean_return", "std_return", "success_rate", "mean_score", "returns"}``; the rates are
+        NaN when the env does not report ``info["success"]``/``info["score"]``.
+    """
+    env = make_env(env)
+    returns, successes, scores = [], [], []
+    for episode in range(episodes):
+        obs, info = env.reset(seed=seed + episode)
+        agent.reset(seed=seed + episode)
+        total, done = 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, info = env.step(agent.act(obs, info, deterministic=deterministic))
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+        if SUCCESS in info:
+            successes.append(float(info[SUCCESS]))
+        if SCORE in info:
+            scores.append(float(info[SCORE]))
+    return {
+        "mean_return": float(np.mean(returns)),
+        "std_return": float(np.std(returns)),
+        "success_rate": float(np.mean(successes)) if successes else math.nan,
+        "mean_score": float(np.mean(scores)) if scores else math.nan,
+        "returns": returns,
+    }
+
+
+class EvalStop:
+    """Evaluate every ``every`` env steps; stop training once ``metric`` reaches ``threshold``.
+
+    Args:
+        agent: the learner being trained.
+        env: evaluation env (or id), separate from the training envs.
+        threshold: stop when the evaluated metric is >= this (None: never stop, only record).
+        every: env steps between evaluations.
+        episodes: episodes per evaluation.
+        metric: a key of :func:`evaluate`'s result (``mean_return``, ``success_rate``, ...).
+
+    Attributes:
+        history: ``[(global_step, value), ...]``; ``best``: the best value; ``reached_at``: the
+        global step of the first evaluation at or above the threshold, else None.
+    """
+
+    def __init__(self, agent: Any, env: Any, *, threshold: float | None, every: int, episodes: int = 5, metric: str = "mean_return", seed: int = 10_000):
+        self.agent, self.env = agent, make_env(env)
+        self.threshold, self.every, self.episodes, self.metric, self.seed = threshold, every, episodes, metric, seed
+        self.history: list[tuple[int, float]] = []
+        self.best = -math.inf
+        self.reached_at: int | None = None
+        self._next = every
+
+    def __call__(self, metrics: Mapping[str, float]) -> bool:
+        step = int(metrics["global_step"])
+        if step < self._next:
+            return True
+        while self._next <= step:
+            self._next += self.every
+        value = evaluate(self.agent, self.env, episodes=self.episodes, seed=self.seed)[self.metric]
+        self.history.append((step, value))
+        self.best = max(self.best, value)
+        if self.threshold is not None and value >= self.threshold:
+            self.reached_at = step
+            return False
+        return True
+
+
+class JsonlLogger:
+    """Appends each metrics dict as one JSON line to ``path`` (flushed, so a crash loses nothing)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8")
+
+    def __call__(self, metrics: Mapping[str, float]) -> None:
+        self._file.write(json.dumps({k: float(v) for k, v in metrics.items()}) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class TensorBoardLogger:
+    """Writes scalars to a TensorBoard event directory (needs the ``tensorboard`` package).
+
+    Raises:
+        ImportError: tensorboard is not installed (``pip install tensorboard``).
+    """
+
+    def __init__(self, logdir: str | Path):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(str(logdir))
+
+    def __call__(self, metrics: Mapping[str, float]) -> None:
+        step = int(metrics["global_step"])
+        for key, value in metrics.items():
+            if key != "global_step":
+                self.writer.add_scalar(key, float(value), step)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class ProgressBar:
+    """A ``rich`` progress bar over ``total_steps`` with steps/s and the recent mean return."""
+
+    def __init__(self, total_steps: int, description: str = "training"):
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[sps]:>7.0f} steps/s"),
+            TextColumn("return {task.fields[ret]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+        )
+        self.task = self.progress.add_task(description, total=total_steps, sps=0.0, ret="-")
+        self.recent: deque[float] = deque(maxlen=20)
+        self.progress.start()
+
+    def __call__(self, metrics: Mapping[str, float]) -> None:
+        if "charts/episodic_return" in metrics:
+            self.recent.append(float(metrics["charts/episodic_return"]))
+        ret = f"{np.mean(self.recent):.2f}" if self.recent else "-"
+        self.progress.update(self.task, completed=int(metrics["global_step"]), sps=float(metrics.get("charts/SPS", 0.0)), ret=ret)
+
+    def close(self) -> None:
+        self.progress.stop()

@@ -1,0 +1,253 @@
+"""Plumbing every torch learner shares: device, seeding, batching in ``act``, save/load, callbacks.
+
+A learner subclasses :class:`TorchLearner`, names its config class and its ``name`` (the registry
+key), builds its networks in ``_build()`` and implements ``_act_batch`` and ``learn``. Saved agents
+are a directory (DESIGN.md section 4):
+
+* ``config.json`` -- the config dataclass;
+* ``model.safetensors`` -- every tensor of :meth:`TorchLearner.state_tensors` (network weights,
+  normalization statistics, tables);
+* ``meta.json`` -- agent name, env id, observation and action spaces, verigym/torch versions, git SHA.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+from verigym.agents.common.config import AgentConfig
+from verigym.agents.common.spaces import ObservationBatcher, space_from_json, space_to_json
+
+from verigym.core import ACTION_MASK
+
+__all__ = ["Callback", "TorchLearner", "emit", "env_id_of", "episode_metrics", "final_batch", "resolve_device", "stack_masks"]
+
+log = logging.getLogger(__name__)
+
+Callback = Callable[[Mapping[str, float]], Any]
+"""Called by ``learn`` with a metrics dict (always ``global_step``; ``charts/episodic_return`` etc.
+when episodes ended); returning ``False`` stops training."""
+
+
+def resolve_device(device: str) -> torch.device:
+    """``"auto"`` -> CUDA when available, else CPU; other strings as given."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def emit(callbacks: Sequence[Callback], metrics: Mapping[str, float]) -> bool:
+    """Send ``metrics`` to every callback; False when one of them asked to stop."""
+    keep_going = True
+    for callback in callbacks:
+        if callback(metrics) is False:
+            keep_going = False
+    return keep_going
+
+
+def episode_metrics(episodes: list[dict[str, float]]) -> dict[str, float]:
+    """Mean return/length/success/score of finished episodes, with CleanRL-style names."""
+    if not episodes:
+        return {}
+    out = {
+        "charts/episodic_return": float(np.mean([e["return"] for e in episodes])),
+        "charts/episodic_length": float(np.mean([e["length"] for e in episodes])),
+        "charts/episodes": float(len(episodes)),
+    }
+    for key in ("success", "score"):
+        values = [e[key] for e in episodes if key in e]
+        if values:
+            out[f"charts/{key}"] = float(np.mean(values))
+    return out
+
+
+def stack_masks(infos: Sequence[Mapping[str, Any]]) -> np.ndarray | None:
+    """``info["action_mask"]`` of each env stacked ``(N, n)``, or None when any env lacks one."""
+    masks = [info.get(ACTION_MASK) for info in infos]
+    return None if any(m is None for m in masks) else np.stack(masks)
+
+
+def final_batch(batcher: ObservationBatcher, next_batch: dict[str, np.ndarray], finals: Sequence[Any]) -> dict[str, np.ndarray]:
+    """``next_batch`` with the true last observation where an episode ended (``finals[i]`` set).
+
+    The pool's observation there already belongs to the next episode; targets and bootstraps need
+    the last one. Returns ``next_batch`` itself when no episode ended.
+    """
+    ended = [i for i, f in enumerate(finals) if f is not None]
+    if not ended:
+        return next_batch
+    out = {k: v.copy() for k, v in next_batch.items()}
+    final = batcher([finals[i] for i in ended])
+    for k in out:
+        out[k][ended] = final[k]
+    return out
+
+
+def env_id_of(env: Any) -> str | None:
+    """The registered id of ``env`` (a str id, an env with a spec, or a pool of them), if any."""
+    if isinstance(env, str):
+        return env
+    first = env.envs[0] if hasattr(env, "envs") else env
+    spec = getattr(first, "spec", None)
+    return None if spec is None else spec.id
+
+
+def _git_sha() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+class TorchLearner:
+    """Base of the torch learners (see the module doc). Not an agent on its own."""
+
+    name: ClassVar[str] = ""
+    config_class: ClassVar[type[AgentConfig]] = AgentConfig
+
+    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, config: AgentConfig, *, env_id: str | None = None):
+        self.config = config
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.env_id = env_id
+        self.device = resolve_device(config.device)
+        self.batcher = ObservationBatcher(observation_space)
+        self.global_step = 0
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(config.seed)
+        self.rng = np.random.default_rng(config.seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(config.seed)
+            self._build()
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_env(cls, env: str | gym.Env | Any, **config: Any) -> TorchLearner:
+        """Build for ``env`` (an env, an id, or an :class:`EnvPool`) with ``config`` overrides.
+
+        Raises:
+            TypeError: unknown option or wrong type; ValueError: out-of-range option, or spaces
+            this learner does not support.
+        """
+        from verigym.agents.common.vec import make_env
+
+        if env is None:
+            raise ValueError(f"{cls.name} needs an env (or an env id) to build its networks")
+        cfg = cls.config_class.from_dict(config)
+        probe = env if hasattr(env, "observation_space") else make_env(env)
+        return cls(probe.observation_space, probe.action_space, cfg, env_id=env_id_of(env))
+
+    def _build(self) -> None:
+        """Create networks/optimizers (called under the config seed)."""
+
+    # -- acting -------------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None) -> None:
+        """Start of an episode; ``seed`` reseeds action sampling."""
+        if seed is not None:
+            self.generator.manual_seed(seed)
+            self.rng = np.random.default_rng(seed)
+
+    def act(self, obs: Any, info: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None, *, deterministic: bool = False) -> Any:
+        """The action for one observation, or an array of actions for a batch of them.
+
+        Args:
+            obs: one observation of ``observation_space``, or a batch (a list, or arrays with a
+                leading batch axis).
+            info: the env's info (``info["action_mask"]`` restricts discrete actions), or one per
+                batch entry / a dict of batched arrays.
+            deterministic: the greedy/mean action instead of a sample.
+        """
+        batched = self.batcher.is_batched(obs)
+        batch = self.batcher(obs if batched else [obs])
+        n = len(next(iter(batch.values())))
+        mask = _masks(info, n, batched)
+        actions = self._act_batch(batch, mask, deterministic)
+        return actions if batched else actions[0]
+
+    def _act_batch(self, batch: dict[str, np.ndarray], mask: np.ndarray | None, deterministic: bool) -> np.ndarray:
+        raise NotImplementedError
+
+    def env_actions(self, actions: np.ndarray) -> np.ndarray:
+        """Network actions -> env actions (``Discrete`` start offset, ``Box`` clipping)."""
+        space = self.action_space
+        if isinstance(space, spaces.Discrete):
+            return actions.astype(np.int64) + int(space.start)
+        if isinstance(space, spaces.Box):
+            return np.clip(actions, space.low, space.high).astype(space.dtype)
+        return actions.astype(np.int64)
+
+    # -- persistence --------------------------------------------------------------------------
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """Every tensor to save (names -> tensors)."""
+        raise NotImplementedError
+
+    def load_state_tensors(self, tensors: Mapping[str, torch.Tensor]) -> None:
+        raise NotImplementedError
+
+    def save(self, path: str | Path) -> None:
+        """Write ``config.json``, ``model.safetensors`` and ``meta.json`` into directory ``path``."""
+        from safetensors.torch import save_file
+
+        from verigym import __version__
+
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "config.json").write_text(self.config.to_json() + "\n")
+        tensors = {k: v.detach().to("cpu").contiguous() for k, v in self.state_tensors().items()}
+        save_file(tensors, str(path / "model.safetensors"))
+        meta = {
+            "agent": self.name,
+            "env_id": self.env_id,
+            "observation_space": space_to_json(self.observation_space),
+            "action_space": space_to_json(self.action_space),
+            "global_step": self.global_step,
+            "verigym_version": __version__,
+            "torch_version": torch.__version__,
+            "git_sha": _git_sha(),
+        }
+        (path / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path, *, device: str = "auto") -> TorchLearner:
+        """Load an agent saved by :meth:`save`.
+
+        Raises:
+            FileNotFoundError: a file of the directory is missing.
+            ValueError: the directory holds another kind of agent.
+        """
+        from safetensors.torch import load_file
+
+        path = Path(path)
+        meta = json.loads((path / "meta.json").read_text())
+        if meta.get("agent") != cls.name:
+            raise ValueError(f"{path} holds a {meta.get('agent')!r} agent, not {cls.name!r}; load it with verigym.agents.load({meta.get('agent')!r}, path)")
+        config = cls.config_class.from_dict({**json.loads((path / "config.json").read_text()), "device": device})
+        agent = cls(space_from_json(meta["observation_space"]), space_from_json(meta["action_space"]), config, env_id=meta.get("env_id"))
+        agent.load_state_tensors(load_file(str(path / "model.safetensors"), device=str(agent.device)))
+        agent.global_step = int(meta.get("global_step", 0))
+        return agent
+
+
+def _masks(info: Any, n: int, batched: bool) -> np.ndarray | None:
+    """Action masks ``(n, k)`` from one info, a list of infos, or a dict of batched arrays."""
+    if info is None:
+        return None
+    if isinstance(info, Mapping):
+        mask = info.get(ACTION_MASK)
+        if mask is None:
+            return None
+        mask = np.asarray(mask)
+        return mask.reshape(n, -1) if batched or mask.ndim > 1 else mask[None]
+    masks = [i.get(ACTION_MASK) if i is not None else None for i in info]
+    if any(m is None for m in masks):
+        return None
+    return np.stack([np.asarray(m) for m in masks])

@@ -1,0 +1,252 @@
+"""Deep Q-Network (Mnih et al. 2015, "Human-level control through deep reinforcement learning")
+with double-DQN targets (van Hasselt et al. 2016, "Deep Reinforcement Learning with Double
+Q-learning").
+
+Replay buffer, a target network synced every ``target_update_interval`` env steps (or Polyak
+averaged with ``tau < 1``), a linearly decaying epsilon-greedy policy, Huber loss, gradient-norm
+clipping; ``train_freq`` env steps (per env) between training phases of ``gradient_steps`` updates
+(the Stable-Baselines3 / rl-zoo parametrization). Illegal actions under ``info["action_mask"]``
+are never chosen, neither greedily nor at random, and masked out of the target's max.
+
+Supports ``Discrete`` actions and any observation :class:`~verigym.agents.common.spaces.ObservationBatcher`
+handles.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+from verigym.agents.common.buffers import ReplayBuffer
+from verigym.agents.common.config import AgentConfig, require
+from verigym.agents.common.learner import (
+    Callback,
+    TorchLearner,
+    emit,
+    episode_metrics,
+    final_batch,
+    stack_masks,
+)
+from verigym.agents.common.networks import ObservationEncoder, adam, mlp, to_tensors
+from verigym.agents.common.vec import EnvPool
+
+__all__ = ["DQN", "DQNConfig"]
+
+
+@dataclass(frozen=True)
+class DQNConfig(AgentConfig):
+    """DQN options (defaults: Stable-Baselines3's, except ``double_q``)."""
+
+    num_envs: int = 1
+    """parallel envs stepped together"""
+    learning_rate: float = 1e-4
+    """Adam step size"""
+    buffer_size: int = 1_000_000
+    """replay capacity (transitions)"""
+    learning_starts: int = 100
+    """env steps of random-policy... (epsilon-greedy) collection before the first update"""
+    batch_size: int = 32
+    """transitions per gradient step"""
+    gamma: float = 0.99
+    """discount factor"""
+    tau: float = 1.0
+    """target update coefficient: 1 copies the online network, < 1 is Polyak averaging"""
+    target_update_interval: int = 10_000
+    """env steps between target updates"""
+    train_freq: int = 4
+    """env steps (per env) between training phases"""
+    gradient_steps: int = 1
+    """gradient steps per training phase"""
+    exploration_fraction: float = 0.1
+    """share of total_steps over which epsilon decays linearly"""
+    exploration_initial_eps: float = 1.0
+    """initial epsilon"""
+    exploration_final_eps: float = 0.05
+    """final epsilon"""
+    max_grad_norm: float = 10.0
+    """global gradient-norm clip"""
+    double_q: bool = True
+    """double-DQN targets (online argmax, target value); False is the 2015 DQN target"""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """hidden layer widths of the Q-network MLP"""
+    activation: Literal["tanh", "relu", "elu", "gelu"] = "relu"
+    """hidden activation"""
+    log_interval: int = 1000
+    """env steps between metric reports to the callbacks"""
+
+    def check(self) -> None:
+        for name in ("num_envs", "buffer_size", "batch_size", "target_update_interval", "train_freq", "log_interval"):
+            require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
+        require(self.learning_starts >= 0 and self.gradient_steps >= 0, "learning_starts and gradient_steps must be >= 0")
+        require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
+        require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
+        require(0 < self.tau <= 1, f"tau must be in (0, 1], got {self.tau}")
+        require(0 <= self.exploration_fraction <= 1, f"exploration_fraction must be in [0, 1], got {self.exploration_fraction}")
+        require(0 <= self.exploration_final_eps <= 1 and 0 <= self.exploration_initial_eps <= 1, "epsilons must be in [0, 1]")
+
+
+class QNetwork(nn.Module):
+    def __init__(self, parts: Sequence[Any], n_actions: int, config: DQNConfig):
+        super().__init__()
+        self.encoder = ObservationEncoder(parts)
+        self.head = mlp(self.encoder.out_dim, config.hidden_sizes, n_actions, config.activation, init=False)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.head(self.encoder(batch))
+
+
+def _masked(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    if mask is None:
+        return q
+    legal = mask.bool() | ~mask.bool().any(dim=-1, keepdim=True)
+    return q.masked_fill(~legal, -torch.inf)
+
+
+class DQN(TorchLearner):
+    """DQN agent (see the module doc). Build with ``verigym.agents.make("dqn", env, **options)``;
+    options are the fields of :class:`DQNConfig`."""
+
+    name = "dqn"
+    config_class = DQNConfig
+    config: DQNConfig
+
+    def _build(self) -> None:
+        if not isinstance(self.action_space, spaces.Discrete):
+            raise TypeError(f"DQN needs Discrete actions, got {self.action_space!r}")
+        n = int(self.action_space.n)
+        self.q = QNetwork(self.batcher.parts, n, self.config).to(self.device)
+        self.q_target = QNetwork(self.batcher.parts, n, self.config).to(self.device)
+        self.q_target.load_state_dict(self.q.state_dict())
+        self.q_target.requires_grad_(False)
+        self.optimizer = adam(self.q.parameters(), self.config.learning_rate)
+        self.epsilon = self.config.exploration_initial_eps
+
+    def _greedy(self, batch: dict[str, np.ndarray], mask: np.ndarray | None) -> np.ndarray:
+        with torch.no_grad():
+            q = self.q(to_tensors(batch, self.device))
+            return _masked(q, None if mask is None else torch.as_tensor(mask, device=self.device)).argmax(-1).cpu().numpy()
+
+    def _act_batch(self, batch: dict[str, np.ndarray], mask: np.ndarray | None, deterministic: bool) -> np.ndarray:
+        actions = self._greedy(batch, mask)
+        if not deterministic:
+            explore = self.rng.random(len(actions)) < self.epsilon
+            for i in np.flatnonzero(explore):
+                legal = np.arange(self.action_space.n) if mask is None or not mask[i].any() else np.flatnonzero(mask[i])
+                actions[i] = self.rng.choice(legal)
+        return self.env_actions(actions)
+
+    def learn(self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()) -> DQN:
+        """Train for ``total_steps`` env steps (over all envs).
+
+        Args:
+            env: an env id, a ``gymnasium.Env`` or an :class:`~verigym.agents.common.vec.EnvPool`.
+            total_steps: env steps.
+            callbacks: called every ``log_interval`` env steps with the metrics; False stops.
+
+        Returns:
+            self.
+        """
+        cfg = self.config
+        pool = EnvPool.build(env, cfg.num_envs, seed=cfg.seed)
+        n = pool.num_envs
+        buffer = ReplayBuffer(min(cfg.buffer_size, max(total_steps, 1)), self.rng)
+        obs_list, infos = pool.reset()
+        batch = self.batcher(obs_list)
+        start, start_step, next_log = time.perf_counter(), self.global_step, self.global_step + cfg.log_interval
+        decay_steps = max(cfg.exploration_fraction * total_steps, 1.0)
+        losses: list[float] = []
+        calls = 0
+        try:
+            for _ in range(-(-total_steps // n)):
+                done_steps = self.global_step - start_step
+                self.epsilon = cfg.exploration_initial_eps + min(done_steps / decay_steps, 1.0) * (cfg.exploration_final_eps - cfg.exploration_initial_eps)
+                mask = stack_masks(infos)
+                if done_steps < cfg.learning_starts:
+                    actions = np.array([self._random_action(m) for m in (mask if mask is not None else [None] * n)])
+                else:
+                    actions = self._act_batch(batch, mask, deterministic=False) - int(self.action_space.start)
+                obs_list, rewards, terminated, truncated, infos, finals = pool.step(self.env_actions(actions))
+                next_batch = self.batcher(obs_list)
+                stored_next = final_batch(self.batcher, next_batch, finals)
+                buffer.add(batch, actions, rewards, stored_next, terminated)
+                batch = next_batch
+                self.global_step += n
+                calls += 1
+                if self.global_step - start_step > cfg.learning_starts and calls % cfg.train_freq == 0:
+                    losses.extend(self._train_phase(buffer))
+                if calls % max(cfg.target_update_interval // n, 1) == 0:
+                    self._update_target()
+                if self.global_step >= next_log:
+                    next_log += cfg.log_interval
+                    elapsed = max(time.perf_counter() - start, 1e-9)
+                    metrics = {"global_step": float(self.global_step), "charts/SPS": (self.global_step - start_step) / elapsed, "charts/epsilon": self.epsilon}
+                    metrics |= episode_metrics(pool.pop_episodes())
+                    if losses:
+                        metrics["losses/td_loss"] = float(np.mean(losses))
+                        losses = []
+                    if not emit(callbacks, metrics):
+                        break
+        finally:
+            if pool is not env:
+                pool.close()
+        return self
+
+    def _random_action(self, mask: np.ndarray | None) -> int:
+        if mask is None or not np.any(mask):
+            return int(self.rng.integers(self.action_space.n))
+        return int(self.rng.choice(np.flatnonzero(mask)))
+
+    def _update_target(self) -> None:
+        with torch.no_grad():
+            if self.config.tau >= 1.0:
+                self.q_target.load_state_dict(self.q.state_dict())
+            else:
+                for target, online in zip(self.q_target.parameters(), self.q.parameters()):
+                    target.lerp_(online, self.config.tau)
+
+    def _train_phase(self, buffer: ReplayBuffer) -> list[float]:
+        """``gradient_steps`` updates; the minibatches are drawn and moved to the device at once."""
+        cfg = self.config
+        if cfg.gradient_steps == 0:
+            return []
+        sample = buffer.sample(cfg.gradient_steps * cfg.batch_size)
+        obs = to_tensors(sample["obs"], self.device)
+        next_obs = to_tensors(sample["next_obs"], self.device)
+        actions = torch.as_tensor(sample["actions"], device=self.device).long()
+        rewards = torch.as_tensor(sample["rewards"], device=self.device)
+        not_done = 1.0 - torch.as_tensor(sample["terminated"], device=self.device)
+        losses = []
+        for step in range(cfg.gradient_steps):
+            part = slice(step * cfg.batch_size, (step + 1) * cfg.batch_size)
+            both = {k: torch.cat([obs[k][part], next_obs[k][part]]) for k in obs}
+            q_both = self.q(both)
+            q = q_both[: cfg.batch_size].gather(-1, actions[part].unsqueeze(-1)).squeeze(-1)
+            with torch.no_grad():
+                next_q_target = self.q_target({k: v[part] for k, v in next_obs.items()})
+                if cfg.double_q:
+                    best = q_both[cfg.batch_size :].argmax(-1, keepdim=True)
+                    next_q = next_q_target.gather(-1, best).squeeze(-1)
+                else:
+                    next_q = next_q_target.max(-1).values
+                target = rewards[part] + cfg.gamma * not_done[part] * next_q
+            loss = nn.functional.smooth_l1_loss(q, target)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(self.q.parameters(), cfg.max_grad_norm)
+            self.optimizer.step()
+            losses.append(loss.detach())
+        return [float(x) for x in torch.stack(losses).cpu()]
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        return {f"q.{k}": v for k, v in self.q.state_dict().items()}
+
+    def load_state_tensors(self, tensors: Mapping[str, torch.Tensor]) -> None:
+        self.q.load_state_dict({k[2:]: v for k, v in tensors.items() if k.startswith("q.")})
+        self.q_target.load_state_dict(self.q.state_dict())
+

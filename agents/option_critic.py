@@ -1,0 +1,294 @@
+"""Option-critic (Bacon, Harb & Precup 2017, "The Option-Critic Architecture"), trained on-policy
+with parallel envs and n-step returns as in A2OC (Harb et al. 2018, "When Waiting is Not an
+Option: Learning Options with a Deliberation Cost").
+
+One network with a shared encoder and trunk and three heads: the option values ``Q_Omega(s, o)``,
+the termination probabilities ``beta(s, o)`` (sigmoid) and the intra-option policies
+``pi(a | s, o)`` (softmax, masked by ``info["action_mask"]``). The policy over options is
+epsilon-greedy on ``Q_Omega`` (epsilon decays linearly). Per rollout the losses are
+
+* critic: ``(G_t - Q_Omega(s_t, o_t))^2`` with n-step returns ``G_t`` bootstrapped by
+  ``U(s_T, o_T) = (1 - beta) Q_Omega(s_T, o_T) + beta max_o Q_Omega(s_T, o)``;
+* intra-option policy gradient: ``-log pi(a_t | s_t, o_t) (G_t - Q_Omega(s_t, o_t))`` minus an
+  entropy bonus;
+* termination gradient: ``beta(s_{t+1}, o_t) (Q_Omega(s_{t+1}, o_t) - V(s_{t+1}) + xi)`` with
+  ``V = max_o Q_Omega`` and the termination regularizer (deliberation cost) ``xi``.
+
+Supports ``Discrete`` actions and any observation :class:`~verigym.agents.common.spaces.ObservationBatcher`
+handles. The current option of each env is agent state: call ``reset()`` at each episode start.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+from verigym.agents.common.config import AgentConfig, require
+from verigym.agents.common.distributions import Categorical
+from verigym.agents.common.learner import (
+    Callback,
+    TorchLearner,
+    emit,
+    episode_metrics,
+    final_batch,
+    stack_masks,
+)
+from verigym.agents.common.networks import ObservationEncoder, adam, layer_init, mlp, to_tensors
+from verigym.agents.common.vec import EnvPool
+
+__all__ = ["OptionCritic", "OptionCriticConfig"]
+
+
+@dataclass(frozen=True)
+class OptionCriticConfig(AgentConfig):
+    """Option-critic options."""
+
+    num_options: int = 4
+    """number of options"""
+    num_envs: int = 16
+    """parallel envs stepped per rollout"""
+    num_steps: int = 16
+    """steps per env per rollout (the n of the n-step returns)"""
+    learning_rate: float = 7e-4
+    """Adam step size"""
+    gamma: float = 0.99
+    """discount factor"""
+    termination_reg: float = 0.01
+    """termination regularizer xi (deliberation cost), added to the option advantage"""
+    ent_coef: float = 0.01
+    """entropy bonus of the intra-option policies"""
+    vf_coef: float = 0.5
+    """weight of the critic loss"""
+    max_grad_norm: float = 0.5
+    """global gradient-norm clip"""
+    option_eps_initial: float = 1.0
+    """initial epsilon of the epsilon-greedy policy over options"""
+    option_eps_final: float = 0.05
+    """final epsilon"""
+    exploration_fraction: float = 0.5
+    """share of total_steps over which epsilon decays linearly"""
+    hidden_sizes: tuple[int, ...] = (128,)
+    """trunk MLP widths after the encoder"""
+    activation: Literal["tanh", "relu", "elu", "gelu"] = "relu"
+    """hidden activation"""
+    log_interval: int = 1
+    """rollouts between metric reports to the callbacks"""
+
+    def check(self) -> None:
+        for name in ("num_options", "num_envs", "num_steps", "log_interval"):
+            require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
+        require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
+        require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
+        for name in ("option_eps_initial", "option_eps_final", "exploration_fraction"):
+            require(0 <= getattr(self, name) <= 1, f"{name} must be in [0, 1], got {getattr(self, name)}")
+        require(self.max_grad_norm > 0, f"max_grad_norm must be > 0, got {self.max_grad_norm}")
+
+
+class OptionCriticNetwork(nn.Module):
+    """Encoder + trunk; heads ``q (N, O)``, ``beta (N, O)``, ``logits (N, O, A)``."""
+
+    def __init__(self, parts: Sequence[Any], n_actions: int, config: OptionCriticConfig):
+        super().__init__()
+        self.encoder = ObservationEncoder(parts)
+        self.trunk = mlp(self.encoder.out_dim, config.hidden_sizes, None, config.activation)
+        width = config.hidden_sizes[-1] if config.hidden_sizes else self.encoder.out_dim
+        self.num_options, self.n_actions = config.num_options, n_actions
+        self.q = layer_init(nn.Linear(width, config.num_options), 1.0)
+        self.termination = layer_init(nn.Linear(width, config.num_options), 0.01)
+        self.policy = layer_init(nn.Linear(width, config.num_options * n_actions), 0.01)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        h = self.trunk(self.encoder(batch))
+        return self.q(h), torch.sigmoid(self.termination(h)), self.policy(h).view(-1, self.num_options, self.n_actions)
+
+
+def _pick(x: torch.Tensor, options: torch.Tensor) -> torch.Tensor:
+    """``x[i, options[i]]`` for ``x (N, O, ...)``."""
+    return x[torch.arange(len(options), device=x.device), options]
+
+
+class OptionCritic(TorchLearner):
+    """Option-critic agent (see the module doc). Build with
+    ``verigym.agents.make("option-critic", env, **options)``; options are the fields of
+    :class:`OptionCriticConfig`."""
+
+    name = "option-critic"
+    config_class = OptionCriticConfig
+    config: OptionCriticConfig
+
+    def _build(self) -> None:
+        if not isinstance(self.action_space, spaces.Discrete):
+            raise TypeError(f"option-critic needs Discrete actions, got {self.action_space!r}")
+        self.net = OptionCriticNetwork(self.batcher.parts, int(self.action_space.n), self.config).to(self.device)
+        self.optimizer = adam(self.net.parameters(), self.config.learning_rate)
+        self.epsilon = self.config.option_eps_final
+        self._options: np.ndarray | None = None
+
+    # -- acting -------------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None) -> None:
+        """Episode start: forget the current options (a new one is chosen at the next ``act``)."""
+        super().reset(seed=seed)
+        self._options = None
+
+    def _choose_options(self, q: torch.Tensor, epsilon: float) -> torch.Tensor:
+        greedy = q.argmax(-1)
+        explore = torch.rand(len(q), generator=self.generator, device=q.device) < epsilon
+        random = torch.randint(self.config.num_options, (len(q),), generator=self.generator, device=q.device)
+        return torch.where(explore, random, greedy)
+
+    def _step_options(self, q: torch.Tensor, beta: torch.Tensor, options: torch.Tensor | None, epsilon: float, deterministic: bool) -> torch.Tensor:
+        """Keep each option unless it terminates (sampled from beta; beta > 0.5 when deterministic)."""
+        fresh = self._choose_options(q, 0.0 if deterministic else epsilon)
+        if options is None:
+            return fresh
+        b = _pick(beta, options)
+        stop = b > 0.5 if deterministic else torch.rand(len(b), generator=self.generator, device=b.device) < b
+        return torch.where(stop, fresh, options)
+
+    def _act_batch(self, batch: dict[str, np.ndarray], mask: np.ndarray | None, deterministic: bool) -> np.ndarray:
+        n = len(next(iter(batch.values())))
+        with torch.no_grad():
+            q, beta, logits = self.net(to_tensors(batch, self.device))
+            previous = None if self._options is None or len(self._options) != n else torch.as_tensor(self._options, device=self.device)
+            options = self._step_options(q, beta, previous, self.epsilon, deterministic)
+            dist = Categorical(_pick(logits, options), None if mask is None else torch.as_tensor(mask, device=self.device))
+            actions = dist.mode() if deterministic else dist.sample(self.generator)
+        self._options = options.cpu().numpy()
+        return self.env_actions(actions.cpu().numpy())
+
+    @property
+    def current_options(self) -> np.ndarray | None:
+        """The option each env/episode is following (``int64 (N,)``), None right after ``reset``."""
+        return self._options
+
+    # -- learning -----------------------------------------------------------------------------
+    def learn(self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()) -> OptionCritic:
+        """Train for ``total_steps`` env steps (rounded up to whole rollouts).
+
+        Args:
+            env: an env id, a ``gymnasium.Env`` or an :class:`~verigym.agents.common.vec.EnvPool`.
+            total_steps: env steps over all envs.
+            callbacks: called after each ``log_interval`` rollouts with the metrics; False stops.
+
+        Returns:
+            self.
+        """
+        cfg = self.config
+        pool = EnvPool.build(env, cfg.num_envs, seed=cfg.seed)
+        n, t_max = pool.num_envs, cfg.num_steps
+        num_updates = max(1, -(-total_steps // (n * t_max)))
+        obs_list, infos = pool.reset()
+        batch = self.batcher(obs_list)
+        with torch.no_grad():
+            q, _, _ = self.net(to_tensors(batch, self.device))
+        options = self._choose_options(q, cfg.option_eps_initial)
+        start, start_step = time.perf_counter(), self.global_step
+        decay = max(cfg.exploration_fraction * total_steps, 1.0)
+        switches = 0
+        try:
+            for update in range(num_updates):
+                obs_buf, opt_buf, act_buf, rew_buf, done_buf, mask_buf, next_buf = [], [], [], [], [], [], []
+                for _ in range(t_max):
+                    self.epsilon = cfg.option_eps_initial + min((self.global_step - start_step) / decay, 1.0) * (cfg.option_eps_final - cfg.option_eps_initial)
+                    mask = stack_masks(infos)
+                    with torch.no_grad():
+                        _, _, logits = self.net(to_tensors(batch, self.device))
+                        dist = Categorical(_pick(logits, options), None if mask is None else torch.as_tensor(mask, device=self.device))
+                        actions = dist.sample(self.generator)
+                    actions_np = actions.cpu().numpy()
+                    obs_list, rewards, terminated, truncated, infos, finals = pool.step(self.env_actions(actions_np))
+                    done = terminated | truncated
+                    next_batch = self.batcher(obs_list)
+                    # s_{t+1} for the termination loss and the truncation bootstrap: the true last obs
+                    true_next = final_batch(self.batcher, next_batch, finals)
+                    ended = np.flatnonzero(done)
+                    rewards = rewards.astype(np.float32)
+                    with torch.no_grad():
+                        q_next, beta_next, _ = self.net(to_tensors(true_next, self.device))
+                        trunc_only = np.flatnonzero(truncated & ~terminated)
+                        if len(trunc_only):
+                            idx = torch.as_tensor(trunc_only, device=self.device)
+                            b = _pick(beta_next[idx], options[idx])
+                            u = (1 - b) * _pick(q_next[idx], options[idx]) + b * q_next[idx].max(-1).values
+                            rewards[trunc_only] += cfg.gamma * u.cpu().numpy()
+                        new_options = self._step_options(q_next, beta_next, options, self.epsilon, False)
+                        if len(ended):  # a new episode starts with a fresh option
+                            q_reset, _, _ = self.net(to_tensors({k: v[ended] for k, v in next_batch.items()}, self.device))
+                            new_options[torch.as_tensor(ended, device=self.device)] = self._choose_options(q_reset, self.epsilon)
+                    switches += int((new_options != options).sum())
+                    obs_buf.append(batch)
+                    next_buf.append(true_next)
+                    opt_buf.append(options)
+                    act_buf.append(actions)
+                    rew_buf.append(rewards)
+                    done_buf.append(done.astype(np.float32))
+                    mask_buf.append(mask)
+                    batch, options = next_batch, new_options
+                    self.global_step += n
+                losses = self._update(obs_buf, next_buf, opt_buf, act_buf, rew_buf, done_buf, mask_buf, batch, options)
+                if (update + 1) % cfg.log_interval == 0 or update == num_updates - 1:
+                    elapsed = max(time.perf_counter() - start, 1e-9)
+                    metrics = {"global_step": float(self.global_step), "charts/SPS": (self.global_step - start_step) / elapsed, "charts/option_epsilon": self.epsilon, "charts/option_switches": float(switches)}
+                    switches = 0
+                    if not emit(callbacks, metrics | episode_metrics(pool.pop_episodes()) | losses):
+                        break
+        finally:
+            if pool is not env:
+                pool.close()
+        return self
+
+    def _update(self, obs_buf: list, next_buf: list, opt_buf: list, act_buf: list, rew_buf: list, done_buf: list, mask_buf: list, last_batch: dict[str, np.ndarray], last_options: torch.Tensor) -> dict[str, float]:
+        cfg = self.config
+        t_max, n = len(obs_buf), len(rew_buf[0])
+        with torch.no_grad():
+            q_last, beta_last, _ = self.net(to_tensors(last_batch, self.device))
+            b = _pick(beta_last, last_options)
+            running = (1 - b) * _pick(q_last, last_options) + b * q_last.max(-1).values
+        rewards = torch.as_tensor(np.stack(rew_buf), device=self.device)
+        dones = torch.as_tensor(np.stack(done_buf), device=self.device)
+        returns = torch.zeros(t_max, n, device=self.device)
+        for t in reversed(range(t_max)):
+            running = rewards[t] + cfg.gamma * (1 - dones[t]) * running
+            returns[t] = running
+        obs = to_tensors({k: np.concatenate([b[k] for b in obs_buf]) for k in obs_buf[0]}, self.device)
+        nxt = to_tensors({k: np.concatenate([b[k] for b in next_buf]) for k in next_buf[0]}, self.device)
+        options = torch.cat(opt_buf)
+        actions = torch.cat(act_buf)
+        masks = None if any(m is None for m in mask_buf) else torch.as_tensor(np.concatenate(mask_buf), device=self.device)
+        q, _, logits = self.net(obs)
+        q_o = _pick(q, options)
+        returns = returns.reshape(-1)
+        advantage = (returns - q_o).detach()
+        dist = Categorical(_pick(logits, options), masks)
+        policy_loss = -(dist.log_prob(actions) * advantage).mean()
+        entropy = dist.entropy().mean()
+        critic_loss = 0.5 * ((returns - q_o) ** 2).mean()
+        q_next, beta_next, _ = self.net(nxt)
+        with torch.no_grad():
+            option_advantage = _pick(q_next, options) - q_next.max(-1).values + cfg.termination_reg
+        termination_loss = (_pick(beta_next, options) * option_advantage * (1 - dones.reshape(-1))).mean()
+        loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * critic_loss + termination_loss
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(self.net.parameters(), cfg.max_grad_norm)
+        self.optimizer.step()
+        return {
+            "losses/policy_loss": float(policy_loss.detach()),
+            "losses/critic_loss": float(critic_loss.detach()),
+            "losses/termination_loss": float(termination_loss.detach()),
+            "losses/entropy": float(entropy.detach()),
+            "charts/termination_prob": float(_pick(beta_next, options).mean().detach()),
+        }
+
+    # -- persistence --------------------------------------------------------------------------
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        return {f"net.{k}": v for k, v in self.net.state_dict().items()}
+
+    def load_state_tensors(self, tensors: Mapping[str, torch.Tensor]) -> None:
+        self.net.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("net.")})

@@ -1,0 +1,312 @@
+"""Proximal Policy Optimization (Schulman et al. 2017, "Proximal Policy Optimization Algorithms").
+
+Clipped surrogate objective with the implementation details of Engstrom et al. 2020 and Huang et
+al. 2022 ("The 37 Implementation Details of PPO"): vector envs, GAE (Schulman et al. 2016),
+per-minibatch advantage normalization, optional value clipping, orthogonal init, Adam eps 1e-5,
+global gradient clipping, optional linear annealing of the learning rate and the clip range,
+observation and reward normalization (running statistics), bootstrapping at time-limit truncation
+(the final observation's value is added to the reward, as Stable-Baselines3 does) and
+``info["action_mask"]`` for discrete actions.
+
+Supports observations of any kind :class:`~verigym.agents.common.spaces.ObservationBatcher`
+handles (vectors, symbolic grids, images, text, ``Dict`` of those) and ``Discrete``,
+``MultiDiscrete`` and ``Box`` actions.
+
+Example:
+    >>> agent = verigym.agents.make("ppo", "CartPole-v1", num_envs=8)  # doctest: +SKIP
+    >>> agent.learn("CartPole-v1", 100_000)                               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+from verigym.agents.common.buffers import RunningMeanStd, gae
+from verigym.agents.common.config import AgentConfig, require
+from verigym.agents.common.distributions import Categorical, DiagGaussian, MultiCategorical
+from verigym.agents.common.learner import Callback, TorchLearner, emit, episode_metrics, stack_masks
+from verigym.agents.common.networks import ObservationEncoder, adam, mlp, to_tensors
+from verigym.agents.common.vec import EnvPool
+
+__all__ = ["PPO", "PPOConfig"]
+
+
+@dataclass(frozen=True)
+class PPOConfig(AgentConfig):
+    """PPO options (defaults: CleanRL's ``ppo.py`` / Stable-Baselines3's)."""
+
+    num_envs: int = 8
+    """parallel envs stepped per rollout (copies of the training env)"""
+    num_steps: int = 128
+    """steps per env per rollout; a rollout is num_envs * num_steps transitions"""
+    learning_rate: float = 3e-4
+    """Adam step size"""
+    anneal_lr: bool = False
+    """anneal the learning rate linearly to 0 over total_steps"""
+    gamma: float = 0.99
+    """discount factor"""
+    gae_lambda: float = 0.95
+    """GAE lambda (bias/variance trade-off of the advantages)"""
+    num_epochs: int = 10
+    """passes over each rollout"""
+    batch_size: int = 64
+    """minibatch size (transitions)"""
+    clip_coef: float = 0.2
+    """surrogate clipping coefficient epsilon"""
+    anneal_clip: bool = False
+    """anneal clip_coef linearly to 0 over total_steps"""
+    clip_vloss: bool = False
+    """clip the value loss around the old values (with clip_coef)"""
+    norm_adv: bool = True
+    """normalize advantages per minibatch"""
+    ent_coef: float = 0.0
+    """entropy bonus coefficient"""
+    vf_coef: float = 0.5
+    """value loss coefficient"""
+    max_grad_norm: float = 0.5
+    """global gradient-norm clip"""
+    target_kl: float | None = None
+    """stop the epochs of an update early when the approximate KL exceeds this"""
+    normalize_observation: bool = False
+    """normalize vector observations with running mean/std (clipped to +-10)"""
+    normalize_reward: bool = False
+    """scale rewards by the running std of the discounted return (clipped to +-10)"""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """hidden layer widths of the actor and of the critic MLPs (separate networks)"""
+    activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
+    """hidden activation"""
+    log_std_init: float = 0.0
+    """initial log standard deviation of continuous actions"""
+    log_interval: int = 1
+    """rollouts between metric reports to the callbacks"""
+
+    def check(self) -> None:
+        for name in ("num_envs", "num_steps", "num_epochs", "batch_size", "log_interval"):
+            require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
+        require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
+        require(0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1, f"gamma and gae_lambda must be in [0, 1], got {self.gamma}, {self.gae_lambda}")
+        require(self.clip_coef > 0, f"clip_coef must be > 0, got {self.clip_coef}")
+        require(self.max_grad_norm > 0, f"max_grad_norm must be > 0, got {self.max_grad_norm}")
+        require(self.target_kl is None or self.target_kl > 0, f"target_kl must be > 0 or None, got {self.target_kl}")
+        require(all(h >= 1 for h in self.hidden_sizes), f"hidden_sizes must be positive, got {self.hidden_sizes}")
+
+
+class ActorCritic(nn.Module):
+    """Shared observation encoder; separate actor and critic MLPs."""
+
+    def __init__(self, parts: Sequence[Any], action_space: spaces.Space, config: PPOConfig):
+        super().__init__()
+        self.encoder = ObservationEncoder(parts)
+        if isinstance(action_space, spaces.Discrete):
+            self.kind, out = "discrete", int(action_space.n)
+        elif isinstance(action_space, spaces.MultiDiscrete):
+            self.kind, out = "multi", int(action_space.nvec.sum())
+            self.nvec = [int(v) for v in action_space.nvec.ravel()]
+        elif isinstance(action_space, spaces.Box):
+            self.kind, out = "box", int(np.prod(action_space.shape))
+            self.log_std = nn.Parameter(torch.full((out,), config.log_std_init))
+        else:
+            raise TypeError(f"PPO supports Discrete, MultiDiscrete and Box actions, not {action_space!r}")
+        self.actor = mlp(self.encoder.out_dim, config.hidden_sizes, out, config.activation, out_gain=0.01)
+        self.critic = mlp(self.encoder.out_dim, config.hidden_sizes, 1, config.activation, out_gain=1.0)
+
+    def dist(self, features: torch.Tensor, mask: torch.Tensor | None) -> Any:
+        out = self.actor(features)
+        if self.kind == "discrete":
+            return Categorical(out, mask)
+        if self.kind == "multi":
+            return MultiCategorical(out, self.nvec, mask)
+        return DiagGaussian(out, self.log_std)
+
+    def value(self, features: torch.Tensor) -> torch.Tensor:
+        return self.critic(features).squeeze(-1)
+
+
+class PPO(TorchLearner):
+    """PPO agent (see the module doc). Build with ``verigym.agents.make("ppo", env, **options)``;
+    options are the fields of :class:`PPOConfig`."""
+
+    name = "ppo"
+    config_class = PPOConfig
+    config: PPOConfig
+
+    def _build(self) -> None:
+        self.policy = ActorCritic(self.batcher.parts, self.action_space, self.config).to(self.device)
+        self.optimizer = adam(self.policy.parameters(), self.config.learning_rate, eps=1e-5)
+        self.obs_rms = {p.key: RunningMeanStd(p.shape or ()) for p in self.batcher.parts if p.kind == "vector"} if self.config.normalize_observation else {}
+        self.return_rms = RunningMeanStd(())
+
+    # -- acting -------------------------------------------------------------------------------
+    def _normalize(self, batch: dict[str, np.ndarray], update: bool = False) -> dict[str, np.ndarray]:
+        if not self.obs_rms:
+            return batch
+        batch = dict(batch)
+        for key, rms in self.obs_rms.items():
+            if update:
+                rms.update(batch[key])
+            batch[key] = rms.normalize(batch[key])
+        return batch
+
+    def _act_batch(self, batch: dict[str, np.ndarray], mask: np.ndarray | None, deterministic: bool) -> np.ndarray:
+        with torch.no_grad():
+            features = self.policy.encoder(to_tensors(self._normalize(batch), self.device))
+            dist = self.policy.dist(features, None if mask is None else torch.as_tensor(mask, device=self.device))
+            actions = dist.mode() if deterministic else dist.sample(self.generator)
+        return self.env_actions(actions.cpu().numpy())
+
+    # -- learning -----------------------------------------------------------------------------
+    def learn(self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()) -> PPO:
+        """Train for ``total_steps`` env steps (rounded up to whole rollouts).
+
+        Args:
+            env: an env id, a ``gymnasium.Env`` (copied into ``num_envs`` envs) or an
+                :class:`~verigym.agents.common.vec.EnvPool`.
+            total_steps: env steps over all envs.
+            callbacks: called after each ``log_interval`` rollouts with the metrics
+                (``global_step``, ``charts/*``, ``losses/*``); returning False stops.
+
+        Returns:
+            self.
+        """
+        cfg = self.config
+        pool = EnvPool.build(env, cfg.num_envs, seed=cfg.seed)
+        n, t_max = pool.num_envs, cfg.num_steps
+        rollout = n * t_max
+        num_updates = max(1, -(-total_steps // rollout))
+        discrete = self.policy.kind != "box"
+        obs_list, infos = pool.reset()
+        done = np.zeros(n, dtype=np.float32)
+        disc_return = np.zeros(n)
+        start, start_step = time.perf_counter(), self.global_step
+        try:
+            for update in range(num_updates):
+                frac = 1.0 - update / num_updates
+                if cfg.anneal_lr:
+                    self.optimizer.param_groups[0]["lr"] = frac * cfg.learning_rate
+                clip = cfg.clip_coef * (frac if cfg.anneal_clip else 1.0)
+                obs_buf: list[dict[str, np.ndarray]] = []
+                act_buf, logp_buf, val_buf, rew_buf, done_buf, mask_buf = [], [], [], [], [], []
+                for _ in range(t_max):
+                    batch = self._normalize(self.batcher(obs_list), update=True)
+                    mask = stack_masks(infos) if discrete else None
+                    with torch.no_grad():
+                        features = self.policy.encoder(to_tensors(batch, self.device))
+                        dist = self.policy.dist(features, None if mask is None else torch.as_tensor(mask, device=self.device))
+                        action = dist.sample(self.generator)
+                        logp = dist.log_prob(action)
+                        value = self.policy.value(features)
+                    action_np = action.cpu().numpy()
+                    obs_list, reward, terminated, truncated, infos, finals = pool.step(self.env_actions(action_np))
+                    reward = reward.astype(np.float32)
+                    if cfg.normalize_reward:
+                        disc_return = disc_return * cfg.gamma + reward
+                        self.return_rms.update(disc_return)
+                        disc_return[terminated | truncated] = 0.0
+                        reward = np.clip(reward / np.sqrt(self.return_rms.var + 1e-8), -10, 10).astype(np.float32)
+                    trunc_only = np.flatnonzero(truncated & ~terminated)
+                    if len(trunc_only):
+                        final = self._normalize(self.batcher([finals[i] for i in trunc_only]))
+                        with torch.no_grad():
+                            boot = self.policy.value(self.policy.encoder(to_tensors(final, self.device))).cpu().numpy()
+                        reward[trunc_only] += cfg.gamma * boot
+                    obs_buf.append(batch)
+                    act_buf.append(action_np)
+                    logp_buf.append(logp.cpu().numpy())
+                    val_buf.append(value.cpu().numpy())
+                    rew_buf.append(reward)
+                    done_buf.append(done)
+                    mask_buf.append(mask)
+                    done = (terminated | truncated).astype(np.float32)
+                    self.global_step += n
+                with torch.no_grad():
+                    batch = self._normalize(self.batcher(obs_list))
+                    last_value = self.policy.value(self.policy.encoder(to_tensors(batch, self.device))).cpu().numpy()
+                advantages, returns = gae(np.stack(rew_buf), np.stack(val_buf), np.stack(done_buf), last_value, done, cfg.gamma, cfg.gae_lambda)
+                data = {
+                    "obs": {k: torch.as_tensor(np.concatenate([b[k] for b in obs_buf]), device=self.device) for k in obs_buf[0]},
+                    "actions": torch.as_tensor(np.concatenate(act_buf), device=self.device),
+                    "log_probs": torch.as_tensor(np.concatenate(logp_buf), device=self.device),
+                    "values": torch.as_tensor(np.concatenate(val_buf), device=self.device),
+                    "advantages": torch.as_tensor(advantages.reshape(-1), device=self.device),
+                    "returns": torch.as_tensor(returns.reshape(-1), device=self.device),
+                    "masks": None if mask_buf[0] is None else torch.as_tensor(np.concatenate(mask_buf), device=self.device),
+                }
+                losses = self._update(data, clip)
+                if (update + 1) % cfg.log_interval == 0 or update == num_updates - 1:
+                    elapsed = max(time.perf_counter() - start, 1e-9)
+                    metrics = {"global_step": float(self.global_step), "charts/SPS": (self.global_step - start_step) / elapsed, "charts/learning_rate": self.optimizer.param_groups[0]["lr"]}
+                    metrics |= episode_metrics(pool.pop_episodes()) | losses
+                    if not emit(callbacks, metrics):
+                        break
+        finally:
+            if pool is not env:
+                pool.close()
+        return self
+
+    def _update(self, data: dict[str, Any], clip: float) -> dict[str, float]:
+        cfg = self.config
+        total = len(data["advantages"])
+        stats: dict[str, list[float]] = {"losses/policy_loss": [], "losses/value_loss": [], "losses/entropy": [], "losses/approx_kl": [], "losses/clipfrac": []}
+        for _ in range(cfg.num_epochs):
+            order = torch.randperm(total, generator=self.generator, device=self.device)
+            stop = False
+            for begin in range(0, total, cfg.batch_size):
+                idx = order[begin : begin + cfg.batch_size]
+                features = self.policy.encoder({k: v[idx] for k, v in data["obs"].items()})
+                dist = self.policy.dist(features, None if data["masks"] is None else data["masks"][idx])
+                new_logp = dist.log_prob(data["actions"][idx])
+                entropy = dist.entropy().mean()
+                value = self.policy.value(features)
+                log_ratio = new_logp - data["log_probs"][idx]
+                ratio = log_ratio.exp()
+                adv = data["advantages"][idx]
+                if cfg.norm_adv and len(idx) > 1:
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                policy_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean()
+                returns = data["returns"][idx]
+                if cfg.clip_vloss:
+                    old = data["values"][idx]
+                    clipped = old + (value - old).clamp(-clip, clip)
+                    value_loss = 0.5 * torch.max((value - returns) ** 2, (clipped - returns) ** 2).mean()
+                else:
+                    value_loss = 0.5 * ((value - returns) ** 2).mean()
+                loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * value_loss
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
+                self.optimizer.step()
+                with torch.no_grad():
+                    approx_kl = ((ratio - 1) - log_ratio).mean().item()
+                    stats["losses/clipfrac"].append(((ratio - 1).abs() > clip).float().mean().item())
+                stats["losses/policy_loss"].append(policy_loss.item())
+                stats["losses/value_loss"].append(value_loss.item())
+                stats["losses/entropy"].append(entropy.item())
+                stats["losses/approx_kl"].append(approx_kl)
+                if cfg.target_kl is not None and approx_kl > 1.5 * cfg.target_kl:
+                    stop = True
+                    break
+            if stop:
+                break
+        return {k: float(np.mean(v)) for k, v in stats.items() if v}
+
+    # -- persistence --------------------------------------------------------------------------
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        tensors = {f"policy.{k}": v for k, v in self.policy.state_dict().items()}
+        for key, rms in self.obs_rms.items():
+            for name, value in rms.state().items():
+                tensors[f"obs_rms.{key or 'obs'}.{name}"] = torch.as_tensor(value)
+        return tensors
+
+    def load_state_tensors(self, tensors: Mapping[str, torch.Tensor]) -> None:
+        self.policy.load_state_dict({k[len("policy."):]: v for k, v in tensors.items() if k.startswith("policy.")})
+        for key, rms in self.obs_rms.items():
+            prefix = f"obs_rms.{key or 'obs'}."
+            rms.load_state({name: tensors[prefix + name].cpu().numpy() for name in ("mean", "var", "count")})
+
