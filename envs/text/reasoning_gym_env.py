@@ -6,10 +6,12 @@ import functools
 import json
 import logging
 import math
+import random
 import re
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 from verigym.envs.text.base import ReplySpace
 
 from verigym.core import ActionParseError, UnicodeText, action_error_info, episode_end
@@ -35,13 +37,17 @@ ANSWER_FORMAT = (
 )
 """The answer-format instruction appended to every question."""
 
-RESEED_DATASETS = frozenset({"acre", "gsm_symbolic", "list_functions", "word_ladder"})
+RESEED_DATASETS = frozenset({"acre", "gsm_symbolic", "list_functions"})
 """Datasets whose constructor generates ``size`` items up front (or caps ``size``): item ``k`` is
 built as ``dataset(seed=k, size=1)[0]`` instead of ``dataset(seed=0, size=2**31 - 1)[k]``.
 The two give the same item for the other datasets (reasoning-gym draws item ``i`` of a dataset
 with seed ``s`` from ``Random(s + i)``)."""
 
-HASH_SEEDED_DATASETS = frozenset({"isomorphic_strings", "knight_swap", "list_functions", "polynomial_multiplication", "ransom_note", "word_ladder"})
+SIZE_CAPS = {"word_ladder": 20_000}
+"""Datasets whose ``size`` reasoning-gym caps: item ``k`` is ``dataset(seed=0, size=cap)[k % cap]``
+(word_ladder builds its word graph in the constructor, so one dataset per item would cost 76 ms)."""
+
+HASH_SEEDED_DATASETS = frozenset({"codeio", "isomorphic_strings", "knight_swap", "list_functions", "polynomial_multiplication", "ransom_note", "word_ladder"})
 """Datasets whose items depend on ``PYTHONHASHSEED`` (set iteration order): generated in a worker
 process started with ``PYTHONHASHSEED=0`` so that the same seed gives the same item in every
 process (found by generating items under two hash seeds)."""
@@ -69,7 +75,7 @@ def _dataset(name: str, config_json: str, item_seed: int | None) -> Any:
     dataset_cls, config_cls = factory.DATASETS[name]
     spec = json.loads(config_json)
     overrides = dict(spec["config"])
-    seed, size = (0, _INDEX_SIZE) if item_seed is None else (item_seed, 1)
+    seed, size = (0, SIZE_CAPS.get(name, _INDEX_SIZE)) if item_seed is None else (item_seed, 1)
     if spec["level"] is not None:
         curriculum = factory.create_curriculum(name)
         curriculum.set_global_level(spec["level"])
@@ -80,9 +86,18 @@ def _dataset(name: str, config_json: str, item_seed: int | None) -> Any:
 
 
 def _generate(name: str, config_json: str, item_seed: int) -> dict[str, Any]:
-    if name in RESEED_DATASETS:
-        return _dataset(name, config_json, item_seed)[0]
-    return _dataset(name, config_json, None)[item_seed]
+    """Generate one item. Some generators also draw from the global ``random``/``numpy`` RNGs, so
+    both are seeded from (dataset, item seed) for the call and restored afterwards."""
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    random.seed(f"verigym:{name}:{item_seed}")
+    np.random.seed(item_seed % 2**32)
+    try:
+        if name in RESEED_DATASETS:
+            return _dataset(name, config_json, item_seed)[0]
+        return _dataset(name, config_json, None)[item_seed % SIZE_CAPS.get(name, _INDEX_SIZE)]
+    finally:
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
 
 
 _GENERATOR = BoundedWorker(start_method="spawn", environment={"PYTHONHASHSEED": "0"})
@@ -108,7 +123,7 @@ def _raw_score(name: str, config_json: str, answer: str, entry: dict[str, Any]) 
     return value if math.isfinite(value) else 0.0
 
 
-def score_reply(name: str, config_json: str, entry: dict[str, Any], reply: str, *, timeout: float = 3.0) -> tuple[float, str | None]:
+def score_reply(name: str, config_json: str, entry: dict[str, Any], reply: str, *, timeout: float = 10.0) -> tuple[float, str | None]:
     """Score an agent's whole reply against a reasoning-gym item.
 
     Steps: :func:`~verigym.verifiers.extract_answer` (with fallback to the visible reply);
@@ -210,7 +225,8 @@ class ReasoningGymEnv(gym.Env[str, str]):
     * ``level`` (int | None): curriculum level ``0..levels-1`` (``None``: the dataset's default
       config); ``env.unwrapped.levels`` is the number of levels (0 without a curriculum).
     * ``config`` (dict | None): overrides of the dataset's config fields (JSON values).
-    * ``score_timeout`` (float): seconds for a symbolic check.
+    * ``score_timeout`` (float): wall-clock seconds for a symbolic check (default 10: generous for
+      a loaded machine; a check that overruns scores 0).
 
     ## Version History
     * v0: initial version.
@@ -224,7 +240,7 @@ class ReasoningGymEnv(gym.Env[str, str]):
         dataset: str,
         level: int | None = None,
         config: dict[str, Any] | None = None,
-        score_timeout: float = 3.0,
+        score_timeout: float = 10.0,
         render_mode: str | None = None,
     ):
         import reasoning_gym.factory as factory

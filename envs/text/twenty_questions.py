@@ -33,7 +33,7 @@ class TwentyQuestionsEnv(TextGameEnv):
     The secret object has one value per attribute (e.g. colour red, size small, material wood).
     The agent asks yes/no questions naming values; the answerer replies *yes* exactly when, for
     every attribute the question mentions, the secret's value is one of the values mentioned
-    ("is it red or blue?", "is it small and wooden... "). A reply starting with ``guess`` names
+    ("is it red or blue?", "is it small and wooden?"). A reply starting with ``guess`` names
     one value per attribute and wins if all are right. The oracle halves the remaining values of
     one attribute per question, then guesses.
 

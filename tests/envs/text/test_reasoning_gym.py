@@ -1,0 +1,111 @@
+"""The reasoning-gym adapter: the static dataset list, seeding, curriculum levels, safe scoring."""
+
+from __future__ import annotations
+
+import os
+import pickle
+
+import gymnasium as gym
+import pytest
+from verigym.envs.text.table import REASONING_GYM_DATASETS, REASONING_GYM_EXCLUDED, rg_env_id
+
+import verigym
+
+NAMES = [name for name, _ in REASONING_GYM_DATASETS]
+# Datasets without a single reference answer whose scorer needs a search/plan the oracle lacks.
+NO_ORACLE = {"boxnet", "rush_hour"}
+
+
+def test_static_list_equals_installed_registry():
+    """An upgrade of reasoning-gym that adds or removes datasets fails here: regenerate the list."""
+    import reasoning_gym.factory
+
+    assert NAMES == sorted(NAMES)
+    assert set(NAMES) | set(REASONING_GYM_EXCLUDED) == set(reasoning_gym.factory.DATASETS)
+    assert not set(NAMES) & set(REASONING_GYM_EXCLUDED)
+
+
+def test_every_dataset_is_registered_in_the_text_family():
+    ids = {row.id for row in verigym.rows("text")}
+    assert {rg_env_id(name) for name in NAMES} <= ids
+    assert len(ids) >= 110
+    assert rg_env_id("basic_arithmetic") == "verigym/RG-BasicArithmetic-v0"
+
+
+def test_same_seed_same_item_and_different_seeds_differ():
+    env = gym.make("verigym/RG-BasicArithmetic-v0")
+    first, _ = env.reset(seed=3)
+    env.reset(seed=4)
+    again, _ = env.reset(seed=3)
+    other, _ = env.reset(seed=5)
+    assert first == again != other
+
+
+def test_curriculum_level_changes_the_task_and_is_validated():
+    env = gym.make("verigym/RG-BasicArithmetic-v0", level=0).unwrapped
+    assert env.levels >= 2
+    hard = gym.make("verigym/RG-BasicArithmetic-v0", level=env.levels - 1)
+    assert len(hard.reset(seed=1)[0]) >= len(env.reset(seed=1)[0]) - 40
+    with pytest.raises(ValueError, match="level"):
+        gym.make("verigym/RG-BasicArithmetic-v0", level=env.levels)
+    with pytest.raises(ValueError, match="unknown reasoning-gym dataset"):
+        gym.make("verigym/RG-BasicArithmetic-v0", dataset="nope")
+
+
+def test_eval_scored_dataset_never_runs_agent_code(tmp_path):
+    target = tmp_path / "pwned"
+    env = gym.make("verigym/RG-NQueens-v0")
+    env.reset(seed=0)
+    _, reward, *_ , info = env.step(f"<answer>__import__('os').system('touch {target}')</answer>")
+    assert reward == 0.0 and not info["success"]
+    assert not target.exists()
+    env = gym.make("verigym/RG-SimpleIntegration-v0")
+    env.reset(seed=0)
+    _, reward, *_ = env.step(f"<answer>__import__('os').system('touch {target}')</answer>")
+    assert reward == 0.0 and not target.exists()
+
+
+def test_env_pickles_mid_episode():
+    env = gym.make("verigym/RG-WordLadder-v0")
+    obs, _ = env.reset(seed=2)
+    clone = pickle.loads(pickle.dumps(env))
+    assert clone.step(clone.unwrapped.oracle_action())[1] == env.step(env.unwrapped.oracle_action())[1]
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in NO_ORACLE])
+def test_oracle_answer_scores_one(name):
+    env = gym.make(rg_env_id(name))
+    for seed in range(2):
+        env.reset(seed=seed)
+        _, reward, terminated, _, info = env.step(env.unwrapped.oracle_action())
+        assert terminated and info["success"], (name, seed, info)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in NO_ORACLE])
+def test_oracle_success_over_200_seeds(name):
+    env = gym.make(rg_env_id(name))
+    wins = 0
+    for seed in range(200):
+        env.reset(seed=seed)
+        wins += env.step(env.unwrapped.oracle_action())[4]["success"]
+    assert wins >= 198, f"{name}: {wins}/200"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_items_do_not_depend_on_the_hash_seed(name):
+    """Two interpreters with different PYTHONHASHSEED give the same items (fresh-interpreter check)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gymnasium as gym, verigym, hashlib;"
+        f"e = gym.make({rg_env_id(name)!r});"
+        "print(hashlib.sha256(''.join(e.reset(seed=s)[0] for s in range(5)).encode()).hexdigest())"
+    )
+    outputs = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": h}, check=True).stdout
+        for h in ("1", "2")
+    }
+    assert len(outputs) == 1
