@@ -548,6 +548,7 @@ class _Checker:
         prefix, tail = 7, 25
         reference = self.factory()
         original = self.factory()
+        copies: list[gym.Env] = []
         try:
             # masked random actions (no oracle: its choice could depend on hidden state), chosen
             # along an uninterrupted reference episode and replayed on the original and its copies
@@ -570,10 +571,12 @@ class _Checker:
                 original.step(action)
             try:
                 pickled = pickle.loads(pickle.dumps(original))
+                copies.append(pickled)
             except Exception as exc:
                 return "fail", f"pickle.dumps(env) after {prefix} steps raised {type(exc).__name__}: {exc}"
             try:
                 deep = copy.deepcopy(original)
+                copies.append(deep)
             except Exception as exc:
                 return "fail", f"copy.deepcopy(env) after {prefix} steps raised {type(exc).__name__}: {exc}"
             for label, env in (("the pickled copy", pickled), ("the deep copy", deep), ("the original (after its copies were stepped)", original)):
@@ -584,8 +587,8 @@ class _Checker:
                 if difference:
                     return "fail", f"{label} does not continue like an uninterrupted episode: {difference}"
         finally:
-            reference.close()
-            original.close()
+            for env in (reference, original, *copies):
+                env.close()
         return "pass", ""
 
     def malformed_actions(self) -> tuple[Status, str]:
