@@ -49,6 +49,7 @@ CHROMIUM_ARGS = (
     "--disable-partial-raster",
     "--num-raster-threads=1",
     "--disable-lcd-text",
+    "--disable-smooth-scrolling",  # keyboard scrolling animates otherwise: screenshots would race it
 )
 
 
