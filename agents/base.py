@@ -42,6 +42,8 @@ AGENTS: dict[str, str] = {
     "dqn": "verigym.agents.dqn:DQN",
     "qlearning": "verigym.agents.qlearning:QLearning",
     "option-critic": "verigym.agents.option_critic:OptionCritic",
+    "llm": "verigym.agents.llm.agent:LLMAgent",
+    "openai": "verigym.agents.llm.openai_agent:OpenAIAgent",
 }
 """Agent name -> ``"module:Class"``. Algorithms add themselves with :func:`register_agent`."""
 

@@ -1,0 +1,118 @@
+"""Seconds per GRPO step: verigym's ``GRPOTrainer`` against TRL's ``GRPOTrainer``, in one run.
+
+Same model (a tiny random Llama-architecture model unless ``--model``), same task
+(:class:`verigym.agents.llm.tiny.EchoLetterEnv`, scored by its verifier on both sides through
+:class:`verigym.agents.llm.trl_adapter.VerigymReward` for TRL), same batch (``--groups`` prompts x
+``--generations`` completions), exactly ``--new-tokens`` completion tokens on both sides (EOS
+suppressed), one optimizer step per batch with no gradient accumulation, no KL term, clip range
+[0.8, 1.28]. A step is rollout + rewards + loss + backward + optimizer step; the median over
+``--steps`` steps after one warm-up is reported, with the ratio verigym / TRL (target of issue 10:
+<= 0.5x). Runs as-is on a CUDA machine (bf16 there on both sides).
+
+Usage::
+
+    python benchmarks/llm_grpo.py [--model DIR] [--groups 4] [--generations 8] [--new-tokens 32] [--steps 5]
+
+Needs the ``trl`` extra (``pip install -e .[trl]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+import torch
+from verigym.agents.llm.grpo import GRPOTrainer
+from verigym.agents.llm.policy import TransformersPolicy, resolve_device
+from verigym.agents.llm.tiny import EchoLetterEnv, build_tiny_model
+from verigym.agents.llm.trl_adapter import VerigymReward, verigym_dataset
+
+
+def verigym_step_seconds(path: str, args: argparse.Namespace, device: torch.device) -> float:
+    policy = TransformersPolicy.from_pretrained(path, device=str(device))
+    policy.eos_token_ids = frozenset()
+    trainer = GRPOTrainer(
+        policy, EchoLetterEnv, num_generations=args.generations, groups_per_step=args.groups,
+        max_new_tokens=args.new_tokens, learning_rate=1e-5, micro_batch_size=args.groups * args.generations,
+        dynamic_sampling=False, clip_eps_low=0.2, clip_eps_high=0.28, seed=0,
+    )
+    trainer.step()
+    times = []
+    for _ in range(args.steps):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        trainer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    trainer.close()
+    return statistics.median(times)
+
+
+def trl_step_seconds(path: str, args: argparse.Namespace, device: torch.device, out_dir: str) -> float:
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig
+    from trl import GRPOTrainer as TRLTrainer
+
+    class StepClock(TrainerCallback):
+        def __init__(self) -> None:
+            self.stamps: list[float] = []
+
+        def on_step_end(self, *_args, **_kwargs):
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            self.stamps.append(time.perf_counter())
+
+    bf16 = device.type == "cuda"
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16 if bf16 else torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    batch = args.groups * args.generations
+    config = GRPOConfig(
+        output_dir=out_dir, per_device_train_batch_size=batch, num_generations=args.generations,
+        max_completion_length=args.new_tokens, generation_kwargs={"min_new_tokens": args.new_tokens},
+        max_steps=args.steps + 1, learning_rate=1e-5, beta=0.0, epsilon=0.2, epsilon_high=0.28,
+        num_iterations=1, gradient_accumulation_steps=1, use_cpu=device.type == "cpu", bf16=bf16,
+        report_to="none", logging_steps=10_000, save_strategy="no", dataloader_num_workers=0, seed=0,
+        temperature=1.0, top_p=1.0, top_k=0,
+    )
+    clock = StepClock()
+    trainer = TRLTrainer(
+        model=model, reward_funcs=VerigymReward([EchoLetterEnv]), args=config, processing_class=tokenizer,
+        train_dataset=verigym_dataset([EchoLetterEnv], seeds=range(batch * (args.steps + 2))), callbacks=[clock],
+    )
+    trainer.train()
+    deltas = [b - a for a, b in zip(clock.stamps, clock.stamps[1:])]
+    return statistics.median(deltas)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=None, help="local model directory (default: a tiny random model)")
+    parser.add_argument("--hidden-size", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--groups", type=int, default=4)
+    parser.add_argument("--generations", type=int, default=8)
+    parser.add_argument("--new-tokens", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.model or str(build_tiny_model(f"{tmp}/model", hidden_size=args.hidden_size, num_layers=args.layers,
+                                                  num_heads=max(1, args.hidden_size // 32)))
+        trl_s = trl_step_seconds(path, args, device, f"{tmp}/trl")
+        ours_s = verigym_step_seconds(path, args, device)
+    print(f"device {device}, {args.groups} groups x {args.generations} generations, {args.new_tokens} completion tokens, "
+          f"median of {args.steps} steps")
+    print(f"TRL GRPOTrainer        {trl_s * 1e3:9.1f} ms/step")
+    print(f"verigym GRPOTrainer    {ours_s * 1e3:9.1f} ms/step")
+    print(f"ratio verigym / TRL    {ours_s / trl_s:9.2f}x  (target <= 0.5x)")
+
+
+if __name__ == "__main__":
+    main()
