@@ -69,14 +69,15 @@ class EvalStop:
         every: env steps between evaluations.
         episodes: episodes per evaluation.
         metric: a key of :func:`evaluate`'s result (``mean_return``, ``success_rate``, ...).
+        deterministic: evaluate the greedy/mean policy (else sampled actions).
 
     Attributes:
         history: ``[(global_step, value), ...]``; ``best``: the best value; ``reached_at``: the
         global step of the first evaluation at or above the threshold, else None.
     """
 
-    def __init__(self, agent: Any, env: Any, *, threshold: float | None, every: int, episodes: int = 5, metric: str = "mean_return", seed: int = 10_000):
-        self.agent, self.env = agent, make_env(env)
+    def __init__(self, agent: Any, env: Any, *, threshold: float | None, every: int, episodes: int = 5, metric: str = "mean_return", seed: int = 10_000, deterministic: bool = True):
+        self.agent, self.env, self.deterministic = agent, make_env(env), deterministic
         self.threshold, self.every, self.episodes, self.metric, self.seed = threshold, every, episodes, metric, seed
         self.history: list[tuple[int, float]] = []
         self.best = -math.inf
@@ -89,7 +90,7 @@ class EvalStop:
             return True
         while self._next <= step:
             self._next += self.every
-        value = evaluate(self.agent, self.env, episodes=self.episodes, seed=self.seed)[self.metric]
+        value = evaluate(self.agent, self.env, episodes=self.episodes, seed=self.seed, deterministic=self.deterministic)[self.metric]
         self.history.append((step, value))
         self.best = max(self.best, value)
         if self.threshold is not None and value >= self.threshold:

@@ -1,0 +1,151 @@
+"""verigym's classic agents against Stable-Baselines3, side by side in one run (issue 9).
+
+For each task both libraries train with the same rl-baselines3-zoo hyperparameters and the same
+seeds; every ``every`` env steps the deterministic policy is evaluated on 5 episodes (evaluation
+time excluded from the clock) and training stops at the threshold. Printed per task: median (over
+seeds) wall-clock seconds to the threshold, median steps/s, and the verigym/SB3 ratios (< 1 means
+verigym is faster). A run that does not reach the threshold within the budget counts as its full
+training time and is flagged.
+
+Usage::
+
+    pip install -e '.[bench]'
+    python benchmarks/agents_vs_sb3.py --seeds 3 [--tasks ppo-cartpole dqn-cartpole sac-pendulum]
+
+Both run single-threaded (``torch.set_num_threads(1)``); on a loaded machine the ratio is the
+meaningful number, not the absolute times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.agents import rl_zoo  # noqa: E402
+
+TASKS = {
+    # name: (verigym agent, env id, verigym config, SB3 class, SB3 kwargs, budget, threshold, eval every)
+    "ppo-cartpole": ("ppo", "CartPole-v1", rl_zoo.PPO_CARTPOLE, "PPO",
+                     {"n_envs": 8, "n_steps": 32, "batch_size": 256, "gae_lambda": 0.8, "gamma": 0.98, "n_epochs": 20, "ent_coef": 0.0, "learning_rate": "lin_1e-3", "clip_range": "lin_0.2"},
+                     100_000, 475.0, 8192),
+    "dqn-cartpole": ("dqn", "CartPole-v1", {**rl_zoo.DQN_CARTPOLE, "double_q": False}, "DQN",
+                     {"learning_rate": 2.3e-3, "batch_size": 64, "buffer_size": 100_000, "learning_starts": 1000, "gamma": 0.99, "target_update_interval": 10,
+                      "train_freq": 256, "gradient_steps": 128, "exploration_fraction": 0.16, "exploration_final_eps": 0.04, "policy_kwargs": {"net_arch": [256, 256]}},
+                     50_000, 475.0, 2048),
+    "sac-pendulum": ("sac", "Pendulum-v1", rl_zoo.SAC_PENDULUM, "SAC", {"learning_rate": 1e-3}, 20_000, -200.0, 1000),
+}
+
+
+def _evaluate(predict, env_id: str, episodes: int = 5) -> float:
+    env = gym.make(env_id)
+    returns = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=10_000 + episode)
+        total, done = 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(predict(obs))
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    return float(np.mean(returns))
+
+
+class _Clock:
+    """Evaluate every ``every`` steps; wall-clock minus evaluation time; stop at the threshold."""
+
+    def __init__(self, predict, env_id: str, threshold: float, every: int):
+        self.predict, self.env_id, self.threshold, self.every = predict, env_id, threshold, every
+        self.start = time.perf_counter()
+        self.eval_time = 0.0
+        self.next = every
+        self.reached: tuple[int, float] | None = None
+        self.steps = 0
+
+    def check(self, step: int) -> bool:
+        self.steps = step
+        if step < self.next:
+            return True
+        while self.next <= step:
+            self.next += self.every
+        t = time.perf_counter()
+        value = _evaluate(self.predict, self.env_id)
+        self.eval_time += time.perf_counter() - t
+        if value >= self.threshold:
+            self.reached = (step, self.train_time())
+            return False
+        return True
+
+    def train_time(self) -> float:
+        return time.perf_counter() - self.start - self.eval_time
+
+
+def run_verigym(task: str, seed: int) -> tuple[float, float, bool]:
+    import verigym.agents as agents
+
+    name, env_id, config, _, _, budget, threshold, every = TASKS[task]
+    agent = agents.make(name, env_id, seed=seed, **config)
+    clock = _Clock(lambda o: agent.act(o, deterministic=True), env_id, threshold, every)
+    agent.learn(env_id, budget, callbacks=[lambda m: clock.check(int(m["global_step"]))])
+    seconds = clock.reached[1] if clock.reached else clock.train_time()
+    return seconds, clock.steps / max(clock.train_time(), 1e-9), clock.reached is not None
+
+
+def run_sb3(task: str, seed: int) -> tuple[float, float, bool]:
+    import stable_baselines3 as sb3
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    _, env_id, _, cls_name, kwargs, budget, threshold, every = TASKS[task]
+    kwargs = dict(kwargs)
+    n_envs = kwargs.pop("n_envs", 1)
+    for key in ("learning_rate", "clip_range"):
+        if isinstance(kwargs.get(key), str):
+            initial = float(kwargs[key][4:])
+            kwargs[key] = lambda progress, initial=initial: progress * initial
+    env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
+    model = getattr(sb3, cls_name)("MlpPolicy", env, seed=seed, device="cpu", **kwargs)
+    clock = _Clock(lambda o: model.predict(o, deterministic=True)[0], env_id, threshold, every)
+
+    class Stop(BaseCallback):
+        def _on_step(self) -> bool:
+            return clock.check(self.num_timesteps)
+
+    clock.start = time.perf_counter()
+    model.learn(budget, callback=Stop())
+    seconds = clock.reached[1] if clock.reached else clock.train_time()
+    return seconds, clock.steps / max(clock.train_time(), 1e-9), clock.reached is not None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--seeds", type=int, default=3)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    print(f"{'task':14} {'seed':>4} {'verigym s':>10} {'SB3 s':>8} {'verigym steps/s':>16} {'SB3 steps/s':>12}")
+    for task in args.tasks:
+        ours, theirs = [], []
+        for seed in range(args.seeds):
+            ours.append(run_verigym(task, seed))
+            theirs.append(run_sb3(task, seed))
+            flag = lambda r: "" if r[2] else "*"  # noqa: E731
+            print(f"{task:14} {seed:>4} {ours[-1][0]:>9.1f}{flag(ours[-1])} {theirs[-1][0]:>7.1f}{flag(theirs[-1])} {ours[-1][1]:>16.0f} {theirs[-1][1]:>12.0f}", flush=True)
+        t_ours, t_sb3 = statistics.median(r[0] for r in ours), statistics.median(r[0] for r in theirs)
+        s_ours, s_sb3 = statistics.median(r[1] for r in ours), statistics.median(r[1] for r in theirs)
+        print(f"{task:14} median time-to-threshold verigym/SB3 = {t_ours:.1f}/{t_sb3:.1f} s = {t_ours / t_sb3:.2f}; "
+              f"steps/s {s_ours:.0f} vs {s_sb3:.0f} (ratio of times {s_sb3 / s_ours:.2f})", flush=True)
+    print("(* = threshold not reached within the budget; its full training time is counted)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""``verigym train AGENT --env ID --steps N --out DIR [options]``: train a classic RL agent.
+
+Every field of the agent's config dataclass is an option (``--learning-rate 1e-3``,
+``--hidden-sizes 256 256``, ``--no-norm-adv``); ``verigym train ppo --help`` lists them with their
+docstrings. The run shows a progress bar (steps/s, recent return) and writes into ``--out``: the
+saved agent (``config.json``, ``model.safetensors``, ``meta.json``), ``metrics.jsonl``, TensorBoard
+events under ``tb/`` (when tensorboard is installed), ``learning_curve.png`` and ``eval.json``.
+
+``verigym train grpo ...`` dispatches to the LLM trainer's own command line
+(``verigym.agents.llm.grpo_cli``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+HELP = "train an agent (ppo, sac, dqn, qlearning, option-critic, grpo) on an env and save it"
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("agent", help="agent name: ppo, sac, dqn, qlearning, option-critic, or grpo")
+    parser.add_argument("options", nargs=argparse.REMAINDER, help="--env ID --steps N --out DIR and the agent's options (verigym train AGENT --help)")
+
+
+def _optional(kind: Any) -> Any:
+    def parse(text: str) -> Any:
+        return None if text.lower() == "none" else kind(text)
+
+    return parse
+
+
+def _add_config_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
+    from verigym.agents.common.config import field_docs
+
+    docs = field_docs(config_class)
+    hints = typing.get_type_hints(config_class)
+    group = parser.add_argument_group(f"{config_class.__name__} options")
+    for f in dataclasses.fields(config_class):
+        flag = "--" + f.name.replace("_", "-")
+        hint = hints[f.name]
+        text = f"{docs.get(f.name, '')} (default: {f.default!r})"
+        args = get_args(hint)
+        if hint is bool:
+            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=text)
+        elif get_origin(hint) is tuple:
+            group.add_argument(flag, dest=f.name, nargs="+", type=args[0], default=argparse.SUPPRESS, help=text)
+        elif get_origin(hint) is Literal:
+            group.add_argument(flag, dest=f.name, choices=list(args), default=argparse.SUPPRESS, help=text)
+        elif get_origin(hint) in (typing.Union, types.UnionType):
+            inner = next(a for a in args if a is not type(None))
+            group.add_argument(flag, dest=f.name, type=_optional(inner), default=argparse.SUPPRESS, help=text + "; 'none' for None")
+        else:
+            group.add_argument(flag, dest=f.name, type=hint, default=argparse.SUPPRESS, help=text)
+
+
+def _plot(metrics_path: Path, out: Path, title: str) -> bool:
+    """Learning curve (episodic return against env steps) as a PNG; False when nothing to plot."""
+    rows = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
+    points = [(r["global_step"], r["charts/episodic_return"]) for r in rows if "charts/episodic_return" in r]
+    if not points:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(*zip(*points))
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("episodic return")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def _run_grpo(options: list[str]) -> int:
+    import importlib
+
+    for name in ("verigym.agents.llm.grpo_cli", "verigym.agents.llm.grpo"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "add_arguments") and hasattr(module, "run"):
+            parser = argparse.ArgumentParser(prog="verigym train grpo", description=getattr(module, "HELP", None))
+            module.add_arguments(parser)
+            return int(module.run(parser.parse_args(options)) or 0)
+    print("GRPO training is not available in this install (verigym.agents.llm.grpo_cli is missing)", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.agent == "grpo":
+        return _run_grpo(args.options)
+
+    from verigym.agents.base import AGENTS, agent_class
+
+    try:
+        cls = agent_class(args.agent)
+    except KeyError as exc:
+        print(exc.args[0], file=sys.stderr)
+        return 2
+    config_class = getattr(cls, "config_class", None)
+    if config_class is None or not hasattr(cls, "learn"):
+        learners = sorted(n for n in AGENTS if n not in {"random", "oracle", "llm", "openai"})
+        print(f"agent {args.agent!r} does not learn; trainable agents: {', '.join(learners)}, grpo", file=sys.stderr)
+        return 2
+    parser = argparse.ArgumentParser(prog=f"verigym train {args.agent}", description=(cls.__doc__ or "").strip().splitlines()[0])
+    parser.add_argument("--env", required=True, help="env id to train on, e.g. CartPole-v1 or verigym/DoorKey-5x5-v0")
+    parser.add_argument("--steps", type=int, required=True, help="env steps to train for")
+    parser.add_argument("--out", type=Path, required=True, help="output directory (agent, metrics.jsonl, tb/, learning_curve.png)")
+    parser.add_argument("--eval-episodes", type=int, default=10, help="deterministic evaluation episodes after training (0: none)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_config_flags(parser, config_class)
+    opts = vars(parser.parse_args(args.options))
+    env_id, steps, out = opts.pop("env"), opts.pop("steps"), opts.pop("out")
+    eval_episodes, no_progress = opts.pop("eval_episodes"), opts.pop("no_progress")
+    if steps < 1:
+        parser.error(f"--steps must be >= 1, got {steps}")
+
+    import verigym  # noqa: F401
+    from verigym.agents.common.callbacks import (
+        JsonlLogger,
+        ProgressBar,
+        TensorBoardLogger,
+        evaluate,
+    )
+
+    try:
+        agent = cls.from_env(env_id, **opts)
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
+    out.mkdir(parents=True, exist_ok=True)
+    metrics_path = out / "metrics.jsonl"
+    callbacks: list[Any] = [JsonlLogger(metrics_path)]
+    try:
+        callbacks.append(TensorBoardLogger(out / "tb"))
+    except ImportError:
+        log.warning("tensorboard is not installed; skipping TensorBoard logs (pip install tensorboard)")
+    if not no_progress:
+        callbacks.append(ProgressBar(steps, f"{args.agent} on {env_id}"))
+    try:
+        agent.learn(env_id, steps, callbacks=callbacks)
+    finally:
+        for callback in callbacks:
+            callback.close()
+    agent.save(out)
+    _plot(metrics_path, out / "learning_curve.png", f"{args.agent} on {env_id}")
+    if eval_episodes > 0:
+        result = evaluate(agent, env_id, episodes=eval_episodes)
+        (out / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
+        print(f"evaluation over {eval_episodes} episodes: mean return {result['mean_return']:.2f} +- {result['std_return']:.2f}, success rate {result['success_rate']:.2f}")
+    print(f"saved to {out} (load with verigym.agents.load({args.agent!r}, {str(out)!r}))")
+    return 0
