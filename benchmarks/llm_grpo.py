@@ -1,7 +1,8 @@
 """Seconds per GRPO step: verigym's ``GRPOTrainer`` against TRL's ``GRPOTrainer``, in one run.
 
 Same model (a tiny random Llama-architecture model unless ``--model``), same task
-(:class:`verigym.agents.llm.tiny.EchoLetterEnv`, scored by its verifier on both sides through
+(:class:`verigym.agents.llm.tiny.EchoLetterEnv`, or ``--env ID``: the first reply of a registered
+env, ``max_turns=1`` on verigym's side), scored by its verifier on both sides (through
 :class:`verigym.agents.llm.trl_adapter.VerigymReward` for TRL), same batch (``--groups`` prompts x
 ``--generations`` completions), exactly ``--new-tokens`` completion tokens on both sides (EOS
 suppressed), one optimizer step per batch with no gradient accumulation, no KL term, clip range
@@ -30,13 +31,22 @@ from verigym.agents.llm.tiny import EchoLetterEnv, build_tiny_model
 from verigym.agents.llm.trl_adapter import VerigymReward, verigym_dataset
 
 
+def _task(args: argparse.Namespace):
+    """The benchmark task: EchoLetterEnv (a short prompt) or a registered env id (first reply only)."""
+    if args.env == "echo":
+        return EchoLetterEnv
+    import verigym  # noqa: F401 - registers the ids
+
+    return args.env
+
+
 def verigym_step_seconds(path: str, args: argparse.Namespace, device: torch.device) -> float:
     policy = TransformersPolicy.from_pretrained(path, device=str(device))
     policy.eos_token_ids = frozenset()
     trainer = GRPOTrainer(
-        policy, EchoLetterEnv, num_generations=args.generations, groups_per_step=args.groups,
+        policy, _task(args), num_generations=args.generations, groups_per_step=args.groups,
         max_new_tokens=args.new_tokens, learning_rate=1e-5, micro_batch_size=args.groups * args.generations,
-        dynamic_sampling=False, clip_eps_low=0.2, clip_eps_high=0.28, seed=0,
+        dynamic_sampling=False, clip_eps_low=0.2, clip_eps_high=0.28, seed=0, max_turns=1,
     )
     trainer.step()
     times = []
@@ -80,8 +90,8 @@ def trl_step_seconds(path: str, args: argparse.Namespace, device: torch.device, 
     )
     clock = StepClock()
     trainer = TRLTrainer(
-        model=model, reward_funcs=VerigymReward([EchoLetterEnv]), args=config, processing_class=tokenizer,
-        train_dataset=verigym_dataset([EchoLetterEnv], seeds=range(batch * (args.steps + 2))), callbacks=[clock],
+        model=model, reward_funcs=VerigymReward([_task(args)]), args=config, processing_class=tokenizer,
+        train_dataset=verigym_dataset([_task(args)], seeds=range(batch * (args.steps + 2))), callbacks=[clock],
     )
     trainer.train()
     deltas = [b - a for a, b in zip(clock.stamps, clock.stamps[1:])]
@@ -93,6 +103,7 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="local model directory (default: a tiny random model)")
     parser.add_argument("--hidden-size", type=int, default=128)
     parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--env", default="echo", help='"echo" (EchoLetterEnv, ~25-token prompt) or a registered id, e.g. verigym/GuessNumber-v0 (~250-token prompt)')
     parser.add_argument("--groups", type=int, default=4)
     parser.add_argument("--generations", type=int, default=8)
     parser.add_argument("--new-tokens", type=int, default=32)
@@ -107,7 +118,7 @@ def main() -> None:
                                                   num_heads=max(1, args.hidden_size // 32)))
         trl_s = trl_step_seconds(path, args, device, f"{tmp}/trl")
         ours_s = verigym_step_seconds(path, args, device)
-    print(f"device {device}, {args.groups} groups x {args.generations} generations, {args.new_tokens} completion tokens, "
+    print(f"task {args.env}, device {device}, {args.groups} groups x {args.generations} generations, {args.new_tokens} completion tokens, "
           f"median of {args.steps} steps")
     print(f"TRL GRPOTrainer        {trl_s * 1e3:9.1f} ms/step")
     print(f"verigym GRPOTrainer    {ours_s * 1e3:9.1f} ms/step")
