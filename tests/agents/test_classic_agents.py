@@ -135,3 +135,32 @@ def test_qlearning_hashes_text_observations():
 class _TextEnv(gym.Env):
     observation_space = verigym.UnicodeText(32)
     action_space = spaces.Discrete(3)
+
+
+def test_hindsight_relabelling_uses_future_achieved_goals():
+    from verigym.agents.common.buffers import HindsightRelabeller
+
+    def compute_reward(achieved, desired, info):
+        return -(np.linalg.norm(achieved - desired, axis=-1) > 0.05).astype(np.float32)
+
+    her = HindsightRelabeller(1, 4, compute_reward, np.random.default_rng(0))
+    achieved = [np.array([float(t), 0.0]) for t in range(6)]
+    for t in range(5):
+        obs = {"observation": np.zeros(3), "achieved_goal": achieved[t], "desired_goal": np.array([9.0, 9.0])}
+        nxt = {"observation": np.zeros(3), "achieved_goal": achieved[t + 1], "desired_goal": np.array([9.0, 9.0])}
+        her.record(0, obs, np.zeros(2), nxt, False)
+    out = her.finish(0)
+    assert len(out) == 5 * 4
+    for obs, _, reward, nxt, _ in out:
+        t = int(obs["achieved_goal"][0])
+        goal = obs["desired_goal"]
+        assert goal[0] >= t + 1 and goal[1] == 0.0  # an achieved goal from later in the episode
+        assert np.array_equal(nxt["desired_goal"], goal)
+        assert reward == (0.0 if goal[0] == t + 1 else -1.0)
+    assert her.finish(0) == []
+
+
+def test_sac_her_needs_a_goal_env():
+    agent = agents.make("sac", "Pendulum-v1", her_k=2)
+    with pytest.raises(TypeError, match="goal-conditioned"):
+        agent.learn("Pendulum-v1", 10)
