@@ -5,12 +5,17 @@ spec                               agent
 =================================  ==========================================================
 ``random``                         uniform random actions (legal ones when there is a mask)
 ``oracle``                         the env's scripted solver (``oracle_action()``)
-``<agent>:<checkpoint dir>``       a saved verigym agent, e.g. ``ppo:runs/ppo-cartpole``
+``<agent>:<checkpoint dir>``       a saved verigym agent, e.g. ``ppo:runs/ppo-cartpole``, or a folder
+                                   of them, one per env (each ``meta.json`` names its env id)
 ``llm:<model dir>``                a local Hugging Face causal LM, through the text view
 ``openai:<base url>#<model>``      a model behind an OpenAI-compatible server, text view
 ``<module>:<factory>``             your own: ``factory(env)`` returns an object with ``act``
                                    (imported with the working directory on ``sys.path``)
 =================================  ==========================================================
+
+A saved agent plays only the env it was trained on (its ``meta.json`` ``env_id``); a folder of
+saved agents covers the envs of its members. A suite's other tasks are not run for it, and the
+standings show its coverage.
 
 The config hash that keys results covers the spec and, for checkpoints and model dirs, the
 contents of the directory (so a retrained checkpoint is a new entry, never mixed with old rows).
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import os
 import pathlib
 import sys
@@ -66,6 +72,24 @@ class AgentSpec:
                     digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
         return digest.hexdigest()[:16]
 
+    def checkpoints(self) -> dict[str, pathlib.Path]:
+        """For ``checkpoint`` specs: env id -> saved-agent directory (``""`` keys a saved agent
+        whose ``meta.json`` names no env: it is tried on every env)."""
+        root = pathlib.Path(self.target)
+        found = {}
+        for meta in [root / "meta.json", *sorted(root.glob("*/meta.json"))]:
+            if meta.exists():
+                env_id = json.loads(meta.read_text()).get("env_id") or ""
+                found.setdefault(env_id, meta.parent)
+        return found
+
+    def covers(self, env_id: str) -> bool:
+        """Whether this agent can play ``env_id`` (always, except saved agents of other envs)."""
+        if self.kind != "checkpoint":
+            return True
+        found = self.checkpoints()
+        return env_id in found or "" in found
+
     def build(self, env: Any, device: str = "cpu") -> Any:
         """Make the agent for ``env`` (the env as the agent sees it: text view for LLM kinds)."""
         from verigym import agents
@@ -73,7 +97,12 @@ class AgentSpec:
         if self.kind in ("random", "oracle"):
             return agents.make(self.kind, env)
         if self.kind == "checkpoint":
-            return agents.load(self.agent_name, self.target, device=device)
+            found = self.checkpoints()
+            env_id = getattr(getattr(env, "spec", None), "id", None)
+            path = found.get(env_id) or found.get("")
+            if path is None:
+                raise ValueError(f"{self.text}: no saved agent for {env_id} (has {sorted(found)})")
+            return agents.load(self.agent_name, path, device=device)
         if self.kind == "llm":
             return agents.make("llm", env, model_path=self.target, device=device)
         if self.kind == "openai":
@@ -109,5 +138,8 @@ def parse_agent_spec(text: str) -> AgentSpec:
     if head == "llm" or head in AGENTS:
         if not pathlib.Path(rest).is_dir():
             raise ValueError(f"{text!r}: {rest} is not a directory")
-        return AgentSpec(text, "llm" if head == "llm" else "checkpoint", rest, agent_name=head)
+        spec = AgentSpec(text, "llm" if head == "llm" else "checkpoint", rest, agent_name=head)
+        if spec.kind == "checkpoint" and not spec.checkpoints():
+            raise ValueError(f"{text!r}: {rest} holds no saved agent (no meta.json in it or its subfolders)")
+        return spec
     return AgentSpec(text, "factory", text)

@@ -307,6 +307,8 @@ class EvalSummary:
     skipped: int = 0
     ran: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
+    not_covered: list[str] = field(default_factory=list)
+    """Tasks the agent cannot play (saved agents of other envs); not run."""
 
 
 class ResultsExistError(RuntimeError):
@@ -358,10 +360,13 @@ def evaluate(
         summary = EvalSummary(spec.text, config_hash, suite.name, store.path)
         jobs = []
         for task in suite:
+            if not spec.covers(task.env_id):
+                summary.not_covered.append(task.env_id)
+                continue
             done = store.done_seeds(spec.text, config_hash, task.env_id)
             summary.skipped += len(done & set(task.seeds))
             jobs += [Job(task.env_id, dict(task.env_kwargs), seed, task.time_limit_s) for seed in task.seeds if seed not in done]
-        summary.planned = suite.episodes
+        summary.planned = sum(t.episodes for t in suite if t.env_id not in summary.not_covered)
         if summary.skipped and not resume:
             raise ResultsExistError(
                 f"{summary.skipped} episodes of {spec.text} on suite {suite.name} are already in {store.path}; "

@@ -174,7 +174,7 @@ def render_table(standings: Standings) -> None:
     table.add_column("task")
     for e in standings.entries:
         table.add_column(f"#{e.rank} {escape(e.agent_spec)} [dim]{e.config_hash[:8]}[/dim]", justify="right")
-    table.add_row("[bold]overall[/bold]", *(f"[bold]{_number(e.overall)}[/bold]" + ("" if e.coverage >= 1 else f" ({e.coverage:.0%} done)") for e in standings.entries), end_section=True)
+    table.add_row("[bold]overall[/bold]", *(f"[bold]{_number(e.overall)}[/bold]" + ("" if e.coverage >= 1 else f" ({e.coverage:.0%} of episodes)") for e in standings.entries), end_section=True)
     for env_id in standings.env_ids:
         table.add_row(escape(_short_id(env_id)), *(escape(_cell_text(e.cells.get(env_id))) for e in standings.entries))
     Console(width=max(100, 34 + 26 * len(standings.entries))).print(table)

@@ -231,3 +231,32 @@ def test_perfect_play_against_itself_always_draws():
     for seed in range(EVAL_SEED_START, EVAL_SEED_START + 5):
         payoffs, moves, error = play_match("verigym/TicTacToe-v0", seed, [("oracle", None), ("oracle", None)])
         assert payoffs == [0.0, 0.0] and moves == 9 and error == ""
+
+
+def test_folder_of_saved_agents_covers_only_their_envs(tmp_path):
+    import gymnasium as gym
+
+    from verigym import agents
+
+    env = gym.make("verigym/Treasure-7x7-v0")
+    agents.make("ppo", env, seed=0).save(tmp_path / "ckpts" / "treasure")
+    summary = evaluate(f"ppo:{tmp_path / 'ckpts'}", CHEAP, out=tmp_path / "out", workers=1, progress=False)
+    assert summary.not_covered == ["verigym/GuessNumber-v0"]
+    rows = ResultsStore(tmp_path / "out").rows()
+    assert {r.env_id for r in rows} == {"verigym/Treasure-7x7-v0"} and all(r.status == "ok" for r in rows)
+    with ResultsStore(tmp_path / "out") as store:
+        entry = compute_standings(store, CHEAP).entries[0]
+    assert entry.coverage == 0.5
+
+
+def test_spec_errors_are_clear(tmp_path):
+    from verigym.leaderboards.agent_spec import parse_agent_spec
+
+    with pytest.raises(ValueError, match="not a directory"):
+        parse_agent_spec("ppo:/nonexistent/dir")
+    with pytest.raises(ValueError, match="holds no saved agent"):
+        parse_agent_spec(f"ppo:{tmp_path}")
+    with pytest.raises(ValueError, match="openai:<base url>#<model>"):
+        parse_agent_spec("openai:http://127.0.0.1:1/v1")
+    assert parse_agent_spec("openai:http://127.0.0.1:1/v1#tiny").text_view
+    assert parse_agent_spec("tests.leaderboard_agents:hangs").kind == "factory"

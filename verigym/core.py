@@ -104,6 +104,15 @@ class UnicodeText(spaces.Text):
     def contains(self, x: Any) -> bool:
         return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
 
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        """A random printable-ASCII string of ``min_length`` to ``max(min_length, min(max_length, 64))``
+        characters: short, like an agent's reply, and cheap to draw for any ``max_length``."""
+        if mask is not None or probability is not None:
+            return super().sample(mask=mask, probability=probability)
+        high = max(self.min_length, min(self.max_length, 64))
+        length = int(self.np_random.integers(self.min_length, high + 1))
+        return "".join(self.np_random.choice(self.character_list, size=length))
+
     def __repr__(self) -> str:
         return f"UnicodeText({self.min_length}, {self.max_length})"
 

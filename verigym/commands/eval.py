@@ -39,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
                                device=args.device, episodes=args.episodes, progress=not args.no_progress)
             statuses = ", ".join(f"{n} {s}" for s, n in sorted(summary.statuses.items())) or "nothing new"
             print(f"{summary.agent_spec} on {summary.suite}: ran {summary.ran} episodes ({statuses}), {summary.skipped} already recorded; results in {summary.store_path}")
+            if summary.not_covered:
+                print(f"  not covered (no saved agent for): {', '.join(summary.not_covered)}")
     except (ValueError, TypeError, FileNotFoundError, ResultsExistError, RuntimeError) as exc:
         print(f"verigym eval: {exc}")
         return 2
