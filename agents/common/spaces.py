@@ -80,7 +80,8 @@ class Part:
     """One part of an observation: its key in a ``Dict`` ("" otherwise), kind and sizes.
 
     ``size`` is the feature width for vector/text, ``n`` the category counts (discrete/multi/grid:
-    number of values per cell), ``shape`` the array shape of one observation of this part.
+    number of values per cell), ``shape`` the array shape of one observation of this part,
+    ``start`` the first value of a ``Discrete`` (subtracted, so indices start at 0).
     """
 
     key: str
@@ -88,11 +89,12 @@ class Part:
     shape: tuple[int, ...]
     size: int = 0
     n: tuple[int, ...] = ()
+    start: int = 0
 
 
 def _part(key: str, space: spaces.Space) -> Part:
     if isinstance(space, spaces.Discrete):
-        return Part(key, "discrete", (), n=(int(space.n),))
+        return Part(key, "discrete", (), n=(int(space.n),), start=int(space.start))
     if isinstance(space, spaces.MultiDiscrete):
         return Part(key, "multi", (int(space.nvec.size),), n=tuple(int(v) for v in space.nvec.ravel()))
     if isinstance(space, spaces.MultiBinary):
@@ -160,4 +162,5 @@ class ObservationBatcher:
             return np.ascontiguousarray(array.transpose(0, 3, 1, 2), dtype=np.float32) / 255.0
         if part.kind == "grid":
             return array.reshape(len(array), *part.shape).astype(np.int64, copy=False)
-        return array.astype(np.int64, copy=False)
+        array = array.astype(np.int64, copy=False)
+        return array - part.start if part.start else array

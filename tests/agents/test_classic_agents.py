@@ -109,6 +109,7 @@ def test_grid_and_dict_observations():
     batcher = ObservationBatcher(space)
     assert {p.key: p.kind for p in batcher.parts} == {"image": "grid", "direction": "discrete", "mission": "text"}
     assert space_from_json(json.loads(json.dumps(space_to_json(space)))) == space
+    assert ObservationBatcher(spaces.Discrete(3, start=5))([5, 7])[""].tolist() == [0, 2]
 
     class DictEnv(gym.Env):
         observation_space = space
