@@ -8,7 +8,9 @@ VERIGYM_EXTRAS="${VERIGYM_EXTRAS:-gui}" bash scripts/setup.sh
 export MUJOCO_GL="${MUJOCO_GL:-egl}"
 out="${VERIGYM_RESULTS:-verigym-results}"
 suite="${VERIGYM_SUITE:-starter}"
-for agent in random oracle; do
+# the reference rows: random, the envs' scripted oracles, and the trained agents shipped in
+# leaderboards/checkpoints (scripts/train_reference_agents.sh retrains them; each covers its env)
+for agent in random oracle ppo:leaderboards/checkpoints/ppo; do
   verigym eval --agent "$agent" --suite "$suite" --out "$out" --resume
 done
-verigym leaderboard --suite "$suite" --out "$out"
+verigym leaderboard --suite "$suite" --out "$out" --train-logs leaderboards/checkpoints
