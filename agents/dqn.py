@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
+
 from verigym.agents.common.buffers import ReplayBuffer
 from verigym.agents.common.config import AgentConfig, require
 from verigym.agents.common.learner import (

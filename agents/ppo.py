@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
+
 from verigym.agents.common.buffers import RunningMeanStd, gae
 from verigym.agents.common.config import AgentConfig, require
 from verigym.agents.common.distributions import Categorical, DiagGaussian, MultiCategorical

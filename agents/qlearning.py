@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium import spaces
+
 from verigym.agents.common.config import AgentConfig, require
 from verigym.agents.common.learner import Callback, TorchLearner, emit, episode_metrics
 from verigym.agents.common.vec import EnvPool
-
 from verigym.core import ACTION_MASK
 
 __all__ = ["QLearning", "QLearningConfig"]

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
+
 from verigym.agents.common.buffers import HindsightRelabeller, ReplayBuffer
 from verigym.agents.common.config import AgentConfig, require
 from verigym.agents.common.distributions import squashed_gaussian_sample

@@ -22,6 +22,7 @@ import tempfile
 import time
 
 import torch
+
 from verigym.agents.llm.policy import TransformersPolicy, resolve_device
 from verigym.agents.llm.tiny import build_tiny_model
 

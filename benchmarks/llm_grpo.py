@@ -25,6 +25,7 @@ import tempfile
 import time
 
 import torch
+
 from verigym.agents.llm.grpo import GRPOTrainer
 from verigym.agents.llm.policy import TransformersPolicy, resolve_device
 from verigym.agents.llm.tiny import EchoLetterEnv, build_tiny_model

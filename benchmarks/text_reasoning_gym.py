@@ -22,9 +22,9 @@ import argparse
 import time
 
 import gymnasium as gym
-from verigym.envs.text.table import rg_env_id
 
 import verigym  # noqa: F401  (registers the verigym ids)
+from verigym.envs.text.table import rg_env_id
 
 DEFAULT = "basic_arithmetic,chain_sum,spell_backward,word_sorting,knights_knaves,maze,polynomial_multiplication"
 

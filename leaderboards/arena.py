@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from verigym.leaderboards.agent_spec import AgentSpec, parse_agent_spec
 from verigym.leaderboards.store import DEFAULT_DIR, MatchRow, ResultsStore
 from verigym.leaderboards.suite import Suite

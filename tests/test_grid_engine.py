@@ -5,6 +5,8 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+
+import verigym  # noqa: F401  (registers the ids)
 from verigym.envs.grid import engine
 from verigym.envs.grid.engine import (
     AGENT,
@@ -23,8 +25,6 @@ from verigym.envs.grid.engine import (
     render_rgb,
     standing_goal,
 )
-
-import verigym  # noqa: F401  (registers the ids)
 
 
 def test_grid_padding_is_walls_and_cells_is_a_view():

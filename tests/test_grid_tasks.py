@@ -5,11 +5,11 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+
+import verigym
 from verigym.agents import make as make_agent
 from verigym.envs.grid.engine import AGENT, COLOR_NAMES, OBJECT_NAMES, GridEnv
 from verigym.wrappers import LanguageWrapper
-
-import verigym
 
 GRID_IDS = [r.id for r in verigym.rows("grid") if "Treasure" not in r.id]
 STOCHASTIC = {"verigym/IceLake-4x4-v0", "verigym/IceLake-8x8-v0"}

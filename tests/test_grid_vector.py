@@ -5,9 +5,9 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from verigym.envs.grid.vector import GridVectorEnv
 
 import verigym  # noqa: F401
+from verigym.envs.grid.vector import GridVectorEnv
 
 
 def test_batched_steps_equal_single_env_steps():

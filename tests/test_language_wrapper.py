@@ -8,9 +8,9 @@ import pytest
 from gymnasium import spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from verigym.wrappers import LanguageWrapper
 
 from verigym.textview import format_value, parse_value
+from verigym.wrappers import LanguageWrapper
 
 
 @pytest.mark.parametrize("env_id, reply", [("CartPole-v1", "I push right: 1"), ("FrozenLake-v1", "move 2"), ("Pendulum-v1", "torque [0.5]")])

@@ -13,12 +13,12 @@ import sys
 import time
 
 import pytest
+
+import verigym
 from verigym.leaderboards.runner import ResultsExistError, evaluate, provenance
 from verigym.leaderboards.standings import compute_standings, render_html, render_markdown
 from verigym.leaderboards.store import EpisodeRow, ResultsStore
 from verigym.leaderboards.suite import EVAL_SEED_START, Suite, Task, list_suites, load_suite
-
-import verigym
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHEAP = Suite("cheap", (Task("verigym/GuessNumber-v0", episodes=6), Task("verigym/Treasure-7x7-v0", episodes=6)))

@@ -8,10 +8,10 @@ import pickle
 import gymnasium as gym
 import numpy as np
 import pytest
-from verigym.wrappers import ActionDelay, DynamicsPerturbation, ObservationNoise
 
 import verigym  # noqa: F401  (registers the ids)
 from verigym.checker import check_env
+from verigym.wrappers import ActionDelay, DynamicsPerturbation, ObservationNoise
 
 pytestmark = pytest.mark.mujoco
 

@@ -6,9 +6,9 @@ import sys
 
 import gymnasium as gym
 import numpy as np
-from verigym.wrappers import CandidateActionWrapper, HashedNGramObservation, hashed_ngrams
 
 from verigym.core import UnicodeText, episode_end
+from verigym.wrappers import CandidateActionWrapper, HashedNGramObservation, hashed_ngrams
 
 
 class PickColorEnv(gym.Env):

@@ -8,16 +8,16 @@ import time
 
 import gymnasium as gym
 import pytest
+
+import verigym  # noqa: F401  (registers the ids)
+from tests.test_sandbox import SANDBOX_ERROR, needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
+from verigym.core import ActionParseError
 from verigym.envs.tool.calculator import CalculatorError, evaluate
 from verigym.envs.tool.function_calling import calls_score
 from verigym.envs.tool.protocol import FinalAnswer, Tool, ToolCall, parse_reply
 from verigym.envs.tool.python_math import parse_integer_answer
 from verigym.envs.tool.search_qa import answer_f1, normalize_answer
 from verigym.envs.tool.sql import QueryError, results_match, run_query
-
-import verigym  # noqa: F401  (registers the ids)
-from tests.test_sandbox import SANDBOX_ERROR, needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
-from verigym.core import ActionParseError
 from verigym.sandbox import supervisor
 
 TOOL_IDS = [r.id for r in verigym.rows("tool")]

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from verigym.agents.common.vec import make_env
 
+from verigym.agents.common.vec import make_env
 from verigym.core import SCORE, SUCCESS
 
 __all__ = ["EvalStop", "JsonlLogger", "ProgressBar", "TensorBoardLogger", "evaluate"]

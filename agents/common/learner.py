@@ -23,9 +23,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
+
 from verigym.agents.common.config import AgentConfig
 from verigym.agents.common.spaces import ObservationBatcher, space_from_json, space_to_json
-
 from verigym.core import ACTION_MASK
 
 __all__ = ["Callback", "TorchLearner", "emit", "env_id_of", "episode_metrics", "final_batch", "resolve_device", "stack_masks"]

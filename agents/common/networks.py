@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+
 from verigym.agents.common.spaces import Part
 
 __all__ = ["ACTIVATIONS", "EnsembleMLP", "ObservationEncoder", "adam", "layer_init", "mlp", "to_tensors"]

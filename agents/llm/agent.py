@@ -109,6 +109,7 @@ class LLMAgent:
 
     def __init__(self, config: LLMConfig, *, policy: Any = None):
         import torch
+
         from verigym.agents.llm.policy import TransformersPolicy
 
         self.config = config

@@ -38,11 +38,11 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 import torch
+
 from verigym.agents.common.config import AgentConfig, require
 from verigym.agents.llm.chat import initial_messages
 from verigym.agents.llm.curriculum import UCBCurriculum
 from verigym.agents.llm.policy import TransformersPolicy
-
 from verigym.core import ACTION_ERROR, SCORE, SUCCESS
 
 __all__ = [

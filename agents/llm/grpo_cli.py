@@ -54,10 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-    from verigym.agents.llm.grpo import GRPOConfig, GRPOTrainer
-    from verigym.agents.llm.policy import TransformersPolicy
 
     import verigym  # noqa: F401 - registers the ids
+    from verigym.agents.llm.grpo import GRPOConfig, GRPOTrainer
+    from verigym.agents.llm.policy import TransformersPolicy
 
     overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(GRPOConfig) if getattr(args, f.name, None) is not None}
     config = GRPOConfig.from_dict(overrides)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from verigym.agents.llm.chat import ChatFormat, Message
 
 __all__ = ["Generation", "TransformersPolicy", "resolve_device"]

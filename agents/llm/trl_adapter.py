@@ -30,7 +30,6 @@ from typing import Any
 
 from verigym.agents.llm.chat import initial_messages
 from verigym.agents.llm.grpo import Task, make_env
-
 from verigym.core import SCORE
 
 __all__ = ["VerigymReward", "verigym_dataset"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from verigym.envs.grid.engine import (
     DIR_VEC,
     EAST,

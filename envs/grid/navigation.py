@@ -6,6 +6,7 @@ from collections import deque
 from typing import Any
 
 import numpy as np
+
 from verigym.envs.grid.engine import (
     EMPTY,
     GOAL,

@@ -9,9 +9,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
-from verigym.envs.grid.engine import GridEnv
 
 from verigym.core import ACTION_MASK, SCORE, SUCCESS
+from verigym.envs.grid.engine import GridEnv
 
 __all__ = ["GridVectorEnv"]
 

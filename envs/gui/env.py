@@ -11,8 +11,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from verigym.envs.gui.browser import Browser, BrowserCrashed
-from verigym.envs.gui.tasks import KEYS, NO_TEXT, OPS, TASKS, make_action
 
 from verigym.core import (
     ActionParseError,
@@ -21,6 +19,8 @@ from verigym.core import (
     coerce_action,
     episode_end,
 )
+from verigym.envs.gui.browser import Browser, BrowserCrashed
+from verigym.envs.gui.tasks import KEYS, NO_TEXT, OPS, TASKS, make_action
 
 __all__ = ["GuiActionSpace", "GuiEnv"]
 

@@ -10,6 +10,7 @@ from typing import Any
 import gymnasium
 import mujoco
 import numpy as np
+
 from verigym.envs.mujoco.base import MujocoGoalEnv, validate_choice, validate_number
 
 __all__ = ["ROBOTS", "LocomotionTargetEnv", "Robot"]

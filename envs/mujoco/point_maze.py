@@ -6,6 +6,7 @@ from collections import deque
 from typing import Any
 
 import numpy as np
+
 from verigym.envs.mujoco.base import (
     SCENE_XML,
     MujocoGoalEnv,

@@ -6,6 +6,7 @@ from typing import Any
 
 import mujoco
 import numpy as np
+
 from verigym.envs.mujoco.base import SCENE_XML, MujocoGoalEnv, top_camera_xml, validate_number
 
 __all__ = ["ReachEnv"]

@@ -6,6 +6,7 @@ from typing import Any
 
 import mujoco
 import numpy as np
+
 from verigym.envs.mujoco.base import SCENE_XML, MujocoGoalEnv, validate_number
 
 __all__ = ["SwingupEnv"]

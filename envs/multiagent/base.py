@@ -30,7 +30,6 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import seeding
 from pettingzoo import AECEnv
-from verigym.envs.grid.engine import check_int
 
 from verigym.core import (
     ACTION_MASK,
@@ -39,6 +38,7 @@ from verigym.core import (
     coerce_action,
     episode_end,
 )
+from verigym.envs.grid.engine import check_int
 
 __all__ = ["AgentSpaces", "TurnBasedGame", "check_int", "check_number", "last_match"]
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+
 from verigym.envs.multiagent.base import TurnBasedGame, last_match
 
 __all__ = ["ConnectFourEnv"]

@@ -32,6 +32,14 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
+
+from verigym.core import (
+    ACTION_MASK,
+    ActionParseError,
+    action_error_info,
+    coerce_action,
+    episode_end,
+)
 from verigym.envs.grid.engine import (
     AGENT,
     BALL,
@@ -47,14 +55,6 @@ from verigym.envs.grid.engine import (
     render_rgb,
 )
 from verigym.envs.multiagent.base import AgentSpaces, check_int, check_number, last_match
-
-from verigym.core import (
-    ACTION_MASK,
-    ActionParseError,
-    action_error_info,
-    coerce_action,
-    episode_end,
-)
 
 __all__ = ["MOVE_NAMES", "GridGame"]
 

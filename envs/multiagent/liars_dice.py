@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-from verigym.envs.multiagent.base import TurnBasedGame, check_int, last_match
 
 from verigym.core import ActionParseError
+from verigym.envs.multiagent.base import TurnBasedGame, check_int, last_match
 
 __all__ = ["LiarsDiceEnv"]
 

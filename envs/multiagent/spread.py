@@ -11,9 +11,9 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
-from verigym.envs.multiagent.base import AgentSpaces, check_int, check_number, last_match
 
 from verigym.core import ActionParseError, action_error_info, coerce_action, episode_end
+from verigym.envs.multiagent.base import AgentSpaces, check_int, check_number, last_match
 
 __all__ = ["SpreadEnv"]
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+
 from verigym.envs.multiagent.base import TurnBasedGame, last_match
 
 __all__ = ["TicTacToeEnv", "minimax_values"]

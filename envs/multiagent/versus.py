@@ -7,9 +7,9 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from verigym.envs.multiagent.base import TurnBasedGame
 
 from verigym.core import ACTION_MASK
+from verigym.envs.multiagent.base import TurnBasedGame
 
 __all__ = ["GAMES", "OPPONENTS", "VersusEnv"]
 

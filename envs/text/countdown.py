@@ -7,9 +7,8 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from verigym.envs.text.base import DIFFICULTIES, TextGameEnv, check_choice
-
 from verigym.core import ActionParseError
+from verigym.envs.text.base import DIFFICULTIES, TextGameEnv, check_choice
 
 __all__ = ["CountdownEnv", "evaluate_arithmetic"]
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import string
 from typing import Any
 
+from verigym.core import ActionParseError
 from verigym.envs.text.base import DIFFICULTIES, TextGameEnv, check_choice
 from verigym.envs.text.words import FIVE_LETTER_WORDS
-
-from verigym.core import ActionParseError
 
 __all__ = ["HangmanEnv"]
 

@@ -7,9 +7,9 @@ import re
 from typing import Any
 
 import numpy as np
-from verigym.envs.text.base import DIFFICULTIES, TextGameEnv, check_choice
 
 from verigym.core import ActionParseError
+from verigym.envs.text.base import DIFFICULTIES, TextGameEnv, check_choice
 
 __all__ = ["MinesweeperEnv", "deduce"]
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from verigym.envs.text.base import ReplySpace
 
 from verigym.core import ActionParseError, UnicodeText, action_error_info, episode_end
+from verigym.envs.text.base import ReplySpace
 from verigym.verifiers import (
     BoundedWorker,
     UnsafeExpression,

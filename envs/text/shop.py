@@ -6,9 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from verigym.envs.text.base import DIFFICULTIES, TextGameEnv, check_choice
-
 from verigym.core import ActionParseError
+from verigym.envs.text.base import DIFFICULTIES, TextGameEnv, check_choice
 
 __all__ = ["Product", "ShopEnv"]
 

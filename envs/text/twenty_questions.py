@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from verigym.envs.text.base import DIFFICULTIES, TextGameEnv, check_choice
-
 from verigym.core import ActionParseError
+from verigym.envs.text.base import DIFFICULTIES, TextGameEnv, check_choice
 
 __all__ = ["ATTRIBUTES", "TwentyQuestionsEnv"]
 

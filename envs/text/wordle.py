@@ -6,10 +6,10 @@ import functools
 from typing import Any
 
 import numpy as np
-from verigym.envs.text.base import DIFFICULTIES, TextGameEnv, check_choice
-from verigym.envs.text.words import FIVE_LETTER_WORDS
 
 from verigym.core import ActionParseError
+from verigym.envs.text.base import DIFFICULTIES, TextGameEnv, check_choice
+from verigym.envs.text.words import FIVE_LETTER_WORDS
 
 __all__ = ["WordleEnv", "wordle_feedback"]
 

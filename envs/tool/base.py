@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
-from verigym.envs.tool.protocol import FinalAnswer, Tool, ToolCall, parse_reply
 
 from verigym.core import ActionParseError, UnicodeText, action_error_info, episode_end
+from verigym.envs.tool.protocol import FinalAnswer, Tool, ToolCall, parse_reply
 
 __all__ = ["ToolEnv", "check_int", "tool_call_text"]
 

@@ -8,11 +8,11 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+
+from verigym.core import ActionParseError
 from verigym.envs.tool.base import ToolEnv, check_int, tool_call_text
 from verigym.envs.tool.protocol import Tool, ToolCall
 from verigym.envs.tool.python_math import verify_integer
-
-from verigym.core import ActionParseError
 
 __all__ = ["CALCULATOR_TOOL", "CalculatorEnv", "CalculatorError", "evaluate"]
 

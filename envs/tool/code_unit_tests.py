@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from verigym.envs.tool.base import ToolEnv, check_int
 from verigym.envs.tool.protocol import Tool, ToolCall
 from verigym.envs.tool.python_math import PYTHON_TOOL
-
 from verigym.sandbox import Limits, PythonSandbox
 
 __all__ = ["CodeUnitTestsEnv", "strict_equal"]

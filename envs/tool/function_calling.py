@@ -8,10 +8,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from verigym.envs.tool.base import ToolEnv, check_int
-from verigym.envs.tool.protocol import Tool, check_arguments, tool_calls_in
 
 from verigym.core import ActionParseError, action_error_info, episode_end
+from verigym.envs.tool.base import ToolEnv, check_int
+from verigym.envs.tool.protocol import Tool, check_arguments, tool_calls_in
 
 __all__ = ["FUNCTIONS", "FunctionCallingEnv", "calls_score"]
 

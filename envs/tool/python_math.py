@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
 from verigym.envs.tool.base import ToolEnv, check_int, tool_call_text
 from verigym.envs.tool.protocol import Tool, ToolCall
-
 from verigym.sandbox import Limits, PythonSandbox
 
 __all__ = ["PYTHON_TOOL", "PythonMathEnv", "parse_integer_answer", "verify_integer"]

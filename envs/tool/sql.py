@@ -9,10 +9,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from verigym.envs.tool.base import ToolEnv, check_int, tool_call_text
-from verigym.envs.tool.protocol import Tool, ToolCall
 
 from verigym.core import ActionParseError
+from verigym.envs.tool.base import ToolEnv, check_int, tool_call_text
+from verigym.envs.tool.protocol import Tool, ToolCall
 
 __all__ = ["EXECUTE_TOOL", "QueryError", "SQLEnv", "run_query"]
 

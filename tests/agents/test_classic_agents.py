@@ -9,12 +9,12 @@ import json
 import gymnasium as gym
 import numpy as np
 import pytest
-import verigym.agents as agents
 from gymnasium import spaces
-from verigym.agents.common.config import field_docs
-from verigym.agents.common.spaces import ObservationBatcher, space_from_json, space_to_json
 
 import verigym
+import verigym.agents as agents
+from verigym.agents.common.config import field_docs
+from verigym.agents.common.spaces import ObservationBatcher, space_from_json, space_to_json
 
 CLASSIC = ["ppo", "sac", "dqn", "qlearning", "option-critic"]
 ENV_FOR = {"ppo": "CartPole-v1", "sac": "Pendulum-v1", "dqn": "CartPole-v1", "qlearning": "FrozenLake-v1", "option-critic": "CartPole-v1"}

@@ -9,11 +9,11 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-import verigym.agents as agents
-from verigym.agents.common.callbacks import EvalStop
 
 import verigym  # noqa: F401
+import verigym.agents as agents
 from tests.agents import rl_zoo
+from verigym.agents.common.callbacks import EvalStop
 
 
 def _train_until(name: str, env_id: str, budget: int, threshold: float, every: int, *, metric: str = "mean_return", episodes: int = 5, deterministic: bool = True, env_kwargs: dict | None = None, **config) -> EvalStop:

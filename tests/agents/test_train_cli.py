@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import verigym.agents as agents
 
+import verigym.agents as agents
 from verigym.cli import main
 
 

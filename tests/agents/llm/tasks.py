@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
-from verigym.agents.llm.tiny import EchoLetterEnv  # noqa: F401 - re-exported for the tests
 
+from verigym.agents.llm.tiny import EchoLetterEnv  # noqa: F401 - re-exported for the tests
 from verigym.core import UnicodeText, episode_end
 
 

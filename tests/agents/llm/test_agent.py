@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
+
+import verigym  # noqa: F401
 import verigym.agents
 from verigym.agents.llm.agent import LLMAgent, LLMConfig
 from verigym.agents.llm.tiny import EchoLetterEnv
 from verigym.wrappers.language import LanguageWrapper
-
-import verigym  # noqa: F401
 
 
 def test_llm_agent_plays_a_tensor_env_through_the_text_view(tiny_model_dir):

@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pytest
 import torch
+
+from tests.agents.llm.tasks import CountdownEnv, EchoLetterEnv
 from verigym.agents.llm.curriculum import UCBCurriculum
 from verigym.agents.llm.grpo import (
     GRPOConfig,
@@ -20,8 +22,6 @@ from verigym.agents.llm.grpo import (
     token_log_probs,
 )
 from verigym.agents.llm.policy import TransformersPolicy
-
-from tests.agents.llm.tasks import CountdownEnv, EchoLetterEnv
 
 
 def test_group_advantages_scaled_and_dr_grpo():

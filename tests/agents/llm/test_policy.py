@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from verigym.agents.llm.chat import ChatFormat, initial_messages
 from verigym.agents.llm.policy import TransformersPolicy, resolve_device
 

@@ -10,13 +10,13 @@ import urllib.request
 
 import gymnasium as gym
 import pytest
+
+import verigym  # noqa: F401
 import verigym.agents
 from verigym.agents.llm.agent import ChatHistory
 from verigym.agents.llm.openai_agent import ChatCompletionError, OpenAIAgent, chat_completion
-from verigym.wrappers.language import LanguageWrapper
-
-import verigym  # noqa: F401
 from verigym.commands import serve
+from verigym.wrappers.language import LanguageWrapper
 
 
 @pytest.fixture(scope="module")

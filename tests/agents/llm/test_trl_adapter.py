@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from verigym.agents.llm.trl_adapter import VerigymReward, verigym_dataset
 
 from tests.agents.llm.tasks import EchoLetterEnv
+from verigym.agents.llm.trl_adapter import VerigymReward, verigym_dataset
 
 pytest.importorskip("datasets", reason="the TRL adapter needs the trl extra: pip install 'verigym[trl]'")
 

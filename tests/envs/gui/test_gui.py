@@ -23,10 +23,10 @@ except RuntimeError as exc:  # pragma: no cover - depends on the machine
     pytest.skip(str(exc), allow_module_level=True)
 
 import gymnasium as gym  # noqa: E402
-from verigym.envs.gui.env import GuiEnv  # noqa: E402
-from verigym.envs.gui.tasks import TASKS, make_action  # noqa: E402
 
 import verigym  # noqa: E402,F401
+from verigym.envs.gui.env import GuiEnv  # noqa: E402
+from verigym.envs.gui.tasks import TASKS, make_action  # noqa: E402
 
 
 def _descendants() -> list[tuple[int, str]]:

@@ -6,10 +6,10 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 import pytest
-from verigym.envs.mujoco.point_maze import generate_maze
 
 import verigym  # noqa: F401  (registers the ids)
 from verigym.core import ActionParseError
+from verigym.envs.mujoco.point_maze import generate_maze
 
 pytestmark = pytest.mark.mujoco
 

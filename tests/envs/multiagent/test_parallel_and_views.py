@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from pettingzoo.test import max_cycles_test
 from pettingzoo.utils.conversions import parallel_to_aec
+
+import verigym  # noqa: F401  (registers the ids)
 from verigym.envs.multiagent.pursuit import PursuitEnv
 from verigym.envs.multiagent.spread import SpreadEnv
 from verigym.envs.multiagent.tag import TagEnv
-
-import verigym  # noqa: F401  (registers the ids)
 
 PARALLEL = [PursuitEnv, TagEnv, SpreadEnv]
 

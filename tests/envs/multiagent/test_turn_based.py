@@ -8,6 +8,8 @@ import pickle
 import numpy as np
 import pettingzoo
 import pytest
+
+import verigym  # noqa: F401  (registers the ids)
 from verigym.envs.multiagent.connect_four import ConnectFourEnv
 from verigym.envs.multiagent.kuhn_poker import (
     BET,
@@ -20,8 +22,6 @@ from verigym.envs.multiagent.liars_dice import LiarsDiceEnv
 from verigym.envs.multiagent.negotiation import NegotiationEnv, deal_payoffs
 from verigym.envs.multiagent.proposer_solver import ProposerSolverEnv, proposer_reward
 from verigym.envs.multiagent.tictactoe import TicTacToeEnv, _winner, minimax_values
-
-import verigym  # noqa: F401  (registers the ids)
 
 GAMES = [TicTacToeEnv, ConnectFourEnv, KuhnPokerEnv, LiarsDiceEnv, NegotiationEnv, ProposerSolverEnv]
 

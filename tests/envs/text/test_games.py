@@ -5,12 +5,12 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+
+import verigym  # noqa: F401  (registers the ids)
 from verigym.envs.text.countdown import evaluate_arithmetic
 from verigym.envs.text.mastermind import FIRST_GUESS, _codes, _knuth_guess, mastermind_feedback
 from verigym.envs.text.minesweeper import deduce
 from verigym.envs.text.wordle import wordle_feedback
-
-import verigym  # noqa: F401  (registers the ids)
 
 GAMES = ("Wordle", "Mastermind", "Hangman", "Minesweeper", "Countdown", "TwentyQuestions", "Household", "Shop")
 LEVELS = ("Easy", "Medium", "Hard")

@@ -7,9 +7,9 @@ import pickle
 
 import gymnasium as gym
 import pytest
-from verigym.envs.text.table import REASONING_GYM_DATASETS, REASONING_GYM_EXCLUDED, rg_env_id
 
 import verigym
+from verigym.envs.text.table import REASONING_GYM_DATASETS, REASONING_GYM_EXCLUDED, rg_env_id
 
 NAMES = [name for name, _ in REASONING_GYM_DATASETS]
 # Datasets without a single reference answer whose scorer needs a search/plan the oracle lacks.
