@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from tests.processes import descendants
 from verigym.sandbox import (
     Limits,
     PythonSandbox,
@@ -39,25 +40,8 @@ FAST = Limits(timeout_s=2.0, output_bytes=1 << 16)
 
 
 def _descendants(pid: int) -> set[int]:
-    """Host pids of every living descendant of ``pid`` (scans /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
+    """Host pids of every living descendant of ``pid``."""
+    return set(descendants(pid))
 
 
 def _alive(pids: set[int]) -> set[int]:

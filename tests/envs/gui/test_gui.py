@@ -25,38 +25,13 @@ except RuntimeError as exc:  # pragma: no cover - depends on the machine
 import gymnasium as gym  # noqa: E402
 
 import verigym  # noqa: E402,F401
+from tests.processes import descendants  # noqa: E402
 from verigym.envs.gui.env import GuiEnv  # noqa: E402
 from verigym.envs.gui.tasks import TASKS, make_action  # noqa: E402
 
 
-def _descendants() -> list[tuple[int, str]]:
-    """(pid, command line) of every live descendant of this process."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    found, stack = [], [os.getpid()]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            try:
-                with open(f"/proc/{child}/cmdline", "rb") as handle:
-                    command = handle.read().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            found.append((child, command))
-            stack.append(child)
-    return found
-
-
 def _browser_processes() -> list[int]:
-    return [pid for pid, command in _descendants() if "chromium" in command or "playwright" in command or "node" in command.split(" ")[0]]
+    return [pid for pid, command in descendants().items() if "chromium" in command or "playwright" in command or "node" in command.split(" ")[0]]
 
 
 def _play_oracle(env: gym.Env, seed: int) -> dict:
@@ -137,7 +112,7 @@ def test_killed_browser_ends_the_episode_and_reset_recovers():
     env = gym.make("verigym/ClickCheckboxes-v0")
     try:
         env.reset(seed=1)
-        mains = [pid for pid, command in _descendants() if "chromium" in command and "--type=" not in command]
+        mains = [pid for pid, command in descendants().items() if "chromium" in command and "--type=" not in command]
         assert mains, "no chromium process found"
         for pid in mains:
             os.kill(pid, signal.SIGKILL)
