@@ -42,6 +42,7 @@ AGENTS: dict[str, str] = {
     "dqn": "verigym.agents.dqn:DQN",
     "qlearning": "verigym.agents.qlearning:QLearning",
     "option-critic": "verigym.agents.option_critic:OptionCritic",
+    "ippo": "verigym.agents.ippo:IPPO",
     "llm": "verigym.agents.llm.agent:LLMAgent",
     "openai": "verigym.agents.llm.openai_agent:OpenAIAgent",
 }

@@ -36,7 +36,7 @@ from verigym.agents.common.learner import Callback, TorchLearner, emit, episode_
 from verigym.agents.common.networks import ObservationEncoder, adam, mlp, to_tensors
 from verigym.agents.common.vec import EnvPool
 
-__all__ = ["PPO", "PPOConfig"]
+__all__ = ["PPO", "PPOConfig", "train"]
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,8 @@ class PPO(TorchLearner):
 
         Args:
             env: an env id, a ``gymnasium.Env`` (copied into ``num_envs`` envs) or an
-                :class:`~verigym.agents.common.vec.EnvPool`.
+                :class:`~verigym.agents.common.vec.EnvPool` (or a
+                :class:`~verigym.agents.common.vec.ParallelEnvPool`: one policy for every agent).
             total_steps: env steps over all envs.
             callbacks: called after each ``log_interval`` rollouts with the metrics
                 (``global_step``, ``charts/*``, ``losses/*``); returning False stops.
@@ -176,76 +177,9 @@ class PPO(TorchLearner):
         Returns:
             self.
         """
-        cfg = self.config
-        pool = EnvPool.build(env, cfg.num_envs, seed=cfg.seed)
-        n, t_max = pool.num_envs, cfg.num_steps
-        rollout = n * t_max
-        num_updates = max(1, -(-total_steps // rollout))
-        discrete = self.policy.kind != "box"
-        obs_list, infos = pool.reset()
-        done = np.zeros(n, dtype=np.float32)
-        disc_return = np.zeros(n)
-        start, start_step = time.perf_counter(), self.global_step
+        pool = EnvPool.build(env, self.config.num_envs, seed=self.config.seed)
         try:
-            for update in range(num_updates):
-                frac = 1.0 - update / num_updates
-                if cfg.anneal_lr:
-                    self.optimizer.param_groups[0]["lr"] = frac * cfg.learning_rate
-                clip = cfg.clip_coef * (frac if cfg.anneal_clip else 1.0)
-                obs_buf: list[dict[str, np.ndarray]] = []
-                act_buf, logp_buf, val_buf, rew_buf, done_buf, mask_buf = [], [], [], [], [], []
-                for _ in range(t_max):
-                    batch = self._normalize(self.batcher(obs_list), update=True)
-                    mask = stack_masks(infos) if discrete else None
-                    with torch.no_grad():
-                        features = self.policy.encoder(to_tensors(batch, self.device))
-                        dist = self.policy.dist(features, None if mask is None else torch.as_tensor(mask, device=self.device))
-                        action = dist.sample(self.generator)
-                        logp = dist.log_prob(action)
-                        value = self.policy.value(features)
-                    action_np = action.cpu().numpy()
-                    obs_list, reward, terminated, truncated, infos, finals = pool.step(self.env_actions(action_np))
-                    reward = reward.astype(np.float32)
-                    if cfg.normalize_reward:
-                        disc_return = disc_return * cfg.gamma + reward
-                        self.return_rms.update(disc_return)
-                        disc_return[terminated | truncated] = 0.0
-                        reward = np.clip(reward / np.sqrt(self.return_rms.var + 1e-8), -10, 10).astype(np.float32)
-                    trunc_only = np.flatnonzero(truncated & ~terminated)
-                    if len(trunc_only):
-                        final = self._normalize(self.batcher([finals[i] for i in trunc_only]))
-                        with torch.no_grad():
-                            boot = self.policy.value(self.policy.encoder(to_tensors(final, self.device))).cpu().numpy()
-                        reward[trunc_only] += cfg.gamma * boot
-                    obs_buf.append(batch)
-                    act_buf.append(action_np)
-                    logp_buf.append(logp.cpu().numpy())
-                    val_buf.append(value.cpu().numpy())
-                    rew_buf.append(reward)
-                    done_buf.append(done)
-                    mask_buf.append(mask)
-                    done = (terminated | truncated).astype(np.float32)
-                    self.global_step += n
-                with torch.no_grad():
-                    batch = self._normalize(self.batcher(obs_list))
-                    last_value = self.policy.value(self.policy.encoder(to_tensors(batch, self.device))).cpu().numpy()
-                advantages, returns = gae(np.stack(rew_buf), np.stack(val_buf), np.stack(done_buf), last_value, done, cfg.gamma, cfg.gae_lambda)
-                data = {
-                    "obs": {k: torch.as_tensor(np.concatenate([b[k] for b in obs_buf]), device=self.device) for k in obs_buf[0]},
-                    "actions": torch.as_tensor(np.concatenate(act_buf), device=self.device),
-                    "log_probs": torch.as_tensor(np.concatenate(logp_buf), device=self.device),
-                    "values": torch.as_tensor(np.concatenate(val_buf), device=self.device),
-                    "advantages": torch.as_tensor(advantages.reshape(-1), device=self.device),
-                    "returns": torch.as_tensor(returns.reshape(-1), device=self.device),
-                    "masks": None if mask_buf[0] is None else torch.as_tensor(np.concatenate(mask_buf), device=self.device),
-                }
-                losses = self._update(data, clip)
-                if (update + 1) % cfg.log_interval == 0 or update == num_updates - 1:
-                    elapsed = max(time.perf_counter() - start, 1e-9)
-                    metrics = {"global_step": float(self.global_step), "charts/SPS": (self.global_step - start_step) / elapsed, "charts/learning_rate": self.optimizer.param_groups[0]["lr"]}
-                    metrics |= episode_metrics(pool.pop_episodes()) | losses
-                    if not emit(callbacks, metrics):
-                        break
+            train([(self, np.arange(pool.num_envs))], pool, total_steps, callbacks)
         finally:
             if pool is not env:
                 pool.close()
@@ -253,10 +187,13 @@ class PPO(TorchLearner):
 
     def _update(self, data: dict[str, Any], clip: float) -> dict[str, float]:
         cfg = self.config
-        total = len(data["advantages"])
+        valid = data["valid"]  # transitions of inactive multi-agent slots carry no loss
+        total = len(data["advantages"]) if valid is None else int(valid.sum())
         stats: dict[str, list[float]] = {"losses/policy_loss": [], "losses/value_loss": [], "losses/entropy": [], "losses/approx_kl": [], "losses/clipfrac": []}
         for _ in range(cfg.num_epochs):
             order = torch.randperm(total, generator=self.generator, device=self.device)
+            if valid is not None:
+                order = torch.nonzero(valid).squeeze(1)[order]
             stop = False
             for begin in range(0, total, cfg.batch_size):
                 idx = order[begin : begin + cfg.batch_size]
@@ -311,3 +248,126 @@ class PPO(TorchLearner):
             prefix = f"obs_rms.{key or 'obs'}."
             rms.load_state({name: tensors[prefix + name].cpu().numpy() for name in ("mean", "var", "count")})
 
+
+
+class _Rollout:
+    """One learner's share of a rollout: the transitions of its slots, step by step."""
+
+    def __init__(self) -> None:
+        self.obs: list[dict[str, np.ndarray]] = []
+        self.actions: list[np.ndarray] = []
+        self.log_probs: list[np.ndarray] = []
+        self.values: list[np.ndarray] = []
+        self.rewards: list[np.ndarray] = []
+        self.dones: list[np.ndarray] = []
+        self.masks: list[np.ndarray | None] = []
+        self.valid: list[np.ndarray] = []
+
+    def data(self, learner: PPO, advantages: np.ndarray, returns: np.ndarray) -> dict[str, Any]:
+        """The rollout as flat tensors on the learner's device (time-major order)."""
+        device = learner.device
+
+        def flat(items: list[np.ndarray]) -> torch.Tensor:
+            return torch.as_tensor(np.concatenate(items), device=device)
+
+        return {
+            "obs": {k: flat([b[k] for b in self.obs]) for k in self.obs[0]},
+            "actions": flat(self.actions),
+            "log_probs": flat(self.log_probs),
+            "values": flat(self.values),
+            "advantages": torch.as_tensor(advantages.reshape(-1), device=device),
+            "returns": torch.as_tensor(returns.reshape(-1), device=device),
+            "masks": None if self.masks[0] is None else flat(self.masks),
+            "valid": None if not self.valid or all(v.all() for v in self.valid) else flat(self.valid),
+        }
+
+
+def train(groups: Sequence[tuple[PPO, np.ndarray]], pool: Any, total_steps: int, callbacks: Sequence[Callback] = (), *, owner: Any = None) -> None:
+    """The PPO loop over a pool whose slots are split among learners.
+
+    One learner over every slot is plain PPO; one learner per agent of a
+    :class:`~verigym.agents.common.vec.ParallelEnvPool` is independent PPO (each agent its own
+    networks and update, stepping the same games). Hyperparameters come from the first learner.
+
+    Args:
+        groups: ``(learner, slots)`` pairs; ``slots`` int array of the pool slots it acts for.
+        pool: an :class:`EnvPool` or :class:`ParallelEnvPool` (its ``active`` slots, when it has
+            them, select the transitions that carry loss).
+        total_steps: env steps over all slots (rounded up to whole rollouts).
+        callbacks: as :meth:`PPO.learn`; losses average over the learners.
+        owner: whose ``global_step`` counts the env steps (default: the first learner).
+    """
+    owner = groups[0][0] if owner is None else owner
+    cfg = groups[0][0].config
+    n, t_max = pool.num_envs, cfg.num_steps
+    num_updates = max(1, -(-total_steps // (n * t_max)))
+    active = getattr(pool, "active", None)
+    obs_list, infos = pool.reset()
+    done = np.zeros(n, dtype=np.float32)
+    disc_return = np.zeros(n)
+    start, start_step = time.perf_counter(), owner.global_step
+    single = len(groups) == 1 and len(groups[0][1]) == n
+    for update in range(num_updates):
+        frac = 1.0 - update / num_updates
+        clip = cfg.clip_coef * (frac if cfg.anneal_clip else 1.0)
+        rollouts = [_Rollout() for _ in groups]
+        for learner, _ in groups:
+            if cfg.anneal_lr:
+                learner.optimizer.param_groups[0]["lr"] = frac * cfg.learning_rate
+        for _ in range(t_max):
+            actions: list[Any] = [None] * n
+            for (learner, slots), rollout in zip(groups, rollouts):
+                batch = learner._normalize(learner.batcher([obs_list[s] for s in slots]), update=True)
+                mask = stack_masks([infos[s] for s in slots]) if learner.policy.kind != "box" else None
+                with torch.no_grad():
+                    features = learner.policy.encoder(to_tensors(batch, learner.device))
+                    dist = learner.policy.dist(features, None if mask is None else torch.as_tensor(mask, device=learner.device))
+                    action = dist.sample(learner.generator)
+                    rollout.log_probs.append(dist.log_prob(action).cpu().numpy())
+                    rollout.values.append(learner.policy.value(features).cpu().numpy())
+                action_np = action.cpu().numpy()
+                env_actions = learner.env_actions(action_np)
+                if single:
+                    actions = env_actions
+                else:
+                    for j, s in enumerate(slots):
+                        actions[s] = env_actions[j]
+                rollout.obs.append(batch)
+                rollout.actions.append(action_np)
+                rollout.masks.append(mask)
+                rollout.dones.append(done[slots])
+                if active is not None:
+                    rollout.valid.append(active[slots].copy())
+            obs_list, reward, terminated, truncated, infos, finals = pool.step(actions)
+            reward = reward.astype(np.float32)
+            ended = terminated | truncated
+            for (learner, slots), rollout in zip(groups, rollouts):
+                r = reward[slots]
+                if cfg.normalize_reward:
+                    disc_return[slots] = disc_return[slots] * cfg.gamma + r
+                    learner.return_rms.update(disc_return[slots])
+                    r = np.clip(r / np.sqrt(learner.return_rms.var + 1e-8), -10, 10).astype(np.float32)
+                trunc_only = [j for j, s in enumerate(slots) if truncated[s] and not terminated[s]]
+                if trunc_only:
+                    final = learner._normalize(learner.batcher([finals[slots[j]] for j in trunc_only]))
+                    with torch.no_grad():
+                        boot = learner.policy.value(learner.policy.encoder(to_tensors(final, learner.device))).cpu().numpy()
+                    r[trunc_only] += cfg.gamma * boot
+                rollout.rewards.append(r)
+            owner.global_step += n
+            disc_return[ended] = 0.0
+            done = ended.astype(np.float32)
+        losses: dict[str, list[float]] = {}
+        for (learner, slots), rollout in zip(groups, rollouts):
+            with torch.no_grad():
+                batch = learner._normalize(learner.batcher([obs_list[s] for s in slots]))
+                last_value = learner.policy.value(learner.policy.encoder(to_tensors(batch, learner.device))).cpu().numpy()
+            advantages, returns = gae(np.stack(rollout.rewards), np.stack(rollout.values), np.stack(rollout.dones), last_value, done[slots], cfg.gamma, cfg.gae_lambda)
+            for key, value in learner._update(rollout.data(learner, advantages, returns), clip).items():
+                losses.setdefault(key, []).append(value)
+        if (update + 1) % cfg.log_interval == 0 or update == num_updates - 1:
+            elapsed = max(time.perf_counter() - start, 1e-9)
+            metrics = {"global_step": float(owner.global_step), "charts/SPS": (owner.global_step - start_step) / elapsed, "charts/learning_rate": groups[0][0].optimizer.param_groups[0]["lr"]}
+            metrics |= episode_metrics(pool.pop_episodes()) | {k: float(np.mean(v)) for k, v in losses.items()}
+            if not emit(callbacks, metrics):
+                break

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from verigym.agents.common.vec import make_env
+from verigym.agents.common.vec import is_parallel_env, make_env
 from verigym.core import SCORE, SUCCESS
 
 __all__ = ["EvalStop", "JsonlLogger", "ProgressBar", "TensorBoardLogger", "evaluate"]
@@ -28,14 +28,18 @@ def evaluate(agent: Any, env: Any, *, episodes: int = 10, seed: int = 10_000, de
     """Run ``episodes`` episodes (reset seeds ``seed, seed + 1, ...``) with ``agent.act``.
 
     Args:
-        agent: anything with ``reset(seed=...)`` and ``act(obs, info, deterministic=...)``.
-        env: an env or an env id.
+        agent: anything with ``reset(seed=...)`` and ``act(obs, info, deterministic=...)``; on a
+            PettingZoo parallel env, ``act`` takes and returns ``{agent: ...}`` dicts.
+        env: an env or an env id (Gymnasium, or a PettingZoo parallel env).
 
     Returns:
         ``{"mean_return", "std_return", "success_rate", "mean_score", "returns"}``; the rates are
-        NaN when the env does not report ``info["success"]``/``info["score"]``.
+        NaN when the env does not report ``info["success"]``/``info["score"]``. On a parallel env
+        an episode's return, success and score are the means over its agents.
     """
     env = make_env(env)
+    if is_parallel_env(env):
+        return _evaluate_parallel(agent, env, episodes, seed, deterministic)
     returns, successes, scores = [], [], []
     for episode in range(episodes):
         obs, info = env.reset(seed=seed + episode)
@@ -50,6 +54,32 @@ def evaluate(agent: Any, env: Any, *, episodes: int = 10, seed: int = 10_000, de
             successes.append(float(info[SUCCESS]))
         if SCORE in info:
             scores.append(float(info[SCORE]))
+    return _summary(returns, successes, scores)
+
+
+def _evaluate_parallel(agent: Any, env: Any, episodes: int, seed: int, deterministic: bool) -> dict[str, Any]:
+    returns, successes, scores = [], [], []
+    for episode in range(episodes):
+        observations, infos = env.reset(seed=seed + episode)
+        agent.reset(seed=seed + episode)
+        totals = dict.fromkeys(env.possible_agents, 0.0)
+        verdicts: dict[str, Mapping[str, Any]] = {}
+        while env.agents:
+            actions = agent.act({a: observations[a] for a in env.agents}, infos, deterministic=deterministic)
+            observations, rewards, terminations, truncations, infos = env.step({a: actions[a] for a in env.agents})
+            for name, reward in rewards.items():
+                totals[name] += float(reward)
+                if terminations.get(name) or truncations.get(name):
+                    verdicts[name] = infos.get(name, {})
+        returns.append(float(np.mean(list(totals.values()))))
+        if any(SUCCESS in v for v in verdicts.values()):
+            successes.append(float(np.mean([bool(v.get(SUCCESS, False)) for v in verdicts.values()])))
+        if any(SCORE in v for v in verdicts.values()):
+            scores.append(float(np.mean([float(v.get(SCORE, 0.0)) for v in verdicts.values()])))
+    return _summary(returns, successes, scores)
+
+
+def _summary(returns: list[float], successes: list[float], scores: list[float]) -> dict[str, Any]:
     return {
         "mean_return": float(np.mean(returns)),
         "std_return": float(np.std(returns)),

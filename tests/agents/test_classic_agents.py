@@ -21,7 +21,7 @@ ENV_FOR = {"ppo": "CartPole-v1", "sac": "Pendulum-v1", "dqn": "CartPole-v1", "ql
 SMALL = {"ppo": {"num_envs": 2, "num_steps": 16}, "sac": {"learning_starts": 20, "batch_size": 16, "hidden_sizes": [16]}, "dqn": {"learning_starts": 20, "batch_size": 16}, "qlearning": {}, "option-critic": {"num_envs": 2, "num_steps": 8}}
 
 
-@pytest.mark.parametrize("name", CLASSIC)
+@pytest.mark.parametrize("name", [*CLASSIC, "ippo"])
 def test_registered_and_documented(name):
     cls = agents.agent_class(name)
     assert cls.name == name
@@ -32,7 +32,7 @@ def test_registered_and_documented(name):
     assert not missing, f"{name} config fields without a docstring: {missing}"
 
 
-@pytest.mark.parametrize("name", CLASSIC)
+@pytest.mark.parametrize("name", [*CLASSIC, "ippo"])
 def test_config_validation(name):
     cls = agents.agent_class(name).config_class
     with pytest.raises(TypeError, match="unknown"):

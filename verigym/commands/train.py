@@ -22,13 +22,13 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-HELP = "train an agent (ppo, sac, dqn, qlearning, option-critic, grpo) on an env and save it"
+HELP = "train an agent (ppo, sac, dqn, qlearning, option-critic, ippo, grpo) on an env and save it"
 
 log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("agent", help="agent name: ppo, sac, dqn, qlearning, option-critic, or grpo")
+    parser.add_argument("agent", help="agent name: ppo, sac, dqn, qlearning, option-critic, ippo, or grpo")
     parser.add_argument("options", nargs=argparse.REMAINDER, help="--env ID --steps N --out DIR and the agent's options (verigym train AGENT --help)")
 
 
