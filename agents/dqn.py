@@ -212,30 +212,38 @@ class DQN(TorchLearner):
                     target.lerp_(online, self.config.tau)
 
     def _train_phase(self, buffer: ReplayBuffer) -> list[float]:
-        """``gradient_steps`` updates; the minibatches are drawn and moved to the device at once."""
+        """``gradient_steps`` updates; the minibatches are drawn and moved to the device at once.
+
+        The target network is fixed during a phase, so its values for every minibatch come from
+        one batched forward pass (and the whole TD target, when ``double_q`` is off).
+        """
         cfg = self.config
         if cfg.gradient_steps == 0:
             return []
-        sample = buffer.sample(cfg.gradient_steps * cfg.batch_size)
+        size = cfg.batch_size
+        sample = buffer.sample(cfg.gradient_steps * size)
         obs = to_tensors(sample["obs"], self.device)
         next_obs = to_tensors(sample["next_obs"], self.device)
-        actions = torch.as_tensor(sample["actions"], device=self.device).long()
-        rewards = torch.as_tensor(sample["rewards"], device=self.device)
-        not_done = 1.0 - torch.as_tensor(sample["terminated"], device=self.device)
+        actions = torch.as_tensor(sample["actions"], device=self.device).long().unsqueeze(-1)
+        with torch.no_grad():
+            next_q_target = self.q_target(next_obs)
+            discount = cfg.gamma * (1.0 - torch.as_tensor(sample["terminated"], device=self.device))
+            rewards = torch.as_tensor(sample["rewards"], device=self.device)
+            if not cfg.double_q:
+                targets = rewards + discount * next_q_target.max(-1).values
         losses = []
         for step in range(cfg.gradient_steps):
-            part = slice(step * cfg.batch_size, (step + 1) * cfg.batch_size)
-            both = {k: torch.cat([obs[k][part], next_obs[k][part]]) for k in obs}
-            q_both = self.q(both)
-            q = q_both[: cfg.batch_size].gather(-1, actions[part].unsqueeze(-1)).squeeze(-1)
-            with torch.no_grad():
-                next_q_target = self.q_target({k: v[part] for k, v in next_obs.items()})
-                if cfg.double_q:
-                    best = q_both[cfg.batch_size :].argmax(-1, keepdim=True)
-                    next_q = next_q_target.gather(-1, best).squeeze(-1)
-                else:
-                    next_q = next_q_target.max(-1).values
-                target = rewards[part] + cfg.gamma * not_done[part] * next_q
+            part = slice(step * size, (step + 1) * size)
+            if cfg.double_q:  # the online network picks the next action: one pass over both halves
+                q_both = self.q({k: torch.cat([obs[k][part], next_obs[k][part]]) for k in obs})
+                q_all = q_both[:size]
+                with torch.no_grad():
+                    best = q_both[size:].argmax(-1, keepdim=True)
+                    target = rewards[part] + discount[part] * next_q_target[part].gather(-1, best).squeeze(-1)
+            else:
+                q_all = self.q({k: v[part] for k, v in obs.items()})
+                target = targets[part]
+            q = q_all.gather(-1, actions[part]).squeeze(-1)
             loss = nn.functional.smooth_l1_loss(q, target)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()

@@ -7,10 +7,16 @@ seeds) wall-clock seconds to the threshold, median steps/s, and the verigym/SB3 
 verigym is faster). A run that does not reach the threshold within the budget counts as its full
 training time and is flagged.
 
+The slow tasks ``ppo-halfcheetah`` and ``sac-halfcheetah`` (not run by default; about an hour
+each on one core) train HalfCheetah-v5 for a fixed 200k steps instead and compare the final
+deterministic return over 5 episodes, with rl-zoo's MuJoCo settings: PPO with SB3's defaults and
+observation/reward normalization (VecNormalize), SAC with SB3's defaults and 10k random steps.
+
 Usage::
 
     pip install -e '.[bench]'
     python benchmarks/agents_vs_sb3.py --seeds 3 [--tasks ppo-cartpole dqn-cartpole sac-pendulum]
+    python benchmarks/agents_vs_sb3.py --seeds 3 --tasks ppo-halfcheetah sac-halfcheetah
 
 Both run single-threaded (``torch.set_num_threads(1)``); on a loaded machine the ratio is the
 meaningful number, not the absolute times.
@@ -42,7 +48,12 @@ TASKS = {
                       "train_freq": 256, "gradient_steps": 128, "exploration_fraction": 0.16, "exploration_final_eps": 0.04, "policy_kwargs": {"net_arch": [256, 256]}},
                      50_000, 475.0, 2048),
     "sac-pendulum": ("sac", "Pendulum-v1", rl_zoo.SAC_PENDULUM, "SAC", {"learning_rate": 1e-3}, 20_000, -200.0, 1000),
+    # fixed budget (threshold None): the final return is compared
+    "ppo-halfcheetah": ("ppo", "HalfCheetah-v5", {"num_envs": 1, "num_steps": 2048, "normalize_observation": True, "normalize_reward": True}, "PPO",
+                        {"normalize": True}, 200_000, None, 50_000),
+    "sac-halfcheetah": ("sac", "HalfCheetah-v5", {"learning_starts": 10_000}, "SAC", {"learning_starts": 10_000}, 200_000, None, 50_000),
 }
+SLOW = ("ppo-halfcheetah", "sac-halfcheetah")
 
 
 def _evaluate(predict, env_id: str, episodes: int = 5) -> float:
@@ -60,15 +71,17 @@ def _evaluate(predict, env_id: str, episodes: int = 5) -> float:
 
 
 class _Clock:
-    """Evaluate every ``every`` steps; wall-clock minus evaluation time; stop at the threshold."""
+    """Evaluate every ``every`` steps; wall-clock minus evaluation time; stop at the threshold
+    (``threshold`` None: never stop; ``last`` is the latest evaluation)."""
 
-    def __init__(self, predict, env_id: str, threshold: float, every: int):
+    def __init__(self, predict, env_id: str, threshold: float | None, every: int):
         self.predict, self.env_id, self.threshold, self.every = predict, env_id, threshold, every
         self.start = time.perf_counter()
         self.eval_time = 0.0
         self.next = every
         self.reached: tuple[int, float] | None = None
         self.steps = 0
+        self.last = float("nan")
 
     def check(self, step: int) -> bool:
         self.steps = step
@@ -77,9 +90,9 @@ class _Clock:
         while self.next <= step:
             self.next += self.every
         t = time.perf_counter()
-        value = _evaluate(self.predict, self.env_id)
+        value = self.last = _evaluate(self.predict, self.env_id)
         self.eval_time += time.perf_counter() - t
-        if value >= self.threshold:
+        if self.threshold is not None and value >= self.threshold:
             self.reached = (step, self.train_time())
             return False
         return True
@@ -88,32 +101,43 @@ class _Clock:
         return time.perf_counter() - self.start - self.eval_time
 
 
-def run_verigym(task: str, seed: int) -> tuple[float, float, bool]:
+def run_verigym(task: str, seed: int) -> tuple[float, float, bool, float]:
     import verigym.agents as agents
 
     name, env_id, config, _, _, budget, threshold, every = TASKS[task]
     agent = agents.make(name, env_id, seed=seed, **config)
     clock = _Clock(lambda o: agent.act(o, deterministic=True), env_id, threshold, every)
     agent.learn(env_id, budget, callbacks=[lambda m: clock.check(int(m["global_step"]))])
+    return _result(clock, threshold)
+
+
+def _result(clock: _Clock, threshold: float | None) -> tuple[float, float, bool, float]:
+    """(seconds to the threshold or of the whole run, steps/s, reached, final return)."""
     seconds = clock.reached[1] if clock.reached else clock.train_time()
-    return seconds, clock.steps / max(clock.train_time(), 1e-9), clock.reached is not None
+    final = clock.last if threshold is not None else _evaluate(clock.predict, clock.env_id)
+    return seconds, clock.steps / max(clock.train_time(), 1e-9), clock.reached is not None or threshold is None, final
 
 
-def run_sb3(task: str, seed: int) -> tuple[float, float, bool]:
+def run_sb3(task: str, seed: int) -> tuple[float, float, bool, float]:
     import stable_baselines3 as sb3
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
 
     _, env_id, _, cls_name, kwargs, budget, threshold, every = TASKS[task]
     kwargs = dict(kwargs)
     n_envs = kwargs.pop("n_envs", 1)
+    normalize = kwargs.pop("normalize", False)
     for key in ("learning_rate", "clip_range"):
         if isinstance(kwargs.get(key), str):
             initial = float(kwargs[key][4:])
             kwargs[key] = lambda progress, initial=initial: progress * initial
     env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
+    if normalize:
+        env = VecNormalize(env)
     model = getattr(sb3, cls_name)("MlpPolicy", env, seed=seed, device="cpu", **kwargs)
-    clock = _Clock(lambda o: model.predict(o, deterministic=True)[0], env_id, threshold, every)
+    scale = env.normalize_obs if normalize else (lambda o: o)
+    clock = _Clock(lambda o: model.predict(scale(o), deterministic=True)[0], env_id, threshold, every)
 
     class Stop(BaseCallback):
         def _on_step(self) -> bool:
@@ -121,28 +145,39 @@ def run_sb3(task: str, seed: int) -> tuple[float, float, bool]:
 
     clock.start = time.perf_counter()
     model.learn(budget, callback=Stop())
-    seconds = clock.reached[1] if clock.reached else clock.train_time()
-    return seconds, clock.steps / max(clock.train_time(), 1e-9), clock.reached is not None
+    if normalize:
+        env.training = False
+    return _result(clock, threshold)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--tasks", nargs="+", default=[t for t in TASKS if t not in SLOW], choices=list(TASKS))
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--steps", type=int, help="override every task's step budget (a quick check of the script)")
     args = parser.parse_args()
+    if args.steps:
+        for task in args.tasks:
+            TASKS[task] = (*TASKS[task][:5], args.steps, *TASKS[task][6:7], min(TASKS[task][7], args.steps))
     torch.set_num_threads(1)
-    print(f"{'task':14} {'seed':>4} {'verigym s':>10} {'SB3 s':>8} {'verigym steps/s':>16} {'SB3 steps/s':>12}")
+    print(f"{'task':15} {'seed':>4} {'verigym s':>10} {'SB3 s':>8} {'verigym steps/s':>16} {'SB3 steps/s':>12} {'verigym return':>15} {'SB3 return':>11}")
     for task in args.tasks:
         ours, theirs = [], []
         for seed in range(args.seeds):
             ours.append(run_verigym(task, seed))
             theirs.append(run_sb3(task, seed))
             flag = lambda r: "" if r[2] else "*"  # noqa: E731
-            print(f"{task:14} {seed:>4} {ours[-1][0]:>9.1f}{flag(ours[-1])} {theirs[-1][0]:>7.1f}{flag(theirs[-1])} {ours[-1][1]:>16.0f} {theirs[-1][1]:>12.0f}", flush=True)
+            print(f"{task:15} {seed:>4} {ours[-1][0]:>9.1f}{flag(ours[-1])} {theirs[-1][0]:>7.1f}{flag(theirs[-1])} {ours[-1][1]:>16.0f} {theirs[-1][1]:>12.0f} "
+                  f"{ours[-1][3]:>15.1f} {theirs[-1][3]:>11.1f}", flush=True)
         t_ours, t_sb3 = statistics.median(r[0] for r in ours), statistics.median(r[0] for r in theirs)
         s_ours, s_sb3 = statistics.median(r[1] for r in ours), statistics.median(r[1] for r in theirs)
-        print(f"{task:14} median time-to-threshold verigym/SB3 = {t_ours:.1f}/{t_sb3:.1f} s = {t_ours / t_sb3:.2f}; "
-              f"steps/s {s_ours:.0f} vs {s_sb3:.0f} (ratio of times {s_sb3 / s_ours:.2f})", flush=True)
+        speed = f"steps/s {s_ours:.0f} vs {s_sb3:.0f} (ratio of times {s_sb3 / s_ours:.2f})"
+        if TASKS[task][6] is None:
+            r_ours, r_sb3 = statistics.median(r[3] for r in ours), statistics.median(r[3] for r in theirs)
+            print(f"{task:15} median final return at {TASKS[task][5]} steps verigym/SB3 = {r_ours:.1f}/{r_sb3:.1f}; "
+                  f"training time {t_ours:.0f}/{t_sb3:.0f} s = {t_ours / t_sb3:.2f}; {speed}", flush=True)
+        else:
+            print(f"{task:15} median time-to-threshold verigym/SB3 = {t_ours:.1f}/{t_sb3:.1f} s = {t_ours / t_sb3:.2f}; {speed}", flush=True)
     print("(* = threshold not reached within the budget; its full training time is counted)")
     return 0
 
