@@ -249,7 +249,6 @@ class PPO(TorchLearner):
             rms.load_state({name: tensors[prefix + name].cpu().numpy() for name in ("mean", "var", "count")})
 
 
-
 class _Rollout:
     """One learner's share of a rollout: the transitions of its slots, step by step."""
 

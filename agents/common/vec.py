@@ -115,12 +115,13 @@ class EnvPool:
 
     @classmethod
     def build(cls, env: str | gym.Env | EnvPool, num_envs: int, *, seed: int | None = None) -> EnvPool:
-        """A pool of ``num_envs`` copies of ``env`` (an id, an env, or a pool returned as is).
+        """A pool of ``num_envs`` copies of ``env`` (an id, an env, or a pool -- also a
+        :class:`ParallelEnvPool` -- returned as is).
 
         Copies of an env instance are rebuilt from ``env.spec`` (with its recorded wrappers) when it
         has one, else deep-copied (verigym envs pickle).
         """
-        if isinstance(env, EnvPool):
+        if isinstance(env, (EnvPool, ParallelEnvPool)):
             return env
         first = make_env(env)
         envs = [first]

@@ -90,6 +90,13 @@ def test_inactive_transitions_carry_no_loss():
     assert valid[:, 1].all() and valid[:, 0].tolist() == [True, True, False, False] * 2
 
 
+def test_plain_ppo_steps_a_pool_of_agent_slots():
+    pool = ParallelEnvPool([Relay(), Relay()], seed=0)
+    agent = agents.make("ppo", pool, num_steps=4, batch_size=8, num_epochs=1)
+    agent.learn(pool, 32)
+    assert agent.global_step == 32 and len(pool.envs) == 2
+
+
 @pytest.mark.parametrize("share", [True, False])
 def test_ippo_act_save_load(share, tmp_path):
     env_id = "verigym/Pursuit-v0"
