@@ -13,7 +13,3 @@ DQN_CARTPOLE = {
     "exploration_final_eps": 0.04, "hidden_sizes": (256, 256),
 }
 SAC_PENDULUM = {"learning_rate": 1e-3}
-PPO_PENDULUM = {  # rl-zoo also uses gSDE here, which verigym's PPO does not implement
-    "num_envs": 4, "num_steps": 1024, "gae_lambda": 0.95, "gamma": 0.9, "num_epochs": 10, "ent_coef": 0.0,
-    "learning_rate": 1e-3, "clip_coef": 0.2, "normalize_observation": True, "normalize_reward": True,
-}

@@ -74,7 +74,10 @@ def test_option_critic_fourrooms():
     assert stop.reached_at is not None, f"option-critic FourRooms best success {stop.best} < 0.9: {stop.history}"
 
 
-@pytest.mark.slow
 def test_ppo_pendulum():
-    stop = _train_until("ppo", "Pendulum-v1", 300_000, -400, 20_480, seed=0, **rl_zoo.PPO_PENDULUM)
+    # rl-zoo reaches this with gSDE, which verigym's PPO does not implement; without it, a lower
+    # initial std and shorter rollouts with an annealed, larger step do (-400 by about 65k steps
+    # on seeds 0-2; -130 to -190 at 120k)
+    stop = _train_until("ppo", "Pendulum-v1", 120_000, -400, 16_384, seed=0, num_envs=8, num_steps=128, batch_size=256, gae_lambda=0.95, gamma=0.9,
+                        num_epochs=10, learning_rate=3e-3, anneal_lr=True, log_std_init=-1.0, normalize_observation=True, normalize_reward=True)
     assert stop.reached_at is not None, f"PPO Pendulum best {stop.best} < -400: {stop.history}"
