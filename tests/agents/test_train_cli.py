@@ -41,3 +41,16 @@ def test_train_refuses_unknown_or_non_learning_agents(argv, capsys):
 def test_train_bad_option_value_is_a_usage_error(tmp_path):
     with pytest.raises(SystemExit):
         main(["train", "ppo", "--env", "CartPole-v1", "--steps", "10", "--out", str(tmp_path), "--gamma", "2.0"])
+
+
+def test_train_unknown_env_is_a_usage_error_with_suggestions(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "ppo", "--env", "verigym/DoorKy-5x5-v0", "--steps", "10", "--out", str(tmp_path)])
+    assert "did you mean verigym/DoorKey-5x5-v0" in capsys.readouterr().err
+
+
+def test_train_ippo_on_a_parallel_game(tmp_path):
+    out = tmp_path / "ippo"
+    assert main(["train", "ippo", "--env", "verigym/Spread-v0", "--steps", "200", "--out", str(out), "--num-envs", "1", "--num-steps", "32",
+                 "--no-share-parameters", "--eval-episodes", "1", "--no-progress"]) == 0
+    assert (out / "model.safetensors").exists() and (out / "eval.json").exists()

@@ -131,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
     if steps < 1:
         parser.error(f"--steps must be >= 1, got {steps}")
 
+    import gymnasium
+
     import verigym  # noqa: F401
     from verigym.agents.common.callbacks import (
         JsonlLogger,
@@ -141,7 +143,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         agent = cls.from_env(env_id, **opts)
-    except (TypeError, ValueError) as exc:
+    except KeyError as exc:  # an unknown verigym id (the message suggests close ones)
+        parser.error(str(exc.args[0]))
+    except (TypeError, ValueError, gymnasium.error.Error) as exc:
         parser.error(str(exc))
     out.mkdir(parents=True, exist_ok=True)
     metrics_path = out / "metrics.jsonl"
