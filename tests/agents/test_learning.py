@@ -70,7 +70,8 @@ def test_ppo_doorkey():
 @pytest.mark.slow
 def test_option_critic_fourrooms():
     stop = _train_until("option-critic", "verigym/FourRooms-v0", 400_000, 0.9, 20_480, metric="success_rate", episodes=50, deterministic=False,
-                        env_kwargs={"size": 7, "observation": "full", "action_set": "cardinal"}, seed=0)
+                        env_kwargs={"size": 7, "observation": "full", "action_set": "cardinal"}, seed=0,
+                        num_envs=8, num_steps=8, exploration_fraction=0.05, option_eps_final=0.01)  # 0.94 at 143k steps here (defaults: 0.94 at 389k)
     assert stop.reached_at is not None, f"option-critic FourRooms best success {stop.best} < 0.9: {stop.history}"
 
 
