@@ -54,7 +54,7 @@ class IPPOConfig(PPOConfig):
     share_parameters: bool = True
     """one network for every agent, trained on all their transitions; False: one per agent"""
     agent_indicator: bool = False
-    """add a one-hot agent id to each observation of the shared network (needs share_parameters)"""
+    """add a one-hot agent id (agents in sorted name order) to each observation of the shared network (needs share_parameters)"""
 
     def check(self) -> None:
         super().check()
@@ -97,7 +97,7 @@ class IPPO(TorchLearner):
 
     def _build(self) -> None:
         cfg = self.config
-        self.agents = list(self.observation_space.spaces)
+        self.agents = sorted(self.observation_space.spaces)  # the one-hot order of agent_indicator
         base = PPOConfig.from_dict({f.name: getattr(cfg, f.name) for f in dataclasses.fields(PPOConfig)})
         observations, actions = self.observation_space.spaces, self.action_space.spaces
         if cfg.share_parameters:
@@ -178,7 +178,7 @@ class IPPO(TorchLearner):
         cfg = self.config
         pool = ParallelEnvPool.build(env, cfg.num_envs, seed=cfg.seed, agent_indicator=cfg.agent_indicator)
         try:
-            if pool.agents != self.agents:
+            if sorted(pool.agents) != self.agents:
                 raise ValueError(f"this agent was built for agents {self.agents}, the env has {pool.agents}")
             if pool.agent_indicator != cfg.agent_indicator:
                 raise ValueError(f"the pool's agent_indicator={pool.agent_indicator} differs from the config's {cfg.agent_indicator}")

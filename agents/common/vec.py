@@ -201,8 +201,8 @@ class ParallelEnvPool:
     Args:
         envs: the copies (same agents and spaces).
         seed: copy ``e`` is reset with ``seed + e`` the first time.
-        agent_indicator: add a one-hot ``agent_id`` (float32 ``(num_agents,)``) to every
-            observation (``Dict(observation, agent_id)``, or a new key of a ``Dict``), so one
+        agent_indicator: add a one-hot ``agent_id`` (float32 ``(num_agents,)``, agents in sorted
+            order of their names) to every observation (``Dict(observation, agent_id)``, or a new key of a ``Dict``), so one
             shared policy can tell the agents apart (Terry et al. 2020, "Revisiting Parameter
             Sharing in Multi-Agent Deep Reinforcement Learning"). Needs equal observation spaces.
 
@@ -226,6 +226,7 @@ class ParallelEnvPool:
         self.num_agents = len(self.agents)
         self.num_envs = len(self.envs) * self.num_agents
         self._index = {agent: i for i, agent in enumerate(self.agents)}
+        self._id_index = {agent: i for i, agent in enumerate(sorted(self.agents))}  # one-hot position
         raw = {a: self.envs[0].observation_space(a) for a in self.agents}
         self.action_spaces = {a: self.envs[0].action_space(a) for a in self.agents}
         self.agent_indicator = agent_indicator
@@ -262,7 +263,7 @@ class ParallelEnvPool:
 
     def with_indicator(self, agent: str, observation: Any) -> Any:
         """``observation`` of ``agent`` as the pool presents it (with the one-hot when asked)."""
-        return add_agent_id(observation, self._index[agent], self.num_agents) if self.agent_indicator else observation
+        return add_agent_id(observation, self._id_index[agent], self.num_agents) if self.agent_indicator else observation
 
     def _start(self, e: int, seed: int | None) -> None:
         observations, infos = self.envs[e].reset(seed=seed)

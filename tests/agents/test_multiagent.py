@@ -78,6 +78,22 @@ def test_agent_indicator_adds_a_one_hot():
     assert pool.observation_space.contains(observations[0])
 
 
+def test_agent_indicator_survives_agents_listed_out_of_order(tmp_path):
+    """``Dict`` spaces sort their keys, so a saved agent knows its agents in sorted order; the
+    one-hot must follow that order whatever ``possible_agents`` says."""
+    env = Relay()
+    env.possible_agents = ["late", "early"]
+    agent = agents.make("ippo", env, agent_indicator=True, **SMALL)
+    agent.learn(env, 32)
+    agent.save(tmp_path / "ippo")
+    loaded = agents.load("ippo", tmp_path / "ippo", device="cpu")
+    assert loaded.agents == ["early", "late"]
+    pool = ParallelEnvPool([env], agent_indicator=True)
+    observations, _ = pool.reset()
+    assert observations[0]["agent_id"].tolist() == [0, 1]  # slot 0 is "late", second in sorted order
+    loaded.learn(env, 32)
+
+
 def test_inactive_transitions_carry_no_loss():
     agent = agents.make("ippo", Relay(), **SMALL)
     seen = []
