@@ -48,7 +48,7 @@ TASKS = {
                       "train_freq": 256, "gradient_steps": 128, "exploration_fraction": 0.16, "exploration_final_eps": 0.04, "policy_kwargs": {"net_arch": [256, 256]}},
                      50_000, 475.0, 2048),
     "sac-pendulum": ("sac", "Pendulum-v1", rl_zoo.SAC_PENDULUM, "SAC", {"learning_rate": 1e-3}, 20_000, -200.0, 1000),
-    # fixed budget (threshold None): the final return is compared
+    # fixed budget (threshold None): the final return is compared; no evaluations on the way
     "ppo-halfcheetah": ("ppo", "HalfCheetah-v5", {"num_envs": 1, "num_steps": 2048, "normalize_observation": True, "normalize_reward": True}, "PPO",
                         {"normalize": True}, 200_000, None, 50_000),
     "sac-halfcheetah": ("sac", "HalfCheetah-v5", {"learning_starts": 10_000}, "SAC", {"learning_starts": 10_000}, 200_000, None, 50_000),
@@ -72,7 +72,7 @@ def _evaluate(predict, env_id: str, episodes: int = 5) -> float:
 
 class _Clock:
     """Evaluate every ``every`` steps; wall-clock minus evaluation time; stop at the threshold
-    (``threshold`` None: never stop; ``last`` is the latest evaluation)."""
+    (``threshold`` None: no evaluations, never stop); ``last`` is the latest evaluation."""
 
     def __init__(self, predict, env_id: str, threshold: float | None, every: int):
         self.predict, self.env_id, self.threshold, self.every = predict, env_id, threshold, every
@@ -85,7 +85,7 @@ class _Clock:
 
     def check(self, step: int) -> bool:
         self.steps = step
-        if step < self.next:
+        if self.threshold is None or step < self.next:  # a fixed budget is evaluated once, at the end
             return True
         while self.next <= step:
             self.next += self.every

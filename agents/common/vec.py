@@ -202,9 +202,10 @@ class ParallelEnvPool:
         envs: the copies (same agents and spaces).
         seed: copy ``e`` is reset with ``seed + e`` the first time.
         agent_indicator: add a one-hot ``agent_id`` (float32 ``(num_agents,)``, agents in sorted
-            order of their names) to every observation (``Dict(observation, agent_id)``, or a new key of a ``Dict``), so one
-            shared policy can tell the agents apart (Terry et al. 2020, "Revisiting Parameter
-            Sharing in Multi-Agent Deep Reinforcement Learning"). Needs equal observation spaces.
+            order of their names) to every observation (``Dict(observation, agent_id)``, or a new
+            key of a ``Dict``), so one shared policy can tell the agents apart (Terry et al. 2020,
+            "Revisiting Parameter Sharing in Multi-Agent Deep Reinforcement Learning"). Needs
+            equal observation spaces.
 
     Attributes:
         agents: ``possible_agents`` of the game. ``observation_spaces`` / ``action_spaces``:
