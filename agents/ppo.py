@@ -189,7 +189,8 @@ class PPO(TorchLearner):
         cfg = self.config
         valid = data["valid"]  # transitions of inactive multi-agent slots carry no loss
         total = len(data["advantages"]) if valid is None else int(valid.sum())
-        stats: dict[str, list[float]] = {"losses/policy_loss": [], "losses/value_loss": [], "losses/entropy": [], "losses/approx_kl": [], "losses/clipfrac": []}
+        names = ("losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl", "losses/clipfrac")
+        stats: list[torch.Tensor] = []  # one row per minibatch, read back once (no device sync per step)
         for _ in range(cfg.num_epochs):
             order = torch.randperm(total, generator=self.generator, device=self.device)
             if valid is not None:
@@ -221,18 +222,15 @@ class PPO(TorchLearner):
                 nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
                 self.optimizer.step()
                 with torch.no_grad():
-                    approx_kl = ((ratio - 1) - log_ratio).mean().item()
-                    stats["losses/clipfrac"].append(((ratio - 1).abs() > clip).float().mean().item())
-                stats["losses/policy_loss"].append(policy_loss.item())
-                stats["losses/value_loss"].append(value_loss.item())
-                stats["losses/entropy"].append(entropy.item())
-                stats["losses/approx_kl"].append(approx_kl)
-                if cfg.target_kl is not None and approx_kl > 1.5 * cfg.target_kl:
+                    approx_kl = ((ratio - 1) - log_ratio).mean()
+                    clipfrac = ((ratio - 1).abs() > clip).float().mean()
+                    stats.append(torch.stack([policy_loss, value_loss, entropy, approx_kl, clipfrac]))
+                if cfg.target_kl is not None and approx_kl.item() > 1.5 * cfg.target_kl:
                     stop = True
                     break
             if stop:
                 break
-        return {k: float(np.mean(v)) for k, v in stats.items() if v}
+        return dict(zip(names, torch.stack(stats).mean(0).tolist())) if stats else {}
 
     # -- persistence --------------------------------------------------------------------------
     def state_tensors(self) -> dict[str, torch.Tensor]:

@@ -2,9 +2,10 @@
 
 For each task both libraries train with the same rl-baselines3-zoo hyperparameters and the same
 seeds; every ``every`` env steps the deterministic policy is evaluated on 5 episodes (evaluation
-time excluded from the clock) and training stops at the threshold. Printed per task: median (over
-seeds) wall-clock seconds to the threshold, median steps/s, and the verigym/SB3 ratios (< 1 means
-verigym is faster). A run that does not reach the threshold within the budget counts as its full
+time excluded from the clock) and training stops at the threshold. Printed per seed: seconds and
+env steps to the threshold (the steps tell sample efficiency apart from speed); per task: median
+(over seeds) wall-clock seconds to the threshold, median steps/s, and the verigym/SB3 ratios (< 1
+means verigym is faster). A run that does not reach the threshold within the budget counts as its full
 training time and is flagged.
 
 The slow tasks ``ppo-halfcheetah`` and ``sac-halfcheetah`` (not run by default; about an hour
@@ -101,7 +102,7 @@ class _Clock:
         return time.perf_counter() - self.start - self.eval_time
 
 
-def run_verigym(task: str, seed: int) -> tuple[float, float, bool, float]:
+def run_verigym(task: str, seed: int) -> tuple[float, float, bool, float, int]:
     import verigym.agents as agents
 
     name, env_id, config, _, _, budget, threshold, every = TASKS[task]
@@ -111,14 +112,16 @@ def run_verigym(task: str, seed: int) -> tuple[float, float, bool, float]:
     return _result(clock, threshold)
 
 
-def _result(clock: _Clock, threshold: float | None) -> tuple[float, float, bool, float]:
-    """(seconds to the threshold or of the whole run, steps/s, reached, final return)."""
+def _result(clock: _Clock, threshold: float | None) -> tuple[float, float, bool, float, int]:
+    """(seconds to the threshold or of the whole run, steps/s, reached, final return, env steps
+    to the threshold or of the whole run)."""
     seconds = clock.reached[1] if clock.reached else clock.train_time()
     final = clock.last if threshold is not None else _evaluate(clock.predict, clock.env_id)
-    return seconds, clock.steps / max(clock.train_time(), 1e-9), clock.reached is not None or threshold is None, final
+    steps = clock.reached[0] if clock.reached else clock.steps
+    return seconds, clock.steps / max(clock.train_time(), 1e-9), clock.reached is not None or threshold is None, final, steps
 
 
-def run_sb3(task: str, seed: int) -> tuple[float, float, bool, float]:
+def run_sb3(task: str, seed: int) -> tuple[float, float, bool, float, int]:
     import stable_baselines3 as sb3
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
@@ -155,20 +158,28 @@ def main() -> int:
     parser.add_argument("--tasks", nargs="+", default=[t for t in TASKS if t not in SLOW], choices=list(TASKS))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, help="override every task's step budget (a quick check of the script)")
+    parser.add_argument("--library", choices=("both", "verigym", "sb3"), default="both",
+                        help="run one side only (e.g. the two sides of a slow task on two cores); no ratio is printed")
     args = parser.parse_args()
     if args.steps:
         for task in args.tasks:
             TASKS[task] = (*TASKS[task][:5], args.steps, *TASKS[task][6:7], min(TASKS[task][7], args.steps))
     torch.set_num_threads(1)
-    print(f"{'task':15} {'seed':>4} {'verigym s':>10} {'SB3 s':>8} {'verigym steps/s':>16} {'SB3 steps/s':>12} {'verigym return':>15} {'SB3 return':>11}")
+    if args.library == "both":
+        print(f"{'task':15} {'seed':>4} {'verigym s':>10} {'SB3 s':>8} {'verigym steps/s':>16} {'SB3 steps/s':>12} {'verigym return':>15} {'SB3 return':>11} {'verigym steps':>14} {'SB3 steps':>10}")
     for task in args.tasks:
         ours, theirs = [], []
+        if args.library != "both":
+            for seed in range(args.seeds):
+                r = (run_verigym if args.library == "verigym" else run_sb3)(task, seed)
+                print(f"{task:15} {seed:>4} {args.library}: {r[0]:.1f} s{'' if r[2] else '*'}, {r[1]:.0f} steps/s, return {r[3]:.1f}, {r[4]} steps", flush=True)
+            continue
         for seed in range(args.seeds):
             ours.append(run_verigym(task, seed))
             theirs.append(run_sb3(task, seed))
             flag = lambda r: "" if r[2] else "*"  # noqa: E731
             print(f"{task:15} {seed:>4} {ours[-1][0]:>9.1f}{flag(ours[-1])} {theirs[-1][0]:>7.1f}{flag(theirs[-1])} {ours[-1][1]:>16.0f} {theirs[-1][1]:>12.0f} "
-                  f"{ours[-1][3]:>15.1f} {theirs[-1][3]:>11.1f}", flush=True)
+                  f"{ours[-1][3]:>15.1f} {theirs[-1][3]:>11.1f} {ours[-1][4]:>14} {theirs[-1][4]:>10}", flush=True)
         t_ours, t_sb3 = statistics.median(r[0] for r in ours), statistics.median(r[0] for r in theirs)
         s_ours, s_sb3 = statistics.median(r[1] for r in ours), statistics.median(r[1] for r in theirs)
         speed = f"steps/s {s_ours:.0f} vs {s_sb3:.0f} (ratio of times {s_sb3 / s_ours:.2f})"
