@@ -37,7 +37,6 @@ from verigym.agents.common.learner import (
     TorchLearner,
     emit,
     episode_metrics,
-    final_batch,
     stack_masks,
 )
 from verigym.agents.common.networks import ObservationEncoder, adam, layer_init, mlp, to_tensors
@@ -187,44 +186,43 @@ class OptionCritic(TorchLearner):
         obs_list, infos = pool.reset()
         batch = self.batcher(obs_list)
         with torch.no_grad():
-            q, _, _ = self.net(to_tensors(batch, self.device))
+            q, beta, logits = self.net(to_tensors(batch, self.device))
         options = self._choose_options(q, cfg.option_eps_initial)
         start, start_step = time.perf_counter(), self.global_step
         decay = max(cfg.exploration_fraction * total_steps, 1.0)
         switches = 0
         try:
             for update in range(num_updates):
-                obs_buf, opt_buf, act_buf, rew_buf, done_buf, mask_buf, next_buf = [], [], [], [], [], [], []
+                obs_buf, opt_buf, act_buf, rew_buf, done_buf, mask_buf = [], [], [], [], [], []
+                if update:  # the weights changed: the policy of the first step is the updated one
+                    with torch.no_grad():
+                        q, beta, logits = self.net(to_tensors(batch, self.device))
                 for _ in range(t_max):
                     self.epsilon = cfg.option_eps_initial + min((self.global_step - start_step) / decay, 1.0) * (cfg.option_eps_final - cfg.option_eps_initial)
                     mask = stack_masks(infos)
                     with torch.no_grad():
-                        _, _, logits = self.net(to_tensors(batch, self.device))
                         dist = Categorical(_pick(logits, options), None if mask is None else torch.as_tensor(mask, device=self.device))
                         actions = dist.sample(self.generator)
-                    actions_np = actions.cpu().numpy()
-                    obs_list, rewards, terminated, truncated, infos, finals = pool.step(self.env_actions(actions_np))
+                    obs_list, rewards, terminated, truncated, infos, finals = pool.step(self.env_actions(actions.cpu().numpy()))
                     done = terminated | truncated
-                    next_batch = self.batcher(obs_list)
-                    # s_{t+1} for the termination loss and the truncation bootstrap: the true last obs
-                    true_next = final_batch(self.batcher, next_batch, finals)
-                    ended = np.flatnonzero(done)
+                    next_batch = self.batcher(obs_list)  # where an episode ended: the first obs of the next one
                     rewards = rewards.astype(np.float32)
                     with torch.no_grad():
-                        q_next, beta_next, _ = self.net(to_tensors(true_next, self.device))
+                        # one forward of s_{t+1} gives the termination/choice of the next option and the next policy
+                        q, beta, logits = self.net(to_tensors(next_batch, self.device))
                         trunc_only = np.flatnonzero(truncated & ~terminated)
-                        if len(trunc_only):
-                            idx = torch.as_tensor(trunc_only, device=self.device)
-                            b = _pick(beta_next[idx], options[idx])
-                            u = (1 - b) * _pick(q_next[idx], options[idx]) + b * q_next[idx].max(-1).values
+                        if len(trunc_only):  # time limit: bootstrap from U(s_last, o_t) of the true last obs
+                            q_last, beta_last, _ = self.net(to_tensors(self.batcher([finals[i] for i in trunc_only]), self.device))
+                            o = options[torch.as_tensor(trunc_only, device=self.device)]
+                            b = _pick(beta_last, o)
+                            u = (1 - b) * _pick(q_last, o) + b * q_last.max(-1).values
                             rewards[trunc_only] += cfg.gamma * u.cpu().numpy()
-                        new_options = self._step_options(q_next, beta_next, options, self.epsilon, False)
-                        if len(ended):  # a new episode starts with a fresh option
-                            q_reset, _, _ = self.net(to_tensors({k: v[ended] for k, v in next_batch.items()}, self.device))
-                            new_options[torch.as_tensor(ended, device=self.device)] = self._choose_options(q_reset, self.epsilon)
+                        new_options = self._step_options(q, beta, options, self.epsilon, False)
+                        if done.any():  # a new episode starts with a fresh option
+                            ended = torch.as_tensor(done, device=self.device)
+                            new_options = torch.where(ended, self._choose_options(q, self.epsilon), new_options)
                     switches += int((new_options != options).sum())
                     obs_buf.append(batch)
-                    next_buf.append(true_next)
                     opt_buf.append(options)
                     act_buf.append(actions)
                     rew_buf.append(rewards)
@@ -232,7 +230,7 @@ class OptionCritic(TorchLearner):
                     mask_buf.append(mask)
                     batch, options = next_batch, new_options
                     self.global_step += n
-                losses = self._update(obs_buf, next_buf, opt_buf, act_buf, rew_buf, done_buf, mask_buf, batch, options)
+                losses = self._update(obs_buf, opt_buf, act_buf, rew_buf, done_buf, mask_buf, batch, options)
                 if (update + 1) % cfg.log_interval == 0 or update == num_updates - 1:
                     elapsed = max(time.perf_counter() - start, 1e-9)
                     metrics = {"global_step": float(self.global_step), "charts/SPS": (self.global_step - start_step) / elapsed, "charts/option_epsilon": self.epsilon, "charts/option_switches": float(switches)}
@@ -244,36 +242,50 @@ class OptionCritic(TorchLearner):
                 pool.close()
         return self
 
-    def _update(self, obs_buf: list, next_buf: list, opt_buf: list, act_buf: list, rew_buf: list, done_buf: list, mask_buf: list, last_batch: dict[str, np.ndarray], last_options: torch.Tensor) -> dict[str, float]:
+    def _update(self, obs_buf: list, opt_buf: list, act_buf: list, rew_buf: list, done_buf: list, mask_buf: list, last_batch: dict[str, np.ndarray], last_options: torch.Tensor) -> dict[str, float]:
+        """One gradient step on a rollout of ``T`` steps of ``N`` envs.
+
+        Args:
+            obs_buf: ``T`` batches of ``s_t``; ``last_batch`` is ``s_T``.
+            opt_buf: ``T`` options ``o_t`` (``int64 (N,)``); ``last_options``: ``o_T`` (after the
+                termination at ``s_T``, as A2OC's bootstrap).
+            act_buf: ``T`` actions (``int64 (N,)``); ``rew_buf``/``done_buf``: ``T`` ``float32 (N,)``
+                (truncation bootstraps already folded into the rewards); ``mask_buf``: ``T`` action
+                masks ``(N, A)`` or None.
+
+        ``s_{t+1}`` of a step that did not end an episode is ``obs_buf[t + 1]`` (or ``last_batch``),
+        so one forward pass over ``T + 1`` batches gives the critic and policy terms at ``s_t`` and
+        the termination term at ``s_{t+1}``; steps that ended an episode have no termination term.
+        """
         cfg = self.config
         t_max, n = len(obs_buf), len(rew_buf[0])
-        with torch.no_grad():
-            q_last, beta_last, _ = self.net(to_tensors(last_batch, self.device))
-            b = _pick(beta_last, last_options)
-            running = (1 - b) * _pick(q_last, last_options) + b * q_last.max(-1).values
         rewards = torch.as_tensor(np.stack(rew_buf), device=self.device)
         dones = torch.as_tensor(np.stack(done_buf), device=self.device)
-        returns = torch.zeros(t_max, n, device=self.device)
-        for t in reversed(range(t_max)):
-            running = rewards[t] + cfg.gamma * (1 - dones[t]) * running
-            returns[t] = running
-        obs = to_tensors({k: np.concatenate([b[k] for b in obs_buf]) for k in obs_buf[0]}, self.device)
-        nxt = to_tensors({k: np.concatenate([b[k] for b in next_buf]) for k in next_buf[0]}, self.device)
+        obs = to_tensors({k: np.concatenate([b[k] for b in obs_buf] + [last_batch[k]]) for k in obs_buf[0]}, self.device)
         options = torch.cat(opt_buf)
         actions = torch.cat(act_buf)
         masks = None if any(m is None for m in mask_buf) else torch.as_tensor(np.concatenate(mask_buf), device=self.device)
-        q, _, logits = self.net(obs)
-        q_o = _pick(q, options)
-        returns = returns.reshape(-1)
+        q_all, beta_all, logits_all = self.net(obs)
+        with torch.no_grad():
+            b = _pick(beta_all[t_max * n:], last_options)
+            q_last = q_all[t_max * n:]
+            running = (1 - b) * _pick(q_last, last_options) + b * q_last.max(-1).values
+            returns = torch.zeros(t_max, n, device=self.device)
+            for t in reversed(range(t_max)):
+                running = rewards[t] + cfg.gamma * (1 - dones[t]) * running
+                returns[t] = running
+            returns = returns.reshape(-1)
+        q_o = _pick(q_all[: t_max * n], options)
         advantage = (returns - q_o).detach()
-        dist = Categorical(_pick(logits, options), masks)
+        dist = Categorical(_pick(logits_all[: t_max * n], options), masks)
         policy_loss = -(dist.log_prob(actions) * advantage).mean()
         entropy = dist.entropy().mean()
         critic_loss = 0.5 * ((returns - q_o) ** 2).mean()
-        q_next, beta_next, _ = self.net(nxt)
+        beta_next = _pick(beta_all[n:], options)  # beta(s_{t+1}, o_t)
         with torch.no_grad():
+            q_next = q_all[n:]
             option_advantage = _pick(q_next, options) - q_next.max(-1).values + cfg.termination_reg
-        termination_loss = (_pick(beta_next, options) * option_advantage * (1 - dones.reshape(-1))).mean()
+        termination_loss = (beta_next * option_advantage * (1 - dones.reshape(-1))).mean()
         loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * critic_loss + termination_loss
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -284,7 +296,7 @@ class OptionCritic(TorchLearner):
             "losses/critic_loss": float(critic_loss.detach()),
             "losses/termination_loss": float(termination_loss.detach()),
             "losses/entropy": float(entropy.detach()),
-            "charts/termination_prob": float(_pick(beta_next, options).mean().detach()),
+            "charts/termination_prob": float(beta_next.detach().mean()),
         }
 
     # -- persistence --------------------------------------------------------------------------
