@@ -141,10 +141,15 @@ def run(args: argparse.Namespace) -> int:
         evaluate,
     )
 
+    if env_id.startswith("verigym/"):
+        from verigym.registration import row
+
+        try:
+            row(env_id)
+        except KeyError as exc:  # the message suggests close ids
+            parser.error(str(exc.args[0]))
     try:
         agent = cls.from_env(env_id, **opts)
-    except KeyError as exc:  # an unknown verigym id (the message suggests close ones)
-        parser.error(str(exc.args[0]))
     except (TypeError, ValueError, gymnasium.error.Error) as exc:
         parser.error(str(exc))
     out.mkdir(parents=True, exist_ok=True)
