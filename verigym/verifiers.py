@@ -33,6 +33,7 @@ import subprocess
 import sys
 import threading
 import unicodedata
+import weakref
 from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection
 from typing import Any
@@ -309,6 +310,9 @@ class _SpawnedProcess:
         os.close(to_child_read)
         os.close(from_child_write)
         self.connection = _Duplex(Connection(from_child_read, writable=False), Connection(to_child_write, readable=False))
+        # a worker still serving at interpreter exit (a module-level BoundedWorker) is stopped and
+        # reaped then, not left running ("ResourceWarning: subprocess ... is still running")
+        weakref.finalize(self, _reap, self.popen, os.getpid())
 
     def is_alive(self) -> bool:
         return self.popen.poll() is None
@@ -321,6 +325,17 @@ class _SpawnedProcess:
             self.popen.wait(timeout=timeout)
         except subprocess.TimeoutExpired:  # pragma: no cover - a killed process exits at once
             logger.warning("verifier worker %s did not exit after kill", self.popen.pid)
+
+
+def _reap(popen: subprocess.Popen, owner: int) -> None:
+    """Kill a spawned worker if it still runs and wait for it (no zombie, no ResourceWarning);
+    only in the process that started it (``owner`` pid), never in a forked copy of it."""
+    if os.getpid() == owner and popen.poll() is None:
+        popen.kill()
+        try:
+            popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a killed process exits at once
+            logger.warning("verifier worker %s did not exit after kill", popen.pid)
 
 
 class BoundedWorker:

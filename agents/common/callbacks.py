@@ -168,9 +168,17 @@ class TensorBoardLogger:
 
 
 class ProgressBar:
-    """A ``rich`` progress bar over ``total_steps`` with steps/s and the recent mean return."""
+    """A ``rich`` progress bar over ``total_steps`` with steps/s and the recent mean return.
 
-    def __init__(self, total_steps: int, description: str = "training"):
+    Args:
+        total_steps: env steps of this ``learn`` call.
+        description: text before the bar.
+        start: the learner's ``global_step`` when the call began (a second ``learn`` on the same
+            agent counts from there).
+    """
+
+    def __init__(self, total_steps: int, description: str = "training", *, start: int = 0):
+        self.start = start
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -192,7 +200,7 @@ class ProgressBar:
         if "charts/episodic_return" in metrics:
             self.recent.append(float(metrics["charts/episodic_return"]))
         ret = f"{np.mean(self.recent):.2f}" if self.recent else "-"
-        self.progress.update(self.task, completed=int(metrics["global_step"]), sps=float(metrics.get("charts/SPS", 0.0)), ret=ret)
+        self.progress.update(self.task, completed=int(metrics["global_step"]) - self.start, sps=float(metrics.get("charts/SPS", 0.0)), ret=ret)
 
     def close(self) -> None:
         self.progress.stop()

@@ -104,12 +104,18 @@ class AgentConfig:
     """seed of network initialisation, action sampling and the training envs (env i gets seed + i)"""
     device: str = "auto"
     """torch device: "auto" (CUDA when present, else CPU), "cpu", "cuda", "cuda:1", ..."""
+    torch_threads: int | None = None
+    """torch intra-op CPU threads while the agent learns (set on entry to learn, restored after);
+    None chooses per device and network size: 1 for networks under 1M parameters or on a GPU
+    (more threads only fight over the cores on small matrices), torch's own setting for bigger
+    networks on the CPU"""
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
         for f in dataclasses.fields(self):
             value = _check_type(f.name, getattr(self, f.name), hints[f.name])
             object.__setattr__(self, f.name, value)
+        require(self.torch_threads is None or self.torch_threads >= 1, f"torch_threads must be None or >= 1, got {self.torch_threads}")
         require(self.device == "auto" or self.device.split(":")[0] in {"cpu", "cuda", "mps"}, f"device must be 'auto', 'cpu', 'cuda[:N]' or 'mps', got {self.device!r}")
         self.check()
 

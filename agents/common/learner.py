@@ -8,14 +8,22 @@ are a directory (DESIGN.md section 4):
 * ``model.safetensors`` -- every tensor of :meth:`TorchLearner.state_tensors` (network weights,
   normalization statistics, tables);
 * ``meta.json`` -- agent name, env id, observation and action spaces, verigym/torch versions, git SHA.
+
+Every ``learn`` of a subclass runs inside :meth:`TorchLearner.training_threads` (torch's intra-op
+thread count pinned to the config's ``torch_threads``, by default one thread for small networks,
+and restored afterwards) and takes a ``progress`` keyword: a progress bar with steps/s and the recent
+return, shown by default when the output is a terminal or a notebook.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
 import json
 import logging
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,7 +36,10 @@ from verigym.agents.common.config import AgentConfig
 from verigym.agents.common.spaces import ObservationBatcher, space_from_json, space_to_json
 from verigym.core import ACTION_MASK
 
-__all__ = ["Callback", "TorchLearner", "emit", "env_id_of", "episode_metrics", "final_batch", "resolve_device", "stack_masks"]
+__all__ = [
+    "SMALL_NETWORK_PARAMETERS", "Callback", "TorchLearner", "choose_threads", "emit", "env_id_of", "episode_metrics", "final_batch",
+    "resolve_device", "stack_masks", "torch_threads",
+]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +53,88 @@ def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
+
+
+SMALL_NETWORK_PARAMETERS = 1_000_000
+"""Networks with fewer parameters than this train on one CPU thread by default: their matrices are
+too small for torch's intra-op parallelism to pay for its synchronisation, and on a loaded machine
+the extra threads fight over the cores (issue 20: PPO on DoorKey-5x5 took 37.5 min with torch's
+default threads on 2 busy cores, 77 s with one)."""
+
+
+def choose_threads(requested: int | None, device: torch.device, num_parameters: int) -> int | None:
+    """The intra-op thread count to train with (None: leave torch's setting alone).
+
+    Args:
+        requested: the config's ``torch_threads`` (an explicit count wins).
+        device: the training device.
+        num_parameters: floating-point parameters of the agent's networks (``int``).
+
+    Returns:
+        ``requested`` when given; else 1 for a network under :data:`SMALL_NETWORK_PARAMETERS`
+        or a non-CPU device (the CPU only feeds the GPU small batches); else None.
+    """
+    if requested is not None:
+        return requested
+    if device.type != "cpu" or num_parameters < SMALL_NETWORK_PARAMETERS:
+        return 1
+    return None
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with ``torch.set_num_threads(threads)``, restoring the previous count after.
+
+    ``None`` leaves the setting alone.
+    """
+    previous = torch.get_num_threads()
+    if threads is not None and threads != previous:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != previous:
+            torch.set_num_threads(previous)
+
+
+def _show_progress(progress: bool | None) -> bool:
+    """``progress`` itself when given, else whether stdout is an interactive terminal or a notebook."""
+    if progress is not None:
+        return progress
+    from rich.console import Console
+
+    console = Console()
+    return console.is_terminal or console.is_jupyter
+
+
+def _training_session(learn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a learner's ``learn``: pinned torch threads and an optional progress bar around it."""
+
+    @functools.wraps(learn)
+    def wrapper(self: TorchLearner, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = (), progress: bool | None = None) -> Any:
+        if self._learning:  # a learn calling another learn: the outer one owns threads and bar
+            return learn(self, env, total_steps, callbacks=callbacks)
+        callbacks = list(callbacks)
+        bar = None
+        if _show_progress(progress):
+            from verigym.agents.common.callbacks import ProgressBar
+
+            bar = ProgressBar(total_steps, f"{self.name} on {env_id_of(env) or type(env).__name__}", start=self.global_step)
+            callbacks.append(bar)
+        self._learning = True
+        try:
+            with self.training_threads():
+                return learn(self, env, total_steps, callbacks=callbacks)
+        finally:
+            self._learning = False
+            if bar is not None:
+                bar.close()
+
+    signature = inspect.signature(learn)
+    extra = inspect.Parameter("progress", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="bool | None")
+    wrapper.__signature__ = signature.replace(parameters=[*signature.parameters.values(), extra])  # type: ignore[attr-defined]
+    wrapper._training_session = True  # type: ignore[attr-defined]
+    return wrapper
 
 
 def emit(callbacks: Sequence[Callback], metrics: Mapping[str, float]) -> bool:
@@ -113,6 +206,14 @@ class TorchLearner:
 
     name: ClassVar[str] = ""
     config_class: ClassVar[type[AgentConfig]] = AgentConfig
+    _learning: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Give each subclass's own ``learn`` the training session (threads, ``progress=``)."""
+        super().__init_subclass__(**kwargs)
+        learn = cls.__dict__.get("learn")
+        if callable(learn) and not getattr(learn, "_training_session", False):
+            cls.learn = _training_session(learn)  # type: ignore[method-assign]
 
     def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, config: AgentConfig, *, env_id: str | None = None):
         self.config = config
@@ -148,6 +249,21 @@ class TorchLearner:
 
     def _build(self) -> None:
         """Create networks/optimizers (called under the config seed)."""
+
+    def num_parameters(self) -> int:
+        """Floating-point values in :meth:`state_tensors` (weights and normalization statistics)."""
+        return sum(t.numel() for t in self.state_tensors().values() if t.is_floating_point())
+
+    def training_threads(self) -> contextlib.AbstractContextManager[None]:
+        """Context pinning torch's intra-op threads for training (see :func:`choose_threads`).
+
+        ``learn`` enters it by itself; use it around other heavy work with the agent, e.g. a long
+        evaluation: ``with agent.training_threads(): evaluate(agent, env)``.
+        """
+        size = self.num_parameters()
+        threads = choose_threads(self.config.torch_threads, self.device, size)
+        log.debug("%s trains with torch_threads=%s (%d parameters on %s)", self.name, threads, size, self.device)
+        return torch_threads(threads)
 
     # -- acting -------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None) -> None:

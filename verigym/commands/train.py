@@ -2,7 +2,9 @@
 
 Every field of the agent's config dataclass is an option (``--learning-rate 1e-3``,
 ``--hidden-sizes 256 256``, ``--no-norm-adv``); ``verigym train ppo --help`` lists them with their
-docstrings. The run shows a progress bar (steps/s, recent return) and writes into ``--out``: the
+docstrings. Torch's CPU threads follow ``--torch-threads`` (default: one thread for small
+networks, see :func:`verigym.agents.common.learner.choose_threads`). The run shows a progress bar
+(steps/s, recent return) and writes into ``--out``: the
 saved agent (``config.json``, ``model.safetensors``, ``meta.json``), ``metrics.jsonl``, TensorBoard
 events under ``tb/`` (when tensorboard is installed), ``learning_curve.png`` and ``eval.json``.
 
@@ -13,7 +15,9 @@ events under ``tb/`` (when tensorboard is installed), ``learning_curve.png`` and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import inspect
 import json
 import logging
 import sys
@@ -134,12 +138,7 @@ def run(args: argparse.Namespace) -> int:
     import gymnasium
 
     import verigym  # noqa: F401
-    from verigym.agents.common.callbacks import (
-        JsonlLogger,
-        ProgressBar,
-        TensorBoardLogger,
-        evaluate,
-    )
+    from verigym.agents.common.callbacks import JsonlLogger, TensorBoardLogger, evaluate
 
     if env_id.startswith("verigym/"):
         from verigym.registration import row
@@ -159,17 +158,23 @@ def run(args: argparse.Namespace) -> int:
         callbacks.append(TensorBoardLogger(out / "tb"))
     except ImportError:
         log.warning("tensorboard is not installed; skipping TensorBoard logs (pip install tensorboard)")
-    if not no_progress:
+    # verigym's learners pin torch's threads themselves (torch_threads) and draw the bar
+    session = "progress" in inspect.signature(agent.learn).parameters
+    if not session and not no_progress:  # a plugin learner without the training session
+        from verigym.agents.common.callbacks import ProgressBar
+
         callbacks.append(ProgressBar(steps, f"{args.agent} on {env_id}"))
     try:
-        agent.learn(env_id, steps, callbacks=callbacks)
+        agent.learn(env_id, steps, callbacks=callbacks, **({"progress": not no_progress} if session else {}))
     finally:
         for callback in callbacks:
             callback.close()
     agent.save(out)
     _plot(metrics_path, out / "learning_curve.png", f"{args.agent} on {env_id}")
     if eval_episodes > 0:
-        result = evaluate(agent, env_id, episodes=eval_episodes)
+        threads = agent.training_threads() if hasattr(agent, "training_threads") else contextlib.nullcontext()
+        with threads:
+            result = evaluate(agent, env_id, episodes=eval_episodes)
         (out / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
         print(f"evaluation over {eval_episodes} episodes: mean return {result['mean_return']:.2f} +- {result['std_return']:.2f}, success rate {result['success_rate']:.2f}")
     print(f"saved to {out} (load with verigym.agents.load({args.agent!r}, {str(out)!r}))")
