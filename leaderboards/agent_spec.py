@@ -108,17 +108,35 @@ class AgentSpec:
         if self.kind == "openai":
             base_url, _, model = self.target.partition("#")
             return agents.make("openai", env, base_url=base_url, model=model)
+        return self.factory()(env)
+
+    def factory(self) -> Any:
+        """For ``factory`` specs: import ``module`` and return its ``factory`` callable.
+
+        Raises:
+            ValueError: the module cannot be imported (the import error is in the message), has no
+                such attribute, or it is not callable.
+        """
         module, _, attr = self.target.partition(":")
         if os.getcwd() not in sys.path:  # like `python -m`: the user's own modules are found from here
             sys.path.insert(0, os.getcwd())
-        return getattr(importlib.import_module(module), attr)(env)
+        try:
+            loaded = importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - any error of the user's module is reported, not raised
+            raise ValueError(f"agent spec {self.text!r}: cannot import {module!r}: {type(exc).__name__}: {exc}") from exc
+        target = getattr(loaded, attr, None)
+        if not callable(target):
+            found = "has no attribute" if target is None else "has a non-callable"
+            raise ValueError(f"agent spec {self.text!r}: module {module!r} {found} {attr!r}; expected a factory(env) -> agent")
+        return target
 
 
 def parse_agent_spec(text: str) -> AgentSpec:
     """Parse an agent spec (see the module docstring).
 
     Raises:
-        ValueError: the spec matches no form, or a checkpoint/model directory does not exist.
+        ValueError: the spec matches no form, a checkpoint/model directory does not exist, or a
+            ``module:factory`` cannot be imported.
     """
     from verigym.agents import AGENTS
 
@@ -142,4 +160,6 @@ def parse_agent_spec(text: str) -> AgentSpec:
         if spec.kind == "checkpoint" and not spec.checkpoints():
             raise ValueError(f"{text!r}: {rest} holds no saved agent (no meta.json in it or its subfolders)")
         return spec
-    return AgentSpec(text, "factory", text)
+    spec = AgentSpec(text, "factory", text)
+    spec.factory()  # fail fast, before any episode, when the factory cannot be imported
+    return spec

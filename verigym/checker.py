@@ -295,12 +295,23 @@ def _child_main() -> None:
     sys.stdout.write(base64.b64encode(pickle.dumps(out)).decode("ascii"))
 
 
+# ``python -c`` puts the working directory first on ``sys.path``, so a folder named ``verigym``
+# there (the parent of a clone) would shadow the installed package (even at the end of the path:
+# it is a namespace portion to the path finder, which runs before an editable install's finder).
+# The child drops it, as ``python -P`` does on 3.11+. Not ``-I``: that would also ignore the
+# ``PYTHONHASHSEED`` the child is started with.
+_CHILD_CODE = (
+    "import os, sys; sys.path[:] = [p for p in sys.path if p not in ('', '.', os.getcwd())]; "
+    "from verigym.checker import _child_main; _child_main()"
+)
+
+
 def _fresh_trajectories(requests: dict[str, tuple[str, dict[str, Any], int, int, bool]], timeout: float = 900.0) -> dict[str, tuple[str, Any]]:
     """Run rollouts of registered ids in one new interpreter with a different ``PYTHONHASHSEED``."""
     current = os.environ.get("PYTHONHASHSEED", "")
     other = str((int(current) + 1) % 4294967296) if current.isdigit() else "12345"
     environment = dict(os.environ, PYTHONHASHSEED=other)
-    command = [sys.executable, "-c", "from verigym.checker import _child_main; _child_main()"]
+    command = [sys.executable, "-c", _CHILD_CODE]
     try:
         done = subprocess.run(command, input=json.dumps(requests), capture_output=True, text=True, env=environment, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -22,13 +22,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="verigym",
         description="Agent environments with verifiable rewards: list, play, check, train, evaluate.",
+        allow_abbrev=False,  # "--learning-rat" is an error, never a silent prefix match
     )
     parser.add_argument("--version", action="version", version=f"verigym {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         module = importlib.import_module(f"verigym.commands.{name.replace('-', '_')}")
-        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        command = sub.add_parser(name, help=module.HELP, description=module.HELP, allow_abbrev=False)
         module.add_arguments(command)
         command.set_defaults(_run=module.run)
     return parser

@@ -38,7 +38,9 @@ def _run(command: list[str], timeout: float = 60.0, env: dict[str, str] | None =
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return -1, str(exc)
-    return done.returncode, (done.stdout + done.stderr).strip()
+    # a command that worked is reported by its stdout alone: a wrapper script's stderr noise (Debian's
+    # /usr/bin/chromium prints shell warnings) is not a detail; a failure shows both streams
+    return done.returncode, (done.stdout if done.returncode == 0 else done.stdout + done.stderr).strip()
 
 
 def probe_core() -> Probe:

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from verigym.core import FAMILIES
 
-__all__ = ["EnvRow", "make", "register_all", "register_rows", "row", "rows", "variants"]
+__all__ = ["EnvRow", "make", "register_all", "register_rows", "require_id", "row", "rows", "unknown_id_message", "variants"]
 
 ID_PATTERN = re.compile(r"^verigym/[A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*-v\d+$")
 
@@ -197,10 +197,48 @@ def row(env_id: str) -> EnvRow:
 
 
 def unknown_id_message(env_id: str) -> str:
-    """A helpful message for an unregistered id, with the closest registered ids."""
-    close = difflib.get_close_matches(env_id, list(_TABLE), n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    """A helpful message for an unregistered id, with the closest registered ids.
+
+    Candidates are verigym's ids and, for ids outside ``verigym/``, Gymnasium's registry too
+    (``CartPol-v1`` suggests ``CartPole-v1``).
+    """
+    register_all()
+    candidates = list(_TABLE)
+    if not env_id.startswith("verigym/"):
+        import gymnasium
+
+        candidates += [name for name in gymnasium.registry if name not in _TABLE]
+    close = difflib.get_close_matches(env_id, candidates, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else "."
     return f"{env_id} not found{hint} Run \"verigym list\" to see the registered ids."
+
+
+def require_id(env_id: str) -> Api:
+    """Check that ``env_id`` can be made here, before any work is done with it.
+
+    The one id lookup of the command line (``play``, ``check``, ``train``, ``eval --env``): a
+    verigym id must be in verigym's table; any other id must be in Gymnasium's registry (or use
+    Gymnasium's ``"module:Id-vN"`` form, which imports ``module`` first and is not checked here).
+
+    Args:
+        env_id: the id the user typed.
+
+    Returns:
+        The id's api: ``"gymnasium"``, or ``"aec"``/``"parallel"`` for verigym's PettingZoo ids.
+
+    Raises:
+        KeyError: the id is not registered; ``args[0]`` is a message with the closest ids.
+    """
+    register_all()
+    item = _TABLE.get(env_id)
+    if item is not None:
+        return item.api
+    if not env_id.startswith("verigym/"):
+        import gymnasium
+
+        if env_id in gymnasium.registry or ":" in env_id:
+            return "gymnasium"
+    raise KeyError(unknown_id_message(env_id))
 
 
 def make(env_id: str, **kwargs: Any) -> Any:

@@ -20,9 +20,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from verigym.checker import CheckReport, check_all, check_env
+    from verigym.commands import lookup_env, usage_error
 
     if bool(args.all) == bool(args.env_id):
-        print("give either ENV_ID or --all (see verigym check --help)")
+        return usage_error("check", "give either ENV_ID or --all (see verigym check --help)")
+    if args.env_id and lookup_env("check", args.env_id) is None:
         return 2
 
     def show(report: CheckReport) -> None:

@@ -9,7 +9,9 @@ HELP = "evaluate an agent on a leaderboard suite, recording one row per episode 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agent", required=True, action="append", help="random | oracle | <agent>:<checkpoint dir> | llm:<model dir> | openai:<base url>#<model> | <module>:<factory>; repeat it to evaluate several agents (a competitive suite needs two or more entrants)")
-    parser.add_argument("--suite", required=True, help="a suite name (see --list-suites) or a path to a suite .json file")
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--suite", help="a suite name (verigym leaderboard --list-suites) or a path to a suite .json file")
+    target.add_argument("--env", help="evaluate on this one registered id instead of a suite (held-out seeds; --episodes, default 20)")
     parser.add_argument("--out", default=None, help="results folder (default: ./verigym-results)")
     parser.add_argument("--workers", type=int, default=None, help="parallel episodes (default: CPU cores)")
     parser.add_argument("--backend", choices=("local", "ray"), default="local", help="local processes or a Ray cluster (RAY_ADDRESS)")
@@ -28,7 +30,15 @@ def run(args: argparse.Namespace) -> int:
 
     out = args.out or DEFAULT_DIR
     try:
-        suite = load_suite(args.suite)
+        if args.env:
+            from verigym.commands import lookup_env
+            from verigym.leaderboards.suite import Suite, Task
+
+            if lookup_env("eval", args.env) is None:
+                return 2
+            suite = Suite(args.env, (Task(args.env, args.episodes or Task.episodes),), description=f"the one env {args.env}")
+        else:
+            suite = load_suite(args.suite)
         if suite.kind == "competitive":
             arena = play_arena(args.agent, suite, out=out, resume=args.resume, progress=not args.no_progress)
             print(f"{', '.join(arena.entrants)} on {arena.suite}: played {arena.ran} matches, {arena.skipped} already recorded")
@@ -42,8 +52,9 @@ def run(args: argparse.Namespace) -> int:
             if summary.not_covered:
                 print(f"  not covered (no saved agent for): {', '.join(summary.not_covered)}")
     except (ValueError, TypeError, FileNotFoundError, ResultsExistError, RuntimeError) as exc:
-        print(f"verigym eval: {exc}")
-        return 2
+        from verigym.commands import usage_error
+
+        return usage_error("eval", str(exc))
     if args.export:
         with ResultsStore(out) as store:
             print(f"exported to {store.export(args.export)}")

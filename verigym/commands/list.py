@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from verigym.core import FAMILIES
+from verigym.registration import EnvRow
 
 HELP = "list the registered environment ids with family, spaces and step limit"
 
@@ -15,20 +16,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ids", action="store_true", help="print bare ids, one per line")
 
 
-def _spaces(env_id: str, api: str) -> tuple[str, str]:
+def _spaces(env_id: str, api: str) -> tuple[str, str, int | None]:
+    """(observation space, action space, the env's own step limit) of a made env."""
     from verigym.registration import make
 
     try:
         env = make(env_id)
     except Exception as exc:  # an optional dependency may be missing
-        return f"unavailable: {type(exc).__name__}", ""
+        return f"unavailable: {type(exc).__name__}", "", None
     try:
+        limits = (getattr(env.unwrapped, name, None) for name in ("max_steps", "max_turns", "max_cycles"))
+        limit = next((v for v in limits if isinstance(v, int)), None)
         if api == "gymnasium":
-            return str(env.observation_space), str(env.action_space)
+            return str(env.observation_space), str(env.action_space), limit
         agent = env.possible_agents[0]
-        return str(env.observation_space(agent)), str(env.action_space(agent))
+        return str(env.observation_space(agent)), str(env.action_space(agent)), limit
     finally:
         env.close()
+
+
+def step_limit(row: EnvRow) -> str:
+    """The step-limit cell of a row without making the env: the registered ``TimeLimit``, else
+    the row's ``max_steps`` kwarg, else ``"own"`` (the env truncates itself at its default)."""
+    if row.max_episode_steps is not None:
+        return str(row.max_episode_steps)
+    if isinstance(row.kwargs.get("max_steps"), int):
+        return str(row.kwargs["max_steps"])
+    return "own"
+
+
+COLUMNS = (
+    "id: pass it to gym.make (api gymnasium) or pettingzoo.make(api, id) (api aec / parallel); "
+    "family: verigym list --family F; "
+    "step limit: steps before the episode is truncated with its verdict ('own': the env's "
+    "max_steps default, shown with --spaces); description: the task."
+)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,16 +64,19 @@ def run(args: argparse.Namespace) -> int:
     if args.ids:
         print("\n".join(r.id for r in selected))
         return 0
-    table = Table(title=f"verigym environments ({len(selected)})", show_lines=False)
+    table = Table(title=f"verigym environments ({len(selected)})", caption=COLUMNS, show_lines=False)
     for column in ("id", "family", "api", "step limit", "description"):
         table.add_column(column, overflow="fold")
     if args.spaces:
         table.add_column("observation space", overflow="fold")
         table.add_column("action space", overflow="fold")
     for r in selected:
-        cells = [r.id, r.family, r.api, "env" if r.max_episode_steps is None else str(r.max_episode_steps), r.description]
+        cells = [r.id, r.family, r.api, step_limit(r), r.description]
         if args.spaces:
-            cells += list(_spaces(r.id, r.api))
+            observation_space, action_space, limit = _spaces(r.id, r.api)
+            if cells[3] == "own" and limit is not None:
+                cells[3] = str(limit)
+            cells += [observation_space, action_space]
         table.add_row(*(escape(c) for c in cells))
     Console().print(table)
     return 0

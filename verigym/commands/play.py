@@ -1,37 +1,93 @@
-"""``verigym play ENV_ID``: play any env in the terminal through its text view."""
+"""``verigym play ENV_ID``: play any env in the terminal through its text view.
+
+The rules are printed once (not again inside the first observation, nor for later episodes); an
+empty line costs no turn; arrow keys (the escape sequences a terminal sends for them, one or several
+on a line, then Enter) are moves in envs whose text view knows them: up/right/down/left, or
+MiniGrid's forward / turn left / turn right.
+"""
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from typing import Any
 
 HELP = "play an environment in the terminal through its text view"
 
+# the ANSI (CSI and SS3) sequences of the four arrow keys, and the action names each may stand for
+_ARROW = re.compile(r"\x1b(?:\[|O)([ABCD])")
+_ARROW_NAMES = {"A": ("up", "forward"), "B": ("down",), "C": ("right",), "D": ("left",)}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("env_id", help="a registered id")
+    parser.add_argument("env_id", help="a registered id (verigym's or Gymnasium's)")
     parser.add_argument("--seed", type=int, default=None, help="reset seed (the same seed replays the same task)")
     parser.add_argument("--episodes", type=int, default=1, help="episodes to play")
+
+
+def arrow_moves(line: str, parse_action: Any) -> list[str] | None:
+    """The action names a line of arrow keys stands for.
+
+    Args:
+        line: what the player typed.
+        parse_action: the env's ``parse_action(text)`` (raises on a name it does not know), or
+            ``None`` when the env has none.
+
+    Returns:
+        One action name per arrow key, in order; ``None`` when the line is not only arrow keys.
+        An arrow the env has no name for maps to ``""`` (the caller reports it).
+    """
+    keys = _ARROW.findall(line)
+    if not keys or _ARROW.sub("", line).strip():
+        return None
+    moves = []
+    for key in keys:
+        name = ""
+        for candidate in _ARROW_NAMES[key]:
+            try:
+                if parse_action is not None and parse_action(candidate) is not None:
+                    name = candidate
+                    break
+            except Exception:  # noqa: BLE001 - the env's parse error: try the next name
+                continue
+        moves.append(name)
+    return moves
+
+
+def _without_rules(observation: str, instructions: str) -> str:
+    """The observation with the rules taken out when it repeats them."""
+    if instructions and instructions.strip() and instructions.strip() in observation:
+        return observation.replace(instructions.strip(), "").strip()
+    return observation
 
 
 def run(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     import verigym  # noqa: F401
-    from verigym.registration import row
+    from verigym.commands import lookup_env, usage_error
     from verigym.wrappers.language import LanguageWrapper
 
-    if row(args.env_id).api != "gymnasium":
-        print(f"{args.env_id} is a multi-agent env; play its single-agent view instead (verigym list --family multiagent)")
+    api = lookup_env("play", args.env_id)
+    if api is None:
         return 2
+    if api != "gymnasium":
+        return usage_error("play", f"{args.env_id} is a multi-agent env; play one of its single-agent views instead (verigym list --family multiagent)")
+    if args.episodes < 1:
+        return usage_error("play", f"--episodes must be >= 1, got {args.episodes}")
     env = LanguageWrapper(gym.make(args.env_id))
+    parse_action = getattr(env.unwrapped, "parse_action", None)
     try:
         for episode in range(args.episodes):
             seed = None if args.seed is None else args.seed + episode
             observation, info = env.reset(seed=seed)
-            print(info["instructions"], "\n")
-            if observation != info["instructions"]:
-                print(observation)
+            instructions = str(info.get("instructions", ""))
+            if episode == 0:
+                print(instructions, "\n")
+            shown = _without_rules(observation, instructions)
+            if shown:
+                print(shown)
             total, done = 0.0, False
             while not done:
                 try:
@@ -41,13 +97,23 @@ def run(args: argparse.Namespace) -> int:
                     return 0
                 if text.strip() in {"quit", "exit"}:
                     return 0
-                observation, reward, terminated, truncated, info = env.step(text)
-                total += float(reward)
-                print(observation)
-                if "action_error" in info:
-                    print(f"(invalid action: {info['action_error']})")
-                print(f"(reward {float(reward):+.3f}, return {total:+.3f})")
-                done = terminated or truncated
+                if not text.strip():
+                    print("(type an action, or quit; an empty line is not a turn)")
+                    continue
+                moves = arrow_moves(text, parse_action)
+                if moves is not None and "" in moves:
+                    print("(this env has no move for that arrow key; type the action instead)")
+                    continue
+                for action in moves if moves is not None else [text]:
+                    observation, reward, terminated, truncated, info = env.step(action)
+                    total += float(reward)
+                    print(_without_rules(observation, instructions))
+                    if "action_error" in info:
+                        print(f"(invalid action: {info['action_error']})")
+                    print(f"(reward {float(reward):+.3f}, return {total:+.3f})")
+                    done = terminated or truncated
+                    if done:
+                        break
             print(f"Episode over: success={info.get('success')} score={info.get('score')} return={total:+.3f}\n")
     finally:
         env.close()

@@ -99,7 +99,7 @@ def _run_grpo(options: list[str]) -> int:
         except ImportError:
             continue
         if hasattr(module, "add_arguments") and hasattr(module, "run"):
-            parser = argparse.ArgumentParser(prog="verigym train grpo", description=getattr(module, "HELP", None))
+            parser = argparse.ArgumentParser(prog="verigym train grpo", description=getattr(module, "HELP", None), allow_abbrev=False)
             module.add_arguments(parser)
             return int(module.run(parser.parse_args(options)) or 0)
     print("GRPO training is not available in this install (verigym.agents.llm.grpo_cli is missing)", file=sys.stderr)
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         learners = sorted(n for n in AGENTS if n not in {"random", "oracle", "llm", "openai"})
         print(f"agent {args.agent!r} does not learn; trainable agents: {', '.join(learners)}, grpo", file=sys.stderr)
         return 2
-    parser = argparse.ArgumentParser(prog=f"verigym train {args.agent}", description=(cls.__doc__ or "").strip().splitlines()[0])
+    parser = argparse.ArgumentParser(prog=f"verigym train {args.agent}", description=(cls.__doc__ or "").strip().splitlines()[0], allow_abbrev=False)
     parser.add_argument("--env", required=True, help="env id to train on, e.g. CartPole-v1 or verigym/DoorKey-5x5-v0")
     parser.add_argument("--steps", type=int, required=True, help="env steps to train for")
     parser.add_argument("--out", type=Path, required=True, help="output directory (agent, metrics.jsonl, tb/, learning_curve.png)")
@@ -139,14 +139,10 @@ def run(args: argparse.Namespace) -> int:
 
     import verigym  # noqa: F401
     from verigym.agents.common.callbacks import JsonlLogger, TensorBoardLogger, evaluate
+    from verigym.commands import lookup_env
 
-    if env_id.startswith("verigym/"):
-        from verigym.registration import row
-
-        try:
-            row(env_id)
-        except KeyError as exc:  # the message suggests close ids
-            parser.error(str(exc.args[0]))
+    if lookup_env(f"train {args.agent}", env_id) is None:  # the message suggests close ids
+        return 2
     try:
         agent = cls.from_env(env_id, **opts)
     except (TypeError, ValueError, gymnasium.error.Error) as exc:
