@@ -16,6 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=200, help="length of the determinism rollouts")
     parser.add_argument("--seed", type=int, default=0, help="first reset seed")
     parser.add_argument("--verbose-pass", action="store_true", help="show details of passing checks too")
+    parser.add_argument("--url", default=None, help="check ENV_ID as served by verigym serve-env at this URL (through verigym.remote)")
+    parser.add_argument("--token", default=None, help="with --url: the server's token (default: $VERIGYM_TOKEN)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,7 +32,15 @@ def run(args: argparse.Namespace) -> int:
     def show(report: CheckReport) -> None:
         print(report.format(), flush=True)
 
-    if args.all:
+    if args.url:  # the env as a verigym.remote client sees it (verigym serve-env)
+        if args.all:
+            return usage_error("check", "--url checks one ENV_ID, not --all")
+        from verigym.remote import make as remote_make
+
+        reports = [check_env(lambda: remote_make(args.env_id, url=args.url, token=args.token), steps=args.steps, seed=args.seed)]
+        reports[0].env_id = f"{args.env_id} at {args.url}"
+        show(reports[0])
+    elif args.all:
         reports = check_all(family=args.family, steps=args.steps, seed=args.seed, on_report=show)
     else:
         reports = [check_env(args.env_id, steps=args.steps, seed=args.seed)]

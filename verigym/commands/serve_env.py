@@ -1,0 +1,63 @@
+"""``verigym serve-env [IDS...]``: serve registered envs over the OpenEnv wire protocol.
+
+See :mod:`verigym.serve` (server) and :mod:`verigym.remote` (client).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from verigym.core import FAMILIES
+
+HELP = "serve registered envs over the OpenEnv protocol (WebSocket /ws sessions, HTTP /reset /schema /health)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("env_ids", nargs="*", metavar="ID", help="ids to serve (default: every verigym Gymnasium id, or those of --family)")
+    parser.add_argument("--family", choices=FAMILIES, help="serve every id of this family")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; any other address needs --token)")
+    parser.add_argument("--port", type=int, default=8000, help="TCP port (0 picks a free one; the URL is printed)")
+    parser.add_argument("--max-sessions", type=int, default=1024, help="open sessions at most; one more is refused with CAPACITY_REACHED")
+    parser.add_argument("--idle-timeout", type=float, default=600.0, help="seconds without a message before a session is closed (0: never)")
+    parser.add_argument("--step-timeout", type=float, default=120.0, help="seconds a GUI/sandbox/MuJoCo call may take before its session ends (0: no limit)")
+    parser.add_argument("--workers", type=int, default=32, help="worker threads for GUI/sandbox/MuJoCo sessions (one each) at most")
+    parser.add_argument("--max-message-bytes", type=int, default=16 << 20, help="larger frames get MESSAGE_TOO_LARGE")
+    parser.add_argument("--token", default=None, help="required credential (default: $VERIGYM_TOKEN); mandatory off loopback")
+
+
+def run(args: argparse.Namespace) -> int:
+    from verigym.commands import lookup_env, usage_error
+    from verigym.serve import ServeConfig, serve
+
+    for env_id in args.env_ids:
+        api = lookup_env("serve-env", env_id)
+        if api is None:
+            return 2
+        if api != "gymnasium":
+            return usage_error("serve-env", f"{env_id} is a PettingZoo {api} env; serve its Gymnasium seat (verigym list --family multiagent shows them)")
+    if args.env_ids and args.family:
+        return usage_error("serve-env", "give either IDS or --family, not both")
+    try:
+        config = ServeConfig(
+            env_ids=tuple(args.env_ids), family=args.family, max_sessions=args.max_sessions, idle_timeout=args.idle_timeout,
+            step_timeout=args.step_timeout, token=args.token or os.environ.get("VERIGYM_TOKEN") or None,
+            max_message_bytes=args.max_message_bytes, workers=args.workers,
+        )
+    except ValueError as exc:
+        return usage_error("serve-env", str(exc))
+    what = ", ".join(args.env_ids) if args.env_ids else f"every {args.family + ' ' if args.family else ''}id"
+
+    def ready(url: str) -> None:
+        auth = " (token required)" if config.token else ""
+        print(f"serving {what} at {url}{auth}: WebSocket {url.replace('http', 'ws', 1)}/ws, HTTP /reset /step /state /schema /health; Ctrl-C stops", flush=True)
+
+    try:
+        serve(config, host=args.host, port=args.port, ready=ready)
+    except ValueError as exc:
+        return usage_error("serve-env", str(exc))
+    except OSError as exc:
+        return usage_error("serve-env", f"cannot bind {args.host}:{args.port}: {exc}")
+    except KeyboardInterrupt:
+        pass
+    return 0

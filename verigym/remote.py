@@ -1,0 +1,306 @@
+"""Environments served by ``verigym serve-env`` (or any OpenEnv-protocol server of verigym ids),
+used as local ``gymnasium.Env`` objects.
+
+Example::
+
+    import verigym.remote
+
+    env = verigym.remote.make("verigym/GuessNumber-v0", url="http://127.0.0.1:8000")
+    observation, info = env.reset(seed=0)
+    observation, reward, terminated, truncated, info = env.step("50")
+
+Spaces come from the server (rebuilt with :func:`verigym.serve.wire.space_from_json`), values
+cross the wire losslessly, so the same seeds and actions give the same episodes as
+``gym.make`` in process. Errors the env raises for programmer mistakes (``TypeError``,
+``ValueError``, ...) are raised again here with the server's message; protocol failures raise
+:class:`RemoteEnvError` with the server's error ``code``.
+
+:class:`AsyncRemoteEnv` is the ``asyncio`` version for trainers that step thousands of sessions
+at once from one thread (one WebSocket each, no thread per session).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import gymnasium as gym
+
+from verigym.serve.wire import decode, encode, space_from_json
+
+__all__ = ["AsyncRemoteEnv", "RemoteEnv", "RemoteEnvError", "make", "make_async"]
+
+_RAISABLE = {"TypeError": TypeError, "ValueError": ValueError, "KeyError": KeyError, "IndexError": IndexError,
+             "NotImplementedError": NotImplementedError, "RuntimeError": RuntimeError}
+
+
+class RemoteEnvError(RuntimeError):
+    """The server answered with a protocol error (or the connection broke).
+
+    Attributes:
+        code: the server's error code (``"NOT_RESET"``, ``"UNKNOWN_ENV"``, ``"STEP_TIMEOUT"``,
+            ``"CAPACITY_REACHED"``, ...; ``"CONNECTION"`` when the socket closed).
+        data: the whole error payload.
+    """
+
+    def __init__(self, message: str, code: str, data: dict[str, Any] | None = None):
+        super().__init__(f"{message} [{code}]")
+        self.code, self.data = code, data or {}
+
+
+def _ws_url(url: str) -> str:
+    parts = urlsplit(url if "://" in url else "http://" + url)
+    scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(parts.scheme)
+    if scheme is None:
+        raise ValueError(f"url must be http(s):// or ws(s)://, got {url!r}")
+    netloc = parts.hostname or ""
+    if ":" in netloc:
+        netloc = f"[{netloc}]"
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/") + "/ws", "", ""))
+
+
+def _token(url: str, token: str | None) -> str | None:
+    if token is None:
+        token = urlsplit(url if "://" in url else "http://" + url).password or os.environ.get("VERIGYM_TOKEN") or None
+    return token
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _error(data: dict[str, Any]) -> Exception:
+    message, code = str(data.get("message", "unknown error")), str(data.get("code", "UNKNOWN"))
+    if code == "EXECUTION_ERROR" and data.get("exception") in _RAISABLE:
+        return _RAISABLE[data["exception"]](message)
+    return RemoteEnvError(message, code, data)
+
+
+def _parse(raw: str | bytes, expect: str) -> dict[str, Any]:
+    frame = json.loads(raw)
+    if frame.get("type") == "error":
+        raise _error(frame.get("data") or {})
+    if frame.get("type") != expect:
+        raise RemoteEnvError(f"expected a {expect!r} frame, got {str(frame)[:200]}", "PROTOCOL")
+    return frame.get("data") or {}
+
+
+def _reset_message(env_id: str, kwargs: dict[str, Any], seed: int | None, options: Any) -> str:
+    return json.dumps({"type": "reset", "data": {"env_id": env_id, "kwargs": encode(kwargs), "seed": seed, "options": encode(options)}})
+
+
+def _step_result(data: dict[str, Any]) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    body = data["observation"]
+    return decode(body["observation"]), float(data["reward"]), bool(body["terminated"]), bool(body["truncated"]), decode(body["info"])
+
+
+def _reset_result(data: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    body = data["observation"]
+    return decode(body["observation"]), decode(body["info"])
+
+
+def _apply_description(env: Any, description: dict[str, Any]) -> None:
+    env.observation_space = space_from_json(description["observation_space"])
+    env.action_space = space_from_json(description["action_space"])
+    metadata = decode(description.get("metadata") or {})
+    env.metadata = {**metadata, "render_modes": []}
+    env.remote_max_episode_steps = description.get("max_episode_steps")
+
+
+class RemoteEnv(gym.Env):
+    """A ``gymnasium.Env`` whose env instance lives on a server (one WebSocket session).
+
+    Args:
+        env_id: a registered id the server serves.
+        url: the server's base URL (``http://host:port``; ``ws://`` works too; a password in the
+            URL, ``http://user:TOKEN@host:port``, is used as the token).
+        token: credential for a server started with ``--token`` (default ``VERIGYM_TOKEN``).
+        timeout: seconds to wait for any answer (connect included).
+        **kwargs: constructor arguments of the env, sent to the server.
+
+    Raises:
+        RemoteEnvError: the server refused (``UNKNOWN_ENV``, ``CAPACITY_REACHED``, a wrong token
+            as ``CONNECTION``, ...).
+        TypeError, ValueError: the env's constructor rejected ``kwargs``.
+
+    Pickling and ``copy.deepcopy`` open a new session and replay the current episode from its
+    seeded reset, which gives an equal, independent env for deterministic envs.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, env_id: str, *, url: str, token: str | None = None, timeout: float = 120.0, **kwargs: Any):
+        self.env_id, self.url, self.timeout, self.kwargs = env_id, url, float(timeout), dict(kwargs)
+        self._token = _token(url, token)
+        self._ws: Any = None
+        self._replay: list[str] = []
+        self._connect()
+
+    def _connect(self) -> None:
+        from websockets.exceptions import InvalidStatus
+        from websockets.sync.client import connect
+
+        try:
+            self._ws = connect(_ws_url(self.url), additional_headers=_headers(self._token), open_timeout=self.timeout,
+                               max_size=None, compression=None, proxy=None)
+        except InvalidStatus as exc:
+            status = exc.response.status_code
+            raise RemoteEnvError(f"the server at {self.url} refused the connection (HTTP {status})" + (": missing or wrong token" if status in (401, 403) else ""), "CONNECTION") from None
+        except OSError as exc:
+            raise RemoteEnvError(f"cannot reach {self.url}: {exc}", "CONNECTION") from None
+        description = _parse(self._call(json.dumps({"type": "make", "data": {"env_id": self.env_id, "kwargs": encode(self.kwargs)}})), "spaces")
+        _apply_description(self, description)
+
+    def _call(self, message: str) -> str | bytes:
+        from websockets.exceptions import ConnectionClosed
+
+        if self._ws is None:
+            raise RemoteEnvError("the env is closed", "CLOSED")
+        try:
+            self._ws.send(message)
+            return self._ws.recv(timeout=self.timeout)
+        except ConnectionClosed as exc:
+            self._ws = None
+            raise RemoteEnvError(f"the connection to {self.url} closed ({exc})", "CONNECTION") from None
+        except TimeoutError:
+            self._close_socket()
+            raise RemoteEnvError(f"no answer from {self.url} within {self.timeout:g} s", "TIMEOUT") from None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        message = _reset_message(self.env_id, self.kwargs, seed, options)
+        result = _reset_result(_parse(self._call(message), "observation"))
+        if seed is not None:
+            self._replay = [message]
+        elif self._replay:
+            self._replay.append(message)
+        return result
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        message = json.dumps({"type": "step", "data": {"action": encode(action)}})
+        result = _step_result(_parse(self._call(message), "observation"))
+        if self._replay:
+            self._replay.append(message)
+        return result
+
+    def state(self) -> dict[str, Any]:
+        """The server's view of this session: ``episode_id``, ``step_count``, ``seed``, ..."""
+        return _parse(self._call(json.dumps({"type": "state"})), "state")
+
+    def _close_socket(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            try:
+                ws.send(json.dumps({"type": "close"}))
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+            ws.close()
+
+    def close(self) -> None:
+        """End the session (the server closes its env instance); idempotent."""
+        self._close_socket()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k != "_ws"}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._ws = None
+        self._connect()
+        for message in self._replay:
+            _parse(self._call(message), "observation")
+
+    def __repr__(self) -> str:
+        return f"RemoteEnv({self.env_id!r} at {self.url})"
+
+
+def make(env_id: str, *, url: str, token: str | None = None, timeout: float = 120.0, **kwargs: Any) -> RemoteEnv:
+    """Connect to ``env_id`` on the server at ``url`` (see :class:`RemoteEnv`)."""
+    return RemoteEnv(env_id, url=url, token=token, timeout=timeout, **kwargs)
+
+
+class AsyncRemoteEnv:
+    """The ``asyncio`` client: ``await env.reset(seed=...)``, ``await env.step(action)``.
+
+    Build it with ``await AsyncRemoteEnv.connect(env_id, url=..., **kwargs)`` (or
+    :func:`make_async`); it has ``observation_space``, ``action_space`` and ``metadata`` like
+    :class:`RemoteEnv` and returns the same tuples. Thousands can run on one event loop.
+    """
+
+    def __init__(self, env_id: str, url: str, token: str | None, timeout: float, kwargs: dict[str, Any]):
+        self.env_id, self.url, self.timeout, self.kwargs = env_id, url, timeout, kwargs
+        self._token = token
+        self._ws: Any = None
+        self.observation_space: gym.Space | None = None
+        self.action_space: gym.Space | None = None
+        self.metadata: dict[str, Any] = {}
+
+    @classmethod
+    async def connect(cls, env_id: str, *, url: str, token: str | None = None, timeout: float = 120.0, **kwargs: Any) -> AsyncRemoteEnv:
+        """Open the session and fetch the spaces (raises like :class:`RemoteEnv`)."""
+        import asyncio
+
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import InvalidStatus
+
+        env = cls(env_id, url, _token(url, token), float(timeout), dict(kwargs))
+        try:
+            env._ws = await asyncio.wait_for(connect(_ws_url(url), additional_headers=_headers(env._token), max_size=None,
+                                                     compression=None, proxy=None), timeout)
+        except InvalidStatus as exc:
+            raise RemoteEnvError(f"the server at {url} refused the connection (HTTP {exc.response.status_code})", "CONNECTION") from None
+        except OSError as exc:
+            raise RemoteEnvError(f"cannot reach {url}: {exc}", "CONNECTION") from None
+        _apply_description(env, _parse(await env._call(json.dumps({"type": "make", "data": {"env_id": env_id, "kwargs": encode(env.kwargs)}})), "spaces"))
+        return env
+
+    async def _call(self, message: str) -> str | bytes:
+        import asyncio
+
+        from websockets.exceptions import ConnectionClosed
+
+        if self._ws is None:
+            raise RemoteEnvError("the env is closed", "CLOSED")
+        try:
+            await self._ws.send(message)
+            return await asyncio.wait_for(self._ws.recv(), self.timeout)
+        except ConnectionClosed as exc:
+            self._ws = None
+            raise RemoteEnvError(f"the connection to {self.url} closed ({exc})", "CONNECTION") from None
+        except builtins.TimeoutError:
+            await self.close()
+            raise RemoteEnvError(f"no answer from {self.url} within {self.timeout:g} s", "TIMEOUT") from None
+
+    async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        return _reset_result(_parse(await self._call(_reset_message(self.env_id, self.kwargs, seed, options)), "observation"))
+
+    async def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        return _step_result(_parse(await self._call(json.dumps({"type": "step", "data": {"action": encode(action)}})), "observation"))
+
+    async def close(self) -> None:
+        """End the session; idempotent."""
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            try:
+                await ws.send(json.dumps({"type": "close"}))
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+            await ws.close()
+
+    async def __aenter__(self) -> AsyncRemoteEnv:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+async def make_async(env_id: str, *, url: str, token: str | None = None, timeout: float = 120.0, **kwargs: Any) -> AsyncRemoteEnv:
+    """``await make_async(env_id, url=...)``: an :class:`AsyncRemoteEnv` with an open session."""
+    return await AsyncRemoteEnv.connect(env_id, url=url, token=token, timeout=timeout, **kwargs)
+

@@ -1,0 +1,610 @@
+"""The ASGI app of ``verigym serve-env``: registered envs over the OpenEnv wire protocol.
+
+Protocol (the one OpenEnv's ``EnvClient``/``GenericEnvClient`` speak; verigym adds one message):
+
+WebSocket ``/ws`` -- one session, one env instance, JSON text frames::
+
+    -> {"type": "reset", "data": {"seed": 0, "env_id": "verigym/Wordle-v0", "kwargs": {}, "options": null}}
+    <- {"type": "observation", "data": {"observation": {"observation": ..., "info": {...},
+                                                       "terminated": false, "truncated": false},
+                                       "reward": null, "done": false}}
+    -> {"type": "step", "data": {"action": "crane"}}
+    <- {"type": "observation", "data": {... "reward": 0.0, "done": false}}
+    -> {"type": "state"}        <- {"type": "state", "data": {"episode_id": ..., "step_count": 3, ...}}
+    -> {"type": "make", "data": {"env_id": ..., "kwargs": {}}}   (verigym: build without reset)
+    <- {"type": "spaces", "data": {"observation_space": ..., "action_space": ..., "metadata": ...}}
+    -> {"type": "close"}        (the server closes the socket)
+    <- {"type": "error", "data": {"message": "...", "code": "NOT_RESET", ...}}
+
+Values are encoded by :mod:`verigym.serve.wire` (arrays keep dtype and shape). ``env_id`` may be
+left out when the server serves one id. Error codes: OpenEnv's ``INVALID_JSON``,
+``UNKNOWN_TYPE``, ``VALIDATION_ERROR``, ``EXECUTION_ERROR``, ``CAPACITY_REACHED``,
+``FACTORY_ERROR``, ``SESSION_ERROR``, and verigym's ``UNKNOWN_ENV``, ``NOT_RESET``,
+``MESSAGE_TOO_LARGE``, ``STEP_TIMEOUT``, ``IDLE_TIMEOUT``, ``ENV_CRASHED``. An ``EXECUTION_ERROR``
+carries ``"exception"`` (the Python class name, e.g. ``"TypeError"``) and keeps the session; the
+codes ``STEP_TIMEOUT``, ``IDLE_TIMEOUT``, ``ENV_CRASHED`` and ``CAPACITY_REACHED`` end it.
+
+HTTP: ``GET /health``, ``GET /metadata``, ``GET /schema[?env_id=...&kwargs=<json>]``,
+``POST /reset`` (stateless, as in OpenEnv: build, reset, close), ``POST /step`` (HTTP has no
+session: a 409 protocol error that points to ``/ws``), ``GET /state``.
+
+Concurrency: text, grid and multi-agent-seat sessions run on the event loop (no thread of their
+own; their verifiers are bounded in time). Any other env (GUI, tool sandbox, MuJoCo, third-party
+ids) gets one daemon worker thread for its whole life (Playwright objects are thread-bound), at
+most ``workers`` of them at once; only those calls are bounded by ``step_timeout``.
+
+Security: a token, when configured, is required on every HTTP request and WebSocket upgrade, as
+``Authorization: Bearer <token>``, HTTP Basic auth with the token as password (what a
+``ws://user:<token>@host`` URL sends, so OpenEnv's client works unchanged) or ``?token=``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hmac
+import json
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from verigym.serve.wire import WireError, decode, encode, space_json_schema, space_to_json
+
+__all__ = ["INLINE_FAMILIES", "ServeConfig", "create_app"]
+
+logger = logging.getLogger(__name__)
+
+INLINE_FAMILIES = frozenset({"text", "grid", "multiagent"})
+"""Families whose envs are stepped on the event loop; all others get a worker thread."""
+
+_RAISABLE = ("TypeError", "ValueError", "KeyError", "IndexError", "NotImplementedError")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Settings of one server.
+
+    Attributes:
+        env_ids: the ids a session may ask for; empty: every registered verigym Gymnasium id
+            (of ``family`` if given).
+        family: restrict the default ids to this family.
+        max_sessions: open WebSocket sessions at most; one more gets ``CAPACITY_REACHED``.
+        idle_timeout: seconds without a message after which a session is closed
+            (``IDLE_TIMEOUT``); 0 disables.
+        step_timeout: seconds a make/reset/step of a worker-thread env may take before its session
+            ends with ``STEP_TIMEOUT``; 0 disables.
+        token: required credential (``None``: none; mandatory for a non-loopback host).
+        max_message_bytes: larger frames get ``MESSAGE_TOO_LARGE`` (the session goes on).
+        workers: worker threads (one per GUI/sandbox/MuJoCo session) at most.
+    """
+
+    env_ids: tuple[str, ...] = ()
+    family: str | None = None
+    max_sessions: int = 1024
+    idle_timeout: float = 600.0
+    step_timeout: float = 120.0
+    token: str | None = None
+    max_message_bytes: int = 16 << 20
+    workers: int = 32
+
+    def __post_init__(self) -> None:
+        if self.max_sessions < 1 or self.workers < 1:
+            raise ValueError(f"max_sessions and workers must be >= 1, got {self.max_sessions}, {self.workers}")
+        if self.idle_timeout < 0 or self.step_timeout < 0:
+            raise ValueError("idle_timeout and step_timeout must be >= 0 (0 disables)")
+        if self.max_message_bytes < 1024:
+            raise ValueError(f"max_message_bytes must be >= 1024, got {self.max_message_bytes}")
+
+
+class ProtocolError(Exception):
+    """An error sent to the client as ``{"type": "error", "data": {"code": code, ...}}``."""
+
+    def __init__(self, code: str, message: str, *, fatal: bool = False, **extra: Any):
+        super().__init__(message)
+        self.code, self.fatal, self.extra = code, fatal, extra
+
+    def frame(self) -> str:
+        return json.dumps({"type": "error", "data": {"message": str(self), "code": self.code, **self.extra}})
+
+
+class _Worker:
+    """One daemon thread that runs every call of one session's env (thread-bound libraries)."""
+
+    def __init__(self, on_exit: Callable[[], None]):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._on_exit = on_exit
+        self._thread = threading.Thread(target=self._main, name="verigym-env-worker", daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        try:
+            while (job := self._jobs.get()) is not None:
+                loop, future, fn, args = job
+                if loop is None:
+                    fn()
+                    continue
+                try:
+                    result = fn(*args)
+                except BaseException as exc:  # noqa: BLE001 - handed to the event loop
+                    loop.call_soon_threadsafe(_settle, future, None, exc)
+                else:
+                    loop.call_soon_threadsafe(_settle, future, result, None)
+        finally:
+            self._on_exit()
+
+    def run(self, fn: Callable, *args: Any) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._jobs.put((loop, future, fn, args))
+        return future
+
+    def stop(self, final: Callable[[], Any] | None = None) -> None:
+        """Run ``final`` (e.g. ``env.close``) after the pending calls, then end the thread."""
+        if final is not None:
+            self._jobs.put((None, None, _quiet(final), ()))
+        self._jobs.put(None)
+
+
+def _settle(future: asyncio.Future, result: Any, exc: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
+
+
+def _quiet(fn: Callable[[], Any]) -> Callable[[], None]:
+    def call() -> None:
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - closing a broken env
+            logger.debug("closing an env raised", exc_info=True)
+
+    return call
+
+
+@dataclass
+class _Session:
+    id: str
+    env: gym.Env | None = None
+    env_id: str | None = None
+    kwargs_key: str = "{}"
+    worker: _Worker | None = None
+    reset_done: bool = False
+    episode_over: bool = False
+    episode_id: str | None = None
+    step_count: int = 0
+    seed: int | None = None
+    last_active: float = field(default_factory=time.monotonic)
+    close_reason: ProtocolError | None = None
+
+
+class _Server:
+    def __init__(self, config: ServeConfig):
+        import verigym  # noqa: F401  (registers the verigym ids)
+        from verigym.registration import rows
+
+        self.config = config
+        if config.env_ids:
+            self.allowed: frozenset[str] | None = frozenset(config.env_ids)
+        elif config.family:
+            self.allowed = frozenset(r.id for r in rows(config.family) if r.api == "gymnasium")
+        else:
+            self.allowed = None  # any verigym gymnasium id
+        self.families = {r.id: r.family for r in rows() if r.api == "gymnasium"}
+        self.sessions: dict[str, tuple[_Session, Any]] = {}
+        self.workers_busy = 0
+        self.workers_lock = threading.Lock()
+        self.schema_cache: dict[tuple[str, str], dict[str, Any]] = {}
+        self.reaper: asyncio.Task | None = None
+        self.steps = 0
+
+    # --- env ids ---------------------------------------------------------------------------
+    @property
+    def default_id(self) -> str | None:
+        return next(iter(self.allowed)) if self.allowed is not None and len(self.allowed) == 1 else None
+
+    def resolve(self, env_id: Any) -> str:
+        if env_id is None:
+            env_id = self.default_id
+            if env_id is None:
+                raise ProtocolError("VALIDATION_ERROR", "this server serves several ids; name one with data.env_id (GET /metadata lists them)")
+        if not isinstance(env_id, str):
+            raise ProtocolError("VALIDATION_ERROR", f"env_id must be a string, got {type(env_id).__name__}")
+        if self.allowed is not None:
+            if env_id not in self.allowed:
+                raise ProtocolError("UNKNOWN_ENV", f"{env_id} is not served here; served ids: {', '.join(sorted(self.allowed)[:20])}")
+        elif env_id not in self.families:
+            from verigym.registration import unknown_id_message
+
+            raise ProtocolError("UNKNOWN_ENV", unknown_id_message(env_id) if env_id.startswith("verigym/") else f"{env_id} is not a verigym Gymnasium id")
+        if env_id not in gym.registry:
+            raise ProtocolError("UNKNOWN_ENV", f"{env_id} is not registered in this server's Gymnasium registry")
+        return env_id
+
+    def inline(self, env_id: str) -> bool:
+        return self.families.get(env_id) in INLINE_FAMILIES
+
+    # --- running env calls -------------------------------------------------------------------
+    async def call(self, session: _Session, fn: Callable, *args: Any) -> Any:
+        if session.worker is None:
+            return fn(*args)
+        future = session.worker.run(fn, *args)
+        timeout = self.config.step_timeout or None
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except asyncio.TimeoutError:
+            future.cancel()
+            raise ProtocolError(
+                "STEP_TIMEOUT", f"the env did not answer within --step-timeout {self.config.step_timeout:g} s; this session is closed (the env is abandoned)", fatal=True
+            ) from None
+
+    def _worker_exited(self) -> None:
+        with self.workers_lock:
+            self.workers_busy -= 1
+
+    def new_worker(self) -> _Worker:
+        with self.workers_lock:
+            if self.workers_busy >= self.config.workers:
+                raise ProtocolError(
+                    "CAPACITY_REACHED", f"all {self.config.workers} worker threads are busy (GUI/sandbox/MuJoCo sessions); retry later or raise --workers", fatal=True
+                )
+            self.workers_busy += 1
+        return _Worker(self._worker_exited)
+
+    async def make(self, session: _Session, env_id: Any, kwargs: Any) -> None:
+        env_id = self.resolve(env_id)
+        if kwargs is None:
+            kwargs = {}
+        if not isinstance(kwargs, dict):
+            raise ProtocolError("VALIDATION_ERROR", f"kwargs must be an object, got {type(kwargs).__name__}")
+        key = json.dumps(kwargs, sort_keys=True, default=repr)
+        if session.env is not None and (session.env_id, session.kwargs_key) == (env_id, key):
+            return
+        await self.drop_env(session)
+        if not self.inline(env_id):
+            session.worker = self.new_worker()
+        try:
+            session.env = await self.call(session, _make_env, env_id, decode(kwargs))
+        except ProtocolError:
+            raise
+        except (TypeError, ValueError, WireError) as exc:
+            await self.drop_env(session)
+            raise ProtocolError("FACTORY_ERROR", f"gym.make({env_id!r}, **{kwargs}) raised {type(exc).__name__}: {exc}") from None
+        except Exception as exc:
+            await self.drop_env(session)
+            raise ProtocolError("FACTORY_ERROR", f"making {env_id} failed: {type(exc).__name__}: {exc}") from None
+        session.env_id, session.kwargs_key = env_id, key
+        session.reset_done = False
+
+    async def drop_env(self, session: _Session) -> None:
+        env, worker = session.env, session.worker
+        session.env, session.worker, session.reset_done = None, None, False
+        if worker is not None:
+            worker.stop(env.close if env is not None else None)
+        elif env is not None:
+            _quiet(env.close)()
+
+    # --- protocol ------------------------------------------------------------------------------
+    async def handle(self, session: _Session, message: dict[str, Any]) -> str | None:
+        kind = message.get("type")
+        data = message.get("data", {})
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ProtocolError("VALIDATION_ERROR", f"'data' must be an object, got {type(data).__name__}")
+        if kind == "step":
+            return await self.step(session, data)
+        if kind == "reset":
+            return await self.reset(session, data)
+        if kind == "make":
+            await self.make(session, data.get("env_id"), data.get("kwargs"))
+            return json.dumps({"type": "spaces", "data": _describe(session.env, session.env_id)})
+        if kind == "state":
+            return json.dumps({"type": "state", "data": {
+                "episode_id": session.episode_id, "step_count": session.step_count, "env_id": session.env_id,
+                "kwargs": json.loads(session.kwargs_key), "seed": session.seed, "episode_over": session.episode_over}})
+        if kind == "close":
+            return None
+        raise ProtocolError("UNKNOWN_TYPE", f"Unknown message type: {kind!r} (use reset, step, state, make or close)")
+
+    async def reset(self, session: _Session, data: dict[str, Any]) -> str:
+        seed = data.get("seed")
+        if seed is not None and (type(seed) is not int or seed < 0):
+            raise ProtocolError("VALIDATION_ERROR", f"seed must be a non-negative integer or null, got {seed!r}")
+        env_id = data.get("env_id", session.env_id if session.env is not None else None)
+        kwargs = data.get("kwargs", json.loads(session.kwargs_key) if session.env is not None and "env_id" not in data else None)
+        await self.make(session, env_id, kwargs)
+        try:
+            options = decode(data.get("options"))
+        except WireError as exc:
+            raise ProtocolError("VALIDATION_ERROR", f"options: {exc}") from None
+        observation, info = await self.guarded(session, session.env.reset, seed, options, reset=True)
+        session.reset_done, session.episode_over, session.seed = True, False, seed
+        session.episode_id = data.get("episode_id") if isinstance(data.get("episode_id"), str) else uuid.uuid4().hex
+        session.step_count = 0
+        return _observation_frame(observation, None, False, False, info)
+
+    async def step(self, session: _Session, data: dict[str, Any]) -> str:
+        if session.env is None or not session.reset_done:
+            raise ProtocolError("NOT_RESET", "step before reset: send {\"type\": \"reset\", \"data\": {\"seed\": ..., \"env_id\": ...}} first")
+        if "action" not in data:
+            raise ProtocolError("VALIDATION_ERROR", "a step needs data.action (text, number, nested list or an encoded array)")
+        try:
+            action = decode(data["action"])
+        except WireError as exc:
+            raise ProtocolError("VALIDATION_ERROR", f"action: {exc}") from None
+        observation, reward, terminated, truncated, info = await self.guarded(session, session.env.step, action)
+        session.step_count += 1
+        self.steps += 1
+        if terminated or truncated:
+            session.episode_over = True
+        return _observation_frame(observation, reward, terminated, truncated, info)
+
+    async def guarded(self, session: _Session, fn: Callable, *args: Any, reset: bool = False) -> Any:
+        try:
+            if reset:
+                return await self.call(session, lambda s, o: fn(seed=s, options=o), *args)
+            return await self.call(session, fn, *args)
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            name = type(exc).__name__
+            if name in _RAISABLE or isinstance(exc, (RuntimeError, gym.error.Error)) and not isinstance(exc, (RecursionError, MemoryError)):
+                raise ProtocolError("EXECUTION_ERROR", str(exc) or name, exception=name if name in _RAISABLE else "RuntimeError") from None
+            logger.warning("session %s: %s crashed", session.id, session.env_id, exc_info=True)
+            raise ProtocolError("ENV_CRASHED", f"the env crashed ({name}: {exc}); this session is closed", fatal=True, exception=name) from None
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    async def reap(self) -> None:
+        period = max(0.05, min(5.0, self.config.idle_timeout / 4))
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for session, websocket in list(self.sessions.values()):
+                if now - session.last_active > self.config.idle_timeout:
+                    session.close_reason = ProtocolError("IDLE_TIMEOUT", f"no message for --idle-timeout {self.config.idle_timeout:g} s; session closed", fatal=True)
+                    try:
+                        await websocket.send_text(session.close_reason.frame())
+                        await websocket.close(code=1000)
+                    except Exception:  # noqa: BLE001 - the client may already be gone
+                        pass
+
+
+def _make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
+    return gym.make(env_id, disable_env_checker=True, **kwargs)
+
+
+def _observation_frame(observation: Any, reward: Any, terminated: Any, truncated: Any, info: Any) -> str:
+    done = bool(terminated) or bool(truncated)
+    payload = {
+        "observation": {"observation": encode(observation), "info": encode(info), "terminated": bool(terminated), "truncated": bool(truncated)},
+        "reward": None if reward is None else float(reward),
+        "done": done,
+    }
+    return json.dumps({"type": "observation", "data": payload})
+
+
+def _describe(env: gym.Env, env_id: str | None) -> dict[str, Any]:
+    spec = env.spec
+    return {
+        "env_id": env_id,
+        "observation_space": space_to_json(env.observation_space),
+        "action_space": space_to_json(env.action_space),
+        "metadata": encode(dict(env.unwrapped.metadata)),
+        "max_episode_steps": getattr(spec, "max_episode_steps", None),
+        "nondeterministic": bool(getattr(spec, "nondeterministic", False)),
+        "reward_range": encode(tuple(float(x) for x in getattr(env, "reward_range", (float("-inf"), float("inf"))))),
+    }
+
+
+def _authorized(token: str | None, headers: dict[bytes, bytes], query: bytes) -> bool:
+    if token is None:
+        return True
+    expected = token.encode()
+    given = headers.get(b"authorization", b"")
+    candidates = []
+    if given[:7].lower() == b"bearer ":
+        candidates.append(given[7:].strip())
+    elif given[:6].lower() == b"basic ":
+        try:
+            candidates.append(base64.b64decode(given[6:].strip(), validate=True).partition(b":")[2])
+        except ValueError:
+            pass
+    from urllib.parse import parse_qs
+
+    candidates += [v.encode() for v in parse_qs(query.decode("latin-1")).get("token", [])]
+    return any(hmac.compare_digest(c, expected) for c in candidates)
+
+
+def create_app(config: ServeConfig | None = None) -> Any:
+    """Build the Starlette app that serves ``config``'s ids (see the module docstring).
+
+    Args:
+        config: server settings (default :class:`ServeConfig()`: every verigym id, no token).
+
+    Returns:
+        An ASGI app; ``app.state.server`` holds the session table (for tests and /health).
+    """
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route, WebSocketRoute
+    from starlette.websockets import WebSocket, WebSocketDisconnect
+
+    config = config or ServeConfig()
+    server = _Server(config)
+
+    async def ws_endpoint(websocket: WebSocket) -> None:
+        if len(server.sessions) >= config.max_sessions:
+            await websocket.accept()
+            await websocket.send_text(ProtocolError("CAPACITY_REACHED", f"server full: {config.max_sessions} sessions are open (--max-sessions); retry later",
+                                                    active_sessions=len(server.sessions), max_sessions=config.max_sessions).frame())
+            await websocket.close(code=1013)
+            return
+        await websocket.accept()
+        session = _Session(uuid.uuid4().hex)
+        server.sessions[session.id] = (session, websocket)
+        try:
+            while True:
+                try:
+                    message = await websocket.receive()
+                except (WebSocketDisconnect, RuntimeError):
+                    break
+                if message["type"] == "websocket.disconnect":
+                    break
+                session.last_active = time.monotonic()
+                text = message.get("text")
+                if text is None:
+                    raw = message.get("bytes") or b""
+                    text = raw.decode("utf-8", "replace") if len(raw) <= config.max_message_bytes else None
+                    if text is None:
+                        text = " " * (config.max_message_bytes + 1)
+                try:
+                    if len(text) > config.max_message_bytes:
+                        raise ProtocolError("MESSAGE_TOO_LARGE", f"a {len(text)}-character message is over the {config.max_message_bytes}-byte limit (--max-message-bytes)")
+                    try:
+                        request = json.loads(text)
+                    except ValueError as exc:
+                        raise ProtocolError("INVALID_JSON", f"Invalid JSON: {exc}") from None
+                    if not isinstance(request, dict):
+                        raise ProtocolError("VALIDATION_ERROR", f"a message must be a JSON object with a 'type', got {type(request).__name__}")
+                    reply = await server.handle(session, request)
+                except ProtocolError as exc:
+                    await websocket.send_text(exc.frame())
+                    if exc.fatal:
+                        break
+                    continue
+                except RecursionError:
+                    await websocket.send_text(ProtocolError("VALIDATION_ERROR", "message nested too deeply").frame())
+                    continue
+                if reply is None:  # close
+                    break
+                await websocket.send_text(reply)
+                session.last_active = time.monotonic()
+        finally:
+            server.sessions.pop(session.id, None)
+            await server.drop_env(session)
+            try:
+                await websocket.close()
+            except Exception:  # noqa: BLE001 - already closed
+                pass
+
+    def refuse() -> JSONResponse:
+        return JSONResponse({"detail": "missing or wrong token (send Authorization: Bearer <token>)"}, status_code=401)
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "healthy", "sessions": len(server.sessions), "max_sessions": config.max_sessions,
+                             "workers_busy": server.workers_busy, "steps": server.steps})
+
+    async def metadata(request: Request) -> JSONResponse:
+        from verigym import __version__
+
+        ids = sorted(server.allowed if server.allowed is not None else server.families)
+        name = ids[0] if len(ids) == 1 else "verigym"
+        return JSONResponse({"name": name, "description": "verigym environments with verifiable rewards over the OpenEnv protocol",
+                             "version": __version__, "env_ids": ids, "readme_content": None, "author": "verigym", "documentation_url": None})
+
+    async def schema(request: Request) -> JSONResponse:
+        try:
+            env_id = server.resolve(request.query_params.get("env_id"))
+            kwargs = json.loads(request.query_params.get("kwargs") or "{}")
+            if not isinstance(kwargs, dict):
+                raise ProtocolError("VALIDATION_ERROR", "kwargs must be a JSON object")
+            key = (env_id, json.dumps(kwargs, sort_keys=True))
+            if key not in server.schema_cache:
+                session = _Session("schema")
+                try:
+                    await server.make(session, env_id, kwargs)
+                    described = _describe(session.env, env_id)
+                    action_space, observation_space = session.env.action_space, session.env.observation_space
+                finally:
+                    await server.drop_env(session)
+                server.schema_cache[key] = {
+                    "action": {"title": f"{env_id} action", "type": "object", "properties": {"action": space_json_schema(action_space)},
+                               "required": ["action"], "x-gymnasium-space": described["action_space"]},
+                    "observation": {"title": f"{env_id} observation", "type": "object",
+                                    "properties": {"observation": space_json_schema(observation_space), "info": {"type": "object"},
+                                                   "terminated": {"type": "boolean"}, "truncated": {"type": "boolean"}},
+                                    "x-gymnasium-space": described["observation_space"], "x-metadata": described["metadata"]},
+                    "state": {"type": "object", "properties": {"episode_id": {"type": ["string", "null"]}, "step_count": {"type": "integer"},
+                                                               "env_id": {"type": ["string", "null"]}}},
+                }
+            return JSONResponse(server.schema_cache[key])
+        except ProtocolError as exc:
+            return JSONResponse({"detail": str(exc), "code": exc.code}, status_code=404 if exc.code == "UNKNOWN_ENV" else 400)
+        except ValueError as exc:
+            return JSONResponse({"detail": f"bad kwargs: {exc}", "code": "VALIDATION_ERROR"}, status_code=400)
+
+    async def http_reset(request: Request) -> JSONResponse:
+        session = _Session("http")
+        try:
+            body = await request.body()
+            if len(body) > config.max_message_bytes:
+                raise ProtocolError("MESSAGE_TOO_LARGE", "request body over --max-message-bytes")
+            data = json.loads(body) if body.strip() else {}
+            if not isinstance(data, dict):
+                raise ProtocolError("VALIDATION_ERROR", "the body must be a JSON object")
+            frame = json.loads(await server.reset(session, data))
+            return JSONResponse(frame["data"])
+        except ProtocolError as exc:
+            return JSONResponse({"detail": str(exc), "code": exc.code}, status_code=404 if exc.code == "UNKNOWN_ENV" else 400)
+        except ValueError as exc:
+            return JSONResponse({"detail": f"Invalid JSON: {exc}", "code": "INVALID_JSON"}, status_code=400)
+        finally:
+            await server.drop_env(session)
+
+    async def http_step(request: Request) -> JSONResponse:
+        return JSONResponse({"detail": "HTTP requests have no session, so there is nothing to step: open the WebSocket /ws, send reset, then step",
+                             "code": "NOT_RESET"}, status_code=409)
+
+    async def http_state(request: Request) -> JSONResponse:
+        return JSONResponse({"episode_id": None, "step_count": 0})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[None]:
+        if config.idle_timeout:
+            server.reaper = asyncio.get_running_loop().create_task(server.reap())
+        try:
+            yield
+        finally:
+            if server.reaper is not None:
+                server.reaper.cancel()
+            for session, _ws in list(server.sessions.values()):
+                await server.drop_env(session)
+
+    inner = Starlette(
+        routes=[
+            WebSocketRoute("/ws", ws_endpoint),
+            Route("/health", health),
+            Route("/metadata", metadata),
+            Route("/schema", schema),
+            Route("/reset", http_reset, methods=["POST"]),
+            Route("/step", http_step, methods=["POST"]),
+            Route("/state", http_state),
+        ],
+        lifespan=lifespan,
+    )
+    inner.state.server = server
+
+    async def app(scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] in ("http", "websocket") and config.token is not None:
+            if not _authorized(config.token, dict(scope.get("headers") or ()), scope.get("query_string", b"")):
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008, "reason": "missing or wrong token"})
+                    return
+                await refuse()(scope, receive, send)
+                return
+        await inner(scope, receive, send)
+
+    app.state = inner.state  # type: ignore[attr-defined]
+    return app

@@ -1,0 +1,324 @@
+"""The JSON wire format of served environments: values, spaces and their JSON schemas.
+
+Everything a Gymnasium env hands out (observations, actions, ``info`` dicts) crosses the wire as
+JSON with a few tagged objects for what JSON cannot say, so that ``decode(encode(x))`` gives back
+``x`` with its Python and NumPy types:
+
+==========================  ===================================================================
+value                       JSON
+==========================  ===================================================================
+``str``/``int``/``float``   itself (``NaN``/``Infinity`` as Python's ``json`` writes them)
+``bool``/``None``           itself
+``list``                    a JSON array
+``dict`` with ``str`` keys  a JSON object (a key starting with ``"__"`` is escaped)
+``tuple``                   ``{"__tuple__": [...]}``
+other ``dict``              ``{"__items__": [[key, value], ...]}``
+``np.ndarray``              ``{"__ndarray__": [nested list] | "<base64>", "dtype": "uint8",
+                            "shape": [7, 7, 3]}``: nested lists up to :data:`INLINE_ELEMENTS`
+                            elements (readable by any OpenEnv client), little-endian base64 above
+NumPy scalar                ``{"__ndarray__": value, "dtype": "int64", "shape": []}``
+``bytes``                   ``{"__bytes__": "<base64>"}``
+anything else               ``{"__repr__": repr(value)}`` (one way: decodes to that string)
+==========================  ===================================================================
+
+Spaces travel as :func:`space_to_json` descriptions (``{"type": "Box", "low": ..., ...}``) and
+are rebuilt by :func:`space_from_json`; a space subclass from verigym or Gymnasium (such as
+``ReplySpace``) keeps its class, so ``sample()`` draws what the in-process space draws.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+__all__ = [
+    "INLINE_ELEMENTS",
+    "WireError",
+    "decode",
+    "encode",
+    "space_from_json",
+    "space_json_schema",
+    "space_to_json",
+]
+
+INLINE_ELEMENTS = 4096
+"""Arrays with at most this many elements are sent as nested lists, larger ones as base64."""
+
+_TAGS = ("__tuple__", "__items__", "__ndarray__", "__bytes__", "__repr__", "__key__")
+_SPACE_MODULES = ("verigym.", "gymnasium.")
+
+
+class WireError(ValueError):
+    """A payload or space description that cannot be decoded (bad tag, dtype, shape or size)."""
+
+
+def encode(value: Any) -> Any:
+    """Turn ``value`` into JSON-ready Python objects (see the module table).
+
+    Args:
+        value: an observation, action, reward or ``info`` dict, nested arbitrarily.
+
+    Returns:
+        Objects made of ``dict``/``list``/``str``/``int``/``float``/``bool``/``None`` only.
+    """
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if kind is dict:
+        if all(type(k) is str for k in value):
+            return {("__key__" + k if k.startswith("__") else k): encode(v) for k, v in value.items()}
+        return {"__items__": [[encode(k), encode(v)] for k, v in value.items()]}
+    if kind is list:
+        return [encode(v) for v in value]
+    if kind is tuple:
+        return {"__tuple__": [encode(v) for v in value]}
+    if isinstance(value, np.ndarray):
+        return _encode_array(value)
+    if isinstance(value, np.generic):
+        if value.dtype.kind in "biuf":
+            return {"__ndarray__": value.item(), "dtype": value.dtype.str.lstrip("<>|="), "shape": []}
+        return _encode_array(np.asarray(value))
+    if isinstance(value, (bytes, bytearray)):
+        return {"__bytes__": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, dict):
+        return encode(dict(value))
+    if isinstance(value, (list, tuple)):  # subclasses (named tuples) lose their class
+        return encode(list(value) if isinstance(value, list) else tuple(value))
+    for base in (bool, int, float, str):  # IntEnum, str subclasses, ...
+        if isinstance(value, base):
+            return base(value)
+    return {"__repr__": repr(value)}
+
+
+def _encode_array(array: np.ndarray) -> dict[str, Any]:
+    if array.dtype.kind not in "biufcU":
+        if array.dtype == object:
+            return {"__ndarray__": [encode(v) for v in array.ravel().tolist()], "dtype": "object", "shape": list(array.shape)}
+        raise WireError(f"arrays of dtype {array.dtype} cannot be sent; use numbers or strings")
+    dtype = array.dtype.newbyteorder("<") if array.dtype.byteorder == ">" else array.dtype
+    name = np.dtype(dtype).str.lstrip("<>|=")
+    if array.size <= INLINE_ELEMENTS and array.dtype.kind in "biuf":
+        return {"__ndarray__": array.tolist(), "dtype": name, "shape": list(array.shape)}
+    data = np.ascontiguousarray(array, dtype=np.dtype(dtype)).tobytes()
+    return {"__ndarray__": base64.b64encode(data).decode("ascii"), "dtype": name, "shape": list(array.shape)}
+
+
+def decode(value: Any) -> Any:
+    """Invert :func:`encode`.
+
+    Args:
+        value: parsed JSON (``json.loads`` output).
+
+    Returns:
+        The original value with tuples, NumPy arrays (dtype and shape kept), NumPy scalars and
+        bytes restored.
+
+    Raises:
+        WireError: a tagged object is malformed (unknown dtype, data that does not fit the shape).
+    """
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if kind is list:
+        return [decode(v) for v in value]
+    if kind is not dict:
+        raise WireError(f"cannot decode a {kind.__name__}")
+    if len(value) == 1:
+        ((tag, inner),) = value.items()
+        if tag == "__tuple__" and type(inner) is list:
+            return tuple(decode(v) for v in inner)
+        if tag == "__items__" and type(inner) is list:
+            try:
+                return {_hashable(decode(k)): decode(v) for k, v in inner}
+            except (TypeError, ValueError) as exc:
+                raise WireError(f"malformed __items__: {exc}") from None
+        if tag == "__bytes__" and type(inner) is str:
+            return _b64(inner)
+        if tag == "__repr__" and type(inner) is str:
+            return inner
+    if "__ndarray__" in value and value.keys() <= {"__ndarray__", "dtype", "shape"}:
+        return _decode_array(value)
+    return {(k[7:] if k.startswith("__key__") else k): decode(v) for k, v in value.items()}
+
+
+def _hashable(key: Any) -> Any:
+    return key.item() if isinstance(key, np.ndarray) and key.ndim == 0 else key
+
+
+def _b64(text: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (ValueError, TypeError) as exc:
+        raise WireError(f"bad base64: {exc}") from None
+
+
+def _decode_array(value: dict[str, Any]) -> Any:
+    data, dtype_name, shape = value["__ndarray__"], value.get("dtype"), value.get("shape")
+    if not isinstance(dtype_name, str) or not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
+        raise WireError("an __ndarray__ needs a dtype string and a shape list of non-negative ints")
+    if len(shape) > 32:
+        raise WireError(f"an __ndarray__ of {len(shape)} dimensions")
+    if dtype_name == "object":
+        if type(data) is not list:
+            raise WireError("an object __ndarray__ needs a list")
+        array = np.empty(len(data), dtype=object)
+        array[:] = [decode(v) for v in data]
+        try:
+            return array.reshape(shape)
+        except ValueError as exc:
+            raise WireError(str(exc)) from None
+    try:
+        dtype = np.dtype(dtype_name)
+    except TypeError:
+        raise WireError(f"unknown dtype {dtype_name!r}") from None
+    if dtype.kind not in "biufcU":
+        raise WireError(f"dtype {dtype_name!r} cannot be sent")
+    try:
+        if type(data) is str:
+            count = int(np.prod(shape, dtype=np.int64))
+            raw = _b64(data)
+            if len(raw) != count * dtype.itemsize:
+                raise WireError(f"{len(raw)} bytes do not fill shape {shape} of {dtype_name}")
+            return np.frombuffer(raw, dtype=dtype.newbyteorder("<")).astype(dtype, copy=True).reshape(shape)
+        if not shape:
+            if type(data) not in (int, float, bool):
+                raise WireError("a NumPy scalar needs a number")
+            return dtype.type(data)
+        array = np.array(data, dtype=dtype)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise WireError(f"bad __ndarray__ data: {exc}") from None
+    if list(array.shape) != shape:
+        raise WireError(f"__ndarray__ data of shape {list(array.shape)} does not match shape {shape}")
+    return array
+
+
+# ----------------------------------------------------------------------------------------------
+# spaces
+
+
+def space_to_json(space: spaces.Space) -> dict[str, Any]:
+    """Describe ``space`` so that :func:`space_from_json` rebuilds an equal space.
+
+    Args:
+        space: a ``Discrete``, ``Box``, ``MultiDiscrete``, ``MultiBinary``, ``Text``, ``Dict``,
+            ``Tuple`` or ``Sequence`` space, or a subclass of one (its class is named in
+            ``"class"`` and restored on the client when it lives in verigym or Gymnasium).
+
+    Returns:
+        A JSON-ready dict with a ``"type"`` key.
+
+    Raises:
+        WireError: the space is of another kind.
+    """
+    out: dict[str, Any]
+    if isinstance(space, spaces.Discrete):
+        out = {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    elif isinstance(space, spaces.Box):
+        out = {"type": "Box", "low": encode(space.low), "high": encode(space.high), "shape": list(space.shape), "dtype": np.dtype(space.dtype).name}
+    elif isinstance(space, spaces.MultiDiscrete):
+        out = {"type": "MultiDiscrete", "nvec": encode(space.nvec), "start": encode(space.start), "dtype": np.dtype(space.dtype).name}
+    elif isinstance(space, spaces.MultiBinary):
+        out = {"type": "MultiBinary", "n": encode(np.asarray(space.n).tolist())}
+    elif isinstance(space, spaces.Text):
+        out = {"type": "Text", "min_length": int(space.min_length), "max_length": int(space.max_length), "charset": "".join(space.character_list)}
+    elif isinstance(space, spaces.Dict):
+        out = {"type": "Dict", "spaces": [[key, space_to_json(sub)] for key, sub in space.spaces.items()]}
+    elif isinstance(space, spaces.Tuple):
+        out = {"type": "Tuple", "spaces": [space_to_json(sub) for sub in space.spaces]}
+    elif isinstance(space, spaces.Sequence):
+        out = {"type": "Sequence", "feature_space": space_to_json(space.feature_space), "stack": bool(space.stack)}
+    else:
+        raise WireError(f"{type(space).__name__} spaces cannot be served yet ({space})")
+    if type(space) is not getattr(spaces, out["type"]):
+        out["class"] = f"{type(space).__module__}:{type(space).__qualname__}"
+    return out
+
+
+def space_from_json(description: dict[str, Any]) -> spaces.Space:
+    """Rebuild a space from :func:`space_to_json` output.
+
+    A ``"class"`` from a ``verigym.*`` or ``gymnasium.*`` module that subclasses the base type is
+    restored (its methods, e.g. ``sample``, then behave as in process); any other class name is
+    ignored and the base Gymnasium space is returned.
+
+    Raises:
+        WireError: the description is malformed.
+    """
+    try:
+        kind = description["type"]
+        if kind == "Discrete":
+            space: spaces.Space = spaces.Discrete(int(description["n"]), start=int(description["start"]))
+        elif kind == "Box":
+            dtype = np.dtype(description["dtype"])
+            space = spaces.Box(low=decode(description["low"]), high=decode(description["high"]), shape=tuple(description["shape"]), dtype=dtype)
+        elif kind == "MultiDiscrete":
+            space = spaces.MultiDiscrete(decode(description["nvec"]), dtype=np.dtype(description["dtype"]), start=decode(description["start"]))
+        elif kind == "MultiBinary":
+            space = spaces.MultiBinary(description["n"])
+        elif kind == "Text":
+            space = spaces.Text(max_length=int(description["max_length"]), min_length=int(description["min_length"]), charset=description["charset"])
+        elif kind == "Dict":
+            space = spaces.Dict({key: space_from_json(sub) for key, sub in description["spaces"]})
+        elif kind == "Tuple":
+            space = spaces.Tuple([space_from_json(sub) for sub in description["spaces"]])
+        elif kind == "Sequence":
+            space = spaces.Sequence(space_from_json(description["feature_space"]), stack=bool(description["stack"]))
+        else:
+            raise WireError(f"unknown space type {kind!r}")
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, WireError):
+            raise
+        raise WireError(f"malformed space description {str(description)[:200]}: {exc}") from None
+    cls = _space_class(description.get("class"), type(space))
+    if cls is not None:
+        restored = cls.__new__(cls)
+        restored.__dict__.update(space.__dict__)
+        space = restored
+    return space
+
+
+def _space_class(name: Any, base: type) -> type | None:
+    if not isinstance(name, str) or ":" not in name:
+        return None
+    module_name, _, qualname = name.partition(":")
+    if not module_name.startswith(_SPACE_MODULES):
+        return None
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        return None
+    return obj if isinstance(obj, type) and issubclass(obj, base) else None
+
+
+def space_json_schema(space: spaces.Space) -> dict[str, Any]:
+    """A JSON Schema (draft 2020-12 subset) of the wire form of values in ``space``.
+
+    Used by ``/schema`` for OpenEnv clients; the exact space is under ``"x-gymnasium-space"`` of
+    the enclosing schema.
+    """
+    if isinstance(space, spaces.Discrete):
+        return {"type": "integer", "minimum": int(space.start), "maximum": int(space.start + space.n - 1)}
+    if isinstance(space, spaces.Text):
+        return {"type": "string", "minLength": int(space.min_length), "maxLength": int(space.max_length)}
+    if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
+        return {
+            "type": "object",
+            "description": f"a NumPy array of shape {list(space.shape)} and dtype {np.dtype(space.dtype).name}",
+            "properties": {"__ndarray__": {"type": ["array", "string", "number"]}, "dtype": {"const": np.dtype(space.dtype).name}, "shape": {"const": list(space.shape)}},
+            "required": ["__ndarray__", "dtype", "shape"],
+        }
+    if isinstance(space, spaces.Dict):
+        return {
+            "type": "object",
+            "properties": {key: space_json_schema(sub) for key, sub in space.spaces.items()},
+            "required": list(space.spaces),
+        }
+    if isinstance(space, spaces.Tuple):
+        return {"type": "object", "properties": {"__tuple__": {"type": "array", "prefixItems": [space_json_schema(s) for s in space.spaces]}}}
+    return {"description": str(space)}
