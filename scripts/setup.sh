@@ -20,4 +20,4 @@ fi
 
 # PyTorch: pinned so pip takes the CPU build where one is provided; keeps an existing install.
 python -c "import torch" 2>/dev/null || python -m pip install -q "torch==2.13.0"
-python -m pip install -q -e ".[${VERIGYM_EXTRAS:-test,gui,ray,trl,rl}]"
+python -m pip install -q -e ".[${VERIGYM_EXTRAS:-test,gui,ray,trl,rl,serve}]"
