@@ -15,21 +15,28 @@ instance); an episode past its time limit is cancelled with ``ray.cancel(force=T
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import importlib.metadata
 import json
 import logging
+import math
 import multiprocessing
+import numbers
 import os
 import pathlib
 import platform
+import signal
 import subprocess
+import sys
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Any
+
+import numpy as np
 
 from verigym.leaderboards.agent_spec import AgentSpec, parse_agent_spec
 from verigym.leaderboards.store import DEFAULT_DIR, EpisodeRow, ResultsStore
@@ -92,7 +99,13 @@ def _make_env(spec: AgentSpec, env_id: str, env_kwargs: dict[str, Any]) -> Any:
 
     import verigym  # noqa: F401  (registers the ids)
 
-    env = gym.make(env_id, **env_kwargs)
+    url = os.environ.get("VERIGYM_ENV_URL")  # verigym eval --env-url: the env runs on a serve-env server
+    if url:
+        from verigym.remote import make as remote_make
+
+        env = remote_make(env_id, url=url, **env_kwargs)
+    else:
+        env = gym.make(env_id, **env_kwargs)
     if spec.text_view:
         from verigym.wrappers import LanguageWrapper
 
@@ -114,7 +127,7 @@ def run_episode(agent: Any, env: Any, seed: int) -> dict[str, Any]:
         while True:
             action = agent.act(observation, info, deterministic=True)
             observation, reward, terminated, truncated, info = env.step(action)
-            total += float(reward)
+            total += float(reward)  # a NaN reward makes a NaN return, which the store refuses with a message
             length += 1
             if terminated or truncated:
                 break
@@ -124,7 +137,19 @@ def run_episode(agent: Any, env: Any, seed: int) -> dict[str, Any]:
     if "score" not in info or "success" not in info:
         return {"status": "error", "score": 0.0, "success": False, "episode_return": total, "length": length,
                 "error": "the episode ended without info['success']/info['score'] (not a verigym-conformant env?)"}
-    return {"status": "ok", "score": float(info["score"]), "success": bool(info["success"]), "episode_return": total, "length": length, "error": ""}
+    return {"status": "ok", "score": _number(info["score"]), "success": _boolean(info["success"]), "episode_return": total, "length": length, "error": ""}
+
+
+def _number(value: Any) -> Any:
+    """A real number as ``float``; anything else is returned as its repr, for validation to refuse with a message."""
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
+        return float(value)
+    return repr(value)[:200]
+
+
+def _boolean(value: Any) -> Any:
+    """``bool`` or NumPy bool as ``bool``; anything else as its repr (refused by validation)."""
+    return bool(value) if isinstance(value, (bool, np.bool_)) else repr(value)[:200]
 
 
 class _Cache:
@@ -160,7 +185,69 @@ def _timed_episode(cache: _Cache, job: Job) -> dict[str, Any]:
     return result
 
 
-def _worker_main(connection: Any, spec_text: str, device: str) -> None:
+def _descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (children first), read from ``/proc``; [] where there is none."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(b")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out, stack = [], [pid]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            out.append(child)
+            stack.append(child)
+    return out
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL every descendant of ``pid`` (collected first, so none is reparented away in between)."""
+    for child in _descendants(pid):
+        try:
+            os.kill(child, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _end_worker(*_: Any) -> None:
+    _kill_tree(os.getpid())
+    os._exit(1)
+
+
+def _bind_to_parent(parent_pid: int) -> None:
+    """End this worker and everything it started (browsers included) as soon as the eval parent dies.
+
+    Linux's parent-death signal (``prctl(PR_SET_PDEATHSIG)``) delivers SIGTERM when the parent
+    dies, even by SIGKILL; the handler kills this worker's descendants and exits. The same
+    handler serves ``Process.terminate()``.
+    """
+    signal.signal(signal.SIGTERM, _end_worker)
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        except (OSError, AttributeError):
+            logger.warning("could not set the parent-death signal; workers may outlive a killed eval")
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        _end_worker()
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _worker_main(connection: Any, spec_text: str, device: str, parent_pid: int | None = None) -> None:
+    if parent_pid is not None:
+        _bind_to_parent(parent_pid)
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread per worker: workers are the parallelism
     cache = _Cache(parse_agent_spec(spec_text), device)
     while True:
@@ -180,7 +267,7 @@ def _worker_main(connection: Any, spec_text: str, device: str) -> None:
 class _Worker:
     def __init__(self, context: Any, spec_text: str, device: str):
         self.connection, child = context.Pipe()
-        self.process = context.Process(target=_worker_main, args=(child, spec_text, device), daemon=True)
+        self.process = context.Process(target=_worker_main, args=(child, spec_text, device, os.getpid()), daemon=True)
         self.process.start()
         child.close()
         self.job: Job | None = None
@@ -192,6 +279,8 @@ class _Worker:
         self.connection.send(job)
 
     def kill(self) -> None:
+        if self.process.pid is not None:
+            _kill_tree(self.process.pid)  # its browsers and subprocesses too
         self.process.kill()
         self.process.join(5)
         self.connection.close()
@@ -246,9 +335,12 @@ def _run_local(spec_text: str, jobs: list[Job], workers: int, device: str, on_re
                 on_result(job, result)
                 if pending:
                     worker.submit(pending.pop())
-    finally:
+    except BaseException:  # Ctrl-C or a store error: do not wait for running episodes
         for worker in pool:
-            worker.stop()
+            worker.kill()
+        raise
+    for worker in pool:
+        worker.stop()
 
 
 def _ray_episode(spec_text: str, job: Job, device: str) -> dict[str, Any]:
@@ -306,7 +398,12 @@ class EvalSummary:
     planned: int = 0
     skipped: int = 0
     ran: int = 0
+    """Episodes this run played and recorded (never those another run recorded meanwhile)."""
     statuses: dict[str, int] = field(default_factory=dict)
+    recorded_elsewhere: int = 0
+    """Episodes this run played whose key another run on the same store recorded first (not written)."""
+    rejected: int = 0
+    """Episodes whose result failed validation (a NaN return, a score out of range ...); recorded as ``error`` rows."""
     not_covered: list[str] = field(default_factory=list)
     """Tasks the agent cannot play (saved agents of other envs); not run."""
 
@@ -358,28 +455,41 @@ def evaluate(
     workers = workers or os.cpu_count() or 1
     with ResultsStore(out) as store:
         summary = EvalSummary(spec.text, config_hash, suite.name, store.path)
-        jobs = []
+        jobs: list[Job] = []
+        existing = 0
         for task in suite:
             if not spec.covers(task.env_id):
                 summary.not_covered.append(task.env_id)
                 continue
             done = store.done_seeds(spec.text, config_hash, task.env_id)
+            existing += len(store.recorded_seeds(spec.text, config_hash, task.env_id) & set(task.seeds))
             summary.skipped += len(done & set(task.seeds))
             jobs += [Job(task.env_id, dict(task.env_kwargs), seed, task.time_limit_s) for seed in task.seeds if seed not in done]
         summary.planned = sum(t.episodes for t in suite if t.env_id not in summary.not_covered)
-        if summary.skipped and not resume:
+        if existing and not resume:
             raise ResultsExistError(
-                f"{summary.skipped} episodes of {spec.text} on suite {suite.name} are already in {store.path}; "
-                "add --resume to run only the missing ones, or --out DIR to start a new results folder"
+                f"{existing} episodes of {spec.text} on suite {suite.name} are already in {store.path}; "
+                "add --resume to run only the missing ones (and retry the errors), or --out DIR to start a new results folder"
             )
         bar = _Progress(len(jobs), f"{spec.text} on {suite.name}", enabled=progress)
 
         def record(job: Job, result: dict[str, Any]) -> None:
-            row = EpisodeRow(
-                suite=suite.name, env_id=job.env_id, env_version=int(job.env_id.rsplit("-v", 1)[1]), seed=job.seed,
-                agent_spec=spec.text, config_hash=config_hash, **result, **meta,
-            )
-            store.add(row)
+            key = dict(suite=suite.name, env_id=job.env_id, env_version=int(job.env_id.rsplit("-v", 1)[1]), seed=job.seed,
+                       agent_spec=spec.text, config_hash=config_hash, **meta)
+            row = EpisodeRow(**key, **result)
+            try:
+                row.validate()
+            except ValueError as exc:  # never dropped: recorded as an error that says why (a resume retries it)
+                logger.warning("%s seed %d: the result was refused (%s); recorded as an error", job.env_id, job.seed, exc)
+                summary.rejected += 1
+                row = EpisodeRow(**key, status="error", score=0.0, success=False, episode_return=0.0,
+                                 length=max(int(result.get("length", 0)) if isinstance(result.get("length"), int) else 0, 0),
+                                 time_s=float(result["time_s"]) if _finite(result.get("time_s")) else 0.0,
+                                 error=f"the episode's result was refused: {exc}")
+            if not store.add(row):
+                summary.recorded_elsewhere += 1
+                bar.advance(row)
+                return
             summary.ran += 1
             summary.statuses[row.status] = summary.statuses.get(row.status, 0) + 1
             bar.advance(row)
@@ -388,6 +498,10 @@ def evaluate(
             if jobs:
                 (_run_ray if backend == "ray" else _run_local)(spec.text, jobs, workers, device, record)
     return summary
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
 class _Progress:

@@ -49,6 +49,10 @@ def run(args: argparse.Namespace) -> int:
                                device=args.device, episodes=args.episodes, progress=not args.no_progress)
             statuses = ", ".join(f"{n} {s}" for s, n in sorted(summary.statuses.items())) or "nothing new"
             print(f"{summary.agent_spec} on {summary.suite}: ran {summary.ran} episodes ({statuses}), {summary.skipped} already recorded; results in {summary.store_path}")
+            if summary.recorded_elsewhere:
+                print(f"  {summary.recorded_elsewhere} more episodes were played but another run on this store had recorded them first (not counted above)")
+            if summary.rejected:
+                print(f"  {summary.rejected} results were refused by validation and recorded as errors (see their error column); --resume retries them")
             if summary.not_covered:
                 print(f"  not covered (no saved agent for): {', '.join(summary.not_covered)}")
     except (ValueError, TypeError, FileNotFoundError, ResultsExistError, RuntimeError) as exc:
@@ -56,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
 
         return usage_error("eval", str(exc))
     if args.export:
-        with ResultsStore(out) as store:
-            print(f"exported to {store.export(args.export)}")
+        try:
+            with ResultsStore(out) as store:
+                print(f"exported to {store.export(args.export)}")
+        except (RuntimeError, ValueError, OSError) as exc:  # StoreError is a RuntimeError
+            print(f"verigym eval: {exc}")
+            return 2
     return 0

@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
         render_markdown,
         render_table,
     )
-    from verigym.leaderboards.store import DEFAULT_DIR, ResultsStore
+    from verigym.leaderboards.store import DEFAULT_DIR, ResultsStore, StoreError
     from verigym.leaderboards.suite import list_suites, load_suite
 
     if args.list_suites:
@@ -32,16 +32,16 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name:12s} {len(suite.tasks):3d} tasks {suite.episodes:5d} episodes  {suite.description}")
         return 0
     out = pathlib.Path(args.out or DEFAULT_DIR)
-    if not (out / "results.sqlite").exists():
-        print(f"no results in {out}; run verigym eval first (or give --out)")
+    if out.is_dir() and not (out / "results.sqlite").exists():
+        print(f"verigym leaderboard: no results in {out}; run verigym eval first (or give --out)")
         return 2
     try:
         suite = load_suite(args.suite) if args.suite else None
-    except (FileNotFoundError, ValueError) as exc:
+        with ResultsStore(out, create=False) as store:
+            standings = compute_standings(store, suite)
+    except (FileNotFoundError, ValueError, StoreError) as exc:
         print(f"verigym leaderboard: {exc}")
         return 2
-    with ResultsStore(out) as store:
-        standings = compute_standings(store, suite)
     logs = []
     for item in map(pathlib.Path, args.train_logs):
         logs += sorted(item.rglob("*.jsonl")) if item.is_dir() else [item]
