@@ -41,6 +41,7 @@ import numpy as np
 from verigym.leaderboards.agent_spec import AgentSpec, parse_agent_spec
 from verigym.leaderboards.store import DEFAULT_DIR, EpisodeRow, ResultsStore
 from verigym.leaderboards.suite import Suite, Task, load_suite
+from verigym.leaderboards.trajectories import Recorder
 
 __all__ = ["EvalSummary", "Job", "evaluate", "provenance", "run_episode"]
 
@@ -87,6 +88,8 @@ class Job:
     env_kwargs: dict[str, Any]
     seed: int
     time_limit_s: float
+    frames_every: int = 0
+    """Record a rendered frame every this many steps (0: none)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -94,7 +97,18 @@ class Job:
 # ---------------------------------------------------------------------------------------------
 
 
-def _make_env(spec: AgentSpec, env_id: str, env_kwargs: dict[str, Any]) -> Any:
+def _make_env(spec: AgentSpec, env_id: str, env_kwargs: dict[str, Any], render: bool = False) -> Any:
+    return make_env(env_id, env_kwargs, spec.text_view, render=render)
+
+
+def make_env(env_id: str, env_kwargs: dict[str, Any], text_view: bool, *, render: bool = False) -> Any:
+    """The env of an episode as the runner builds it (``reverify`` rebuilds it the same way).
+
+    Args:
+        env_id, env_kwargs: the task.
+        text_view: wrap it in :class:`~verigym.wrappers.LanguageWrapper` (agents that read text).
+        render: ask for ``render_mode="rgb_array"`` (recorded frames) when the env offers it.
+    """
     import gymnasium as gym
 
     import verigym  # noqa: F401  (registers the ids)
@@ -105,28 +119,52 @@ def _make_env(spec: AgentSpec, env_id: str, env_kwargs: dict[str, Any]) -> Any:
 
         env = remote_make(env_id, url=url, **env_kwargs)
     else:
+        if render and "render_mode" not in env_kwargs and "rgb_array" in _render_modes(env_id):
+            env_kwargs = {**env_kwargs, "render_mode": "rgb_array"}
         env = gym.make(env_id, **env_kwargs)
-    if spec.text_view:
+    if text_view:
         from verigym.wrappers import LanguageWrapper
 
         env = LanguageWrapper(env)
     return env
 
 
-def run_episode(agent: Any, env: Any, seed: int) -> dict[str, Any]:
+def _render_modes(env_id: str) -> list[str]:
+    """``metadata["render_modes"]`` of a registered env's class (imported, not built)."""
+    import gymnasium as gym
+
+    entry = gym.spec(env_id).entry_point
+    try:
+        if isinstance(entry, str):
+            module, _, name = entry.partition(":")
+            entry = getattr(importlib.import_module(module), name)
+        return list(getattr(entry, "metadata", {}).get("render_modes", []))
+    except (ImportError, AttributeError):
+        return []
+
+
+def run_episode(agent: Any, env: Any, seed: int, *, recorder: Any = None) -> dict[str, Any]:
     """Play one episode; returns ``status, score, success, episode_return, length, error``.
 
     The agent acts deterministically (greedy policies, greedy decoding). An exception from the
     agent or the env is recorded as status ``error`` with its message.
+
+    Args:
+        agent, env, seed: the episode.
+        recorder: a :class:`~verigym.leaderboards.trajectories.Recorder` that sees every step.
     """
     total, length = 0.0, 0
     try:
         if callable(getattr(agent, "reset", None)):
             agent.reset(seed=seed)
         observation, info = env.reset(seed=seed)
+        if recorder is not None:
+            recorder.reset(observation, info)
         while True:
             action = agent.act(observation, info, deterministic=True)
             observation, reward, terminated, truncated, info = env.step(action)
+            if recorder is not None:
+                recorder.step(action, observation, reward, terminated, truncated, info)
             total += float(reward)  # a NaN reward makes a NaN return, which the store refuses with a message
             length += 1
             if terminated or truncated:
@@ -162,11 +200,11 @@ class _Cache:
         self.agent: Any = None
 
     def get(self, job: Job) -> tuple[Any, Any]:
-        key = (job.env_id, json.dumps(job.env_kwargs, sort_keys=True))
+        key = (job.env_id, json.dumps(job.env_kwargs, sort_keys=True), job.frames_every > 0)
         if key != self.key:
             if self.env is not None:
                 self.env.close()
-            self.env = _make_env(self.spec, job.env_id, job.env_kwargs)
+            self.env = _make_env(self.spec, job.env_id, job.env_kwargs, render=job.frames_every > 0)
             self.agent = self.spec.build(self.env, device=self.device)
             self.key = key
         return self.agent, self.env
@@ -180,7 +218,13 @@ def _timed_episode(cache: _Cache, job: Job) -> dict[str, Any]:
         result = {"status": "error", "score": 0.0, "success": False, "episode_return": 0.0, "length": 0,
                   "error": f"could not build the env or agent: {type(exc).__name__}: {exc}"[-2000:]}
     else:
-        result = run_episode(agent, env, job.seed)
+        recorder = Recorder(env, agent, env_id=job.env_id, env_kwargs=job.env_kwargs, seed=job.seed,
+                            text_view=cache.spec.text_view, frames_every=job.frames_every)
+        result = run_episode(agent, env, job.seed, recorder=recorder)
+        try:
+            result["trajectory"], result["frames"] = recorder.finish()
+        except Exception:  # noqa: BLE001 - the row is kept even when its trajectory cannot be encoded
+            logger.exception("%s seed %d: the trajectory could not be encoded", job.env_id, job.seed)
     result["time_s"] = time.perf_counter() - start
     return result
 
@@ -423,6 +467,7 @@ def evaluate(
     device: str = "cpu",
     episodes: int | None = None,
     progress: bool = True,
+    record_frames: int = 0,
 ) -> EvalSummary:
     """Evaluate an agent spec on a suite and record one row per episode.
 
@@ -436,6 +481,8 @@ def evaluate(
         device: torch device for learned agents.
         episodes: override every task's episode count (keeps the seeds' start).
         progress: show a progress bar.
+        record_frames: also store a rendered frame (PNG) every this many steps, with the first and
+            the last (0: none). Every episode's trajectory is stored in any case.
 
     Raises:
         ValueError: a bad spec, backend, or a suite naming unregistered ids.
@@ -464,7 +511,7 @@ def evaluate(
             done = store.done_seeds(spec.text, config_hash, task.env_id)
             existing += len(store.recorded_seeds(spec.text, config_hash, task.env_id) & set(task.seeds))
             summary.skipped += len(done & set(task.seeds))
-            jobs += [Job(task.env_id, dict(task.env_kwargs), seed, task.time_limit_s) for seed in task.seeds if seed not in done]
+            jobs += [Job(task.env_id, dict(task.env_kwargs), seed, task.time_limit_s, record_frames) for seed in task.seeds if seed not in done]
         summary.planned = sum(t.episodes for t in suite if t.env_id not in summary.not_covered)
         if existing and not resume:
             raise ResultsExistError(
@@ -473,7 +520,11 @@ def evaluate(
             )
         bar = _Progress(len(jobs), f"{spec.text} on {suite.name}", enabled=progress)
 
+        if record_frames < 0:
+            raise ValueError(f"record_frames must be >= 0, got {record_frames}")
+
         def record(job: Job, result: dict[str, Any]) -> None:
+            trajectory, frames = result.pop("trajectory", None), result.pop("frames", ())
             key = dict(suite=suite.name, env_id=job.env_id, env_version=int(job.env_id.rsplit("-v", 1)[1]), seed=job.seed,
                        agent_spec=spec.text, config_hash=config_hash, **meta)
             row = EpisodeRow(**key, **result)
@@ -486,7 +537,7 @@ def evaluate(
                                  length=max(int(result.get("length", 0)) if isinstance(result.get("length"), int) else 0, 0),
                                  time_s=float(result["time_s"]) if _finite(result.get("time_s")) else 0.0,
                                  error=f"the episode's result was refused: {exc}")
-            if not store.add(row):
+            if not store.add(row, trajectory, frames):
                 summary.recorded_elsewhere += 1
                 bar.advance(row)
                 return
@@ -505,11 +556,12 @@ def _finite(value: Any) -> bool:
 
 
 class _Progress:
-    """A rich progress bar with episodes/s and the running mean score (or nothing)."""
+    """A rich progress bar: episodes done, episodes/s, running success rate and mean score, ETA."""
 
     def __init__(self, total: int, title: str, enabled: bool):
         self.enabled = enabled and total > 0
         self.scores: list[float] = []
+        self.successes = 0
         if self.enabled:
             from rich.progress import (
                 BarColumn,
@@ -517,11 +569,13 @@ class _Progress:
                 Progress,
                 TextColumn,
                 TimeElapsedColumn,
+                TimeRemainingColumn,
             )
 
             self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TextColumn("{task.fields[rate]} ep/s  mean score {task.fields[score]}"), TimeElapsedColumn())
-            self.task = self.progress.add_task(title, total=total, rate="-", score="-")
+                                     TextColumn("{task.fields[rate]} ep/s  success {task.fields[success]}  mean score {task.fields[score]}"),
+                                     TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+            self.task = self.progress.add_task(title, total=total, rate="-", score="-", success="-")
             self.start = time.perf_counter()
 
     def __enter__(self) -> _Progress:
@@ -535,6 +589,9 @@ class _Progress:
 
     def advance(self, row: EpisodeRow) -> None:
         self.scores.append(row.score)
+        self.successes += bool(row.success)
         if self.enabled:
-            rate = len(self.scores) / max(time.perf_counter() - self.start, 1e-9)
-            self.progress.update(self.task, advance=1, rate=f"{rate:.1f}", score=f"{sum(self.scores) / len(self.scores):.3f}")
+            done = len(self.scores)
+            rate = done / max(time.perf_counter() - self.start, 1e-9)
+            self.progress.update(self.task, advance=1, rate=f"{rate:.1f}", success=f"{self.successes / done:.0%}",
+                                 score=f"{sum(self.scores) / done:.3f}")

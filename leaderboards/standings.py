@@ -257,8 +257,23 @@ def _line_chart(title: str, curves: dict[str, list[tuple[float, float]]]) -> str
     return "".join(parts)
 
 
-def render_html(standings: Standings) -> str:
-    """One self-contained HTML page: the table, score and success-rate charts, learning curves."""
+def _episodes_link(text: str, href: str | None, **filters: str) -> str:
+    """``text`` (escaped) as a link to the episode viewer, filtered (``#agent=...&task=...``)."""
+    if href is None:
+        return html.escape(text)
+    from urllib.parse import urlencode
+
+    return f'<a href="{html.escape(href)}#{html.escape(urlencode(filters))}">{html.escape(text)}</a>'
+
+
+def render_html(standings: Standings, *, episodes_href: str | None = None) -> str:
+    """One self-contained HTML page: the table, score and success-rate charts, learning curves.
+
+    Args:
+        standings: what to show.
+        episodes_href: the episode viewer's index (relative URL, e.g. ``episodes/index.html``);
+            when given, every score links to the episodes behind it.
+    """
     if standings.metric == "rating":
         rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in _rating_cells(rank, r)) + "</tr>" for rank, r in enumerate(standings.ratings, 1))
         header = "".join(f"<th>{html.escape(h)}</th>" for h in _RATING_HEADER)
@@ -268,12 +283,13 @@ def render_html(standings: Standings) -> str:
     complete = list(standings.entries)
     legend = "".join(f'<span class="key"><i style="background:{_PALETTE[j % len(_PALETTE)]}"></i>{html.escape(e.agent_spec)}</span>' for j, e in enumerate(complete))
     ranking = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in [str(e.rank), e.agent_spec, e.config_hash[:8], _number(e.overall), f"{e.coverage:.0%}"]) + "</tr>"
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in [str(e.rank), e.agent_spec, e.config_hash[:8]])
+        + f"<td>{_episodes_link(_number(e.overall), episodes_href, agent=e.agent_spec)}</td><td>{e.coverage:.0%}</td></tr>"
         for e in standings.entries
     )
     per_task_header = "<th>task</th>" + "".join(f"<th>#{e.rank} {html.escape(e.agent_spec)}</th>" for e in standings.entries)
     per_task = "".join(
-        f"<tr><td>{html.escape(_short_id(env_id))}</td>" + "".join(f"<td>{html.escape(_cell_text(e.cells.get(env_id)))}</td>" for e in standings.entries) + "</tr>"
+        f"<tr><td>{html.escape(_short_id(env_id))}</td>" + "".join(f"<td>{_episodes_link(_cell_text(e.cells.get(env_id)), episodes_href, agent=e.agent_spec, task=env_id)}</td>" for e in standings.entries) + "</tr>"
         for env_id in standings.env_ids
     )
     charts = [_bar_chart(f"mean {standings.metric} per task" if standings.metric != "return" else "mean score per task", standings.env_ids, complete,

@@ -20,6 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="torch device for learned agents (auto, cpu, cuda)")
     parser.add_argument("--export", default=None, help="also export every row to this .json or .csv file")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--record-frames", type=int, default=0, metavar="K",
+                        help="also store a rendered frame (PNG) every K steps of each episode (default 0: none; trajectories are always stored)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  skipped: {note}")
         for agent in args.agent if suite.kind == "single" else ():
             summary = evaluate(agent, suite, out=out, workers=args.workers, backend=args.backend, resume=args.resume,
-                               device=args.device, episodes=args.episodes, progress=not args.no_progress)
+                               device=args.device, episodes=args.episodes, progress=not args.no_progress, record_frames=args.record_frames)
             statuses = ", ".join(f"{n} {s}" for s, n in sorted(summary.statuses.items())) or "nothing new"
             print(f"{summary.agent_spec} on {summary.suite}: ran {summary.ran} episodes ({statuses}), {summary.skipped} already recorded; results in {summary.store_path}")
             if summary.recorded_elsewhere:

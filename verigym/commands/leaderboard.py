@@ -25,6 +25,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from verigym.leaderboards.store import DEFAULT_DIR, ResultsStore, StoreError
     from verigym.leaderboards.suite import list_suites, load_suite
+    from verigym.leaderboards.viewer import write_viewer
 
     if args.list_suites:
         for name in list_suites():
@@ -39,6 +40,11 @@ def run(args: argparse.Namespace) -> int:
         suite = load_suite(args.suite) if args.suite else None
         with ResultsStore(out, create=False) as store:
             standings = compute_standings(store, suite)
+            rows = store.rows(env_ids=[t.env_id for t in suite] if suite else None)
+            if suite is not None:
+                seeds = {t.env_id: set(t.seeds) for t in suite}
+                rows = [r for r in rows if r.seed in seeds[r.env_id]]
+            viewer = write_viewer(store, out, rows) if rows else None
     except (FileNotFoundError, ValueError, StoreError) as exc:
         print(f"verigym leaderboard: {exc}")
         return 2
@@ -52,6 +58,6 @@ def run(args: argparse.Namespace) -> int:
     render_table(standings)
     stem = f"leaderboard-{suite.name}" if suite else "leaderboard"
     (out / f"{stem}.md").write_text(render_markdown(standings))
-    (out / f"{stem}.html").write_text(render_html(standings))
-    print(f"wrote {out / (stem + '.md')} and {out / (stem + '.html')}")
+    (out / f"{stem}.html").write_text(render_html(standings, episodes_href=viewer.relative_to(out).as_posix() if viewer else None))
+    print(f"wrote {out / (stem + '.md')} and {out / (stem + '.html')}" + (f"; episodes in {viewer}" if viewer else ""))
     return 0

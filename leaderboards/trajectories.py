@@ -1,0 +1,542 @@
+"""Episode trajectories: what the agent saw and did, step by step, stored beside its result row.
+
+A trajectory is one JSON document, zlib-compressed (format 1)::
+
+    {"format": 1, "env_id", "env_kwargs", "seed", "text_view": bool, "instructions": str,
+     "reset": {"observation", "text", "digest", "info"},
+     "steps": [{"action", "observation", "text", "digest", "reward", "terminated", "truncated",
+                "info", "dropped", "generation"}, ...],
+     "messages": [{"role", "content"}, ...]}    # LLM agents that keep a chat history
+
+- ``action`` is the action exactly as the agent gave it (text, int, array ...), encoded losslessly
+  by :func:`encode_value`, so that :func:`replay` can feed it back.
+- ``observation`` is the observation encoded the same way; arrays are stored as zlib-compressed
+  bytes, and arrays over :data:`MAX_ARRAY_BYTES` (GUI screenshots) only by dtype and shape -- frames
+  are opt-in. ``text`` is the env's text view of a non-text observation (``observation_text``).
+  ``digest`` is a SHA-256 prefix of the full observation, so a replay can prove it saw the same.
+- ``info`` keeps the step info entries whose encoding is at most :data:`MAX_INFO_CHARS` characters
+  (verdicts, action errors, masks of small spaces); the names of the others are in ``dropped``.
+- ``generation``: token counts and ids of an LLM reply, when the agent exposes its last reply as
+  ``agent.last_generation`` (an object with ``token_ids``, or a mapping with an OpenAI ``usage``).
+- ``messages``: ``agent.history.messages`` at the end of the episode (what an LLM agent was shown).
+
+Frames (``render()`` as PNG every k-th step, with the first and last) are stored in their own table.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import logging
+import math
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["FORMAT", "Recorder", "ReplayResult", "ReverifyReport", "chat_messages", "decode", "decode_value", "digest",
+           "encode_value", "export_dataset", "replay", "reverify"]
+
+logger = logging.getLogger(__name__)
+
+FORMAT = 1
+MAX_ARRAY_BYTES = 64 * 1024
+"""Observation arrays larger than this (bytes) are recorded by dtype, shape and digest only."""
+MAX_INFO_CHARS = 512
+"""Step-info entries whose JSON encoding is longer than this are left out (their names are kept)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Lossless JSON encoding of actions and observations
+# ---------------------------------------------------------------------------------------------
+
+
+def encode_value(value: Any, *, max_array_bytes: int | None = None) -> Any:
+    """A JSON-able tree from which :func:`decode_value` rebuilds ``value`` exactly.
+
+    Args:
+        value: str, bool, int, float, None, NumPy scalars and arrays (any dtype and shape), and
+            lists, tuples and string-keyed mappings of these.
+        max_array_bytes: arrays larger than this are replaced by ``{"__omitted__": {dtype, shape}}``.
+
+    Returns:
+        Plain JSON values; arrays become ``{"__array__": {"dtype", "shape", "zlib": base64}}``,
+        tuples ``{"__tuple__": [...]}``, non-finite floats ``{"__float__": "nan"}``, anything
+        else ``{"__repr__": str}`` (not rebuilt).
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"__float__": repr(value)}
+    if isinstance(value, np.generic):
+        if isinstance(value, (np.bool_, np.integer, np.floating)):
+            return {"__scalar__": {"dtype": value.dtype.str, "value": encode_value(value.item())}}
+        return encode_value(np.asarray(value), max_array_bytes=max_array_bytes)
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            return {"__repr__": repr(value)[:500]}
+        if max_array_bytes is not None and value.nbytes > max_array_bytes:
+            return {"__omitted__": {"dtype": value.dtype.str, "shape": list(value.shape)}}
+        data = base64.b64encode(zlib.compress(np.ascontiguousarray(value).tobytes(), 6)).decode("ascii")
+        return {"__array__": {"dtype": value.dtype.str, "shape": list(value.shape), "zlib": data}}
+    if isinstance(value, tuple):
+        return {"__tuple__": [encode_value(v, max_array_bytes=max_array_bytes) for v in value]}
+    if isinstance(value, list):
+        return [encode_value(v, max_array_bytes=max_array_bytes) for v in value]
+    if isinstance(value, Mapping) and all(isinstance(k, str) and not k.startswith("__") for k in value):
+        return {k: encode_value(v, max_array_bytes=max_array_bytes) for k, v in value.items()}
+    return {"__repr__": repr(value)[:500]}
+
+
+def decode_value(tree: Any) -> Any:
+    """Inverse of :func:`encode_value` (``__omitted__`` and ``__repr__`` entries come back as they are)."""
+    if isinstance(tree, list):
+        return [decode_value(v) for v in tree]
+    if not isinstance(tree, dict):
+        return tree
+    if len(tree) == 1:
+        (tag, body), = tree.items()
+        if tag == "__array__":
+            raw = zlib.decompress(base64.b64decode(body["zlib"]))
+            return np.frombuffer(raw, dtype=np.dtype(body["dtype"])).reshape(body["shape"]).copy()
+        if tag == "__scalar__":
+            return np.dtype(body["dtype"]).type(decode_value(body["value"]))
+        if tag == "__tuple__":
+            return tuple(decode_value(v) for v in body)
+        if tag == "__float__":
+            return float(body)
+        if tag in ("__omitted__", "__repr__"):
+            return tree
+    return {k: decode_value(v) for k, v in tree.items()}
+
+
+def digest(value: Any) -> str:
+    """A 16-hex-digit SHA-256 prefix of ``value``'s full content (arrays by dtype, shape and bytes)."""
+    hasher = hashlib.sha256()
+
+    def feed(item: Any) -> None:
+        if isinstance(item, np.ndarray) or isinstance(item, np.generic):
+            array = np.ascontiguousarray(item)
+            hasher.update(f"A{array.dtype.str}{array.shape}".encode())
+            hasher.update(array.tobytes())
+        elif isinstance(item, Mapping):
+            hasher.update(b"D")
+            for key in sorted(item, key=str):
+                hasher.update(f"{key!s}:".encode())
+                feed(item[key])
+        elif isinstance(item, (list, tuple)):
+            hasher.update(f"L{len(item)}".encode())
+            for entry in item:
+                feed(entry)
+        else:
+            hasher.update(f"{type(item).__name__}:{item!r};".encode())
+
+    feed(value)
+    return hasher.hexdigest()[:16]
+
+
+def decode(blob: bytes) -> dict[str, Any]:
+    """The trajectory document of a stored blob.
+
+    Raises:
+        ValueError: the blob is not a trajectory of a known format.
+    """
+    try:
+        doc = json.loads(zlib.decompress(blob))
+    except (zlib.error, ValueError) as exc:
+        raise ValueError(f"not a stored trajectory: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ValueError(f"unknown trajectory format {doc.get('format') if isinstance(doc, dict) else None!r}")
+    return doc
+
+
+# ---------------------------------------------------------------------------------------------
+# Recording
+# ---------------------------------------------------------------------------------------------
+
+
+def _text_view(env: Any, observation: Any) -> str | None:
+    if isinstance(observation, str):
+        return None  # the observation is its own text
+    to_text = getattr(getattr(env, "unwrapped", env), "observation_text", None)
+    if not callable(to_text):
+        return None
+    try:
+        return str(to_text(observation))
+    except Exception:  # noqa: BLE001 - a view that fails is simply not recorded
+        return None
+
+
+def _info(info: Mapping[str, Any] | None, skip: tuple[str, ...] = ()) -> tuple[dict[str, Any], list[str]]:
+    kept, dropped = {}, []
+    for key, value in (info or {}).items():
+        if key in skip:
+            continue
+        encoded = encode_value(value, max_array_bytes=MAX_INFO_CHARS)
+        if len(json.dumps(encoded)) <= MAX_INFO_CHARS:
+            kept[str(key)] = encoded
+        else:
+            dropped.append(str(key))
+    return kept, dropped
+
+
+def _generation(agent: Any) -> dict[str, Any] | None:
+    last = getattr(agent, "last_generation", None)
+    if last is None:
+        return None
+    out: dict[str, Any] = {}
+    token_ids = last.get("token_ids") if isinstance(last, Mapping) else getattr(last, "token_ids", None)
+    if token_ids is not None:
+        out["completion_tokens"] = len(token_ids)
+        out["token_ids"] = [int(t) for t in token_ids]
+    usage = last.get("usage") if isinstance(last, Mapping) else getattr(last, "usage", None)
+    if isinstance(usage, Mapping):
+        out.update({k: int(v) for k, v in usage.items() if k in ("prompt_tokens", "completion_tokens", "total_tokens") and isinstance(v, int)})
+    return out or None
+
+
+def _png(frame: Any) -> bytes | None:
+    array = np.asarray(frame) if frame is not None else None
+    if array is None or array.dtype != np.uint8 or array.ndim != 3 or array.shape[2] not in (3, 4):
+        return None
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="PNG", optimize=True)
+    return buffer.getvalue()
+
+
+class Recorder:
+    """Records one episode as the runner plays it.
+
+    Args:
+        env: the env the episode is played on (its ``observation_text`` gives the text view,
+            its ``render()`` the frames).
+        agent: the agent (its ``history.messages`` and ``last_generation`` are read when present).
+        env_id, env_kwargs, seed, text_view: how to rebuild the episode for :func:`replay`.
+        frames_every: render a frame every this many steps (0: no frames). Frames need an env
+            made with ``render_mode="rgb_array"``.
+    """
+
+    def __init__(self, env: Any, agent: Any, *, env_id: str, env_kwargs: Mapping[str, Any], seed: int,
+                 text_view: bool, frames_every: int = 0):
+        self.env, self.agent, self.frames_every = env, agent, int(frames_every)
+        self.doc: dict[str, Any] = {"format": FORMAT, "env_id": env_id, "env_kwargs": encode_value(dict(env_kwargs)), "seed": int(seed),
+                                    "text_view": bool(text_view), "instructions": "", "reset": None, "steps": []}
+        self.frames: list[tuple[int, bytes]] = []
+
+    def _observation(self, observation: Any) -> dict[str, Any]:
+        entry = {"observation": encode_value(observation, max_array_bytes=MAX_ARRAY_BYTES), "digest": digest(observation)}
+        text = _text_view(self.env, observation)
+        if text is not None:
+            entry["text"] = text
+        return entry
+
+    def _frame(self, step: int, last: bool = False) -> None:
+        if self.frames_every <= 0 or not (step % self.frames_every == 0 or last):
+            return
+        if self.frames and self.frames[-1][0] == step:
+            return
+        try:
+            png = _png(self.env.render())
+        except Exception as exc:  # noqa: BLE001 - a frame is optional; the episode goes on
+            logger.debug("no frame at step %d: %s", step, exc)
+            return
+        if png is not None:
+            self.frames.append((step, png))
+
+    def reset(self, observation: Any, info: Mapping[str, Any] | None) -> None:
+        """Record the reset observation and info (``info["instructions"]`` goes to the header)."""
+        instructions = (info or {}).get("instructions")
+        if not isinstance(instructions, str):
+            to_text = getattr(getattr(self.env, "unwrapped", self.env), "instructions", None)
+            try:
+                instructions = str(to_text()) if callable(to_text) else ""
+            except Exception:  # noqa: BLE001
+                instructions = ""
+        self.doc["instructions"] = instructions
+        kept, dropped = _info(info, skip=("instructions",))
+        self.doc["reset"] = {**self._observation(observation), "info": kept, "dropped": dropped}
+        self._frame(0)
+
+    def step(self, action: Any, observation: Any, reward: Any, terminated: Any, truncated: Any, info: Mapping[str, Any] | None) -> None:
+        """Record one step: the action as given and what the env returned."""
+        kept, dropped = _info(info)
+        entry = {"action": encode_value(action), **self._observation(observation), "reward": encode_value(_plain(reward)),
+                 "terminated": bool(terminated), "truncated": bool(truncated), "info": kept}
+        if dropped:
+            entry["dropped"] = dropped
+        generation = _generation(self.agent)
+        if generation:
+            entry["generation"] = generation
+        self.doc["steps"].append(entry)
+        self._frame(len(self.doc["steps"]), last=bool(terminated or truncated))
+
+    def finish(self) -> tuple[bytes, list[tuple[int, bytes]]]:
+        """The compressed document and the frames."""
+        messages = getattr(getattr(self.agent, "history", None), "messages", None)
+        if isinstance(messages, list) and all(isinstance(m, Mapping) and "role" in m and "content" in m for m in messages):
+            self.doc["messages"] = [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
+        blob = zlib.compress(json.dumps(self.doc, separators=(",", ":"), ensure_ascii=False).encode(), 9)
+        return blob, self.frames
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+# ---------------------------------------------------------------------------------------------
+# Chat view (viewer and dataset export)
+# ---------------------------------------------------------------------------------------------
+
+
+def _show(entry: Mapping[str, Any]) -> str:
+    if "text" in entry:
+        return entry["text"]
+    observation = entry.get("observation")
+    return observation if isinstance(observation, str) else json.dumps(observation)[:2000]
+
+
+def _show_action(action: Any) -> str:
+    if isinstance(action, str):
+        return action
+    value = decode_value(action)
+    if isinstance(value, np.ndarray):
+        return json.dumps(value.tolist())
+    if isinstance(value, np.generic):
+        return str(value.item())
+    return value if isinstance(value, str) else json.dumps(encode_value(value))
+
+
+def chat_messages(doc: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The episode as chat messages: the instructions (system), each observation (user), each action
+    (assistant), ending with the last observation when the episode ended on it."""
+    messages = []
+    if doc.get("instructions"):
+        messages.append({"role": "system", "content": doc["instructions"]})
+    if doc.get("reset"):
+        messages.append({"role": "user", "content": _show(doc["reset"])})
+    steps = doc.get("steps", [])
+    for index, step in enumerate(steps):
+        messages.append({"role": "assistant", "content": _show_action(step["action"])})
+        if index + 1 < len(steps):
+            messages.append({"role": "user", "content": _show(step)})
+    return messages
+
+
+# ---------------------------------------------------------------------------------------------
+# Replay
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReplayResult:
+    """What replaying one stored episode gave.
+
+    Attributes:
+        success, score: the verdict of the replay (None when it could not run).
+        diverged_at: the first step whose observation, reward or end flags differ (``0``: the
+            reset observation), None when the replay matched the recording step for step.
+        reasons: why the verdict changed (empty when it did not).
+    """
+
+    success: bool | None
+    score: float | None
+    diverged_at: int | None = None
+    detail: str = ""
+    reasons: list[str] = field(default_factory=list)
+
+
+def replay(doc: Mapping[str, Any], make_env: Callable[[str, dict[str, Any], bool], Any]) -> ReplayResult:
+    """Replay a recorded episode's actions from its seed and recompute the verdict.
+
+    Args:
+        doc: a trajectory document (:func:`decode`).
+        make_env: ``(env_id, env_kwargs, text_view) -> env`` building the env as the runner did.
+
+    Returns:
+        The new verdict and the first divergence from the recording (observation digests,
+        rewards, ``terminated``/``truncated``).
+    """
+    env = make_env(doc["env_id"], decode_value(doc["env_kwargs"]), bool(doc["text_view"]))
+    try:
+        observation, info = env.reset(seed=doc["seed"])
+        result = ReplayResult(None, None)
+        if digest(observation) != doc["reset"]["digest"]:
+            result.diverged_at, result.detail = 0, "the reset observation differs"
+        ended = False
+        for index, step in enumerate(doc["steps"], 1):
+            if ended:
+                if result.diverged_at is None:
+                    result.diverged_at, result.detail = index, "the replayed episode ended earlier"
+                break
+            observation, reward, terminated, truncated, info = env.step(decode_value(step["action"]))
+            ended = bool(terminated or truncated)
+            if result.diverged_at is None:
+                recorded_reward = decode_value(step["reward"])
+                if digest(observation) != step["digest"]:
+                    result.diverged_at, result.detail = index, "the observation differs"
+                elif not _same_number(_plain(reward), recorded_reward):
+                    result.diverged_at, result.detail = index, f"the reward differs ({recorded_reward!r} recorded, {_plain(reward)!r} now)"
+                elif (bool(terminated), bool(truncated)) != (step["terminated"], step["truncated"]):
+                    result.diverged_at, result.detail = index, "terminated/truncated differ"
+        if not ended and result.diverged_at is None:
+            result.diverged_at, result.detail = len(doc["steps"]), "the replayed episode did not end"
+        if ended and "success" in info and "score" in info:
+            result.success, result.score = bool(info["success"]), float(info["score"])
+        return result
+    finally:
+        env.close()
+
+
+def _same_number(a: Any, b: Any) -> bool:
+    try:
+        a, b = float(a), float(b)
+    except (TypeError, ValueError):
+        return a == b
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+# ---------------------------------------------------------------------------------------------
+# Re-verification of a store
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReverifyReport:
+    """What :func:`reverify` found.
+
+    Attributes:
+        checked: episodes replayed.
+        changed: ``(row, reasons)`` of every episode whose ``success`` or ``score`` changed, or
+            whose replay diverged from its recording.
+        skipped: ``(row, why)`` of episodes that were not replayed (error/timeout rows, rows with
+            no trajectory, ids not registered here).
+    """
+
+    checked: int = 0
+    changed: list[tuple[Any, list[str]]] = field(default_factory=list)
+    skipped: list[tuple[Any, str]] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """One line: ``412 episodes re-verified, 0 changed`` (and how many were not replayed)."""
+        line = f"{self.checked} episodes re-verified, {len(self.changed)} changed"
+        return line + (f" ({len(self.skipped)} not replayed)" if self.skipped else "")
+
+
+def reverify(store: Any, rows: list[Any], make_env: Callable[[str, dict[str, Any], bool], Any], *, current: Mapping[str, str],
+             on_row: Callable[[Any, list[str]], None] | None = None) -> ReverifyReport:
+    """Replay stored episodes in the current env versions and compare the verdicts.
+
+    Args:
+        store: a :class:`~verigym.leaderboards.store.ResultsStore`.
+        rows: the rows to re-verify (``ok`` rows are replayed, others are skipped).
+        make_env: builds an env as the runner did (:func:`verigym.leaderboards.runner.make_env`).
+        current: this installation's provenance (``verigym_version``, ``git_sha``), named in the reasons.
+        on_row: called with each changed row and its reasons as soon as it is found.
+
+    Returns:
+        The report; a changed episode's reasons say what changed (the verdict, where the replay
+        diverged) and why it may have (the verifier, or the env, changed since the recording).
+    """
+    import gymnasium as gym
+
+    report = ReverifyReport()
+    for row in rows:
+        if row.status != "ok":
+            report.skipped.append((row, f"status {row.status}"))
+            continue
+        if row.env_id not in gym.registry:
+            report.skipped.append((row, f"{row.env_id} is not registered here (a newer version replaced it?)"))
+            continue
+        blob = store.trajectory(row)
+        if blob is None:
+            report.skipped.append((row, "no trajectory was recorded"))
+            continue
+        try:
+            result = replay(decode(blob), make_env)
+        except Exception as exc:  # noqa: BLE001 - a replay that crashes is a change to report, not a crash
+            result = ReplayResult(None, None, 0, f"the replay raised {type(exc).__name__}: {exc}")
+        report.checked += 1
+        reasons = []
+        if result.success is None:
+            reasons.append(f"the replay gave no verdict ({result.detail or 'no success/score at the end'})")
+        elif result.success != row.success or not math.isclose(result.score, row.score, rel_tol=0, abs_tol=1e-9):
+            cause = "the replay diverged" if result.diverged_at is not None else "the verifier changed (same steps, new verdict)"
+            reasons.append(f"success {row.success} -> {result.success}, score {row.score:g} -> {result.score:g}: {cause}")
+        if result.diverged_at is not None and result.success is not None:
+            reasons.append(f"replay diverged at step {result.diverged_at}: {result.detail}")
+        if reasons:
+            if (row.verigym_version, row.git_sha) != (current.get("verigym_version"), current.get("git_sha")):
+                reasons.append(f"recorded with verigym {row.verigym_version} ({row.git_sha[:12]}), now {current.get('verigym_version')} "
+                               f"({str(current.get('git_sha'))[:12]}): the env or its verifier changed since")
+            report.changed.append((row, reasons))
+            if on_row is not None:
+                on_row(row, reasons)
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# Dataset export
+# ---------------------------------------------------------------------------------------------
+
+
+def dataset_records(store: Any, rows: list[Any]) -> list[dict[str, Any]]:
+    """One record per episode with a trajectory, in the chat format of Hugging Face ``datasets``.
+
+    Each record: ``messages`` (list of ``{"role", "content"}``), ``reward`` (the episode return),
+    ``score``, ``success``, ``env_id``, ``seed``, ``agent``, ``config_hash``, ``status``, ``length``,
+    ``suite``, and ``provenance`` (a JSON string: verigym version, git SHA, packages, Python, time).
+    """
+    records = []
+    for row in rows:
+        blob = store.trajectory(row)
+        if blob is None:
+            continue
+        doc = decode(blob)
+        records.append({
+            "messages": chat_messages(doc), "reward": float(row.episode_return), "score": float(row.score), "success": bool(row.success),
+            "env_id": row.env_id, "seed": int(row.seed), "agent": row.agent_spec, "config_hash": row.config_hash, "status": row.status,
+            "length": int(row.length), "suite": row.suite,
+            "provenance": json.dumps({"verigym_version": row.verigym_version, "git_sha": row.git_sha, "packages": json.loads(row.packages),
+                                      "python": row.python, "created_at": row.created_at}, sort_keys=True),
+        })
+    return records
+
+
+def export_dataset(records: list[dict[str, Any]], path: Any, fmt: str) -> Any:
+    """Write records as JSON Lines (``jsonl``) or Parquet (``parquet``, needs ``pyarrow``).
+
+    Raises:
+        ValueError: an unknown format.
+        RuntimeError: ``parquet`` without pyarrow.
+    """
+    import pathlib
+
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "jsonl":
+        with path.open("w", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    elif fmt == "parquet":
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise RuntimeError('Parquet export needs pyarrow: pip install "verigym[trl]" (or pyarrow)') from None
+        schema = pa.schema([
+            ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))), ("reward", pa.float64()),
+            ("score", pa.float64()), ("success", pa.bool_()), ("env_id", pa.string()), ("seed", pa.int64()), ("agent", pa.string()),
+            ("config_hash", pa.string()), ("status", pa.string()), ("length", pa.int64()), ("suite", pa.string()), ("provenance", pa.string()),
+        ])
+        pq.write_table(pa.Table.from_pylist(records, schema=schema), path)
+    else:
+        raise ValueError(f"format must be jsonl or parquet, got {fmt!r}")
+    return path

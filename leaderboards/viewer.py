@@ -1,0 +1,176 @@
+"""The episode viewer: static HTML pages (no server) over the stored trajectories.
+
+``write_viewer(store, folder)`` writes ``folder/episodes/index.html`` -- every episode in a table,
+filtered by task, agent and success (``index.html#agent=random&task=verigym/GuessNumber-v0&success=1``
+opens filtered; the standings page links its scores there) -- and one page per episode with the
+verdict, the conversation (system rules, observations as user turns, actions as assistant turns) or
+the action/observation table, the per-step rewards and infos, the LLM agent's own messages and
+token counts when recorded, and the frames as a filmstrip.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import pathlib
+from typing import Any
+
+from verigym.leaderboards.trajectories import chat_messages, decode
+
+__all__ = ["episode_filename", "write_viewer"]
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; font-size: 13px; margin: 1em 0; }
+th, td { border: 1px solid #ccc; padding: 4px 8px; vertical-align: top; text-align: left; }
+th { background: #f0f0f0; } td.num { text-align: right; }
+pre { margin: 0; white-space: pre-wrap; font-family: ui-monospace, monospace; font-size: 12px; }
+.turn { border-radius: 8px; padding: 8px 12px; margin: 6px 0; max-width: 60em; }
+.system { background: #eee; } .user { background: #e3eefa; } .assistant { background: #fdebd3; margin-left: 3em; }
+.role { font-size: 11px; font-weight: bold; text-transform: uppercase; color: #555; }
+.ok { color: #1a7f37; font-weight: bold; } .fail { color: #b42318; font-weight: bold; }
+.film { display: flex; gap: 6px; overflow-x: auto; } .film figure { margin: 0; font-size: 11px; text-align: center; }
+.film img { height: 160px; border: 1px solid #ccc; image-rendering: pixelated; }
+label { margin-right: 1.5em; }
+"""
+
+_FILTER_SCRIPT = """
+const params = new URLSearchParams(location.hash.slice(1));
+const selects = {task: document.getElementById('task'), agent: document.getElementById('agent'), success: document.getElementById('success')};
+for (const [name, box] of Object.entries(selects)) {
+  if (params.has(name)) box.value = params.get(name);
+  box.addEventListener('change', apply);
+}
+function apply() {
+  let shown = 0;
+  for (const row of document.querySelectorAll('#episodes tbody tr')) {
+    const keep = Object.entries(selects).every(([name, box]) => box.value === '' || row.dataset[name] === box.value);
+    row.style.display = keep ? '' : 'none';
+    shown += keep;
+  }
+  document.getElementById('count').textContent = shown;
+  const state = new URLSearchParams(Object.entries(selects).filter(([, box]) => box.value !== '').map(([name, box]) => [name, box.value]));
+  history.replaceState(null, '', '#' + state.toString());
+}
+apply();
+"""
+
+
+def episode_filename(row: Any) -> str:
+    """The page name of one episode: a hash of its key (agent spec, config hash, env id, seed)."""
+    key = json.dumps([row.agent_spec, row.config_hash, row.env_id, row.seed])
+    return f"{hashlib.sha256(key.encode()).hexdigest()[:20]}.html"
+
+
+def _page(title: str, body: str, script: str = "") -> str:
+    tail = f"<script>{script}</script>" if script else ""
+    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+            f"<style>{_STYLE}</style></head><body>{body}{tail}</body></html>\n")
+
+
+def _verdict(row: Any) -> str:
+    mark = '<span class="ok">success</span>' if row.success else '<span class="fail">no success</span>'
+    text = f"{mark} &middot; score {row.score:.3f} &middot; return {row.episode_return:.3f} &middot; {row.length} steps &middot; status {html.escape(row.status)}"
+    if row.error:
+        text += f"<pre>{html.escape(row.error)}</pre>"
+    return text
+
+
+def _pre(text: Any) -> str:
+    return f"<pre>{html.escape(text if isinstance(text, str) else json.dumps(text))}</pre>"
+
+
+def _observation_cell(entry: dict[str, Any]) -> str:
+    if "text" in entry:
+        return _pre(entry["text"])
+    observation = entry.get("observation")
+    if isinstance(observation, str):
+        return _pre(observation)
+    return _pre(json.dumps(observation)[:600])
+
+
+def _episode_page(row: Any, doc: dict[str, Any] | None, frames: list[tuple[int, bytes]]) -> str:
+    title = f"{row.env_id} seed {row.seed} — {row.agent_spec}"
+    parts = [f'<p><a href="index.html">all episodes</a></p><h1>{html.escape(title)}</h1>',
+             f'<p id="verdict">{_verdict(row)}</p>',
+             f"<p>recorded {html.escape(row.created_at)} with verigym {html.escape(row.verigym_version)} ({html.escape(row.git_sha[:12])}), "
+             f"config {html.escape(row.config_hash[:12])}, {row.time_s:.2f} s</p>"]
+    if doc is None:
+        parts.append("<p>No trajectory was recorded for this episode.</p>")
+        return _page(title, "".join(parts))
+    if frames:
+        figures = "".join(f'<figure><img alt="step {step}" src="data:image/png;base64,{base64.b64encode(png).decode()}"><figcaption>step {step}</figcaption></figure>'
+                          for step, png in frames)
+        parts.append(f'<h2>Frames</h2><div class="film" id="filmstrip">{figures}</div>')
+    turns = []
+    rewards = [s.get("reward") for s in doc.get("steps", [])]
+    step_index = 0
+    for message in chat_messages(doc):
+        extra = ""
+        if message["role"] == "assistant" and step_index < len(rewards):
+            step = doc["steps"][step_index]
+            step_index += 1
+            notes = [f"step {step_index}", f"reward {json.dumps(rewards[step_index - 1])}"]
+            if step.get("info", {}).get("action_error"):
+                notes.append(f"action error: {step['info']['action_error']}")
+            if step.get("generation"):
+                notes.append(", ".join(f"{k} {v}" for k, v in step["generation"].items() if k != "token_ids"))
+            extra = f'<div class="role">{html.escape(" · ".join(str(n) for n in notes))}</div>'
+        turns.append(f'<div class="turn {message["role"]}"><div class="role">{message["role"]}</div>{_pre(message["content"])}{extra}</div>')
+    parts.append(f'<h2>Transcript</h2><div id="transcript">{"".join(turns)}</div>')
+    rows = []
+    for index, step in enumerate(doc.get("steps", []), 1):
+        info = {k: v for k, v in step.get("info", {}).items()}
+        rows.append(f'<tr><td class="num">{index}</td><td>{_pre(step["action"] if isinstance(step["action"], str) else json.dumps(step["action"]))}</td>'
+                    f'<td class="num">{html.escape(json.dumps(step.get("reward")))}</td><td>{"terminated" if step["terminated"] else ""}{"truncated" if step["truncated"] else ""}</td>'
+                    f"<td>{_observation_cell(step)}</td><td>{_pre(json.dumps(info)[:800])}</td></tr>")
+    parts.append('<h2>Steps</h2><table id="steps"><thead><tr><th>step</th><th>action</th><th>reward</th><th>end</th><th>observation</th><th>info</th></tr></thead>'
+                 f'<tbody>{"".join(rows)}</tbody></table>')
+    if doc.get("messages"):
+        own = "".join(f'<div class="turn {html.escape(m["role"])}"><div class="role">{html.escape(m["role"])}</div>{_pre(m["content"])}</div>' for m in doc["messages"])
+        parts.append(f"<h2>The agent's own context at the end</h2>{own}")
+    return _page(title, "".join(parts))
+
+
+def _select(name: str, values: list[tuple[str, str]]) -> str:
+    options = "".join(f'<option value="{html.escape(v)}">{html.escape(label)}</option>' for v, label in values)
+    return f'<label>{name} <select id="{name}"><option value="">all</option>{options}</select></label>'
+
+
+def write_viewer(store: Any, folder: str | pathlib.Path, rows: list[Any] | None = None) -> pathlib.Path:
+    """Write the viewer into ``folder/episodes``.
+
+    Args:
+        store: a :class:`~verigym.leaderboards.store.ResultsStore`.
+        folder: the results folder (the standings pages sit beside ``episodes/``).
+        rows: the episodes to show (default: every row of the store).
+
+    Returns:
+        The path of ``episodes/index.html``.
+    """
+    target = pathlib.Path(folder) / "episodes"
+    target.mkdir(parents=True, exist_ok=True)
+    rows = store.rows() if rows is None else rows
+    lines = []
+    for row in rows:
+        blob = store.trajectory(row)
+        doc = decode(blob) if blob is not None else None
+        name = episode_filename(row)
+        (target / name).write_text(_episode_page(row, doc, store.frames(row)), encoding="utf-8")
+        lines.append(f'<tr data-task="{html.escape(row.env_id)}" data-agent="{html.escape(row.agent_spec)}" data-success="{int(row.success)}">'
+                     f'<td>{html.escape(row.env_id)}</td><td>{html.escape(row.agent_spec)}</td><td class="num">{row.seed}</td>'
+                     f'<td>{html.escape(row.status)}</td><td>{"yes" if row.success else "no"}</td>'
+                     f'<td class="num"><a href="{name}">{row.score:.3f}</a></td><td class="num">{row.episode_return:.3f}</td>'
+                     f'<td class="num">{row.length}</td></tr>')
+    tasks = sorted({r.env_id for r in rows})
+    agents = sorted({r.agent_spec for r in rows})
+    filters = (_select("task", [(t, t) for t in tasks]) + _select("agent", [(a, a) for a in agents])
+               + _select("success", [("1", "success"), ("0", "no success")]))
+    body = (f'<h1>Episodes</h1><p>{filters} <span id="count">{len(rows)}</span> shown; open an episode from its score.</p>'
+            '<table id="episodes"><thead><tr><th>task</th><th>agent</th><th>seed</th><th>status</th><th>success</th><th>score</th>'
+            f'<th>return</th><th>length</th></tr></thead><tbody>{"".join(lines)}</tbody></table>')
+    index = target / "index.html"
+    index.write_text(_page("verigym episodes", body, _FILTER_SCRIPT), encoding="utf-8")
+    return index
