@@ -8,13 +8,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from verigym.core import UnicodeText, action_error_info, episode_end
+from verigym.core import EpisodeGuard, UnicodeText, action_error_info, episode_end
 
 _LEAK: list[int] = []
 
 
-class CountdownTextEnv(gym.Env):
-    """A correct baseline: say the number shown; 5 turns. Subclasses break one rule each."""
+class KeepsGoingEnv(gym.Env):
+    """Say the number shown; 5 turns -- but ``step`` keeps playing after the episode ended (a second
+    terminal reward, a verdict that changes). :class:`CountdownTextEnv` is the correct version."""
 
     metadata = {"render_modes": [], "family": "text"}
 
@@ -55,6 +56,35 @@ class CountdownTextEnv(gym.Env):
             episode_end(info, success=correct, score=float(correct))
         self._target = self._draw()
         return self._obs(), float(correct), terminated, truncated, info
+
+
+class CountdownTextEnv(EpisodeGuard, KeepsGoingEnv):
+    """A correct baseline: the same game, ended episodes refuse ``step`` until ``reset``
+    (:class:`verigym.core.EpisodeGuard`). Subclasses break one rule each."""
+
+
+class CrashesAfterEndEnv(KeepsGoingEnv):
+    """Fails after the end with an error from inside (``KeyError``), not one saying to reset."""
+
+    def reset(self, *, seed=None, options=None):
+        self._state = {"target": 0}
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        self._state["target"]  # noqa: B018  (the crash: a KeyError once the episode ended)
+        result = super().step(action)
+        if result[2] or result[3]:
+            self._state.clear()
+        return result
+
+
+class ForgetsEndOnCopyEnv(CountdownTextEnv):
+    """Refuses ``step`` after the end, but its pickled and deep copies forget that the episode ended."""
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_episode_over", None)
+        return state
 
 
 class IgnoresSeedEnv(CountdownTextEnv):

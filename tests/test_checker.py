@@ -32,6 +32,9 @@ def test_correct_baseline_passes():
         (broken_envs.LeaksStateEnv, "reset_leak", "state kept across reset"),
         (broken_envs.NoVerdictEnv, "episode_end", "info['success']"),
         (broken_envs.BoxCrashEnv, "malformed_actions", "NaN"),
+        (broken_envs.KeepsGoingEnv, "step_after_end", "the env: step ran on"),
+        (broken_envs.CrashesAfterEndEnv, "step_after_end", "raised KeyError"),
+        (broken_envs.ForgetsEndOnCopyEnv, "step_after_end", "its deep copy: step ran on"),
     ],
 )
 def test_broken_env_is_caught(env_class, check, words):
@@ -61,3 +64,28 @@ def test_every_check_has_a_result():
     report = check_env("verigym/Treasure-7x7-v0", steps=50)
     assert [r.name for r in report.results] == list(ALL_CHECKS)
     assert report.passed, report.format()
+
+
+@pytest.mark.parametrize("env_id", ["verigym/DoorKey-5x5-v0", "verigym/Wordle-Easy-v0", "verigym/TicTacToe-Random-v0"])
+def test_registered_envs_refuse_step_after_end(env_id):
+    """Families whose base class used to keep going (grid) and ones that refused by hand."""
+    report = check_env(env_id, steps=60, checks=["step_after_end"])
+    assert report.passed, report.format()
+    assert "the next step raised" in report.results[0].detail
+
+
+def test_step_after_end_reports_an_error_that_does_not_say_reset():
+    class Terse(broken_envs.KeepsGoingEnv):
+        def reset(self, *, seed=None, options=None):
+            self._over = False
+            return super().reset(seed=seed, options=options)
+
+        def step(self, action):
+            if self._over:
+                raise RuntimeError("no")
+            result = super().step(action)
+            self._over = result[2] or result[3]
+            return result
+
+    failed = _failed(Terse, checks=["step_after_end"])
+    assert "say that reset() is needed" in failed["step_after_end"]

@@ -1,13 +1,19 @@
 from __future__ import annotations
 
+import copy
+import inspect
 import math
+import pickle
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
 
 from verigym.core import (
     ActionParseError,
+    EpisodeEndedError,
+    EpisodeGuard,
     UnicodeText,
     action_error_info,
     coerce_action,
@@ -63,3 +69,97 @@ def test_unicode_text_contains_any_string():
     assert not space.contains("x" * 11)
     assert not space.contains(b"bytes")
     assert space.contains(space.sample())
+
+
+# -- the episode boundary (EpisodeGuard) ------------------------------------------------------------
+class _Counter(gym.Env):
+    """Counts steps; terminates at ``goal``, truncates at 5; not guarded by itself."""
+
+    observation_space = spaces.Discrete(100)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, goal: int = 3):
+        self.goal, self.count, self.paid = goal, 0, 0.0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.count = 0
+        return 0, {}
+
+    def step(self, action):
+        self.count += 1
+        terminated = self.count == self.goal
+        reward = 1.0 if terminated else 0.0
+        self.paid += reward
+        return self.count, reward, terminated, not terminated and self.count >= 5, {}
+
+
+class _Guarded(EpisodeGuard, _Counter):
+    """The guard mixed into a class whose ``step`` is inherited from a base that is no guard."""
+
+
+class _Extended(_Guarded):
+    """A subclass whose ``step`` calls ``super().step`` (both are guarded)."""
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = super().step(action)
+        info["extended"] = True
+        return observation, reward, terminated, truncated, info
+
+
+@pytest.mark.parametrize("env_class", [_Guarded, _Extended])
+def test_step_after_the_end_raises_until_reset(env_class):
+    env = env_class()
+    env.reset(seed=0)
+    results = [env.step(1) for _ in range(3)]
+    assert results[-1][2] and env.paid == 1.0
+    for _ in range(2):
+        with pytest.raises(EpisodeEndedError, match=rf"{env_class.__name__}.step\(\) was called after the episode ended.*call reset\(\)"):
+            env.step(1)
+    assert env.count == 3 and env.paid == 1.0  # the env's own step never ran: no second reward
+    env.reset(seed=1)
+    assert env.step(1)[0] == 1
+
+
+def test_truncation_ends_the_episode_too_and_the_error_is_both_kinds():
+    env = _Guarded(goal=99)
+    env.reset()
+    while not env.step(0)[3]:
+        pass
+    with pytest.raises(RuntimeError):
+        env.step(0)
+    with pytest.raises(gym.error.ResetNeeded):
+        env.step(0)
+
+
+def test_the_outermost_step_decides_whether_the_episode_ended():
+    class Continues(_Guarded):
+        """Re-opens the inner step's end (a design choice of the subclass): the outer step rules."""
+
+        def step(self, action):
+            observation, reward, terminated, truncated, info = super().step(action)
+            return observation, reward, False, truncated, info
+
+    env = Continues(goal=1)
+    env.reset()
+    assert env.step(0)[2] is False
+    env.step(0)  # not refused: the episode did not end for the caller
+
+
+def test_finished_state_survives_pickle_and_deepcopy():
+    env = _Extended(goal=1)
+    env.reset(seed=0)
+    env.step(0)
+    for clone in (pickle.loads(pickle.dumps(env)), copy.deepcopy(env)):
+        with pytest.raises(EpisodeEndedError):
+            clone.step(0)
+        clone.reset()
+        clone.step(0)
+    with pytest.raises(EpisodeEndedError):  # the original is untouched by its copies' resets
+        env.step(0)
+
+
+def test_guard_keeps_signatures_and_wraps_once():
+    assert "seed" in inspect.signature(_Extended.reset).parameters  # gymnasium's checker reads it
+    assert _Extended.reset is _Guarded.reset  # inherited guarded methods are not wrapped again
+    assert _Guarded.step.__wrapped__ is _Counter.step

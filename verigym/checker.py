@@ -36,6 +36,11 @@ Checks (each reports what was tried and what happened):
 ``episode_end``
     every step that ends an episode carries ``info["success"]`` (bool) and ``info["score"]``
     (float in [0, 1]).
+``step_after_end``
+    after the step that ends an episode, another ``step`` raises a clear error (a ``RuntimeError``
+    or ``gymnasium.error.Error`` whose message says to call ``reset``) instead of paying a second
+    terminal reward or changing the verdict -- also on a ``deepcopy`` and a ``pickle`` copy of the
+    finished env -- and after ``reset`` the env steps again.
 ``close_twice``
     ``close()`` can be called twice.
 
@@ -90,6 +95,7 @@ ALL_CHECKS = (
     "malformed_actions",
     "text_view",
     "episode_end",
+    "step_after_end",
     "close_twice",
 )
 
@@ -381,6 +387,20 @@ def _malformed_cases(space: spaces.Space) -> list[tuple[str, Any, bool]]:
                 cases.append((f"{key}: {label}", action, must))
         return cases
     return []
+
+
+def _refuses_step(env: gym.Env, action: Any, label: str) -> str | None:
+    """``None`` if ``env.step(action)`` raises a clear error telling to reset, else the problem."""
+    try:
+        observation, reward, terminated, truncated, info = env.step(action)
+    except (RuntimeError, gym.error.Error) as exc:
+        if "reset" in str(exc).lower():
+            return None
+        return f"{label}: step raised {type(exc).__name__}: {_short(str(exc))} -- say that reset() is needed"
+    except Exception as exc:
+        return f"{label}: step raised {type(exc).__name__}: {_short(str(exc))}, not a clear error saying to call reset()"
+    verdict = f", success={info.get(SUCCESS)!r}, score={info.get(SCORE)!r}" if isinstance(info, dict) and SUCCESS in info else ""
+    return f"{label}: step ran on (reward {_short(reward)}, terminated={terminated!r}, truncated={truncated!r}{verdict}) instead of raising"
 
 
 class _Checker:
@@ -683,6 +703,46 @@ class _Checker:
         if self.episode_end_problems:
             return "fail", "\n".join(self.episode_end_problems)
         return "pass", f"{self.episode_ends} episode ends checked"
+
+    def step_after_end(self) -> tuple[Status, str]:
+        budget = 20 * max(self.steps, 100)
+        env = self.factory()
+        copies: list[gym.Env] = []
+        try:
+            source = _ActionSource(env, self.seed)
+            _, info = env.reset(seed=self.seed)
+            taken, result = 0, None
+            while result is None or not (result[2] or result[3]):
+                if taken == budget:
+                    return "skip", f"no episode ended within {budget} steps (see the episode_end check)"
+                result = env.step(source(info))
+                info, taken = result[4], taken + 1
+            ended = f"step {taken} {'terminated' if result[2] else 'truncated'} the episode"
+            after = _ActionSource(env, self.seed + 1, oracle=False)  # an oracle may not answer after the end
+            problems = []
+            for label, make_copy in (("its deep copy", copy.deepcopy), ("its pickled copy", lambda e: pickle.loads(pickle.dumps(e)))):
+                try:
+                    copies.append(make_copy(env))
+                except Exception:  # reported by the pickle_deepcopy check
+                    continue
+                if problem := _refuses_step(copies[-1], after(info), label):
+                    problems.append(problem)
+            if problem := _refuses_step(env, after(info), "the env"):
+                problems.insert(0, problem)
+            if problems:
+                return "fail", f"{ended}; then " + "\n".join(problems) + (
+                    "\nA finished episode must stay finished: raise an error until reset() (derive the env from "
+                    "verigym.core.EpisodeGuard, or raise gymnasium.error.ResetNeeded in step)"
+                )
+            _, info = env.reset(seed=self.seed + 1)
+            try:
+                env.step(after(info))
+            except Exception as exc:
+                return "fail", f"{ended}; after reset() the next step still raised {type(exc).__name__}: {_short(str(exc))}"
+        finally:
+            for item in (env, *copies):
+                item.close()
+        return "pass", f"{ended}; the next step raised"
 
     def close_twice(self) -> tuple[Status, str]:
         env = self.factory()

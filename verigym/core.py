@@ -8,18 +8,25 @@
   penalty and ``info["action_error"]`` (str). :func:`episode_end` and :func:`action_error_info`
   build those entries; :func:`coerce_action` turns whatever an agent produced into a valid element
   of a tensor action space or raises :class:`ActionParseError` saying what was wrong.
+* The episode boundary: after a step returned ``terminated`` or ``truncated``, ``step`` raises
+  :class:`EpisodeEndedError` until ``reset``. :class:`EpisodeGuard`, a base of every family's base
+  class, enforces it for every subclass, so no env can pay a second terminal reward or change its
+  verdict after the end.
 
-This module imports only numpy and gymnasium's spaces.
+This module imports only numpy and gymnasium's spaces and errors.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 from gymnasium import spaces
+from gymnasium.error import ResetNeeded
 
 __all__ = [
     "ACTION_CANDIDATES",
@@ -27,6 +34,8 @@ __all__ = [
     "ACTION_MASK",
     "UnicodeText",
     "ActionParseError",
+    "EpisodeEndedError",
+    "EpisodeGuard",
     "FAMILIES",
     "OracleInterface",
     "Family",
@@ -62,6 +71,84 @@ class ActionParseError(ValueError):
     The message is meant for the agent: it says what was wrong and what format is expected, and it
     becomes ``info["action_error"]``. Subclasses :class:`ValueError`.
     """
+
+
+class EpisodeEndedError(ResetNeeded, RuntimeError):
+    """``step`` was called after the episode ended (or a multi-agent game is over); call ``reset``.
+
+    A programmer error of the loop driving the env, not of the agent. Subclasses Gymnasium's
+    :class:`gymnasium.error.ResetNeeded` and :class:`RuntimeError`, so either catches it.
+    """
+
+
+def _episode_ended_message(env: Any) -> str:
+    return (
+        f"{type(env).__name__}.step() was called after the episode ended (the last step returned "
+        "terminated or truncated); call reset() to start a new episode"
+    )
+
+
+def _guard_step(step: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a ``step``: refuse to run after the end, and record whether this step ended the episode.
+
+    Nested guarded steps (a subclass ``step`` calling ``super().step``) each assign the flag; the
+    outermost, which returns last, has the final word.
+    """
+
+    @functools.wraps(step)
+    def guarded_step(self: Any, action: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._episode_over:
+            raise EpisodeEndedError(_episode_ended_message(self))
+        result = step(self, action, *args, **kwargs)
+        self._episode_over = bool(result[2] or result[3])
+        return result
+
+    guarded_step.__episode_guard__ = True  # type: ignore[attr-defined]
+    return guarded_step
+
+
+def _guard_reset(reset: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a ``reset``: a reset that returns starts a new episode, so ``step`` is allowed again."""
+
+    @functools.wraps(reset)
+    def guarded_reset(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = reset(self, *args, **kwargs)
+        self._episode_over = False
+        return result
+
+    guarded_reset.__episode_guard__ = True  # type: ignore[attr-defined]
+    return guarded_reset
+
+
+class EpisodeGuard:
+    """Mixin that enforces the episode boundary (DESIGN.md section 2) on every subclass.
+
+    Put it first in the bases of a family's base class (``class GridEnv(EpisodeGuard,
+    gym.Env[...])``). The ``step`` and ``reset`` of the class and of every subclass (defined there
+    or inherited from a base that is no guard) are wrapped when the class is created
+    (:meth:`__init_subclass__`), so a new env gets the contract without writing code for it:
+
+    * after a ``step`` that returned ``terminated`` or ``truncated``, the next ``step`` raises
+      :class:`EpisodeEndedError` -- before the env's own code runs, so nothing about the finished
+      episode (reward, verdict, state) can change;
+    * a ``reset`` that returns clears the flag.
+
+    The flag is the instance attribute ``_episode_over`` (class default ``False``), so it is pickled
+    and deep-copied with the instance ``__dict__``; an env with a custom ``__getstate__`` must carry
+    it over. Stepping before the first ``reset`` is left to the env (and to Gymnasium's
+    ``OrderEnforcing`` wrapper that ``gymnasium.make`` adds). The cost is one Python call per step.
+    """
+
+    _episode_over: bool = False
+    """Whether the last step ended the episode (``step`` refuses to run until ``reset``)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, guard in (("step", _guard_step), ("reset", _guard_reset)):
+            # the method the class resolves to, also one inherited from a base that is no guard
+            method = getattr(cls, name, None)
+            if inspect.isfunction(method) and not getattr(method, "__episode_guard__", False):
+                setattr(cls, name, guard(method))
 
 
 @runtime_checkable

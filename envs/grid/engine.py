@@ -39,6 +39,7 @@ from gymnasium import spaces
 from verigym.core import (
     ACTION_MASK,
     ActionParseError,
+    EpisodeGuard,
     action_error_info,
     coerce_action,
     episode_end,
@@ -496,7 +497,7 @@ def standing_goal(height: int, width: int, targets: Iterable[tuple[int, int]]) -
 
 
 # -- the single-agent base class ----------------------------------------------------------------
-class GridEnv(gym.Env[np.ndarray, np.int64]):
+class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
     """Base class of the single-agent grid tasks (the template-method pattern of MiniGrid).
 
     A subclass implements :meth:`_gen_grid`, which fills ``self.grid`` (a :class:`Grid`), sets
@@ -520,6 +521,9 @@ class GridEnv(gym.Env[np.ndarray, np.int64]):
     where ``optimal_steps`` is the length of the oracle's plan from the start state; it is in
     ``info["optimal_steps"]`` on a successful episode end (on failures only when already known, so
     that failing episodes never pay for planning) and always in :attr:`optimal_steps`.
+
+    After the step that ends an episode (``terminated`` or ``truncated``), ``step`` raises
+    :class:`verigym.core.EpisodeEndedError` until ``reset`` (:class:`verigym.core.EpisodeGuard`).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 10, "family": "grid"}

@@ -12,6 +12,7 @@ from gymnasium import spaces
 from verigym.core import (
     ACTION_MASK,
     ActionParseError,
+    EpisodeGuard,
     action_error_info,
     coerce_action,
     episode_end,
@@ -25,7 +26,7 @@ ACTION_NAMES = ("up", "right", "down", "left")
 SYMBOLS = {EMPTY: ".", WALL: "#", TREASURE: "T", AGENT: "A"}
 
 
-class TreasureEnv(gym.Env[np.ndarray, np.int64]):
+class TreasureEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
     """Walk to the treasure on a grid with random walls.
 
     ## Description

@@ -14,6 +14,7 @@ from gymnasium import spaces
 
 from verigym.core import (
     ActionParseError,
+    EpisodeGuard,
     UnicodeText,
     action_error_info,
     coerce_action,
@@ -63,7 +64,7 @@ class GuiActionSpace(spaces.Dict):
         )
 
 
-class GuiEnv(gym.Env[dict[str, Any], dict[str, Any]]):
+class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
     """A web or phone-style app task on a real headless Chromium, acted on with clicks and keys.
 
     ## Description
@@ -115,7 +116,9 @@ class GuiEnv(gym.Env[dict[str, Any], dict[str, Any]]):
     state (values the page's own event handlers recorded) with the generated spec; page text never
     counts. ``success`` = verified, ``score`` = 1.0 or 0.0. Truncated after ``max_steps`` steps
     (``success=False``, ``score=0``), or at once if the browser crashed (``info["browser_crashed"]``;
-    the next ``reset`` relaunches it).
+    the next ``reset`` relaunches it). After the end, ``step`` raises
+    :class:`verigym.core.EpisodeEndedError` until ``reset``: the page is not acted on again and the
+    verdict cannot change.
 
     ## Arguments
     * ``task`` (str): one of the task kinds above.
@@ -341,6 +344,7 @@ class GuiEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             "log": copy.deepcopy(self._log),
             "steps": self._steps,
             "over": self._over,
+            "episode_over": self._episode_over,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -350,6 +354,7 @@ class GuiEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             generator.bit_generator.state = state["rng"]
             self._np_random = generator
         self._spec, self._steps, self._over = state["spec"], state["steps"], state["over"]
+        self._episode_over = bool(state.get("episode_over", False))
         if self._spec is not None and not self._over:
             self._load()
             for action in state["log"]:

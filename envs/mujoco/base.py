@@ -38,7 +38,13 @@ import mujoco  # noqa: E402
 import numpy as np
 from gymnasium import spaces
 
-from verigym.core import ActionParseError, action_error_info, coerce_action, episode_end
+from verigym.core import (
+    ActionParseError,
+    EpisodeGuard,
+    action_error_info,
+    coerce_action,
+    episode_end,
+)
 from verigym.textview import format_value, parse_value
 
 __all__ = ["MujocoGoalEnv", "REWARD_TYPES", "SCENE_XML", "planar_body_xml", "top_camera_xml", "planar_motors_xml", "validate_choice", "validate_number"]
@@ -121,7 +127,7 @@ def _format_numbers(values: np.ndarray, precision: int = 4) -> str:
     return "[" + ", ".join(f"{float(v):.{precision}g}" for v in np.ravel(values)) + "]"
 
 
-class MujocoGoalEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
+class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
     """Base class of the goal-conditioned MuJoCo tasks (see the module docstring).
 
     Subclasses set ``metadata`` (``render_fps`` follows ``dt``), call :meth:`_setup` at the end of

@@ -1,4 +1,8 @@
-"""The turn-based game template shared by the AEC environments of the ``multiagent`` family.
+"""The bases of the ``multiagent`` family: the turn-based (AEC) game template and the parallel base.
+
+:class:`ParallelGame` is the base of the parallel (simultaneous-move) games: it checks every joint
+action before the game's ``step`` runs (see its docstring), so each parallel game gets the contract
+without code.
 
 A game subclasses :class:`TurnBasedGame` and fills in the rules (a template method, like
 MiniGrid's ``_gen_grid``): :meth:`~TurnBasedGame._new_game`, :meth:`~TurnBasedGame._legal_mask`,
@@ -22,25 +26,29 @@ Conventions of every game built on it:
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
 import sys
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import seeding
-from pettingzoo import AECEnv
+from pettingzoo import AECEnv, ParallelEnv
 
 from verigym.core import (
     ACTION_MASK,
     ActionParseError,
+    EpisodeEndedError,
     action_error_info,
     coerce_action,
     episode_end,
 )
 from verigym.envs.grid.engine import check_int
 
-__all__ = ["AgentSpaces", "TurnBasedGame", "check_int", "check_number", "last_match"]
+__all__ = ["AgentSpaces", "ParallelGame", "TurnBasedGame", "check_int", "check_number", "last_match"]
 
 
 def check_number(name: str, value: Any, low: float, high: float) -> float:
@@ -71,6 +79,74 @@ class AgentSpaces:
         """Reseed ``np_random`` from ``seed``; ``None`` keeps the current generator."""
         if seed is not None:
             self.np_random, self.np_random_seed = seeding.np_random(seed)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check_joint_action(step: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a parallel ``step`` so that :meth:`ParallelGame.check_joint_action` runs first."""
+
+    @functools.wraps(step)
+    def checked_step(self: ParallelGame, actions: Any, *args: Any, **kwargs: Any) -> Any:
+        self.check_joint_action(actions)
+        return step(self, actions, *args, **kwargs)
+
+    checked_step.__joint_action_check__ = True  # type: ignore[attr-defined]
+    return checked_step
+
+
+class ParallelGame(AgentSpaces, ParallelEnv):
+    """Base of the parallel games of the family: the joint-action and game-over contract.
+
+    The ``step`` of every subclass (wrapped when the class is created, like
+    :class:`verigym.core.EpisodeGuard`) first calls :meth:`check_joint_action`, which raises
+
+    * :class:`verigym.core.EpisodeEndedError` when the game is over (no live agents) or was never
+      reset -- call ``reset()``;
+    * ``TypeError`` when the joint action is not a mapping ``{agent: action}``;
+    * ``ValueError`` when it names agents the game does not have, or has no entry for a live
+      agent.
+
+    These are errors of the loop that assembles the joint action (programmer errors). Each entry's
+    *value* is the agent's own output and is judged by the game: a malformed value (``None``, NaN,
+    out of range, wrong shape, text) gets the game's documented penalty and
+    ``infos[agent]["action_error"]``, never an exception. Entries of agents whose episode already
+    ended are ignored, so a loop may keep passing a fixed set of agents.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        method = getattr(cls, "step", None)
+        if inspect.isfunction(method) and not getattr(method, "__joint_action_check__", False):
+            cls.step = _check_joint_action(method)
+
+    def check_joint_action(self, actions: Any) -> None:
+        """Check the structure of a joint action (see the class docstring); the values are not judged.
+
+        Raises:
+            EpisodeEndedError: no live agents (the game is over, or ``reset`` was never called).
+            TypeError: ``actions`` is not a mapping.
+            ValueError: it names unknown agents or misses live ones; the message lists both sets.
+        """
+        if not self.agents:
+            raise EpisodeEndedError(f"{type(self).__name__}.step() was called with no live agents: the game is over (or was never reset); call reset()")
+        if not isinstance(actions, Mapping):
+            raise TypeError(
+                f"a joint action is a dict mapping each live agent {self.agents} to its action, "
+                f"got {type(actions).__name__}: {_short(actions)}"
+            )
+        unknown = [agent for agent in actions if agent not in self.possible_agents]
+        if unknown:
+            raise ValueError(f"the joint action names unknown agents {_short(unknown)}; the agents are {self.possible_agents}")
+        missing = [agent for agent in self.agents if agent not in actions]
+        if missing:
+            raise ValueError(
+                f"the joint action has no entry for the live agents {missing} (it has {_short(list(actions))}); "
+                f"give every agent of env.agents an action (None counts as a malformed one)"
+            )
 
 
 def last_match(pattern: re.Pattern[str], text: str, missing: str) -> re.Match[str]:
@@ -182,8 +258,8 @@ class TurnBasedGame(AgentSpaces, AECEnv):
 
     def step(self, action: Any) -> None:
         agent = self.agent_selection
-        if agent not in self.terminations:
-            raise RuntimeError("the game is over and every agent has stepped out; call reset() first")
+        if agent not in getattr(self, "terminations", {}):
+            raise EpisodeEndedError("the game is over and every agent has stepped out (or it was never reset); call reset() first")
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
             return

@@ -11,8 +11,9 @@ Conventions:
 * Actions ``Discrete(5)``: 0 stay, 1 up, 2 right, 3 down, 4 left. A move turns the agent to face
   that way and steps if the cell can be entered; ``infos[agent]["action_mask"]`` (``int8``, shape
   ``(5,)``) marks stay and the moves that change the position. A malformed action (NaN, out of
-  range, wrong shape, or no action for a live agent) counts as *stay* and sets
-  ``infos[agent]["action_error"]``.
+  range, wrong shape, ``None``) counts as *stay* and sets ``infos[agent]["action_error"]``. A joint
+  action that is not a dict, names unknown agents or misses a live agent raises, and so does a step
+  after the game is over (:class:`~verigym.envs.multiagent.base.ParallelGame`).
 * Observations ``Box(0, 14, (view_size, view_size, 3), uint8)``: the engine's egocentric view in
   front of the agent (the agent at the bottom row, center column, facing up; walls block sight).
   Other agents and non-player characters are ``BALL`` objects of their team color; the agent's own
@@ -31,7 +32,6 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import seeding
-from pettingzoo import ParallelEnv
 
 from verigym.core import (
     ACTION_MASK,
@@ -54,7 +54,7 @@ from verigym.envs.grid.engine import (
     grid_text,
     render_rgb,
 )
-from verigym.envs.multiagent.base import AgentSpaces, check_int, check_number, last_match
+from verigym.envs.multiagent.base import ParallelGame, check_int, check_number, last_match
 
 __all__ = ["MOVE_NAMES", "GridGame"]
 
@@ -64,7 +64,7 @@ _MOVE = re.compile(r"\b(stay|up|right|down|left|north|east|south|west|[0-4])\b",
 _ALIASES = {"north": 1, "east": 2, "south": 3, "west": 4}
 
 
-class GridGame(AgentSpaces, ParallelEnv):
+class GridGame(ParallelGame):
     """Base class of the parallel grid games (see the module docstring).
 
     Args (shared by every subclass):
@@ -143,15 +143,12 @@ class GridGame(AgentSpaces, ParallelEnv):
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         acting = list(self.agents)
         infos: dict[str, dict[str, Any]] = {a: {} for a in acting}
-        for agent in acting:
+        for agent in acting:  # every live agent has an entry (ParallelGame.check_joint_action)
             move = 0
-            if agent not in actions:
-                action_error_info(f"no action was given for {agent}; it stays", infos[agent])
-            else:
-                try:
-                    move = int(coerce_action(self.action_spaces[agent], actions[agent]))
-                except ActionParseError as exc:
-                    action_error_info(f"{exc}; {agent} stays. Actions: 0 stay, 1 up, 2 right, 3 down, 4 left", infos[agent])
+            try:
+                move = int(coerce_action(self.action_spaces[agent], actions[agent]))
+            except ActionParseError as exc:
+                action_error_info(f"{exc}; {agent} stays. Actions: 0 stay, 1 up, 2 right, 3 down, 4 left", infos[agent])
             self._move(agent, move)
         self.cycle += 1
         rewards, terminations = self._resolve(acting)

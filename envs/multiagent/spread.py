@@ -10,10 +10,9 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import seeding
-from pettingzoo import ParallelEnv
 
 from verigym.core import ActionParseError, action_error_info, coerce_action, episode_end
-from verigym.envs.multiagent.base import AgentSpaces, check_int, check_number, last_match
+from verigym.envs.multiagent.base import ParallelGame, check_int, check_number, last_match
 
 __all__ = ["SpreadEnv"]
 
@@ -21,7 +20,7 @@ _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _PAIR = re.compile(rf"({_NUMBER})\s*[, ]\s*({_NUMBER})")
 
 
-class SpreadEnv(AgentSpaces, ParallelEnv):
+class SpreadEnv(ParallelGame):
     """Cooperative navigation: ``num_agents`` agents must cover as many landmarks (PettingZoo Parallel).
 
     ## Description
@@ -34,8 +33,9 @@ class SpreadEnv(AgentSpaces, ParallelEnv):
 
     ## Action Space
     ``Box(-1, 1, (2,), float32)`` per agent: the desired velocity direction and magnitude (x, y) as
-    a fraction of ``max_speed``. A malformed action (NaN, out of bounds, wrong shape) counts as
-    ``(0, 0)`` and sets ``info["action_error"]``.
+    a fraction of ``max_speed``. A malformed action (NaN, out of bounds, wrong shape, ``None``)
+    counts as ``(0, 0)`` and sets ``info["action_error"]``. A joint action that is not a dict, names
+    unknown agents or misses a live agent raises (:class:`~verigym.envs.multiagent.base.ParallelGame`).
 
     ## Observation Space
     ``Box(-2, 2, (4 + 2 * num_agents + 2 * (num_agents - 1),), float32)``: own velocity (2,
@@ -51,7 +51,8 @@ class SpreadEnv(AgentSpaces, ParallelEnv):
 
     ## Episode End
     Terminated when every landmark is covered (``success=True``, ``score=1``); truncated after
-    ``max_cycles`` steps with ``success=False`` and ``score`` = share of landmarks covered.
+    ``max_cycles`` steps with ``success=False`` and ``score`` = share of landmarks covered. Then
+    ``env.agents`` is empty and ``step`` raises :class:`verigym.core.EpisodeEndedError` until ``reset``.
 
     ## Arguments
     * ``num_agents`` (int, 2..6): agents and landmarks.
@@ -125,10 +126,7 @@ class SpreadEnv(AgentSpaces, ParallelEnv):
         infos: dict[str, dict[str, Any]] = {a: {} for a in acting}
         commands = np.zeros((self.n, 2))
         for i, agent in enumerate(self.possible_agents):
-            if agent not in acting:
-                continue
-            if agent not in actions:
-                action_error_info(f"no action was given for {agent}; it counts as (0, 0)", infos[agent])
+            if agent not in acting:  # every live agent has an entry (ParallelGame.check_joint_action)
                 continue
             try:
                 commands[i] = coerce_action(self.action_spaces[agent], actions[agent])

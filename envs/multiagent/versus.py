@@ -8,7 +8,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from verigym.core import ACTION_MASK
+from verigym.core import ACTION_MASK, EpisodeEndedError, EpisodeGuard
 from verigym.envs.multiagent.base import TurnBasedGame
 
 __all__ = ["GAMES", "OPPONENTS", "VersusEnv"]
@@ -42,7 +42,7 @@ def make_game(name: str, kwargs: dict[str, Any] | None = None) -> TurnBasedGame:
     return getattr(importlib.import_module(module), attr)(**(kwargs or {}))
 
 
-class VersusEnv(gym.Env[np.ndarray, np.int64]):
+class VersusEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
     """One seat of a turn-based multi-agent game against a built-in opponent (a Gymnasium env).
 
     ## Description
@@ -68,7 +68,8 @@ class VersusEnv(gym.Env[np.ndarray, np.int64]):
 
     ## Episode End
     When the game ends: ``terminated`` (or ``truncated`` by the game's ``max_cycles``), with the
-    seat's ``success``, ``score`` and ``payoff`` from the game.
+    seat's ``success``, ``score`` and ``payoff`` from the game. After that, ``step`` raises
+    :class:`verigym.core.EpisodeEndedError` until ``reset``.
 
     ## Arguments
     * ``game`` (str): a key of :data:`GAMES`.
@@ -139,8 +140,8 @@ class VersusEnv(gym.Env[np.ndarray, np.int64]):
         return self.game.observe(self.seat), {ACTION_MASK: self._mask()}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        if self.game.game_over():
-            raise RuntimeError("the game is over; call reset() before step()")
+        if self.game.game_over():  # also a game that ended before the seat's first move
+            raise EpisodeEndedError("the game is over; call reset() before step()")
         self.game.step(action)
         info = {k: v for k, v in self.game.infos[self.seat].items() if k != ACTION_MASK}
         reward = float(self.game.rewards.get(self.seat, 0.0)) + self._play_opponents()

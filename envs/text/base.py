@@ -16,6 +16,7 @@ import gymnasium as gym
 from verigym.core import (
     ACTION_CANDIDATES,
     ActionParseError,
+    EpisodeGuard,
     UnicodeText,
     action_error_info,
     episode_end,
@@ -74,14 +75,15 @@ def visible_text(text: Any, limit: int = MAX_REPLY) -> str:
     return visible
 
 
-class TextGameEnv(gym.Env[str, str]):
+class TextGameEnv(EpisodeGuard, gym.Env[str, str]):
     """Base class of the multi-turn text games (see the module docstring).
 
     Subclasses set ``max_turns`` in ``__init__`` (before calling :meth:`_init_base`) and may return
     a finite move list from :meth:`action_candidates` (it goes to ``info["action_candidates"]``).
     Reward: ``+1`` on the solving turn; ``invalid_action_reward`` for a malformed or illegal move
     (the turn is spent); ``0`` otherwise. Episodes end when solved (terminated, success), when the
-    game is lost (terminated, no success) or when ``max_turns`` are spent (truncated).
+    game is lost (terminated, no success) or when ``max_turns`` are spent (truncated); after that,
+    ``step`` raises :class:`verigym.core.EpisodeEndedError` until ``reset``.
     """
 
     metadata = {"render_modes": ["ansi"], "family": "text"}
@@ -100,7 +102,6 @@ class TextGameEnv(gym.Env[str, str]):
         self.observation_space = UnicodeText(1 << 14)
         self.action_space = ReplySpace(MAX_REPLY)
         self._turn = 0
-        self._over = False
         self._last = ""
 
     # -- hooks ---------------------------------------------------------------------------------------
@@ -152,13 +153,10 @@ class TextGameEnv(gym.Env[str, str]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self._turn = 0
-        self._over = False
         self._last = f"{self._new_task()}\nYou have {self.max_turns} turns."
         return self._last, self._info()
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if self._over:
-            raise RuntimeError("the episode is over; call reset()")
         self._turn += 1
         prefix = f"Turn {self._turn}/{self.max_turns}."
         error = None
@@ -182,7 +180,6 @@ class TextGameEnv(gym.Env[str, str]):
         terminated = solved or lost
         truncated = not terminated and self._turn >= self.max_turns
         if terminated or truncated:
-            self._over = True
             episode_end(info, success=solved, score=1.0 if solved else self._partial_score())
         self._last = f"{prefix} {feedback}"
         return self._last, reward, terminated, truncated, info

@@ -8,7 +8,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from verigym.core import ActionParseError, UnicodeText, action_error_info, episode_end
+from verigym.core import ActionParseError, EpisodeGuard, UnicodeText, action_error_info, episode_end
 
 __all__ = ["GuessNumberEnv", "extract_final_integer"]
 
@@ -29,7 +29,7 @@ def extract_final_integer(text: str) -> int:
     return int(found[-1])
 
 
-class GuessNumberEnv(gym.Env[str, str]):
+class GuessNumberEnv(EpisodeGuard, gym.Env[str, str]):
     """Guess a secret integer from "higher"/"lower" feedback.
 
     ## Description

@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from verigym.core import ActionParseError, UnicodeText, action_error_info, episode_end
+from verigym.core import ActionParseError, EpisodeGuard, UnicodeText, action_error_info, episode_end
 from verigym.envs.text.base import ReplySpace
 from verigym.verifiers import (
     BoundedWorker,
@@ -188,7 +188,7 @@ def _oracle_answer(name: str, entry: dict[str, Any]) -> str:
     return ""
 
 
-class ReasoningGymEnv(gym.Env[str, str]):
+class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
     """One reasoning-gym dataset as a single-turn question-answering environment.
 
     ## Description

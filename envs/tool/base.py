@@ -18,7 +18,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from verigym.core import ActionParseError, UnicodeText, action_error_info, episode_end
+from verigym.core import ActionParseError, EpisodeGuard, UnicodeText, action_error_info, episode_end
 from verigym.envs.tool.protocol import FinalAnswer, Tool, ToolCall, parse_reply
 
 __all__ = ["ToolEnv", "check_int", "tool_call_text"]
@@ -44,12 +44,13 @@ def tool_call_text(name: str, **arguments: Any) -> str:
     return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
-class ToolEnv(gym.Env[str, str]):
+class ToolEnv(EpisodeGuard, gym.Env[str, str]):
     """Base class: a question, tools to call, a verified final answer.
 
     Subclasses set ``metadata`` (with ``"family": "tool"``) and implement :meth:`_generate`,
     :meth:`_tools`, :meth:`_call_tool`, :meth:`_verify`, :meth:`_task_instructions` and
-    ``oracle_action``.
+    ``oracle_action``. After the step that ends the episode, ``step`` raises
+    :class:`verigym.core.EpisodeEndedError` until ``reset`` (:class:`verigym.core.EpisodeGuard`).
 
     Args (keyword-only, shared by every tool env):
         max_turns: replies per episode; the last one without an answer truncates (score 0).
@@ -149,8 +150,6 @@ class ToolEnv(gym.Env[str, str]):
         return {"turn": self._turn, "tool_calls": self._tool_calls, "tool_cost": self._tool_cost, "tool_time_s": self._tool_time}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if self._done:
-            raise RuntimeError("the episode has ended; call reset() before step()")
         self._turn += 1
         reward, terminated = 0.0, False
         error: str | None = None

@@ -51,7 +51,7 @@ def test_malformed_actions_never_raise(env_class):
         assert np.isfinite(rewards[agent])
         if not env.agents:
             env.reset(seed=1)
-    _, _, _, _, infos = env.step({})  # no actions at all: everyone waits
+    _, _, _, _, infos = env.step(dict.fromkeys(env.agents))  # None for everyone: everyone waits
     assert all("action_error" in info for info in infos.values())
 
 
