@@ -151,6 +151,33 @@ def test_sql_time_limit_and_row_cap(sql_env):
         run_query(connection, "SELECT * FROM employees a, employees b")
 
 
+@pytest.mark.parametrize("query", [
+    "SELECT length(randomblob(2e9))",
+    "SELECT length(zeroblob(2000000000))",
+    "SELECT length(replace(printf('%.*c', 900000, 'x'), 'x', 'xxxxxxxxxx'))",
+    "SELECT length(printf('%.*c', 999999, 'x') || printf('%.*c', 999999, 'x'))",
+    "SELECT length(printf('%.*c', 2000000000, 'x'))",
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 100000000) SELECT x FROM c ORDER BY random() LIMIT 1",
+    "SELECT " + " + ".join(["1"] * 2000),
+])
+def test_sql_is_bounded_inside_one_function_call(sql_env, query):
+    """Work inside one function call or expression (invisible to the progress handler) is bounded
+    by SQLite's limits and by the worker's hard deadline and memory cap (issue 16, section 2)."""
+    from verigym.envs.tool.sql import HARD_DEADLINE_MARGIN, QUERY_SECONDS, run_query_bounded
+
+    start = time.monotonic()
+    with pytest.raises(QueryError):
+        run_query_bounded(sql_env.unwrapped._rows, query)
+    assert time.monotonic() - start < QUERY_SECONDS + HARD_DEADLINE_MARGIN + 5.0
+    # the worker is replaced after a kill: the next query works
+    assert run_query_bounded(sql_env.unwrapped._rows, "SELECT COUNT(*) FROM employees")[1][0][0] > 0
+
+
+def test_sql_answer_with_a_huge_blob_scores_zero(sql_env):
+    _, reward, terminated, _, info = sql_env.step("<answer>SELECT length(printf('%.*c', 2000000000, 'x'))</answer>")
+    assert terminated and reward == 0.0 and not info["success"]
+
+
 def test_sql_execution_match():
     assert results_match([(1, "a"), (2, "b")], [(2, "b"), (1, "a")], ordered=False)
     assert not results_match([(1, "a"), (2, "b")], [(2, "b"), (1, "a")], ordered=True)

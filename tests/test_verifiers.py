@@ -72,6 +72,27 @@ def test_extract_answer_rejects_non_str():
         ("4 apples", "4", False),
         ("1, 2, 3", "1, 2, 3", False),
         ("cat", "dog", False),
+        # every spelling of a hedge (issue 16, section 3)
+        ("\\text{41 or 42}", "42", True),
+        ("\\text{41} \\text{ or } \\text{42}", "42", True),
+        ("[41, 42]", "42", True),
+        ("\\{41, 42\\}", "42", True),
+        ("['cat', 'dog']", "dog", True),
+        ("41 \\lor 42", "42", True),
+        ("41 \\vee 42", "42", True),
+        ("41 || 42", "42", True),
+        ("41 \\\\ 42", "42", True),
+        ("41 \\quad 42", "42", True),
+        ("$41$ or $42$", "42", True),
+        ("\\pm 42", "42", True),
+        ("± 42", "42", True),
+        ("cat\n\ndog", "dog", True),
+        ("cat & dog", "dog", True),
+        ("alternatively 42", "42", True),
+        ("1,000", "1000", False),
+        ("[1, 2]", "[1, 2]", False),
+        ("\\frac{1}{2}", "1/2", False),
+        ("x = 3", "3", False),
     ],
 )
 def test_is_hedged(answer, oracle, hedged):
@@ -141,6 +162,36 @@ def test_call_bounded_works_off_the_main_thread():
     thread.start()
     thread.join(timeout=30.0)
     assert len(results) == 1 and isinstance(results[0], VerifierTimeout)
+
+
+@pytest.mark.parametrize(
+    "answer", ["41 or 42", "\\text{41 or 42}", "[41, 42]", "\\{41, 42\\}", "41, 42", "41\n42", "41 \\\\ 42", "41 \\lor 42", "\\pm 42", "42; 43"]
+)
+def test_symbolic_equal_refuses_hedges_in_every_spelling(answer):
+    assert not symbolic_equal(answer, "42", timeout=30.0)
+
+
+def test_symbolic_equal_still_accepts_lists_the_reference_has():
+    assert symbolic_equal("1,000", "1000", timeout=30.0)
+    assert symbolic_equal("\\{1, 2\\}", "\\{1, 2\\}", timeout=30.0)
+
+
+def _allocate(megabytes: int) -> int:
+    return len(bytearray(megabytes << 20))
+
+
+def test_bounded_worker_caps_memory_and_recovers():
+    from verigym.verifiers import BoundedWorker
+
+    worker = BoundedWorker(start_method="fork", memory_bytes=256 << 20)
+    try:
+        with pytest.raises(RuntimeError, match="MemoryError"):
+            worker.call(_allocate, (2048,), 30.0)
+        assert worker.call(_allocate, (16,), 30.0) == 16 << 20
+    finally:
+        worker._kill()
+    with pytest.raises(ValueError, match="memory_bytes"):
+        BoundedWorker(memory_bytes=0)
 
 
 def test_symbolic_equal_is_bounded():

@@ -40,10 +40,12 @@ from typing import Any
 
 __all__ = [
     "MAX_BRACE_DEPTH",
+    "MEMORY_CAP_BYTES",
     "BoundedWorker",
     "SAFE_FUNCTION_NAMES",
     "UnsafeExpression",
     "VerifierTimeout",
+    "alternatives",
     "call_bounded",
     "contains_oracle",
     "extract_answer",
@@ -66,8 +68,15 @@ _SPECIAL_TOKEN = re.compile(r"<\|[^|<>\s]{1,40}\|>")
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
-_HEDGE_WORDS = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|probably)\b", re.IGNORECASE)
-_SEPARATORS = (",", ";", "|", "\n", " and ", "/")
+_HEDGE_WORDS = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|probably|otherwise|alternatively)\b", re.IGNORECASE)
+_SEPARATORS = (",", ";", "|", "\n", " and ", "/", "&")
+_LATEX_TEXT = re.compile(r"\\(?:text|textbf|textit|textrm|texttt|mathrm|mathbf|mathit|mathtt|operatorname|mbox|hbox)\s*\{([^{}]*)\}")
+_LATEX_OR = re.compile(r"\\(?:lor|vee|mid)\b|\|\||\u2228")
+_LATEX_PLUS_MINUS = re.compile(r"\\(?:pm|mp)\b|[\u00b1\u2213]")
+_LATEX_BREAK = re.compile(r"\\\\|\\(?:newline|quad|qquad|hfill)\b|\\[;:]")
+_LATEX_NOISE = re.compile(r"\$|\\(?:left|right|displaystyle|big|Big)\b|\\[{}]")
+_DIGIT_GROUP = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_BRACKETS = "()[]{}<>\"'`"
 
 
 class UnsafeExpression(ValueError):
@@ -171,26 +180,69 @@ def contains_oracle(answer: str, oracle: str) -> bool:
     return bool(o) and o in a and a != o
 
 
+def _hedge_form(text: str) -> str:
+    """``text`` for hedge detection: NFKC, lower case, LaTeX wrappers (``\\text{...}``) unwrapped,
+    LaTeX "or" (``\\lor``, ``\\vee``, ``||``) spelled " or ", ``\\pm`` spelled "±", LaTeX line
+    breaks and wide spaces made newlines, ``$`` and ``\\left``/``\\right`` dropped. Newlines kept."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    for _ in range(8):
+        unwrapped = _LATEX_TEXT.sub(lambda m: f" {m.group(1)} ", text)
+        if unwrapped == text:
+            break
+        text = unwrapped
+    text = _LATEX_OR.sub(" or ", text)
+    text = _LATEX_PLUS_MINUS.sub(" \u00b1 ", text)
+    text = _LATEX_BREAK.sub("\n", text)
+    text = _LATEX_NOISE.sub(" ", text)
+    text = _DIGIT_GROUP.sub("", text)
+    return "\n".join(" ".join(line.split()) for line in text.splitlines()).strip()
+
+
+def _part(text: str) -> str:
+    """One alternative of a list, normalized, without surrounding brackets and quotes."""
+    return normalize_answer(text).strip(_BRACKETS + " ").strip()
+
+
+def alternatives(answer: str, reference: str) -> set[str]:
+    """The distinct alternatives ``answer`` lists at separators ``reference`` does not use.
+
+    Separators: ``,`` ``;`` ``|`` ``&`` ``/`` newline (LaTeX ``\\\\`` and ``\\quad`` too), "and",
+    "or" (``\\lor``, ``\\vee``, ``||`` too). Brackets and quotes around a part are dropped, so
+    ``[41, 42]`` and ``\\{41, 42\\}`` list ``{"41", "42"}``.
+
+    Returns:
+        The normalized parts; fewer than two means the answer lists no alternatives.
+    """
+    a, o = _hedge_form(answer), _hedge_form(reference)
+    parts = {a}
+    for separator in (*_SEPARATORS, " or "):
+        if separator in o or (separator.strip() and separator.strip() in o.split()):
+            continue
+        parts = {piece for part in parts for piece in part.split(separator)}
+    return {_part(p) for p in parts} - {""}
+
+
 def is_hedged(answer: str, oracle: str) -> bool:
     """True when ``answer`` offers alternatives, one of which is ``oracle``.
 
-    An answer is hedged when it differs from the oracle (normalized) and (a) it uses a hedge word
-    ("or", "either", "maybe", ...) the oracle does not use, or (b) splitting it at a separator the
-    oracle does not contain (``,`` ``;`` ``|`` newline ``and`` ``/``) gives two or more different
-    parts, one equal to the oracle, or (c) the oracle is a number and the answer holds two or more
-    different numbers, one equal to it.
+    Every spelling counts: plain text, newlines, lists and sets (``[41, 42]``, ``\\{41, 42\\}``),
+    LaTeX (``\\text{41 or 42}``, ``41 \\lor 42``, ``41 \\\\ 42``, ``\\pm 42``). An answer is hedged
+    when it differs from the oracle (normalized) and (a) it uses a hedge word ("or", "either",
+    "maybe", ...) or a plus-minus sign the oracle does not use, or (b) its
+    :func:`alternatives` are two or more, one equal to the oracle, or (c) the oracle is a number
+    and the answer holds two or more different numbers, one equal to it.
     """
-    a, o = normalize_answer(answer), normalize_answer(oracle)
-    if a == o:
+    a, o = _hedge_form(answer), _hedge_form(oracle)
+    if " ".join(a.split()) == " ".join(o.split()) or normalize_answer(answer) == normalize_answer(oracle):
         return False
     if _HEDGE_WORDS.search(a) and not _HEDGE_WORDS.search(o):
         return True
-    for separator in _SEPARATORS:
-        if separator in a and separator not in o:
-            parts = {normalize_answer(p) for p in a.split(separator)} - {""}
-            if len(parts) >= 2 and o in parts:
-                return True
-    if _NUMBER.fullmatch(o):
+    if "\u00b1" in a and "\u00b1" not in o:
+        return True
+    parts = alternatives(answer, oracle)
+    if len(parts) >= 2 and _part(oracle) in parts:
+        return True
+    if _NUMBER.fullmatch(normalize_answer(oracle)):
         numbers = set()
         for found in _NUMBER.findall(a):
             try:
@@ -198,7 +250,7 @@ def is_hedged(answer: str, oracle: str) -> bool:
             except ValueError:  # pragma: no cover - the pattern only matches floats
                 continue
         try:
-            target = float(o)
+            target = float(normalize_answer(oracle))
         except ValueError:  # pragma: no cover
             return False
         if len(numbers) >= 2 and target in numbers:
@@ -258,7 +310,44 @@ def safe_expression(
 # ---------------------------------------------------------------------------------------------
 
 
-def _worker_loop(connection: Any) -> None:
+MEMORY_CAP_BYTES = 512 << 20
+"""Address space a verifier worker may add to what it had when it started (``RLIMIT_AS``)."""
+
+
+def _virtual_memory_bytes() -> int:
+    """This process's current virtual memory size (``VmSize``), 0 where ``/proc`` is missing."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    return 0
+
+
+def _cap_memory(extra_bytes: int | None) -> None:
+    """Cap this process's address space at its current size plus ``extra_bytes`` (no-op for None).
+
+    Allocations beyond the cap fail (``MemoryError`` in Python, ``SQLITE_NOMEM`` in SQLite), so a
+    check that tries to build a huge value fails fast instead of swapping the machine.
+    """
+    if extra_bytes is None:
+        return
+    import resource
+
+    current = _virtual_memory_bytes()
+    if not current:  # pragma: no cover - not Linux
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = current + extra_bytes
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _worker_loop(connection: Any, memory_bytes: int | None = None) -> None:
+    _cap_memory(memory_bytes)
     while True:
         try:
             function, args = connection.recv()
@@ -266,6 +355,8 @@ def _worker_loop(connection: Any) -> None:
             return
         try:
             connection.send(("ok", function(*args)))
+        except MemoryError:  # the cap was hit; what was allocated is freed with the frame
+            connection.send(("error", f"MemoryError: the check needed more than {memory_bytes or 0:d} bytes"))
         except Exception as exc:  # the caller sees the failure as a value
             connection.send(("error", f"{type(exc).__name__}: {exc}"[:500]))
 
@@ -290,19 +381,20 @@ class _Duplex:
         self.outgoing.close()
 
 
-def _spawned_main(read_fd: int, write_fd: int) -> None:
+def _spawned_main(read_fd: int, write_fd: int, memory_bytes: int | None = None) -> None:
     """Entry of a spawned worker (``python -c``): serve calls over the two inherited pipes."""
-    _worker_loop(_Duplex(Connection(read_fd, writable=False), Connection(write_fd, readable=False)))
+    _worker_loop(_Duplex(Connection(read_fd, writable=False), Connection(write_fd, readable=False)), memory_bytes)
 
 
 class _SpawnedProcess:
     """A worker in a new interpreter started with :mod:`subprocess` (no ``__main__`` re-import,
     unlike multiprocessing's spawn), so it can get its own environment variables."""
 
-    def __init__(self, environment: dict[str, str]) -> None:
+    def __init__(self, environment: dict[str, str], memory_bytes: int | None = None) -> None:
         to_child_read, to_child_write = os.pipe()
         from_child_read, from_child_write = os.pipe()
-        command = [sys.executable, "-c", f"from verigym.verifiers import _spawned_main; _spawned_main({to_child_read}, {from_child_write})"]
+        entry = f"_spawned_main({to_child_read}, {from_child_write}, {memory_bytes!r})"
+        command = [sys.executable, "-c", f"from verigym.verifiers import _spawned_main; {entry}"]
         self.popen = subprocess.Popen(
             command, env={**os.environ, **environment}, pass_fds=(to_child_read, from_child_write),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -346,9 +438,16 @@ class BoundedWorker:
             or ``"spawn"`` (a new interpreter started with :mod:`subprocess`).
         environment: environment variables of a spawned worker (``{"PYTHONHASHSEED": "0"}``
             makes hash-order-dependent code give the same result in every process).
+        memory_bytes: address space (bytes) the worker may add to its size at start-up
+            (``RLIMIT_AS``); ``None`` for no cap. A call that hits the cap raises ``RuntimeError``
+            (``MemoryError: ...``) and the worker is replaced.
     """
 
-    def __init__(self, *, start_method: str | None = None, environment: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *, start_method: str | None = None, environment: dict[str, str] | None = None, memory_bytes: int | None = None
+    ) -> None:
+        if memory_bytes is not None and (not isinstance(memory_bytes, int) or memory_bytes <= 0):
+            raise ValueError(f"memory_bytes must be None or a positive int, got {memory_bytes!r}")
         if start_method is None:
             start_method = "fork" if "fork" in multiprocessing.get_all_start_methods() and not environment else "spawn"
         if start_method not in ("fork", "spawn"):
@@ -357,24 +456,25 @@ class BoundedWorker:
             raise ValueError("environment needs start_method='spawn'")
         self.start_method = start_method
         self.environment = dict(environment or {})
+        self.memory_bytes = memory_bytes
         self._lock = threading.Lock()
         self._process: Any = None
         self._connection: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"start_method": self.start_method, "environment": self.environment}
+        return {"start_method": self.start_method, "environment": self.environment, "memory_bytes": self.memory_bytes}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state)  # type: ignore[misc]
 
     def _start(self) -> None:
         if self.start_method == "spawn":
-            process = _SpawnedProcess(self.environment)
+            process = _SpawnedProcess(self.environment, self.memory_bytes)
             self._process, self._connection = process, process.connection
             return
         context = multiprocessing.get_context("fork")
         parent, child = context.Pipe()
-        process = context.Process(target=_worker_loop, args=(child,), daemon=True, name="verigym-verifier")
+        process = context.Process(target=_worker_loop, args=(child, self.memory_bytes), daemon=True, name="verigym-verifier")
         process.start()
         child.close()
         self._process, self._connection = process, parent
@@ -411,14 +511,15 @@ class BoundedWorker:
         return value
 
 
-_WORKER = BoundedWorker()
+_WORKER = BoundedWorker(memory_bytes=MEMORY_CAP_BYTES)
 
 
 def call_bounded(function: Callable[..., Any], *args: Any, timeout: float = 2.0) -> Any:
     """Run ``function(*args)`` in the verifier worker process and return its result.
 
     Works from any thread: the time limit is enforced by killing the worker process, never by
-    signals. ``function`` and ``args`` must pickle (a module-level function). Calls are serialized.
+    signals; the worker's address space may grow by at most :data:`MEMORY_CAP_BYTES`.
+    ``function`` and ``args`` must pickle (a module-level function). Calls are serialized.
 
     Args:
         function: a module-level callable.
@@ -427,7 +528,7 @@ def call_bounded(function: Callable[..., Any], *args: Any, timeout: float = 2.0)
 
     Raises:
         VerifierTimeout: the call overran ``timeout`` or the worker died.
-        RuntimeError: ``function`` raised; the message names the exception.
+        RuntimeError: ``function`` raised (or hit the memory cap); the message names the exception.
     """
     if timeout <= 0:
         raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
@@ -446,12 +547,19 @@ def symbolic_equal(answer: str, reference: str, *, timeout: float = 2.0, max_len
 
     Both strings may be LaTeX (``\\frac{1}{2}``) or plain (``0.5``). The comparison runs in the
     verifier worker process; an answer longer than ``max_length`` characters, nesting braces
-    deeper than :data:`MAX_BRACE_DEPTH`, a parse failure or a timeout all count as *not equal*.
+    deeper than :data:`MAX_BRACE_DEPTH`, a hedge in any spelling (a hedge word or ``\\pm`` the
+    reference does not use, or two or more :func:`alternatives`, e.g. ``[41, 42]`` or
+    ``\\text{41 or 42}``), a parse failure or a timeout all count as *not equal*.
     """
     if not isinstance(answer, str) or not isinstance(reference, str):
         raise TypeError("symbolic_equal takes two str")
     if len(answer) > max_length or _max_brace_depth(answer) > MAX_BRACE_DEPTH:
         return False
+    hedge = _hedge_form(answer)
+    if (_HEDGE_WORDS.search(hedge) and not _HEDGE_WORDS.search(_hedge_form(reference))) or ("\u00b1" in hedge and "\u00b1" not in _hedge_form(reference)):
+        return False  # "41 or 42", "\\text{41 or 42}", "\\pm 42": a hedge is never equal
+    if len(alternatives(answer, reference)) >= 2:
+        return False  # "41, 42", "[41, 42]", "41 \\\\ 42": several values where one is asked for
     try:
         return bool(call_bounded(_math_verify_equal, answer, reference, timeout=timeout))
     except (VerifierTimeout, RuntimeError) as exc:

@@ -15,7 +15,7 @@ __all__ = ["MinesweeperEnv", "deduce"]
 
 # difficulty -> (rows, cols, mines)
 _LEVELS = {"easy": (6, 6, 5), "medium": (8, 8, 10), "hard": (9, 9, 14)}
-_MOVE = re.compile(r"(reveal|flag|open|click)?\s*\(?\s*(\d+)\s*[, ]\s*(\d+)\s*\)?")
+_MOVE = re.compile(r"(reveal|flag|open|click)?\s*\(?\s*(?<!\d)(\d{1,4})\s*[, ]\s*(\d{1,4})(?!\d)\s*\)?")
 
 
 @functools.lru_cache(maxsize=4096)

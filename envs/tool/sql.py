@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,14 +14,40 @@ import numpy as np
 from verigym.core import ActionParseError
 from verigym.envs.tool.base import ToolEnv, check_int, tool_call_text
 from verigym.envs.tool.protocol import Tool, ToolCall
+from verigym.verifiers import BoundedWorker, VerifierTimeout
 
-__all__ = ["EXECUTE_TOOL", "QueryError", "SQLEnv", "run_query"]
+__all__ = ["EXECUTE_TOOL", "QUERY_MEMORY_BYTES", "QueryError", "SQLEnv", "SQLITE_LIMITS", "run_query", "run_query_bounded"]
 
 ROW_CAP = 200
 """Rows a query may return (the tool shows at most ``SHOWN_ROWS`` of them)."""
 SHOWN_ROWS = 20
 QUERY_SECONDS = 1.0
-"""Wall-clock limit of one query, enforced by SQLite's progress handler."""
+"""Wall-clock limit of one query: SQLite's progress handler stops the VM after it, and the worker
+process running the query is killed ``HARD_DEADLINE_MARGIN`` seconds later whatever it is doing
+(one huge function call or expression is invisible to the progress handler)."""
+HARD_DEADLINE_MARGIN = 0.5
+QUERY_MEMORY_BYTES = 256 << 20
+"""Memory a query may use: SQLite's heap limit (``PRAGMA hard_heap_limit``) and the worker's
+address-space cap (``RLIMIT_AS`` over its start-up size)."""
+
+SQLITE_LIMITS = {
+    sqlite3.SQLITE_LIMIT_LENGTH: 1_000_000,
+    sqlite3.SQLITE_LIMIT_SQL_LENGTH: 100_000,
+    sqlite3.SQLITE_LIMIT_COLUMN: 100,
+    sqlite3.SQLITE_LIMIT_EXPR_DEPTH: 100,
+    sqlite3.SQLITE_LIMIT_COMPOUND_SELECT: 16,
+    sqlite3.SQLITE_LIMIT_VDBE_OP: 25_000,
+    sqlite3.SQLITE_LIMIT_FUNCTION_ARG: 16,
+    sqlite3.SQLITE_LIMIT_ATTACHED: 0,
+    sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH: 1_000,
+    sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER: 16,
+    sqlite3.SQLITE_LIMIT_TRIGGER_DEPTH: 1,
+    sqlite3.SQLITE_LIMIT_WORKER_THREADS: 0,
+}
+"""``Connection.setlimit`` values of every query connection: a string or blob (``randomblob``,
+``zeroblob``, ``replace``, ``printf('%.*c', ...)``, ``group_concat``) longer than 1 MB is an
+error before it is allocated; statement length, expression depth, compound selects, program size
+and arguments are bounded too."""
 
 EXECUTE_TOOL = Tool(
     name="execute",
@@ -99,6 +126,77 @@ def run_query(connection: sqlite3.Connection, query: str, *, row_cap: int = ROW_
     return columns, [tuple(row) for row in rows]
 
 
+def _limited_connection(rows: dict[str, list[tuple]]) -> sqlite3.Connection:
+    """A read-only in-memory database with ``rows`` and :data:`SQLITE_LIMITS` applied."""
+    connection = sqlite3.connect(":memory:", check_same_thread=False)
+    connection.executescript(_SCHEMA)
+    for table, table_rows in rows.items():
+        if table_rows:
+            marks = ",".join("?" * len(table_rows[0]))
+            connection.executemany(f"INSERT INTO {table} VALUES ({marks})", table_rows)
+    connection.commit()
+    connection.execute("PRAGMA query_only = ON")
+    for category, value in SQLITE_LIMITS.items():
+        connection.setlimit(category, value)
+    return connection
+
+
+_WORKER_CONNECTIONS: OrderedDict[str, sqlite3.Connection] = OrderedDict()
+_SQL_WORKER = BoundedWorker(start_method="fork", memory_bytes=QUERY_MEMORY_BYTES + (64 << 20))
+
+
+def _query_in_worker(key: str, rows: dict[str, list[tuple]], query: str, row_cap: int, seconds: float) -> tuple[Any, ...]:
+    """Worker side of :func:`run_query_bounded`: ``("ok", columns, rows)`` or ``("error", message)``."""
+    connection = _WORKER_CONNECTIONS.get(key)
+    if connection is None:
+        if not _WORKER_CONNECTIONS:  # first call in this worker: SQLite's own heap limit
+            sqlite3.connect(":memory:").execute(f"PRAGMA hard_heap_limit = {QUERY_MEMORY_BYTES}").close()
+        connection = _WORKER_CONNECTIONS[key] = _limited_connection(rows)
+        while len(_WORKER_CONNECTIONS) > 8:
+            _WORKER_CONNECTIONS.popitem(last=False)[1].close()
+    _WORKER_CONNECTIONS.move_to_end(key)
+    try:
+        columns, result = run_query(connection, query, row_cap=row_cap, seconds=seconds)
+    except QueryError as exc:
+        return ("error", str(exc))
+    return ("ok", columns, result)
+
+
+def run_query_bounded(
+    rows: dict[str, list[tuple]], query: str, *, row_cap: int = ROW_CAP, seconds: float = QUERY_SECONDS
+) -> tuple[list[str], list[tuple]]:
+    """:func:`run_query` on a database of ``rows``, in a worker process with a hard deadline and a
+    memory cap, so that no query (one huge function call included) can stall or exhaust the caller.
+
+    Args:
+        rows: table name -> rows (the generated database).
+        query: one SELECT statement.
+        row_cap: more rows than this is an error.
+        seconds: SQLite's progress-handler limit; the worker is killed ``HARD_DEADLINE_MARGIN``
+            seconds after it.
+
+    Returns:
+        (column names, rows).
+
+    Raises:
+        QueryError: as :func:`run_query`, and when the worker overran its deadline or memory cap.
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise QueryError("the query is empty")
+    key = hashlib.sha256(repr(sorted(rows.items())).encode()).hexdigest()
+    try:
+        answer = _SQL_WORKER.call(_query_in_worker, (key, rows, query, row_cap, seconds), seconds + HARD_DEADLINE_MARGIN)
+    except VerifierTimeout:
+        raise QueryError(f"SQL error: the query took longer than {seconds:g} s and was stopped") from None
+    except RuntimeError as exc:
+        if "MemoryError" in str(exc):
+            raise QueryError(f"SQL error: the query needed more than {QUERY_MEMORY_BYTES >> 20} MiB of memory") from None
+        raise QueryError(f"SQL error: {exc}") from None
+    if answer[0] == "error":
+        raise QueryError(answer[1])
+    return list(answer[1]), [tuple(row) for row in answer[2]]
+
+
 def _normalize(value: Any) -> Any:
     if isinstance(value, float):
         return round(value, 6) + 0.0
@@ -174,8 +272,11 @@ class SQLEnv(ToolEnv):
     ## Description
     Each reset generates a database (departments, employees, projects; 5-9 departments, 30-80
     employees) from the seed and asks a question with a gold query. The agent explores with the
-    ``execute`` tool (read-only through an SQLite authorizer, at most ``ROW_CAP`` rows, a
-    ``QUERY_SECONDS`` wall-clock limit through SQLite's progress handler) and answers with a query.
+    ``execute`` tool (read-only through an SQLite authorizer, at most ``ROW_CAP`` rows) and answers
+    with a query. Every agent query runs in a worker process bounded in time (``QUERY_SECONDS``
+    through SQLite's progress handler, and a hard kill shortly after for work inside one function
+    call) and memory (:data:`SQLITE_LIMITS` on string/blob length and statement size, SQLite's heap
+    limit and an address-space cap of the worker).
 
     ## Action Space
     ``UnicodeText``: ``<tool_call>{"name": "execute", "arguments": {"query": "SELECT ..."}}</tool_call>``
@@ -223,16 +324,9 @@ class SQLEnv(ToolEnv):
         return state
 
     def _db(self) -> sqlite3.Connection:
+        """The in-process database (gold queries only; agent queries run in the worker)."""
         if self._connection is None:
-            connection = sqlite3.connect(":memory:", check_same_thread=False)
-            connection.executescript(_SCHEMA)
-            for table, rows in self._rows.items():
-                if rows:
-                    marks = ",".join("?" * len(rows[0]))
-                    connection.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
-            connection.commit()
-            connection.execute("PRAGMA query_only = ON")
-            self._connection = connection
+            self._connection = _limited_connection(self._rows)
         return self._connection
 
     def _task_instructions(self) -> str:
@@ -269,7 +363,7 @@ class SQLEnv(ToolEnv):
 
     def _call_tool(self, call: ToolCall) -> str:
         query = call.arguments["query"]
-        columns, rows = run_query(self._db(), query)
+        columns, rows = run_query_bounded(self._rows, query)
         if query == self._gold_sql:
             self._explored = True
         lines = [" | ".join(columns)] + [" | ".join(str(v) for v in row) for row in rows[:SHOWN_ROWS]]
@@ -279,7 +373,7 @@ class SQLEnv(ToolEnv):
 
     def _verify(self, answer: str) -> tuple[bool, float]:
         try:
-            rows = run_query(self._db(), answer)[1]
+            rows = run_query_bounded(self._rows, answer)[1]
         except QueryError:
             return False, 0.0
         correct = results_match(rows, self._gold, ordered=self._ordered)
