@@ -1,9 +1,13 @@
 """Standings: the results store rendered as a terminal table, Markdown and a static HTML page.
 
 An entry is an agent spec with its config hash. On a suite, an entry's number is the mean over the
-suite's tasks of the per-task mean of the suite's metric; entries that have not finished every
-task are listed with their coverage and ranked after complete ones. Each per-task number comes
-with its standard error over episodes.
+suite's tasks of the per-task mean of the suite's metric. Only entries that played every episode
+of every task (errors do not count as played) are ranked; a partial entry is never compared with
+them by an overall number: it is listed apart, unranked, with its mean over the tasks it covers and
+its name says what it covers (``ppo:ckpts (covers DoorKey-5x5-v0)``). Each per-task number comes
+with its standard error over episodes. A reference row that cannot win every episode by design (the
+oracle in a game against an opponent, where chance and the opponent decide some episodes) gets a
+note that says so.
 """
 
 from __future__ import annotations
@@ -41,7 +45,16 @@ class Cell:
 
 @dataclass
 class Entry:
-    """One agent (spec + config hash) on the leaderboard."""
+    """One agent (spec + config hash) on the leaderboard.
+
+    Attributes:
+        overall: mean over all the tasks of the per-task means; NaN for a partial entry.
+        coverage: fraction of the expected episodes played (error rows excluded), in [0, 1].
+        rank: 1-based among complete entries; 0 for a partial entry (not ranked).
+        covered_mean: mean of the per-task means over the tasks the entry has rows for.
+        covers: the ids of those tasks, in the suite's order.
+        tasks: how many tasks the standings have.
+    """
 
     agent_spec: str
     config_hash: str
@@ -49,6 +62,25 @@ class Entry:
     overall: float = math.nan
     coverage: float = 0.0
     rank: int = 0
+    covered_mean: float = math.nan
+    covers: list[str] = field(default_factory=list)
+    tasks: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """Whether the entry played every expected episode (only complete entries are ranked)."""
+        return self.coverage >= 1.0
+
+    @property
+    def label(self) -> str:
+        """The agent spec, plus what it covers when that is not every task."""
+        if self.complete or not self.tasks:
+            return self.agent_spec
+        if 0 < len(self.covers) <= 3 and len(self.covers) < self.tasks:
+            return f"{self.agent_spec} (covers {', '.join(map(_short_id, self.covers))})"
+        if len(self.covers) < self.tasks:
+            return f"{self.agent_spec} (covers {len(self.covers)} of {self.tasks} tasks)"
+        return f"{self.agent_spec} ({self.coverage:.0%} of episodes)"
 
 
 @dataclass
@@ -60,6 +92,18 @@ class Standings:
     curves: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     ratings: list = field(default_factory=list)
     """For competitive suites: :class:`verigym.leaderboards.arena.Rating`, best first."""
+    notes: list[str] = field(default_factory=list)
+    """Why a reference row cannot reach the top score on some task (shown under the tables)."""
+
+    @property
+    def ranked(self) -> list[Entry]:
+        """Complete entries, best first."""
+        return [e for e in self.entries if e.complete]
+
+    @property
+    def partial(self) -> list[Entry]:
+        """Entries that did not play every task (never ranked against complete ones)."""
+        return [e for e in self.entries if not e.complete]
 
 
 def _aggregate(rows: Sequence[EpisodeRow], metric: str) -> Cell:
@@ -95,19 +139,44 @@ def compute_standings(store: ResultsStore, suite: Suite | None = None) -> Standi
         grouped.setdefault((row.agent_spec, row.config_hash), {}).setdefault(row.env_id, []).append(row)
     entries = []
     for (spec, config_hash), by_env in grouped.items():
-        entry = Entry(spec, config_hash, {env_id: _aggregate(r, metric) for env_id, r in by_env.items()})
+        entry = Entry(spec, config_hash, {env_id: _aggregate(r, metric) for env_id, r in by_env.items()}, tasks=len(env_ids))
+        entry.covers = [e for e in env_ids if e in entry.cells]
+        played = {e: c.episodes - c.errors for e, c in entry.cells.items()}
         if suite is not None:
             expected = {t.env_id: t.episodes for t in suite}
-            done = sum(min(c.episodes, expected[e]) for e, c in entry.cells.items())
-            entry.coverage = done / sum(expected.values())
-        else:
-            entry.coverage = 1.0
-        entry.overall = sum(c.mean for c in entry.cells.values()) / len(env_ids) if entry.coverage >= 1.0 else math.nan
+            entry.coverage = sum(min(n, expected[e]) for e, n in played.items()) / sum(expected.values())
+        else:  # everything recorded: an entry covers the tasks it has error-free rows on
+            entry.coverage = sum(1 for e in env_ids if played.get(e, 0) > 0 and entry.cells[e].errors == 0) / len(env_ids)
+        entry.covered_mean = sum(c.mean for c in entry.cells.values()) / len(entry.cells)
+        entry.overall = sum(entry.cells[e].mean for e in env_ids) / len(env_ids) if entry.complete else math.nan
         entries.append(entry)
-    entries.sort(key=lambda e: (-(e.coverage >= 1.0), -(e.overall if not math.isnan(e.overall) else -math.inf), e.agent_spec))
-    for rank, entry in enumerate(entries, 1):
+    # complete entries by overall score; partial ones after them, unranked, by coverage
+    entries.sort(key=lambda e: (not e.complete, -e.overall if e.complete else -e.coverage, e.agent_spec))
+    for rank, entry in enumerate((e for e in entries if e.complete), 1):
         entry.rank = rank
-    return Standings(title, metric, env_ids, entries)
+    return Standings(title, metric, env_ids, entries, notes=_reference_notes(entries, env_ids))
+
+
+def _reference_notes(entries: Sequence[Entry], env_ids: Sequence[str]) -> list[str]:
+    """Notes for the oracle row on tasks it cannot win every episode of by design: games against an
+    opponent (family ``multiagent``), where the deal, the dice or the opponent decide episodes."""
+    from verigym.registration import rows
+
+    known = {r.id: r for r in rows()}
+    notes = []
+    for entry in entries:
+        if entry.agent_spec != "oracle":
+            continue
+        for env_id in env_ids:
+            cell, row = entry.cells.get(env_id), known.get(env_id)
+            if cell is None or cell.success_rate >= 1.0 or row is None or row.family != "multiagent":
+                continue
+            notes.append(
+                f"oracle on {_short_id(env_id)} (success {cell.success_rate:.0%}): a game against an opponent "
+                f"({row.description.rstrip('.')}); chance and the opponent's play decide some games, so no strategy "
+                "wins them all: the oracle is a reference, not a ceiling."
+            )
+    return notes
 
 
 def load_curves(paths: Iterable[pathlib.Path]) -> dict[str, list[tuple[float, float]]]:
@@ -132,6 +201,17 @@ def load_curves(paths: Iterable[pathlib.Path]) -> dict[str, list[tuple[float, fl
 
 def _number(value: float) -> str:
     return "—" if math.isnan(value) else f"{value:.3f}"
+
+
+def _rank_text(entry: Entry) -> str:
+    return f"#{entry.rank}" if entry.complete else "not ranked"
+
+
+def _overall_text(entry: Entry) -> str:
+    """The overall cell: the score of a ranked entry; a partial one's mean on what it covers."""
+    if entry.complete:
+        return _number(entry.overall)
+    return f"{_number(entry.covered_mean)} on {len(entry.covers)} of {entry.tasks} tasks ({entry.coverage:.0%} of episodes; not ranked)"
 
 
 def _cell_text(cell: Cell | None) -> str:
@@ -170,14 +250,18 @@ def render_table(standings: Standings) -> None:
         return
 
     # one column per agent, one row per task: readable however many tasks a suite has
-    table = Table(title=f"{standings.title} (metric: {standings.metric}, mean ± s.e. over episodes)")
+    table = Table(title=f"{standings.title} (metric: {standings.metric}, mean ± s.e. over episodes)",
+                  caption="Ranked: entries that played every task. Partial entries are not ranked; their number is over the tasks they cover." if standings.partial else None)
     table.add_column("task")
     for e in standings.entries:
-        table.add_column(f"#{e.rank} {escape(e.agent_spec)} [dim]{e.config_hash[:8]}[/dim]", justify="right")
-    table.add_row("[bold]overall[/bold]", *(f"[bold]{_number(e.overall)}[/bold]" + ("" if e.coverage >= 1 else f" ({e.coverage:.0%} of episodes)") for e in standings.entries), end_section=True)
+        table.add_column(f"{_rank_text(e)} {escape(e.label)} [dim]{e.config_hash[:8]}[/dim]", justify="right")
+    table.add_row("[bold]overall[/bold]", *((f"[bold]{_number(e.overall)}[/bold]" if e.complete else escape(_overall_text(e))) for e in standings.entries), end_section=True)
     for env_id in standings.env_ids:
         table.add_row(escape(_short_id(env_id)), *(escape(_cell_text(e.cells.get(env_id))) for e in standings.entries))
-    Console(width=max(100, 34 + 26 * len(standings.entries))).print(table)
+    console = Console(width=max(100, 34 + 26 * len(standings.entries)))
+    console.print(table)
+    for note in standings.notes:
+        console.print(f"Note: {escape(note)}")
 
 
 def render_markdown(standings: Standings) -> str:
@@ -189,11 +273,18 @@ def render_markdown(standings: Standings) -> str:
         return "\n".join(lines) + "\n"
     lines = [f"# {standings.title}", "", f"Metric: **{standings.metric}** (mean ± standard error over episodes).", ""]
     lines += ["| # | agent | config | overall | coverage |", "|---|---|---|---|---|"]
-    lines += [f"| {e.rank} | `{e.agent_spec}` | {e.config_hash[:8]} | {_number(e.overall)} | {e.coverage:.0%} |" for e in standings.entries]
-    lines += ["", "## Per task", "", "| task | " + " | ".join(f"`{e.agent_spec}`" for e in standings.entries) + " |", "|---|" + "---|" * len(standings.entries)]
+    lines += [f"| {e.rank} | `{e.agent_spec}` | {e.config_hash[:8]} | {_number(e.overall)} | {e.coverage:.0%} |" for e in standings.ranked]
+    if standings.partial:
+        lines += ["", "## Partial entries (not ranked)", "", "They did not play every task, so an overall score would not compare with the ranked ones; "
+                  "the mean is over the tasks each covers.", "",
+                  "| agent | config | covers | mean on covered tasks | coverage |", "|---|---|---|---|---|"]
+        lines += [f"| `{e.agent_spec}` | {e.config_hash[:8]} | {', '.join(map(_short_id, e.covers))} | {_number(e.covered_mean)} | {e.coverage:.0%} |" for e in standings.partial]
+    if standings.notes:
+        lines += ["", "## Notes", ""] + [f"* {note}" for note in standings.notes]
+    lines += ["", "## Per task", "", "| task | " + " | ".join(f"`{e.label}`" for e in standings.entries) + " |", "|---|" + "---|" * len(standings.entries)]
     for env_id in standings.env_ids:
         lines.append(f"| {_short_id(env_id)} | " + " | ".join(_cell_text(e.cells.get(env_id)).replace("|", "\\|") for e in standings.entries) + " |")
-    lines += ["", "## Success rate", "", "| task | " + " | ".join(f"`{e.agent_spec}`" for e in standings.entries) + " |", "|---|" + "---|" * len(standings.entries)]
+    lines += ["", "## Success rate", "", "| task | " + " | ".join(f"`{e.label}`" for e in standings.entries) + " |", "|---|" + "---|" * len(standings.entries)]
     for env_id in standings.env_ids:
         lines.append(f"| {_short_id(env_id)} | " + " | ".join(f"{e.cells[env_id].success_rate:.0%}" if env_id in e.cells else "—" for e in standings.entries) + " |")
     return "\n".join(lines) + "\n"
@@ -232,27 +323,55 @@ def _bar_chart(title: str, env_ids: Sequence[str], entries: Sequence[Entry], val
     return "".join(parts)
 
 
-def _line_chart(title: str, curves: dict[str, list[tuple[float, float]]]) -> str:
-    width, height, left, bottom = 640, 300, 60, 40
+def _ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """About ``count`` round tick values (1, 2 or 5 times a power of ten apart) covering [lo, hi]."""
+    span = hi - lo if hi > lo else abs(hi) or 1.0
+    raw = span / max(count - 1, 1)
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    ticks = [round(math.floor(lo / step) * step, 12)]
+    while ticks[-1] < hi - step * 1e-9 or len(ticks) < 2:
+        ticks.append(round(ticks[-1] + step, 12))
+    return ticks
+
+
+def _tick_label(value: float) -> str:
+    if value != 0 and (abs(value) >= 1e4 or abs(value) < 1e-3):
+        return f"{value:.3g}" if abs(value) < 1e4 else (f"{value / 1e3:g}k" if abs(value) < 1e6 else f"{value / 1e6:g}M")
+    return f"{value:g}"
+
+
+def _line_chart(title: str, curves: dict[str, list[tuple[float, float]]], *, x_title: str = "env steps", y_title: str = "episodic return") -> str:
+    """Learning curves as an SVG line chart with titled, ticked axes and a legend."""
+    width, height, left, bottom, top, right = 660, 330, 72, 56, 30, 20
     xs = [x for points in curves.values() for x, _ in points]
     ys = [y for points in curves.values() for _, y in points]
-    x_lo, x_hi = min(xs), max(xs) or 1.0
-    y_lo, y_hi = min(ys), max(ys)
-    if y_hi == y_lo:
-        y_hi = y_lo + 1.0
-    plot_w, plot_h = width - left - 20, height - bottom - 30
+    x_ticks, y_ticks = _ticks(min(xs), max(xs)), _ticks(min(ys), max(ys))
+    x_lo, x_hi, y_lo, y_hi = x_ticks[0], x_ticks[-1], y_ticks[0], y_ticks[-1]
+    plot_w, plot_h = width - left - right, height - bottom - top
+
+    def px(x: float) -> float:
+        return left + plot_w * (x - x_lo) / (x_hi - x_lo)
+
+    def py(y: float) -> float:
+        return top + plot_h * (1 - (y - y_lo) / (y_hi - y_lo))
+
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{html.escape(title)}">',
-             f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">{html.escape(title)}</text>',
-             f'<rect x="{left}" y="30" width="{plot_w}" height="{plot_h}" fill="none" stroke="#ccc"/>',
-             f'<text x="{left}" y="{height - 10}" font-size="10">step {x_lo:g}</text>',
-             f'<text x="{width - 20}" y="{height - 10}" font-size="10" text-anchor="end">{x_hi:g}</text>',
-             f'<text x="{left - 4}" y="36" font-size="10" text-anchor="end">{y_hi:.3g}</text>',
-             f'<text x="{left - 4}" y="{30 + plot_h}" font-size="10" text-anchor="end">{y_lo:.3g}</text>']
+             f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">{html.escape(title)}</text>']
+    for x in x_ticks:
+        parts.append(f'<line class="x-tick" x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{top}" y2="{top + plot_h + 4}" stroke="#e4e4e4"/>')
+        parts.append(f'<text x="{px(x):.1f}" y="{top + plot_h + 16}" font-size="10" text-anchor="middle">{_tick_label(x)}</text>')
+    for y in y_ticks:
+        parts.append(f'<line class="y-tick" x1="{left - 4}" x2="{left + plot_w}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="#e4e4e4"/>')
+        parts.append(f'<text x="{left - 7}" y="{py(y) + 3.5:.1f}" font-size="10" text-anchor="end">{_tick_label(y)}</text>')
+    parts += [f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>',
+              f'<text class="x-title" x="{left + plot_w / 2:.1f}" y="{height - 12}" font-size="12" text-anchor="middle">{html.escape(x_title)}</text>',
+              f'<text class="y-title" x="16" y="{top + plot_h / 2:.1f}" font-size="12" text-anchor="middle" transform="rotate(-90 16 {top + plot_h / 2:.1f})">{html.escape(y_title)}</text>']
     for j, (name, points) in enumerate(sorted(curves.items())):
-        coords = " ".join(f"{left + plot_w * (x - x_lo) / max(x_hi - x_lo, 1e-9):.1f},{30 + plot_h * (1 - (y - y_lo) / (y_hi - y_lo)):.1f}" for x, y in sorted(points))
+        coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in sorted(points))
         colour = _PALETTE[j % len(_PALETTE)]
         parts.append(f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="2"><title>{html.escape(name)}</title></polyline>')
-        parts.append(f'<text x="{left + 8}" y="{46 + 14 * j}" font-size="11" fill="{colour}">{html.escape(name)}</text>')
+        parts.append(f'<text x="{left + 8}" y="{top + 16 + 14 * j}" font-size="11" fill="{colour}">{html.escape(name)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -281,13 +400,23 @@ def render_html(standings: Standings, *, episodes_href: str | None = None) -> st
                 f'<body style="font-family: system-ui, sans-serif"><h1>{html.escape(standings.title)}</h1>'
                 f'<table id="standings" border="1" cellpadding="4">{header}{rows}</table></body></html>\n')
     complete = list(standings.entries)
-    legend = "".join(f'<span class="key"><i style="background:{_PALETTE[j % len(_PALETTE)]}"></i>{html.escape(e.agent_spec)}</span>' for j, e in enumerate(complete))
+    legend = "".join(f'<span class="key"><i style="background:{_PALETTE[j % len(_PALETTE)]}"></i>{html.escape(e.label)}</span>' for j, e in enumerate(complete))
     ranking = "".join(
         "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in [str(e.rank), e.agent_spec, e.config_hash[:8]])
         + f"<td>{_episodes_link(_number(e.overall), episodes_href, agent=e.agent_spec)}</td><td>{e.coverage:.0%}</td></tr>"
-        for e in standings.entries
+        for e in standings.ranked
     )
-    per_task_header = "<th>task</th>" + "".join(f"<th>#{e.rank} {html.escape(e.agent_spec)}</th>" for e in standings.entries)
+    partial = ""
+    if standings.partial:
+        partial = ("<h2>Partial entries (not ranked)</h2><p>They did not play every task, so an overall score would not compare with the ranked ones; "
+                   'the mean is over the tasks each covers.</p><table id="partial"><thead><tr><th>agent</th><th>config</th><th>covers</th>'
+                   "<th>mean on covered tasks</th><th>coverage</th></tr></thead><tbody>"
+                   + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in [e.agent_spec, e.config_hash[:8], ", ".join(map(_short_id, e.covers))])
+                             + f"<td>{_episodes_link(_number(e.covered_mean), episodes_href, agent=e.agent_spec)}</td><td>{e.coverage:.0%}</td></tr>"
+                             for e in standings.partial)
+                   + "</tbody></table>")
+    notes = ('<ul id="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in standings.notes) + "</ul>") if standings.notes else ""
+    per_task_header = "<th>task</th>" + "".join(f"<th>{html.escape(_rank_text(e))} {html.escape(e.label)}</th>" for e in standings.entries)
     per_task = "".join(
         f"<tr><td>{html.escape(_short_id(env_id))}</td>" + "".join(f"<td>{_episodes_link(_cell_text(e.cells.get(env_id)), episodes_href, agent=e.agent_spec, task=env_id)}</td>" for e in standings.entries) + "</tr>"
         for env_id in standings.env_ids
@@ -310,6 +439,7 @@ th {{ background: #f0f0f0; }} #standings td:nth-child(2), #per-task td:first-chi
 <h1>{html.escape(standings.title)}</h1>
 <p>Metric: <b>{html.escape(standings.metric)}</b>, mean ± standard error over episodes on held-out seeds.</p>
 <table id="standings"><thead><tr><th>#</th><th>agent</th><th>config</th><th>overall</th><th>coverage</th></tr></thead><tbody>{ranking}</tbody></table>
+{partial}{notes}
 <table id="per-task"><thead><tr>{per_task_header}</tr></thead><tbody>{per_task}</tbody></table>
 <div>{legend}</div>
 <div class="charts">{"".join(charts)}</div>
