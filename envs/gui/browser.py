@@ -1,7 +1,11 @@
 """A headless, offline Chromium page for the GUI environments (Playwright driving the system browser).
 
-One :class:`Browser` owns one Playwright driver, one Chromium process (a fresh temporary profile)
-and one page of a fixed viewport. The page is the task shell ``pages/app.html`` with its CSS and
+Chromium is launched once per process (and thread: Playwright's sync API is per thread) and shared:
+each :class:`Browser` is a browser context of that Chromium (its own cookies, storage and cache,
+like a fresh incognito profile) with one page of a fixed viewport, so making, copying and pickling
+GUI envs costs a context (milliseconds) instead of a Chromium launch (about a second). The shared
+Chromium is relaunched when it died and closed at interpreter exit (or by :func:`shutdown`).
+Each page is the task shell ``pages/app.html`` with its CSS and
 JavaScript inlined, so a task never needs the network: every request the page makes is aborted by a
 route handler and recorded in :attr:`Browser.blocked`.
 
@@ -13,6 +17,7 @@ byte-identical screenshots.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import io
 import json
@@ -26,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Browser", "BrowserCrashed", "chromium_executable", "probe"]
+__all__ = ["Browser", "BrowserCrashed", "chromium_executable", "probe", "shared_chromium", "shutdown"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,37 +84,75 @@ def app_html() -> str:
     return html.replace("/*APP_CSS*/", css).replace("/*APP_JS*/", js)
 
 
-_DRIVERS: dict[int, list[Any]] = {}
-"""Thread id -> [Playwright driver, number of browsers using it]: Playwright's sync API allows one
-driver per thread, so the browsers of one thread share it; the last one to close stops it."""
+_SHARED: dict[int, tuple[int, Any, Any]] = {}
+"""Thread id -> (pid, Playwright driver, Chromium) of the shared Chromium of that thread."""
 
 
-def _acquire_driver() -> Any:
+def shared_chromium() -> Any:
+    """This thread's shared Chromium (a Playwright ``Browser``), launched on first use or after it died.
+
+    Raises:
+        RuntimeError: Chromium or playwright is missing.
+    """
     key = threading.get_ident()
-    entry = _DRIVERS.get(key)
-    if entry is None:
+    entry = _SHARED.get(key)
+    if entry is not None and entry[0] != os.getpid():  # inherited through fork: not ours to use
+        del _SHARED[key]
+        entry = None
+    if entry is not None and entry[2].is_connected():
+        return entry[2]
+    executable = chromium_executable()
+    try:
         from playwright.sync_api import sync_playwright
+    except ImportError as exc:
+        raise RuntimeError("the GUI envs need playwright: pip install 'verigym[gui]'") from exc
+    driver = entry[1] if entry is not None else sync_playwright().start()
+    try:
+        chromium = driver.chromium.launch(executable_path=executable, headless=True, args=list(CHROMIUM_ARGS))
+    except Exception:
+        if entry is None:
+            _stop(driver)
+            raise
+        _stop(driver)  # the driver may have died with the browser: start a new one, once
+        driver = sync_playwright().start()
+        try:
+            chromium = driver.chromium.launch(executable_path=executable, headless=True, args=list(CHROMIUM_ARGS))
+        except Exception:
+            _SHARED.pop(key, None)
+            _stop(driver)
+            raise
+    _SHARED[key] = (os.getpid(), driver, chromium)
+    logger.debug("launched the shared %s", executable)
+    return chromium
 
-        entry = _DRIVERS[key] = [sync_playwright().start(), 0]
-    entry[1] += 1
-    return entry[0]
+
+def _stop(driver: Any, chromium: Any = None) -> None:
+    for action in (getattr(chromium, "close", None), driver.stop):
+        if action is None:
+            continue
+        try:
+            action()
+        except Exception as exc:  # a dead browser/driver, or another thread's driver
+            logger.debug("ignored while stopping the shared browser: %s", exc)
 
 
-def _release_driver(driver: Any) -> None:
-    for key, entry in list(_DRIVERS.items()):
-        if entry[0] is driver:
-            entry[1] -= 1
-            if entry[1] <= 0:
-                del _DRIVERS[key]
-                try:
-                    driver.stop()
-                except Exception as exc:
-                    logger.debug("ignored while stopping playwright: %s", exc)
-            return
+def shutdown() -> None:
+    """Close this process's shared Chromium processes and Playwright drivers (idempotent).
+
+    Runs at interpreter exit by itself; call it to free the memory earlier. A later GUI env
+    relaunches Chromium.
+    """
+    for key, (pid, driver, chromium) in list(_SHARED.items()):
+        if pid == os.getpid():
+            del _SHARED[key]
+            _stop(driver, chromium)
+
+
+atexit.register(shutdown)
 
 
 class Browser:
-    """One headless Chromium with one page showing the task shell.
+    """One page showing the task shell, in its own context of the shared headless Chromium.
 
     Args:
         width: viewport width in CSS pixels (= screenshot pixels; device scale factor 1).
@@ -122,30 +165,25 @@ class Browser:
     def __init__(self, width: int, height: int):
         self.width, self.height = int(width), int(height)
         self.blocked: list[str] = []
-        self._playwright: Any = None
         self._browser: Any = None
+        self._context: Any = None
         self._page: Any = None
         self._cdp: Any = None
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
     def alive(self) -> bool:
-        """True when the browser is launched and connected."""
-        return self._browser is not None and self._browser.is_connected()
+        """True when the page is open and its Chromium connected."""
+        return self._page is not None and self._browser.is_connected() and not self._page.is_closed()
 
     def launch(self) -> None:
-        """Start Playwright and Chromium (no-op when already running)."""
+        """Open this browser's context and page in the shared Chromium (no-op when open)."""
         if self.alive:
             return
         self.close()
-        executable = chromium_executable()
+        self._browser = shared_chromium()
         try:
-            self._playwright = _acquire_driver()
-        except ImportError as exc:
-            raise RuntimeError("the GUI envs need playwright: pip install 'verigym[gui]'") from exc
-        try:
-            self._browser = self._playwright.chromium.launch(executable_path=executable, headless=True, args=list(CHROMIUM_ARGS))
-            context = self._browser.new_context(
+            context = self._context = self._browser.new_context(
                 viewport={"width": self.width, "height": self.height},
                 device_scale_factor=1,
                 locale="en-US",
@@ -162,7 +200,7 @@ class Browser:
         except Exception:
             self.close()
             raise
-        logger.debug("launched %s (%dx%d)", executable, self.width, self.height)
+        logger.debug("opened a %dx%d page", self.width, self.height)
 
     def _block(self, route: Any) -> None:
         """Abort every request: the task shell is inlined and needs no network."""
@@ -170,16 +208,14 @@ class Browser:
         route.abort("blockedbyclient")
 
     def close(self) -> None:
-        """Close the page, Chromium and the Playwright driver (idempotent; never raises)."""
-        browser, playwright = self._browser, self._playwright
-        self._browser = self._playwright = self._page = self._cdp = None
-        if browser is not None:
+        """Close the page and its context (idempotent; never raises). The shared Chromium stays."""
+        context = self._context
+        self._browser = self._context = self._page = self._cdp = None
+        if context is not None:
             try:
-                browser.close()
-            except Exception as exc:  # a crashed browser or a dead driver
-                logger.debug("ignored while closing the browser: %s", exc)
-        if playwright is not None:
-            _release_driver(playwright)
+                context.close()
+            except Exception as exc:  # a crashed browser, a dead driver, or another thread's
+                logger.debug("ignored while closing the browser context: %s", exc)
 
     # -- page access (every call maps a dead browser to BrowserCrashed) ----------------------
     def _call(self, function: Any, *args: Any) -> Any:
@@ -252,7 +288,8 @@ class Browser:
         return array
 
     def crash(self) -> None:
-        """Crash the Chromium process on purpose (DevTools ``Browser.crash``), for tests."""
+        """Crash the shared Chromium process on purpose (DevTools ``Browser.crash``), for tests;
+        every page of this process and thread dies with it."""
         session = self._browser.new_browser_cdp_session()
         try:
             session.send("Browser.crash")

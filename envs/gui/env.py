@@ -76,8 +76,9 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
     multi-screen phone: toggle Wi-Fi or Bluetooth, set an alarm; the AndroidControl kind),
     ``shopping-cart`` and ``grounding`` (one click inside the described element; ScreenSpot kind).
     The browser is Playwright driving the system Chromium, headless, with a fresh profile and no
-    network: every request is aborted (``info["blocked_requests"]`` counts them). One browser per
-    env instance, reused across resets.
+    network: every request is aborted (``info["blocked_requests"]`` counts them). One Chromium
+    process per Python process, shared: each env instance (and each pickled or deep copy) has its
+    own browser context and page in it, reused across resets.
 
     ## Action Space
     :class:`GuiActionSpace`, a ``Dict``; ``op`` selects what the other fields mean:

@@ -112,7 +112,7 @@ def test_killed_browser_ends_the_episode_and_reset_recovers():
     env = gym.make("verigym/ClickCheckboxes-v0")
     try:
         env.reset(seed=1)
-        mains = [pid for pid, command in descendants().items() if "chromium" in command and "--type=" not in command]
+        mains = _chromium_mains()
         assert mains, "no chromium process found"
         for pid in mains:
             os.kill(pid, signal.SIGKILL)
@@ -127,19 +127,51 @@ def test_killed_browser_ends_the_episode_and_reset_recovers():
         env.close()
 
 
-def test_close_leaves_no_process_and_is_idempotent():
+def _chromium_mains() -> list[int]:
+    return [pid for pid, command in descendants().items() if "chromium" in command and "--type=" not in command]
+
+
+def test_envs_and_their_copies_share_one_chromium():
+    import copy
+    import pickle
+
+    from verigym.envs.gui.browser import shared_chromium
+
+    envs = [GuiEnv(task="enter-text"), GuiEnv(task="login")]
+    try:
+        for env in envs:
+            env.reset(seed=0)
+        envs += [pickle.loads(pickle.dumps(envs[0])), copy.deepcopy(envs[1])]
+        assert len(_chromium_mains()) == 1
+        assert len(shared_chromium().contexts) == 4  # one context (own cookies, storage) per env
+    finally:
+        for env in envs:
+            env.close()
+    assert shared_chromium().contexts == []
+
+
+def test_close_is_idempotent_and_shutdown_leaves_no_process():
+    from verigym.envs.gui.browser import shutdown
+
     before = set(_browser_processes())
     envs = [GuiEnv(task="enter-text"), GuiEnv(task="login")]
     for env in envs:
         env.reset(seed=0)
-    assert set(_browser_processes()) - before, "the envs started no browser"
+    assert _chromium_mains(), "the envs started no browser"
     for env in envs:
         env.close()
         env.close()
+    shutdown()
     deadline = time.monotonic() + 10
-    while set(_browser_processes()) - before and time.monotonic() < deadline:
+    while _browser_processes() and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not set(_browser_processes()) - before
+    assert not _browser_processes(), (before, _browser_processes())
+    env = GuiEnv(task="login")  # a later env relaunches it
+    try:
+        env.reset(seed=0)
+        assert len(_chromium_mains()) == 1
+    finally:
+        env.close()
 
 
 def test_same_seed_same_screenshot_and_copy_continues():
