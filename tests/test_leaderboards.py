@@ -164,6 +164,9 @@ def test_resume_after_kill_9_loses_and_duplicates_nothing(tmp_path):
     resumed, clean = _key_rows(killed_out), _key_rows(tmp_path / "clean")
     assert len(resumed) == suite.episodes == len(set(resumed))
     assert resumed == clean
+    with sqlite3.connect(database) as db:  # every row has its trajectory, written with it, once
+        keys = "agent_spec, config_hash, env_id, seed"
+        assert db.execute(f"SELECT {keys} FROM trajectories ORDER BY {keys}").fetchall() == db.execute(f"SELECT {keys} FROM episodes ORDER BY {keys}").fetchall()
 
 
 @pytest.mark.timeout(300)

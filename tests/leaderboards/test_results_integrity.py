@@ -156,11 +156,11 @@ def test_resume_retries_error_rows(tmp_path, monkeypatch):
 
 def test_two_evaluations_on_one_store_each_report_their_own(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
-    suite = Suite("shared", (Task("verigym/Treasure-7x7-v0", episodes=6),))
+    suite = Suite("shared", (Task("verigym/GuessNumber-v0", episodes=6),))
     summaries = []
 
-    def run():
-        summaries.append(evaluate("tests.leaderboard_agents:slow_random", suite, out=tmp_path, workers=1, progress=False, resume=True))
+    def run():  # both plan all six episodes before either has written one (the workers take seconds to start)
+        summaries.append(evaluate("random", suite, out=tmp_path, workers=1, progress=False, resume=True))
 
     threads = [threading.Thread(target=run) for _ in range(2)]
     for thread in threads:
