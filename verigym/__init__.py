@@ -4,8 +4,9 @@
 browser imports), so ``gymnasium.make("verigym/<Name>-v<N>")`` and
 ``pettingzoo.make("aec" | "parallel", "verigym/<Name>-v<N>")`` work.
 
-Contracts (DESIGN.md): :class:`TextInterface`, :class:`ActionParseError`, :data:`FAMILIES`, and the
-episode-end keys ``info["success"]``, ``info["score"]``, ``info["action_error"]``.
+Contracts (DESIGN.md): :class:`TextInterface`, :class:`ActionParseError`, :data:`FAMILIES`, the
+episode-end keys ``info["success"]``, ``info["score"]``, ``info["action_error"]``, and the episode
+boundary (:class:`EpisodeGuard`, :class:`EpisodeEndedError`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from verigym.core import (
     SCORE,
     SUCCESS,
     ActionParseError,
+    EpisodeEndedError,
+    EpisodeGuard,
     Family,
     OracleInterface,
     TextInterface,
@@ -39,6 +42,8 @@ __all__ = [
     "SUCCESS",
     "ActionParseError",
     "EnvRow",
+    "EpisodeEndedError",
+    "EpisodeGuard",
     "Family",
     "OracleInterface",
     "TextInterface",
