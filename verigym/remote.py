@@ -31,10 +31,9 @@ import gymnasium as gym
 
 from verigym.serve.wire import decode, encode, space_from_json
 
-__all__ = ["AsyncRemoteEnv", "RemoteEnv", "RemoteEnvError", "make", "make_async"]
+__all__ = ["AsyncRemoteEnv", "RemoteEnv", "RemoteEnvError", "RemoteTextEnv", "make", "make_async"]
 
-_RAISABLE = {"TypeError": TypeError, "ValueError": ValueError, "KeyError": KeyError, "IndexError": IndexError,
-             "NotImplementedError": NotImplementedError, "RuntimeError": RuntimeError}
+_EXCEPTION_MODULES = ("builtins", "verigym.", "gymnasium.")
 
 
 class RemoteEnvError(RuntimeError):
@@ -74,11 +73,47 @@ def _headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
+def _refused(url: str, exc: Any) -> RemoteEnvError:
+    """The error for a refused WebSocket upgrade (a wrong token: 403; server full: 503)."""
+    status = exc.response.status_code
+    try:
+        body = json.loads(exc.response.body or b"{}")
+    except ValueError:
+        body = {}
+    if isinstance(body, dict) and body.get("code"):
+        return RemoteEnvError(str(body.get("detail", "")), str(body["code"]), body)
+    hint = ": missing or wrong token (token=... or $VERIGYM_TOKEN)" if status in (401, 403) else ""
+    return RemoteEnvError(f"the server at {url} refused the connection (HTTP {status}){hint}", "CONNECTION")
+
+
 def _error(data: dict[str, Any]) -> Exception:
     message, code = str(data.get("message", "unknown error")), str(data.get("code", "UNKNOWN"))
-    if code == "EXECUTION_ERROR" and data.get("exception") in _RAISABLE:
-        return _RAISABLE[data["exception"]](message)
+    if code == "EXECUTION_ERROR":
+        cls = _exception_class(data.get("exception"))
+        try:
+            return cls(message)
+        except Exception:  # noqa: BLE001 - a class with another signature
+            return RuntimeError(message)
     return RemoteEnvError(message, code, data)
+
+
+def _exception_class(name: Any) -> type[Exception]:
+    """The exception class ``"module:qualname"`` names, if it is a builtin, verigym or Gymnasium
+    exception (nothing else is imported); ``RuntimeError`` otherwise."""
+    import importlib
+
+    if isinstance(name, str) and ":" in name:
+        module_name, _, qualname = name.partition(":")
+        if module_name == "builtins" or module_name.startswith(_EXCEPTION_MODULES[1:]):
+            try:
+                obj: Any = importlib.import_module(module_name)
+                for part in qualname.split("."):
+                    obj = getattr(obj, part)
+            except (ImportError, AttributeError):
+                obj = None
+            if isinstance(obj, type) and issubclass(obj, Exception):
+                return obj
+    return RuntimeError
 
 
 def _parse(raw: str | bytes, expect: str) -> dict[str, Any]:
@@ -110,6 +145,7 @@ def _apply_description(env: Any, description: dict[str, Any]) -> None:
     metadata = decode(description.get("metadata") or {})
     env.metadata = {**metadata, "render_modes": []}
     env.remote_max_episode_steps = description.get("max_episode_steps")
+    env.text_methods = tuple(description.get("text_interface") or ())
 
 
 class RemoteEnv(gym.Env):
@@ -147,14 +183,15 @@ class RemoteEnv(gym.Env):
 
         try:
             self._ws = connect(_ws_url(self.url), additional_headers=_headers(self._token), open_timeout=self.timeout,
-                               max_size=None, compression=None, proxy=None)
+                               max_size=None, compression=None, proxy=None).__enter__()  # (websockets >= 17 wants a context)
         except InvalidStatus as exc:
-            status = exc.response.status_code
-            raise RemoteEnvError(f"the server at {self.url} refused the connection (HTTP {status})" + (": missing or wrong token" if status in (401, 403) else ""), "CONNECTION") from None
+            raise _refused(self.url, exc) from None
         except OSError as exc:
             raise RemoteEnvError(f"cannot reach {self.url}: {exc}", "CONNECTION") from None
         description = _parse(self._call(json.dumps({"type": "make", "data": {"env_id": self.env_id, "kwargs": encode(self.kwargs)}})), "spaces")
         _apply_description(self, description)
+        if type(self) is RemoteEnv and {"instructions", "observation_text", "parse_action"} <= set(self.text_methods):
+            self.__class__ = RemoteTextEnv
 
     def _call(self, message: str) -> str | bytes:
         from websockets.exceptions import ConnectionClosed
@@ -220,6 +257,34 @@ class RemoteEnv(gym.Env):
         return f"RemoteEnv({self.env_id!r} at {self.url})"
 
 
+class RemoteTextEnv(RemoteEnv):
+    """A :class:`RemoteEnv` whose server-side env implements :class:`verigym.TextInterface`: the
+    text view (``LanguageWrapper``) uses the env's own formatter and parser, over the wire."""
+
+    def _text(self, method: str, *args: Any) -> Any:
+        message = {"type": "text", "data": {"method": method, **({"value": encode(args[0])} if args else {})}}
+        return decode(_parse(self._call(json.dumps(message)), "text")["value"])
+
+    def instructions(self) -> str:
+        """The env's rules and action format."""
+        return self._text("instructions")
+
+    def observation_text(self, observation: Any) -> str:
+        """The env's text rendering of ``observation``."""
+        return self._text("observation_text", observation)
+
+    def parse_action(self, text: str) -> Any:
+        """The env's parser (raises :class:`verigym.ActionParseError` like the env)."""
+        return self._text("parse_action", text)
+
+    @property
+    def action_text(self) -> Any:
+        """The env's ``action_text(action) -> str``, if the env has one (else ``AttributeError``)."""
+        if "action_text" not in self.text_methods:
+            raise AttributeError("action_text")
+        return lambda action: self._text("action_text", action)
+
+
 def make(env_id: str, *, url: str, token: str | None = None, timeout: float = 120.0, **kwargs: Any) -> RemoteEnv:
     """Connect to ``env_id`` on the server at ``url`` (see :class:`RemoteEnv`)."""
     return RemoteEnv(env_id, url=url, token=token, timeout=timeout, **kwargs)
@@ -254,7 +319,7 @@ class AsyncRemoteEnv:
             env._ws = await asyncio.wait_for(connect(_ws_url(url), additional_headers=_headers(env._token), max_size=None,
                                                      compression=None, proxy=None), timeout)
         except InvalidStatus as exc:
-            raise RemoteEnvError(f"the server at {url} refused the connection (HTTP {exc.response.status_code})", "CONNECTION") from None
+            raise _refused(url, exc) from None
         except OSError as exc:
             raise RemoteEnvError(f"cannot reach {url}: {exc}", "CONNECTION") from None
         _apply_description(env, _parse(await env._call(json.dumps({"type": "make", "data": {"env_id": env_id, "kwargs": encode(env.kwargs)}})), "spaces"))

@@ -20,6 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="torch device for learned agents (auto, cpu, cuda)")
     parser.add_argument("--export", default=None, help="also export every row to this .json or .csv file")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--env-url", default=None, help="play on the envs served by verigym serve-env at this URL (verigym.remote; local backend)")
+    parser.add_argument("--env-token", default=None, help="with --env-url: the server's token (default: $VERIGYM_TOKEN)")
     parser.add_argument("--record-frames", type=int, default=0, metavar="K",
                         help="also store a rendered frame (PNG) every K steps of each episode (default 0: none; trajectories are always stored)")
 
@@ -31,6 +33,16 @@ def run(args: argparse.Namespace) -> int:
     from verigym.leaderboards.suite import load_suite
 
     out = args.out or DEFAULT_DIR
+    if args.env_url:  # read by the runner's env factory in every worker process (leaderboards/runner.py)
+        import os
+
+        if args.backend == "ray":
+            from verigym.commands import usage_error
+
+            return usage_error("eval", "--env-url works with the local backend (Ray workers do not see this process's environment)")
+        os.environ["VERIGYM_ENV_URL"] = args.env_url
+        if args.env_token:
+            os.environ["VERIGYM_TOKEN"] = args.env_token
     try:
         if args.env:
             from verigym.commands import lookup_env

@@ -108,8 +108,9 @@ class ServerHandle:
     """
 
     def __init__(self, config: ServeConfig, host: str, port: int):
+        config = _checked(config, host)
         self._sock = _bind(host, port)
-        self._server = _uvicorn_server(_checked(config, host), host)
+        self._server = _uvicorn_server(config, host)
         self.app = self._server.config.app
         self.url = _url(host, self._sock.getsockname()[1])
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, name="verigym-serve", daemon=True)

@@ -13,6 +13,8 @@ WebSocket ``/ws`` -- one session, one env instance, JSON text frames::
     -> {"type": "state"}        <- {"type": "state", "data": {"episode_id": ..., "step_count": 3, ...}}
     -> {"type": "make", "data": {"env_id": ..., "kwargs": {}}}   (verigym: build without reset)
     <- {"type": "spaces", "data": {"observation_space": ..., "action_space": ..., "metadata": ...}}
+    -> {"type": "text", "data": {"method": "parse_action", "value": "click 3"}}   (verigym: the
+    <- {"type": "text", "data": {"value": ...}}       env's TextInterface, for LanguageWrapper)
     -> {"type": "close"}        (the server closes the socket)
     <- {"type": "error", "data": {"message": "...", "code": "NOT_RESET", ...}}
 
@@ -21,7 +23,9 @@ left out when the server serves one id. Error codes: OpenEnv's ``INVALID_JSON``,
 ``UNKNOWN_TYPE``, ``VALIDATION_ERROR``, ``EXECUTION_ERROR``, ``CAPACITY_REACHED``,
 ``FACTORY_ERROR``, ``SESSION_ERROR``, and verigym's ``UNKNOWN_ENV``, ``NOT_RESET``,
 ``MESSAGE_TOO_LARGE``, ``STEP_TIMEOUT``, ``IDLE_TIMEOUT``, ``ENV_CRASHED``. An ``EXECUTION_ERROR``
-carries ``"exception"`` (the Python class name, e.g. ``"TypeError"``) and keeps the session; the
+carries ``"exception"`` (``"module:qualname"`` of the class, e.g. ``"builtins:TypeError"``) and
+keeps the session (any ``TypeError``, ``ValueError``, ``LookupError``, ``RuntimeError`` or Gymnasium
+error: what an env raises on purpose); any other exception is ``ENV_CRASHED``; the
 codes ``STEP_TIMEOUT``, ``IDLE_TIMEOUT``, ``ENV_CRASHED`` and ``CAPACITY_REACHED`` end it.
 
 HTTP: ``GET /health``, ``GET /metadata``, ``GET /schema[?env_id=...&kwargs=<json>]``,
@@ -30,8 +34,11 @@ session: a 409 protocol error that points to ``/ws``), ``GET /state``.
 
 Concurrency: text, grid and multi-agent-seat sessions run on the event loop (no thread of their
 own; their verifiers are bounded in time). Any other env (GUI, tool sandbox, MuJoCo, third-party
-ids) gets one daemon worker thread for its whole life (Playwright objects are thread-bound), at
-most ``workers`` of them at once; only those calls are bounded by ``step_timeout``.
+ids) is pinned for its whole life to one thread of a pool of at most ``workers`` long-lived
+threads (Playwright objects are thread-bound; a thread's Chromium serves all its GUI sessions), the
+least-loaded one, so up to ``workers`` such sessions each have a thread to themselves. Only those
+calls are bounded by ``step_timeout``: a call that overruns ends its session and retires its
+thread from the pool (a fresh thread takes its place; the stuck one exits when the call returns).
 
 Security: a token, when configured, is required on every HTTP request and WebSocket upgrade, as
 ``Authorization: Bearer <token>``, HTTP Basic auth with the token as password (what a
@@ -47,6 +54,7 @@ import hmac
 import json
 import logging
 import queue
+import sys
 import threading
 import time
 import uuid
@@ -63,9 +71,10 @@ __all__ = ["INLINE_FAMILIES", "ServeConfig", "create_app"]
 logger = logging.getLogger(__name__)
 
 INLINE_FAMILIES = frozenset({"text", "grid", "multiagent"})
-"""Families whose envs are stepped on the event loop; all others get a worker thread."""
+"""Families whose envs are stepped on the event loop; all others run on the worker pool."""
 
-_RAISABLE = ("TypeError", "ValueError", "KeyError", "IndexError", "NotImplementedError")
+_RECOVERABLE = (TypeError, ValueError, LookupError, NotImplementedError, RuntimeError, gym.error.Error)
+"""Errors an env raises on purpose (bad argument, step after the end, ...): the session goes on."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +92,7 @@ class ServeConfig:
             ends with ``STEP_TIMEOUT``; 0 disables.
         token: required credential (``None``: none; mandatory for a non-loopback host).
         max_message_bytes: larger frames get ``MESSAGE_TOO_LARGE`` (the session goes on).
-        workers: worker threads (one per GUI/sandbox/MuJoCo session) at most.
+        workers: threads of the pool that runs GUI/sandbox/MuJoCo/third-party envs.
     """
 
     env_ids: tuple[str, ...] = ()
@@ -116,11 +125,13 @@ class ProtocolError(Exception):
 
 
 class _Worker:
-    """One daemon thread that runs every call of one session's env (thread-bound libraries)."""
+    """One daemon thread that runs every call of the sessions pinned to it, in order."""
 
-    def __init__(self, on_exit: Callable[[], None]):
+    def __init__(self, on_exit: Callable[[_Worker], None]):
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._on_exit = on_exit
+        self.sessions = 0
+        self.retired = False
         self._thread = threading.Thread(target=self._main, name="verigym-env-worker", daemon=True)
         self._thread.start()
 
@@ -138,7 +149,8 @@ class _Worker:
                 else:
                     loop.call_soon_threadsafe(_settle, future, result, None)
         finally:
-            self._on_exit()
+            _release_thread_browser()
+            self._on_exit(self)
 
     def run(self, fn: Callable, *args: Any) -> asyncio.Future:
         loop = asyncio.get_running_loop()
@@ -146,11 +158,75 @@ class _Worker:
         self._jobs.put((loop, future, fn, args))
         return future
 
-    def stop(self, final: Callable[[], Any] | None = None) -> None:
-        """Run ``final`` (e.g. ``env.close``) after the pending calls, then end the thread."""
-        if final is not None:
-            self._jobs.put((None, None, _quiet(final), ()))
+    def later(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` (e.g. ``env.close``) after the pending calls, ignoring its errors."""
+        self._jobs.put((None, None, _quiet(fn), ()))
+
+    def stop(self) -> None:
+        """End the thread after the pending calls."""
         self._jobs.put(None)
+
+
+def _release_thread_browser() -> None:
+    """Close the shared Chromium of this (exiting) thread: thread ids are reused, and the next
+    thread with this id must not find a Playwright driver bound to a dead thread."""
+    browser = sys.modules.get("verigym.envs.gui.browser")
+    shared = getattr(browser, "_SHARED", None)
+    if isinstance(shared, dict):
+        entry = shared.pop(threading.get_ident(), None)
+        if entry is not None:
+            for close in (getattr(entry[2], "close", None), getattr(entry[1], "stop", None)):
+                if close is not None:
+                    _quiet(close)()
+
+
+class _Pool:
+    """At most ``size`` long-lived worker threads; each blocking session is pinned to one."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.workers: list[_Worker] = []
+        self.retired = 0  # stuck threads still running an abandoned call
+        self._lock = threading.Lock()
+
+    def assign(self) -> _Worker:
+        with self._lock:
+            idle = [w for w in self.workers if w.sessions == 0]
+            if idle:
+                worker = idle[0]
+            elif len(self.workers) < self.size:
+                worker = _Worker(self._exited)
+                self.workers.append(worker)
+            else:
+                worker = min(self.workers, key=lambda w: w.sessions)
+            worker.sessions += 1
+            return worker
+
+    def release(self, worker: _Worker) -> None:
+        with self._lock:
+            worker.sessions -= 1
+
+    def retire(self, worker: _Worker) -> None:
+        """Take a stuck worker out of the pool; it exits once its current call returns."""
+        with self._lock:
+            if worker in self.workers:
+                self.workers.remove(worker)
+                self.retired += 1
+                worker.retired = True
+        worker.stop()
+
+    def _exited(self, worker: _Worker) -> None:
+        with self._lock:
+            if worker.retired:
+                self.retired -= 1
+            elif worker in self.workers:
+                self.workers.remove(worker)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            workers, self.workers = list(self.workers), []
+        for worker in workers:
+            worker.stop()
 
 
 def _settle(future: asyncio.Future, result: Any, exc: BaseException | None) -> None:
@@ -202,8 +278,7 @@ class _Server:
             self.allowed = None  # any verigym gymnasium id
         self.families = {r.id: r.family for r in rows() if r.api == "gymnasium"}
         self.sessions: dict[str, tuple[_Session, Any]] = {}
-        self.workers_busy = 0
-        self.workers_lock = threading.Lock()
+        self.pool = _Pool(config.workers)
         self.schema_cache: dict[tuple[str, str], dict[str, Any]] = {}
         self.reaper: asyncio.Task | None = None
         self.steps = 0
@@ -244,22 +319,10 @@ class _Server:
             return await asyncio.wait_for(asyncio.shield(future), timeout)
         except asyncio.TimeoutError:
             future.cancel()
+            self.pool.retire(session.worker)
             raise ProtocolError(
                 "STEP_TIMEOUT", f"the env did not answer within --step-timeout {self.config.step_timeout:g} s; this session is closed (the env is abandoned)", fatal=True
             ) from None
-
-    def _worker_exited(self) -> None:
-        with self.workers_lock:
-            self.workers_busy -= 1
-
-    def new_worker(self) -> _Worker:
-        with self.workers_lock:
-            if self.workers_busy >= self.config.workers:
-                raise ProtocolError(
-                    "CAPACITY_REACHED", f"all {self.config.workers} worker threads are busy (GUI/sandbox/MuJoCo sessions); retry later or raise --workers", fatal=True
-                )
-            self.workers_busy += 1
-        return _Worker(self._worker_exited)
 
     async def make(self, session: _Session, env_id: Any, kwargs: Any) -> None:
         env_id = self.resolve(env_id)
@@ -272,7 +335,7 @@ class _Server:
             return
         await self.drop_env(session)
         if not self.inline(env_id):
-            session.worker = self.new_worker()
+            session.worker = self.pool.assign()
         try:
             session.env = await self.call(session, _make_env, env_id, decode(kwargs))
         except ProtocolError:
@@ -290,7 +353,9 @@ class _Server:
         env, worker = session.env, session.worker
         session.env, session.worker, session.reset_done = None, None, False
         if worker is not None:
-            worker.stop(env.close if env is not None else None)
+            if env is not None:
+                worker.later(env.close)
+            self.pool.release(worker)
         elif env is not None:
             _quiet(env.close)()
 
@@ -309,6 +374,8 @@ class _Server:
         if kind == "make":
             await self.make(session, data.get("env_id"), data.get("kwargs"))
             return json.dumps({"type": "spaces", "data": _describe(session.env, session.env_id)})
+        if kind == "text":
+            return await self.text(session, data)
         if kind == "state":
             return json.dumps({"type": "state", "data": {
                 "episode_id": session.episode_id, "step_count": session.step_count, "env_id": session.env_id,
@@ -350,6 +417,24 @@ class _Server:
             session.episode_over = True
         return _observation_frame(observation, reward, terminated, truncated, info)
 
+    async def text(self, session: _Session, data: dict[str, Any]) -> str:
+        """The env's :class:`verigym.TextInterface` (verigym extension: ``{"type": "text", "data":
+        {"method": "parse_action", "value": ...}}`` -> ``{"type": "text", "data": {"value": ...}}``)."""
+        from verigym.core import TextInterface
+
+        if session.env is None:
+            raise ProtocolError("NOT_RESET", "no env yet: send make or reset first")
+        inner = session.env.unwrapped
+        method = data.get("method")
+        if method not in _TEXT_METHODS or not isinstance(inner, TextInterface) or not callable(getattr(inner, method, None)):
+            raise ProtocolError("VALIDATION_ERROR", f"{session.env_id} has no text method {method!r}")
+        try:
+            args = () if method == "instructions" else (decode(data.get("value")),)
+        except WireError as exc:
+            raise ProtocolError("VALIDATION_ERROR", f"value: {exc}") from None
+        value = await self.guarded(session, getattr(inner, method), *args)
+        return json.dumps({"type": "text", "data": {"value": encode(value)}})
+
     async def guarded(self, session: _Session, fn: Callable, *args: Any, reset: bool = False) -> Any:
         try:
             if reset:
@@ -358,9 +443,9 @@ class _Server:
         except ProtocolError:
             raise
         except Exception as exc:
-            name = type(exc).__name__
-            if name in _RAISABLE or isinstance(exc, (RuntimeError, gym.error.Error)) and not isinstance(exc, (RecursionError, MemoryError)):
-                raise ProtocolError("EXECUTION_ERROR", str(exc) or name, exception=name if name in _RAISABLE else "RuntimeError") from None
+            name = f"{type(exc).__module__}:{type(exc).__qualname__}"
+            if isinstance(exc, _RECOVERABLE) and not isinstance(exc, RecursionError):
+                raise ProtocolError("EXECUTION_ERROR", str(exc) or type(exc).__name__, exception=name) from None
             logger.warning("session %s: %s crashed", session.id, session.env_id, exc_info=True)
             raise ProtocolError("ENV_CRASHED", f"the env crashed ({name}: {exc}); this session is closed", fatal=True, exception=name) from None
 
@@ -378,6 +463,9 @@ class _Server:
                         await websocket.close(code=1000)
                     except Exception:  # noqa: BLE001 - the client may already be gone
                         pass
+
+
+_TEXT_METHODS = ("instructions", "observation_text", "parse_action", "action_text")
 
 
 def _make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
@@ -403,8 +491,15 @@ def _describe(env: gym.Env, env_id: str | None) -> dict[str, Any]:
         "metadata": encode(dict(env.unwrapped.metadata)),
         "max_episode_steps": getattr(spec, "max_episode_steps", None),
         "nondeterministic": bool(getattr(spec, "nondeterministic", False)),
+        "text_interface": [m for m in _TEXT_METHODS if _is_text_interface(env) and callable(getattr(env.unwrapped, m, None))],
         "reward_range": encode(tuple(float(x) for x in getattr(env, "reward_range", (float("-inf"), float("inf"))))),
     }
+
+
+def _is_text_interface(env: gym.Env) -> bool:
+    from verigym.core import TextInterface
+
+    return isinstance(env.unwrapped, TextInterface)
 
 
 def _authorized(token: str | None, headers: dict[bytes, bytes], query: bytes) -> bool:
@@ -446,10 +541,14 @@ def create_app(config: ServeConfig | None = None) -> Any:
 
     async def ws_endpoint(websocket: WebSocket) -> None:
         if len(server.sessions) >= config.max_sessions:
-            await websocket.accept()
-            await websocket.send_text(ProtocolError("CAPACITY_REACHED", f"server full: {config.max_sessions} sessions are open (--max-sessions); retry later",
-                                                    active_sessions=len(server.sessions), max_sessions=config.max_sessions).frame())
-            await websocket.close(code=1013)
+            full = ProtocolError("CAPACITY_REACHED", f"server full: {config.max_sessions} sessions are open (--max-sessions); retry later",
+                                 active_sessions=len(server.sessions), max_sessions=config.max_sessions)
+            if "websocket.http.response" in (websocket.scope.get("extensions") or {}):  # refuse the upgrade: HTTP 503
+                await websocket.send_denial_response(JSONResponse({"detail": str(full), "code": full.code}, status_code=503))
+            else:
+                await websocket.accept()
+                await websocket.send_text(full.frame())
+                await websocket.close(code=1013)
             return
         await websocket.accept()
         session = _Session(uuid.uuid4().hex)
@@ -504,7 +603,7 @@ def create_app(config: ServeConfig | None = None) -> Any:
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "healthy", "sessions": len(server.sessions), "max_sessions": config.max_sessions,
-                             "workers_busy": server.workers_busy, "steps": server.steps})
+                             "workers": len(server.pool.workers), "stuck_workers": server.pool.retired, "steps": server.steps})
 
     async def metadata(request: Request) -> JSONResponse:
         from verigym import __version__
@@ -581,6 +680,7 @@ def create_app(config: ServeConfig | None = None) -> Any:
                 server.reaper.cancel()
             for session, _ws in list(server.sessions.values()):
                 await server.drop_env(session)
+            server.pool.shutdown()
 
     inner = Starlette(
         routes=[
