@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import json
 import os
 import pickle
 import shutil
@@ -186,24 +187,76 @@ def test_fork_bomb_is_bounded_and_killed():
     box.close_and_check()
 
 
+def _cpu_seconds(pids: set[int]) -> float:
+    """User + system CPU seconds consumed so far by the living processes among ``pids``."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 @needs_sandbox
-def test_double_forked_setsid_daemon_dies_with_the_sandbox():
+def test_no_agent_process_survives_a_call():
     box = Box()
     code = (
         "import os, time\n"
-        "if os.fork() == 0:\n"
+        "started = []\n"
+        "if os.fork() == 0:\n"  # a double-forked setsid daemon
         "    os.setsid()\n"
         "    if os.fork() == 0:\n"
         "        time.sleep(300)\n"
         "    os._exit(0)\n"
-        "time.sleep(0.3)\nprint('parent done')"
+        "burner = os.fork()\n"
+        "if burner == 0:\n"  # a CPU burner in its own process group
+        "    os.setpgid(0, 0)\n"
+        "    while True: pass\n"
+        "time.sleep(0.3)\n"
+        "print(len([p for p in os.listdir('/proc') if p.isdigit()]))"
     )
     result = box.run(code)
-    assert result.ok and result.output == "parent done\n"
-    daemons = _descendants(box.sandbox.worker_pid)
-    assert len(daemons) >= 3  # bwrap init, worker, the daemon
+    assert result.ok and int(result.output) >= 3, result  # the notebook, the daemon and the burner ran
+    tree = _alive(_descendants(box.sandbox.worker_pid))
+    assert len(tree) == 1, f"processes of the agent outlive the call: {tree}"  # the notebook only
+    assert box.run("print(len([p for p in __import__('os').listdir('/proc') if p.isdigit()]))").output == "1\n"
     box.close_and_check()
-    assert not _alive(daemons)
+
+
+@needs_sandbox
+def test_cpu_burnt_in_forked_children_stops_with_the_call():
+    box = Box()
+    code = "import os\nfor _ in range(2):\n    if os.fork() == 0:\n        while True: pass\n"
+    assert box.run(code).ok
+    tree = _descendants(box.sandbox.worker_pid)
+    before = _cpu_seconds(tree)
+    time.sleep(0.6)
+    assert _cpu_seconds(tree) - before < 0.1  # the burners were killed when the call returned
+    box.close_and_check()
+
+
+@needs_sandbox
+def test_threads_of_the_notebook_do_not_run_between_calls():
+    box = Box()
+    code = (
+        "import threading, time\n"
+        "ticks = [0]\n"
+        "def spin():\n"
+        "    while True: ticks[0] += 1\n"
+        "threading.Thread(target=spin, daemon=True).start()\n"
+        "time.sleep(0.1)"
+    )
+    assert box.run(code).ok
+    tree = _descendants(box.sandbox.worker_pid)
+    before = _cpu_seconds(tree)
+    time.sleep(0.6)
+    assert _cpu_seconds(tree) - before < 0.1  # the notebook is stopped between calls
+    result = box.run("t = ticks[0]\ntime.sleep(0.2)\nprint(ticks[0] > t)")
+    assert result.output == "True\n"  # and runs again, threads included, inside the next call
+    box.close_and_check()
 
 
 @needs_sandbox
@@ -350,27 +403,127 @@ def test_doctor_probe_reports():
 
 
 @needs_sandbox
-def test_fresh_gives_an_empty_notebook_and_kills_leftovers():
+def test_fresh_gives_a_new_machine_and_kills_the_old_one():
     box = Box()
-    code = (
-        "import os, time, struct, json\n"
-        "if os.fork() == 0:\n"
-        "    os.setsid()\n"
-        "    time.sleep(300)\n"
-        "x = 1\n"
-    )
-    assert box.run(code).ok
-    daemons = _descendants(box.sandbox.worker_pid)
-    outer = box.sandbox.worker_pid
+    assert box.run("x = 1").ok
+    old = _descendants(box.sandbox.worker_pid) | {box.sandbox.worker_pid}
     box.sandbox.fresh()
-    assert box.sandbox.worker_pid == outer  # no cold start
     result = box.run("x")
     assert not result.ok and result.error.startswith("NameError")
-    deadline = time.monotonic() + 5.0
-    while len(_descendants(outer)) >= len(daemons) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert len(_descendants(outer)) < len(daemons)  # the sleeping daemon is gone
+    assert not _alive(old)  # no process of the last episode is left
+    box.sandbox.fresh()  # the next episode's sandbox was started in advance
+    assert box.run("print(5)").output == "5\n"
     box.close_and_check()
+
+
+_WRITABLE_PLACES = (
+    "import os\n"
+    "def can_create(place):\n"
+    "    try:\n"
+    "        os.close(os.open(os.path.join(place, '.probe'), os.O_CREAT | os.O_EXCL | os.O_WRONLY))\n"
+    "    except OSError:\n"
+    "        return False\n"
+    "    os.unlink(os.path.join(place, '.probe'))\n"
+    "    return True\n"
+    "def writable_places():\n"
+    "    found = {p for p in ('/usr', os.path.expanduser('~'), os.getcwd()) if can_create(p)}\n"
+    "    for root, dirs, _ in os.walk('/'):\n"
+    "        dirs[:] = [d for d in dirs if os.path.join(root, d) not in ('/proc', '/sys', '/usr')]\n"
+    "        if can_create(root):\n"
+    "            found.add(root)\n"
+    "    return sorted(found)\n"
+)
+
+
+@needs_sandbox
+def test_files_written_anywhere_are_gone_in_the_next_episode():
+    with PythonSandbox(FAST) as sandbox:
+        setup = sandbox.run(
+            _WRITABLE_PLACES + "places = writable_places()\n"
+            "for place in places:\n"
+            "    with open(os.path.join(place, 'mark-31337'), 'w') as handle: handle.write('episode 1')\n"
+            "print(places)"
+        )
+        assert setup.ok, setup
+        assert "'/tmp'" in setup.output and "'/dev/shm'" in setup.output, setup.output
+        sandbox.fresh()
+        found = sandbox.run(
+            "import os\nhits = []\n"
+            "for root, dirs, files in os.walk('/'):\n"
+            "    dirs[:] = [d for d in dirs if os.path.join(root, d) not in ('/proc', '/sys')]\n"
+            "    hits += [os.path.join(root, f) for f in files if f == 'mark-31337']\n"
+            "print(hits)", timeout=10.0,
+        )
+        assert found.ok and found.output == "[]\n", found
+
+
+@needs_sandbox
+def test_every_writable_place_is_size_capped():
+    limits = Limits(timeout_s=10.0, tmp_mb=4, file_size_mb=16)
+    with PythonSandbox(limits) as sandbox:
+        result = sandbox.run(
+            _WRITABLE_PLACES + "written = {}\n"
+            "for place in writable_places():\n"
+            "    total = 0\n"
+            "    try:\n"
+            "        for i in range(12):\n"
+            "            with open(os.path.join(place, f'fill{i}'), 'wb') as handle:\n"
+            "                handle.write(b'x' * (1 << 20))\n"
+            "            total += 1 << 20\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "    written[place] = total\n"
+            "print(written)"
+        )
+        assert result.ok, result
+        written = eval(result.output)  # a dict of str -> int printed by the sandbox
+        assert "/tmp" in written and "/dev/shm" in written
+        assert all(total <= 4 << 20 for total in written.values()), written
+
+
+@needs_sandbox
+def test_no_process_of_the_sandbox_can_be_written_to_by_agent_code(box):
+    # /proc/<pid>/mem of any other process (a parent that forks notebooks, an init) would let one
+    # episode plant code that a later episode runs with.
+    code = (
+        "import os\n"
+        "others = [int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]\n"
+        "writable = []\n"
+        "for pid in others + [os.getppid()]:\n"
+        "    try:\n"
+        "        with open(f'/proc/{pid}/mem', 'r+b'):\n"
+        "            writable.append(pid)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print(others, writable)"
+    )
+    result = box.run(code)
+    assert result.ok and result.output == "[] []\n", result
+
+
+@needs_sandbox
+def test_code_unit_tests_hidden_inputs_never_reach_a_later_episode():
+    from verigym.envs.tool.code_unit_tests import CodeUnitTestsEnv
+
+    env = CodeUnitTestsEnv(num_tests=3, timeout_s=5.0)
+    try:
+        env.reset(seed=0)
+        leak = (
+            "import json, os, time\n"
+            f"def {env._problem_name}(*args):\n"
+            "    for place in ('/tmp', '/dev/shm'):\n"
+            "        with open(place + '/leak.json', 'a') as handle: handle.write(json.dumps(args))\n"
+            "    if os.fork() == 0:\n"
+            "        os.setsid(); time.sleep(60)\n"
+            "    return None\n"
+        )
+        env.step(f"<answer>```python\n{leak}```</answer>")
+        env.reset(seed=1)
+        probe = "import os; print([os.path.exists(p + '/leak.json') for p in ('/tmp', '/dev/shm')], len(os.listdir('/proc')))"
+        observation, *_ = env.step("<tool_call>" + json.dumps({"name": "python", "arguments": {"code": probe}}) + "</tool_call>")
+        assert "[False, False]" in observation, observation
+    finally:
+        env.close()
 
 
 @needs_sandbox

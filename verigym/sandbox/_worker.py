@@ -10,7 +10,6 @@ Requests:
   ``repr`` is printed like a notebook does. Answer ``{"ok": bool, "error": str | None}``.
 * ``{"op": "call_many", "name": str, "args_list": list}`` -- several calls in one round trip; the
   value is a list of ``{"ok", "value" | "error"}``.
-* ``{"op": "fresh"}`` -- end this notebook; the zygote forks a new one, which answers "ready".
 * ``{"op": "call", "name": str, "args": list}`` -- call ``name(*args)`` from the namespace and
   answer with its return value converted to JSON primitives (exact types only: ``None``, ``bool``,
   ``int``, ``float``, ``str``, lists/tuples and ``str``-keyed dicts of those); any other type is an
@@ -18,6 +17,11 @@ Requests:
 
 What the cell prints goes to file descriptors 1 and 2, which the supervisor reads separately (and
 caps); the answers never contain printed text.
+
+In the sandbox the worker is pid 1 of its own pid namespace and the notebook itself: there is no
+parent process that outlives an episode (each episode gets a new sandbox). After every request it
+kills every other process of the namespace (whatever the cell started) and reaps them, so no agent
+process runs between calls.
 """
 
 import ast
@@ -25,6 +29,7 @@ import json
 import os
 import struct
 import sys
+import time
 import traceback
 
 _HEADER = struct.Struct("!Q")
@@ -101,19 +106,38 @@ def _run_cell(code, namespace):
             print(repr(value))
 
 
-def _serve(request_fd, answer_fd, zygote_fd, ready_id):
-    """The notebook: answer requests until EOF (exit 3) or a "fresh" request (exit 0)."""
+def _sweep():
+    """Kill every other process of the sandbox's pid namespace and reap them (bounded, about 0.5 s).
+
+    As pid 1, ``kill(-1)`` reaches every process of the namespace but the worker itself, and orphans
+    are re-parented to the worker, so reaping here collects them all. Threads of the cell that fork
+    while this runs are caught by the supervisor, which stops the worker and sweeps again.
+    """
+    for _ in range(1000):
+        try:
+            os.kill(-1, 9)
+        except OSError:
+            pass
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        except OSError:
+            return
+        if pid == 0:
+            time.sleep(0.0005)
+
+
+def _serve(request_fd, answer_fd, isolated):
+    """The notebook: answer requests until EOF on the request pipe (exit 3)."""
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-    _send(answer_fd, {"id": ready_id, "ready": True, "uid": os.getuid(), "pid": os.getpid()})
+    _send(answer_fd, {"id": "start", "ready": True, "uid": os.getuid(), "pid": os.getpid()})
     while True:
         try:
             (size,) = _HEADER.unpack(_read_exact(request_fd, _HEADER.size))
             request = json.loads(_read_exact(request_fd, size).decode("utf-8", "surrogatepass"))
         except EOFError:
             os._exit(3)
-        if request["op"] == "fresh":
-            os.write(zygote_fd, request["id"].encode("ascii", "replace")[:64])
-            os._exit(0)
         answer = {"id": request["id"], "ok": True, "error": None}
         try:
             if request["op"] == "exec":
@@ -144,19 +168,14 @@ def _serve(request_fd, answer_fd, zygote_fd, ready_id):
             sys.stderr.flush()
         except BaseException:  # noqa: BLE001
             pass
+        if isolated:
+            _sweep()
         _send(answer_fd, answer)
 
 
 def main():
-    """The zygote: never runs agent code; forks a pristine notebook child per episode.
-
-    In the sandbox it is pid 1 of its pid namespace, so processes of the sandbox cannot signal it.
-
-    A "fresh" request ends the current child; the zygote then kills every other process of the
-    sandbox (``kill(-1)`` in the sandbox's own pid namespace: leftover daemons) and forks a new child.
-    """
+    """Close inherited descriptors, make fd 0 ``/dev/null`` (``input()`` cannot read requests), serve."""
     request_fd, answer_fd, isolated = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
-    # Drop every other inherited descriptor; fd 0 becomes /dev/null so input() cannot read requests.
     keep = {1, 2, request_fd, answer_fd}
     for fd in range(3, 1024):
         if fd not in keep:
@@ -167,30 +186,7 @@ def main():
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    ready_id = "start"
-    while True:
-        from_child, to_zygote = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(from_child)
-            _serve(request_fd, answer_fd, to_zygote, ready_id)
-        os.close(to_zygote)
-        while True:  # as pid 1 of the sandbox the zygote also reaps orphans
-            try:
-                done, _ = os.wait()
-            except ChildProcessError:
-                break
-            if done == pid:
-                break
-        ready_id = os.read(from_child, 64).decode("ascii", "replace")
-        os.close(from_child)
-        if isolated:
-            try:
-                os.kill(-1, 9)  # every process of this pid namespace but init and the zygote
-            except OSError:
-                pass
-        if not ready_id:  # the child died or saw EOF: the supervisor is gone or gives up on it
-            os._exit(0)
+    _serve(request_fd, answer_fd, isolated)
 
 
 main()

@@ -1,17 +1,21 @@
-"""The supervisor: starts, talks to and kills the sandboxed Python worker.
+"""The supervisor: starts, talks to, pauses and kills the sandboxed Python worker.
 
-Each :class:`PythonSandbox` owns at most one worker process at a time::
+Each :class:`PythonSandbox` owns the worker of the current episode and, once it has been renewed
+with :meth:`PythonSandbox.fresh`, a spare started in advance for the next episode::
 
     parent (this process)
       └─ bwrap  (host uid 65534 when started as root; its own cgroup with pids.max / memory limit)
-           └─ [pid namespace] python -I -S -c <worker>: the zygote, pid 1 (rlimits; seccomp; empty
-                 │                environment; no network); it never runs agent code
-                 └─ the notebook of the current episode (a fork of the zygote), runs agent code
+           └─ [pid namespace] python -I -S -c <worker>: the notebook, pid 1 (rlimits; seccomp; empty
+                              environment; no network; read-only root; size-capped /tmp, /dev/shm)
 
-The worker keeps one namespace between calls (a notebook), so a warm call costs a pipe round trip.
-A call that passes its wall-clock deadline or the output cap gets the whole tree killed: the outer
-``bwrap`` is SIGKILLed, which kills the namespace's init, the zygote (``--die-with-parent``), and with
-it every process in the pid namespace (double-forked daemons included); the cgroup is swept as well.
+No process outlives its episode: the next episode gets a new sandbox (new namespaces, new tmpfs
+mounts), so nothing an episode writes or runs (files anywhere, the memory of a long-lived parent,
+a daemon) can reach a later one. Within an episode the worker keeps its namespace between calls (a
+notebook), so a warm call costs a pipe round trip; between calls the worker is stopped (``SIGSTOP``)
+and every other process of the sandbox is killed. A call that passes its wall-clock deadline or the
+output cap gets the whole tree killed: the outer ``bwrap`` is SIGKILLed, which kills the
+namespace's init (``--die-with-parent``) and with it every process of the pid namespace; the cgroup
+is swept as well.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import logging
 import os
 import resource
 import secrets
+import select
 import selectors
 import shutil
 import signal
@@ -70,7 +75,8 @@ class Limits:
             writable cgroup filesystem ``RLIMIT_NPROC`` of the sandbox uid, shared by all sandboxes).
         file_size_mb: largest file the code may write (``RLIMIT_FSIZE``), MiB.
         open_files: open file descriptors per process (``RLIMIT_NOFILE``).
-        tmp_mb: size of the private ``/tmp`` tmpfs, MiB.
+        tmp_mb: size of each writable mount (the private ``/tmp`` and ``/dev/shm`` tmpfs), MiB;
+            everything else in the sandbox is read-only.
     """
 
     timeout_s: float = 10.0
@@ -199,6 +205,373 @@ def _set_rlimit(kind: int, value: int) -> None:
     resource.setrlimit(kind, (value, value))
 
 
+class _Worker:
+    """One sandbox process tree: ``bwrap`` + the Python worker, its cgroup and pipes.
+
+    Spawned at construction (nothing is waited for); :meth:`wait_ready` completes the start. A worker
+    never serves two episodes: :meth:`PythonSandbox.fresh` replaces it.
+    """
+
+    def __init__(self, limits: Limits, unsafe: bool):
+        self.limits = limits
+        self.unsafe = unsafe
+        self.process: subprocess.Popen | None = None
+        self.cgroup: CgroupSet | None = None
+        self.request_fd = self.answer_fd = self.output_fd = self.info_fd = -1
+        self.proc_fd = -1  # the sandbox's own /proc (its pid namespace), opened at the first pause
+        self.host_pid: int | None = None  # the worker (pid 1 of the sandbox) as seen from here
+        self.ready = False
+        self.used = False
+        self.stopped = False
+        self._spawn()
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def _spawn(self) -> None:
+        limits = self.limits
+        as_root = os.geteuid() == 0
+        request_read, request_write = os.pipe()
+        answer_read, answer_write = os.pipe()
+        output_read, output_write = os.pipe()
+        info_read, info_write = os.pipe()
+        cgroup = CgroupSet.create(max_processes=limits.max_processes, memory_bytes=limits.memory_mb << 20)
+        if not as_root:  # RLIMIT_NPROC counts all processes of the user
+            nproc = _count_processes(os.getuid()) + limits.max_processes
+        elif cgroup.limits_processes:  # pids.max bounds this sandbox; the uid is shared by all sandboxes
+            nproc = 4096
+        else:
+            nproc = limits.max_processes + 8
+        drop = as_root and not self.unsafe
+
+        def setup_child() -> None:  # runs in the child between fork and exec
+            cgroup.join()
+            _set_rlimit(resource.RLIMIT_CPU, int(limits.cpu_s))
+            _set_rlimit(resource.RLIMIT_AS, int(limits.memory_mb) << 20)
+            _set_rlimit(resource.RLIMIT_FSIZE, int(limits.file_size_mb) << 20)
+            _set_rlimit(resource.RLIMIT_NOFILE, int(limits.open_files) + 16)
+            _set_rlimit(resource.RLIMIT_CORE, 0)
+            if drop or not as_root:
+                _set_rlimit(resource.RLIMIT_NPROC, int(nproc))
+            if drop:
+                os.setgroups([])
+                os.setresgid(UNPRIVILEGED_UID, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
+                os.setresuid(UNPRIVILEGED_UID, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
+
+        seccomp_fd = None
+        filter_program = seccomp.program()
+        if filter_program is not None and not self.unsafe:
+            seccomp_fd = os.memfd_create("verigym-seccomp", os.MFD_CLOEXEC)
+            os.write(seccomp_fd, filter_program)
+            os.lseek(seccomp_fd, 0, os.SEEK_SET)
+        try:
+            command = _command(limits, self.unsafe, answer_write, request_read, info_write, drop, seccomp_fd)
+            pass_fds = [request_read, answer_write] + ([info_write, seccomp_fd] if seccomp_fd is not None else [info_write])
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=output_write, stderr=output_write,
+                pass_fds=pass_fds, env={}, cwd="/", start_new_session=True, preexec_fn=setup_child,
+            )
+        except BaseException:
+            cgroup.remove()
+            for fd in (request_read, request_write, answer_read, answer_write, output_read, output_write, info_read, info_write):
+                os.close(fd)
+            raise
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
+        for fd in (request_read, answer_write, output_write, info_write):
+            os.close(fd)
+        self.cgroup = cgroup
+        self.request_fd, self.answer_fd, self.output_fd = request_write, answer_read, output_read
+        if self.unsafe:
+            os.close(info_read)
+            self.host_pid = self.process.pid
+        else:
+            self.info_fd = info_read
+        os.set_blocking(answer_read, False)
+        os.set_blocking(output_read, False)
+
+    def wait_ready(self) -> ExecResult:
+        """Wait for bwrap's child pid and the worker's "ready" (at most 30 s in all)."""
+        deadline = time.monotonic() + 30.0
+        if self.info_fd >= 0:
+            info = bytearray()
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not select.select([self.info_fd], [], [], remaining)[0]:
+                    break
+                chunk = os.read(self.info_fd, 4096)
+                if not chunk:
+                    break
+                info += chunk
+                try:
+                    self.host_pid = int(json.loads(info)["child-pid"])
+                    break
+                except (ValueError, KeyError, TypeError):
+                    continue
+            os.close(self.info_fd)
+            self.info_fd = -1
+        result = self.exchange(None, timeout=max(0.0, deadline - time.monotonic()))
+        if self.host_pid is None and not result.killed:
+            result = ExecResult(False, result.output, "ProtocolError: bubblewrap did not report the sandbox's pid", killed="died")
+        self.ready = not result.killed
+        return result
+
+    def resume(self) -> None:
+        """Let the worker run again (it is stopped between calls)."""
+        if self.stopped and self.host_pid is not None:
+            try:
+                os.kill(self.host_pid, signal.SIGCONT)
+            except OSError:
+                pass
+            self.stopped = False
+
+    def pause(self) -> bool:
+        """Stop the worker (all its threads) and kill every other process of the sandbox.
+
+        The worker already killed them at the end of the call; this catches a process forked by a
+        thread of the cell after that sweep. Processes are found in the sandbox's own ``/proc`` (its
+        pid namespace, reached through the worker's root) and signalled through pidfds, so no pid of
+        this machine can be hit by mistake.
+
+        Returns:
+            False when the sandbox could not be inspected or emptied (the caller then kills it).
+        """
+        if self.unsafe or self.host_pid is None:
+            return True
+        try:
+            os.kill(self.host_pid, signal.SIGSTOP)
+        except OSError:
+            return False
+        self.stopped = True
+        if not _wait_stopped(self.host_pid):
+            return False
+        if self.proc_fd < 0:
+            try:
+                self.proc_fd = os.open(f"/proc/{self.host_pid}/root/proc", os.O_RDONLY | os.O_DIRECTORY)
+            except OSError:
+                return False
+        for _ in range(200):
+            try:
+                others = [entry for entry in os.listdir(self.proc_fd) if entry.isdigit() and entry != "1"]
+            except OSError:
+                return False
+            living = [pid for pid in others if _state(f"{pid}/stat", self.proc_fd) not in ("Z", "X", None)]
+            if not living:
+                return True
+            for pid in living:
+                try:
+                    fd = os.open(pid, os.O_RDONLY | os.O_DIRECTORY, dir_fd=self.proc_fd)
+                except OSError:
+                    continue
+                try:
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+                except OSError:
+                    pass
+                finally:
+                    os.close(fd)
+            time.sleep(0.001)
+        return False
+
+    def exchange(self, message: dict[str, Any] | None, *, timeout: float) -> ExecResult:
+        """Send ``message`` (None: wait for the first ready message) and collect answer and output.
+
+        Every request carries a random id and only an answer with that id counts, so a message
+        forged by agent code cannot answer a request it did not see.
+        """
+        start = time.monotonic()
+        deadline = start + timeout
+        output = bytearray()
+        buffer = bytearray()
+        cap = self.limits.output_bytes
+        pending = b""
+        expected = "start"
+        if message is not None:
+            expected = secrets.token_hex(8)
+            body = json.dumps({**message, "id": expected}).encode("utf-8", "surrogatepass")
+            pending = _HEADER.pack(len(body)) + body
+            os.set_blocking(self.request_fd, False)
+        killed: str | None = None
+        error: str | None = None
+        reply: Any = None
+        eof = False
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.answer_fd, selectors.EVENT_READ, "answer")
+            selector.register(self.output_fd, selectors.EVENT_READ, "output")
+            if pending:
+                selector.register(self.request_fd, selectors.EVENT_WRITE, "request")
+            while reply is None:
+                while len(buffer) >= _HEADER.size:  # complete messages received so far
+                    (size,) = _HEADER.unpack(buffer[: _HEADER.size])
+                    if size > 1 << 26:
+                        killed, error = "died", "ProtocolError: an oversized message came from the sandbox"
+                        break
+                    if len(buffer) < _HEADER.size + size:
+                        break
+                    raw = bytes(buffer[_HEADER.size : _HEADER.size + size])
+                    del buffer[: _HEADER.size + size]
+                    try:
+                        candidate = json.loads(raw.decode("utf-8", "surrogatepass"))
+                    except ValueError:
+                        continue
+                    if isinstance(candidate, dict) and candidate.get("id") == expected:
+                        reply = candidate
+                        break
+                if reply is not None or killed:
+                    break
+                if eof:
+                    output += self._drain()
+                    status = None
+                    if self.process is not None:
+                        try:
+                            status = self.process.wait(timeout=5)
+                        except subprocess.TimeoutExpired:
+                            pass
+                    killed, error = "died", f"WorkerDied: the Python process exited (status {status})"
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    killed, error = "timeout", f"TimeoutError: the code ran longer than {timeout:g} s and was killed"
+                    break
+                for key, _ in selector.select(min(remaining, 1.0)):
+                    if key.data == "request":
+                        try:
+                            pending = pending[os.write(self.request_fd, pending):]
+                        except BlockingIOError:
+                            continue
+                        except BrokenPipeError:
+                            pending = b""
+                        if not pending:
+                            selector.unregister(self.request_fd)
+                        continue
+                    try:
+                        chunk = os.read(key.fd, 1 << 16)
+                    except BlockingIOError:
+                        continue
+                    if key.data == "answer":
+                        eof = eof or not chunk
+                        buffer += chunk
+                    elif chunk:
+                        output += chunk
+                        if len(output) > cap:
+                            killed = "output_limit"
+                            error = f"OutputLimitError: the code printed more than {cap} bytes and was killed"
+                    else:
+                        selector.unregister(self.output_fd)
+                if killed:
+                    break
+        if killed is None:
+            output += self._drain()
+        duration = time.monotonic() - start
+        text = bytes(output[:cap]).decode("utf-8", "replace")
+        if killed:
+            return ExecResult(False, text, error, killed=killed, duration_s=duration)
+        if message is None or reply.get("ready") is True:
+            return ExecResult(True, text, duration_s=duration, value=reply)
+        error = reply.get("error")
+        return ExecResult(
+            ok=reply.get("ok") is True,
+            output=text,
+            error=error if isinstance(error, str) else None,
+            value=reply.get("value"),
+            duration_s=duration,
+        )
+
+    def _drain(self) -> bytes:
+        data = bytearray()
+        while len(data) <= self.limits.output_bytes:
+            try:
+                chunk = os.read(self.output_fd, 1 << 16)
+            except (BlockingIOError, OSError):
+                break
+            if not chunk:
+                break
+            data += chunk
+        return bytes(data)
+
+    def kill(self) -> None:
+        """Kill the whole tree and release the cgroup and pipes (idempotent)."""
+        process, self.process = self.process, None
+        if process is not None:
+            if process.poll() is None:
+                try:
+                    os.kill(process.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                logger.warning("sandbox process %d did not exit after SIGKILL", process.pid)
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+        for name in ("request_fd", "answer_fd", "output_fd", "info_fd", "proc_fd"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+                setattr(self, name, -1)
+
+
+def _state(stat_path: str, dir_fd: int | None = None) -> str | None:
+    """The state letter of a ``/proc/<pid>/stat`` file, or None when the process is gone."""
+    try:
+        with open(stat_path, opener=lambda path, flags: os.open(path, flags, dir_fd=dir_fd)) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _wait_stopped(pid: int, timeout: float = 2.0) -> bool:
+    """Wait until every thread of ``pid`` is stopped (or gone)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return True
+        if all(_state(f"/proc/{pid}/task/{tid}/stat") in ("T", "t", "Z", "X", None) for tid in tasks):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.00005)  # a stop takes effect within microseconds once the worker is scheduled
+
+
+def _command(limits: Limits, unsafe: bool, answer_fd: int, request_fd: int, info_fd: int, drop: bool,
+             seccomp_fd: int | None = None) -> list[str]:
+    """The command line of one worker: ``bwrap ... -- python -I -S -c <worker>`` (or the bare worker)."""
+    executable, prefix = _interpreter(drop)
+    python = [executable, "-I", "-S", "-c", _WORKER_SOURCE, str(request_fd), str(answer_fd), "0" if unsafe else "1"]
+    if unsafe:
+        return python
+    binary, disable_userns = _bwrap_features()
+    if binary is None:
+        raise SandboxError(
+            "bubblewrap (bwrap) is not installed, so agent code will not run. Install it: "
+            f"{INSTALL_HINT} (or pass unsafe=True to run code without a sandbox, at your own risk)"
+        )
+    args = [binary, "--unshare-all", "--unshare-user", "--as-pid-1", "--die-with-parent", "--new-session",
+            "--cap-drop", "ALL", "--uid", str(UNPRIVILEGED_UID), "--gid", str(UNPRIVILEGED_UID),
+            "--info-fd", str(info_fd)]
+    if disable_userns:
+        args.append("--disable-userns")
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
+    args += _system_binds()
+    if not prefix.startswith("/usr/"):
+        args += ["--ro-bind", prefix, prefix]
+        for site in Path(prefix).glob("lib/python3*/site-packages"):
+            args += ["--tmpfs", str(site), "--remount-ro", str(site)]  # installed packages stay outside
+    size = str(limits.tmp_mb << 20)
+    # Writable: only /tmp and /dev/shm, each a size-capped tmpfs; the root and /dev are read-only.
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+             "--size", size, "--tmpfs", "/tmp", "--remount-ro", "/", "--chdir", "/tmp", "--"]
+    return args + python
+
+
 _LIVE: weakref.WeakSet = weakref.WeakSet()
 """Sandboxes with a running worker, closed at interpreter exit (no stray processes or cgroups)."""
 
@@ -210,7 +583,7 @@ def _close_all() -> None:
 
 
 class PythonSandbox:
-    """A persistent, sandboxed Python worker (one per episode).
+    """A persistent, sandboxed Python worker (one notebook per episode).
 
     Args:
         limits: resource limits (:class:`Limits`).
@@ -220,9 +593,14 @@ class PythonSandbox:
     Raises:
         SandboxError: (on the first call) bubblewrap is missing or cannot create namespaces.
 
-    The worker starts lazily on the first call. Pickling keeps the cells run so far and replays them
-    into a fresh worker when the copy is used, so a copied episode continues identically for
-    deterministic code.
+    The worker starts lazily on the first call. Between calls the worker is stopped (``SIGSTOP``,
+    threads included) and every other process the code started has been killed: a cell cannot leave
+    a server or a CPU burner running for the next cell. :meth:`fresh` gives each episode a new
+    sandbox (new namespaces, new ``/tmp`` and ``/dev/shm``), started in advance so an episode starts
+    in milliseconds.
+
+    Pickling keeps the cells run so far and replays them into a fresh worker when the copy is used,
+    so a copied episode continues identically for deterministic code.
     """
 
     def __init__(self, limits: Limits | None = None, *, unsafe: bool = False):
@@ -231,13 +609,10 @@ class PythonSandbox:
         self.limits = limits or Limits()
         self.unsafe = bool(unsafe)
         self.history: list[str] = []
-        self._process: subprocess.Popen | None = None
-        self._cgroup: CgroupSet | None = None
-        self._request_fd = -1
-        self._answer_fd = -1
-        self._output_fd = -1
+        self._worker: _Worker | None = None
+        self._spare: _Worker | None = None
         self._replay: list[str] = []
-        self._used = False
+        self._restarted: str | None = None
         self.calls = 0
 
     # -- pickling: drop the process, keep the notebook ------------------------------------------
@@ -271,12 +646,18 @@ class PythonSandbox:
     @property
     def alive(self) -> bool:
         """Whether a worker process is running."""
-        return self._process is not None and self._process.poll() is None
+        return self._worker is not None and self._worker.alive
 
     @property
     def worker_pid(self) -> int | None:
         """Host pid of the outer process of the worker tree (``bwrap``), if running."""
-        return self._process.pid if self._process is not None else None
+        worker = self._worker
+        return worker.process.pid if worker is not None and worker.process is not None else None
+
+    @property
+    def notebook_pid(self) -> int | None:
+        """Host pid of the Python worker itself (pid 1 of the sandbox), once started."""
+        return self._worker.host_pid if self._worker is not None else None
 
     def run(self, code: str, *, timeout: float | None = None) -> ExecResult:
         """Run a cell of Python in the persistent namespace.
@@ -339,18 +720,29 @@ class PythonSandbox:
         return results
 
     def fresh(self) -> None:
-        """Start a new, empty notebook (the next episode) in the running sandbox.
+        """Start the next episode on a new machine: a new sandbox, nothing of the last one left.
 
-        The zygote forks a pristine child (milliseconds, no cold start) after killing every
-        leftover process of the sandbox; without a running sandbox this only clears the history.
+        The used sandbox is killed (every process, its ``/tmp`` and ``/dev/shm``, its namespaces);
+        the next call runs in a sandbox that no agent code has touched. That sandbox was started in
+        advance (a spare), so this costs a process start in the background, not a cold start. Without
+        a running sandbox this only clears the history (the next call starts one).
         """
         self.history.clear()
         self._replay.clear()
-        if self.alive and self._used:
-            self._used = False
-            result = self._exchange({"op": "fresh"}, timeout=30.0)
-            if result.killed:
-                logger.warning("the sandbox did not renew its notebook (%s); it restarts cold", result.error)
+        worker = self._worker
+        if worker is None or not worker.used:
+            return
+        worker.kill()
+        spare, self._spare = self._spare, None
+        if spare is None or not spare.alive:
+            if spare is not None:
+                spare.kill()
+            spare = _Worker(self.limits, self.unsafe)
+        self._worker = spare
+        try:
+            self._spare = _Worker(self.limits, self.unsafe)
+        except (OSError, SandboxError) as exc:  # the current one is usable; the next fresh() retries
+            logger.warning("could not start a spare sandbox: %s", exc)
 
     def restart(self) -> None:
         """Kill the worker and forget the notebook; the next call starts fresh."""
@@ -359,117 +751,33 @@ class PythonSandbox:
         self._replay.clear()
 
     def close(self) -> None:
-        """Kill the whole worker tree and release its cgroup (idempotent)."""
-        process, self._process = self._process, None
-        if process is not None:
-            if process.poll() is None:
-                try:
-                    os.kill(process.pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                logger.warning("sandbox process %d did not exit after SIGKILL", process.pid)
-        if self._cgroup is not None:
-            self._cgroup.remove()
-            self._cgroup = None
-        for name in ("_request_fd", "_answer_fd", "_output_fd"):
-            fd = getattr(self, name)
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-                setattr(self, name, -1)
+        """Kill every worker tree of this sandbox and release its cgroups (idempotent)."""
+        for name in ("_worker", "_spare"):
+            worker = getattr(self, name, None)
+            setattr(self, name, None)
+            if worker is not None:
+                worker.kill()
 
     # -- internals ----------------------------------------------------------------------------------
-    def _command(self, answer_fd: int, request_fd: int, drop: bool, seccomp_fd: int | None = None) -> list[str]:
-        executable, prefix = _interpreter(drop)
-        python = [executable, "-I", "-S", "-c", _WORKER_SOURCE, str(request_fd), str(answer_fd), "0" if self.unsafe else "1"]
-        if self.unsafe:
-            return python
-        binary, disable_userns = _bwrap_features()
-        if binary is None:
-            raise SandboxError(
-                "bubblewrap (bwrap) is not installed, so agent code will not run. Install it: "
-                f"{INSTALL_HINT} (or pass unsafe=True to run code without a sandbox, at your own risk)"
-            )
-        args = [binary, "--unshare-all", "--unshare-user", "--as-pid-1", "--die-with-parent", "--new-session",
-                "--cap-drop", "ALL", "--uid", str(UNPRIVILEGED_UID), "--gid", str(UNPRIVILEGED_UID)]
-        if disable_userns:
-            args.append("--disable-userns")
-        if seccomp_fd is not None:
-            args += ["--seccomp", str(seccomp_fd)]
-        args += _system_binds()
-        if not prefix.startswith("/usr/"):
-            args += ["--ro-bind", prefix, prefix]
-            for site in Path(prefix).glob("lib/python3*/site-packages"):
-                args += ["--tmpfs", str(site)]  # installed packages stay outside the sandbox
-        args += ["--proc", "/proc", "--dev", "/dev", "--size", str(self.limits.tmp_mb << 20),
-                 "--tmpfs", "/tmp", "--chdir", "/tmp", "--"]
-        return args + python
+    def _ready_worker(self) -> _Worker:
+        """The current worker, started and ready (cold start or replay when needed).
 
-    def _start(self) -> None:
-        limits = self.limits
-        as_root = os.geteuid() == 0
-        request_read, request_write = os.pipe()
-        answer_read, answer_write = os.pipe()
-        output_read, output_write = os.pipe()
-        cgroup = CgroupSet.create(max_processes=limits.max_processes, memory_bytes=limits.memory_mb << 20)
-        if not as_root:  # RLIMIT_NPROC counts all processes of the user
-            nproc = _count_processes(os.getuid()) + limits.max_processes
-        elif cgroup.limits_processes:  # pids.max bounds this sandbox; the uid is shared by all sandboxes
-            nproc = 4096
-        else:
-            nproc = limits.max_processes + 8
-        drop = as_root and not self.unsafe
-
-        def setup_child() -> None:  # runs in the child between fork and exec
-            cgroup.join()
-            _set_rlimit(resource.RLIMIT_CPU, int(limits.cpu_s))
-            _set_rlimit(resource.RLIMIT_AS, int(limits.memory_mb) << 20)
-            _set_rlimit(resource.RLIMIT_FSIZE, int(limits.file_size_mb) << 20)
-            _set_rlimit(resource.RLIMIT_NOFILE, int(limits.open_files) + 16)
-            _set_rlimit(resource.RLIMIT_CORE, 0)
-            if drop or not as_root:
-                _set_rlimit(resource.RLIMIT_NPROC, int(nproc))
-            if drop:
-                os.setgroups([])
-                os.setresgid(UNPRIVILEGED_UID, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
-                os.setresuid(UNPRIVILEGED_UID, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
-
-        seccomp_fd = None
-        filter_program = seccomp.program()
-        if filter_program is not None and not self.unsafe:
-            seccomp_fd = os.memfd_create("verigym-seccomp", os.MFD_CLOEXEC)
-            os.write(seccomp_fd, filter_program)
-            os.lseek(seccomp_fd, 0, os.SEEK_SET)
-        try:
-            command = self._command(answer_write, request_read, drop, seccomp_fd)
-            pass_fds = [request_read, answer_write] + ([seccomp_fd] if seccomp_fd is not None else [])
-            self._process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=output_write, stderr=output_write,
-                pass_fds=pass_fds, env={}, cwd="/", start_new_session=True, preexec_fn=setup_child,
-            )
-        except BaseException:
-            cgroup.remove()
-            for fd in (request_read, request_write, answer_read, answer_write, output_read, output_write):
-                os.close(fd)
-            raise
-        finally:
-            if seccomp_fd is not None:
-                os.close(seccomp_fd)
-        for fd in (request_read, answer_write, output_write):
-            os.close(fd)
-        self._cgroup = cgroup
+        Raises:
+            SandboxError: the sandbox cannot be started here.
+        """
+        worker = self._worker
+        if worker is not None and worker.ready and worker.alive:
+            return worker
+        if worker is not None and not worker.alive:
+            worker.kill()
+            worker = self._worker = None
+        if worker is None:
+            worker = self._worker = _Worker(self.limits, self.unsafe)
         _LIVE.add(self)
-        self._request_fd, self._answer_fd, self._output_fd = request_write, answer_read, output_read
-        os.set_blocking(answer_read, False)
-        os.set_blocking(output_read, False)
-        ready = self._exchange(None, timeout=30.0)
+        ready = worker.wait_ready()
         if ready.killed:
-            self.close()
+            worker.kill()
+            self._worker = None
             hint = "" if self.unsafe else (
                 " bubblewrap could not create the sandbox's namespaces: allow unprivileged user namespaces "
                 "(sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0) or run where they "
@@ -478,133 +786,28 @@ class PythonSandbox:
             raise SandboxError(f"the sandbox did not start ({ready.error}): {ready.output.strip()[-500:]}.{hint}")
         replay, self._replay = self._replay, []
         for code in replay:
-            result = self._exchange({"op": "exec", "code": code}, timeout=self.limits.timeout_s)
-            if result.killed:
+            worker.used = True
+            result = worker.exchange({"op": "exec", "code": code}, timeout=self.limits.timeout_s)
+            if result.killed or not worker.pause():
                 logger.warning("replaying the sandbox notebook failed: %s", result.error)
                 break
+        return worker
 
     def _request(self, message: dict[str, Any], timeout: float | None) -> ExecResult:
         self.calls += 1
-        self._used = True
-        if not self.alive:
-            if self._process is not None:
-                self.close()
-            self._start()
-        return self._exchange(message, timeout=self.limits.timeout_s if timeout is None else float(timeout))
-
-    def _exchange(self, message: dict[str, Any] | None, *, timeout: float) -> ExecResult:
-        """Send ``message`` (None: wait for the first ready message) and collect answer and output.
-
-        Every request carries a random id and only an answer with that id counts, so a message
-        forged by a process left over from an earlier episode cannot answer a later request.
-        """
-        start = time.monotonic()
-        deadline = start + timeout
-        output = bytearray()
-        buffer = bytearray()
-        cap = self.limits.output_bytes
-        pending = b""
-        expected = "start"
-        if message is not None:
-            expected = secrets.token_hex(8)
-            body = json.dumps({**message, "id": expected}).encode("utf-8", "surrogatepass")
-            pending = _HEADER.pack(len(body)) + body
-            os.set_blocking(self._request_fd, False)
-        killed: str | None = None
-        error: str | None = None
-        reply: Any = None
-        eof = False
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._answer_fd, selectors.EVENT_READ, "answer")
-            selector.register(self._output_fd, selectors.EVENT_READ, "output")
-            if pending:
-                selector.register(self._request_fd, selectors.EVENT_WRITE, "request")
-            while reply is None:
-                while len(buffer) >= _HEADER.size:  # complete messages received so far
-                    (size,) = _HEADER.unpack(buffer[: _HEADER.size])
-                    if size > 1 << 26:
-                        killed, error = "died", "ProtocolError: an oversized message came from the sandbox"
-                        break
-                    if len(buffer) < _HEADER.size + size:
-                        break
-                    raw = bytes(buffer[_HEADER.size : _HEADER.size + size])
-                    del buffer[: _HEADER.size + size]
-                    try:
-                        candidate = json.loads(raw.decode("utf-8", "surrogatepass"))
-                    except ValueError:
-                        continue
-                    if isinstance(candidate, dict) and candidate.get("id") == expected:
-                        reply = candidate
-                        break
-                if reply is not None or killed:
-                    break
-                if eof:
-                    output += self._drain()
-                    status = self._process.wait(timeout=5) if self._process is not None else None
-                    killed, error = "died", f"WorkerDied: the Python process exited (status {status})"
-                    break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    killed, error = "timeout", f"TimeoutError: the code ran longer than {timeout:g} s and was killed"
-                    break
-                for key, _ in selector.select(min(remaining, 1.0)):
-                    if key.data == "request":
-                        try:
-                            pending = pending[os.write(self._request_fd, pending):]
-                        except BlockingIOError:
-                            continue
-                        except BrokenPipeError:
-                            pending = b""
-                        if not pending:
-                            selector.unregister(self._request_fd)
-                        continue
-                    try:
-                        chunk = os.read(key.fd, 1 << 16)
-                    except BlockingIOError:
-                        continue
-                    if key.data == "answer":
-                        eof = eof or not chunk
-                        buffer += chunk
-                    elif chunk:
-                        output += chunk
-                        if len(output) > cap:
-                            killed = "output_limit"
-                            error = f"OutputLimitError: the code printed more than {cap} bytes and was killed"
-                    else:
-                        selector.unregister(self._output_fd)
-                if killed:
-                    break
-        if killed is None:
-            output += self._drain()
-        duration = time.monotonic() - start
-        text = bytes(output[:cap]).decode("utf-8", "replace")
-        if killed:
-            self.close()
-            if message is not None:
-                error += "; the Python session was restarted, so earlier definitions are gone"
-            return ExecResult(False, text, error, killed=killed, duration_s=duration)
-        if message is None or reply.get("ready") is True:
-            return ExecResult(True, text, duration_s=duration, value=reply)
-        error = reply.get("error")
-        return ExecResult(
-            ok=reply.get("ok") is True,
-            output=text,
-            error=error if isinstance(error, str) else None,
-            value=reply.get("value"),
-            duration_s=duration,
-        )
-
-    def _drain(self) -> bytes:
-        data = bytearray()
-        while len(data) <= self.limits.output_bytes:
-            try:
-                chunk = os.read(self._output_fd, 1 << 16)
-            except (BlockingIOError, OSError):
-                break
-            if not chunk:
-                break
-            data += chunk
-        return bytes(data)
+        worker = self._ready_worker()
+        worker.used = True
+        worker.resume()
+        result = worker.exchange(message, timeout=self.limits.timeout_s if timeout is None else float(timeout))
+        if result.killed:
+            worker.kill()
+            self._worker = None
+            result.error = f"{result.error}; the Python session was restarted, so earlier definitions are gone"
+        elif not worker.pause():
+            logger.warning("the sandbox's leftover processes could not be stopped; it restarts cold")
+            worker.kill()
+            self._worker = None
+        return result
 
 
 def check_available() -> None:
