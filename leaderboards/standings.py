@@ -346,8 +346,11 @@ def _line_chart(title: str, curves: dict[str, list[tuple[float, float]]], *, x_t
     width, height, left, bottom, top, right = 660, 330, 72, 56, 30, 20
     xs = [x for points in curves.values() for x, _ in points]
     ys = [y for points in curves.values() for _, y in points]
-    x_ticks, y_ticks = _ticks(min(xs), max(xs)), _ticks(min(ys), max(ys))
-    x_lo, x_hi, y_lo, y_hi = x_ticks[0], x_ticks[-1], y_ticks[0], y_ticks[-1]
+    # x spans the data exactly (ticks inside it); y is padded out to round ticks
+    x_lo, x_hi = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1.0
+    x_ticks = [x for x in _ticks(x_lo, x_hi) if x_lo - 1e-9 * (x_hi - x_lo) <= x <= x_hi + 1e-9 * (x_hi - x_lo)]
+    y_ticks = _ticks(min(ys), max(ys))
+    y_lo, y_hi = y_ticks[0], y_ticks[-1]
     plot_w, plot_h = width - left - right, height - bottom - top
 
     def px(x: float) -> float:
@@ -415,7 +418,7 @@ def render_html(standings: Standings, *, episodes_href: str | None = None) -> st
                              + f"<td>{_episodes_link(_number(e.covered_mean), episodes_href, agent=e.agent_spec)}</td><td>{e.coverage:.0%}</td></tr>"
                              for e in standings.partial)
                    + "</tbody></table>")
-    notes = ('<ul id="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in standings.notes) + "</ul>") if standings.notes else ""
+    notes = ('<h2>Notes</h2><ul id="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in standings.notes) + "</ul>") if standings.notes else ""
     per_task_header = "<th>task</th>" + "".join(f"<th>{html.escape(_rank_text(e))} {html.escape(e.label)}</th>" for e in standings.entries)
     per_task = "".join(
         f"<tr><td>{html.escape(_short_id(env_id))}</td>" + "".join(f"<td>{_episodes_link(_cell_text(e.cells.get(env_id)), episodes_href, agent=e.agent_spec, task=env_id)}</td>" for e in standings.entries) + "</tr>"
@@ -432,7 +435,7 @@ def render_html(standings: Standings, *, episodes_href: str | None = None) -> st
 body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
 table {{ border-collapse: collapse; margin: 1em 0; font-size: 13px; }}
 th, td {{ border: 1px solid #ccc; padding: 4px 8px; text-align: right; }}
-th {{ background: #f0f0f0; }} #standings td:nth-child(2), #per-task td:first-child {{ text-align: left; font-family: monospace; }}
+th {{ background: #f0f0f0; }} #standings td:nth-child(2), #per-task td:first-child, #partial td:first-child {{ text-align: left; font-family: monospace; }}
 .charts svg {{ margin: 1em 1em 0 0; border: 1px solid #eee; }}
 .key {{ margin-right: 1.2em; font-size: 13px; }} .key i {{ display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: middle; }}
 </style></head><body>
