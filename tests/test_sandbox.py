@@ -561,3 +561,68 @@ def test_seccomp_denies_kernel_attack_surface(box):
     lines = result.output.splitlines()
     assert lines[:6] == ["-1 1"] * 6  # ptrace, io_uring_setup, unshare, bpf, keyctl, x32: EPERM
     assert int(lines[6].split()[0]) > 0  # getpid still works
+
+
+_NON_ROOT_SCENARIO = """
+import json, os, sys, time, types
+package = types.ModuleType("verigym")
+package.__path__ = [sys.argv[1]]  # the sandbox modules only: they need nothing but the standard library
+sys.modules["verigym"] = package
+from verigym.sandbox import cgroups, supervisor
+
+def tree(pid):
+    parents = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parents[int(entry)] = int(fields[1])
+    found, todo = set(), [pid]
+    while todo:
+        parent = todo.pop()
+        for child, its_parent in parents.items():
+            if its_parent == parent and child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+report = {"euid": os.geteuid(), "cgroup": cgroups.available()[0]}
+with supervisor.PythonSandbox(supervisor.Limits(timeout_s=10.0)) as box:
+    first = box.run("import os\\nopen('/tmp/mark', 'w').write('1')\\nif os.fork() == 0:\\n    os.setsid(); import time; time.sleep(60)\\nprint(os.getuid())")
+    report["first"] = [first.ok, first.output]
+    report["tree_after_call"] = len(tree(box.worker_pid))
+    with open(f"/proc/{box.notebook_pid}/stat") as handle:
+        report["notebook_state"] = handle.read().rsplit(")", 1)[1].split()[0]
+    box.fresh()
+    second = box.run("import os\\nprint(os.path.exists('/tmp/mark'), [p for p in os.listdir('/proc') if p.isdigit()])")
+    report["second"] = [second.ok, second.output]
+print(json.dumps(report))
+"""
+
+
+@needs_sandbox
+def test_the_non_root_path_holds(tmp_path):
+    """No uid switch and no writable cgroup: a real unprivileged user runs the sandbox."""
+    import subprocess
+    import sys
+
+    repo_package = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "verigym")
+    if os.geteuid() == 0:
+        setpriv, system_python = shutil.which("setpriv"), shutil.which("python3", path="/usr/bin:/bin")
+        if setpriv is None or system_python is None or not supervisor._traversable_by_others(repo_package):
+            pytest.skip("needs setpriv, /usr/bin/python3 and a world-readable checkout to act as a non-root user")
+        command = [setpriv, "--reuid", "65533", "--regid", "65533", "--clear-groups", system_python, "-I"]
+    else:
+        command = [sys.executable, "-I"]
+    done = subprocess.run(command + ["-c", _NON_ROOT_SCENARIO, repo_package], capture_output=True, text=True,
+                          timeout=120, env={"PATH": "/usr/bin:/bin"}, cwd="/")
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["euid"] != 0 and report["cgroup"] is False  # the path under test
+    assert report["first"][0] and report["first"][1].strip() == "65534"
+    assert report["tree_after_call"] == 1  # the daemon died with the call
+    assert report["notebook_state"] == "T"  # the notebook is stopped between calls
+    assert report["second"] == [True, "False ['1']\n"]  # a new machine: no file, no process of episode 1
