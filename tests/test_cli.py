@@ -174,3 +174,8 @@ def test_play_empty_line_costs_no_turn_and_rules_are_printed_once(monkeypatch, c
 
 def test_play_multiagent_id_points_to_single_agent_views(capsys):
     _usage_error(capsys, ["play", "verigym/TicTacToe-v0"], "single-agent views")
+
+
+def test_train_unknown_or_non_learning_agent_is_a_usage_error(capsys):
+    _usage_error(capsys, ["train", "ppoo", "--env", "CartPole-v1"], "verigym train: unknown agent 'ppoo'")
+    _usage_error(capsys, ["train", "random", "--env", "CartPole-v1"], "does not learn")

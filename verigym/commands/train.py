@@ -111,17 +111,16 @@ def run(args: argparse.Namespace) -> int:
         return _run_grpo(args.options)
 
     from verigym.agents.base import AGENTS, agent_class
+    from verigym.commands import usage_error
 
     try:
         cls = agent_class(args.agent)
     except KeyError as exc:
-        print(exc.args[0], file=sys.stderr)
-        return 2
+        return usage_error("train", exc.args[0])
     config_class = getattr(cls, "config_class", None)
     if config_class is None or not hasattr(cls, "learn"):
         learners = sorted(n for n in AGENTS if n not in {"random", "oracle", "llm", "openai"})
-        print(f"agent {args.agent!r} does not learn; trainable agents: {', '.join(learners)}, grpo", file=sys.stderr)
-        return 2
+        return usage_error("train", f"agent {args.agent!r} does not learn; trainable agents: {', '.join(learners)}, grpo")
     parser = argparse.ArgumentParser(prog=f"verigym train {args.agent}", description=(cls.__doc__ or "").strip().splitlines()[0], allow_abbrev=False)
     parser.add_argument("--env", required=True, help="env id to train on, e.g. CartPole-v1 or verigym/DoorKey-5x5-v0")
     parser.add_argument("--steps", type=int, required=True, help="env steps to train for")
