@@ -400,6 +400,10 @@ def test_doctor_probe_reports():
     probe = doctor_probe()
     assert probe.part == "code sandbox (bubblewrap)"
     assert probe.ok == (not SANDBOX_ERROR), probe
+    if probe.ok:  # which limits hold here, seen from inside a running sandbox
+        assert "read-only root and /dev" in probe.detail and "/tmp (64 MiB)" in probe.detail, probe.detail
+        assert "notebook stopped and other processes killed between calls" in probe.detail
+        assert ("cgroup pids.max" in probe.detail) == HAS_CGROUP
 
 
 @needs_sandbox

@@ -6,7 +6,10 @@ no nested user namespaces, a new session, killed with its parent) as an unprivil
 rlimits (CPU, address space, file size, open files, no core dump), a process limit that holds even
 for root (a cgroup ``pids.max`` where the cgroup filesystem is writable, ``RLIMIT_NPROC`` under the
 unprivileged uid), a memory limit, a cap on printed bytes and a wall-clock deadline after which the
-whole process tree is killed. The worker persists between calls of an episode (a notebook).
+whole process tree is killed. The root and ``/dev`` are read-only; ``/tmp`` and ``/dev/shm`` are
+size-capped tmpfs mounts. The worker persists between calls of an episode (a notebook); between
+calls it is stopped and every other process it started is killed. Each episode
+(:meth:`PythonSandbox.fresh`) runs in a new sandbox, so nothing of an earlier episode is left.
 
 Fail closed: without a usable bubblewrap, running code raises :class:`SandboxError` naming the fix;
 ``unsafe=True`` runs without the sandbox only when asked for explicitly.
@@ -24,6 +27,7 @@ Example::
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 __all__ = ["ExecResult", "Limits", "PythonSandbox", "SandboxError", "check_available", "doctor_probe", "run_code"]
@@ -49,7 +53,13 @@ def __getattr__(name: str) -> Any:
 
 
 def doctor_probe() -> Probe:
-    """``verigym doctor``'s line for the code sandbox: bubblewrap, namespaces, uid, cgroup limits."""
+    """``verigym doctor``'s line for the code sandbox: which of its limits hold on this machine.
+
+    Starts a sandbox, runs one cell and reports what was seen: the uid agent code runs as, the
+    process and memory limits (cgroup or rlimit fallback), the seccomp filter, nested user
+    namespaces, the read-only root, the size of the writable mounts, and whether the notebook is
+    stopped between calls.
+    """
     from verigym.doctor import Probe
     from verigym.sandbox import cgroups, seccomp, supervisor
 
@@ -57,17 +67,37 @@ def doctor_probe() -> Probe:
     binary, disable_userns = supervisor._bwrap_features()
     if binary is None:
         return Probe(part, False, "bwrap not found; code execution refuses to run", supervisor.INSTALL_HINT)
+    code = (
+        "import os\n"
+        "def creatable(place):\n"
+        "    try:\n"
+        "        os.close(os.open(os.path.join(place, '.probe'), os.O_CREAT | os.O_WRONLY))\n"
+        "    except OSError:\n"
+        "        return 0\n"
+        "    os.unlink(os.path.join(place, '.probe'))\n"
+        "    return 1\n"
+        "caps = [os.statvfs(p).f_blocks * os.statvfs(p).f_frsize >> 20 for p in ('/tmp', '/dev/shm')]\n"
+        "print(os.getuid(), creatable('/'), creatable('/dev'), *caps)"
+    )
     try:
         with supervisor.PythonSandbox(supervisor.Limits(timeout_s=30.0)) as box:
-            result = box.run("import os; print(os.getuid(), len(os.listdir('/')))")
+            result = box.run(code)
+            stopped = supervisor._state(f"/proc/{box.notebook_pid}/stat") in ("T", "t")
     except supervisor.SandboxError as exc:
         return Probe(part, False, str(exc)[:300], "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) or run where namespaces are permitted")
     if not result.ok:
         return Probe(part, False, f"the sandbox started but failed: {result.text(300)}", supervisor.INSTALL_HINT)
+    uid, root_writable, dev_writable, tmp_mb, shm_mb = result.output.split()
     has_cgroup, cgroup_detail = cgroups.available()
-    detail = (
-        f"{binary}; code runs as uid {result.output.split()[0]} in its own namespaces; "
-        f"{cgroup_detail}; nested user namespaces {'disabled' if disable_userns else 'NOT disabled (bwrap < 0.8)'}; "
-        f"seccomp filter {'on' if seccomp.program() is not None else 'off (no table for this machine)'}"
-    )
-    return Probe(part, True, detail)
+    as_root = os.geteuid() == 0
+    holds = [
+        f"code runs as uid {uid}" + (" (host uid nobody)" if as_root else f" (host uid {os.geteuid()}: the caller's own)"),
+        "own namespaces, no network",
+        cgroup_detail if has_cgroup else "process limit RLIMIT_NPROC (no writable cgroup); memory limit RLIMIT_AS per process only",
+        "seccomp filter on" if seccomp.program() is not None else "seccomp filter OFF (no table for this machine)",
+        "nested user namespaces disabled" if disable_userns else "nested user namespaces NOT disabled (bwrap < 0.8)",
+        "read-only root and /dev" if root_writable == dev_writable == "0" else "root or /dev WRITABLE",
+        f"writable only /tmp ({tmp_mb} MiB) and /dev/shm ({shm_mb} MiB), new each episode",
+        "notebook stopped and other processes killed between calls" if stopped else "the notebook is NOT stopped between calls",
+    ]
+    return Probe(part, True, f"{binary}; " + "; ".join(holds))
