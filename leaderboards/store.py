@@ -16,6 +16,7 @@ the agent spec and its config hash, the verigym version, the package versions an
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as _dt
 import json
@@ -23,7 +24,7 @@ import math
 import os
 import pathlib
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -349,7 +350,7 @@ class ResultsStore:
         values["success"] = int(values["success"])
         updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c not in _KEY)
         key = [values[c] for c in _KEY]
-        with self._db:
+        with self._writing(), self._db:
             cursor = self._db.execute(
                 f"INSERT INTO episodes ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)}) "
                 f"ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET {updates} WHERE episodes.status = 'error'",
@@ -364,6 +365,15 @@ class ResultsStore:
                     self._db.execute("INSERT INTO trajectories VALUES (?, ?, ?, ?, ?, ?)", [*key, 1, trajectory])
                 self._db.executemany("INSERT INTO frames VALUES (?, ?, ?, ?, ?, ?)", [(*key, int(step), png) for step, png in frames])
         return written
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Turn an SQLite failure while writing (disk full, file gone read-only) into a :class:`StoreError`."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StoreError(f"could not write to {self.path} ({exc}); the rows written so far are kept. "
+                             "Free disk space or fix permissions, then run again with --resume") from None
 
     def trajectory(self, row: EpisodeRow) -> bytes | None:
         """The encoded trajectory of a row (None when it was not recorded)."""
@@ -387,7 +397,7 @@ class ResultsStore:
         row.validate()
         values = asdict(row)
         values["created_at"] = values["created_at"] or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        with self._db:
+        with self._writing(), self._db:
             cursor = self._db.execute(
                 f"INSERT INTO matches ({', '.join(_MATCH_COLUMNS)}) VALUES ({', '.join('?' for _ in _MATCH_COLUMNS)}) ON CONFLICT DO NOTHING",
                 [values[c] for c in _MATCH_COLUMNS],

@@ -215,3 +215,13 @@ def test_sigkill_of_the_eval_parent_ends_workers_and_their_children_within_2_s(t
             os.killpg(process.pid, signal.SIGKILL)
         except OSError:
             pass
+
+
+def test_a_write_that_fails_mid_run_is_a_store_error_not_a_traceback(tmp_path):
+    with ResultsStore(tmp_path) as store:
+        assert store.add(_row())
+        store._db.execute("PRAGMA query_only = 1")  # what a disk that turned read-only looks like to SQLite
+        with pytest.raises(StoreError, match="could not write to .*results.sqlite.*--resume"):
+            store.add(_row(seed=EVAL_SEED_START + 1))
+        store._db.execute("PRAGMA query_only = 0")
+        assert len(store.rows()) == 1
