@@ -179,3 +179,41 @@ def test_play_multiagent_id_points_to_single_agent_views(capsys):
 def test_train_unknown_or_non_learning_agent_is_a_usage_error(capsys):
     _usage_error(capsys, ["train", "ppoo", "--env", "CartPole-v1"], "verigym train: unknown agent 'ppoo'")
     _usage_error(capsys, ["train", "random", "--env", "CartPole-v1"], "does not learn")
+
+
+def _read_until(fd: int, marker: bytes, seen: bytearray, count: int = 1, timeout: float = 120.0) -> None:
+    """Read the child's terminal into ``seen`` until ``marker`` occurs ``count`` times."""
+    import select
+    import time
+
+    end = time.monotonic() + timeout
+    while seen.count(marker) < count and time.monotonic() < end:
+        if select.select([fd], [], [], 0.5)[0]:
+            try:
+                seen += os.read(fd, 4096)
+            except OSError:  # the child closed the terminal
+                break
+    assert seen.count(marker) >= count, seen.decode(errors="replace")[-2000:]
+
+
+def test_play_on_a_terminal_an_arrow_key_plays_at_once():
+    pty = pytest.importorskip("pty")
+    master, slave = pty.openpty()
+    child = subprocess.Popen([sys.executable, "-m", "verigym", "play", "verigym/Treasure-7x7-v0", "--seed", "1"],
+                             stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    seen = bytearray()
+    try:
+        _read_until(master, b"> ", seen)
+        os.write(master, b"\x1b[A")  # no Enter: the move is played at once
+        _read_until(master, b"(reward ", seen)
+        os.write(master, b"lefx\x7ft\r")  # a typed line, corrected with backspace
+        _read_until(master, b"(reward ", seen, count=2)
+        os.write(master, b"quit\r")
+        assert child.wait(timeout=60) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+        os.close(master)
+    text = seen.decode(errors="replace")
+    assert "\u2191" in text and text.count("(reward ") == 2 and "invalid action" not in text

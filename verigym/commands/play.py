@@ -1,14 +1,17 @@
 """``verigym play ENV_ID``: play any env in the terminal through its text view.
 
 The rules are printed once (not again inside the first observation, nor for later episodes); an
-empty line costs no turn; arrow keys (the escape sequences a terminal sends for them, one or several
-on a line, then Enter) are moves in envs whose text view knows them: up/right/down/left, or
-MiniGrid's forward / turn left / turn right.
+empty line costs no turn; arrow keys are moves in envs whose text view knows them (up/right/down/
+left, or MiniGrid's forward / turn left / turn right): on a terminal an arrow pressed at the start
+of a line plays at once, and from a pipe the escape sequences a terminal sends for them (one or
+several on a line) are read the same way.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
+import os
 import re
 import sys
 from typing import Any
@@ -18,6 +21,7 @@ HELP = "play an environment in the terminal through its text view"
 # the ANSI (CSI and SS3) sequences of the four arrow keys, and the action names each may stand for
 _ARROW = re.compile(r"\x1b(?:\[|O)([ABCD])")
 _ARROW_NAMES = {"A": ("up", "forward"), "B": ("down",), "C": ("right",), "D": ("left",)}
+_GLYPHS = {"A": "\u2191", "B": "\u2193", "C": "\u2192", "D": "\u2190"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +59,59 @@ def arrow_moves(line: str, parse_action: Any) -> list[str] | None:
     return moves
 
 
+def read_line(prompt: str, *, arrows: bool) -> str:
+    """``input(prompt)``, except that on a terminal with ``arrows`` an arrow key pressed on an
+    empty line is returned at once (as its escape sequence), without waiting for Enter.
+
+    The line is read in cbreak mode (Ctrl-C still interrupts) with its own echo and backspace; the
+    terminal's settings are restored before returning.
+
+    Raises:
+        EOFError: Ctrl-D on an empty line, or the end of the input.
+    """
+    if not arrows or not sys.stdin.isatty():
+        return input(prompt)
+    import termios
+    import tty
+
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    line: list[str] = []
+    sys.stdout.write(prompt)
+    sys.stdout.flush()
+    try:
+        tty.setcbreak(fd)
+        while True:
+            data = os.read(fd, 1)
+            if not data:
+                raise EOFError
+            char = decoder.decode(data)
+            if char == "\x1b":
+                intro = os.read(fd, 1).decode("ascii", errors="replace")
+                sequence = char + intro + (os.read(fd, 1).decode("ascii", errors="replace") if intro in ("[", "O") else "")
+                if not line and _ARROW.fullmatch(sequence):
+                    sys.stdout.write(_GLYPHS[sequence[-1]] + "\n")
+                    return sequence
+                continue  # other keys (and arrows mid-line) are not text
+            if char in ("\r", "\n"):
+                sys.stdout.write("\n")
+                return "".join(line)
+            if char in ("\x7f", "\b"):
+                if line:
+                    line.pop()
+                    sys.stdout.write("\b \b")
+            elif char == "\x04" and not line:
+                raise EOFError
+            elif char.isprintable():
+                line.append(char)
+                sys.stdout.write(char)
+            sys.stdout.flush()
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        sys.stdout.flush()
+
+
 def _without_rules(observation: str, instructions: str) -> str:
     """The observation with the rules taken out when it repeats them."""
     if instructions and instructions.strip() and instructions.strip() in observation:
@@ -78,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
         return usage_error("play", f"--episodes must be >= 1, got {args.episodes}")
     env = LanguageWrapper(gym.make(args.env_id))
     parse_action = getattr(env.unwrapped, "parse_action", None)
+    arrows = any(name for name in arrow_moves("\x1b[A\x1b[B\x1b[C\x1b[D", parse_action) or ())
     try:
         for episode in range(args.episodes):
             seed = None if args.seed is None else args.seed + episode
@@ -91,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
             total, done = 0.0, False
             while not done:
                 try:
-                    text = input("> ")
+                    text = read_line("> ", arrows=arrows)
                 except EOFError:
                     print()
                     return 0
