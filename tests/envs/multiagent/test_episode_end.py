@@ -104,7 +104,7 @@ def test_turn_based_game_refuses_step_after_everyone_stepped_out():
     with pytest.raises(EpisodeEndedError, match="reset"):
         env.step(0)  # never reset
     env.reset(seed=0)
-    for agent in env.agent_iter(50):
+    for _agent in env.agent_iter(50):
         _, _, terminated, truncated, info = env.last()
         env.step(None if terminated or truncated else int(np.flatnonzero(info["action_mask"])[0]))
     with pytest.raises(EpisodeEndedError, match="call reset"):
