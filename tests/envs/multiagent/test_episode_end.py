@@ -99,18 +99,37 @@ def test_the_aec_view_of_a_parallel_game_still_plays_whole_games(env_class):
         assert not env.agents
 
 
-def test_turn_based_game_refuses_step_after_everyone_stepped_out():
-    env = TicTacToeEnv()
+@pytest.mark.parametrize("env_id", [r.id for r in rows("multiagent") if r.api == "aec"])
+def test_turn_based_game_refuses_step_after_everyone_stepped_out(env_id):
+    env = make(env_id)
     with pytest.raises(EpisodeEndedError, match="reset"):
         env.step(0)  # never reset
     env.reset(seed=0)
-    for _agent in env.agent_iter(50):
+    payoffs = {}
+    for agent in env.agent_iter(500):
         _, _, terminated, truncated, info = env.last()
+        if terminated or truncated:
+            payoffs[agent] = info["payoff"]
         env.step(None if terminated or truncated else int(np.flatnonzero(info["action_mask"])[0]))
+    assert not env.agents and set(payoffs) == set(env.possible_agents)
     with pytest.raises(EpisodeEndedError, match="call reset"):
         env.step(0)
     env.reset(seed=1)
-    env.step(4)
+    env.step(int(np.flatnonzero(env.infos[env.agent_selection]["action_mask"])[0]))
+
+
+def test_a_move_for_a_finished_agent_is_refused():
+    """PettingZoo's rule: once an agent is done, only ``None`` steps it out; a move cannot change
+    the finished game."""
+    env = TicTacToeEnv()
+    env.reset(seed=0)
+    for move in (0, 3, 1, 4, 2):  # X wins on the top row
+        env.step(move)
+    assert env.terminations["player_1"]
+    board = env.board_text()
+    with pytest.raises(ValueError, match="only valid action is None"):
+        env.step(8)
+    assert env.board_text() == board
 
 
 @pytest.mark.parametrize("env_id", ["verigym/TicTacToe-Random-v0", "verigym/KuhnPoker-Equilibrium-v0"])
