@@ -7,7 +7,8 @@ spec                               agent
 ``oracle``                         the env's scripted solver (``oracle_action()``)
 ``<agent>:<checkpoint dir>``       a saved verigym agent, e.g. ``ppo:runs/ppo-cartpole``, or a folder
                                    of them, one per env (each ``meta.json`` names its env id)
-``llm:<model dir>``                a local Hugging Face causal LM, through the text view
+``llm:<model>``                    a local causal LM (a Hugging Face folder, a ``.gguf`` file or
+                                   ``smollm2``), through the text view
 ``openai:<base url>#<model>``      a model behind an OpenAI-compatible server, text view
 ``<module>:<factory>``             your own: ``factory(env)`` returns an object with ``act``
                                    (imported with the working directory on ``sys.path``)
@@ -63,6 +64,13 @@ class AgentSpec:
         digest = hashlib.sha256(f"{self.kind}\0{self.agent_name}\0{self.target}".encode())
         if self.kind in ("checkpoint", "llm"):
             root = pathlib.Path(self.target)
+            if self.kind == "llm" and not root.is_dir():  # a .gguf file or a short name (smollm2)
+                from verigym.agents.llm.models import SHORT_NAMES, _short_name_file
+
+                path = _short_name_file(self.target) if self.target in SHORT_NAMES else root
+                stat = path.stat()
+                digest.update(f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+                return digest.hexdigest()[:16]
             for path in sorted(p for p in root.rglob("*") if p.is_file()):
                 digest.update(str(path.relative_to(root)).encode())
                 stat = path.stat()
@@ -153,7 +161,13 @@ def parse_agent_spec(text: str) -> AgentSpec:
         if "#" not in rest:
             raise ValueError(f"openai spec must be openai:<base url>#<model>, got {text!r}")
         return AgentSpec(text, "openai", rest)
-    if head == "llm" or head in AGENTS:
+    if head == "llm":
+        from verigym.agents.llm.models import SHORT_NAMES, is_model_reference
+
+        if not is_model_reference(rest):
+            raise ValueError(f"{text!r}: {rest} is not a model directory, a .gguf file or a short name ({', '.join(sorted(SHORT_NAMES))})")
+        return AgentSpec(text, "llm", rest, agent_name=head)
+    if head in AGENTS:
         if not pathlib.Path(rest).is_dir():
             raise ValueError(f"{text!r}: {rest} is not a directory")
         spec = AgentSpec(text, "llm" if head == "llm" else "checkpoint", rest, agent_name=head)

@@ -74,7 +74,7 @@ class LLMConfig(AgentConfig):
     """Options of :class:`LLMAgent`."""
 
     model_path: str = ""
-    """local directory of a Hugging Face causal LM and its tokenizer (save_pretrained layout)"""
+    """a Hugging Face causal LM folder (save_pretrained layout), a .gguf file, or a short name (smollm2)"""
     max_new_tokens: int = 256
     """token budget of one reply"""
     temperature: float = 0.7
@@ -89,7 +89,7 @@ class LLMConfig(AgentConfig):
     """use the tokenizer's chat template when it has one (else a plain User:/Assistant: layout)"""
 
     def check(self) -> None:
-        require(bool(self.model_path), "model_path must be a local model directory, e.g. model_path='runs/grpo'")
+        require(bool(self.model_path), "model_path must be a local model directory, a .gguf file or a short name, e.g. model_path='smollm2'")
         require(self.max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         require(self.temperature >= 0, f"temperature must be >= 0, got {self.temperature}")
         require(0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}")

@@ -29,7 +29,7 @@ def _config_flags(parser: argparse.ArgumentParser, config_class: type, skip: set
         hint = hints[f.name]
         is_union = get_origin(hint) in (typing.Union, types.UnionType)
         base = next(a for a in get_args(hint) if a is not type(None)) if is_union else hint
-        kwargs: dict[str, Any] = {"default": None, "dest": f.name, "help": f"{docs.get(f.name, '')} (default: {f.default})"}
+        kwargs: dict[str, Any] = {"default": None, "dest": f.name, "help": f"{docs.get(f.name, '')} (default: {f.default})".replace("%", "%%")}
         if base is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         elif get_origin(base) is Literal:
@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--env", action="append", required=True, metavar="ID",
                         help="a registered env id to train on; repeat for several (the curriculum picks among them)")
-    parser.add_argument("--model", required=True, metavar="DIR", help="local model directory (save_pretrained layout)")
+    parser.add_argument("--model", required=True, metavar="DIR", help="local model directory (save_pretrained layout), a .gguf file, or smollm2")
     parser.add_argument("--steps", type=int, default=100, help="GRPO steps (default: 100)")
     parser.add_argument("--eval-episodes", type=int, default=0,
                         help="after training, greedy success on this many held-out seeds of each env (default: 0)")

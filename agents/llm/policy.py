@@ -91,21 +91,23 @@ class TransformersPolicy:
         dtype: str | torch.dtype = "auto",
         use_chat_template: bool | None = None,
     ) -> TransformersPolicy:
-        """Load a model directory (``save_pretrained`` layout) with its tokenizer; no hub access.
+        """Load a local model with its tokenizer; no hub access.
 
         Args:
-            path: local directory with ``config.json``, weights and tokenizer files.
+            path: a directory with ``config.json``, weights and tokenizer files, a ``.gguf`` file
+                (dequantized once and cached, see :mod:`verigym.agents.llm.models`) or a short
+                name such as ``"smollm2"``.
             device: ``"auto"`` (CUDA when present, else CPU), ``"cpu"``, ``"cuda:0"``, ...
             dtype: ``"auto"`` (bfloat16 on CUDA, float32 on CPU) or a torch dtype.
 
         Raises:
-            FileNotFoundError: ``path`` is not a directory.
+            FileNotFoundError: ``path`` is no such directory, file or short name.
         """
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        path = Path(path)
-        if not path.is_dir():
-            raise FileNotFoundError(f"model directory {str(path)!r} not found; pass a local directory written by save_pretrained")
+        from verigym.agents.llm.models import resolve_model
+
+        path = resolve_model(path)
         target = resolve_device(device)
         if dtype == "auto":
             dtype = torch.bfloat16 if target.type == "cuda" else torch.float32

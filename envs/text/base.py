@@ -154,7 +154,9 @@ class TextGameEnv(EpisodeGuard, gym.Env[str, str]):
         super().reset(seed=seed)
         self._turn = 0
         self._last = f"{self._new_task()}\nYou have {self.max_turns} turns."
-        return self._last, self._info()
+        info = self._info()
+        info["instructions"] = self.instructions()  # DESIGN.md 2: rules in the reset info, no wrapper needed
+        return self._last, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self._turn += 1

@@ -131,7 +131,7 @@ class GuessNumberEnv(EpisodeGuard, gym.Env[str, str]):
         self._turn = 0
         self._low, self._high = 1, self.max_number
         self._last = f"Turn 0/{self.max_turns}. {self.instructions()}"
-        return self._last, {"turn": 0}
+        return self._last, {"turn": 0, "instructions": self.instructions()}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self._turn += 1

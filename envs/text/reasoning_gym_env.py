@@ -314,7 +314,7 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
         entry["_verigym_seed"] = self._item_seed
         self._entry = entry
         self._last = f"{entry['question']}\n\n{ANSWER_FORMAT}"
-        return self._last, {"dataset": self.dataset, "item_seed": self._item_seed}
+        return self._last, {"dataset": self.dataset, "item_seed": self._item_seed, "instructions": self.instructions()}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if not self._entry:

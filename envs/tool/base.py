@@ -144,7 +144,9 @@ class ToolEnv(EpisodeGuard, gym.Env[str, str]):
         self._done = False
         self._question = self._generate()
         self._last = f"{self._question}\n\n(Turn 0/{self.max_turns}.)"
-        return self._last, self._info()
+        info = self._info()
+        info["instructions"] = self.instructions()  # DESIGN.md 2: rules and tool schemas in the reset info
+        return self._last, info
 
     def _info(self) -> dict[str, Any]:
         return {"turn": self._turn, "tool_calls": self._tool_calls, "tool_cost": self._tool_cost, "tool_time_s": self._tool_time}

@@ -11,7 +11,7 @@ logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model_dir", help="local model directory (save_pretrained layout, e.g. a GRPO checkpoint)")
+    parser.add_argument("model_dir", help="local model directory (save_pretrained layout, e.g. a GRPO checkpoint), a .gguf file, or smollm2")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=8000, help="port (0 picks a free one)")
     parser.add_argument("--model-name", default=None, help="name reported by /v1/models (default: the directory name)")
@@ -30,7 +30,9 @@ def build(args: argparse.Namespace):
     policy = TransformersPolicy.from_pretrained(
         args.model_dir, device=args.device, use_chat_template=False if args.no_chat_template else None
     )
-    name = args.model_name or Path(args.model_dir).resolve().name
+    from verigym.agents.llm.models import SHORT_NAMES
+
+    name = args.model_name or (args.model_dir if args.model_dir in SHORT_NAMES else Path(args.model_dir).resolve().name)
     return make_server(policy, host=args.host, port=args.port, model_name=name, max_batch_size=args.max_batch_size)
 
 

