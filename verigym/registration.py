@@ -210,7 +210,9 @@ def unknown_id_message(env_id: str) -> str:
         candidates += [name for name in gymnasium.registry if name not in _TABLE]
     close = difflib.get_close_matches(env_id, candidates, n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(close)}?" if close else "."
-    return f"{env_id} not found{hint} Run \"verigym list\" to see the registered ids."
+    family = _TABLE[close[0]].family if close and close[0] in _TABLE else None
+    listing = f"verigym list --family {family}" if family else "verigym list"
+    return f"{env_id} not found{hint} Run \"{listing}\" to see the registered ids."
 
 
 def require_id(env_id: str) -> Api:
