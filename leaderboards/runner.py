@@ -311,7 +311,9 @@ def _worker_main(connection: Any, spec_text: str, device: str, parent_pid: int |
 class _Worker:
     def __init__(self, context: Any, spec_text: str, device: str):
         self.connection, child = context.Pipe()
-        self.process = context.Process(target=_worker_main, args=(child, spec_text, device, os.getpid()), daemon=True)
+        # not a daemon: envs may start their own worker processes (the SQL verifier does), which
+        # daemonic processes may not; the parent-death signal ends a worker when the parent dies
+        self.process = context.Process(target=_worker_main, args=(child, spec_text, device, os.getpid()), daemon=False)
         self.process.start()
         child.close()
         self.job: Job | None = None

@@ -225,3 +225,10 @@ def test_a_write_that_fails_mid_run_is_a_store_error_not_a_traceback(tmp_path):
             store.add(_row(seed=EVAL_SEED_START + 1))
         store._db.execute("PRAGMA query_only = 0")
         assert len(store.rows()) == 1
+
+
+def test_envs_that_start_their_own_processes_run_in_eval_workers(tmp_path):
+    """Eval workers are not daemonic: the SQL verifier runs each query in a child process."""
+    summary = evaluate("oracle", Suite("sql", (Task("verigym/SQL-v0", episodes=1),)), out=tmp_path, workers=1, progress=False)
+    rows = ResultsStore(tmp_path).rows()
+    assert summary.statuses == {"ok": 1} and rows[0].success, rows[0].error
