@@ -239,6 +239,28 @@ def test_cpu_burnt_in_forked_children_stops_with_the_call():
 
 
 @needs_sandbox
+def test_a_thread_that_keeps_forking_leaves_nothing_running_after_the_call():
+    box = Box()
+    code = (
+        "import os, threading, time\n"
+        "def spawn():\n"
+        "    while True:\n"
+        "        try:\n"
+        "            if os.fork() == 0:\n"
+        "                time.sleep(60)\n"
+        "        except OSError:\n"
+        "            time.sleep(0.001)\n"
+        "threading.Thread(target=spawn, daemon=True).start()\n"
+        "time.sleep(0.1)"
+    )
+    assert box.run(code).ok
+    tree = _alive(_descendants(box.sandbox.worker_pid))
+    assert len(tree) == 1, tree  # only the (stopped) notebook
+    assert box.run("print(7)").output == "7\n"
+    box.close_and_check()
+
+
+@needs_sandbox
 def test_threads_of_the_notebook_do_not_run_between_calls():
     box = Box()
     code = (
@@ -597,6 +619,12 @@ report = {"euid": os.geteuid(), "cgroup": cgroups.available()[0]}
 with supervisor.PythonSandbox(supervisor.Limits(timeout_s=10.0)) as box:
     first = box.run("import os\\nopen('/tmp/mark', 'w').write('1')\\nif os.fork() == 0:\\n    os.setsid(); import time; time.sleep(60)\\nprint(os.getuid())")
     report["first"] = [first.ok, first.output]
+    # the notebook makes itself non-dumpable and a thread keeps forking after the call returned
+    hostile = box.run("import ctypes, os, threading, time\\nctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\\n"
+                      "def spawn():\\n    while True:\\n        try:\\n            if os.fork() == 0:\\n                time.sleep(60)\\n"
+                      "        except OSError:\\n            time.sleep(0.001)\\n"
+                      "threading.Thread(target=spawn, daemon=True).start()\\ntime.sleep(0.05)")
+    report["hostile"] = hostile.ok
     report["tree_after_call"] = len(tree(box.worker_pid))
     with open(f"/proc/{box.notebook_pid}/stat") as handle:
         report["notebook_state"] = handle.read().rsplit(")", 1)[1].split()[0]
@@ -627,6 +655,7 @@ def test_the_non_root_path_holds(tmp_path):
     report = json.loads(done.stdout.splitlines()[-1])
     assert report["euid"] != 0 and report["cgroup"] is False  # the path under test
     assert report["first"][0] and report["first"][1].strip() == "65534"
+    assert report["hostile"]
     assert report["tree_after_call"] == 1  # the daemon died with the call
     assert report["notebook_state"] == "T"  # the notebook is stopped between calls
     assert report["second"] == [True, "False ['1']\n"]  # a new machine: no file, no process of episode 1

@@ -218,7 +218,7 @@ class _Worker:
         self.process: subprocess.Popen | None = None
         self.cgroup: CgroupSet | None = None
         self.request_fd = self.answer_fd = self.output_fd = self.info_fd = -1
-        self.proc_fd = -1  # the sandbox's own /proc (its pid namespace), opened at the first pause
+        self.proc_fd = -1  # the sandbox's own /proc (its pid namespace), opened when it is ready
         self.host_pid: int | None = None  # the worker (pid 1 of the sandbox) as seen from here
         self.ready = False
         self.used = False
@@ -316,6 +316,14 @@ class _Worker:
         if self.host_pid is None and not result.killed:
             result = ExecResult(False, result.output, "ProtocolError: bubblewrap did not report the sandbox's pid", killed="died")
         self.ready = not result.killed
+        if self.ready and not self.unsafe:
+            # The sandbox's own /proc, opened before any agent code runs: later listings need no
+            # access to the worker's root, which agent code could revoke (a non-dumpable worker).
+            try:
+                self.proc_fd = os.open(f"/proc/{self.host_pid}/root/proc", os.O_RDONLY | os.O_DIRECTORY)
+            except OSError as exc:
+                self.ready = False
+                result = ExecResult(False, result.output, f"ProtocolError: cannot open the sandbox's /proc ({exc})", killed="died")
         return result
 
     def resume(self) -> None:
@@ -338,8 +346,10 @@ class _Worker:
         Returns:
             False when the sandbox could not be inspected or emptied (the caller then kills it).
         """
-        if self.unsafe or self.host_pid is None:
+        if self.unsafe:
             return True
+        if self.host_pid is None or self.proc_fd < 0:
+            return False
         try:
             os.kill(self.host_pid, signal.SIGSTOP)
         except OSError:
@@ -347,11 +357,6 @@ class _Worker:
         self.stopped = True
         if not _wait_stopped(self.host_pid):
             return False
-        if self.proc_fd < 0:
-            try:
-                self.proc_fd = os.open(f"/proc/{self.host_pid}/root/proc", os.O_RDONLY | os.O_DIRECTORY)
-            except OSError:
-                return False
         for _ in range(200):
             try:
                 others = [entry for entry in os.listdir(self.proc_fd) if entry.isdigit() and entry != "1"]
