@@ -99,7 +99,9 @@ class CodeUnitTestsEnv(ToolEnv):
     A procedurally drawn function spec (difficulty 1: simple aggregates; 2: string processing,
     encodings; 3: ordering, nesting, intervals) with two worked examples. The agent may try code in
     a sandboxed Python notebook (``python`` tool) and then submits the function's source. The
-    submission is run in a **fresh** sandbox and called on ``num_tests`` hidden inputs; each return
+    submission is run in a **new** sandbox (new namespaces and mounts: nothing the notebook or an
+    earlier episode wrote or started is there, and the sandbox is gone before the next episode, so
+    the hidden inputs cannot reach a later one) and called on ``num_tests`` hidden inputs; each return
     value comes back as JSON primitives (exact types; an object whose ``__eq__`` is always true is
     refused) and is compared by the parent with the reference's output. The expected outputs and
     the reference never enter the sandbox; what the submission prints is ignored; exiting early
@@ -180,8 +182,9 @@ class CodeUnitTestsEnv(ToolEnv):
         return self.sandbox.run(code).text()
 
     def _verify(self, answer: str) -> tuple[bool, float]:
-        # The notebook is done: a pristine child of the sandbox's zygote runs the submission, so
-        # nothing the agent did in the notebook (patched builtins, daemons) is left.
+        # The notebook is done: a new sandbox that no agent code has touched runs the submission
+        # (nothing the agent did in the notebook is left: files, patched builtins, processes), and
+        # the next reset replaces it, so the hidden inputs never reach a later episode.
         checker = self.sandbox
         checker.fresh()
         loaded = checker.run(answer)
