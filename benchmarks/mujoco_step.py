@@ -7,7 +7,7 @@ the same states with the same controls (the overhead target is <= 1.3x), and for
 
 Usage::
 
-    python benchmarks/mujoco_step.py [--steps 20000] [--repeats 3]
+    python benchmarks/mujoco_step.py [--steps 20000] [--repeats 3] [--ids verigym/Reach-2Link-v0 ...]
 """
 
 from __future__ import annotations
@@ -75,10 +75,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--ids", nargs="+", default=IDS, choices=IDS, metavar="ID", help="ids to time (default: every mujoco id)")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     print(f"{'env':42s} {'env.step us':>12s} {'bare mj_step us':>16s} {'ratio':>7s}")
-    for env_id in IDS:
+    for env_id in args.ids:
         env = gym.make(env_id, disable_env_checker=True)
         inner = env.unwrapped
         actions = rng.uniform(-1, 1, size=(args.steps, inner.model.nu)).astype(np.float32)

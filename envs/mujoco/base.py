@@ -52,6 +52,7 @@ __all__ = ["MujocoGoalEnv", "REWARD_TYPES", "SCENE_XML", "planar_body_xml", "top
 logger = logging.getLogger(__name__)
 
 REWARD_TYPES = ("dense", "sparse")
+_max, _sum = np.maximum.reduce, np.add.reduce  # the ufunc reductions, without ndarray.max/sum's Python layer
 INVALID_ACTION_PENALTY = 1.0
 """Subtracted from the reward of a step whose action was malformed (zero control is applied)."""
 
@@ -231,11 +232,29 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
-        self._bind()
         ctrl = self.model.actuator_ctrlrange.astype(np.float64)
         limited = self.model.actuator_ctrllimited.astype(bool)
         low, high = np.where(limited, ctrl[:, 0], -1.0), np.where(limited, ctrl[:, 1], 1.0)
         self._ctrl_mid, self._ctrl_half = (high + low) / 2, (high - low) / 2
+        self._ctrl_identity = bool(np.all(self._ctrl_mid == 0.0) and np.all(self._ctrl_half == 1.0))
+        self._bind_views()
+        self._bind()
+
+    _VIEWS = ("_qpos", "_qvel", "_ctrl", "_unstable")
+    """Attributes that are views into ``self.data`` (rebuilt after a compile, a copy or unpickling)."""
+
+    def _bind_views(self) -> None:
+        """Cache views into ``self.data`` for the step path (each ``data.qpos`` access builds a new
+        numpy view), and MuJoCo's counters of the states it found unstable and reset."""
+        self._qpos, self._qvel, self._ctrl = self.data.qpos, self.data.qvel, self.data.ctrl
+        warnings = self.data.warning
+        self._unstable = tuple(warnings[int(w)] for w in (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL, mujoco.mjtWarning.mjWARN_BADQACC))
+        self._unstable_seen = self._unstable_count()
+
+    def _unstable_count(self) -> int:
+        """How many times MuJoCo found NaN, inf or huge values in qpos/qvel/qacc and reset ``data``."""
+        a, b, c = self._unstable
+        return a.number + b.number + c.number
 
     def _bind(self) -> None:
         """Called after each compile: cache ids of named sites/bodies (subclass hook)."""
@@ -265,15 +284,30 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._steps = 0
         self._reset_task()
         mujoco.mj_forward(self.model, self.data)
+        self._unstable_seen = self._unstable_count()
         observation = self._observation()
         return observation, self._step_info(observation)[0]
 
     def _step_info(self, observation: dict[str, np.ndarray]) -> tuple[dict[str, Any], float]:
         """The per-step ``info`` entries and the reward of ``observation``'s goals."""
+        if self._plain_goals:  # Euclidean distance and threshold: scalar arithmetic, same values
+            difference = observation["achieved_goal"] - observation["desired_goal"]
+            distance = math.sqrt(_sum(difference * difference))
+            reached = distance < self.distance_threshold
+            reward = (float(reached) - 1.0) if self.reward_type == "sparse" else -distance
+            return {"distance": distance, "is_success": float(reached), "time": self.data.time}, reward
         distance = self.goal_distance(observation["achieved_goal"], observation["desired_goal"])
         reached = self.within_tolerance(distance)
         info = {"distance": float(distance), "is_success": float(reached), "time": float(self.data.time)}
         return info, float(self._reward(distance, reached))
+
+    _plain_goals = True
+    """The class keeps the base's Euclidean ``goal_distance``, ``within_tolerance`` and ``_reward``,
+    so the step path computes them on scalars (set per subclass)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._plain_goals = all(getattr(cls, name) is getattr(MujocoGoalEnv, name) for name in ("goal_distance", "within_tolerance", "_reward"))
 
     def controls(self, action: np.ndarray) -> np.ndarray:
         """Actuator controls (``data.ctrl``) of a normalized action in [-1, 1]: a linear map onto
@@ -292,24 +326,37 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
             return np.zeros(self.model.nu)
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        # the per-step Python work is kept to a few numpy calls on cached views of ``data``
+        # (benchmarks/mujoco_step.py compares it with a bare mj_step loop)
         info: dict[str, Any] = {}
-        unit = self._unit_action(action, info)
-        self.data.ctrl[:] = self.controls(unit)
+        if type(action) is np.ndarray and action.dtype == np.float32 and action.shape == self._ctrl.shape and _max(np.absolute(action)) <= 1.0:
+            unit = action  # fast path; NaN fails the bound test
+        else:
+            unit = self._unit_action(action, info)
+        if self._ctrl_identity:
+            self._ctrl[:] = unit
+        else:  # ctrl = mid + unit * half, in place (float32 actions are widened exactly)
+            np.multiply(unit, self._ctrl_half, out=self._ctrl)
+            self._ctrl += self._ctrl_mid
         self._before_physics()
         mujoco.mj_step(self.model, self.data, nstep=self.frame_skip)
         self._steps += 1
         self._after_physics()
-        diverged = not math.isfinite(float(self.data.qpos.sum() + self.data.qvel.sum()))
+        # MuJoCo resets data itself when qpos/qvel/qacc turn NaN, inf or huge; its counters tell
+        diverged = self._unstable_count() != self._unstable_seen
         if diverged:
             # the simulation blew up: end the episode as a failure, with a finite observation
             logger.warning("MuJoCo state diverged in %s; ending the episode", type(self).__name__)
             mujoco.mj_resetData(self.model, self.data)
             mujoco.mj_forward(self.model, self.data)
+            self._unstable_seen = self._unstable_count()
         observation = self._observation()
         entries, reward = self._step_info(observation)
-        info.update(entries)
-        if "action_error" in info:
+        if info:  # the action was malformed: info holds action_error
+            info.update(entries)
             reward -= INVALID_ACTION_PENALTY
+        else:
+            info = entries
         success, failed = (False, True) if diverged else self._status(bool(info["is_success"]))
         terminated = bool(success or failed)
         truncated = not terminated and self._steps >= self.max_steps
@@ -368,15 +415,24 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_renderer"] = None  # an OpenGL context does not pickle; render() makes a new one
+        for name in self._VIEWS:  # views of the old data: rebuilt on the copy's own data
+            state.pop(name, None)
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        seen = state.get("_unstable_seen")
+        self._bind_views()
+        self._bind()
+        if seen is not None:
+            self._unstable_seen = seen
 
     def __deepcopy__(self, memo: dict[int, Any]) -> MujocoGoalEnv:
         import copy
 
         clone = type(self).__new__(type(self))
         memo[id(self)] = clone
-        for key, value in self.__getstate__().items():
-            setattr(clone, key, copy.deepcopy(value, memo))
+        clone.__setstate__({key: copy.deepcopy(value, memo) for key, value in self.__getstate__().items()})
         return clone
 
     # -- TextInterface -------------------------------------------------------------------------

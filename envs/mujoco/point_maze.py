@@ -231,10 +231,10 @@ class PointMazeEnv(MujocoGoalEnv):
         self._initial_path = max(1, int(self._distances[start_cell]))
 
     def _observation_vector(self) -> np.ndarray:
-        return np.concatenate([self.data.qpos, self.data.qvel, self._grid_vector])
+        return np.concatenate((self._qpos, self._qvel, self._grid_vector))
 
     def _achieved_goal(self) -> np.ndarray:
-        return self.data.qpos.copy()
+        return self._qpos.copy()
 
     def _desired_goal(self) -> np.ndarray:
         return self._goal.copy()

@@ -147,15 +147,18 @@ class ReachEnv(MujocoGoalEnv):
         self._initial_distance = max(1e-6, float(np.linalg.norm(self._fingertip() - self._target)))
         self._ik = None
 
+    _VIEWS = (*MujocoGoalEnv._VIEWS, "_tip_xy")
+
     def _bind(self) -> None:
         self._tip = self.model.site("fingertip").id
+        self._tip_xy = self.data.site_xpos[self._tip, :2]  # a view: read after every step
 
     def _fingertip(self) -> np.ndarray:
-        return self.data.site_xpos[self._tip, :2].copy()
+        return self._tip_xy.copy()
 
     def _observation_vector(self) -> np.ndarray:
-        q = self.data.qpos
-        return np.concatenate([np.cos(q), np.sin(q), self.data.qvel, self._fingertip()])
+        q = self._qpos
+        return np.concatenate((np.cos(q), np.sin(q), self._qvel, self._tip_xy))
 
     def _achieved_goal(self) -> np.ndarray:
         return self._fingertip()

@@ -213,3 +213,36 @@ def test_info_has_the_goal_conventions_and_nothing_private():
     _, reward, _, _, info = env.step(env.action_space.sample())
     assert set(info) == {"distance", "is_success", "time"} and info["time"] == pytest.approx(0.02)
     assert reward == pytest.approx(-info["distance"])
+
+
+def test_blown_up_simulation_ends_the_episode_as_a_failure():
+    env = gym.make("verigym/Reach-2Link-v0").unwrapped
+    env.reset(seed=0)
+    env.data.qvel[:] = np.nan  # MuJoCo resets the data when it meets this; the env must notice
+    observation, _, terminated, truncated, info = env.step(np.zeros(2, np.float32))
+    assert terminated and not truncated and info["success"] is False
+    assert all(np.isfinite(v).all() for v in observation.values())
+    env.reset(seed=0)
+    _, _, terminated, _, _ = env.step(np.zeros(2, np.float32))
+    assert not terminated  # the counters were re-read: the next episode is not failed
+
+
+@pytest.mark.parametrize("env_id", ["verigym/Reach-3Link-v0", "verigym/PointMaze-Small-v0", "verigym/Push-v0"])
+def test_copies_step_their_own_data_and_the_fast_path_matches_the_slow_one(env_id):
+    import copy
+    import pickle
+
+    env = gym.make(env_id).unwrapped
+    env.reset(seed=3)
+    env.step(np.full(env.action_space.shape, 0.5, np.float32))
+    copies = [copy.deepcopy(env), pickle.loads(pickle.dumps(env))]
+    action = np.linspace(-1, 1, env.action_space.shape[0]).astype(np.float32)
+    ours = env.step(action)  # float32 array: the fast path
+    for twin in copies:
+        theirs = twin.step([float(a) for a in action])  # a list: the validating path
+        for key in ours[0]:
+            assert np.array_equal(ours[0][key], theirs[0][key]), key
+        assert ours[1:4] == theirs[1:4] and ours[4] == theirs[4]
+    before = {k: v.copy() for k, v in env._observation().items()}
+    copies[0].step(-action)
+    assert all(np.array_equal(before[k], v) for k, v in env._observation().items())
