@@ -191,3 +191,21 @@ def test_episode_viewer_opens_from_the_standings_page_in_chromium(tmp_path, caps
         browser.close()
     colours = Image.open(shot).convert("RGB").getcolors(maxcolors=1 << 20)
     assert len(colours) > 20, "the screenshot is blank"
+
+
+def test_progress_bar_shows_rate_success_rate_and_eta():
+    from rich.console import Console
+
+    from verigym.leaderboards.runner import _Progress
+    from verigym.leaderboards.store import EpisodeRow
+
+    bar = _Progress(4, "random on starter", enabled=True)
+    bar.progress.live.console = Console(record=True, width=160, force_terminal=False)
+    with bar:
+        for success in (True, False):
+            bar.advance(EpisodeRow("s", "verigym/GuessNumber-v0", 0, EVAL_SEED_START, "random", "abc", "ok", float(success), success,
+                                   0.0, 3, 0.1, "", "0", "{}", "sha", "3.11"))
+    fields = bar.progress.tasks[0].fields
+    assert fields["success"] == "50%" and fields["score"] == "0.500" and float(fields["rate"]) > 0
+    text = bar.progress.console.export_text()
+    assert "2/4" in text and "success 50%" in text and "ETA" in text
