@@ -1,8 +1,75 @@
-"""Shared pytest setup: headless rendering defaults and family markers."""
+"""Shared pytest setup: headless rendering defaults, the conformance module's fresh-interpreter
+rollouts started in the background at collection, and a session-end check that no child process
+outlives the tests."""
 
 from __future__ import annotations
 
 import os
+import signal
+import sys
+import time
+
+import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+
+FRESH_ROLLOUTS = pytest.StashKey[object]()
+"""Config stash key of the :class:`concurrent.futures.Future` of the conformance rollouts."""
+
+LIFETIME_WORKERS = ("from verigym.verifiers import _spawned_main",)
+"""Command-line marks of process-lifetime workers: module-level pools reaped at interpreter exit
+(``tests/test_processes.py`` checks that they are)."""
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the fresh-interpreter rollouts of the collected conformance ids now: their children run
+    beside the tests collected before ``test_conformance.py`` (on 2 cores, one is otherwise idle)."""
+    ids = [item.callspec.params["env_id"] for item in session.items if getattr(item, "originalname", None) == "test_verigym_check"]
+    if ids and not session.config.option.collectonly:
+        from tests.test_conformance import start_fresh_rollouts
+
+        session.config.stash[FRESH_ROLLOUTS] = start_fresh_rollouts(ids)
+
+
+def _stop_fresh_rollouts(config: pytest.Config) -> None:
+    """Kill the rollout children if the run ended before the conformance tests used them."""
+    from tests.processes import descendants
+
+    future = config.stash.get(FRESH_ROLLOUTS, None)
+    if future is None or future.done():
+        return
+    for pid, command in descendants().items():
+        if "verigym.checker import _child_main" in command:
+            os.kill(pid, signal.SIGKILL)
+    future.result(timeout=60)
+
+
+def _lifetime_pids() -> set[int]:
+    """Process-lifetime workers and their descendants (multiprocessing's daemon workers included)."""
+    import multiprocessing
+
+    from tests.processes import descendants
+
+    roots = {p.pid for p in multiprocessing.active_children() if p.daemon}
+    roots |= {pid for pid, command in descendants().items() if any(mark in command for mark in LIFETIME_WORKERS)}
+    return roots | {child for root in roots for child in descendants(root)}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_child_process_survives(request: pytest.FixtureRequest):
+    """After the last test: every subprocess a test or an env started has ended (the shared
+    Chromium is shut down first; process-lifetime workers are checked by test_processes.py)."""
+    yield
+    from tests.processes import descendants
+
+    _stop_fresh_rollouts(request.config)
+    if "verigym.envs.gui.browser" in sys.modules:
+        sys.modules["verigym.envs.gui.browser"].shutdown()
+    deadline = time.monotonic() + 15
+    while True:
+        left = {pid: command for pid, command in descendants().items() if pid not in _lifetime_pids()}
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert not left, f"child processes outlived the test session: {left}"

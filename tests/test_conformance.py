@@ -1,12 +1,13 @@
 """Registry-driven conformance: every registered id is checked, with no test edit per env.
 
-Gymnasium ids run ``verigym check`` (all checks; the fresh-interpreter rollouts of all ids share
-one child process). PettingZoo ids run PettingZoo's own API tests with warnings as errors.
+Gymnasium ids run ``verigym check`` (all checks; the fresh-interpreter rollouts of all ids run in
+a few parallel child processes, started in the background when collection finishes). PettingZoo ids run PettingZoo's own API tests with warnings as errors.
 """
 
 from __future__ import annotations
 
 import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
@@ -22,19 +23,33 @@ def _params(api: str) -> list:
     return [pytest.param(r.id, id=r.id, marks=[FAMILY_MARKS[r.family]] if r.family in FAMILY_MARKS else []) for r in selected]
 
 
-@pytest.fixture(scope="session")
-def fresh_rollouts(request) -> dict:
-    """Fresh-interpreter rollouts of the collected gymnasium ids, computed in one child process."""
+def start_fresh_rollouts(ids: list[str]) -> Future:
+    """Start the fresh-interpreter rollouts of ``ids`` in a background thread (the children do the
+    work, in parallel); ``tests/conftest.py`` calls this when collection finishes."""
     import gymnasium as gym
 
-    ids = [item.callspec.params["env_id"] for item in request.session.items if item.originalname == "test_verigym_check"]
     requests = {}
     for env_id in ids:
         env = gym.make(env_id, disable_env_checker=True)
         exact = float(env.unwrapped.metadata.get("determinism_atol", 0.0)) == 0.0
         env.close()
         requests[env_id] = (env_id, {}, 0, STEPS, exact)
-    return _fresh_trajectories(requests) if requests else {}
+    executor = ThreadPoolExecutor(1, thread_name_prefix="fresh-rollouts")
+    future = executor.submit(_fresh_trajectories, requests)
+    executor.shutdown(wait=False)
+    return future
+
+
+@pytest.fixture(scope="session")
+def fresh_rollouts(request) -> dict:
+    """Fresh-interpreter rollouts of the collected gymnasium ids (started at collection)."""
+    from tests.conftest import FRESH_ROLLOUTS
+
+    future = request.config.stash.get(FRESH_ROLLOUTS, None)
+    if future is None:  # collected without the conftest hook
+        ids = [item.callspec.params["env_id"] for item in request.session.items if item.originalname == "test_verigym_check"]
+        future = start_fresh_rollouts(ids)
+    return future.result()
 
 
 @pytest.mark.parametrize("env_id", _params("gymnasium"))

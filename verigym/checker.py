@@ -312,20 +312,45 @@ _CHILD_CODE = (
 )
 
 
-def _fresh_trajectories(requests: dict[str, tuple[str, dict[str, Any], int, int, bool]], timeout: float = 900.0) -> dict[str, tuple[str, Any]]:
-    """Run rollouts of registered ids in one new interpreter with a different ``PYTHONHASHSEED``."""
+def _fresh_trajectories(
+    requests: dict[str, tuple[str, dict[str, Any], int, int, bool]], timeout: float = 900.0, *, workers: int | None = None
+) -> dict[str, tuple[str, Any]]:
+    """Run rollouts of registered ids in new interpreters with a different ``PYTHONHASHSEED``.
+
+    The requests are dealt round-robin (so each child gets a share of every family) to
+    ``workers`` children running side by side (default: one per CPU core, at most 4); a child that
+    fails or overruns ``timeout`` seconds marks only its own requests as errors.
+
+    Returns:
+        request key -> ``("ok", trajectory)`` or ``("error", message)``.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     current = os.environ.get("PYTHONHASHSEED", "")
     other = str((int(current) + 1) % 4294967296) if current.isdigit() else "12345"
     environment = dict(os.environ, PYTHONHASHSEED=other)
     command = [sys.executable, "-c", _CHILD_CODE]
-    try:
-        done = subprocess.run(command, input=json.dumps(requests), capture_output=True, text=True, env=environment, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {key: ("error", f"the fresh interpreter did not finish within {timeout:.0f} s") for key in requests}
-    if done.returncode != 0:
-        tail = done.stderr[-2000:]
-        return {key: ("error", f"the fresh interpreter exited with {done.returncode}:\n{tail}") for key in requests}
-    return pickle.loads(base64.b64decode(done.stdout.strip().splitlines()[-1]))
+    keys = list(requests)
+    count = max(1, min(len(keys), workers if workers is not None else min(4, os.cpu_count() or 1)))
+    chunks = [keys[i::count] for i in range(count)]
+
+    def run(chunk: list[str]) -> dict[str, tuple[str, Any]]:
+        try:
+            done = subprocess.run(command, input=json.dumps({k: requests[k] for k in chunk}), capture_output=True, text=True, env=environment, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {key: ("error", f"the fresh interpreter did not finish within {timeout:.0f} s") for key in chunk}
+        if done.returncode != 0:
+            tail = done.stderr[-2000:]
+            return {key: ("error", f"the fresh interpreter exited with {done.returncode}:\n{tail}") for key in chunk}
+        return pickle.loads(base64.b64decode(done.stdout.strip().splitlines()[-1]))
+
+    if count == 1:
+        return run(keys)
+    out: dict[str, tuple[str, Any]] = {}
+    with ThreadPoolExecutor(count) as pool:  # threads only wait: the children do the work
+        for part in pool.map(run, chunks):
+            out.update(part)
+    return {key: out[key] for key in keys}
 
 
 # ---------------------------------------------------------------------------------------------
