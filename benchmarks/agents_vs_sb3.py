@@ -8,6 +8,9 @@ env steps to the threshold (the steps tell sample efficiency apart from speed); 
 means verigym is faster). A run that does not reach the threshold within the budget counts as its full
 training time and is flagged.
 
+``ppo-doorkey`` is the README's own DoorKey example (its PPO settings, 60k steps, stop at a mean
+return of 0.9; SB3's PPO with the same settings and its MLP policy on the flattened grid).
+
 The slow tasks ``ppo-halfcheetah`` and ``sac-halfcheetah`` (not run by default; about an hour
 each on one core) train HalfCheetah-v5 for a fixed 200k steps instead and compare the final
 deterministic return over 5 episodes, with rl-zoo's MuJoCo settings: PPO with SB3's defaults and
@@ -19,8 +22,10 @@ Usage::
     python benchmarks/agents_vs_sb3.py --seeds 3 [--tasks ppo-cartpole dqn-cartpole sac-pendulum]
     python benchmarks/agents_vs_sb3.py --seeds 3 --tasks ppo-halfcheetah sac-halfcheetah
 
-Both run single-threaded (``torch.set_num_threads(1)``); on a loaded machine the ratio is the
-meaningful number, not the absolute times.
+Threads: ``--threads auto`` (the default) runs verigym as a user gets it (``learn`` pins torch's
+threads by itself: one for these small networks, see ``torch_threads``) and gives SB3 the same
+count with ``torch.set_num_threads``; ``--threads N`` runs both with N. On a loaded machine the
+ratio is the meaningful number, not the absolute times.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.agents import rl_zoo  # noqa: E402
 
+_TORCH_DEFAULT = torch.get_num_threads()
+
 TASKS = {
     # name: (verigym agent, env id, verigym config, SB3 class, SB3 kwargs, budget, threshold, eval every)
     "ppo-cartpole": ("ppo", "CartPole-v1", rl_zoo.PPO_CARTPOLE, "PPO",
@@ -49,6 +56,9 @@ TASKS = {
                       "train_freq": 256, "gradient_steps": 128, "exploration_fraction": 0.16, "exploration_final_eps": 0.04, "policy_kwargs": {"net_arch": [256, 256]}},
                      50_000, 475.0, 2048),
     "sac-pendulum": ("sac", "Pendulum-v1", rl_zoo.SAC_PENDULUM, "SAC", {"learning_rate": 1e-3}, 20_000, -200.0, 1000),
+    # the README's DoorKey example, as written there
+    "ppo-doorkey": ("ppo", "verigym/DoorKey-5x5-v0", {"num_envs": 8, "learning_rate": 7e-4, "ent_coef": 0.01}, "PPO",
+                    {"n_envs": 8, "n_steps": 128, "learning_rate": 7e-4, "ent_coef": 0.01}, 60_000, 0.9, 8192),
     # fixed budget (threshold None): the final return is compared; no evaluations on the way
     "ppo-halfcheetah": ("ppo", "HalfCheetah-v5", {"num_envs": 1, "num_steps": 2048, "normalize_observation": True, "normalize_reward": True}, "PPO",
                         {"normalize": True}, 200_000, None, 50_000),
@@ -102,10 +112,28 @@ class _Clock:
         return time.perf_counter() - self.start - self.eval_time
 
 
+THREADS: int | None = None
+"""``--threads``: None runs verigym with its own default and SB3 with the count verigym chose."""
+
+
+def verigym_threads(task: str) -> int:
+    """The torch thread count verigym's ``learn`` uses for ``task`` (its ``torch_threads`` choice)."""
+    import verigym.agents as agents
+    from verigym.agents.common.learner import choose_threads
+
+    name, env_id, config, *_ = TASKS[task]
+    agent = agents.make(name, env_id, **config, **({} if THREADS is None else {"torch_threads": THREADS}))
+    chosen = choose_threads(agent.config.torch_threads, agent.device, agent.num_parameters())
+    return torch.get_num_threads() if chosen is None else chosen
+
+
 def run_verigym(task: str, seed: int) -> tuple[float, float, bool, float, int]:
     import verigym.agents as agents
 
     name, env_id, config, _, _, budget, threshold, every = TASKS[task]
+    if THREADS is not None:
+        config = {**config, "torch_threads": THREADS}
+    torch.set_num_threads(_TORCH_DEFAULT)  # what a user's process starts with: learn must pin it
     agent = agents.make(name, env_id, seed=seed, **config)
     clock = _Clock(lambda o: agent.act(o, deterministic=True), env_id, threshold, every)
     agent.learn(env_id, budget, callbacks=[lambda m: clock.check(int(m["global_step"]))])
@@ -135,6 +163,9 @@ def run_sb3(task: str, seed: int) -> tuple[float, float, bool, float, int]:
         if isinstance(kwargs.get(key), str):
             initial = float(kwargs[key][4:])
             kwargs[key] = lambda progress, initial=initial: progress * initial
+    import verigym  # noqa: F401  (registers verigym/... ids)
+
+    torch.set_num_threads(verigym_threads(task))  # the same thread setting as verigym's run
     env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
     if normalize:
         env = VecNormalize(env)
@@ -160,11 +191,14 @@ def main() -> int:
     parser.add_argument("--steps", type=int, help="override every task's step budget (a quick check of the script)")
     parser.add_argument("--library", choices=("both", "verigym", "sb3"), default="both",
                         help="run one side only (e.g. the two sides of a slow task on two cores); no ratio is printed")
+    parser.add_argument("--threads", default="auto", help="torch threads of both libraries: 'auto' (verigym's default, the same count for SB3) or N")
     args = parser.parse_args()
+    global THREADS
+    THREADS = None if args.threads == "auto" else int(args.threads)
     if args.steps:
         for task in args.tasks:
             TASKS[task] = (*TASKS[task][:5], args.steps, *TASKS[task][6:7], min(TASKS[task][7], args.steps))
-    torch.set_num_threads(1)
+    print("torch threads: " + ", ".join(f"{t} {verigym_threads(t)}" for t in args.tasks) + f" (torch's default here: {_TORCH_DEFAULT})")
     if args.library == "both":
         print(f"{'task':15} {'seed':>4} {'verigym s':>10} {'SB3 s':>8} {'verigym steps/s':>16} {'SB3 steps/s':>12} {'verigym return':>15} {'SB3 return':>11} {'verigym steps':>14} {'SB3 steps':>10}")
     for task in args.tasks:
