@@ -86,6 +86,102 @@ def _refused(url: str, exc: Any) -> RemoteEnvError:
     return RemoteEnvError(f"the server at {url} refused the connection (HTTP {status}){hint}", "CONNECTION")
 
 
+class _Refused(Exception):
+    def __init__(self, response: Any):
+        self.response = response
+
+
+class _Closed(Exception):
+    pass
+
+
+class _BlockingWebSocket:
+    """A WebSocket client on a blocking socket, driven in the caller's thread (websockets'
+    sans-I/O protocol): no I/O thread and no thread hand-off per message, so a step costs one
+    ``send`` and one ``recv`` system call pair on the caller's thread.
+
+    Raises (from the constructor, :meth:`send`, :meth:`recv`): ``_Refused`` (the server answered
+    the upgrade with another status), ``_Closed`` (the connection ended), ``TimeoutError``,
+    ``OSError``.
+    """
+
+    def __init__(self, url: str, headers: dict[str, str], timeout: float):
+        import socket
+
+        from websockets.client import ClientProtocol
+        from websockets.http11 import Response
+        from websockets.uri import parse_uri
+
+        uri = parse_uri(url)
+        sock = socket.create_connection((uri.host, uri.port), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if uri.secure:
+            import ssl
+
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=uri.host)
+        self._sock, self._messages, self._parts = sock, [], []
+        self._protocol = ClientProtocol(uri, max_size=None)
+        request = self._protocol.connect()
+        request.headers.update(headers)
+        self._protocol.send_request(request)
+        self._flush()
+        while True:
+            for event in self._read():
+                if isinstance(event, Response):
+                    if event.status_code != 101 or self._protocol.handshake_exc is not None:
+                        self.close()
+                        raise _Refused(event)
+                    return
+
+    def _flush(self) -> None:
+        for data in self._protocol.data_to_send():
+            if data:
+                self._sock.sendall(data)
+
+    def _read(self) -> list[Any]:
+        data = self._sock.recv(1 << 16)
+        if data:
+            self._protocol.receive_data(data)
+        else:
+            self._protocol.receive_eof()
+        events = self._protocol.events_received()
+        self._flush()  # pongs, close replies
+        if not data and not events:
+            raise _Closed("the server closed the connection")
+        return events
+
+    def send(self, text: str) -> None:
+        from websockets.protocol import State
+
+        if self._protocol.state is not State.OPEN:
+            raise _Closed("the connection is closed")
+        self._protocol.send_text(text.encode("utf-8", "surrogatepass"))
+        self._flush()
+
+    def recv(self, timeout: float) -> str:
+        from websockets.frames import Opcode
+
+        self._sock.settimeout(timeout)
+        while not self._messages:
+            for frame in self._read():
+                if frame.opcode in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
+                    self._parts.append(frame.data)
+                    if frame.fin:
+                        self._messages.append(b"".join(self._parts).decode("utf-8", "surrogatepass"))
+                        self._parts = []
+                elif frame.opcode is Opcode.CLOSE and not self._messages:
+                    raise _Closed(f"the server closed the session ({self._protocol.close_code} {self._protocol.close_reason})")
+        return self._messages.pop(0)
+
+    def close(self) -> None:
+        try:
+            self._protocol.send_close()
+            self._flush()
+        except Exception:  # noqa: BLE001 - already closed
+            pass
+        self._sock.close()
+
+
 def _error(data: dict[str, Any]) -> Exception:
     message, code = str(data.get("message", "unknown error")), str(data.get("code", "UNKNOWN"))
     if code == "EXECUTION_ERROR":
@@ -178,15 +274,11 @@ class RemoteEnv(gym.Env):
         self._connect()
 
     def _connect(self) -> None:
-        from websockets.exceptions import InvalidStatus
-        from websockets.sync.client import connect
-
         try:
-            self._ws = connect(_ws_url(self.url), additional_headers=_headers(self._token), open_timeout=self.timeout,
-                               max_size=None, compression=None, proxy=None).__enter__()  # (websockets >= 17 wants a context)
-        except InvalidStatus as exc:
+            self._ws = _BlockingWebSocket(_ws_url(self.url), _headers(self._token), self.timeout)
+        except _Refused as exc:
             raise _refused(self.url, exc) from None
-        except OSError as exc:
+        except (OSError, _Closed) as exc:
             raise RemoteEnvError(f"cannot reach {self.url}: {exc}", "CONNECTION") from None
         description = _parse(self._call(json.dumps({"type": "make", "data": {"env_id": self.env_id, "kwargs": encode(self.kwargs)}})), "spaces")
         _apply_description(self, description)
@@ -194,19 +286,18 @@ class RemoteEnv(gym.Env):
             self.__class__ = RemoteTextEnv
 
     def _call(self, message: str) -> str | bytes:
-        from websockets.exceptions import ConnectionClosed
-
         if self._ws is None:
             raise RemoteEnvError("the env is closed", "CLOSED")
         try:
             self._ws.send(message)
-            return self._ws.recv(timeout=self.timeout)
-        except ConnectionClosed as exc:
-            self._ws = None
-            raise RemoteEnvError(f"the connection to {self.url} closed ({exc})", "CONNECTION") from None
+            return self._ws.recv(self.timeout)
         except TimeoutError:
             self._close_socket()
             raise RemoteEnvError(f"no answer from {self.url} within {self.timeout:g} s", "TIMEOUT") from None
+        except (_Closed, OSError) as exc:
+            ws, self._ws = self._ws, None
+            ws.close()
+            raise RemoteEnvError(f"the connection to {self.url} closed ({exc})", "CONNECTION") from None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
