@@ -3,8 +3,13 @@
 Prints medians and ratios (sandbox / bare) for:
 
 * cold call: a new sandbox (bubblewrap, cgroup, rlimits, worker start) runs one line and closes;
-* new episode: ``PythonSandbox.fresh()`` (a forked pristine notebook) plus one line;
-* warm call: one more line in a running notebook;
+* new episode, back to back: ``PythonSandbox.fresh()`` (a new sandbox, the spare started at the
+  previous ``fresh()``) plus one line, right after the previous episode (the spare may still be
+  starting);
+* new episode with pauses: 0.3 s after the last episode ``fresh()``, 0.3 s later the first call
+  (as when an agent takes time to answer); only ``fresh()`` and the call are timed;
+* warm call: one more line in a running notebook (includes stopping the notebook afterwards and
+  checking that no other process of the sandbox is left);
 
 and the warm calls per second. Usage::
 
@@ -57,15 +62,27 @@ def main() -> None:
         warm_box.fresh()
         assert warm_box.run(code).output == "4950\n"
 
+    def idle_then_episode() -> float:
+        time.sleep(0.3)  # the last episode's end
+        start = time.perf_counter()
+        warm_box.fresh()
+        elapsed = time.perf_counter() - start
+        time.sleep(0.3)  # the agent reads the task
+        start = time.perf_counter()
+        assert warm_box.run(code).output == "4950\n"
+        return elapsed + time.perf_counter() - start
+
     results = {}
     for name, function in (("bare subprocess.run(python -c)", bare), ("bare subprocess.run(python -I -S -c)", bare_isolated),
-                           ("sandbox cold call", cold), ("sandbox new episode (fresh + call)", episode), ("sandbox warm call", warm)):
+                           ("sandbox cold call", cold), ("sandbox new episode, back to back", episode),
+                           ("sandbox warm call", warm)):
         results[name] = _median_seconds(function, args.repeats)
+    results["sandbox new episode, with pauses"] = statistics.median(idle_then_episode() for _ in range(args.repeats))
     warm_box.close()
     reference = results["bare subprocess.run(python -c)"]
-    print(f"{'':40s} {'median':>10s} {'ratio to bare':>14s}")
+    print(f"{'':42s} {'median':>10s} {'ratio to bare':>14s}")
     for name, seconds in results.items():
-        print(f"{name:40s} {seconds * 1000:8.2f} ms {seconds / reference:13.3f}x")
+        print(f"{name:42s} {seconds * 1000:8.2f} ms {seconds / reference:13.3f}x")
     print(f"warm calls per second: {1.0 / results['sandbox warm call']:.0f} "
           f"(bare subprocess.run: {1.0 / reference:.0f} per second)")
 

@@ -34,6 +34,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from dataclasses import asdict, dataclass
@@ -495,6 +496,14 @@ class _Worker:
             data += chunk
         return bytes(data)
 
+    def signal_kill(self) -> None:
+        """SIGKILL the outer ``bwrap`` now (the sandbox dies with it); :meth:`kill` reaps."""
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.kill(self.process.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
     def kill(self) -> None:
         """Kill the whole tree and release the cgroup and pipes (idempotent)."""
         process, self.process = self.process, None
@@ -616,6 +625,7 @@ class PythonSandbox:
         self.history: list[str] = []
         self._worker: _Worker | None = None
         self._spare: _Worker | None = None
+        self._renewal: threading.Thread | None = None  # kills the last episode's sandbox, starts a spare
         self._replay: list[str] = []
         self._restarted: str | None = None
         self.calls = 0
@@ -729,25 +739,51 @@ class PythonSandbox:
 
         The used sandbox is killed (every process, its ``/tmp`` and ``/dev/shm``, its namespaces);
         the next call runs in a sandbox that no agent code has touched. That sandbox was started in
-        advance (a spare), so this costs a process start in the background, not a cold start. Without
-        a running sandbox this only clears the history (the next call starts one).
+        advance (a spare): this starts the process of the next spare, and a background thread reaps
+        the old sandbox and waits for the spare to be ready, so an episode costs a process start
+        here and nothing at its first call when there was time since the last one. Without a
+        running sandbox this only clears the history (the next call starts one).
         """
         self.history.clear()
         self._replay.clear()
         worker = self._worker
         if worker is None or not worker.used:
             return
-        worker.kill()
+        worker.signal_kill()  # at once: nothing of this episode runs on
+        self._join_renewal()
         spare, self._spare = self._spare, None
         if spare is None or not spare.alive:
             if spare is not None:
                 spare.kill()
             spare = _Worker(self.limits, self.unsafe)
         self._worker = spare
-        try:
-            self._spare = _Worker(self.limits, self.unsafe)
-        except (OSError, SandboxError) as exc:  # the current one is usable; the next fresh() retries
+        try:  # started from this thread: bwrap's --die-with-parent follows the thread that started it
+            successor = _Worker(self.limits, self.unsafe)
+        except (OSError, SandboxError) as exc:  # the next fresh() starts one itself
             logger.warning("could not start a spare sandbox: %s", exc)
+            successor = None
+        self._renewal = threading.Thread(target=self._renew, args=(worker, successor), name="verigym-sandbox-renewal", daemon=True)
+        self._renewal.start()
+
+    def _renew(self, old: _Worker, successor: _Worker | None) -> None:
+        """Background: finish killing ``old`` (reap, remove its cgroup); make ``successor`` the spare.
+
+        The successor's start is completed and its code paths warmed with an empty cell (no agent
+        code: ``used`` stays False), so the next episode's first call costs a warm call.
+        """
+        old.kill()
+        if successor is None:
+            return
+        if successor.wait_ready().killed or successor.exchange({"op": "exec", "code": "pass"}, timeout=30.0).killed \
+                or not successor.pause():
+            successor.kill()  # fresh() starts one itself; a failure to start is reported there
+            return
+        self._spare = successor
+
+    def _join_renewal(self) -> None:
+        renewal, self._renewal = self._renewal, None
+        if renewal is not None and renewal is not threading.current_thread():
+            renewal.join()
 
     def restart(self) -> None:
         """Kill the worker and forget the notebook; the next call starts fresh."""
@@ -757,6 +793,7 @@ class PythonSandbox:
 
     def close(self) -> None:
         """Kill every worker tree of this sandbox and release its cgroups (idempotent)."""
+        self._join_renewal()
         for name in ("_worker", "_spare"):
             worker = getattr(self, name, None)
             setattr(self, name, None)
