@@ -481,3 +481,14 @@ def test_server_restart_gives_a_connection_error_then_works_again_and_leaves_not
         process.wait(30)
     assert process.pid not in descendants()
     assert not [cmd for cmd in descendants().values() if "serve-env" in cmd]
+
+
+def test_eval_env_url_plays_the_episodes_on_the_server(server, tmp_path):
+    before = server.app.state.server.steps
+    done = subprocess.run(
+        [sys.executable, "-m", "verigym", "eval", "--agent", "random", "--env", TEXT, "--episodes", "2", "--env-url", server.url,
+         "--out", str(tmp_path), "--workers", "1", "--no-progress"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0 and "ran 2 episodes (2 ok)" in done.stdout, done.stdout + done.stderr
+    assert server.app.state.server.steps > before  # the steps were taken by the served env
