@@ -23,11 +23,13 @@ _SENTINEL = "\u2402verigym-reply\u2402"
 def initial_messages(instructions: str, observation: str) -> list[dict[str, str]]:
     """The opening messages of an episode: the rules as a system message, the observation as user.
 
-    The system message is left out when the observation already contains the instructions (many
-    text envs repeat them in the first observation), or when there are none.
+    The system message is there whenever the env gave instructions, also when the first
+    observation repeats them: a chat template fills a missing system message with the model's own
+    default ("You are a helpful AI assistant named SmolLM..."), which pulls a small model away from
+    the env's answer format.
     """
     messages: list[dict[str, str]] = []
-    if instructions and instructions not in observation:
+    if instructions:
         messages.append({"role": "system", "content": instructions})
     messages.append({"role": "user", "content": observation})
     return messages

@@ -9,8 +9,12 @@ An agent's reply is either
 
 * a **tool call**: a JSON object ``{"name": ..., "arguments": {...}}``, bare or inside
   ``<tool_call>...</tool_call>`` (as Qwen/Hermes-style chat models emit; ``arguments`` may also be
-  a JSON-encoded string, as the OpenAI API returns it); or
-* a **final answer**: ``<answer>...</answer>``.
+  a JSON-encoded string, as the OpenAI API returns it; a JSON list holding one such object, as
+  SmolLM2 writes ``<tool_call>[{...}]</tool_call>``, is the same call); or
+* an **OpenAI assistant message** with ``tool_calls`` (``{"role": "assistant", "content": ...,
+  "tool_calls": [{"type": "function", "function": {"name", "arguments"}}]}``), given as a mapping
+  or as its JSON text -- what an OpenAI-compatible server returns; or
+* a **final answer**: ``<answer>...</answer>`` (in a message: in its ``content``).
 
 Text inside ``<think>...</think>`` is ignored. A reply with neither, a malformed call, an unknown
 tool or arguments that do not match the schema raises :class:`~verigym.core.ActionParseError` with
@@ -28,7 +32,9 @@ from typing import Any
 
 from verigym.core import ActionParseError
 
-__all__ = ["FinalAnswer", "Tool", "ToolCall", "check_arguments", "parse_reply", "strip_think", "tool_calls_in"]
+__all__ = [
+    "FinalAnswer", "Tool", "ToolCall", "check_arguments", "message_to_text", "parse_reply", "strip_think", "tool_calls_in",
+]
 
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL | re.IGNORECASE)
@@ -86,7 +92,8 @@ def strip_think(text: str) -> str:
     return _THINK.sub(" ", text)
 
 
-def _loads_call(raw: str) -> tuple[str, dict[str, Any]]:
+def _loads_calls(raw: str) -> list[tuple[str, dict[str, Any]]]:
+    """The call(s) in one JSON text: an object, or a list of objects."""
     raw = raw.strip()
     fenced = _FENCE.match(raw)
     if fenced:
@@ -95,6 +102,14 @@ def _loads_call(raw: str) -> tuple[str, dict[str, Any]]:
         data = json.loads(raw)
     except ValueError as exc:
         raise ActionParseError(f'the tool call is not valid JSON ({exc}); write {{"name": "<tool>", "arguments": {{...}}}}') from None
+    if isinstance(data, list):
+        if not data:
+            raise ActionParseError('the tool call is an empty list; write {"name": "<tool>", "arguments": {...}}')
+        return [_call_object(item) for item in data]
+    return [_call_object(data)]
+
+
+def _call_object(data: Any) -> tuple[str, dict[str, Any]]:
     if isinstance(data, dict) and "function" in data and isinstance(data["function"], dict):
         data = data["function"]  # {"type": "function", "function": {...}}
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
@@ -111,19 +126,64 @@ def _loads_call(raw: str) -> tuple[str, dict[str, Any]]:
 
 
 def tool_calls_in(text: str) -> list[tuple[str, dict[str, Any]]]:
-    """Every tool call in a reply (``<tool_call>`` blocks, or one bare JSON call), unchecked.
+    """Every tool call in a reply (``<tool_call>`` blocks, one bare JSON call or list of calls, or
+    the ``tool_calls`` of an assistant message given as JSON), unchecked.
 
     Raises:
         ActionParseError: a call is not valid JSON or not a ``{"name", "arguments"}`` object.
     """
+    message = _as_message(text)
+    if message is not None:  # an OpenAI assistant message as JSON text
+        text = message_to_text(message)
     visible = strip_think(text)
     blocks = _TOOL_CALL.findall(visible)
     if blocks:
-        return [_loads_call(block) for block in blocks]
+        return [call for block in blocks for call in _loads_calls(block)]
     stripped = visible.strip()
-    if stripped.startswith("{") and '"name"' in stripped and not _ANSWER.search(visible):
-        return [_loads_call(stripped)]
+    if stripped.startswith(("{", "[")) and '"name"' in stripped and not _ANSWER.search(visible):
+        return _loads_calls(stripped)
     return []
+
+
+def message_to_text(message: Mapping[str, Any]) -> str:
+    """The text form of an OpenAI assistant message: its ``tool_calls`` as ``<tool_call>`` blocks
+    after its ``content``.
+
+    Raises:
+        ActionParseError: ``tool_calls`` is not a list of ``{"function": {"name", "arguments"}}``.
+    """
+    content = message.get("content") or ""
+    if isinstance(content, list):  # list of parts: keep the text ones
+        content = "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    if not isinstance(content, str):
+        raise ActionParseError(f"the message content must be a string, got {type(content).__name__}")
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise ActionParseError("tool_calls must be a list of {type: function, function: {name, arguments}}")
+    blocks = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise ActionParseError("each tool call needs function.name and function.arguments")
+        arguments = function.get("arguments", {})
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        blocks.append(f'<tool_call>{{"name": {json.dumps(function["name"])}, "arguments": {arguments}}}</tool_call>')
+    return "\n".join([content, *blocks]) if blocks else content
+
+
+def _as_message(text: str) -> Mapping[str, Any] | None:
+    """The assistant message ``text`` encodes as JSON, if it is one (has ``tool_calls`` or a role)."""
+    stripped = text.strip()
+    if not (stripped.startswith("{") and ('"tool_calls"' in stripped or '"role"' in stripped)):
+        return None
+    try:
+        data = json.loads(stripped)
+    except ValueError:
+        return None
+    if isinstance(data, dict) and ("tool_calls" in data or data.get("role") == "assistant") and "name" not in data:
+        return data
+    return None
 
 
 def _check_value(value: Any, schema: Mapping[str, Any], where: str) -> Any:
@@ -173,16 +233,23 @@ def parse_reply(text: str, tools: Sequence[Tool], *, max_length: int) -> ToolCal
     """Parse one agent reply into a checked tool call or a final answer.
 
     Args:
-        text: the agent's reply.
+        text: the agent's reply: text, or an OpenAI assistant message (a mapping or its JSON).
         tools: the tools on offer.
         max_length: replies longer than this are refused.
 
     Raises:
-        TypeError: ``text`` is not a ``str``.
+        TypeError: ``text`` is neither a ``str`` nor a mapping.
         ActionParseError: see the module docstring.
     """
+    if isinstance(text, Mapping):
+        text = message_to_text(text)
     if not isinstance(text, str):
-        raise TypeError(f"tool envs take str actions, got {type(text).__name__}: {text!r:.80}")
+        raise TypeError(f"tool envs take str actions (or an assistant message mapping), got {type(text).__name__}: {text!r:.80}")
+    if len(text) > max_length:
+        raise ActionParseError(f"your reply has {len(text)} characters; at most {max_length} are read")
+    message = _as_message(text)
+    if message is not None:
+        text = message_to_text(message)
     if len(text) > max_length:
         raise ActionParseError(f"your reply has {len(text)} characters; at most {max_length} are read")
     calls = tool_calls_in(text)

@@ -87,8 +87,11 @@ def test_chat_template_and_plain_fallback(policy, tiny_plain_dir):
     assert ChatFormat(policy.tokenizer, use_template=False).render([{"role": "user", "content": "x"}]) == "User: x\n\nAssistant: "
 
 
-def test_initial_messages_skip_instructions_already_shown():
-    assert initial_messages("rules", "Turn 0. rules") == [{"role": "user", "content": "Turn 0. rules"}]
+def test_initial_messages_always_give_the_rules_as_system_message():
+    # a missing system message lets the template insert the model's default one
+    assert initial_messages("rules", "Turn 0. rules") == [
+        {"role": "system", "content": "rules"}, {"role": "user", "content": "Turn 0. rules"}]
+    assert initial_messages("", "obs") == [{"role": "user", "content": "obs"}]
     assert initial_messages("rules", "obs")[0] == {"role": "system", "content": "rules"}
 
 
