@@ -210,10 +210,16 @@ def test_play_on_a_terminal_an_arrow_key_plays_at_once():
         os.write(master, b"lefx\x7ft\r")  # a typed line, corrected with backspace
         _read_until(master, b"(reward ", seen, count=2)
         os.write(master, b"quit\r")
-        assert child.wait(timeout=60) == 0
+        try:
+            child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            _read_until(master, b"never printed", seen, timeout=1.0)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n--- terminal:\n{seen.decode(errors='replace')[-3000:]!r}") from None
     finally:
         if child.poll() is None:
             child.kill()
         os.close(master)
     text = seen.decode(errors="replace")
+    assert child.returncode == 0, text
     assert "\u2191" in text and text.count("(reward ") == 2 and "invalid action" not in text

@@ -78,10 +78,10 @@ def read_line(prompt: str, *, arrows: bool) -> str:
     saved = termios.tcgetattr(fd)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     line: list[str] = []
-    sys.stdout.write(prompt)
-    sys.stdout.flush()
     try:
-        tty.setcbreak(fd)
+        tty.setcbreak(fd, termios.TCSANOW)  # not TCSAFLUSH (the default): keys typed ahead stay
+        sys.stdout.write(prompt)
+        sys.stdout.flush()
         while True:
             data = os.read(fd, 1)
             if not data:
