@@ -91,14 +91,21 @@ def _serve_openenv(port: int) -> None:
 
 
 def _start(command: list[str]) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env={**os.environ, "OMP_NUM_THREADS": "1"})
-    line = process.stdout.readline()
-    match = re.search(r"(http://127\.0\.0\.1:\d+)", line)
-    if not match:
-        process.kill()
-        raise RuntimeError(f"the server did not start: {line}{process.stdout.read()}")
-    return process, match.group(1)
+    import tempfile
+
+    log = tempfile.NamedTemporaryFile("w+", prefix="serve_env_bench_", suffix=".log", delete=False)  # noqa: SIM115
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        text = open(log.name).read()
+        match = re.search(r"(http://127\.0\.0\.1:\d+)", text)
+        if match:
+            return process, match.group(1)
+        if process.poll() is not None:
+            break
+        time.sleep(0.2)
+    process.kill()
+    raise RuntimeError(f"the server did not start (log {log.name}): {open(log.name).read()}")
 
 
 # --- measurements ------------------------------------------------------------------------------------------

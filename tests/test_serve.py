@@ -492,3 +492,31 @@ def test_eval_env_url_plays_the_episodes_on_the_server(server, tmp_path):
     )
     assert done.returncode == 0 and "ran 2 episodes (2 ok)" in done.stdout, done.stdout + done.stderr
     assert server.app.state.server.steps > before  # the steps were taken by the served env
+
+
+@pytest.mark.slow
+def test_ray_serve_replicas_keep_each_session_on_one_replica():
+    pytest.importorskip("ray.serve")
+    from openenv.core import GenericEnvClient
+
+    from verigym.serve.ray_serve import deploy, shutdown
+
+    url = deploy(verigym.serve.ServeConfig(env_ids=(TEXT,)), port=18811, replicas=2)
+    try:
+        local = gym.make(TEXT)
+        envs = [verigym.remote.make(TEXT, url=url) for _ in range(4)]
+        for seed, env in enumerate(envs):  # sessions interleaved across replicas, each on its own env
+            assert env.reset(seed=seed)[0] == local.reset(seed=seed)[0]
+        for seed, env in enumerate(envs):
+            local.reset(seed=seed)
+            assert env.step("50")[0] == local.step("50")[0]
+        counts = []
+        for _ in range(20):  # the proxy spreads /health over both replicas: their session counts add up
+            counts.append(json.loads(urllib.request.urlopen(url + "/health", timeout=30).read())["sessions"])
+        assert max(counts) < 4 and min(counts) > 0
+        with GenericEnvClient(base_url=url).sync() as client:
+            assert client.reset(seed=0).observation["observation"] == local.reset(seed=0)[0]
+        for env in envs:
+            env.close()
+    finally:
+        shutdown()

@@ -24,6 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=32, help="worker threads for GUI/sandbox/MuJoCo sessions (one each) at most")
     parser.add_argument("--max-message-bytes", type=int, default=16 << 20, help="larger frames get MESSAGE_TOO_LARGE")
     parser.add_argument("--token", default=None, help="required credential (default: $VERIGYM_TOKEN); mandatory off loopback")
+    parser.add_argument("--ray", action="store_true", help="deploy on Ray Serve (replicas behind Ray's HTTP proxy; each WebSocket session stays on one replica)")
+    parser.add_argument("--replicas", type=int, default=1, help="with --ray: replicas of the deployment")
+    parser.add_argument("--ray-address", default=None, help="with --ray: the Ray cluster (default: $RAY_ADDRESS, else a local instance)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
         auth = " (token required)" if config.token else ""
         print(f"serving {what} at {url}{auth}: WebSocket {url.replace('http', 'ws', 1)}/ws, HTTP /reset /step /state /schema /health; Ctrl-C stops", flush=True)
 
+    if args.ray:
+        return _run_on_ray(config, args, ready)
     try:
         serve(config, host=args.host, port=args.port, ready=ready)
     except ValueError as exc:
@@ -60,4 +65,31 @@ def run(args: argparse.Namespace) -> int:
         return usage_error("serve-env", f"cannot bind {args.host}:{args.port}: {exc}")
     except KeyboardInterrupt:
         pass
+    return 0
+
+
+def _run_on_ray(config, args: argparse.Namespace, ready) -> int:
+    """Deploy on Ray Serve, print the URL, wait for Ctrl-C/SIGTERM, then tear the deployment down."""
+    import signal
+    import threading
+
+    from verigym.commands import usage_error
+    from verigym.serve import check_exposure
+    from verigym.serve.ray_serve import deploy, shutdown
+
+    try:
+        config = check_exposure(config, args.host)
+        url = deploy(config, host=args.host, port=args.port, replicas=args.replicas, address=args.ray_address)
+    except (ValueError, RuntimeError) as exc:
+        return usage_error("serve-env", str(exc))
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        ready(url)
+        while not stop.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        shutdown()
     return 0

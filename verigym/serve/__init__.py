@@ -4,6 +4,7 @@
 * :func:`serve` -- run it on uvicorn until interrupted; :func:`start` -- run it on a background
   thread (tests, notebooks, README examples) and get a handle with ``url`` and ``stop()``.
 * :mod:`verigym.serve.wire` -- the JSON encoding of values and spaces.
+* :mod:`verigym.serve.ray_serve` -- the same app as replicas of a Ray Serve deployment.
 
 The client side is :mod:`verigym.remote`.
 """
@@ -19,7 +20,7 @@ from typing import Any
 
 from verigym.serve.app import INLINE_FAMILIES, ServeConfig, create_app
 
-__all__ = ["INLINE_FAMILIES", "ServeConfig", "ServerHandle", "create_app", "is_loopback", "serve", "start"]
+__all__ = ["INLINE_FAMILIES", "ServeConfig", "ServerHandle", "check_exposure", "create_app", "is_loopback", "serve", "start"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +35,12 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _checked(config: ServeConfig, host: str) -> ServeConfig:
+def check_exposure(config: ServeConfig, host: str) -> ServeConfig:
+    """``config`` with the token of ``VERIGYM_TOKEN`` when it has none.
+
+    Raises:
+        ValueError: ``host`` is not loopback and there is no token.
+    """
     if config.token is None and os.environ.get("VERIGYM_TOKEN"):
         import dataclasses
 
@@ -87,7 +93,7 @@ def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, rea
         ValueError: a non-loopback host without a token.
         OSError: the address cannot be bound.
     """
-    config = _checked(config, host)
+    config = check_exposure(config, host)
     sock = _bind(host, port)
     server = _uvicorn_server(config, host)
     if ready is not None:
@@ -108,7 +114,7 @@ class ServerHandle:
     """
 
     def __init__(self, config: ServeConfig, host: str, port: int):
-        config = _checked(config, host)
+        config = check_exposure(config, host)
         self._sock = _bind(host, port)
         self._server = _uvicorn_server(config, host)
         self.app = self._server.config.app
