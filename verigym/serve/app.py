@@ -261,6 +261,7 @@ class _Session:
     step_count: int = 0
     seed: int | None = None
     last_active: float = field(default_factory=time.monotonic)
+    busy: bool = False  # a message is being handled (never reaped meanwhile)
     close_reason: ProtocolError | None = None
 
 
@@ -456,7 +457,7 @@ class _Server:
             await asyncio.sleep(period)
             now = time.monotonic()
             for session, websocket in list(self.sessions.values()):
-                if now - session.last_active > self.config.idle_timeout:
+                if not session.busy and now - session.last_active > self.config.idle_timeout:
                     session.close_reason = ProtocolError("IDLE_TIMEOUT", f"no message for --idle-timeout {self.config.idle_timeout:g} s; session closed", fatal=True)
                     try:
                         await websocket.send_text(session.close_reason.frame())
@@ -577,7 +578,11 @@ def create_app(config: ServeConfig | None = None) -> Any:
                         raise ProtocolError("INVALID_JSON", f"Invalid JSON: {exc}") from None
                     if not isinstance(request, dict):
                         raise ProtocolError("VALIDATION_ERROR", f"a message must be a JSON object with a 'type', got {type(request).__name__}")
-                    reply = await server.handle(session, request)
+                    session.busy = True
+                    try:
+                        reply = await server.handle(session, request)
+                    finally:
+                        session.busy = False
                 except ProtocolError as exc:
                     await websocket.send_text(exc.frame())
                     if exc.fatal:
