@@ -10,6 +10,9 @@ spec                               agent
 ``llm:<model>``                    a local causal LM (a Hugging Face folder, a ``.gguf`` file or
                                    ``smollm2``), through the text view
 ``openai:<base url>#<model>``      a model behind an OpenAI-compatible server, text view
+``llm:...?k=v&k=v``                LLM options after ``?``: the agent's config fields
+                                   (``max_new_tokens``/``max_tokens``, ``temperature``, ``timeout``,
+                                   ...) and ``families=text,tool,gui`` to play only those families
 ``<module>:<factory>``             your own: ``factory(env)`` returns an object with ``act``
                                    (imported with the working directory on ``sys.path``)
 =================================  ==========================================================
@@ -53,6 +56,10 @@ class AgentSpec:
     kind: str
     target: str = ""
     agent_name: str = ""
+    options: tuple[tuple[str, Any], ...] = ()
+    """``llm``/``openai`` config overrides from the spec's ``?k=v&k=v`` part"""
+    families: tuple[str, ...] = ()
+    """``llm``/``openai``: the env families played (empty: all)"""
 
     @property
     def text_view(self) -> bool:
@@ -93,6 +100,13 @@ class AgentSpec:
 
     def covers(self, env_id: str) -> bool:
         """Whether this agent can play ``env_id`` (always, except saved agents of other envs)."""
+        if self.families:
+            from verigym.registration import row
+
+            try:
+                return row(env_id).family in self.families
+            except KeyError:
+                return False
         if self.kind != "checkpoint":
             return True
         found = self.checkpoints()
@@ -112,10 +126,10 @@ class AgentSpec:
                 raise ValueError(f"{self.text}: no saved agent for {env_id} (has {sorted(found)})")
             return agents.load(self.agent_name, path, device=device)
         if self.kind == "llm":
-            return agents.make("llm", env, model_path=self.target, device=device)
+            return agents.make("llm", env, model_path=self.target, device=device, **dict(self.options))
         if self.kind == "openai":
             base_url, _, model = self.target.partition("#")
-            return agents.make("openai", env, base_url=base_url, model=model)
+            return agents.make("openai", env, base_url=base_url, model=model, **dict(self.options))
         return self.factory()(env)
 
     def factory(self) -> Any:
@@ -158,15 +172,17 @@ def parse_agent_spec(text: str) -> AgentSpec:
             f"openai:<base url>#<model>, <module>:<factory> (registered agents: {', '.join(sorted(AGENTS))})"
         )
     if head == "openai":
+        rest, options, families = _llm_options(text, rest)
         if "#" not in rest:
             raise ValueError(f"openai spec must be openai:<base url>#<model>, got {text!r}")
-        return AgentSpec(text, "openai", rest)
+        return AgentSpec(text, "openai", rest, options=options, families=families)
     if head == "llm":
         from verigym.agents.llm.models import SHORT_NAMES, is_model_reference
 
+        rest, options, families = _llm_options(text, rest)
         if not is_model_reference(rest):
             raise ValueError(f"{text!r}: {rest} is not a model directory, a .gguf file or a short name ({', '.join(sorted(SHORT_NAMES))})")
-        return AgentSpec(text, "llm", rest, agent_name=head)
+        return AgentSpec(text, "llm", rest, agent_name=head, options=options, families=families)
     if head in AGENTS:
         if not pathlib.Path(rest).is_dir():
             raise ValueError(f"{text!r}: {rest} is not a directory")
@@ -177,3 +193,54 @@ def parse_agent_spec(text: str) -> AgentSpec:
     spec = AgentSpec(text, "factory", text)
     spec.factory()  # fail fast, before any episode, when the factory cannot be imported
     return spec
+
+
+_FAMILIES = ("text", "tool", "gui", "grid", "mujoco", "multiagent")
+
+
+def _llm_options(text: str, rest: str) -> tuple[str, tuple[tuple[str, Any], ...], tuple[str, ...]]:
+    """Split ``target?k=v&k=v`` into the target, config overrides (JSON values, else strings) and
+    the ``families`` list; the overrides are checked against the agent's config class.
+
+    Raises:
+        ValueError: a malformed option, an unknown family, or an option the agent does not have.
+    """
+    target, sep, query = rest.partition("?")
+    if not sep:
+        return rest, (), ()
+    kind = text.partition(":")[0]
+    if kind == "llm":
+        from verigym.agents.llm.agent import LLMConfig as config_class
+    else:
+        from verigym.agents.llm.openai_agent import OpenAIConfig as config_class
+    import dataclasses
+
+    fields = {f.name for f in dataclasses.fields(config_class)}
+    options: list[tuple[str, Any]] = []
+    families: tuple[str, ...] = ()
+    for part in filter(None, query.split("&")):
+        key, eq, value = part.partition("=")
+        if not eq or not key:
+            raise ValueError(f"agent spec {text!r}: option {part!r} is not key=value")
+        if key == "families":
+            families = tuple(f for f in value.split(",") if f)
+            bad = [f for f in families if f not in _FAMILIES]
+            if bad or not families:
+                raise ValueError(f"agent spec {text!r}: unknown families {bad}; choose from {', '.join(_FAMILIES)}")
+            continue
+        if key not in fields:  # the OpenAI name of the token budget works for the local agent too
+            key = {"max_tokens": "max_new_tokens", "max_new_tokens": "max_tokens"}.get(key, key)
+        if key not in fields:
+            raise ValueError(f"agent spec {text!r}: unknown option {part.partition('=')[0]!r}; options: families, {', '.join(sorted(fields))}")
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = value
+        if isinstance(parsed, list):
+            parsed = tuple(parsed)
+        options.append((key, parsed))
+    try:
+        config_class.from_dict(dict(options, **({"model_path": target} if kind == "llm" else {})))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"agent spec {text!r}: {exc}") from None
+    return target, tuple(options), families

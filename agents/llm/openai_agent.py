@@ -103,6 +103,9 @@ class OpenAIConfig(AgentConfig):
     """characters of conversation at most; older turns are dropped to fit"""
     send_seed: bool = True
     """send a per-request seed (servers that support it sample reproducibly)"""
+    native_tools: bool = True
+    """send a tool env's tools (reset info["tools"]) as the request's OpenAI `tools` and play the
+    returned `tool_calls` (as the assistant message's JSON, which tool envs accept)"""
 
     def check(self) -> None:
         require(self.base_url.startswith(("http://", "https://")), f"base_url must be an http(s) URL, got {self.base_url!r}")
@@ -116,7 +119,9 @@ class OpenAIConfig(AgentConfig):
 class OpenAIAgent:
     """A served chat model as a verigym agent (``verigym.agents.make("openai", env, base_url=...)``).
 
-    ``act(observation, info)`` sends the episode's conversation and returns the reply text.
+    ``act(observation, info)`` sends the episode's conversation and returns the reply text; on a
+    tool env (``info["tools"]`` at reset) it also sends the tools, and a reply with ``tool_calls``
+    is returned as the assistant message's JSON (tool envs parse it).
 
     Raises:
         ChatCompletionError: from ``act``, when the server cannot be reached or refuses.
@@ -127,6 +132,7 @@ class OpenAIAgent:
         self.history = ChatHistory(lambda messages: sum(len(m["content"]) for m in messages), config.max_context_chars)
         self._seed = config.seed
         self._calls = 0
+        self._tools: list[Any] = []
 
     @classmethod
     def from_env(cls, env: Any = None, **config: Any) -> OpenAIAgent:
@@ -135,17 +141,22 @@ class OpenAIAgent:
 
     def reset(self, *, seed: int | None = None) -> None:
         self.history.reset()
+        self._tools = []
         if seed is not None:
             self._seed, self._calls = seed, 0
 
     def act(self, obs: Any, info: Mapping[str, Any] | None = None, *, deterministic: bool = False) -> str:
         """The model's reply to ``obs`` given the episode so far."""
         cfg = self.config
+        if not self.history.messages and cfg.native_tools:
+            self._tools = list((info or {}).get("tools") or [])
         messages = self.history.observe(obs, info)
         payload: dict[str, Any] = {
             "model": cfg.model, "messages": messages, "max_tokens": cfg.max_tokens,
             "temperature": 0.0 if deterministic else cfg.temperature, "top_p": cfg.top_p,
         }
+        if self._tools:
+            payload["tools"] = self._tools
         if cfg.stop:
             payload["stop"] = list(cfg.stop)
         if cfg.send_seed:
@@ -156,8 +167,17 @@ class OpenAIAgent:
             timeout=cfg.timeout, max_retries=cfg.max_retries,
         )
         try:
-            text = answer["choices"][0]["message"]["content"] or ""
-        except (KeyError, IndexError, TypeError):
+            message = answer["choices"][0]["message"]
+            text = message.get("content") or ""
+        except (KeyError, IndexError, TypeError, AttributeError):
             raise ChatCompletionError(f"unexpected answer from {cfg.base_url}: {str(answer)[:300]}") from None
+        if message.get("tool_calls"):  # the env reads the message; the history keeps its text form
+            from verigym.envs.tool.protocol import message_to_text
+
+            try:
+                self.history.reply(message_to_text(message))
+            except ValueError:  # a malformed call: the env reports it to the agent
+                self.history.reply(text)
+            return json.dumps({"role": "assistant", "content": message.get("content"), "tool_calls": message["tool_calls"]})
         self.history.reply(text)
         return text

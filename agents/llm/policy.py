@@ -44,12 +44,15 @@ class Generation:
             tokens of a stop string (they were sampled).
         log_probs: float32 list, one log-prob per entry of ``token_ids``.
         finish_reason: ``"stop"`` (EOS or a stop string) or ``"length"`` (budget spent).
+        top_log_probs: when asked for (``generate(top_logprobs=k)``), per sampled token the ``k``
+            most likely ``(token_id, log_prob)`` pairs under ``softmax(logits)`` (temperature 1).
     """
 
     text: str
     token_ids: list[int] = field(default_factory=list)
     log_probs: list[float] = field(default_factory=list)
     finish_reason: str = "length"
+    top_log_probs: list[list[tuple[int, float]]] | None = None
 
 
 class TransformersPolicy:
@@ -144,6 +147,7 @@ class TransformersPolicy:
         top_p: float = 1.0,
         stop: Sequence[str] = (),
         generator: torch.Generator | None = None,
+        top_logprobs: int = 0,
     ) -> list[Generation]:
         """Sample one reply per prompt (a batch, left-padded).
 
@@ -154,6 +158,8 @@ class TransformersPolicy:
             top_p: nucleus sampling mass in (0, 1].
             stop: strings that end a reply (besides EOS); the text is cut before them.
             generator: a seeded ``torch.Generator`` on the model's device, for reproducible samples.
+            top_logprobs: also keep the ``top_logprobs`` most likely tokens of every step
+                (:attr:`Generation.top_log_probs`); 0 keeps none.
 
         Returns:
             one :class:`Generation` per prompt, in order.
@@ -190,6 +196,7 @@ class TransformersPolicy:
         stop_hit = [False] * batch
         tails = [""] * batch
         past, logits = self._prefill(prompts, input_ids, attention, positions)
+        top: list[tuple[torch.Tensor, torch.Tensor]] = []
         step_positions = positions[:, -1:]
         token = input_ids[:, -1]
         for t in range(max_new_tokens):
@@ -202,6 +209,8 @@ class TransformersPolicy:
                 )
                 past = out.past_key_values
                 logits = out.logits[:, -1, :].float()
+            if top_logprobs:
+                top.append(torch.log_softmax(logits, dim=-1).topk(top_logprobs, dim=-1))
             token, token_log_prob = _sample(logits, temperature, top_p, generator)
             token = torch.where(done, torch.full_like(token, pad), token)
             tokens[:, t] = token
@@ -233,7 +242,12 @@ class TransformersPolicy:
             if stop_hit[i]:
                 cut = min((text.find(s) for s in stop if s in text), default=len(text))
                 text = text[:cut]
-            results.append(Generation(text, ids, log_prob_rows[i][:n], "stop" if ended else "length"))
+            generation = Generation(text, ids, log_prob_rows[i][:n], "stop" if ended else "length")
+            if top_logprobs:
+                generation.top_log_probs = [
+                    list(zip(indices[i].tolist(), values[i].tolist())) for values, indices in top[:n]
+                ]
+            results.append(generation)
         return results
 
     def _prefill(

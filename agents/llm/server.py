@@ -1,19 +1,32 @@
-"""A small OpenAI-compatible chat-completions server over a local transformers model.
+"""A small OpenAI-compatible server over a local transformers model.
 
-``verigym serve MODEL_DIR`` runs it, so many evaluation workers (``verigym eval`` with the
-``openai`` agent) share one loaded checkpoint. Requests that arrive together are sampled as one
-left-padded batch (continuous batching it is not: a batch runs to completion before the next).
+``verigym serve MODEL`` runs it, so many evaluation workers (``verigym eval`` with the ``openai``
+agent) share one loaded model. Requests that arrive together are sampled as one left-padded batch
+(continuous batching it is not: a batch runs to completion before the next).
 
 Endpoints:
 
-* ``POST /v1/chat/completions`` -- ``model``, ``messages``, ``max_tokens`` (or
-  ``max_completion_tokens``), ``temperature``, ``top_p``, ``stop``, ``n``. No streaming; a
+* ``POST /v1/chat/completions`` -- ``model`` (another name than the served one is refused with
+  HTTP 404 ``model_not_found``, as OpenAI does), ``messages`` (string or list-of-parts text
+  content; ``tool`` messages and assistant ``tool_calls`` are rendered in the Hermes format),
+  ``tools`` / ``tool_choice`` (``"none"`` or ``"auto"``), ``max_tokens`` (or
+  ``max_completion_tokens``), ``temperature``, ``top_p``, ``stop``, ``n``, ``logprobs``,
+  ``top_logprobs`` (0-20), ``stream`` (server-sent events; ``stream_options.include_usage``).
   ``seed`` is accepted and ignored (batched sampling shares one generator).
+  Tools reach the model through its chat template when the template reads ``tools``, else as a
+  Hermes-style system section; ``<tool_call>{"name", "arguments"}</tool_call>`` blocks in the
+  reply (also SmolLM2's list form) come back as ``message.tool_calls`` with
+  ``finish_reason="tool_calls"``. Each choice carries the generated token ids in the extension
+  field ``token_ids``. The reported log-probs are those of the sampling distribution
+  (``softmax(logits / temperature)``; raw logits at temperature 0); ``top_logprobs`` are raw.
+* ``POST /v1/completions`` -- ``prompt`` (a string, a list of strings, or token ids), the same
+  sampling options, ``logprobs`` (0-5, legacy layout); ``echo`` and ``suffix`` are refused.
 * ``GET /v1/models`` -- the one served model.
 * ``GET /health`` -- ``{"status": "ok"}``.
 
-Errors are answered as OpenAI does: ``{"error": {"message", "type", "code"}}`` with HTTP 400
-(bad request), 404 (unknown path) or 500.
+``usage`` counts the prompt tokens once per request (not once per choice) and the tokens of every
+choice, as OpenAI does. Errors are answered as OpenAI does: ``{"error": {"message", "type",
+"param", "code"}}`` with HTTP 400 (bad request), 404 (unknown path or model) or 500.
 """
 
 from __future__ import annotations
@@ -29,6 +42,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from verigym.agents.llm.policy import Generation, TransformersPolicy
+from verigym.core import ActionParseError
 
 __all__ = ["ChatServer", "make_server"]
 
@@ -38,14 +52,29 @@ _MAX_BODY = 8 << 20
 
 
 class RequestError(ValueError):
-    """A client error, answered with HTTP 400."""
+    """A client error, answered with HTTP 400 (or ``status``) and an OpenAI error ``code``."""
+
+    def __init__(self, message: str, *, status: int = 400, code: str | None = None, param: str | None = None):
+        super().__init__(message)
+        self.status, self.code, self.param = status, code, param
+
+
+_HERMES = (
+    "You are a function calling AI model. You are provided with function signatures within "
+    "<tools></tools> XML tags. You may call one or more functions to assist with the user query. "
+    "Don't make assumptions about what values to plug into functions. Here are the available tools: "
+    "<tools>\n{tools}\n</tools>\nFor each function call return a json object with function name and "
+    "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+    '{{"name": <function-name>, "arguments": <args-json-object>}}\n</tool_call>'
+)
+"""The Hermes function-calling system text (used when the chat template does not read ``tools``)."""
 
 
 @dataclass
 class _Job:
     prompt: list[int]
     n: int
-    sampling: tuple[int, float, float, tuple[str, ...]]
+    sampling: tuple[int, float, float, tuple[str, ...], int]
     done: threading.Event = field(default_factory=threading.Event)
     result: list[Generation] | None = None
     error: str | None = None
@@ -89,13 +118,14 @@ class _Batcher:
                     break
                 batch.append(job)
                 rows += job.n
-            groups: dict[tuple[int, float, float, tuple[str, ...]], list[_Job]] = {}
+            groups: dict[tuple[int, float, float, tuple[str, ...], int], list[_Job]] = {}
             for job in batch:
                 groups.setdefault(job.sampling, []).append(job)
-            for (max_tokens, temperature, top_p, stop), jobs in groups.items():
+            for (max_tokens, temperature, top_p, stop, top_logprobs), jobs in groups.items():
                 prompts = [job.prompt for job in jobs for _ in range(job.n)]
                 try:
-                    out = self.policy.generate(prompts, max_new_tokens=max_tokens, temperature=temperature, top_p=top_p, stop=stop)
+                    out = self.policy.generate(prompts, max_new_tokens=max_tokens, temperature=temperature, top_p=top_p,
+                                               stop=stop, top_logprobs=top_logprobs)
                 except Exception as exc:  # report to the waiting clients, keep serving
                     logger.exception("generation failed")
                     for job in jobs:
@@ -120,6 +150,8 @@ class ChatServer(ThreadingHTTPServer):
         self.max_tokens_limit = max_tokens_limit
         self.request_timeout = request_timeout
         self.batcher = _Batcher(policy, max_batch_size)
+        template = getattr(policy.tokenizer, "chat_template", None) or ""
+        self._template_reads_tools = policy.chat.use_template and "tools" in str(template)
 
     @property
     def base_url(self) -> str:
@@ -130,59 +162,268 @@ class ChatServer(ThreadingHTTPServer):
         self.batcher.stop()
         super().server_close()
 
-    # -- the one endpoint that works ------------------------------------------------------------
-    def complete(self, request: Any) -> dict[str, Any]:
-        """Answer a chat-completions request body.
+    # -- shared request parts ---------------------------------------------------------------------
+    def _check_model(self, request: dict[str, Any]) -> None:
+        model = request.get("model", self.model_name)
+        if not isinstance(model, str):
+            raise RequestError("'model' must be a string", param="model")
+        if model != self.model_name:
+            raise RequestError(f"The model `{model}` does not exist or you do not have access to it. "
+                               f"This server serves `{self.model_name}`.", status=404, code="model_not_found", param="model")
 
-        Raises:
-            RequestError: the request is malformed (the message says how).
-        """
-        if not isinstance(request, dict):
-            raise RequestError("the body must be a JSON object")
-        if request.get("stream"):
-            raise RequestError("streaming is not supported by verigym serve; send stream=false")
-        messages = request.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise RequestError("'messages' must be a non-empty list of {role, content} objects")
-        for m in messages:
-            if not isinstance(m, dict) or m.get("role") not in {"system", "user", "assistant"} or not isinstance(m.get("content"), str):
-                raise RequestError("each message needs a role (system, user or assistant) and a string content")
-        max_tokens = request.get("max_completion_tokens", request.get("max_tokens", 256))
+    def _sampling(self, request: dict[str, Any], *, default_max_tokens: int, top_logprobs: int) -> tuple[int, float, float, tuple[str, ...], int, int]:
+        """(max_tokens, temperature, top_p, stop, top_logprobs, n) of a request, validated."""
+        max_tokens = request.get("max_completion_tokens", request.get("max_tokens", default_max_tokens))
+        if max_tokens is None:
+            max_tokens = default_max_tokens
         temperature = request.get("temperature", 1.0)
         top_p = request.get("top_p", 1.0)
         n = request.get("n", 1)
         stop = request.get("stop") or []
         stop = [stop] if isinstance(stop, str) else stop
-        if not isinstance(max_tokens, int) or not 1 <= max_tokens <= self.max_tokens_limit:
-            raise RequestError(f"max_tokens must be an integer in [1, {self.max_tokens_limit}]")
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or not 1 <= max_tokens <= self.max_tokens_limit:
+            raise RequestError(f"max_tokens must be an integer in [1, {self.max_tokens_limit}]", param="max_tokens")
+        if temperature is None:
+            temperature = 1.0
         if not isinstance(temperature, (int, float)) or not 0 <= temperature <= 10:
-            raise RequestError("temperature must be a number in [0, 10]")
+            raise RequestError("temperature must be a number in [0, 10]", param="temperature")
+        if top_p is None:
+            top_p = 1.0
         if not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
-            raise RequestError("top_p must be a number in (0, 1]")
+            raise RequestError("top_p must be a number in (0, 1]", param="top_p")
         if not isinstance(n, int) or not 1 <= n <= 64:
-            raise RequestError("n must be an integer in [1, 64]")
+            raise RequestError("n must be an integer in [1, 64]", param="n")
         if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop) or len(stop) > 8:
-            raise RequestError("stop must be a string or a list of at most 8 strings")
-        prompt = self.policy.encode_messages(messages)
+            raise RequestError("stop must be a string or a list of at most 8 strings", param="stop")
+        return max_tokens, float(temperature), float(top_p), tuple(stop), top_logprobs, n
+
+    def _generate(self, prompt: list[int], sampling: tuple[int, float, float, tuple[str, ...], int, int]) -> list[Generation]:
+        max_tokens, temperature, top_p, stop, top_logprobs, n = sampling
         if len(prompt) + max_tokens > self.policy.max_context_tokens:
             raise RequestError(
                 f"the prompt has {len(prompt)} tokens; with max_tokens={max_tokens} it exceeds the model's "
-                f"context of {self.policy.max_context_tokens} tokens"
+                f"context of {self.policy.max_context_tokens} tokens", param="messages"
             )
-        sampling = (max_tokens, float(temperature), float(top_p), tuple(stop) + self.policy.chat.stop_strings)
-        replies = self.batcher.submit(_Job(prompt, n, sampling), self.request_timeout)
+        job = _Job(prompt, n, (max_tokens, temperature, top_p, stop, top_logprobs))
+        return self.batcher.submit(job, self.request_timeout)
+
+    def _token_text(self, token_id: int) -> str:
+        return self.policy.tokenizer.decode([token_id])
+
+    # -- chat completions -------------------------------------------------------------------------
+    def _messages(self, request: dict[str, Any]) -> list[dict[str, str]]:
+        """The request's messages as plain {role, content} text (tool calls and results in Hermes form)."""
+        from verigym.envs.tool.protocol import message_to_text
+
+        messages = request.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise RequestError("'messages' must be a non-empty list of {role, content} objects", param="messages")
+        out = []
+        for m in messages:
+            role = m.get("role") if isinstance(m, dict) else None
+            if role == "developer":
+                role = "system"
+            if role not in {"system", "user", "assistant", "tool"}:
+                raise RequestError("each message needs a role (system, developer, user, assistant or tool) and a content", param="messages")
+            content = m.get("content")
+            if content is None and not (role == "assistant" and m.get("tool_calls")):
+                raise RequestError(f"a {role} message needs a content", param="messages")
+            if isinstance(content, list):
+                if not all(isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str) for part in content):
+                    raise RequestError("list content may hold only {type: text, text} parts (this server reads text)", param="messages")
+            elif content is not None and not isinstance(content, str):
+                raise RequestError("a message content is a string or a list of text parts", param="messages")
+            try:
+                text = message_to_text({"content": content, "tool_calls": m.get("tool_calls") if role == "assistant" else None})
+            except ActionParseError as exc:
+                raise RequestError(f"bad assistant tool_calls: {exc}", param="messages") from None
+            if role == "tool":
+                role, text = "user", f"<tool_response>\n{text}\n</tool_response>"
+            out.append({"role": role, "content": text})
+        return out
+
+    def _tools(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        tools = request.get("tools") or []
+        choice = request.get("tool_choice", "auto")
+        if not isinstance(tools, list) or not all(
+            isinstance(t, dict) and t.get("type", "function") == "function" and isinstance(t.get("function"), dict)
+            and isinstance(t["function"].get("name"), str) for t in tools
+        ):
+            raise RequestError("tools must be a list of {type: function, function: {name, description, parameters}}", param="tools")
+        if choice not in ("auto", "none", "required", None) and not isinstance(choice, dict):
+            raise RequestError("tool_choice must be none, auto, required or a {type: function, function: {name}} object", param="tool_choice")
+        return [] if choice == "none" else tools
+
+    def _chat_prompt(self, messages: list[dict[str, str]], tools: list[dict[str, Any]]) -> list[int]:
+        if not tools:
+            return self.policy.encode_messages(messages)
+        if self._template_reads_tools:
+            text = self.policy.tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
+            return self.policy.chat.encode(text)
+        section = _HERMES.format(tools="\n".join(json.dumps(t) for t in tools))
+        if messages[0]["role"] == "system":
+            messages = [{"role": "system", "content": f"{messages[0]['content']}\n\n{section}"}, *messages[1:]]
+        else:
+            messages = [{"role": "system", "content": section}, *messages]
+        return self.policy.encode_messages(messages)
+
+    @staticmethod
+    def _tool_calls(text: str) -> tuple[str | None, list[dict[str, Any]]]:
+        """(content before the calls or None, OpenAI tool_calls) of a reply; no calls -> (text, [])."""
+        from verigym.envs.tool.protocol import tool_calls_in
+
+        try:
+            calls = tool_calls_in(text)
+        except ActionParseError:  # malformed: hand the text back as content
+            return text, []
+        if not calls:
+            return text, []
+        cut = text.find("<tool_call>")
+        content = text[:cut].strip() if cut >= 0 else ""
+        return content or None, [
+            {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+             "function": {"name": name, "arguments": json.dumps(arguments)}}
+            for name, arguments in calls
+        ]
+
+    def _chat_logprobs(self, reply: Generation) -> dict[str, Any]:
+        content = []
+        for k, (token_id, log_prob) in enumerate(zip(reply.token_ids, reply.log_probs)):
+            token = self._token_text(token_id)
+            top = [
+                {"token": (t := self._token_text(i)), "logprob": lp, "bytes": list(t.encode())}
+                for i, lp in (reply.top_log_probs[k] if reply.top_log_probs else [])
+            ]
+            content.append({"token": token, "logprob": log_prob, "bytes": list(token.encode()), "top_logprobs": top})
+        return {"content": content, "refusal": None}
+
+    def complete(self, request: Any) -> dict[str, Any]:
+        """Answer a chat-completions request body (``stream`` is handled by the handler).
+
+        Raises:
+            RequestError: the request is malformed or names another model (the message says how).
+        """
+        if not isinstance(request, dict):
+            raise RequestError("the body must be a JSON object")
+        self._check_model(request)
+        messages = self._messages(request)
+        tools = self._tools(request)
+        logprobs = request.get("logprobs") or False
+        top_logprobs = request.get("top_logprobs") or 0
+        if not isinstance(logprobs, bool):
+            raise RequestError("logprobs must be a boolean", param="logprobs")
+        if not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20 or (top_logprobs and not logprobs):
+            raise RequestError("top_logprobs must be an integer in [0, 20], with logprobs=true", param="top_logprobs")
+        sampling = self._sampling(request, default_max_tokens=256, top_logprobs=top_logprobs)
+        prompt = self._chat_prompt(messages, tools)
+        stop = sampling[3] + self.policy.chat.stop_strings
+        replies = self._generate(prompt, (sampling[0], sampling[1], sampling[2], stop, *sampling[4:]))
+        choices = []
+        for i, r in enumerate(replies):
+            content, calls = self._tool_calls(r.text) if tools else (r.text, [])
+            message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+            if calls:
+                message["tool_calls"] = calls
+            choice: dict[str, Any] = {
+                "index": i, "message": message, "finish_reason": "tool_calls" if calls else r.finish_reason,
+                "logprobs": self._chat_logprobs(r) if logprobs else None, "token_ids": list(r.token_ids),
+            }
+            choices.append(choice)
         completion_tokens = sum(len(r.token_ids) for r in replies)
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.model_name,
-            "choices": [
-                {"index": i, "message": {"role": "assistant", "content": r.text}, "finish_reason": r.finish_reason}
-                for i, r in enumerate(replies)
-            ],
-            "usage": {"prompt_tokens": len(prompt) * n, "completion_tokens": completion_tokens,
-                      "total_tokens": len(prompt) * n + completion_tokens},
+            "choices": choices,
+            "usage": {"prompt_tokens": len(prompt), "completion_tokens": completion_tokens,
+                      "total_tokens": len(prompt) + completion_tokens},
+        }
+
+    def stream_chunks(self, request: dict[str, Any], answer: dict[str, Any]) -> list[dict[str, Any]]:
+        """The ``chat.completion.chunk`` events of a finished answer: the role, the content token by
+        token, the tool calls, the finish reason, and the usage when ``stream_options.include_usage``."""
+        base = {"id": answer["id"], "object": "chat.completion.chunk", "created": answer["created"], "model": answer["model"]}
+        chunks = []
+        for choice in answer["choices"]:
+            i, message = choice["index"], choice["message"]
+            chunks.append({**base, "choices": [{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+            content = message["content"] or ""
+            said = ""
+            ids = choice["token_ids"]
+            logprobs = (choice["logprobs"] or {}).get("content") or []
+            for k in range(len(ids)):
+                upto = self.policy.tokenizer.decode(ids[:k + 1], skip_special_tokens=True)
+                piece = content[len(said):len(upto)] if upto.startswith(said) else ""
+                if not piece and not logprobs:
+                    continue
+                said += piece
+                delta = {"index": i, "delta": {"content": piece}, "finish_reason": None}
+                if logprobs:
+                    delta["logprobs"] = {"content": logprobs[k:k + 1], "refusal": None}
+                chunks.append({**base, "choices": [delta]})
+            if len(said) < len(content):
+                chunks.append({**base, "choices": [{"index": i, "delta": {"content": content[len(said):]}, "finish_reason": None}]})
+            for j, call in enumerate(message.get("tool_calls") or []):
+                chunks.append({**base, "choices": [{"index": i, "delta": {"tool_calls": [{"index": j, **call}]}, "finish_reason": None}]})
+            chunks.append({**base, "choices": [{"index": i, "delta": {}, "finish_reason": choice["finish_reason"]}]})
+        options = request.get("stream_options") or {}
+        if isinstance(options, dict) and options.get("include_usage"):
+            chunks.append({**base, "choices": [], "usage": answer["usage"]})
+        return chunks
+
+    # -- legacy completions ---------------------------------------------------------------------------
+    def text_complete(self, request: Any) -> dict[str, Any]:
+        """Answer a ``/v1/completions`` request body.
+
+        Raises:
+            RequestError: the request is malformed or names another model.
+        """
+        if not isinstance(request, dict):
+            raise RequestError("the body must be a JSON object")
+        self._check_model(request)
+        if request.get("stream"):
+            raise RequestError("stream is supported on /v1/chat/completions only", param="stream")
+        if request.get("echo") or request.get("suffix"):
+            raise RequestError("echo and suffix are not supported by verigym serve", param="echo")
+        prompt = request.get("prompt")
+        if isinstance(prompt, str) or (isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt)):
+            prompts = [prompt]
+        elif isinstance(prompt, list) and prompt and all(isinstance(p, str) or (isinstance(p, list) and p and all(isinstance(t, int) for t in p)) for p in prompt):
+            prompts = list(prompt)
+        else:
+            raise RequestError("prompt must be a string, a list of strings, or token ids", param="prompt")
+        logprobs = request.get("logprobs")
+        if logprobs is not None and (not isinstance(logprobs, int) or isinstance(logprobs, bool) or not 0 <= logprobs <= 5):
+            raise RequestError("logprobs must be an integer in [0, 5]", param="logprobs")
+        sampling = self._sampling(request, default_max_tokens=16, top_logprobs=logprobs or 0)
+        vocab = self.policy.model.config.vocab_size
+        choices, prompt_tokens, completion_tokens = [], 0, 0
+        for p in prompts:
+            ids = list(self.policy.tokenizer(p)["input_ids"]) if isinstance(p, str) else list(p)
+            if not ids or not all(0 <= t < vocab for t in ids):
+                raise RequestError(f"a prompt is empty or has token ids outside [0, {vocab})", param="prompt")
+            prompt_tokens += len(ids)
+            for r in self._generate(ids, sampling):
+                completion_tokens += len(r.token_ids)
+                choice: dict[str, Any] = {"index": len(choices), "text": r.text, "finish_reason": r.finish_reason,
+                                          "logprobs": None, "token_ids": list(r.token_ids)}
+                if logprobs is not None:
+                    tokens = [self._token_text(t) for t in r.token_ids]
+                    offsets, at = [], 0
+                    for token in tokens:
+                        offsets.append(at)
+                        at += len(token)
+                    choice["logprobs"] = {
+                        "tokens": tokens, "token_logprobs": list(r.log_probs), "text_offset": offsets,
+                        "top_logprobs": [{self._token_text(i): lp for i, lp in top} for top in (r.top_log_probs or [])] if logprobs else None,
+                    }
+                choices.append(choice)
+        return {
+            "id": f"cmpl-{uuid.uuid4().hex[:24]}", "object": "text_completion", "created": int(time.time()),
+            "model": self.model_name, "choices": choices,
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
         }
 
 
@@ -205,8 +446,24 @@ class _Handler(BaseHTTPRequestHandler):
             logger.info("client %s left before the answer", self.address_string())
             self.close_connection = True
 
-    def _error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
-        self._send(status, {"error": {"message": message, "type": kind, "code": status}})
+    def _error(self, status: int, message: str, kind: str = "invalid_request_error", *, code: Any = None, param: str | None = None) -> None:
+        self._send(status, {"error": {"message": message, "type": kind, "param": param, "code": code}})
+
+    def _send_events(self, chunks: list[dict[str, Any]]) -> None:
+        """Server-sent events: one ``data: {json}`` per chunk, then ``data: [DONE]``."""
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for chunk in chunks:
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            logger.info("client %s left during the stream", self.address_string())
+        self.close_connection = True
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         path = self.path.split("?")[0].rstrip("/")
@@ -219,16 +476,24 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         path = self.path.split("?")[0].rstrip("/")
-        if path not in ("/v1/chat/completions", "/chat/completions"):
-            self._error(404, f"no route {self.path}; use POST /v1/chat/completions", "not_found")
+        if path not in ("/v1/chat/completions", "/chat/completions", "/v1/completions", "/completions"):
+            self._error(404, f"no route {self.path}; use POST /v1/chat/completions or /v1/completions", "not_found")
             return
         try:
             length = int(self.headers.get("Content-Length", "0"))
             if not 0 < length <= _MAX_BODY:
                 raise RequestError(f"the body must be 1 byte to {_MAX_BODY} bytes of JSON")
             request = json.loads(self.rfile.read(length))
-            answer = self.server.complete(request)
-        except (RequestError, json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
+            if path.endswith("chat/completions"):
+                answer = self.server.complete(request)
+                if request.get("stream"):
+                    self._send_events(self.server.stream_chunks(request, answer))
+                    return
+            else:
+                answer = self.server.text_complete(request)
+        except RequestError as exc:
+            self._error(exc.status, str(exc), code=exc.code, param=exc.param)
+        except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
             self._error(400, str(exc))
         except Exception as exc:  # keep the server up; tell the client
             logger.exception("request failed")

@@ -55,7 +55,7 @@ def test_chat_completion_shape_and_n(server):
 
 def test_bad_requests_get_400_without_retries(server):
     for payload in ({"messages": []}, {"messages": [{"role": "user", "content": "x"}], "max_tokens": 0},
-                    {"messages": [{"role": "user", "content": "x"}], "stream": True}):
+                    {"messages": [{"role": "user", "content": 3}]}):
         with pytest.raises(ChatCompletionError, match="HTTP 400"):
             chat_completion(server.base_url, payload, max_retries=0)
     with pytest.raises(urllib.error.HTTPError):
@@ -97,7 +97,7 @@ def test_openai_agent_plays_an_env_through_serve(server):
     # the conversation alternates user/assistant, trimmed to the budget around the first observation
     roles = [m["role"] for m in agent.history.messages]
     assert 1 <= roles.count("assistant") <= turns and roles[-1] == "assistant"
-    assert roles[0] == "user" and "Turn 0/" in agent.history.messages[0]["content"]
+    assert roles[:2] == ["system", "user"] and "Turn 0/" in agent.history.messages[1]["content"]
     env.close()
 
 
