@@ -17,9 +17,10 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 FRESH_ROLLOUTS = pytest.StashKey[object]()
 """Config stash key of the :class:`concurrent.futures.Future` of the conformance rollouts."""
 
-LIFETIME_WORKERS = ("from verigym.verifiers import _spawned_main",)
-"""Command-line marks of process-lifetime workers: module-level pools reaped at interpreter exit
-(``tests/test_processes.py`` checks that they are)."""
+LIFETIME_WORKERS = ("from verigym.verifiers import _spawned_main", "from multiprocessing.resource_tracker import main")
+"""Command-line marks of process-lifetime workers, which end with the interpreter: module-level
+pools reaped at exit (``tests/test_processes.py`` checks that they are) and multiprocessing's
+resource tracker (it exits when its pipe from this process closes)."""
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
