@@ -30,6 +30,11 @@ Checks (each reports what was tried and what happened):
     empty / random / 1 MB / invalid UTF-8 and lone-surrogate text, NaN, inf, out-of-range and
     wrong-shape arrays: no exception, ``info["action_error"]`` is a non-empty ``str``, the
     observation stays in its space, the reward is finite, and the env keeps working.
+``verifier_bounds``
+    for text actions, the worst reply of :func:`verigym.verifier_bounds.adversarial_replies` (long,
+    deeply nested, huge numbers, many variables, repetition counts; bare, in ``<answer>``, in
+    ``\\boxed{}`` and as every string argument of every tool) is scored within 2 s and grows the
+    process's peak memory by at most 512 MiB.
 ``text_view``
     ``LanguageWrapper`` gives ``str`` observations and instructions, the action text round-trips
     (``parse_action(action_text(a)) == a``), and both views give the same trajectory.
@@ -93,6 +98,7 @@ ALL_CHECKS = (
     "fresh_interpreter",
     "pickle_deepcopy",
     "malformed_actions",
+    "verifier_bounds",
     "text_view",
     "episode_end",
     "step_after_end",
@@ -675,6 +681,20 @@ class _Checker:
         if problems:
             return "fail", "\n".join(problems)
         return "pass", f"{len(cases)} cases"
+
+    def verifier_bounds(self) -> tuple[Status, str]:
+        from verigym.verifier_bounds import measure_worst_case
+
+        if not isinstance(self.action_space, spaces.Text):
+            return "skip", f"the action space {self.action_space} is not text"
+        worst = measure_worst_case(self.factory, seed=self.seed)
+        if worst is None:  # pragma: no cover - the factory made an env with another space
+            return "skip", "the action space is not text"
+        summary = (f"{worst.replies} adversarial replies; slowest {worst.seconds:.2f} s ({worst.slowest}), "
+                   f"largest peak-memory growth {worst.memory_bytes >> 20} MiB ({worst.hungriest or 'none'})")
+        if worst.problems:
+            return "fail", summary + "\n" + "\n".join(worst.problems)
+        return "pass", summary
 
     def text_view(self) -> tuple[Status, str]:
         from verigym.wrappers.language import LanguageWrapper

@@ -232,8 +232,10 @@ def is_hedged(answer: str, oracle: str) -> bool:
     :func:`alternatives` are two or more, one equal to the oracle, or (c) the oracle is a number
     and the answer holds two or more different numbers, one equal to it.
     """
+    if normalize_answer(answer) == normalize_answer(oracle):
+        return False
     a, o = _hedge_form(answer), _hedge_form(oracle)
-    if " ".join(a.split()) == " ".join(o.split()) or normalize_answer(answer) == normalize_answer(oracle):
+    if " ".join(a.split()) == " ".join(o.split()):
         return False
     if _HEDGE_WORDS.search(a) and not _HEDGE_WORDS.search(o):
         return True
@@ -311,7 +313,8 @@ def safe_expression(
 
 
 MEMORY_CAP_BYTES = 512 << 20
-"""Address space a verifier worker may add to what it had when it started (``RLIMIT_AS``)."""
+"""Address space one call in a verifier worker may add to the worker's size (``RLIMIT_AS``, renewed
+before each call)."""
 
 
 def _virtual_memory_bytes() -> int:
@@ -347,13 +350,15 @@ def _cap_memory(extra_bytes: int | None) -> None:
 
 
 def _worker_loop(connection: Any, memory_bytes: int | None = None) -> None:
-    _cap_memory(memory_bytes)
     while True:
         try:
             function, args = connection.recv()
         except (EOFError, OSError):
             return
         try:
+            # the cap is renewed per call over the worker's size at that moment: a long-lived
+            # worker grows (imports, caches) and must not run into a cap set at its start
+            _cap_memory(memory_bytes)
             connection.send(("ok", function(*args)))
         except MemoryError:  # the cap was hit; what was allocated is freed with the frame
             connection.send(("error", f"MemoryError: the check needed more than {memory_bytes or 0:d} bytes"))
@@ -438,8 +443,8 @@ class BoundedWorker:
             or ``"spawn"`` (a new interpreter started with :mod:`subprocess`).
         environment: environment variables of a spawned worker (``{"PYTHONHASHSEED": "0"}``
             makes hash-order-dependent code give the same result in every process).
-        memory_bytes: address space (bytes) the worker may add to its size at start-up
-            (``RLIMIT_AS``); ``None`` for no cap. A call that hits the cap raises ``RuntimeError``
+        memory_bytes: address space (bytes) one call may add to the worker's size when it starts
+            (``RLIMIT_AS``, renewed per call); ``None`` for no cap. A call that hits the cap raises ``RuntimeError``
             (``MemoryError: ...``) and the worker is replaced.
     """
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import functools
 import json
 import logging
@@ -24,10 +25,11 @@ from verigym.verifiers import (
     extract_answer,
     has_lookalikes,
     is_hedged,
+    normalize_answer,
     safe_expression,
 )
 
-__all__ = ["ANSWER_FORMAT", "ReasoningGymEnv", "score_reply"]
+__all__ = ["ANSWER_FORMAT", "LINEAR_SCORED", "STRICT_RULES", "ReasoningGymEnv", "score_reply", "scored_in_process"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +64,20 @@ EVAL_SCORED = frozenset({"binary_matrix", "n_queens", "spiral_matrix", "string_i
 underscores, whitespace and ``[ ] , ' " -`` (list literals nested at most 16 deep, boards like
 ``_ Q _``) reaches it; without parentheses, dots or double underscores nothing can be called."""
 
+LINEAR_SCORED = frozenset({"chain_sum", "decimal_chain_sum", "knights_knaves", "spell_backward", "word_sorting"})
+"""Datasets with their own scorer that are scored in this process: each scorer was read and does
+work linear (or ``n log n``) in the answer's length with no number built from the answer's digits
+(``Decimal`` equality, string comparison, splitting, sorting), so a reply of at most 65536
+characters is scored in milliseconds; the registry-wide worst-case check (``verigym check``,
+:mod:`verigym.verifier_bounds`) measures it for every id. Datasets that keep reasoning-gym's base
+scorer (equality, containment) are scored in this process too. Every other scorer runs in the
+verifier worker process under ``score_timeout`` seconds and :data:`~verigym.verifiers.MEMORY_CAP_BYTES`
+(a reply that makes it do exponential work scores 0)."""
+
+SCORE_SECONDS = 1.0
+"""Default wall-clock limit of a scorer run in the verifier worker, so that every reply is scored
+within the 2 s bound of :mod:`verigym.verifier_bounds`."""
+
 _LITERAL = re.compile(r"[A-Za-z0-9_\s\[\],'\"\-]*")
 _INDEX_SIZE = 2**31 - 1
 _MAX_REPLY = 1 << 16
@@ -82,22 +98,69 @@ def _dataset(name: str, config_json: str, item_seed: int | None) -> Any:
         config = curriculum.generate_configuration(defaults={**overrides, "seed": seed, "size": size})
     else:
         config = config_cls(**{**overrides, "seed": seed, "size": size})
-    return dataset_cls(config=config)
+    dataset = dataset_cls(config=config)
+    _BUILT.add((name, config_json, item_seed))
+    return dataset
+
+
+_BUILT: set[tuple[str, str, int | None]] = set()
+"""Keys of the datasets built in this process (a forked verifier worker inherits them)."""
+
+
+def _dataset_key(name: str, config_json: str, entry: dict[str, Any]) -> tuple[str, str, int | None]:
+    return name, config_json, entry["_verigym_seed"] if name in RESEED_DATASETS else None
+
+
+def _worker_score(name: str, config_json: str, answer: str, entry: dict[str, Any]) -> float | None:
+    """Worker side of scoring: ``None`` when the dataset is not built in this worker yet (building
+    it, up to seconds for the ARC datasets, must not count against the scorer's deadline)."""
+    if _dataset_key(name, config_json, entry) not in _BUILT:
+        return None
+    return _raw_score(name, config_json, answer, entry)
+
+
+def _worker_build(name: str, config_json: str, item_seed: int | None) -> bool:
+    _dataset(name, config_json, item_seed)
+    return True
+
+
+GLOBAL_RNG_DATASETS = {"list_functions", "polynomial_multiplication", "pool_matrix"}
+"""Datasets whose generators draw from the global ``random`` or ``numpy.random`` RNGs (found by
+reading reasoning-gym 0.1.25 and by the probes below): for them both RNGs are seeded from (dataset, item seed) for the call
+and restored afterwards. Saving and restoring the global states costs about 0.5 ms, more than
+most items take to generate, so the other datasets skip it; :data:`_PROBES` items of each are
+generated with the full protocol and a dataset whose generator turns out to touch a global RNG
+joins this set (with a warning)."""
+
+_PROBES = 16
+_probed: dict[str, int] = {}
 
 
 def _generate(name: str, config_json: str, item_seed: int) -> dict[str, Any]:
-    """Generate one item. Some generators also draw from the global ``random``/``numpy`` RNGs, so
-    both are seeded from (dataset, item seed) for the call and restored afterwards."""
+    """Generate one item (see :data:`GLOBAL_RNG_DATASETS` for the global RNGs)."""
+    probing = name not in GLOBAL_RNG_DATASETS and _probed.get(name, 0) < _PROBES
+    if name not in GLOBAL_RNG_DATASETS and not probing:
+        return _generate_item(name, config_json, item_seed)
     python_state, numpy_state = random.getstate(), np.random.get_state()
     random.seed(f"verigym:{name}:{item_seed}")
     np.random.seed(item_seed % 2**32)
+    seeded = (random.getstate(), np.random.get_state()[1].copy()) if probing else None
     try:
-        if name in RESEED_DATASETS:
-            return _dataset(name, config_json, item_seed)[0]
-        return _dataset(name, config_json, None)[item_seed % SIZE_CAPS.get(name, _INDEX_SIZE)]
+        return _generate_item(name, config_json, item_seed)
     finally:
+        if seeded is not None:
+            _probed[name] = _probed.get(name, 0) + 1
+            if random.getstate() != seeded[0] or not np.array_equal(np.random.get_state()[1], seeded[1]):
+                logger.warning("reasoning-gym dataset %s draws from a global RNG; its items are generated with seeded globals from now on", name)
+                GLOBAL_RNG_DATASETS.add(name)
         random.setstate(python_state)
         np.random.set_state(numpy_state)
+
+
+def _generate_item(name: str, config_json: str, item_seed: int) -> dict[str, Any]:
+    if name in RESEED_DATASETS:
+        return _dataset(name, config_json, item_seed)[0]
+    return _dataset(name, config_json, None)[item_seed % SIZE_CAPS.get(name, _INDEX_SIZE)]
 
 
 _GENERATOR = BoundedWorker(start_method="spawn", environment={"PYTHONHASHSEED": "0"})
@@ -112,18 +175,97 @@ def _item(name: str, config_json: str, item_seed: int) -> dict[str, Any]:
     return _generate(name, config_json, item_seed)
 
 
+@functools.cache
+def scored_in_process(name: str) -> bool:
+    """Whether a dataset's scorer runs in this process (see :data:`LINEAR_SCORED`); all others run
+    in the bounded verifier worker."""
+    import reasoning_gym.factory as factory
+    from reasoning_gym.dataset import ProceduralDataset
+
+    if name in SYMPY_SCORED:
+        return False
+    return name in LINEAR_SCORED or factory.DATASETS[name][0].score_answer is ProceduralDataset.score_answer
+
+
 def _raw_score(name: str, config_json: str, answer: str, entry: dict[str, Any]) -> float:
-    """The dataset's own score of an (already screened) answer; 0.0 when the scorer raises."""
+    """The dataset's own score of an (already screened) answer, with the stricter rules of
+    :data:`STRICT_RULES`; 0.0 when the scorer raises."""
     dataset = _dataset(name, config_json, entry["_verigym_seed"] if name in RESEED_DATASETS else None)
     try:
+        if name == "game_of_life_halting":
+            return float(normalize_answer(answer) == normalize_answer(str(entry["answer"])))
         value = float(dataset.score_answer(answer, entry))
+        if name == "propositional_logic" and value >= 1.0 and _restates_premises(answer, entry):
+            return 0.0
     except Exception as exc:  # a dataset scorer that crashes on odd input scores it 0
         logger.debug("%s scorer raised %s on %r", name, exc, answer[:80])
         return 0.0
     return value if math.isfinite(value) else 0.0
 
 
-def score_reply(name: str, config_json: str, entry: dict[str, Any], reply: str, *, timeout: float = 10.0) -> tuple[float, str | None]:
+STRICT_RULES = {
+    "game_of_life_halting": "reasoning-gym's scorer compares bool(answer) with bool(reference), so every non-empty "
+    "answer scored 1; the answer must be exactly True or False (case-insensitive) and equal the reference",
+    "propositional_logic": "a conclusion scores only if it follows from the premises, is not a tautology or a bare "
+    "variable (reasoning-gym's rules) and is not equivalent to a premise or to a conjunction of premises (a "
+    "restatement of the givens); it may only use the question's variables",
+}
+"""Datasets whose own scorer is not enough, and the stricter rule verigym applies."""
+
+
+def _truth_table(expressions: list[Any], variables: list[str]) -> list[tuple[bool, ...]]:
+    """Rows of truth values of ``expressions`` under every assignment of ``variables``."""
+    rows = []
+    for bits in range(2 ** len(variables)):
+        assignment = {v: bool(bits >> i & 1) for i, v in enumerate(variables)}
+        rows.append(tuple(e.evaluate(assignment) for e in expressions))
+    return rows
+
+
+def _restates_premises(answer: str, entry: dict[str, Any]) -> bool:
+    """Whether a propositional-logic conclusion is equivalent to a premise or to the conjunction
+    of some premises (checked by truth tables over the question's variables)."""
+    from reasoning_gym.logic.propositional_logic import Expression
+
+    premises = [Expression.from_string(p) for p in entry["metadata"]["premises"]]
+    conclusion = Expression.from_string(answer)
+    variables = sorted(entry["metadata"]["variables"])
+    table = _truth_table([*premises, conclusion], variables)
+    for mask in range(1, 2 ** len(premises)):
+        chosen = [k for k in range(len(premises)) if mask >> k & 1]
+        if all(all(row[k] for k in chosen) == row[-1] for row in table):
+            return True
+    return False
+
+
+def _propositional_conclusion(entry: dict[str, Any]) -> str:
+    """A conclusion that scores under :data:`STRICT_RULES`: the dataset's example if it does,
+    else the first that does among the two-literal formulas."""
+    from reasoning_gym.logic.propositional_logic import Expression
+
+    example = entry["metadata"].get("example_answer", "")
+    try:
+        if example and not _restates_premises(example, entry):
+            return example
+    except Exception:  # an example the parser refuses: search instead
+        pass
+    variables = sorted(entry["metadata"]["variables"])
+    premises = [Expression.from_string(p) for p in entry["metadata"]["premises"]]
+    literals = [*variables, *(f"¬{v}" for v in variables)]
+    for left in literals:
+        for right in literals:
+            for operator in ("∧", "∨", "→", "↔"):
+                candidate = f"({left} {operator} {right})"
+                conclusion = Expression.from_string(candidate)
+                table = _truth_table([*premises, conclusion], variables)
+                valid = all(row[-1] for row in table if all(row[:-1]))
+                tautology = all(row[-1] for row in table)
+                if valid and not tautology and not _restates_premises(candidate, entry):
+                    return candidate
+    return entry["metadata"].get("example_answer", "")
+
+
+def score_reply(name: str, config_json: str, entry: dict[str, Any], reply: str, *, timeout: float = SCORE_SECONDS) -> tuple[float, str | None]:
     """Score an agent's whole reply against a reasoning-gym item.
 
     Steps: :func:`~verigym.verifiers.extract_answer` (with fallback to the visible reply);
@@ -152,19 +294,72 @@ def score_reply(name: str, config_json: str, entry: dict[str, Any], reply: str, 
             safe_expression(answer)
         except UnsafeExpression as exc:
             return 0.0, f"the answer is not a plain expression: {exc}"
+    if not scored_in_process(name) and (refusal := _screen(name, answer, entry)):
+        return 0.0, refusal
+    if scored_in_process(name):
+        raw = _raw_score(name, config_json, answer, entry)
+    else:
         try:
-            raw = call_bounded(_raw_score, name, config_json, answer, entry, timeout=timeout)
+            raw = call_bounded(_worker_score, name, config_json, answer, entry, timeout=timeout)
+            if raw is None:  # a new worker: build the dataset there (trusted work, generous limit)
+                call_bounded(_worker_build, *_dataset_key(name, config_json, entry), timeout=600.0)
+                raw = call_bounded(_worker_score, name, config_json, answer, entry, timeout=timeout)
         except (VerifierTimeout, RuntimeError) as exc:
             return 0.0, f"the check was stopped: {exc}"
-    else:
-        raw = _raw_score(name, config_json, answer, entry)
-    raw = min(1.0, max(0.0, raw))
+        if raw is None:  # pragma: no cover - the worker died between the two calls
+            return 0.0, "the check was stopped: the verifier worker restarted"
+    if not 0.0 <= raw <= 1.0:
+        return 0.0, f"the dataset's scorer gave {raw!r}, outside [0, 1]"
     if oracle is not None:
         if raw > 0 and is_hedged(answer, oracle):
             return 0.0, "the answer hedges between alternatives"
-        if raw < 1 and contains_oracle(answer, oracle):
+        if raw > 0 and contains_oracle(answer, oracle) and not _same_number(answer, oracle):
             return 0.0, "the answer contains more than the answer"
     return raw, None
+
+
+def _same_number(answer: str, oracle: str) -> bool:
+    """Both are plain decimal numbers of equal value ("1000.0" for "1000"), which the datasets that
+    compare numbers by value accept; any other text around the reference is refused."""
+    a, o = normalize_answer(answer).replace(",", ""), normalize_answer(oracle).replace(",", "")
+    if not (_PLAIN_NUMBER.fullmatch(a) and _PLAIN_NUMBER.fullmatch(o)):
+        return False
+    try:
+        return decimal.Decimal(a) == decimal.Decimal(o)
+    except decimal.InvalidOperation:  # pragma: no cover - the pattern only matches decimals
+        return False
+
+
+_PLAIN_NUMBER = re.compile(r"[-+]?\d{1,64}(?:\.\d{0,64})?")
+_TOWER = re.compile(r"(?:\*\*|\^)\s*[({]?\s*[-+]?[\w.]+\s*[)}]?\s*(?:\*\*|\^)")
+_HUGE_POWER = re.compile(r"(?:\*\*|\^)\s*[({]?\s*[-+]?\d{4,}|\d[eE][-+]?\d{4,}|\d{4,}\s*!")
+_IDENTIFIERS = re.compile(r"[A-Za-z_]\w*")
+MIN_SCREEN_LENGTH = 4096
+"""Shortest length limit of an answer scored in the verifier worker (see :func:`_screen`)."""
+
+
+def _screen(name: str, answer: str, entry: dict[str, Any]) -> str | None:
+    """Why an answer to a worker-scored dataset is refused before its scorer runs, or ``None``.
+
+    Refused: answers longer than ``max(8 * len(reference), MIN_SCREEN_LENGTH)`` characters; power
+    towers (``9**9**9``, ``9^9^9``), exponents or factorials of 4+ digits (``10**9999``,
+    ``1e99999``, ``9999!``); for propositional_logic, names that are not the question's
+    variables. None of these can be a correct answer, and each can make a scorer do unbounded
+    work (the worker's deadline would stop it, but the screen answers at once).
+    """
+    metadata = entry.get("metadata", {})
+    reference = entry.get("answer") if isinstance(entry.get("answer"), str) else metadata.get("example_answer")
+    limit = max(8 * len(reference if isinstance(reference, str) else ""), MIN_SCREEN_LENGTH)
+    if len(answer) > limit:
+        return f"the answer has {len(answer)} characters; at most {limit} are read for this task"
+    if _TOWER.search(answer) or _HUGE_POWER.search(answer):
+        return "the answer has a power tower or a huge exponent"
+    if name == "propositional_logic":
+        allowed = set(metadata.get("variables", ()))
+        unknown = sorted(set(_IDENTIFIERS.findall(answer)) - allowed)
+        if unknown:
+            return f"the answer uses names that are not variables of the question: {unknown[:5]}"
+    return None
 
 
 def _nesting(text: str) -> int:
@@ -180,6 +375,8 @@ def _oracle_answer(name: str, entry: dict[str, Any]) -> str:
     if isinstance(entry.get("answer"), str):
         return entry["answer"]
     metadata = entry.get("metadata", {})
+    if name == "propositional_logic":
+        return _propositional_conclusion(entry)
     if name == "graph_color":
         return json.dumps({str(k): v for k, v in metadata.get("possible_answer", {}).items()})
     for key in ("example_answer", "example_correct_answer"):
@@ -225,8 +422,8 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
     * ``level`` (int | None): curriculum level ``0..levels-1`` (``None``: the dataset's default
       config); ``env.unwrapped.levels`` is the number of levels (0 without a curriculum).
     * ``config`` (dict | None): overrides of the dataset's config fields (JSON values).
-    * ``score_timeout`` (float): wall-clock seconds for a symbolic check (default 10: generous for
-      a loaded machine; a check that overruns scores 0).
+    * ``score_timeout`` (float): wall-clock seconds for a check in the verifier worker (default
+      :data:`SCORE_SECONDS`; legitimate answers take milliseconds; a check that overruns scores 0).
 
     ## Version History
     * v0: initial version.
@@ -240,7 +437,7 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
         dataset: str,
         level: int | None = None,
         config: dict[str, Any] | None = None,
-        score_timeout: float = 10.0,
+        score_timeout: float = SCORE_SECONDS,
         render_mode: str | None = None,
     ):
         import reasoning_gym.factory as factory

@@ -21,14 +21,14 @@ __all__ = ["EXECUTE_TOOL", "QUERY_MEMORY_BYTES", "QueryError", "SQLEnv", "SQLITE
 ROW_CAP = 200
 """Rows a query may return (the tool shows at most ``SHOWN_ROWS`` of them)."""
 SHOWN_ROWS = 20
-QUERY_SECONDS = 1.0
+QUERY_SECONDS = 0.5
 """Wall-clock limit of one query: SQLite's progress handler stops the VM after it, and the worker
 process running the query is killed ``HARD_DEADLINE_MARGIN`` seconds later whatever it is doing
 (one huge function call or expression is invisible to the progress handler)."""
 HARD_DEADLINE_MARGIN = 0.5
 QUERY_MEMORY_BYTES = 256 << 20
 """Memory a query may use: SQLite's heap limit (``PRAGMA hard_heap_limit``) and the worker's
-address-space cap (``RLIMIT_AS`` over its start-up size)."""
+address-space cap (``RLIMIT_AS`` over its size when the query starts)."""
 
 SQLITE_LIMITS = {
     sqlite3.SQLITE_LIMIT_LENGTH: 1_000_000,

@@ -14,6 +14,10 @@ from verigym.envs.text.table import REASONING_GYM_DATASETS, REASONING_GYM_EXCLUD
 NAMES = [name for name, _ in REASONING_GYM_DATASETS]
 # Datasets without a single reference answer whose scorer needs a search/plan the oracle lacks.
 NO_ORACLE = {"boxnet", "rush_hour"}
+# Items without a scoring answer among 200 seeds: propositional_logic items whose premises are one
+# informative formula plus tautologies (every valid conclusion restates it, which verigym refuses)
+# or only tautologies, and items whose example answer is invalid (seeds 5, 43, 100, 109, 113).
+MIN_ORACLE_WINS = {"propositional_logic": 195}
 
 
 def test_static_list_equals_installed_registry():
@@ -89,7 +93,7 @@ def test_oracle_success_over_200_seeds(name):
     for seed in range(200):
         env.reset(seed=seed)
         wins += env.step(env.unwrapped.oracle_action())[4]["success"]
-    assert wins >= 198, f"{name}: {wins}/200"
+    assert wins >= MIN_ORACLE_WINS.get(name, 198), f"{name}: {wins}/200"
 
 
 @pytest.mark.slow

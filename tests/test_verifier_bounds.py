@@ -1,0 +1,101 @@
+"""verigym.verifier_bounds and the ``verifier_bounds`` check of ``verigym check`` (issue 16, section 2)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from verigym.checker import check_env
+from verigym.core import UnicodeText
+from verigym.verifier_bounds import (
+    WORST_CASE_MEMORY_BYTES,
+    adversarial_payloads,
+    adversarial_replies,
+    measure_worst_case,
+    tool_schemas,
+)
+
+_SCHEMA = {"type": "function", "function": {"name": "lookup", "description": "look a word up",
+                                            "parameters": {"type": "object", "properties": {"word": {"type": "string"}, "limit": {"type": "integer"}}}}}
+
+
+class _TruthTableEnv(gym.Env):
+    """A single-turn env whose verifier checks a formula by a truth table over the reply's variables:
+    2^n work in the number of distinct names (capped at 2^20, about 0.1 s, measured against a 0.02 s bound), optionally
+    screened first, and optionally building a 560 MiB value for a reply that asks for it."""
+
+    metadata = {"render_modes": [], "family": "text"}
+
+    def __init__(self, *, screened: bool = False, hungry: bool = False):
+        self.screened, self.hungry = screened, hungry
+        self.action_space = UnicodeText(4096)
+        self.observation_space = UnicodeText(256)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return "Give a formula over p and q.", {"instructions": "Reply with a formula.\n" + json.dumps(_SCHEMA)}
+
+    def step(self, action):
+        names = sorted(set(re.findall(r"[a-z]\w*", action)))
+        info = {"success": False, "score": 0.0}
+        if self.hungry and "'x' * 10**" in action:
+            info["size"] = len(b"x" * (560 << 20))
+        if self.screened and not set(names) <= {"p", "q"}:
+            info["action_error"] = "only p and q"
+            return "refused", 0.0, True, False, info
+        rows = 0
+        for bits in range(2 ** min(len(names), 20)):
+            rows += (bits ^ bits >> 1) & 1
+        return f"{rows} rows", 0.0, True, False, info
+
+
+def test_payloads_cover_every_class_and_fit_the_space():
+    payloads = dict(adversarial_payloads(1000))
+    for label in ("long_digits", "nested_parentheses", "nested_braces", "power_tower_python", "huge_exponent",
+                  "many_variables_sum", "many_variables_logic", "repetition_regex", "repetition_encoded", "sql_printf", "code_loop"):
+        assert label in payloads
+    assert all(len(text) <= 1000 for text in payloads.values())
+    assert all(len(text) <= 20 for _, text in adversarial_payloads(20))
+
+
+def test_tool_arguments_get_every_payload():
+    instructions = "Do it.\n" + json.dumps(_SCHEMA) + "\nnot json {"
+    assert tool_schemas(instructions) == [{"name": "lookup", "parameters": _SCHEMA["function"]["parameters"]}]
+    replies = adversarial_replies(8192, instructions)
+    calls = [reply for label, reply in replies if label.endswith("/tool:lookup.word")]
+    assert len(calls) == len(adversarial_payloads(8192))
+    body = json.loads(calls[0][len("<tool_call>"):-len("</tool_call>")])
+    assert body["name"] == "lookup" and body["arguments"]["limit"] == 1 and isinstance(body["arguments"]["word"], str)
+    assert all(len(reply) <= 8192 for _, reply in replies)
+    assert any(label.endswith("/answer") for label, _ in replies) and any(label.endswith("/bare") for label, _ in replies)
+
+
+def test_exponential_verifier_is_caught_and_a_screened_one_is_not():
+    worst = measure_worst_case(lambda: _TruthTableEnv(), seconds=0.02)
+    assert worst is not None and len(worst.problems) == 1, worst
+    assert worst.slowest.startswith("many_variables") and "bound 0.02 s" in worst.problems[0]
+    screened = measure_worst_case(lambda: _TruthTableEnv(screened=True), seconds=0.02)
+    assert screened is not None and not screened.problems, screened.problems
+    assert screened.replies > 60
+    assert check_env(lambda: _TruthTableEnv(screened=True), checks=["verifier_bounds"]).results[-1].status == "pass"
+
+
+def test_memory_growth_fails_the_check():
+    worst = measure_worst_case(lambda: _TruthTableEnv(screened=True, hungry=True))
+    assert worst is not None and worst.memory_bytes > WORST_CASE_MEMORY_BYTES
+    assert worst.hungriest.startswith("repetition_product")
+    result = check_env(lambda: _TruthTableEnv(screened=True, hungry=True), checks=["verifier_bounds"]).results[-1]
+    assert result.status == "fail" and "peak memory grew" in result.detail, result.detail
+
+
+def test_non_text_actions_are_skipped():
+    class Discrete(_TruthTableEnv):
+        def __init__(self):
+            super().__init__()
+            self.action_space = spaces.Discrete(3)
+
+    assert measure_worst_case(Discrete) is None
+    assert check_env(Discrete, checks=["verifier_bounds"]).results[-1].status == "skip"

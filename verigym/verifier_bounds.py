@@ -1,0 +1,324 @@
+"""Worst-case cost of an environment's verifier on adversarial replies (``verigym check``).
+
+Every verifier must be bounded in time and memory on any reply its action space admits
+(DESIGN.md, section 8). :func:`measure_worst_case` plays a fixed set of adversarial replies --
+long, deeply nested, huge numbers, power towers, many variables, huge repetition counts, code that
+never ends -- against an environment whose actions are text, each reply wrapped the ways an agent
+may send it (bare, ``<answer>...</answer>``, ``\\boxed{...}``, and as every string argument of every
+tool the environment offers), and reports the slowest step and the largest growth of the
+process's peak memory. :func:`verigym.checker.check_env` fails an env whose worst reply takes more
+than :data:`WORST_CASE_SECONDS` or grows the checking process's peak resident memory by more than
+:data:`WORST_CASE_MEMORY_BYTES`.
+
+What is measured: the wall-clock time of ``env.step(reply)`` right after ``env.reset(seed=...)``
+(a step over the bound is replayed once and the faster time counts, so a load spike on a busy
+machine is not a failure) and the growth of this process's peak resident set (``VmHWM``, reset
+before each step through ``/proc/self/clear_refs``). Work an env does in other processes is
+covered by the time bound; its memory must be capped there (verifier workers run under
+:data:`verigym.verifiers.MEMORY_CAP_BYTES`, the sandbox under its own limits).
+
+Envs whose action space is not text (``Discrete``, ``Box``, ...) are skipped: their verifiers do
+not read free-form input. Envs that run agent code in :mod:`verigym.sandbox` (found by
+:func:`sandbox_deadline`) are bounded by the sandbox's own deadline plus
+:data:`SANDBOX_MARGIN_SECONDS` instead of 2 s; once one never-ending program has been stopped at
+that deadline in a reply format, the other never-ending programs are not replayed in it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+__all__ = [
+    "WORST_CASE_MEMORY_BYTES",
+    "WORST_CASE_SECONDS",
+    "WorstCase",
+    "adversarial_payloads",
+    "adversarial_replies",
+    "measure_worst_case",
+    "sandbox_deadline",
+    "tool_schemas",
+]
+
+logger = logging.getLogger(__name__)
+
+WORST_CASE_SECONDS = 2.0
+"""Longest a verifier may take on one reply, seconds (wall clock)."""
+WORST_CASE_MEMORY_BYTES = 512 << 20
+"""Most a verifier may grow the checking process's peak resident memory on one reply, bytes."""
+SANDBOX_MARGIN_SECONDS = 2.0
+"""An env that runs agent code in :mod:`verigym.sandbox` is bounded by the sandbox's deadline plus
+this (starting a fresh sandbox, collecting the verdict)."""
+
+_VARIABLES = 400
+_BOXED_LABELS = ("nested", "power_tower", "long")
+_REPEAT = "999999999"
+
+
+def adversarial_payloads(max_length: int) -> list[tuple[str, str]]:
+    """The adversarial answer texts, each at most ``max_length`` characters.
+
+    Args:
+        max_length: the longest text the action space admits (characters).
+
+    Returns:
+        ``(label, text)`` pairs: long text, deep nesting of every bracket kind, huge numbers and
+        power towers (Python, caret and LaTeX spellings), factorials, many variables (sums, logic
+        formulas, name lists), huge repetition counts (regex quantifiers, string products, nested
+        run-length encodings, SQL ``printf``/``randomblob``/recursive CTEs) and code that never
+        ends.
+    """
+    budget = max(1, max_length)
+    depth = max(1, min(5000, (budget - 8) // 2))
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    names = [f"x{i}" for i in range(_VARIABLES)]
+    payloads = [
+        ("long_digits", "9" * budget),
+        ("long_words", ("ab " * (budget // 3 + 1))[:budget]),
+        ("nested_parentheses", "(" * depth + "1" + ")" * depth),
+        ("nested_brackets", "[" * depth + "1" + "]" * depth),
+        ("nested_braces", "{" * depth + "1" + "}" * depth),
+        ("nested_json", '{"a":' * (depth // 3) + "1" + "}" * (depth // 3)),
+        ("power_tower_python", "9**9**9**9**9"),
+        ("power_tower_caret", "9^9^9^9^9"),
+        ("power_tower_latex", "10^{10^{10^{10^{10}}}}"),
+        ("huge_exponent", f"1e{_REPEAT}"),
+        ("huge_fraction", f"1/1e{_REPEAT} + 10**{_REPEAT}"),
+        ("factorial", f"{_REPEAT}!"),
+        ("many_variables_sum", " + ".join(names)),
+        ("many_variables_product", "(" + ") * (".join(f"{a} + {b}" for a, b in zip(letters, letters[1:])) + ")**99"),
+        ("many_variables_logic", " ∧ ".join(f"({a} ∨ ¬{b})" for a, b in zip(names, names[1:]))),
+        ("many_variables_logic_ascii", " and ".join(f"({a} or not {b})" for a, b in zip(names, names[1:]))),
+        ("many_names", ", ".join(f"{n} is a knight" for n in names)),
+        ("repetition_regex", "(a+)+" * 20 + "a{" + _REPEAT + "}"),
+        ("repetition_product", f"'x' * 10**{_REPEAT}"),
+        ("repetition_encoded", f"{_REPEAT}[" * 40 + "a" + "]" * 40),
+        ("repetition_words", f"repeat 'ab' {_REPEAT} times"),
+        ("repetition_moves", f"U{_REPEAT} R{_REPEAT} L{_REPEAT}"),
+        ("sql_printf", f"SELECT length(printf('%.*c', {_REPEAT}9, 'x'))"),
+        ("sql_blob", "SELECT length(replace(randomblob(2000000000), x'00', zeroblob(1000000)))"),
+        ("sql_recursive", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c"),
+        ("code_loop", "while True:\n    pass"),
+        ("code_memory", "x = [0] * 10**10\nprint(len(x))"),
+    ]
+    return [(label, text[:budget]) for label, text in payloads]
+
+
+def tool_schemas(instructions: str) -> list[dict[str, Any]]:
+    """The OpenAI function-calling schemas written one per line in an env's instructions.
+
+    Returns:
+        ``[{"name": ..., "parameters": {...}}, ...]``; empty when the env offers no tools.
+    """
+    found = []
+    for line in instructions.splitlines():
+        line = line.strip()
+        if not (line.startswith("{") and '"function"' in line):
+            continue
+        try:
+            schema = json.loads(line)
+        except ValueError:
+            continue
+        function = schema.get("function") if isinstance(schema, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            found.append({"name": function["name"], "parameters": function.get("parameters") or {}})
+    return found
+
+
+def adversarial_replies(max_length: int, instructions: str = "") -> list[tuple[str, str]]:
+    """Every payload of :func:`adversarial_payloads` in every format an agent may send it.
+
+    Args:
+        max_length: the longest reply the action space admits (characters).
+        instructions: the env's instructions; tools described there (OpenAI schemas, one per line)
+            get each payload as every string argument.
+
+    Returns:
+        ``(label, reply)`` pairs, each reply at most ``max_length`` characters. Inside ``\\boxed{}``
+        only the long, nested and power-tower payloads are sent (the rest reach the same check as
+        in ``<answer>``).
+    """
+    replies = []
+    wrappers: list[tuple[str, Callable[[str], str]]] = [
+        ("bare", lambda p: p),
+        ("answer", lambda p: f"<answer>{p}</answer>"),
+        ("boxed", lambda p: f"\\boxed{{{p}}}"),
+    ]
+    for schema in tool_schemas(instructions):
+        properties = (schema["parameters"] or {}).get("properties") or {}
+        strings = [k for k, v in properties.items() if isinstance(v, dict) and v.get("type", "string") == "string"]
+        for key in strings:
+            others = {k: _filler(v) for k, v in properties.items() if k != key}
+
+            def call(payload: str, name: str = schema["name"], key: str = key, others: dict = others) -> str:
+                return "<tool_call>" + json.dumps({"name": name, "arguments": {**others, key: payload}}) + "</tool_call>"
+
+            wrappers.append((f"tool:{schema['name']}.{key}", call))
+    for wrapper, wrap in wrappers:
+        budget = max(1, max_length - len(wrap("")))
+        for index, (label, payload) in enumerate(adversarial_payloads(budget)):
+            if wrapper == "boxed" and not label.startswith(_BOXED_LABELS):
+                continue  # \\boxed{} shares the <answer> path; only brace-heavy payloads differ
+            reply, smaller = wrap(payload), budget
+            while len(reply) > max_length and smaller > 1:  # JSON escaping made it longer: shrink
+                smaller //= 2
+                reply = wrap(adversarial_payloads(smaller)[index][1])
+            if len(reply) <= max_length:
+                replies.append((f"{label}/{wrapper}", reply))
+    return replies
+
+
+def _filler(schema: Any) -> Any:
+    """A valid value for a JSON-schema property (the first enum value, else a neutral one)."""
+    if not isinstance(schema, dict):
+        return ""
+    if schema.get("enum"):
+        return schema["enum"][0]
+    return {"integer": 1, "number": 1, "boolean": False, "array": [], "object": {}}.get(schema.get("type", "string"), "")
+
+
+@dataclass
+class WorstCase:
+    """The result of :func:`measure_worst_case`.
+
+    Attributes:
+        replies: replies played.
+        seconds: the slowest step, seconds (wall clock, the faster of two tries when over bound).
+        slowest: label of the slowest reply.
+        memory_bytes: the largest growth of peak resident memory during one step, bytes.
+        hungriest: label of that reply.
+        problems: replies over a bound or whose step raised, one line each.
+    """
+
+    replies: int = 0
+    seconds: float = 0.0
+    slowest: str = ""
+    memory_bytes: int = 0
+    hungriest: str = ""
+    problems: list[str] = field(default_factory=list)
+
+
+def _peak_rss() -> tuple[int, int]:
+    """(current, peak) resident memory of this process in bytes; (0, 0) without ``/proc``."""
+    current = peak = 0
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    current = int(line.split()[1]) * 1024
+                elif line.startswith("VmHWM:"):
+                    peak = int(line.split()[1]) * 1024
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    return current, peak
+
+
+def _reset_peak() -> None:
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as refs:
+            refs.write("5")
+    except OSError:  # pragma: no cover - not Linux or not permitted: the peak then only grows
+        pass
+
+
+def _timed_step(env: gym.Env, reply: str, seed: int) -> tuple[float, int]:
+    env.reset(seed=seed)
+    _reset_peak()
+    before, _ = _peak_rss()
+    start = time.perf_counter()
+    env.step(reply)
+    elapsed = time.perf_counter() - start
+    _, peak = _peak_rss()
+    return elapsed, max(0, peak - before)
+
+
+_CODE_LABELS = ("code_", "power_tower_python", "repetition_product", "huge_fraction")
+"""Payloads that are (also) Python programs which never end or exhaust memory."""
+
+
+def sandbox_deadline(env: gym.Env) -> float | None:
+    """The wall-clock deadline (seconds) of the :mod:`verigym.sandbox` an env runs agent code in.
+
+    Found on the unwrapped env as a :class:`verigym.sandbox.Limits` attribute or a sandbox
+    attribute with ``limits``; ``None`` when the env runs no agent code there.
+    """
+    try:
+        from verigym.sandbox import Limits
+    except ImportError:  # pragma: no cover - the sandbox package is part of verigym
+        return None
+    deadlines = []
+    for value in vars(env.unwrapped).values():
+        limits = value if isinstance(value, Limits) else getattr(value, "limits", None)
+        if isinstance(limits, Limits):
+            deadlines.append(float(limits.timeout_s))
+    return max(deadlines) if deadlines else None
+
+
+def measure_worst_case(
+    factory: Callable[[], gym.Env],
+    *,
+    seed: int = 0,
+    seconds: float = WORST_CASE_SECONDS,
+    memory_bytes: int = WORST_CASE_MEMORY_BYTES,
+) -> WorstCase | None:
+    """Score every adversarial reply once and report the worst time and memory.
+
+    Args:
+        factory: makes the env (a fresh instance is used and closed).
+        seed: reset seed before each reply.
+        seconds: time bound per reply (seconds).
+        memory_bytes: bound on the growth of peak resident memory per reply (bytes).
+
+    Returns:
+        The measurement, or ``None`` when the env's actions are not text. The measurement stops at
+        the first reply over the time bound (confirmed by a second try).
+    """
+    env = factory()
+    try:
+        space = env.action_space
+        if not isinstance(space, spaces.Text):
+            return None
+        _, info = env.reset(seed=seed)
+        instructions = info.get("instructions") if isinstance(info, dict) else None
+        if not isinstance(instructions, str):
+            text_interface = getattr(env.unwrapped, "instructions", None)
+            instructions = text_interface() if callable(text_interface) else ""
+        result = WorstCase()
+        deadline = sandbox_deadline(env)
+        if deadline is not None:  # agent code runs until the sandbox kills it: that is the bound
+            seconds = max(seconds, deadline + SANDBOX_MARGIN_SECONDS)
+        shown: set[str] = set()
+        for label, reply in adversarial_replies(space.max_length, instructions):
+            wrapper = label.split("/", 1)[1]
+            if label.startswith(_CODE_LABELS) and wrapper in shown:
+                continue  # the sandbox deadline already held for this format
+            result.replies += 1
+            try:
+                elapsed, grown = _timed_step(env, reply, seed)
+                if elapsed > seconds:  # a load spike is not a failure: the faster of two tries counts
+                    again, grown_again = _timed_step(env, reply, seed)
+                    elapsed, grown = min(elapsed, again), max(grown, grown_again)
+            except Exception as exc:
+                result.problems.append(f"{label}: step raised {type(exc).__name__}: {str(exc)[:200]}")
+                continue
+            if deadline is not None and label.startswith(_CODE_LABELS) and elapsed >= 0.5 * deadline:
+                shown.add(wrapper)
+            if elapsed > result.seconds:
+                result.seconds, result.slowest = elapsed, label
+            if grown > result.memory_bytes:
+                result.memory_bytes, result.hungriest = grown, label
+            if grown > memory_bytes:
+                result.problems.append(f"{label}: peak memory grew by {grown >> 20} MiB (bound {memory_bytes >> 20} MiB)")
+            if elapsed > seconds:
+                result.problems.append(f"{label}: scored in {elapsed:.2f} s (bound {seconds:g} s)")
+                break  # one confirmed overrun fails the env; the rest would only cost time
+        return result
+    finally:
+        env.close()
