@@ -43,7 +43,7 @@ from verigym.leaderboards.store import DEFAULT_DIR, EpisodeRow, ResultsStore
 from verigym.leaderboards.suite import Suite, Task, load_suite
 from verigym.leaderboards.trajectories import Recorder
 
-__all__ = ["EvalSummary", "Job", "evaluate", "provenance", "run_episode"]
+__all__ = ["EvalSummary", "Job", "end_env_processes", "evaluate", "make_env", "provenance", "run_episode"]
 
 logger = logging.getLogger(__name__)
 
@@ -263,6 +263,36 @@ def _kill_tree(pid: int) -> None:
             pass
 
 
+def end_env_processes(keep: set[int] | frozenset[int] = frozenset()) -> None:
+    """Stop what envs left running in this process: verifier workers, the shared Chromium.
+
+    Forked Python workers go first: one forked while Chromium ran holds the Playwright driver's
+    pipe open, and interpreter exit would then wait for the driver forever. Then the browser is
+    shut down gracefully and anything left is killed.
+
+    Args:
+        keep: descendants to leave alone (those that ran before the envs were made).
+    """
+    python = os.path.realpath(sys.executable)
+    for pid in _descendants(os.getpid()):
+        if pid in keep:
+            continue
+        try:
+            if os.path.realpath(f"/proc/{pid}/exe") == python:
+                os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    browser = sys.modules.get("verigym.envs.gui.browser")
+    if browser is not None:
+        browser.shutdown()
+    for pid in _descendants(os.getpid()):
+        if pid not in keep:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def _end_worker(*_: Any) -> None:
     _kill_tree(os.getpid())
     os._exit(1)
@@ -302,6 +332,7 @@ def _worker_main(connection: Any, spec_text: str, device: str, parent_pid: int |
         connection.send(_timed_episode(cache, message))
     if cache.env is not None:
         cache.env.close()
+    end_env_processes()
 
 
 # ---------------------------------------------------------------------------------------------

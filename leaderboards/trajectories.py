@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FORMAT", "Recorder", "ReplayResult", "ReverifyReport", "chat_messages", "decode", "decode_value", "digest",
+__all__ = ["FORMAT", "EnvCache", "Recorder", "ReplayResult", "ReverifyReport", "chat_messages", "decode", "decode_value", "digest",
            "encode_value", "export_dataset", "replay", "reverify"]
 
 logger = logging.getLogger(__name__)
@@ -353,18 +353,47 @@ class ReplayResult:
     reasons: list[str] = field(default_factory=list)
 
 
-def replay(doc: Mapping[str, Any], make_env: Callable[[str, dict[str, Any], bool], Any]) -> ReplayResult:
+class EnvCache:
+    """Builds envs through ``make_env`` and keeps the last one, so that consecutive replays of one
+    task reuse it (``reset(seed=...)`` reproduces the task on a used env; GUI envs keep their browser).
+
+    Args:
+        make_env: ``(env_id, env_kwargs, text_view) -> env`` building the env as the runner did.
+    """
+
+    def __init__(self, make_env: Callable[[str, dict[str, Any], bool], Any]):
+        self.make_env = make_env
+        self.key: str | None = None
+        self.env: Any = None
+
+    def get(self, doc: Mapping[str, Any]) -> Any:
+        key = json.dumps([doc["env_id"], doc["env_kwargs"], bool(doc["text_view"])], sort_keys=True)
+        if key != self.key:
+            self.close()
+            self.env = self.make_env(doc["env_id"], decode_value(doc["env_kwargs"]), bool(doc["text_view"]))
+            self.key = key
+        return self.env
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+        self.env, self.key = None, None
+
+
+def replay(doc: Mapping[str, Any], make_env: Callable[[str, dict[str, Any], bool], Any] | EnvCache) -> ReplayResult:
     """Replay a recorded episode's actions from its seed and recompute the verdict.
 
     Args:
         doc: a trajectory document (:func:`decode`).
-        make_env: ``(env_id, env_kwargs, text_view) -> env`` building the env as the runner did.
+        make_env: ``(env_id, env_kwargs, text_view) -> env`` building the env as the runner did
+            (the env is closed after the replay), or an :class:`EnvCache` (the env is kept).
 
     Returns:
         The new verdict and the first divergence from the recording (observation digests,
         rewards, ``terminated``/``truncated``).
     """
-    env = make_env(doc["env_id"], decode_value(doc["env_kwargs"]), bool(doc["text_view"]))
+    cache = make_env if isinstance(make_env, EnvCache) else EnvCache(make_env)
+    env = cache.get(doc)
     try:
         observation, info = env.reset(seed=doc["seed"])
         result = ReplayResult(None, None)
@@ -391,16 +420,21 @@ def replay(doc: Mapping[str, Any], make_env: Callable[[str, dict[str, Any], bool
         if ended and "success" in info and "score" in info:
             result.success, result.score = bool(info["success"]), float(info["score"])
         return result
+    except BaseException:
+        cache.close()  # an env that failed mid-replay is not reused
+        raise
     finally:
-        env.close()
+        if cache is not make_env:
+            cache.close()
 
 
 def _same_number(a: Any, b: Any) -> bool:
+    """Equal rewards, up to the last-bit noise of vectorized float arithmetic (relative 1e-9)."""
     try:
         a, b = float(a), float(b)
     except (TypeError, ValueError):
         return a == b
-    return a == b or (math.isnan(a) and math.isnan(b))
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -448,11 +482,21 @@ def reverify(store: Any, rows: list[Any], make_env: Callable[[str, dict[str, Any
     import gymnasium as gym
 
     report = ReverifyReport()
+    cache = EnvCache(make_env)
+    try:
+        _reverify_rows(store, rows, cache, current, on_row, report, gym.registry)
+    finally:
+        cache.close()
+    return report
+
+
+def _reverify_rows(store: Any, rows: list[Any], cache: EnvCache, current: Mapping[str, str],
+                   on_row: Callable[[Any, list[str]], None] | None, report: ReverifyReport, registry: Any) -> None:
     for row in rows:
         if row.status != "ok":
             report.skipped.append((row, f"status {row.status}"))
             continue
-        if row.env_id not in gym.registry:
+        if row.env_id not in registry:
             report.skipped.append((row, f"{row.env_id} is not registered here (a newer version replaced it?)"))
             continue
         blob = store.trajectory(row)
@@ -460,7 +504,7 @@ def reverify(store: Any, rows: list[Any], make_env: Callable[[str, dict[str, Any
             report.skipped.append((row, "no trajectory was recorded"))
             continue
         try:
-            result = replay(decode(blob), make_env)
+            result = replay(decode(blob), cache)
         except Exception as exc:  # noqa: BLE001 - a replay that crashes is a change to report, not a crash
             result = ReplayResult(None, None, 0, f"the replay raised {type(exc).__name__}: {exc}")
         report.checked += 1
@@ -479,7 +523,6 @@ def reverify(store: Any, rows: list[Any], make_env: Callable[[str, dict[str, Any
             report.changed.append((row, reasons))
             if on_row is not None:
                 on_row(row, reasons)
-    return report
 
 
 # ---------------------------------------------------------------------------------------------

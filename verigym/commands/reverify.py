@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 HELP = "replay every stored episode in the current env versions and report each verdict that changed"
 
@@ -15,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from verigym.commands import usage_error
-    from verigym.leaderboards.runner import make_env, provenance
+    from verigym.leaderboards.runner import _descendants, end_env_processes, make_env, provenance
     from verigym.leaderboards.store import DEFAULT_DIR, ResultsStore
     from verigym.leaderboards.suite import load_suite
     from verigym.leaderboards.trajectories import reverify
@@ -25,6 +26,7 @@ def run(args: argparse.Namespace) -> int:
         for reason in reasons:
             print(f"  {reason}")
 
+    before = set(_descendants(os.getpid()))  # what ran before the replays is not ours to stop
     try:
         suite = load_suite(args.suite) if args.suite else None
         with ResultsStore(args.out or DEFAULT_DIR, create=False) as store:
@@ -40,5 +42,7 @@ def run(args: argparse.Namespace) -> int:
         reasons[why.split(" (")[0]] = reasons.get(why.split(" (")[0], 0) + 1
     for why, count in sorted(reasons.items()):
         print(f"  not replayed: {count} x {why}")
-    print(report.summary())
+    print(report.summary(), flush=True)
+    end_env_processes(keep=before)
     return 1 if report.changed else 0
+
