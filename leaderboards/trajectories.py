@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["FORMAT", "EnvCache", "Recorder", "ReplayResult", "ReverifyReport", "chat_messages", "decode", "decode_value", "digest",
-           "encode_value", "export_dataset", "replay", "reverify"]
+           "encode_value", "export_dataset", "replay", "reverify", "show_action"]
 
 logger = logging.getLogger(__name__)
 
@@ -303,15 +303,23 @@ def _show(entry: Mapping[str, Any]) -> str:
     return observation if isinstance(observation, str) else json.dumps(observation)[:2000]
 
 
-def _show_action(action: Any) -> str:
+def _plain_json(value: Any) -> Any:
+    """A decoded value as plain JSON: arrays as nested lists, NumPy scalars as numbers, tuples as lists."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain_json(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain_json(v) for k, v in value.items()}
+    return value
+
+
+def show_action(action: Any) -> str:
+    """A recorded action as text: text actions as they are, others as plain JSON (``2``, ``[0.1, -0.4]``, ``{"op": 2, ...}``)."""
     if isinstance(action, str):
         return action
-    value = decode_value(action)
-    if isinstance(value, np.ndarray):
-        return json.dumps(value.tolist())
-    if isinstance(value, np.generic):
-        return str(value.item())
-    return value if isinstance(value, str) else json.dumps(encode_value(value))
+    value = _plain_json(decode_value(action))
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def chat_messages(doc: Mapping[str, Any]) -> list[dict[str, str]]:
@@ -324,7 +332,7 @@ def chat_messages(doc: Mapping[str, Any]) -> list[dict[str, str]]:
         messages.append({"role": "user", "content": _show(doc["reset"])})
     steps = doc.get("steps", [])
     for index, step in enumerate(steps):
-        messages.append({"role": "assistant", "content": _show_action(step["action"])})
+        messages.append({"role": "assistant", "content": show_action(step["action"])})
         if index + 1 < len(steps):
             messages.append({"role": "user", "content": _show(step)})
     return messages

@@ -17,7 +17,7 @@ import json
 import pathlib
 from typing import Any
 
-from verigym.leaderboards.trajectories import chat_messages, decode
+from verigym.leaderboards.trajectories import chat_messages, decode, show_action
 
 __all__ = ["episode_filename", "write_viewer"]
 
@@ -123,7 +123,7 @@ def _episode_page(row: Any, doc: dict[str, Any] | None, frames: list[tuple[int, 
     rows = []
     for index, step in enumerate(doc.get("steps", []), 1):
         info = {k: v for k, v in step.get("info", {}).items()}
-        rows.append(f'<tr><td class="num">{index}</td><td>{_pre(step["action"] if isinstance(step["action"], str) else json.dumps(step["action"]))}</td>'
+        rows.append(f'<tr><td class="num">{index}</td><td>{_pre(show_action(step["action"]))}</td>'
                     f'<td class="num">{html.escape(json.dumps(step.get("reward")))}</td><td>{"terminated" if step["terminated"] else ""}{"truncated" if step["truncated"] else ""}</td>'
                     f"<td>{_observation_cell(step)}</td><td>{_pre(json.dumps(info)[:800])}</td></tr>")
     parts.append('<h2>Steps</h2><table id="steps"><thead><tr><th>step</th><th>action</th><th>reward</th><th>end</th><th>observation</th><th>info</th></tr></thead>'

@@ -209,3 +209,12 @@ def test_progress_bar_shows_rate_success_rate_and_eta():
     assert fields["success"] == "50%" and fields["score"] == "0.500" and float(fields["rate"]) > 0
     text = bar.progress.console.export_text()
     assert "2/4" in text and "success 50%" in text and "ETA" in text
+
+
+def test_actions_read_as_plain_text_in_the_transcript():
+    from verigym.leaderboards.trajectories import show_action
+
+    assert show_action(encode_value("up")) == "up"
+    assert show_action(encode_value(np.int64(2))) == "2"
+    assert show_action(encode_value(np.array([0.5, -1.0], dtype=np.float32))) == "[0.5, -1.0]"
+    assert json.loads(show_action(encode_value({"op": 2, "xy": np.array([3, 4]), "text": "q"}))) == {"op": 2, "xy": [3, 4], "text": "q"}
