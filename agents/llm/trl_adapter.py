@@ -1,4 +1,21 @@
-"""verigym tasks under TRL's ``GRPOTrainer``: a prompt dataset and a verifier reward function.
+"""verigym tasks under TRL's ``GRPOTrainer``: multi-turn environments, or a prompt dataset and a
+verifier reward function.
+
+**Multi-turn** (TRL >= 1.x, ``GRPOTrainer(environment_factory=...)``):
+:func:`environment_factory` turns any verigym env id into the zero-argument factory TRL expects.
+Each instance's public methods are the env's tools (a tool env's own tools plus ``answer``; a
+text game gets one generic ``act`` tool), ``reset(**row)`` starts an episode and returns its
+instructions and first observation, and ``get_reward()`` is the verifier's score of the episode
+(0 while it is unfinished). TRL plays the tool calls turn by turn, so the whole episode is trained
+on, not only the first reply::
+
+    import trl
+    from verigym.agents.llm.trl_adapter import environment_factory
+
+    trainer = trl.GRPOTrainer(model="path/to/model", environment_factory=environment_factory("verigym/Calculator-v0"),
+                              args=trl.GRPOConfig(output_dir="runs/trl", max_steps=100))
+
+**Single-turn**, any TRL version:
 
 For users who outgrow one machine: TRL (with accelerate/DeepSpeed/vLLM) runs the distributed
 training, verigym supplies the tasks and the verdicts. Each dataset row is one task -- the
@@ -25,14 +42,17 @@ Needs ``pip install "verigym[trl]"``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import inspect
+import itertools
+import json
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from verigym.agents.llm.chat import initial_messages
 from verigym.agents.llm.grpo import Task, make_env
 from verigym.core import SCORE
 
-__all__ = ["VerigymReward", "verigym_dataset"]
+__all__ = ["VerigymReward", "environment_factory", "verigym_dataset"]
 
 SEED_COLUMN = "verigym_seed"
 TASK_COLUMN = "verigym_task"
@@ -42,8 +62,8 @@ def _as_list(tasks: Task | Sequence[Task]) -> list[Task]:
     return list(tasks) if isinstance(tasks, (list, tuple)) else [tasks]
 
 
-def verigym_dataset(tasks: Task | Sequence[Task], seeds: Iterable[int]) -> Any:
-    """A ``datasets.Dataset`` of conversational prompts, one row per (task, seed).
+def verigym_dataset(tasks: Task | Sequence[Task], seeds: Iterable[int], *, tokenizer: Any = None) -> Any:
+    """A ``datasets.Dataset`` of prompts, one row per (task, seed).
 
     Columns: ``prompt`` (list of chat messages: the env's instructions and first observation),
     ``verigym_seed`` (int) and ``verigym_task`` (int, index into ``tasks``).
@@ -51,6 +71,10 @@ def verigym_dataset(tasks: Task | Sequence[Task], seeds: Iterable[int]) -> Any:
     Args:
         tasks: env ids, env factories or envs (:data:`~verigym.agents.llm.grpo.Task`).
         seeds: reset seeds; every task gets every seed.
+        tokenizer: the model's tokenizer. When it has no chat template, prompts are plain text in
+            the ``System:/User:/Assistant:`` layout of :class:`~verigym.agents.llm.chat.ChatFormat`
+            (what :class:`~verigym.agents.llm.grpo.GRPOTrainer` does), since TRL refuses
+            conversational prompts without a template.
     """
     from datasets import Dataset
 
@@ -62,6 +86,12 @@ def verigym_dataset(tasks: Task | Sequence[Task], seeds: Iterable[int]) -> Any:
             for seed in seeds:
                 observation, info = env.reset(seed=int(seed))
                 rows["prompt"].append(initial_messages(str(info.get("instructions", "")), str(observation)))
+                if tokenizer is not None and not getattr(tokenizer, "chat_template", None):
+                    # TRL applies a chat template to conversational prompts and raises without one:
+                    # give it the plain layout verigym's own trainer uses (ChatFormat) as text
+                    from verigym.agents.llm.chat import ChatFormat
+
+                    rows["prompt"][-1] = ChatFormat(tokenizer).render(rows["prompt"][-1])
                 rows[SEED_COLUMN].append(int(seed))
                 rows[TASK_COLUMN].append(index)
         finally:
@@ -118,3 +148,149 @@ class VerigymReward:
         for env in self._envs.values():
             env.close()
         self._envs.clear()
+
+
+# -- multi-turn: verigym envs as TRL environments ------------------------------------------------------
+_PY_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list, "object": dict}
+
+
+def _tool_method(name: str, schema: dict[str, Any]) -> Callable[..., str]:
+    """A method named ``name`` whose signature and Google-style docstring spell the tool's JSON schema
+    (TRL builds the tool description from them), and which plays the call in the episode."""
+    function = schema.get("function", schema)
+    parameters = function.get("parameters") or {}
+    properties: dict[str, Any] = parameters.get("properties") or {}
+    required = set(parameters.get("required") or [])
+
+    def method(self: Any, **arguments: Any) -> str:
+        call = json.dumps({"name": name, "arguments": arguments})
+        return self._step(f"<tool_call>{call}</tool_call>")
+
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {"return": str}
+    lines = [(function.get("description") or name).strip(), "", "Args:"]
+    for arg, spec in properties.items():
+        kind = _PY_TYPES.get(spec.get("type", "string"), str)
+        default = inspect.Parameter.empty if arg in required else spec.get("default")
+        params.append(inspect.Parameter(arg, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind))
+        annotations[arg] = kind
+        lines.append(f"    {arg}: {spec.get('description') or arg}")
+    if not properties:
+        lines = lines[:1]
+    lines += ["", "Returns:", "    The tool's result."]
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = "\n".join(lines)
+    method.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
+    method.__annotations__ = annotations
+    return method
+
+
+class _VerigymEnvironment:
+    """Base of the generated TRL environment classes (see :func:`environment_factory`)."""
+
+    _task: Any = None
+    _unfinished_reward = 0.0
+
+    def __init__(self) -> None:
+        self._env = make_env(self._task)
+        self._seeds = itertools.count(self._seed_start)
+        self._done = False
+        self._score = 0.0
+
+    def reset(self, **row: Any) -> str:
+        """Start an episode (seed: the row's ``verigym_seed``, else the next training seed); returns
+        the instructions and the first observation, which TRL appends to the prompt."""
+        seed = row.get(SEED_COLUMN)
+        observation, info = self._env.reset(seed=int(seed) if seed is not None else next(self._seeds))
+        self._done, self._score = False, 0.0
+        instructions = str(info.get("instructions", ""))
+        return f"{instructions}\n\n{observation}" if instructions else str(observation)
+
+    def _step(self, action: str) -> str:
+        if self._done:
+            return "The episode has ended; no further actions are played."
+        observation, _, terminated, truncated, info = self._env.step(action)
+        if terminated or truncated:
+            self._done = True
+            self._score = float(info.get(SCORE, 0.0))
+        return str(observation)
+
+    def get_reward(self) -> float:
+        """The verifier's score of the episode (``info["score"]``); unfinished episodes score 0."""
+        return self._score if self._done else self._unfinished_reward
+
+
+def _answer(self, answer: str) -> str:  # noqa: ANN001 - no hint on self: TRL reads the hints as the schema
+    """Give your final answer; the episode ends and is scored.
+
+    Args:
+        answer: the final answer, in the format the task asks for.
+
+    Returns:
+        Whether the answer was recorded and correct.
+    """
+    return self._step(f"<answer>{answer}</answer>")
+
+
+def _act(self, action: str) -> str:  # noqa: ANN001 - as _answer
+    """Play one move of the game (the rules say what a move looks like).
+
+    Args:
+        action: the move, written as the rules ask.
+
+    Returns:
+        The game's answer to the move.
+    """
+    return self._step(action)
+
+
+_answer.__name__ = _answer.__qualname__ = "answer"  # TRL names a tool by its __name__
+_act.__name__ = _act.__qualname__ = "act"
+
+
+def environment_factory(env_id: str, *, seed_start: int = 0, unfinished_reward: float = 0.0, **env_kwargs: Any) -> Callable[[], Any]:
+    """The zero-argument factory TRL's ``GRPOTrainer(environment_factory=...)`` expects, for a verigym env.
+
+    The generated class's public methods are the tools TRL offers the model: a tool env's own
+    tools (read from ``info["tools"]`` of a probe reset; their JSON schemas become signatures and
+    docstrings) and ``answer(answer)``; any other env gets ``act(action)`` that plays its text view.
+
+    Args:
+        env_id: a registered verigym id.
+        seed_start: the first reset seed when the dataset row has no ``verigym_seed`` (each
+            instance counts up from it).
+        unfinished_reward: ``get_reward()`` of an episode the model did not finish.
+        **env_kwargs: passed to ``gymnasium.make``.
+
+    Returns:
+        a callable that builds one environment instance (one per rollout, reused across batches).
+
+    Raises:
+        gymnasium.error.Error: ``env_id`` is not registered.
+        ValueError: a tool's name is not a Python identifier or clashes with ``reset``/``get_reward``.
+    """
+    import functools
+
+    import gymnasium as gym
+
+    task = functools.partial(gym.make, env_id, **env_kwargs) if env_kwargs else env_id
+    probe = make_env(task)
+    try:
+        _, info = probe.reset(seed=seed_start)
+        schemas = list(info.get("tools") or [])
+    finally:
+        probe.close()
+    namespace: dict[str, Any] = {"_task": task, "_seed_start": int(seed_start), "_unfinished_reward": float(unfinished_reward)}
+    if schemas:
+        for schema in schemas:
+            name = schema.get("function", schema).get("name", "")
+            if not name.isidentifier() or name.startswith("_") or name in ("reset", "get_reward", "answer"):
+                raise ValueError(f"{env_id}: tool {name!r} cannot be a method of a TRL environment")
+            namespace[name] = _tool_method(name, schema)
+        namespace["answer"] = _answer
+    else:
+        namespace["act"] = _act
+    short = env_id.rsplit("/", 1)[-1].replace("-", "")
+    cls = type(f"Verigym{short}Environment", (_VerigymEnvironment,), namespace)
+    cls.__doc__ = f"{env_id} as a TRL environment (tools: {', '.join(n for n in namespace if not n.startswith('_'))})."
+    return cls
