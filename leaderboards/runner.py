@@ -179,15 +179,17 @@ def run_episode(agent: Any, env: Any, seed: int, *, recorder: Any = None) -> dic
 
 
 def _number(value: Any) -> Any:
-    """A real number as ``float``; anything else is returned as its repr, for validation to refuse with a message."""
+    """A real number as ``float``; anything else as it is (plain values) or its repr, for validation to refuse with a message."""
     if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
         return float(value)
-    return repr(value)[:200]
+    return value if isinstance(value, (bool, str, type(None))) else repr(value)[:200]
 
 
 def _boolean(value: Any) -> Any:
-    """``bool`` or NumPy bool as ``bool``; anything else as its repr (refused by validation)."""
-    return bool(value) if isinstance(value, (bool, np.bool_)) else repr(value)[:200]
+    """``bool`` or NumPy bool as ``bool``; anything else as a plain value or its repr (refused by validation)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    return int(value) if isinstance(value, numbers.Integral) else value if isinstance(value, (str, float, type(None))) else repr(value)[:200]
 
 
 class _Cache:

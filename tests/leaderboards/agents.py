@@ -13,16 +13,21 @@ import time
 from verigym.agents.reference import RandomAgent
 
 
-def nan_reward(env):
-    """A random agent on an env whose rewards are NaN on odd seeds."""
+def bad_results(env):
+    """A random agent on an env that misreports: NaN rewards on seeds = 1 (mod 3), an ``int``
+    ``info["success"]`` on seeds = 2 (mod 3), honest results on the others."""
     step = env.step
     state = {"seed": 0}
 
-    def nan_step(action):
+    def bad_step(action):
         observation, reward, terminated, truncated, info = step(action)
-        return observation, float("nan") if state["seed"] % 2 else reward, terminated, truncated, info
+        if state["seed"] % 3 == 1:
+            reward = float("nan")
+        elif state["seed"] % 3 == 2 and "success" in info:
+            info = {**info, "success": int(info["success"])}
+        return observation, reward, terminated, truncated, info
 
-    env.step = nan_step
+    env.step = bad_step
     agent = RandomAgent(env)
     reset = agent.reset
 

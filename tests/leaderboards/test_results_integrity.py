@@ -123,17 +123,19 @@ def test_every_field_is_validated_and_nothing_is_written(tmp_path, field, value,
         assert store.add(_row(created_at="2026-01-31T12:00:00+00:00")) is True
 
 
-def test_a_nan_return_is_recorded_as_an_error_that_says_why(tmp_path, monkeypatch):
+def test_refused_results_are_recorded_as_errors_that_say_why(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
-    summary = evaluate("tests.leaderboards.agents:nan_reward", ONE, out=tmp_path, workers=1, progress=False)
+    summary = evaluate("tests.leaderboards.agents:bad_results", ONE, out=tmp_path, workers=1, progress=False)
     rows = ResultsStore(tmp_path).rows()
     assert len(rows) == ONE.episodes, "a row was dropped"
     for row in rows:
-        if row.seed % 2:
-            assert row.status == "error" and "episode_return" in row.error and "finite" in row.error, row
+        if row.seed % 3 == 1:
+            assert row.status == "error" and "episode_return is nan" in row.error and "finite" in row.error, row
+        elif row.seed % 3 == 2:
+            assert row.status == "error" and "success must be a bool, got int" in row.error, row
         else:
             assert row.status == "ok" and math.isfinite(row.episode_return)
-    assert summary.rejected == sum(s % 2 for s in ONE.tasks[0].seeds)
+    assert summary.rejected == sum(s % 3 != 0 for s in ONE.tasks[0].seeds) == 3
 
 
 # ---- resume retries errors; two runs each report their own ----------------------------------------
