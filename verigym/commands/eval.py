@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
             with ResultsStore(out) as store:
                 print(f"exported to {store.export(args.export)}")
         except (RuntimeError, ValueError, OSError) as exc:  # StoreError is a RuntimeError
-            print(f"verigym eval: {exc}")
-            return 2
+            from verigym.commands import usage_error
+
+            return usage_error("eval", str(exc))
     return 0
