@@ -124,7 +124,7 @@ def _worker_build(name: str, config_json: str, item_seed: int | None) -> bool:
     return True
 
 
-GLOBAL_RNG_DATASETS = {"list_functions", "polynomial_multiplication", "pool_matrix"}
+GLOBAL_RNG_DATASETS = {"codeio", "list_functions", "polynomial_multiplication", "pool_matrix"}
 """Datasets whose generators draw from the global ``random`` or ``numpy.random`` RNGs (found by
 reading reasoning-gym 0.1.25 and by the probes below): for them both RNGs are seeded from (dataset, item seed) for the call
 and restored afterwards. Saving and restoring the global states costs about 0.5 ms, more than

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -21,6 +22,8 @@ MAX_BITS = 4096
 MAX_NODES = 256
 MAX_LENGTH = 2000
 MAX_FACTORIAL = 400
+_SPACED_DIGITS = re.compile(r"\d\s+\d")
+_GROUPED_INTEGER = re.compile(r"[-+]?\d{1,3}(?: \d{3})+(?:\.0+)?")
 
 CALCULATOR_TOOL = Tool(
     name="calculate",
@@ -238,6 +241,9 @@ class CalculatorEnv(ToolEnv):
         return result
 
     def _verify(self, answer: str) -> tuple[bool, float]:
+        # spaces inside a number only as thousands separators: "0 0" or "12 12" is not 0 or 1212
+        if _SPACED_DIGITS.search(answer) and not _GROUPED_INTEGER.fullmatch(answer.strip().rstrip(".")):
+            return False, 0.0
         return verify_integer(answer, self._gold)
 
     def oracle_action(self) -> str:

@@ -1,41 +1,37 @@
-"""The pinned adversarial answer corpus (issue item 5): every reply scores as pinned, in time."""
+"""The pinned adversarial answer corpus, for every text and tool id: every reply scores as pinned,
+in time, and no reply that does not give the answer alone succeeds (issue 16, section 3)."""
 
 from __future__ import annotations
 
-import json
 import os
-import pathlib
-import time
 
-import gymnasium as gym
 import pytest
 
 import verigym  # noqa: F401  (registers the ids)
-from tests.envs.text.adversarial import CASES, ENVS, SEED, wrong_answer
+from tests.envs.text.adversarial import CASES, CHEATS, TABLE_PATH, env_ids, play
 
-TABLE = json.loads((pathlib.Path(__file__).parent / "data" / "adversarial.json").read_text())
+TABLE = __import__("json").loads(TABLE_PATH.read_text())
 SCORE_TIMEOUT_S = 3.0
-TIME_BOUND_S = 15.0  # SCORE_TIMEOUT_S plus start-up of the verifier worker on a loaded machine
+TIME_BOUND_S = 15.0  # the sandbox deadline of the code envs (10 s) plus start-up on a loaded machine
 
 
-def test_table_covers_every_case_and_env():
-    assert {(row["env"], row["case"]) for row in TABLE} == {(e, c) for e in ENVS for c in CASES}
+def test_table_covers_every_case_and_every_text_and_tool_id():
+    ids = env_ids()
+    assert len(ids) >= 130
+    assert {(row["env"], row["case"]) for row in TABLE} == {(e, c) for e in ids for c in CASES}
 
 
-@pytest.mark.parametrize("env_id", ENVS)
+@pytest.mark.parametrize("env_id", env_ids())
 def test_replies_score_as_pinned(env_id):
-    env = gym.make(env_id, score_timeout=SCORE_TIMEOUT_S)
     pinned = {row["case"]: row for row in TABLE if row["env"] == env_id}
-    for case, build in CASES.items():
-        env.reset(seed=SEED)
-        answer = env.unwrapped._entry["answer"]
-        reply = build(answer, wrong_answer(answer))
-        start = time.perf_counter()
-        _, reward, terminated, _, info = env.step(reply)
-        elapsed = time.perf_counter() - start
-        assert terminated
-        assert info["score"] == pytest.approx(pinned[case]["score"]), case
-        assert reward == pytest.approx(info["score"]), case
-        assert ("action_error" in info) == pinned[case]["action_error"], case
+    results = play(env_id, score_timeout=SCORE_TIMEOUT_S)
+    anything_goes = results["wrong"][2]  # this item accepts any text: cheats cannot be told apart
+    for case, (score, action_error, success, elapsed, reward) in results.items():
+        assert score == pytest.approx(pinned[case]["score"]), case
+        assert action_error == pinned[case]["action_error"], case
         assert elapsed < TIME_BOUND_S, f"{case} took {elapsed:.1f} s"
+        if case in CHEATS and not anything_goes:
+            assert not success, f"{case} succeeded without giving the answer alone"
+        if env_id.startswith("verigym/RG-"):
+            assert reward == pytest.approx(score), case
     assert not os.path.exists("/tmp/verigym_pwned"), "agent text was executed"

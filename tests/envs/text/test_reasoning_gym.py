@@ -113,3 +113,88 @@ def test_items_do_not_depend_on_the_hash_seed(name):
         for h in ("1", "2")
     }
     assert len(outputs) == 1
+
+
+def test_every_scorer_is_bounded_in_process_or_in_the_worker():
+    """Linear scorers (reasoning-gym's base scorer, the audited LINEAR_SCORED) run in process; every
+    other dataset runs in the bounded verifier worker (issue 16, section 2)."""
+    import reasoning_gym.factory as factory
+    from reasoning_gym.dataset import ProceduralDataset
+
+    from verigym.envs.text.reasoning_gym_env import LINEAR_SCORED, SYMPY_SCORED, scored_in_process
+
+    assert LINEAR_SCORED <= set(NAMES)
+    for name in NAMES:
+        base = factory.DATASETS[name][0].score_answer is ProceduralDataset.score_answer
+        assert scored_in_process(name) == ((base or name in LINEAR_SCORED) and name not in SYMPY_SCORED), name
+
+
+@pytest.mark.parametrize(
+    ("env_id", "answer"),
+    [
+        ("verigym/RG-PropositionalLogic-v0", " ∧ ".join(f"(x{i} ∨ ¬x{i + 1})" for i in range(300))),
+        ("verigym/RG-PropositionalLogic-v0", "(" * 2000 + "P" + ")" * 2000),
+        ("verigym/RG-Puzzle24-v0", "9**9**9**9"),
+        ("verigym/RG-CoinFlip-v0", "1e999999999"),
+        ("verigym/RG-IntermediateIntegration-v0", "(a + b)**999999"),
+        ("verigym/RG-ArcAgi-v0", "9" * 60_000),
+    ],
+    ids=["logic-300-variables", "logic-2000-deep", "power-tower", "huge-exponent", "huge-power", "60k-digits"],
+)
+def test_exponential_replies_score_zero_within_the_bound(env_id, answer):
+    import time
+
+    env = gym.make(env_id)
+    env.reset(seed=0)
+    env.step(env.unwrapped.oracle_action())  # warm: the worker and the dataset are ready
+    env.reset(seed=0)
+    start = time.perf_counter()
+    _, reward, terminated, _, info = env.step(f"<answer>{answer}</answer>")
+    assert terminated and reward == 0.0 and not info["success"]
+    assert time.perf_counter() - start < 2.0 + 3.0  # the 2 s bound plus a loaded machine
+
+
+def test_reference_plus_text_never_succeeds_even_at_a_raw_score_of_one():
+    """Datasets whose own scorers give 1.0 to the reference plus other text (fraction_simplification,
+    gsm_symbolic, knights_knaves, kakurasu, quantum_lock, sokoban, survo, polynomial_equations)."""
+    from verigym.envs.text.reasoning_gym_env import _oracle_answer
+
+    for name in ("fraction_simplification", "gsm_symbolic", "knights_knaves", "kakurasu", "quantum_lock", "sokoban", "survo"):
+        env = gym.make(rg_env_id(name))
+        for seed in range(2):
+            env.reset(seed=seed)
+            reference = _oracle_answer(name, env.unwrapped._entry)
+            for reply in (f"{reference} x", f"x {reference}", f"{reference}\n{reference}"):
+                env.reset(seed=seed)
+                assert not env.step(f"<answer>{reply}</answer>")[4]["success"], (name, seed, reply)
+    env = gym.make("verigym/RG-ChainSum-v0")
+    env.reset(seed=0)
+    reference = env.unwrapped._entry["answer"]
+    assert env.step(f"<answer>{reference}.0</answer>")[4]["success"]  # equal in value: still right
+
+
+def test_game_of_life_halting_needs_the_right_boolean():
+    env = gym.make("verigym/RG-GameOfLifeHalting-v0")
+    for seed in range(3):
+        env.reset(seed=seed)
+        reference = env.unwrapped._entry["answer"]
+        other = "False" if reference == "True" else "True"
+        for reply, success in ((reference, True), (reference.lower(), True), (other, False), ("anything at all", False), (f"{reference} x", False)):
+            env.reset(seed=seed)
+            assert env.step(f"<answer>{reply}</answer>")[4]["success"] is success, (seed, reply)
+
+
+def test_propositional_logic_refuses_restated_premises():
+    env = gym.make("verigym/RG-PropositionalLogic-v0")
+    checked = 0
+    for seed in range(6):
+        env.reset(seed=seed)
+        premises = env.unwrapped._entry["metadata"]["premises"]
+        restated = [premises[0], " ∧ ".join(f"({p})" for p in premises), f"({premises[0]} ∧ {premises[0]})"]
+        for reply in restated:
+            env.reset(seed=seed)
+            assert not env.step(f"<answer>{reply}</answer>")[4]["success"], (seed, reply)
+            checked += 1
+        env.reset(seed=seed)
+        assert not env.step("<answer>(P ∨ Z9)</answer>")[4]["success"]  # a name that is not a variable
+    assert checked == 18
