@@ -57,8 +57,8 @@ TASKS = {
                      50_000, 475.0, 2048),
     "sac-pendulum": ("sac", "Pendulum-v1", rl_zoo.SAC_PENDULUM, "SAC", {"learning_rate": 1e-3}, 20_000, -200.0, 1000),
     # the README's DoorKey example, as written there
-    "ppo-doorkey": ("ppo", "verigym/DoorKey-5x5-v0", {"num_envs": 8, "learning_rate": 7e-4, "ent_coef": 0.01}, "PPO",
-                    {"n_envs": 8, "n_steps": 128, "learning_rate": 7e-4, "ent_coef": 0.01}, 60_000, 0.9, 8192),
+    "ppo-doorkey": ("ppo", "verigym/DoorKey-5x5-v0", {"num_envs": 8, "batch_size": 256, "num_epochs": 4, "learning_rate": 7e-4, "ent_coef": 0.01}, "PPO",
+                    {"n_envs": 8, "n_steps": 128, "batch_size": 256, "n_epochs": 4, "learning_rate": 7e-4, "ent_coef": 0.01}, 60_000, 0.9, 8192),
     # fixed budget (threshold None): the final return is compared; no evaluations on the way
     "ppo-halfcheetah": ("ppo", "HalfCheetah-v5", {"num_envs": 1, "num_steps": 2048, "normalize_observation": True, "normalize_reward": True}, "PPO",
                         {"normalize": True}, 200_000, None, 50_000),
@@ -71,10 +71,10 @@ def _evaluate(predict, env_id: str, episodes: int = 5) -> float:
     env = gym.make(env_id)
     returns = []
     for episode in range(episodes):
-        obs, _ = env.reset(seed=10_000 + episode)
+        obs, info = env.reset(seed=10_000 + episode)
         total, done = 0.0, False
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(predict(obs))
+        while not done:  # verigym's act reads info["action_mask"] (DoorKey's legal actions)
+            obs, reward, terminated, truncated, info = env.step(predict(obs, info))
             total += float(reward)
             done = terminated or truncated
         returns.append(total)
@@ -135,7 +135,7 @@ def run_verigym(task: str, seed: int) -> tuple[float, float, bool, float, int]:
         config = {**config, "torch_threads": THREADS}
     torch.set_num_threads(_TORCH_DEFAULT)  # what a user's process starts with: learn must pin it
     agent = agents.make(name, env_id, seed=seed, **config)
-    clock = _Clock(lambda o: agent.act(o, deterministic=True), env_id, threshold, every)
+    clock = _Clock(lambda o, i: agent.act(o, i, deterministic=True), env_id, threshold, every)
     agent.learn(env_id, budget, callbacks=[lambda m: clock.check(int(m["global_step"]))])
     return _result(clock, threshold)
 
@@ -171,7 +171,7 @@ def run_sb3(task: str, seed: int) -> tuple[float, float, bool, float, int]:
         env = VecNormalize(env)
     model = getattr(sb3, cls_name)("MlpPolicy", env, seed=seed, device="cpu", **kwargs)
     scale = env.normalize_obs if normalize else (lambda o: o)
-    clock = _Clock(lambda o: model.predict(scale(o), deterministic=True)[0], env_id, threshold, every)
+    clock = _Clock(lambda o, i: model.predict(scale(o), deterministic=True)[0], env_id, threshold, every)
 
     class Stop(BaseCallback):
         def _on_step(self) -> bool:
