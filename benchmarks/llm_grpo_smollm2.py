@@ -92,6 +92,13 @@ def run_trl(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     folder = resolve_model(args.model)
     model = AutoModelForCausalLM.from_pretrained(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
+    from trl.chat_template_utils import qwen2_5_chat_template, supports_tool_calling
+
+    if not supports_tool_calling(tokenizer) and "<|im_start|>" in str(tokenizer.chat_template):
+        # SmolLM2's ChatML template drops tool calls, which TRL refuses; Qwen2.5's template is ChatML
+        # with Hermes tool calls (the same special tokens), and TRL parses its replies
+        print("TRL: SmolLM2's template cannot render tool calls; using TRL's Qwen2.5 ChatML template", flush=True)
+        tokenizer.chat_template = qwen2_5_chat_template
     budget_end = time.perf_counter() + 60 * args.minutes
 
     class Budget(TrainerCallback):
