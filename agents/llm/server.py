@@ -34,9 +34,12 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import select
+import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -78,6 +81,8 @@ class _Job:
     done: threading.Event = field(default_factory=threading.Event)
     result: list[Generation] | None = None
     error: str | None = None
+    abandoned: bool = False
+    """the client stopped waiting (its timeout): the job is skipped if it has not started"""
 
 
 class _Batcher:
@@ -90,10 +95,15 @@ class _Batcher:
         self.thread = threading.Thread(target=self._loop, name="verigym-serve-batcher", daemon=True)
         self.thread.start()
 
-    def submit(self, job: _Job, timeout: float) -> list[Generation]:
+    def submit(self, job: _Job, timeout: float, client_gone: Callable[[], bool] | None = None) -> list[Generation]:
+        """Queue ``job`` and wait for it; a job whose client left (``client_gone()``) or timed out
+        is marked abandoned, so a batch that has not started skips it."""
         self.jobs.put(job)
-        if not job.done.wait(timeout):
-            raise TimeoutError(f"generation did not finish within {timeout:.0f} s")
+        deadline = time.monotonic() + timeout
+        while not job.done.wait(min(1.0, max(0.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline or (client_gone is not None and client_gone()):
+                job.abandoned = True
+                raise TimeoutError(f"generation did not finish within {timeout:.0f} s, or the client left")
         if job.error is not None:
             raise RuntimeError(job.error)
         return job.result or []
@@ -120,6 +130,8 @@ class _Batcher:
                 rows += job.n
             groups: dict[tuple[int, float, float, tuple[str, ...], int], list[_Job]] = {}
             for job in batch:
+                if job.abandoned:  # nobody waits for it: do not spend the batch's time on it
+                    continue
                 groups.setdefault(job.sampling, []).append(job)
             for (max_tokens, temperature, top_p, stop, top_logprobs), jobs in groups.items():
                 prompts = [job.prompt for job in jobs for _ in range(job.n)]
@@ -197,7 +209,8 @@ class ChatServer(ThreadingHTTPServer):
             raise RequestError("stop must be a string or a list of at most 8 strings", param="stop")
         return max_tokens, float(temperature), float(top_p), tuple(stop), top_logprobs, n
 
-    def _generate(self, prompt: list[int], sampling: tuple[int, float, float, tuple[str, ...], int, int]) -> list[Generation]:
+    def _generate(self, prompt: list[int], sampling: tuple[int, float, float, tuple[str, ...], int, int],
+                  client_gone: Callable[[], bool] | None = None) -> list[Generation]:
         max_tokens, temperature, top_p, stop, top_logprobs, n = sampling
         if len(prompt) + max_tokens > self.policy.max_context_tokens:
             raise RequestError(
@@ -205,7 +218,7 @@ class ChatServer(ThreadingHTTPServer):
                 f"context of {self.policy.max_context_tokens} tokens", param="messages"
             )
         job = _Job(prompt, n, (max_tokens, temperature, top_p, stop, top_logprobs))
-        return self.batcher.submit(job, self.request_timeout)
+        return self.batcher.submit(job, self.request_timeout, client_gone)
 
     def _token_text(self, token_id: int) -> str:
         return self.policy.tokenizer.decode([token_id])
@@ -297,7 +310,7 @@ class ChatServer(ThreadingHTTPServer):
             content.append({"token": token, "logprob": log_prob, "bytes": list(token.encode()), "top_logprobs": top})
         return {"content": content, "refusal": None}
 
-    def complete(self, request: Any) -> dict[str, Any]:
+    def complete(self, request: Any, client_gone: Callable[[], bool] | None = None) -> dict[str, Any]:
         """Answer a chat-completions request body (``stream`` is handled by the handler).
 
         Raises:
@@ -317,7 +330,7 @@ class ChatServer(ThreadingHTTPServer):
         sampling = self._sampling(request, default_max_tokens=256, top_logprobs=top_logprobs)
         prompt = self._chat_prompt(messages, tools)
         stop = sampling[3] + self.policy.chat.stop_strings
-        replies = self._generate(prompt, (sampling[0], sampling[1], sampling[2], stop, *sampling[4:]))
+        replies = self._generate(prompt, (sampling[0], sampling[1], sampling[2], stop, *sampling[4:]), client_gone)
         choices = []
         for i, r in enumerate(replies):
             content, calls = self._tool_calls(r.text) if tools else (r.text, [])
@@ -373,7 +386,7 @@ class ChatServer(ThreadingHTTPServer):
         return chunks
 
     # -- legacy completions ---------------------------------------------------------------------------
-    def text_complete(self, request: Any) -> dict[str, Any]:
+    def text_complete(self, request: Any, client_gone: Callable[[], bool] | None = None) -> dict[str, Any]:
         """Answer a ``/v1/completions`` request body.
 
         Raises:
@@ -404,7 +417,7 @@ class ChatServer(ThreadingHTTPServer):
             if not ids or not all(0 <= t < vocab for t in ids):
                 raise RequestError(f"a prompt is empty or has token ids outside [0, {vocab})", param="prompt")
             prompt_tokens += len(ids)
-            for r in self._generate(ids, sampling):
+            for r in self._generate(ids, sampling, client_gone):
                 completion_tokens += len(r.token_ids)
                 choice: dict[str, Any] = {"index": len(choices), "text": r.text, "finish_reason": r.finish_reason,
                                           "logprobs": None, "token_ids": list(r.token_ids)}
@@ -449,6 +462,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, message: str, kind: str = "invalid_request_error", *, code: Any = None, param: str | None = None) -> None:
         self._send(status, {"error": {"message": message, "type": kind, "param": param, "code": code}})
 
+    def _client_gone(self) -> bool:
+        """Whether the client closed its connection while its request waits (an eval worker killed
+        at its episode's time limit): readable with nothing to read."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
     def _send_events(self, chunks: list[dict[str, Any]]) -> None:
         """Server-sent events: one ``data: {json}`` per chunk, then ``data: [DONE]``."""
         try:
@@ -485,12 +507,12 @@ class _Handler(BaseHTTPRequestHandler):
                 raise RequestError(f"the body must be 1 byte to {_MAX_BODY} bytes of JSON")
             request = json.loads(self.rfile.read(length))
             if path.endswith("chat/completions"):
-                answer = self.server.complete(request)
+                answer = self.server.complete(request, self._client_gone)
                 if request.get("stream"):
                     self._send_events(self.server.stream_chunks(request, answer))
                     return
             else:
-                answer = self.server.text_complete(request)
+                answer = self.server.text_complete(request, self._client_gone)
         except RequestError as exc:
             self._error(exc.status, str(exc), code=exc.code, param=exc.param)
         except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:

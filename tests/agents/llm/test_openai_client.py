@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
+import time
 
 import gymnasium as gym
 import pytest
@@ -25,7 +28,12 @@ class ScriptedPolicy(TransformersPolicy):
         self.prompts = [self.chat.render(messages)]  # the tiny vocabulary cannot spell JSON: keep the text
         return super().encode_messages(messages)
 
+    delay = 0.0
+    generated = 0
+
     def generate(self, prompts, **sampling):
+        time.sleep(self.delay)
+        self.generated += len(prompts)
         ids = self.chat.encode(self.reply)
         return [Generation(self.reply, ids, [0.0] * len(ids), "stop") for _ in prompts]
 
@@ -147,3 +155,22 @@ def test_openai_agent_sends_tools_and_plays_tool_calls(scripted):
     observation, _, terminated, _, info = env.step(action)
     assert "action_error" not in info and not terminated and "[calculate result]\n4" in observation
     env.close()
+
+
+def test_a_request_whose_client_left_is_not_generated(scripted):
+    policy, httpd = scripted
+    policy.reply, policy.delay, policy.generated = "ok", 2.0, 0
+    client = openai.OpenAI(base_url=httpd.base_url, api_key="unused", timeout=60, max_retries=0)
+    first = threading.Thread(target=client.chat.completions.create,
+                             kwargs={"model": "tiny", "messages": [{"role": "user", "content": "a"}], "max_tokens": 2})
+    first.start()
+    time.sleep(0.5)  # the first request's batch is generating (2 s)
+    body = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "b"}], "max_tokens": 2}).encode()
+    host, port = httpd.server_address[:2]
+    with socket.create_connection((host, port)) as raw:  # a client that leaves before its answer
+        raw.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    first.join(timeout=30)
+    time.sleep(3.0)
+    policy.delay = 0.0
+    assert policy.generated == 1  # only the first request was sampled
