@@ -173,6 +173,7 @@ def test_symbolic_equal_refuses_hedges_in_every_spelling(answer):
 
 def test_symbolic_equal_still_accepts_lists_the_reference_has():
     assert symbolic_equal("1,000", "1000", timeout=30.0)
+    assert symbolic_equal("1/2", "0.5", timeout=30.0)  # a division is not a list
     assert symbolic_equal("\\{1, 2\\}", "\\{1, 2\\}", timeout=30.0)
 
 

@@ -70,6 +70,7 @@ _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 _HEDGE_WORDS = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|probably|otherwise|alternatively)\b", re.IGNORECASE)
 _SEPARATORS = (",", ";", "|", "\n", " and ", "/", "&")
+_LIST_SEPARATORS = (",", ";", "|", "\n", " and ", " or ")  # not "/" or "&": division, LaTeX alignment
 _LATEX_TEXT = re.compile(r"\\(?:text|textbf|textit|textrm|texttt|mathrm|mathbf|mathit|mathtt|operatorname|mbox|hbox)\s*\{([^{}]*)\}")
 _LATEX_OR = re.compile(r"\\(?:lor|vee|mid)\b|\|\||\u2228")
 _LATEX_PLUS_MINUS = re.compile(r"\\(?:pm|mp)\b|[\u00b1\u2213]")
@@ -203,19 +204,24 @@ def _part(text: str) -> str:
     return normalize_answer(text).strip(_BRACKETS + " ").strip()
 
 
-def alternatives(answer: str, reference: str) -> set[str]:
+def alternatives(answer: str, reference: str, *, separators: Iterable[str] | None = None) -> set[str]:
     """The distinct alternatives ``answer`` lists at separators ``reference`` does not use.
 
     Separators: ``,`` ``;`` ``|`` ``&`` ``/`` newline (LaTeX ``\\\\`` and ``\\quad`` too), "and",
     "or" (``\\lor``, ``\\vee``, ``||`` too). Brackets and quotes around a part are dropped, so
     ``[41, 42]`` and ``\\{41, 42\\}`` list ``{"41", "42"}``.
 
+    Args:
+        answer: the answer.
+        reference: the reference answer.
+        separators: the separators to split at (default: all of the above).
+
     Returns:
         The normalized parts; fewer than two means the answer lists no alternatives.
     """
     a, o = _hedge_form(answer), _hedge_form(reference)
     parts = {a}
-    for separator in (*_SEPARATORS, " or "):
+    for separator in (*_SEPARATORS, " or ") if separators is None else separators:
         if separator in o or (separator.strip() and separator.strip() in o.split()):
             continue
         parts = {piece for part in parts for piece in part.split(separator)}
@@ -563,7 +569,7 @@ def symbolic_equal(answer: str, reference: str, *, timeout: float = 2.0, max_len
     hedge = _hedge_form(answer)
     if (_HEDGE_WORDS.search(hedge) and not _HEDGE_WORDS.search(_hedge_form(reference))) or ("\u00b1" in hedge and "\u00b1" not in _hedge_form(reference)):
         return False  # "41 or 42", "\\text{41 or 42}", "\\pm 42": a hedge is never equal
-    if len(alternatives(answer, reference)) >= 2:
+    if len(alternatives(answer, reference, separators=_LIST_SEPARATORS)) >= 2:
         return False  # "41, 42", "[41, 42]", "41 \\\\ 42": several values where one is asked for
     try:
         return bool(call_bounded(_math_verify_equal, answer, reference, timeout=timeout))
