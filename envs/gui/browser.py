@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import threading
 from functools import lru_cache
 from importlib import resources
@@ -126,6 +127,13 @@ def shared_chromium() -> Any:
     return chromium
 
 
+def _stop_browser(chromium: Any) -> None:
+    try:
+        chromium.close()
+    except Exception as exc:  # a dead browser or driver, or another thread's
+        logger.debug("ignored while closing the shared browser: %s", exc)
+
+
 def _stop(driver: Any, chromium: Any = None) -> None:
     for action in (getattr(chromium, "close", None), driver.stop):
         if action is None:
@@ -136,16 +144,46 @@ def _stop(driver: Any, chromium: Any = None) -> None:
             logger.debug("ignored while stopping the shared browser: %s", exc)
 
 
+def _driver_pids() -> list[int]:
+    """This process's child processes that are Playwright drivers (node running ``run-driver``)."""
+    found = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                command = handle.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == os.getpid() and b"playwright" in command and b"run-driver" in command:
+            found.append(int(entry))
+    return found
+
+
 def shutdown() -> None:
     """Close this process's shared Chromium processes and Playwright drivers (idempotent).
 
     Runs at interpreter exit by itself; call it to free the memory earlier. A later GUI env
     relaunches Chromium.
     """
-    for key, (pid, driver, chromium) in list(_SHARED.items()):
-        if pid == os.getpid():
-            del _SHARED[key]
-            _stop(driver, chromium)
+    mine = [(key, entry) for key, entry in _SHARED.items() if entry[0] == os.getpid()]
+    if not mine:
+        return
+    for key, (_, _, chromium) in mine:
+        del _SHARED[key]
+        _stop_browser(chromium)
+    # A process forked since a driver started (a fork-based worker) holds a copy of the driver's
+    # stdin, so closing ours never reaches node with an EOF and a graceful stop would wait for
+    # ever: end the drivers first, then let Playwright collect them.
+    for pid in _driver_pids():
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    for _, (_, driver, _) in mine:
+        _stop(driver)
 
 
 atexit.register(shutdown)

@@ -238,3 +238,26 @@ def test_malformed_actions_do_not_touch_the_page():
         assert env._state["value"] == ""
     finally:
         env.close()
+
+
+def test_interpreter_exits_promptly_after_a_fork_with_the_shared_browser_open():
+    """A fork-based worker started while the shared driver runs holds a copy of the driver's
+    stdin: the exit-time shutdown must still end the driver instead of waiting for its EOF."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import os
+        import gymnasium as gym
+        import verigym
+        from verigym.verifiers import BoundedWorker
+        env = gym.make("verigym/ClickButton-v0")
+        env.reset(seed=0)
+        print(BoundedWorker(start_method="fork").call(os.getpid, (), timeout=60))
+        env.close()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip().isdigit(), done.stderr
