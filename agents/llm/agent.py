@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from verigym.agents.common.config import AgentConfig, require
-from verigym.agents.llm.chat import initial_messages
+from verigym.agents.llm.chat import feedback_text, initial_messages
 
 __all__ = ["ChatHistory", "LLMAgent", "LLMConfig"]
 
@@ -53,10 +53,7 @@ class ChatHistory:
             self._instructions = str((info or {}).get("instructions", ""))
             self.messages = initial_messages(self._instructions, text)
         else:
-            error = (info or {}).get("action_error")
-            if error:
-                text = f"{text}\n(Your last action was invalid: {error})"
-            self.messages.append({"role": "user", "content": text})
+            self.messages.append({"role": "user", "content": feedback_text(text, info)})
         self._trim()
         return list(self.messages)
 

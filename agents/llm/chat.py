@@ -12,12 +12,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["ChatFormat", "Message", "initial_messages"]
+__all__ = ["ChatFormat", "Message", "feedback_text", "initial_messages"]
 
 Message = Mapping[str, str]
 """A chat message: ``{"role": "system" | "user" | "assistant", "content": str}``."""
 
 _SENTINEL = "\u2402verigym-reply\u2402"
+
+
+def feedback_text(observation: Any, info: Mapping[str, Any] | None) -> str:
+    """The next user message: the observation, plus the env's ``action_error`` when the observation
+    does not already say it (a GUI page or a grid looks the same after an invalid action), so the
+    model learns what was wrong. :class:`~verigym.agents.llm.agent.ChatHistory` writes the same."""
+    text = str(observation)
+    error = (info or {}).get("action_error")
+    if error and str(error) not in text:
+        text = f"{text}\n(Your last action was invalid: {error})"
+    return text
 
 
 def initial_messages(instructions: str, observation: str) -> list[dict[str, str]]:

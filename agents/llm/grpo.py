@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from verigym.agents.common.config import AgentConfig, require
-from verigym.agents.llm.chat import initial_messages
+from verigym.agents.llm.chat import feedback_text, initial_messages
 from verigym.agents.llm.curriculum import UCBCurriculum
 from verigym.agents.llm.policy import TransformersPolicy
 from verigym.core import ACTION_ERROR, SCORE, SUCCESS
@@ -264,7 +264,7 @@ def rollout(
                 _finish(episode, None, config)
             else:
                 ended = bool(reply.token_ids) and reply.token_ids[-1] in policy.eos_token_ids
-                following = chat.encode(chat.continuation(str(observation), reply_ended=ended))
+                following = chat.encode(chat.continuation(feedback_text(observation, info), reply_ended=ended))
                 if len(episode.token_ids) + len(following) + config.max_new_tokens > context:
                     _finish(episode, None, config)  # no room for another reply
                 else:

@@ -121,3 +121,11 @@ def test_shared_prompts_are_prefilled_once_with_identical_results(policy):
             logits = policy.model(input_ids=ids).logits[0, len(p) - 1:-1].float()
         expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(g.token_ids)[:, None])[:, 0]
         assert g.log_probs == pytest.approx(expected.tolist(), abs=1e-4)
+
+
+def test_feedback_text_adds_the_action_error_once():
+    from verigym.agents.llm.chat import feedback_text
+
+    assert feedback_text("page", {"action_error": "no element 9"}) == "page\n(Your last action was invalid: no element 9)"
+    assert feedback_text("Invalid move: bad", {"action_error": "bad"}) == "Invalid move: bad"
+    assert feedback_text("obs", {}) == "obs"
