@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if "error" in row:
             print(f"{row['trainer']:10s} refused: {row['error'][:80]}")
             continue
-        before = f"{row['before']:.3f}" if "before" in row else rows[0]["before"]
+        before = f"{row.get('before', rows[0]['before']):.3f}"
         print(f"{row['trainer']:10s} {row['steps']:6d} {row['seconds_per_step']:8.1f} {before!s:>7s} {row['after']:7.3f}")
     (out / "result.json").write_text(json.dumps(rows, indent=2) + "\n")
     return {"rows": rows}
