@@ -452,6 +452,19 @@ class ResultsStore:
             out.append(EpisodeRow(**record))
         return out
 
+    def suite_rows(self, suite: Iterable[Any] | None, *, agent_spec: str | None = None) -> list[EpisodeRow]:
+        """Rows of a suite's tasks on the suite's own seeds (every row when ``suite`` is None).
+
+        Args:
+            suite: a :class:`verigym.leaderboards.suite.Suite` (its tasks have ``env_id`` and ``seeds``)
+                or None.
+            agent_spec: only this agent's rows.
+        """
+        if suite is None:
+            return self.rows(agent_spec=agent_spec)
+        seeds = {task.env_id: set(task.seeds) for task in suite}
+        return [row for row in self.rows(env_ids=seeds, agent_spec=agent_spec) if row.seed in seeds[row.env_id]]
+
     def export(self, path: str | pathlib.Path) -> pathlib.Path:
         """Write every row to ``path`` as JSON (``.json``) or CSV (``.csv``).
 

@@ -23,14 +23,6 @@ from verigym.leaderboards.suite import EVAL_SEED_START, Suite, Task, list_suites
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _stop_the_resource_tracker():
-    """The spawned eval workers start multiprocessing's resource tracker, which would otherwise
-    outlive the session (the session-end check counts it as a leaked child); it restarts on demand."""
-    yield
-    from multiprocessing import resource_tracker
-
-    resource_tracker._resource_tracker._stop()
 CHEAP = Suite("cheap", (Task("verigym/GuessNumber-v0", episodes=6), Task("verigym/Treasure-7x7-v0", episodes=6)))
 
 

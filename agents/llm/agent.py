@@ -117,6 +117,7 @@ class LLMAgent:
         self.generator.manual_seed(config.seed)
         budget = min(config.max_context_tokens, self.policy.max_context_tokens) - config.max_new_tokens
         self.history = ChatHistory(lambda messages: len(self.policy.encode_messages(messages)), budget)
+        self.last_generation: Any = None  # the last reply's tokens/usage, read by the trajectory recorder
 
     @classmethod
     def from_env(cls, env: Any = None, **config: Any) -> LLMAgent:
@@ -136,6 +137,7 @@ class LLMAgent:
             [messages], max_new_tokens=cfg.max_new_tokens, temperature=0.0 if deterministic else cfg.temperature,
             top_p=cfg.top_p, stop=cfg.stop, generator=self.generator,
         )[0]
+        self.last_generation = reply  # its token_ids go into the recorded trajectory
         self.history.reply(reply.text)
         return reply.text
 

@@ -130,6 +130,7 @@ class OpenAIAgent:
     def __init__(self, config: OpenAIConfig):
         self.config = config
         self.history = ChatHistory(lambda messages: sum(len(m["content"]) for m in messages), config.max_context_chars)
+        self.last_generation: Any = None  # the last reply's tokens/usage, read by the trajectory recorder
         self._seed = config.seed
         self._calls = 0
         self._tools: list[Any] = []
@@ -166,6 +167,7 @@ class OpenAIAgent:
             cfg.base_url, payload, api_key=os.environ.get(cfg.api_key_env) or None,
             timeout=cfg.timeout, max_retries=cfg.max_retries,
         )
+        self.last_generation = {"usage": answer.get("usage")} if isinstance(answer, dict) else None  # for the trajectory
         try:
             message = answer["choices"][0]["message"]
             text = message.get("content") or ""

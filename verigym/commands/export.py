@@ -27,10 +27,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         suite = load_suite(args.suite) if args.suite else None
         with ResultsStore(args.out or DEFAULT_DIR, create=False) as store:
-            rows = store.rows(env_ids=[t.env_id for t in suite] if suite else None, agent_spec=args.agent)
-            if suite is not None:
-                seeds = {t.env_id: set(t.seeds) for t in suite}
-                rows = [r for r in rows if r.seed in seeds[r.env_id]]
+            rows = store.suite_rows(suite, agent_spec=args.agent)
             if not args.include_errors:
                 rows = [r for r in rows if r.status == "ok"]
             if args.success != "any":
