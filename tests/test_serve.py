@@ -4,6 +4,7 @@ clients and by OpenEnv's own ``GenericEnvClient``; errors, limits, tokens, resta
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import re
@@ -292,7 +293,10 @@ def test_two_hundred_concurrent_sessions_do_not_cross_talk(server):
     async def main():
         return await asyncio.gather(*(play(seed) for seed in seeds))
 
-    got = asyncio.run(main())
+    # in a thread of its own: a GUI env used earlier in this thread keeps sync Playwright's event loop
+    # marked as running here (its shared Chromium lives on), and asyncio.run refuses to nest
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        got = pool.submit(asyncio.run, main()).result(timeout=300)
     assert [g for g in got] == [expected[seed] for seed in seeds]
     assert len({tuple(g) for g in got}) >= 5  # different seeds, different games
 
