@@ -325,7 +325,6 @@ def _worker_main(connection: Any, spec_text: str, device: str, parent_pid: int |
     if parent_pid is not None:
         _bind_to_parent(parent_pid)
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread per worker: workers are the parallelism
-    os.environ.setdefault("MUJOCO_GL", "egl")  # headless frames (--record-frames), before anything imports mujoco
     cache = _Cache(parse_agent_spec(spec_text), device)
     while True:
         message = connection.recv()

@@ -25,16 +25,10 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from typing import Any
 
 import gymnasium as gym
-
-if "DISPLAY" not in os.environ and "WAYLAND_DISPLAY" not in os.environ:
-    # headless machine: render with EGL unless the user chose a backend (read by mujoco on import)
-    os.environ.setdefault("MUJOCO_GL", "egl")
-
-import mujoco  # noqa: E402
+import mujoco  # MUJOCO_GL's headless default is set in the package's __init__
 import numpy as np
 from gymnasium import spaces
 

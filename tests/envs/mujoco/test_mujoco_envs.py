@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import gymnasium as gym
 import mujoco
 import numpy as np
@@ -246,3 +248,17 @@ def test_copies_step_their_own_data_and_the_fast_path_matches_the_slow_one(env_i
     before = {k: v.copy() for k, v in env._observation().items()}
     copies[0].step(-action)
     assert all(np.array_equal(before[k], v) for k, v in env._observation().items())
+
+
+def test_headless_backend_is_chosen_before_any_env_module_imports_mujoco():
+    """reach.py imports mujoco before base.py: the EGL default must already be set by the package."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY", "WAYLAND_DISPLAY")}
+    code = ("import verigym.envs.mujoco.reach, mujoco\n"
+            "model = mujoco.MjModel.from_xml_string('<mujoco/>')\n"
+            "print(mujoco.Renderer(model, 16, 16).render().shape)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]  # a renderer on no OpenGL platform raises FatalError
+    assert out.stdout.strip() == "(16, 16, 3)"
