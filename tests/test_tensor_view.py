@@ -6,6 +6,7 @@ import sys
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 from verigym.core import UnicodeText, episode_end
 from verigym.wrappers import CandidateActionWrapper, HashedNGramObservation, hashed_ngrams
@@ -64,3 +65,37 @@ def test_hashed_ngrams_independent_of_hash_seed():
         for s in ("1", "2")
     ]
     assert json.loads(outs[0]) == json.loads(outs[1]) == hashed_ngrams("the red ball", 32).tolist()
+
+
+def test_hangman_mask_is_the_letters_legal_now():
+    env = CandidateActionWrapper(gym.make("verigym/Hangman-Medium-v0"))
+    assert env.action_space.n == 26
+    _, info = env.reset(seed=3)
+    assert info["action_mask"].tolist() == [1] * 26
+    e = env.candidates.index("e")
+    _, _, _, _, info = env.step(e)
+    assert "action_error" not in info and info["action_mask"][e] == 0 and info["action_mask"].sum() == 25
+    # the mask comes from the game's own legality: the env penalises exactly the masked-out move
+    _, reward, _, _, info = env.step(e)
+    assert "already tried" in info["action_error"] and reward == env.unwrapped.invalid_action_reward
+
+
+def test_wordle_candidates_are_never_cut():
+    from verigym.envs.text.words import FIVE_LETTER_WORDS
+
+    env = CandidateActionWrapper(gym.make("verigym/Wordle-Medium-v0"))
+    assert env.action_space.n == len(FIVE_LETTER_WORDS) == 529
+    reachable = 0
+    for seed in range(200):
+        _, info = env.reset(seed=seed)
+        index = env.candidates.index(FIVE_LETTER_WORDS[env.unwrapped._secret])  # raises if cut
+        reachable += int(info["action_mask"][index])
+    assert reachable == 200
+    small = CandidateActionWrapper(gym.make("verigym/Wordle-Medium-v0"), max_candidates=64)
+    with pytest.raises(ValueError, match="529 action candidates"):
+        small.reset(seed=0)
+
+
+def test_candidate_wrapper_without_candidates_needs_a_size():
+    with pytest.raises(ValueError, match="no action candidates"):
+        CandidateActionWrapper(gym.make("verigym/GuessNumber-v0"))

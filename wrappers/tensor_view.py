@@ -1,7 +1,8 @@
 """The tensor view of text environments (DESIGN.md section 2, "Two views").
 
 * :class:`CandidateActionWrapper` -- ``Discrete(max_candidates)`` actions over the env's finite
-  answer set, read from ``info["action_candidates"]`` (or the env's ``action_candidates()``).
+  answer set, read from ``info["action_candidates"]`` (or the env's ``action_candidates()``), with
+  ``info["action_mask"]`` the moves legal now.
 * :class:`HashedNGramObservation` -- a fixed-size ``float32`` observation from text by feature
   hashing of word n-grams (Weinberger et al. 2009, "Feature Hashing for Large Scale Multitask
   Learning"), independent of ``PYTHONHASHSEED``.
@@ -11,6 +12,7 @@ The same seed gives the same task and the same reward in both views.
 
 from __future__ import annotations
 
+import copy
 import re
 import zlib
 from collections.abc import Sequence
@@ -28,59 +30,107 @@ from verigym.core import (
     action_error_info,
     coerce_action,
 )
+from verigym.envs.text.base import CANDIDATE_MASK
 
 __all__ = ["CandidateActionWrapper", "HashedNGramObservation", "hashed_ngrams"]
 
 
 class CandidateActionWrapper(gym.Wrapper, RecordConstructorArgs):
-    """``Discrete`` actions over a text env's candidate answers.
+    """``Discrete`` actions over a text env's candidate answers, masked to the moves legal now.
 
     Action ``i`` submits ``candidates[i]``, where ``candidates`` is the list the env put in
     ``info["action_candidates"]`` on the last ``reset``/``step`` (or, if absent there, what
     ``env.unwrapped.action_candidates()`` returns). ``info["action_mask"]`` (``int8`` array of
-    shape ``(max_candidates,)``) is 1 for indices that name a candidate.
+    shape ``(max_candidates,)``) is 1 for the candidates that are legal moves now, from the env's
+    own legality: ``info["candidate_mask"]`` (aligned with the candidates, see
+    :class:`verigym.envs.text.base.TextGameEnv`) or ``env.unwrapped.legal_candidates()``; an env
+    with neither has every candidate legal. Hangman's tried letters, for instance, are masked out.
 
     An index with no candidate (or out of range) does not step the env: reward
-    ``invalid_action_reward``, ``info["action_error"]``, same observation.
+    ``invalid_action_reward``, ``info["action_error"]``, same observation. An index whose candidate
+    is listed but masked out is passed to the env, which applies its own penalty for an illegal
+    move (so both views score the same move the same way).
+
+    The candidate set is never cut: when the env lists more candidates than ``max_candidates``,
+    ``reset``/``step`` raise ``ValueError`` (pass a larger ``max_candidates``).
 
     Args:
         env: a text env that exposes candidates.
-        max_candidates: size of the ``Discrete`` action space; extra candidates are cut off.
+        max_candidates: size of the ``Discrete`` action space; ``None`` (default): the number of
+            candidates ``env.unwrapped.action_candidates()`` lists on a probe ``reset`` (seed 0), for
+            games with a fixed candidate list such as Wordle's 529 words or Hangman's 26 letters.
         invalid_action_reward: reward for choosing an index with no candidate.
 
     Raises:
-        ValueError: ``max_candidates`` < 1.
+        ValueError: ``max_candidates`` < 1, or ``None`` and the env lists no candidates.
     """
 
-    def __init__(self, env: gym.Env, *, max_candidates: int = 64, invalid_action_reward: float = -1.0):
-        if max_candidates < 1:
-            raise ValueError(f"max_candidates must be >= 1, got {max_candidates}")
+    def __init__(self, env: gym.Env, *, max_candidates: int | None = None, invalid_action_reward: float = -1.0):
+        if max_candidates is None:
+            max_candidates = self._candidate_count(env)
+        if isinstance(max_candidates, bool) or not isinstance(max_candidates, (int, np.integer)) or max_candidates < 1:
+            raise ValueError(f"max_candidates must be an int >= 1 (or None: from the env), got {max_candidates!r}")
+        max_candidates = int(max_candidates)
         RecordConstructorArgs.__init__(self, max_candidates=max_candidates, invalid_action_reward=invalid_action_reward)
         gym.Wrapper.__init__(self, env)
         self.max_candidates = max_candidates
         self.invalid_action_reward = float(invalid_action_reward)
         self.action_space = spaces.Discrete(max_candidates)
         self._candidates: list[str] = []
+        self._legal = np.zeros(0, dtype=np.int8)
         self._last_obs: Any = None
+
+    @staticmethod
+    def _candidate_count(env: gym.Env) -> int:
+        """The number of candidates ``env`` lists after a probe ``reset(seed=0)`` on a deep copy."""
+        probe = copy.deepcopy(env)
+        _, info = probe.reset(seed=0)
+        found = info.get(ACTION_CANDIDATES)
+        if found is None and callable(getattr(probe.unwrapped, "action_candidates", None)):
+            found = probe.unwrapped.action_candidates()
+        probe.close()
+        if not found:
+            raise ValueError(
+                f"{type(env.unwrapped).__name__} lists no action candidates after reset; it has no tensor view "
+                "through CandidateActionWrapper (or pass max_candidates for a game whose list starts empty)"
+            )
+        return len(found)
 
     @property
     def candidates(self) -> list[str]:
-        """The current candidate answers (at most ``max_candidates``)."""
+        """The current candidate answers (index ``i`` of the action space submits ``candidates[i]``)."""
         return list(self._candidates)
 
     def _update(self, info: dict[str, Any]) -> dict[str, Any]:
         found: Sequence[str] | None = info.get(ACTION_CANDIDATES)
-        if found is None and callable(getattr(self.env.unwrapped, "action_candidates", None)):
-            found = self.env.unwrapped.action_candidates()
-        self._candidates = [str(c) for c in (found or [])][: self.max_candidates]
+        unwrapped = self.env.unwrapped
+        if found is None and callable(getattr(unwrapped, "action_candidates", None)):
+            found = unwrapped.action_candidates()
+        candidates = [str(c) for c in (found or [])]
+        if len(candidates) > self.max_candidates:
+            raise ValueError(
+                f"{type(unwrapped).__name__} lists {len(candidates)} action candidates but the action space is "
+                f"Discrete({self.max_candidates}); cutting the list would hide moves (maybe the answer). Wrap with "
+                f"max_candidates>={len(candidates)}, or max_candidates=None to take the size from the env"
+            )
+        mask = info.get(CANDIDATE_MASK)
+        if mask is None or np.shape(mask) != (len(candidates),):
+            legal_now = getattr(unwrapped, "legal_candidates", None)
+            if callable(legal_now):
+                legal = {str(c) for c in (legal_now() or ())}
+                mask = [c in legal for c in candidates]
+            else:
+                mask = np.ones(len(candidates), dtype=np.int8)
+        self._candidates = candidates
+        self._legal = np.asarray(mask, dtype=np.int8)
         info = dict(info)
         info[ACTION_MASK] = self.action_mask()
         return info
 
     def action_mask(self) -> np.ndarray:
-        """``int8`` array of shape ``(max_candidates,)``: 1 where an index names a candidate."""
+        """``int8`` array of shape ``(max_candidates,)``: 1 where an index names a legal move now."""
         mask = np.zeros(self.max_candidates, dtype=np.int8)
-        mask[: len(self._candidates)] = 1
+        mask[: len(self._legal)] = self._legal
         return mask
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from verigym.core import (
     ACTION_CANDIDATES,
@@ -23,7 +24,11 @@ from verigym.core import (
 )
 from verigym.verifiers import strip_think
 
-__all__ = ["DIFFICULTIES", "ReplySpace", "TextGameEnv", "check_choice", "visible_text"]
+__all__ = ["CANDIDATE_MASK", "DIFFICULTIES", "ReplySpace", "TextGameEnv", "check_choice", "visible_text"]
+
+CANDIDATE_MASK = "candidate_mask"
+"""Info key: ``int8`` array of shape ``(len(info["action_candidates"]),)``, 1 where that candidate
+is a legal move now (the tensor view's ``action_mask`` comes from it)."""
 
 DIFFICULTIES = ("easy", "medium", "hard")
 """The difficulty levels of the procedural games."""
@@ -79,7 +84,9 @@ class TextGameEnv(EpisodeGuard, gym.Env[str, str]):
     """Base class of the multi-turn text games (see the module docstring).
 
     Subclasses set ``max_turns`` in ``__init__`` (before calling :meth:`_init_base`) and may return
-    a finite move list from :meth:`action_candidates` (it goes to ``info["action_candidates"]``).
+    a finite move list from :meth:`action_candidates` (it goes to ``info["action_candidates"]``)
+    and, when some of them are illegal in the current state, :meth:`legal_candidates` (the mask of
+    the legal ones goes to ``info["candidate_mask"]``).
     Reward: ``+1`` on the solving turn; ``invalid_action_reward`` for a malformed or illegal move
     (the turn is spent); ``0`` otherwise. Episodes end when solved (terminated, success), when the
     game is lost (terminated, no success) or when ``max_turns`` are spent (truncated); after that,
@@ -129,6 +136,11 @@ class TextGameEnv(EpisodeGuard, gym.Env[str, str]):
         """The finite set of replies, if the game has one (for the tensor view)."""
         return None
 
+    def legal_candidates(self) -> list[str] | None:
+        """The candidates that are legal moves now (the game's own legality, e.g. Hangman's untried
+        letters); default: every candidate of :meth:`action_candidates`."""
+        return self.action_candidates()
+
     # -- TextInterface -------------------------------------------------------------------------------
     def observation_text(self, observation: str) -> str:
         return observation
@@ -148,6 +160,8 @@ class TextGameEnv(EpisodeGuard, gym.Env[str, str]):
         candidates = self.action_candidates()
         if candidates is not None:
             info[ACTION_CANDIDATES] = candidates
+            legal = set(self.legal_candidates() or ())
+            info[CANDIDATE_MASK] = np.fromiter((c in legal for c in candidates), dtype=np.int8, count=len(candidates))
         return info
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:

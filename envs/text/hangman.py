@@ -66,6 +66,10 @@ class HangmanEnv(TextGameEnv):
     def action_candidates(self) -> list[str]:
         return list(string.ascii_lowercase)
 
+    def legal_candidates(self) -> list[str]:
+        """The letters not tried yet (a tried letter is an invalid move)."""
+        return [c for c in string.ascii_lowercase if c not in self._tried]
+
     def _pattern(self) -> str:
         return " ".join(c if c in self._tried else "_" for c in self._word)
 
