@@ -2,6 +2,7 @@
 
 * :class:`LanguageWrapper` -- any env as Text -> Text (the text view for LLM agents).
 * :class:`CandidateActionWrapper`, :class:`HashedNGramObservation` -- the tensor view of text envs.
+* :class:`ScreenshotClickWrapper` -- the tensor view of GUI envs (screenshot in, ``Discrete`` clicks out).
 * :class:`ActionDelay`, :class:`ObservationNoise`, :class:`DynamicsPerturbation` -- robustness
   variants (latency, sensor noise, per-episode mass/friction/damping scales).
 
@@ -18,6 +19,7 @@ _EXPORTS = {
     "CandidateActionWrapper": "verigym.wrappers.tensor_view",
     "HashedNGramObservation": "verigym.wrappers.tensor_view",
     "hashed_ngrams": "verigym.wrappers.tensor_view",
+    "ScreenshotClickWrapper": "verigym.wrappers.tensor_view",
     "ActionDelay": "verigym.wrappers.robustness",
     "ObservationNoise": "verigym.wrappers.robustness",
     "DynamicsPerturbation": "verigym.wrappers.robustness",

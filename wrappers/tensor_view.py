@@ -1,4 +1,4 @@
-"""The tensor view of text environments (DESIGN.md section 2, "Two views").
+"""The tensor view of text and GUI environments (DESIGN.md section 2, "Two views").
 
 * :class:`CandidateActionWrapper` -- ``Discrete(max_candidates)`` actions over the env's finite
   answer set, read from ``info["action_candidates"]`` (or the env's ``action_candidates()``), with
@@ -6,6 +6,8 @@
 * :class:`HashedNGramObservation` -- a fixed-size ``float32`` observation from text by feature
   hashing of word n-grams (Weinberger et al. 2009, "Feature Hashing for Large Scale Multitask
   Learning"), independent of ``PYTHONHASHSEED``.
+* :class:`ScreenshotClickWrapper` -- GUI envs as pixels in, ``Discrete`` clicks out (a click grid
+  or the page's actionable elements), for SB3's ``CnnPolicy`` and other pixel agents.
 
 The same seed gives the same task and the same reward in both views.
 """
@@ -32,7 +34,7 @@ from verigym.core import (
 )
 from verigym.envs.text.base import CANDIDATE_MASK
 
-__all__ = ["CandidateActionWrapper", "HashedNGramObservation", "hashed_ngrams"]
+__all__ = ["CandidateActionWrapper", "HashedNGramObservation", "ScreenshotClickWrapper", "hashed_ngrams"]
 
 
 class CandidateActionWrapper(gym.Wrapper, RecordConstructorArgs):
@@ -206,3 +208,122 @@ class HashedNGramObservation(gym.ObservationWrapper, RecordConstructorArgs):
         if not isinstance(observation, str):
             raise TypeError(f"HashedNGramObservation needs str observations, got {type(observation).__name__}")
         return hashed_ngrams(observation, self.dim, self.ngram_range)
+
+
+class ScreenshotClickWrapper(gym.Wrapper, RecordConstructorArgs):
+    """The tensor view of GUI envs, for pixel-based RL agents (SB3 ``CnnPolicy``, CleanRL's Atari nets).
+
+    Observation: the screenshot, ``Box(0, 255, (height, width, 3), uint8)`` (channel-last RGB),
+    resized from the page's viewport with a bilinear filter (``size=None`` keeps the viewport size).
+
+    Action: ``Discrete``, one of
+
+    * ``actions="grid"`` (default): ``Discrete(rows * cols)``; action ``i`` is a real mouse click
+      (the env's ``click_xy``) at the centre of cell ``(i // cols, i % cols)`` of a ``rows x cols``
+      grid over the viewport. Every cell is always clickable (``info["action_mask"]`` all ones).
+    An index outside the action space (NaN, negative, too large) does not touch the page: reward 0,
+    ``info["action_error"]``, same observation.
+
+    * ``actions="elements"``: ``Discrete(max_elements)``; action ``i`` clicks the page's actionable
+      element ``i`` (the env's ``click``, ids of the last observation's element list);
+      ``info["action_mask"]`` is 1 for the ids on the page now. An id not on the page gets the
+      env's own malformed-action handling (the step is spent, ``info["action_error"]``).
+
+    Rewards, episode ends and ``info`` (``success``/``score`` from the page's verifier) are the
+    env's own: the wrapper only translates observations and actions, so the same seed and the same
+    clicks give the same reward in every view.
+
+    Args:
+        env: a GUI env (``family="gui"``; a ``Dict`` observation with ``"screenshot"`` and the
+            ``click_xy``/``click`` ops of :class:`verigym.envs.gui.env.GuiEnv`).
+        actions: ``"grid"`` or ``"elements"``.
+        grid: ``(rows, cols)`` of the click grid, each in 1..64.
+        size: ``(height, width)`` of the observation in pixels (each 8..1280), or ``None``.
+
+    Raises:
+        ValueError: bad ``actions``, ``grid`` or ``size``, or ``env`` has no screenshot observation.
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        *,
+        actions: str = "grid",
+        grid: tuple[int, int] = (8, 8),
+        size: tuple[int, int] | None = (64, 64),
+    ):
+        if actions not in ("grid", "elements"):
+            raise ValueError(f"actions must be 'grid' or 'elements', got {actions!r}")
+        rows, cols = (int(v) for v in grid)
+        if not (1 <= rows <= 64 and 1 <= cols <= 64):
+            raise ValueError(f"grid must be (rows, cols) with each in 1..64, got {grid!r}")
+        observation_space = env.observation_space
+        if not isinstance(observation_space, spaces.Dict) or "screenshot" not in observation_space.spaces:
+            raise ValueError(f"ScreenshotClickWrapper needs a GUI env with a 'screenshot' observation, got {observation_space}")
+        shot = observation_space["screenshot"]
+        viewport = (int(shot.shape[0]), int(shot.shape[1]))
+        if size is not None:
+            size = (int(size[0]), int(size[1]))
+            if not (8 <= size[0] <= 1280 and 8 <= size[1] <= 1280):
+                raise ValueError(f"size must be (height, width) with each in 8..1280, got {size!r}")
+        RecordConstructorArgs.__init__(self, actions=actions, grid=(rows, cols), size=size)
+        gym.Wrapper.__init__(self, env)
+        self.mode = actions
+        self.grid = (rows, cols)
+        self.viewport = viewport
+        self.size = size or viewport
+        self.max_elements = int(env.unwrapped.max_elements) if actions == "elements" else 0
+        self.observation_space = spaces.Box(0, 255, shape=(*self.size, 3), dtype=np.uint8)
+        self.action_space = spaces.Discrete(rows * cols if actions == "grid" else self.max_elements)
+        self._last_obs = np.zeros(self.observation_space.shape, dtype=np.uint8)
+        self._elements = 0
+
+    def cell_centre(self, index: int) -> tuple[int, int]:
+        """The viewport pixel ``(x, y)`` that grid action ``index`` clicks."""
+        rows, cols = self.grid
+        height, width = self.viewport
+        row, col = divmod(int(index), cols)
+        return int((col + 0.5) * width / cols), int((row + 0.5) * height / rows)
+
+    def _image(self, observation: dict[str, Any]) -> np.ndarray:
+        shot = np.asarray(observation["screenshot"], dtype=np.uint8)
+        if shot.shape[:2] == tuple(self.size):
+            return shot.copy()
+        from PIL import Image
+
+        resized = Image.fromarray(shot).resize((self.size[1], self.size[0]), Image.Resampling.BILINEAR)
+        return np.array(resized, dtype=np.uint8)  # writable (torch warns on read-only arrays)
+
+    def _wrap(self, observation: dict[str, Any], info: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
+        self._last_obs = self._image(observation)
+        info = dict(info)
+        if self.mode == "elements":
+            self._elements = sum(1 for line in str(observation.get("text", "")).splitlines() if line.startswith("["))
+        info[ACTION_MASK] = self.action_mask()
+        return self._last_obs, info
+
+    def action_mask(self) -> np.ndarray:
+        """``int8`` array of shape ``(n,)``: every grid cell, or the element ids on the page now."""
+        if self.mode == "grid":
+            return np.ones(self.action_space.n, dtype=np.int8)
+        mask = np.zeros(self.max_elements, dtype=np.int8)
+        mask[: min(self._elements, self.max_elements)] = 1
+        return mask
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        observation, info = self.env.reset(seed=seed, options=options)
+        return self._wrap(observation, info)
+
+    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        from verigym.envs.gui.tasks import make_action
+
+        try:
+            index = int(coerce_action(self.action_space, action))
+        except ActionParseError as exc:
+            info = action_error_info(f"{exc}; choose an action in 0..{self.action_space.n - 1}")
+            info[ACTION_MASK] = self.action_mask()
+            return self._last_obs, 0.0, False, False, info  # the page is not touched (reward 0)
+        gui_action = make_action("click_xy", xy=self.cell_centre(index)) if self.mode == "grid" else make_action("click", element=index)
+        observation, reward, terminated, truncated, info = self.env.step(gui_action)
+        wrapped, info = self._wrap(observation, info)
+        return wrapped, reward, terminated, truncated, info
