@@ -9,11 +9,15 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
+from pettingzoo.utils.conversions import parallel_to_aec
 
 import verigym  # noqa: F401  (registers the ids)
 from verigym.checker_multiagent import MULTIAGENT_CHECKS, check_multiagent_env
 from verigym.cli import main
 from verigym.core import EpisodeEndedError, action_error_info, episode_end
+from verigym.envs.multiagent.pursuit import PursuitEnv
+from verigym.envs.multiagent.spread import SpreadEnv
+from verigym.envs.multiagent.tag import TagEnv
 from verigym.registration import rows
 
 MULTIAGENT_IDS = [r.id for r in rows("multiagent") if r.api in ("aec", "parallel")]
@@ -191,3 +195,13 @@ def test_cli_checks_a_multiagent_id_and_the_family(capsys):
     assert main(["check", "verigym/TicTacToe-v0", "--steps", "30"]) == 0
     out = capsys.readouterr().out
     assert "verigym/TicTacToe-v0: PASS" in out and "pickle_deepcopy" in out and "1 passed, 0 failed" in out
+
+
+@pytest.mark.parametrize("game", [PursuitEnv, SpreadEnv, TagEnv], ids=lambda cls: cls.__name__)
+def test_the_aec_view_of_each_parallel_game_passes(game):
+    check_multiagent_env(game.aec_env, steps=60).raise_for_failures()
+
+
+def test_pettingzoos_plain_converter_steps_on_after_the_end():
+    report = check_multiagent_env(lambda: parallel_to_aec(TagEnv()), checks=["step_after_end"])
+    assert [r.name for r in report.failures] == ["step_after_end"]

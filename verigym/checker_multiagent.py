@@ -25,8 +25,9 @@ types as the Gymnasium checker. Checks, beyond PettingZoo's own API tests:
     copy leaves the original untouched.
 ``malformed_actions``
     for EACH agent, when it has to act: ``None``, out-of-range, NaN, inf, fractional, wrong-shape
-    and text actions (and, in turn-based games, a move the ``action_mask`` forbids) raise nothing; the
-    agent's info gets a non-empty ``action_error``; observations stay in their spaces and rewards
+    and text actions (and, in turn-based games that are not parallelizable, a move the
+    ``action_mask`` forbids) raise nothing; the agent's info gets a non-empty ``action_error`` (in
+    the AEC view of a parallel game, by the end of that cycle); observations stay in their spaces and rewards
     are finite; the game either goes on (another valid step works) or ends with a verdict
     (``success``/``score``) in every finishing agent's info.
 ``episode_end``
@@ -257,6 +258,7 @@ class _MultiAgentChecker:
             self.factory = lambda: copy.deepcopy(template)
         probe = self.factory()
         self.api = _api_of(probe)
+        self.parallelizable = bool(getattr(probe, "metadata", {}).get("is_parallelizable", False))
         self.name = self.env_id or type(getattr(probe, "unwrapped", probe)).__name__
         probe.close()
         self.episode_end_problems: list[str] = []
@@ -407,7 +409,7 @@ class _MultiAgentChecker:
                 mask = driver.infos.get(agent, {}).get(ACTION_MASK)
                 space = env.action_space(agent)
                 if label.startswith("illegal"):  # turn-based games: the mask is the rule (grid moves into walls are legal turns)
-                    if self.api != "aec" or mask is None or not isinstance(space, spaces.Discrete) or np.all(mask):
+                    if self.api != "aec" or self.parallelizable or mask is None or not isinstance(space, spaces.Discrete) or np.all(mask):
                         continue
                     bad = np.int64(space.start + int(np.flatnonzero(np.asarray(mask) == 0)[0]))
                 source = _Actions(env, self.seed + index)
@@ -423,6 +425,15 @@ class _MultiAgentChecker:
                     env = driver.env
                     continue
                 error = infos.get(agent, {}).get(ACTION_ERROR)
+                if self.api == "aec" and error is None:  # an AEC view of a parallel game judges the joint action at the cycle's end
+                    for _ in range(len(env.possible_agents) - 1):
+                        if driver.done() or env.agent_selection == agent:
+                            break
+                        more, infos, also_ended = driver.step(driver.choose(source))
+                        records, ended = records + more, ended + also_ended
+                        error = infos.get(agent, {}).get(ACTION_ERROR)
+                        if error is not None:
+                            break
                 if not isinstance(error, str) or not error:
                     problems.append(f"{where}: no info['action_error'] (non-empty str) for {agent}; infos {_short(infos.get(agent))}")
                 observation_issue = _observation_problem(env, records)

@@ -37,6 +37,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import seeding
 from pettingzoo import AECEnv, ParallelEnv
+from pettingzoo.utils.conversions import parallel_to_aec_wrapper
 
 from verigym.core import (
     ACTION_MASK,
@@ -48,7 +49,7 @@ from verigym.core import (
 )
 from verigym.envs.grid.engine import check_int
 
-__all__ = ["AgentSpaces", "ParallelGame", "TurnBasedGame", "check_int", "check_number", "last_match"]
+__all__ = ["AECView", "AgentSpaces", "ParallelGame", "TurnBasedGame", "check_int", "check_number", "last_match"]
 
 
 def check_number(name: str, value: Any, low: float, high: float) -> float:
@@ -123,6 +124,12 @@ class ParallelGame(AgentSpaces, ParallelEnv):
         if inspect.isfunction(method) and not getattr(method, "__joint_action_check__", False):
             cls.step = _check_joint_action(method)
 
+    @classmethod
+    def aec_env(cls, **kwargs: Any) -> AECView:
+        """The game built with ``kwargs``, in its turn-by-turn view (:class:`AECView`): the entry
+        point of the game's ``"aec"`` registration (``pettingzoo.make("aec", id)``)."""
+        return AECView(cls(**kwargs))
+
     def check_joint_action(self, actions: Any) -> None:
         """Check the structure of a joint action (see the class docstring); the values are not judged.
 
@@ -147,6 +154,31 @@ class ParallelGame(AgentSpaces, ParallelEnv):
                 f"the joint action has no entry for the live agents {missing} (it has {_short(list(actions))}); "
                 f"give every agent of env.agents an action (None counts as a malformed one)"
             )
+
+
+class AECView(parallel_to_aec_wrapper):
+    """The turn-by-turn (AEC) view of a parallel game, PettingZoo's ``parallel_to_aec`` with the
+    episode-end contract of the family.
+
+    Agents act one after the other; the joint action goes to the game when the last live agent of
+    the cycle has acted, so a malformed action's ``infos[agent]["action_error"]`` (and the rewards)
+    appear after that agent's turn, at the end of the cycle. Once every agent has stepped out of a
+    finished game, ``step`` raises :class:`verigym.core.EpisodeEndedError` until ``reset``
+    (PettingZoo's converter only warns and steps on).
+
+    Args:
+        game: a :class:`ParallelGame`.
+    """
+
+    def step(self, action: Any) -> None:
+        if not self.agents:
+            raise EpisodeEndedError(f"the {type(self.env).__name__} game is over and every agent has stepped out (or it was never reset); call reset()")
+        super().step(action)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name == "env":  # not set yet (unpickling)
+            raise AttributeError(name)
+        return getattr(self.env, name)
 
 
 def last_match(pattern: re.Pattern[str], text: str, missing: str) -> re.Match[str]:
