@@ -195,6 +195,12 @@ def test_cli_checks_a_multiagent_id_and_the_family(capsys):
     assert main(["check", "verigym/TicTacToe-v0", "--steps", "30"]) == 0
     out = capsys.readouterr().out
     assert "verigym/TicTacToe-v0: PASS" in out and "pickle_deepcopy" in out and "1 passed, 0 failed" in out
+    assert main(["check", "--family", "multiagent", "--steps", "20"]) == 0
+    out = capsys.readouterr().out
+    views = [r.id for r in rows("multiagent") if r.api == "gymnasium"]
+    assert all(f"{env_id}: PASS" in out for env_id in MULTIAGENT_IDS + views)
+    assert f"{len(MULTIAGENT_IDS) + len(views)} passed, 0 failed" in out
+    assert main(["check", "verigym/Tag-v0", "--url", "http://127.0.0.1:1"]) == 2  # remote checks are Gymnasium-only
 
 
 @pytest.mark.parametrize("game", [PursuitEnv, SpreadEnv, TagEnv], ids=lambda cls: cls.__name__)
