@@ -211,3 +211,10 @@ def test_the_aec_view_of_each_parallel_game_passes(game):
 def test_pettingzoos_plain_converter_steps_on_after_the_end():
     report = check_multiagent_env(lambda: parallel_to_aec(TagEnv()), checks=["step_after_end"])
     assert [r.name for r in report.failures] == ["step_after_end"]
+
+
+def test_an_env_without_possible_agents_is_a_clear_make_failure():
+    from pettingzoo.test.example_envs import generated_agents_parallel_v0
+
+    report = check_multiagent_env(generated_agents_parallel_v0.env)
+    assert [r.name for r in report.results] == ["make"] and "possible_agents" in report.results[0].detail

@@ -258,6 +258,15 @@ class _MultiAgentChecker:
             self.factory = lambda: copy.deepcopy(template)
         probe = self.factory()
         self.api = _api_of(probe)
+        try:
+            agents = list(probe.possible_agents)
+        except AttributeError:
+            agents = []
+        if not agents:
+            raise TypeError(
+                f"{type(probe).__name__} has no possible_agents; the checks compare every agent's trajectory "
+                "and need the full agent list (PettingZoo's api_test warns about it too)"
+            )
         self.parallelizable = bool(getattr(probe, "metadata", {}).get("is_parallelizable", False))
         self.name = self.env_id or type(getattr(probe, "unwrapped", probe)).__name__
         probe.close()
@@ -555,7 +564,8 @@ def check_multiagent_env(
     try:
         checker = _MultiAgentChecker(env, steps=steps, seed=seed, env_kwargs=dict(env_kwargs or {}))
     except Exception as exc:
-        report = CheckReport(env if isinstance(env, str) else type(env).__name__)
+        name = env if isinstance(env, str) else getattr(env, "__qualname__", None) or type(env).__name__
+        report = CheckReport(f"{getattr(env, '__module__', '')}.{name}".lstrip(".") if callable(env) and not isinstance(env, str) else name)
         report.results.append(CheckResult("make", "fail", f"making the env raised {type(exc).__name__}: {exc}"))
         return report
     report = CheckReport(checker.name)
