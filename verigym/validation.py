@@ -62,14 +62,16 @@ def check_odd_int(name: str, value: Any, low: int, high: int) -> int:
     return number
 
 
-def check_number(name: str, value: Any, low: float, high: float) -> float:
+def check_number(name: str, value: Any, low: float = -math.inf, high: float = math.inf, *, low_open: bool = False) -> float:
     """``value`` as a Python ``float`` after checking it is a finite real number in ``[low, high]``.
 
     Args:
         name: the argument's name, for the message.
         value: ``int``, ``float`` or a NumPy number, not ``bool``.
-        low: smallest allowed value (inclusive; ``-math.inf`` for none).
-        high: largest allowed value (inclusive; ``math.inf`` for none).
+        low: smallest allowed value (inclusive unless ``low_open``; ``-math.inf``, the default, for
+            none).
+        high: largest allowed value (inclusive; ``math.inf``, the default, for none).
+        low_open: exclude ``low`` itself (``(0, 600]`` seconds: a timeout must be positive).
 
     Returns:
         ``float(value)``.
@@ -82,8 +84,9 @@ def check_number(name: str, value: Any, low: float, high: float) -> float:
         or not isinstance(value, (int, float, np.integer, np.floating))
         or not math.isfinite(value)
         or not low <= value <= high
+        or (low_open and value == low)
     ):
-        raise ValueError(f"{name} must be a number in [{low}, {high}], got {value!r}")
+        raise ValueError(f"{name} must be a number in {'(' if low_open else '['}{low}, {high}], got {value!r}")
     return float(value)
 
 

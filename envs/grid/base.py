@@ -53,7 +53,7 @@ from verigym.envs.grid.grid import Grid
 from verigym.envs.grid.planning import bfs_plan
 from verigym.envs.grid.rendering import LEGEND, grid_text, object_name, render_rgb
 from verigym.envs.grid.visibility import ego_offsets
-from verigym.validation import check_int
+from verigym.validation import check_choice, check_int, check_odd_int
 
 
 class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
@@ -102,16 +102,12 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         action_set: str | None = None,
         render_mode: str | None = None,
     ):
-        if observation not in ("partial", "full"):
-            raise ValueError(f"observation must be 'partial' or 'full', got {observation!r}")
-        if not isinstance(view_size, int) or isinstance(view_size, bool) or view_size < 3 or view_size % 2 == 0 or view_size > 15:
-            raise ValueError(f"view_size must be an odd int in 3..15, got {view_size!r}")
+        check_choice("observation", observation, ("partial", "full"))
+        view_size = check_odd_int("view_size", view_size, 3, 15)
         action_set = self.default_action_set if action_set is None else action_set
-        if action_set not in ACTION_SETS:
-            raise ValueError(f"action_set must be one of {sorted(ACTION_SETS)}, got {action_set!r}")
-        check_int("max_steps", max_steps, 1, 100_000)
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        check_choice("action_set", action_set, sorted(ACTION_SETS))
+        max_steps = check_int("max_steps", max_steps, 1, 100_000)
+        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
         self.height, self.width = height, width
         self.max_steps = max_steps
         self.observation_mode = observation

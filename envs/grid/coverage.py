@@ -14,10 +14,10 @@ from verigym.envs.grid.engine import (
     GridEnv,
     Retry,
     bfs_plan,
-    check_int,
     simulate_plan,
     standing_goal,
 )
+from verigym.validation import check_int, check_number
 
 __all__ = ["CoverageEnv"]
 
@@ -69,10 +69,8 @@ class CoverageEnv(GridEnv):
 
     def __init__(self, *, size: int = 8, obstacle_density: float = 0.1, decay: float = 0.5, max_steps: int | None = None, observation: str = "full", **kwargs: Any):
         self.size = check_int("size", size, 5, 20)
-        for name, value, high in (("obstacle_density", obstacle_density, 0.3), ("decay", decay, 1.0)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= high:
-                raise ValueError(f"{name} must be a number in [0, {high}], got {value!r}")
-        self.obstacle_density, self.decay = float(obstacle_density), float(decay)
+        self.obstacle_density = check_number("obstacle_density", obstacle_density, 0.0, 0.3)
+        self.decay = check_number("decay", decay, 0.0, 1.0)
         super().__init__(height=size, width=size, max_steps=3 * size * size if max_steps is None else max_steps, observation=observation, **kwargs)
         self._num_free = 1
         self._gain = 0.0

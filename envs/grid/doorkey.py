@@ -21,8 +21,8 @@ from verigym.envs.grid.engine import (
     GridEnv,
     Planner,
     Retry,
-    check_int,
 )
+from verigym.validation import check_int
 
 __all__ = ["DoorKeyEnv", "KeyCorridorEnv", "MultiRoomEnv"]
 

@@ -12,9 +12,9 @@ from verigym.envs.grid.engine import (
     OBJECT_NAMES,
     GridEnv,
     Retry,
-    check_int,
     facing_goal,
 )
+from verigym.validation import check_int
 
 __all__ = ["GoToObjectEnv"]
 

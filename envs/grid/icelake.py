@@ -17,10 +17,10 @@ from verigym.envs.grid.engine import (
     WEST,
     GridEnv,
     Retry,
-    check_int,
     safe_mask,
     standing_goal,
 )
+from verigym.validation import check_int, check_number
 
 __all__ = ["IceLakeEnv"]
 
@@ -77,11 +77,8 @@ class IceLakeEnv(GridEnv):
 
     def __init__(self, *, size: int = 4, hole_density: float = 0.2, slip: float = 2 / 3, max_steps: int | None = None, observation: str = "full", **kwargs: Any):
         self.size = check_int("size", size, 3, 20)
-        if isinstance(hole_density, bool) or not isinstance(hole_density, (int, float)) or not 0.0 <= hole_density <= 0.4:
-            raise ValueError(f"hole_density must be a number in [0, 0.4], got {hole_density!r}")
-        if isinstance(slip, bool) or not isinstance(slip, (int, float)) or not 0.0 <= slip <= 1.0:
-            raise ValueError(f"slip must be a number in [0, 1], got {slip!r}")
-        self.hole_density, self.slip = float(hole_density), float(slip)
+        self.hole_density = check_number("hole_density", hole_density, 0.0, 0.4)
+        self.slip = check_number("slip", slip, 0.0, 1.0)
         self.spl = self.slip == 0.0
         default_steps = 100 if size <= 4 else 25 * size
         super().__init__(

@@ -14,10 +14,10 @@ from verigym.envs.grid.engine import (
     WALL,
     GridEnv,
     Retry,
-    check_int,
     safe_mask,
     standing_goal,
 )
+from verigym.validation import check_int, check_odd_int
 
 __all__ = ["EmptyEnv", "FourRoomsEnv", "LavaCrossingEnv", "MazeEnv"]
 
@@ -54,12 +54,6 @@ class _ReachGoal(GridEnv):
 
     def _oracle_plan(self) -> list[int] | None:
         return self.plan_to(standing_goal(self.height, self.width, self.grid.find(GOAL)))
-
-
-def _odd_size(size: Any) -> int:
-    if not isinstance(size, int) or isinstance(size, bool) or size % 2 == 0 or not 7 <= size <= 31:
-        raise ValueError(f"size must be an odd int in 7..31, got {size!r}")
-    return size
 
 
 class EmptyEnv(_ReachGoal):
@@ -165,7 +159,7 @@ class MazeEnv(EmptyEnv):
     )
 
     def __init__(self, *, size: int = 11, max_steps: int | None = None, **kwargs: Any):
-        super().__init__(size=_odd_size(size), max_steps=max_steps, **kwargs)
+        super().__init__(size=check_odd_int("size", size, 7, 31), max_steps=max_steps, **kwargs)
 
     def _gen_grid(self, height: int, width: int) -> None:
         cells = self.grid.cells
@@ -220,7 +214,7 @@ class LavaCrossingEnv(EmptyEnv):
     )
 
     def __init__(self, *, size: int = 9, num_crossings: int = 1, max_steps: int | None = None, **kwargs: Any):
-        _odd_size(size)
+        check_odd_int("size", size, 7, 31)
         self.num_crossings = check_int("num_crossings", num_crossings, 1, 2 * ((size - 3) // 2))
         super().__init__(size=size, max_steps=max_steps, **kwargs)
 

@@ -18,8 +18,8 @@ from verigym.envs.grid.engine import (
     WEST,
     GridEnv,
     Retry,
-    check_int,
 )
+from verigym.validation import check_int
 
 __all__ = ["SokobanEnv", "solve_sokoban"]
 

@@ -17,6 +17,7 @@ from verigym.core import (
     coerce_action,
     episode_end,
 )
+from verigym.validation import check_choice, check_int, check_number
 
 __all__ = ["TreasureEnv"]
 
@@ -64,18 +65,10 @@ class TreasureEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 8, "family": "grid"}
 
     def __init__(self, *, size: int = 7, wall_density: float = 0.2, max_steps: int | None = None, render_mode: str | None = None):
-        if not isinstance(size, int) or not 4 <= size <= 32:
-            raise ValueError(f"size must be an int in 4..32, got {size!r}")
-        if not 0.0 <= float(wall_density) <= 0.4:
-            raise ValueError(f"wall_density must be in [0, 0.4], got {wall_density!r}")
-        if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
-            raise ValueError(f"max_steps must be a positive int or None, got {max_steps!r}")
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
-        self.size = size
-        self.wall_density = float(wall_density)
-        self.max_steps = max_steps if max_steps is not None else 4 * size * size
-        self.render_mode = render_mode
+        self.size = check_int("size", size, 4, 32)
+        self.wall_density = check_number("wall_density", wall_density, 0.0, 0.4)
+        self.max_steps = 4 * size * size if max_steps is None else check_int("max_steps", max_steps, 1)
+        self.render_mode = check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
         self.observation_space = spaces.Box(0, 3, shape=(size, size), dtype=np.uint8)
         self.action_space = spaces.Discrete(4)
         self._walls = np.zeros((size, size), dtype=bool)

@@ -40,8 +40,9 @@ from verigym.core import (
     episode_end,
 )
 from verigym.textview import format_value, parse_value
+from verigym.validation import check_choice, check_int
 
-__all__ = ["MujocoGoalEnv", "REWARD_TYPES", "SCENE_XML", "planar_body_xml", "top_camera_xml", "planar_motors_xml", "validate_choice", "validate_number"]
+__all__ = ["MujocoGoalEnv", "REWARD_TYPES", "SCENE_XML", "planar_body_xml", "top_camera_xml", "planar_motors_xml"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,30 +53,6 @@ INVALID_ACTION_PENALTY = 1.0
 
 Field = tuple[str, int, str]
 """(name, number of entries, unit) of a slice of an observation vector."""
-
-
-def validate_number(name: str, value: Any, low: float, high: float, *, integer: bool = False) -> float | int:
-    """Return ``value`` if it is a number in ``[low, high]`` (an int when ``integer``).
-
-    Raises:
-        ValueError: the value is not such a number.
-    """
-    kind = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind) or not low <= value <= high:
-        what = "an int" if integer else "a number"
-        raise ValueError(f"{name} must be {what} in [{low}, {high}], got {value!r}")
-    return int(value) if integer else float(value)
-
-
-def validate_choice(name: str, value: Any, choices: tuple[Any, ...]) -> Any:
-    """Return ``value`` if it is one of ``choices``.
-
-    Raises:
-        ValueError: it is not.
-    """
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
-    return value
 
 
 SCENE_XML = """<visual>
@@ -191,11 +168,11 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
     # -- setup ---------------------------------------------------------------------------------
     def _setup(self, *, max_steps: int, reward_type: str, render_mode: str | None, width: int = 480, height: int = 480) -> None:
         """Validate the common arguments, build the first model and the spaces."""
-        self.max_steps = int(validate_number("max_steps", max_steps, 1, 1_000_000, integer=True))
-        self.reward_type = validate_choice("reward_type", reward_type, REWARD_TYPES)
-        self.render_mode = validate_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
-        self.width = int(validate_number("width", width, 16, 4096, integer=True))
-        self.height = int(validate_number("height", height, 16, 4096, integer=True))
+        self.max_steps = check_int("max_steps", max_steps, 1, 1_000_000)
+        self.reward_type = check_choice("reward_type", reward_type, REWARD_TYPES)
+        self.render_mode = check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        self.width = check_int("width", width, 16, 4096)
+        self.height = check_int("height", height, 16, 4096)
         self._xml: str | None = None
         self._renderer: mujoco.Renderer | None = None
         self._load(self._model_xml())

@@ -11,7 +11,8 @@ import gymnasium
 import mujoco
 import numpy as np
 
-from verigym.envs.mujoco.base import MujocoGoalEnv, validate_choice, validate_number
+from verigym.envs.mujoco.base import MujocoGoalEnv
+from verigym.validation import check_choice, check_number
 
 __all__ = ["ROBOTS", "LocomotionTargetEnv", "Robot"]
 
@@ -113,10 +114,10 @@ class LocomotionTargetEnv(MujocoGoalEnv):
         width: int = 480,
         height: int = 480,
     ):
-        self.robot = validate_choice("robot", robot, tuple(ROBOTS))
+        self.robot = check_choice("robot", robot, tuple(ROBOTS))
         spec = ROBOTS[robot]
-        self.distance = float(validate_number("distance", spec.distance if distance is None else distance, 0.5, 100.0))
-        self.seconds = float(validate_number("seconds", spec.seconds if seconds is None else seconds, 1.0, 100.0))
+        self.distance = check_number("distance", spec.distance if distance is None else distance, 0.5, 100.0)
+        self.seconds = check_number("seconds", spec.seconds if seconds is None else seconds, 1.0, 100.0)
         self.frame_skip = spec.frame_skip
         self._spec = spec
         self._xml_text = (ASSETS / spec.xml).read_text()

@@ -13,8 +13,8 @@ from verigym.envs.mujoco.base import (
     planar_body_xml,
     planar_motors_xml,
     top_camera_xml,
-    validate_number,
 )
+from verigym.validation import check_int, check_number
 
 __all__ = ["PointMazeEnv", "generate_maze"]
 
@@ -154,8 +154,8 @@ class PointMazeEnv(MujocoGoalEnv):
         width: int = 480,
         height: int = 480,
     ):
-        self.size = int(validate_number("size", size, 2, 12, integer=True))
-        self.distance_threshold = float(validate_number("distance_threshold", distance_threshold, 0.05, 0.45))
+        self.size = check_int("size", size, 2, 12)
+        self.distance_threshold = check_number("distance_threshold", distance_threshold, 0.05, 0.45)
         self.grid = generate_maze(self.size, np.random.default_rng(0))
         self._grid_vector = self.grid.astype(np.float64).ravel()
         self._goal = np.zeros(2)

@@ -12,8 +12,8 @@ from verigym.envs.mujoco.base import (
     planar_body_xml,
     planar_motors_xml,
     top_camera_xml,
-    validate_number,
 )
+from verigym.validation import check_number
 
 __all__ = ["PushEnv"]
 
@@ -110,7 +110,7 @@ class PushEnv(MujocoGoalEnv):
         width: int = 480,
         height: int = 480,
     ):
-        self.distance_threshold = float(validate_number("distance_threshold", distance_threshold, 0.01, 0.1))
+        self.distance_threshold = check_number("distance_threshold", distance_threshold, 0.01, 0.1)
         self._target = np.zeros(2)
         self._initial_distance = 1.0
         self.TASK_TEXT = (

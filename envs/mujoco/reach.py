@@ -7,7 +7,8 @@ from typing import Any
 import mujoco
 import numpy as np
 
-from verigym.envs.mujoco.base import SCENE_XML, MujocoGoalEnv, top_camera_xml, validate_number
+from verigym.envs.mujoco.base import SCENE_XML, MujocoGoalEnv, top_camera_xml
+from verigym.validation import check_number
 
 __all__ = ["ReachEnv"]
 
@@ -116,7 +117,7 @@ class ReachEnv(MujocoGoalEnv):
         self.num_links = num_links
         self.lengths = LINK_LENGTHS[num_links]
         self.reach = float(sum(self.lengths))
-        self.distance_threshold = float(validate_number("distance_threshold", distance_threshold, 0.005, 0.05))
+        self.distance_threshold = check_number("distance_threshold", distance_threshold, 0.005, 0.05)
         self._target = np.zeros(2)
         self._initial_distance = 1.0
         self._ik: tuple[tuple[float, float], np.ndarray] | None = None

@@ -7,7 +7,8 @@ from typing import Any
 import mujoco
 import numpy as np
 
-from verigym.envs.mujoco.base import SCENE_XML, MujocoGoalEnv, validate_number
+from verigym.envs.mujoco.base import SCENE_XML, MujocoGoalEnv
+from verigym.validation import check_number
 
 __all__ = ["SwingupEnv"]
 
@@ -114,8 +115,8 @@ class SwingupEnv(MujocoGoalEnv):
         width: int = 480,
         height: int = 480,
     ):
-        self.hold_seconds = float(validate_number("hold_seconds", hold_seconds, 0.1, 10.0))
-        self.upright_angle = float(validate_number("upright_angle", upright_angle, 0.05, 0.5))
+        self.hold_seconds = check_number("hold_seconds", hold_seconds, 0.1, 10.0)
+        self.upright_angle = check_number("upright_angle", upright_angle, 0.05, 0.5)
         self.distance_threshold = POLE * (1.0 - float(np.cos(self.upright_angle)))
         self._held_steps = 0
         self._best_held_steps = 0

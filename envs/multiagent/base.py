@@ -47,20 +47,9 @@ from verigym.core import (
     coerce_action,
     episode_end,
 )
-from verigym.envs.grid.engine import check_int
+from verigym.validation import check_int, check_number
 
 __all__ = ["AECView", "AgentSpaces", "ParallelGame", "TurnBasedGame", "check_int", "check_number", "last_match"]
-
-
-def check_number(name: str, value: Any, low: float, high: float) -> float:
-    """``value`` as a float when it is a real number in ``[low, high]``.
-
-    Raises:
-        ValueError: not a number (bools excluded) or out of range; the message names ``name``.
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not low <= value <= high:
-        raise ValueError(f"{name} must be a number in [{low}, {high}], got {value!r}")
-    return float(value)
 
 
 class AgentSpaces:

@@ -22,9 +22,10 @@ from verigym.core import (
     action_error_info,
     episode_end,
 )
+from verigym.validation import check_choice, check_int, check_number
 from verigym.verifiers import strip_think
 
-__all__ = ["CANDIDATE_MASK", "DIFFICULTIES", "ReplySpace", "TextGameEnv", "check_choice", "visible_text"]
+__all__ = ["CANDIDATE_MASK", "DIFFICULTIES", "ReplySpace", "TextGameEnv", "visible_text"]
 
 CANDIDATE_MASK = "candidate_mask"
 """Info key: ``int8`` array of shape ``(len(info["action_candidates"]),)``, 1 where that candidate
@@ -50,17 +51,6 @@ class ReplySpace(UnicodeText):
             return super().sample(mask=mask, probability=probability)
         length = int(self.np_random.integers(1, 65))
         return "".join(self.character_list[int(i)] for i in self.np_random.integers(len(self.character_list), size=length))
-
-
-def check_choice(name: str, value: Any, choices: tuple[Any, ...]) -> Any:
-    """Return ``value`` if it is one of ``choices``.
-
-    Raises:
-        ValueError: it is not; the message lists the choices.
-    """
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
-    return value
 
 
 def visible_text(text: Any, limit: int = MAX_REPLY) -> str:
@@ -98,14 +88,9 @@ class TextGameEnv(EpisodeGuard, gym.Env[str, str]):
     """When True, a move that loses the game is rewarded with :meth:`_partial_score` (Shop)."""
 
     def _init_base(self, *, max_turns: int, invalid_action_reward: float, render_mode: str | None) -> None:
-        if not isinstance(max_turns, int) or max_turns < 1:
-            raise ValueError(f"max_turns must be an int >= 1, got {max_turns!r}")
-        if not isinstance(invalid_action_reward, (int, float)) or isinstance(invalid_action_reward, bool):
-            raise ValueError(f"invalid_action_reward must be a number, got {invalid_action_reward!r}")
-        check_choice("render_mode", render_mode, (None, "ansi"))
-        self.max_turns = max_turns
-        self.invalid_action_reward = float(invalid_action_reward)
-        self.render_mode = render_mode
+        self.max_turns = check_int("max_turns", max_turns, 1)
+        self.invalid_action_reward = check_number("invalid_action_reward", invalid_action_reward)
+        self.render_mode = check_choice("render_mode", render_mode, (None, "ansi"))
         self.observation_space = UnicodeText(1 << 14)
         self.action_space = ReplySpace(MAX_REPLY)
         self._turn = 0

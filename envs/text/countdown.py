@@ -8,7 +8,8 @@ from fractions import Fraction
 from typing import Any
 
 from verigym.core import ActionParseError
-from verigym.envs.text.base import DIFFICULTIES, TextGameEnv, check_choice
+from verigym.envs.text.base import DIFFICULTIES, TextGameEnv
+from verigym.validation import check_choice
 
 __all__ = ["CountdownEnv", "evaluate_arithmetic"]
 

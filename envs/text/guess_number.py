@@ -9,6 +9,7 @@ from typing import Any
 import gymnasium as gym
 
 from verigym.core import ActionParseError, EpisodeGuard, UnicodeText, action_error_info, episode_end
+from verigym.validation import check_choice, check_int, check_number
 
 __all__ = ["GuessNumberEnv", "extract_final_integer"]
 
@@ -75,16 +76,10 @@ class GuessNumberEnv(EpisodeGuard, gym.Env[str, str]):
         invalid_action_reward: float = -0.1,
         render_mode: str | None = None,
     ):
-        if not isinstance(max_number, int) or max_number < 2:
-            raise ValueError(f"max_number must be an int >= 2, got {max_number!r}")
-        if not isinstance(slack_turns, int) or slack_turns < 0:
-            raise ValueError(f"slack_turns must be an int >= 0, got {slack_turns!r}")
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        self.max_number = max_number
-        self.max_turns = math.ceil(math.log2(max_number + 1)) + slack_turns
-        self.invalid_action_reward = float(invalid_action_reward)
-        self.render_mode = render_mode
+        self.max_number = check_int("max_number", max_number, 2)
+        self.max_turns = math.ceil(math.log2(max_number + 1)) + check_int("slack_turns", slack_turns, 0)
+        self.invalid_action_reward = check_number("invalid_action_reward", invalid_action_reward)
+        self.render_mode = check_choice("render_mode", render_mode, (None, "ansi"))
         self.observation_space = UnicodeText(512)
         self.action_space = UnicodeText(8192)
         self._secret = 1

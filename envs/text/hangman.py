@@ -6,8 +6,9 @@ import string
 from typing import Any
 
 from verigym.core import ActionParseError
-from verigym.envs.text.base import DIFFICULTIES, TextGameEnv, check_choice
+from verigym.envs.text.base import DIFFICULTIES, TextGameEnv
 from verigym.envs.text.words import FIVE_LETTER_WORDS
+from verigym.validation import check_choice
 
 __all__ = ["HangmanEnv"]
 

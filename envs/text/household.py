@@ -6,7 +6,8 @@ import re
 from typing import Any
 
 from verigym.core import ActionParseError
-from verigym.envs.text.base import DIFFICULTIES, TextGameEnv, check_choice
+from verigym.envs.text.base import DIFFICULTIES, TextGameEnv
+from verigym.validation import check_choice
 
 __all__ = ["HouseholdEnv"]
 

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from verigym.core import ActionParseError
-from verigym.envs.text.base import DIFFICULTIES, TextGameEnv, check_choice
+from verigym.envs.text.base import DIFFICULTIES, TextGameEnv
+from verigym.validation import check_choice
 
 __all__ = ["FIRST_GUESS", "MastermindEnv", "mastermind_feedback"]
 

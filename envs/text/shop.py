@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from verigym.core import ActionParseError
-from verigym.envs.text.base import DIFFICULTIES, TextGameEnv, check_choice
+from verigym.envs.text.base import DIFFICULTIES, TextGameEnv
+from verigym.validation import check_choice
 
 __all__ = ["Product", "ShopEnv"]
 

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from verigym.core import ActionParseError
-from verigym.envs.text.base import DIFFICULTIES, TextGameEnv, check_choice
+from verigym.envs.text.base import DIFFICULTIES, TextGameEnv
 from verigym.envs.text.words import FIVE_LETTER_WORDS
+from verigym.validation import check_choice
 
 __all__ = ["WordleEnv", "wordle_feedback"]
 

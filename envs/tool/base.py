@@ -20,23 +20,12 @@ import gymnasium as gym
 
 from verigym.core import ActionParseError, EpisodeGuard, UnicodeText, action_error_info, episode_end
 from verigym.envs.tool.protocol import FinalAnswer, Tool, ToolCall, parse_reply
+from verigym.validation import check_choice, check_int, check_number
 
-__all__ = ["ToolEnv", "check_int", "tool_call_text"]
+__all__ = ["ToolEnv", "tool_call_text"]
 
 OBSERVATION_LENGTH = 1 << 16
 """Largest observation, characters (tool output is truncated before it)."""
-
-
-def check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
-    """Validate an integer constructor argument.
-
-    Raises:
-        ValueError: ``value`` is not an int in ``[low, high]``.
-    """
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
-        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be an int {bound}, got {value!r}")
-    return value
 
 
 def tool_call_text(name: str, **arguments: Any) -> str:
@@ -70,12 +59,8 @@ class ToolEnv(EpisodeGuard, gym.Env[str, str]):
     ):
         self.max_turns = check_int("max_turns", max_turns, 1)
         self.max_action_length = check_int("max_action_length", max_action_length, 16)
-        if not isinstance(invalid_action_reward, (int, float)) or isinstance(invalid_action_reward, bool):
-            raise ValueError(f"invalid_action_reward must be a number, got {invalid_action_reward!r}")
-        self.invalid_action_reward = float(invalid_action_reward)
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        self.render_mode = render_mode
+        self.invalid_action_reward = check_number("invalid_action_reward", invalid_action_reward)
+        self.render_mode = check_choice("render_mode", render_mode, (None, "ansi"))
         self.observation_space = UnicodeText(OBSERVATION_LENGTH)
         self.action_space = UnicodeText(max_action_length)
         self._turn = 0

@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from verigym.core import ActionParseError
-from verigym.envs.tool.base import ToolEnv, check_int, tool_call_text
+from verigym.envs.tool.base import ToolEnv, tool_call_text
 from verigym.envs.tool.protocol import Tool, ToolCall
 from verigym.envs.tool.python_math import verify_integer
+from verigym.validation import check_int
 
 __all__ = ["CALCULATOR_TOOL", "CalculatorEnv", "CalculatorError", "evaluate"]
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from verigym.envs.tool.base import ToolEnv, check_int
+from verigym.envs.tool.base import ToolEnv
 from verigym.envs.tool.protocol import Tool, ToolCall
 from verigym.envs.tool.python_math import PYTHON_TOOL
 from verigym.sandbox import Limits, PythonSandbox
+from verigym.validation import check_bool, check_int, check_number
 
 __all__ = ["CodeUnitTestsEnv", "strict_equal"]
 
@@ -141,13 +142,9 @@ class CodeUnitTestsEnv(ToolEnv):
         super().__init__(**kwargs)
         self.difficulty = check_int("difficulty", difficulty, 1, 3)
         self.num_tests = check_int("num_tests", num_tests, 1, 50)
-        for name, value in (("partial_credit", partial_credit), ("unsafe", unsafe)):
-            if not isinstance(value, bool):
-                raise ValueError(f"{name} must be a bool, got {value!r}")
-        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s <= 600:
-            raise ValueError(f"timeout_s must be a number in (0, 600], got {timeout_s!r}")
-        self.partial_credit = partial_credit
-        self.limits = Limits(timeout_s=float(timeout_s))
+        self.partial_credit = check_bool("partial_credit", partial_credit)
+        unsafe = check_bool("unsafe", unsafe)
+        self.limits = Limits(timeout_s=check_number("timeout_s", timeout_s, 0, 600, low_open=True))
         self.unsafe = unsafe
         self.sandbox = PythonSandbox(self.limits, unsafe=unsafe)
         self._problem_name = ""

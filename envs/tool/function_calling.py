@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 
 from verigym.core import ActionParseError, action_error_info, episode_end
-from verigym.envs.tool.base import ToolEnv, check_int
+from verigym.envs.tool.base import ToolEnv
 from verigym.envs.tool.protocol import Tool, check_arguments, tool_calls_in
+from verigym.validation import check_bool, check_int
 
 __all__ = ["FUNCTIONS", "FunctionCallingEnv", "calls_score"]
 
@@ -168,9 +169,7 @@ class FunctionCallingEnv(ToolEnv):
         kwargs.setdefault("max_turns", 1)
         super().__init__(**kwargs)
         self.difficulty = check_int("difficulty", difficulty, 1, 3)
-        if not isinstance(partial_credit, bool):
-            raise ValueError(f"partial_credit must be a bool, got {partial_credit!r}")
-        self.partial_credit = partial_credit
+        self.partial_credit = check_bool("partial_credit", partial_credit)
         self._available: list[str] = sorted(FUNCTIONS)
         self._gold: list[Call] = []
         self._kind = "simple"

@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from verigym.envs.tool.base import ToolEnv, check_int, tool_call_text
+from verigym.envs.tool.base import ToolEnv, tool_call_text
 from verigym.envs.tool.protocol import Tool, ToolCall
 from verigym.sandbox import Limits, PythonSandbox
+from verigym.validation import check_bool, check_int, check_number
 
 __all__ = ["PYTHON_TOOL", "PythonMathEnv", "parse_integer_answer", "verify_integer"]
 
@@ -172,11 +173,8 @@ class PythonMathEnv(ToolEnv):
     def __init__(self, *, difficulty: int = 2, timeout_s: float = 10.0, unsafe: bool = False, **kwargs: Any):
         super().__init__(**kwargs)
         self.difficulty = check_int("difficulty", difficulty, 1, 3)
-        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s <= 600:
-            raise ValueError(f"timeout_s must be a number in (0, 600], got {timeout_s!r}")
-        if not isinstance(unsafe, bool):
-            raise ValueError(f"unsafe must be a bool, got {unsafe!r}")
-        self.sandbox = PythonSandbox(Limits(timeout_s=float(timeout_s)), unsafe=unsafe)
+        timeout_s = check_number("timeout_s", timeout_s, 0, 600, low_open=True)
+        self.sandbox = PythonSandbox(Limits(timeout_s=timeout_s), unsafe=check_bool("unsafe", unsafe))
         self._gold = 0
         self._oracle_code = ""
         self._oracle_output: str | None = None

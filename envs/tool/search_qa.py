@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from verigym.core import ActionParseError
-from verigym.envs.tool.base import ToolEnv, check_int, tool_call_text
+from verigym.envs.tool.base import ToolEnv, tool_call_text
 from verigym.envs.tool.protocol import Tool, ToolCall
+from verigym.validation import check_int
 
 __all__ = ["OPEN_TOOL", "SEARCH_TOOL", "SearchQAEnv", "answer_f1", "normalize_answer"]
 

@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 
 from verigym.core import ActionParseError
-from verigym.envs.tool.base import ToolEnv, check_int, tool_call_text
+from verigym.envs.tool.base import ToolEnv, tool_call_text
 from verigym.envs.tool.protocol import Tool, ToolCall
+from verigym.validation import check_int
 from verigym.verifiers import BoundedWorker, VerifierTimeout
 
 __all__ = ["EXECUTE_TOOL", "QUERY_MEMORY_BYTES", "QueryError", "SQLEnv", "SQLITE_LIMITS", "run_query", "run_query_bounded"]
