@@ -1,23 +1,23 @@
 """Episodes/s of the reasoning-gym adapter against calling reasoning-gym directly, in one run.
 
-For each dataset, ``--episodes`` single-turn episodes on distinct items: verigym's side is
+For each dataset, ``--episodes`` single-turn episodes per round: verigym's side is
 ``gymnasium.make("verigym/RG-<Name>-v0")`` with ``reset(seed=s)`` and one ``step`` with the
 oracle's ``<answer>`` reply (answer extraction, hedge/look-alike checks, expression screens, the
-dataset's scorer; sympy-scored datasets go through the verifier worker process). The peer side
-builds the same dataset once and calls ``dataset[i]`` and ``dataset.score_answer(answer, item)``.
-Prints episodes/s of both and the ratio verigym / reasoning-gym; the target of issue 20 is >= 0.8
-(a ratio can exceed 1: the adapter caches items, but distinct seeds are used so none is reused).
-The last column is the adapter's cost per episode in microseconds: Gymnasium's ``reset(seed=...)``
-builds a new ``np.random.Generator`` (SeedSequence hashing, 15-30 us), plus the wrappers, the
-answer extraction and the hardening checks (about 20 us). Saving and restoring the global
-``random``/``numpy.random`` states around generation (0.3-0.9 ms) is now done only for the
-datasets that draw from them (``GLOBAL_RNG_DATASETS``). The ratio is near 1 only for datasets whose
-items take well over 0.1 ms to generate and score; ``spell_backward`` takes about 10 us, so its
-ratio stays far below.
+dataset's scorer; sympy-scored datasets go through the verifier worker process,
+hash-order-dependent ones are generated in a ``PYTHONHASHSEED=0`` worker). The peer side calls
+``dataset[k]`` and ``dataset.score_answer(answer, item)`` on **the same items** ``k`` (the item
+seeds the adapter draws from ``reset(seed=s)``, checked against ``info["item_seed"]``): the cost of
+an item varies by a factor of 10 from one index range to another (``basic_arithmetic`` items
+``0..1999`` take 33 us, items ``10**6..10**6+1999`` 380 us), so only the same items compare.
+Each round uses new seeds, so the adapter's item cache never hits; the two sides alternate over
+``--rounds`` rounds and the fastest round of each side is kept (the machine is shared).
+
+Prints episodes/s of both, the ratio verigym / reasoning-gym (target of issue 20: >= 0.8) and the
+adapter's cost per episode in microseconds.
 
 Usage::
 
-    python benchmarks/text_reasoning_gym.py [--episodes 300] [--datasets basic_arithmetic,...]
+    python benchmarks/text_reasoning_gym.py [--episodes 300] [--rounds 3] [--datasets basic_arithmetic,...]
 """
 
 from __future__ import annotations
@@ -26,48 +26,90 @@ import argparse
 import time
 
 import gymnasium as gym
+from gymnasium.utils import seeding
 
 import verigym  # noqa: F401  (registers the verigym ids)
+from verigym.envs.text import reasoning_gym_env as adapter
 from verigym.envs.text.table import rg_env_id
 
 DEFAULT = "basic_arithmetic,chain_sum,spell_backward,word_sorting,knights_knaves,maze,polynomial_multiplication"
 
 
-def adapter_rate(name: str, episodes: int) -> float:
-    env = gym.make(rg_env_id(name))
-    env.reset(seed=10_000_000)  # warm-up: imports, dataset construction, verifier worker
-    env.step(env.unwrapped.oracle_action())
+def item_seeds(seeds: range) -> list[int]:
+    """The item seeds ``reset(seed=s)`` draws (the env's documented Starting State)."""
+    return [int(seeding.np_random(s)[0].integers(0, 2**31 - 1)) for s in seeds]
+
+
+def adapter_seconds(env: gym.Env, seeds: range, expected: list[int]) -> float:
+    drawn = []
     start = time.perf_counter()
-    for seed in range(episodes):
-        env.reset(seed=seed)
+    for seed in seeds:
+        _, info = env.reset(seed=seed)
         env.step(env.unwrapped.oracle_action())
-    return episodes / (time.perf_counter() - start)
+        drawn.append(info["item_seed"])
+    elapsed = time.perf_counter() - start
+    if drawn != expected:
+        raise RuntimeError("the adapter drew other items than the peer side generated")
+    return elapsed
 
 
-def direct_rate(name: str, episodes: int) -> float:
+class Direct:
+    """reasoning-gym called directly: item ``k`` of the dataset with seed 0 (as the adapter)."""
+
+    def __init__(self, name: str):
+        import reasoning_gym
+
+        self.name = name
+        self.cap = adapter.SIZE_CAPS.get(name, 2**31 - 1)
+        if name not in adapter.RESEED_DATASETS:
+            self.dataset = reasoning_gym.create_dataset(name, seed=0, size=self.cap)
+
+    def item(self, k: int):
+        if self.name in adapter.RESEED_DATASETS:
+            import reasoning_gym
+
+            return reasoning_gym.create_dataset(self.name, seed=k, size=1)[0]
+        return self.dataset[k % self.cap]
+
+    def seconds(self, ks: list[int]) -> float:
+        start = time.perf_counter()
+        for k in ks:
+            item = self.item(k)
+            dataset = self.dataset if self.name not in adapter.RESEED_DATASETS else None
+            (dataset or _dataset_of(item)).score_answer(adapter._oracle_answer(self.name, item), item)
+        return time.perf_counter() - start
+
+
+def _dataset_of(item):  # pragma: no cover - only for RESEED datasets, outside the defaults
     import reasoning_gym
 
-    dataset = reasoning_gym.create_dataset(name, seed=12_345, size=10_000_000)
-    item = dataset[episodes + 1]
-    dataset.score_answer(item["answer"], item)
-    start = time.perf_counter()
-    for index in range(episodes):
-        item = dataset[index]
-        dataset.score_answer(item["answer"], item)
-    return episodes / (time.perf_counter() - start)
+    return reasoning_gym.create_dataset(item["metadata"]["source_dataset"], seed=0, size=1)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--datasets", default=DEFAULT)
     args = parser.parse_args()
     print(f"{'dataset':28s} {'verigym ep/s':>13s} {'reasoning-gym ep/s':>19s} {'ratio':>7s} {'overhead us/ep':>15s}")
     ratios = []
     for name in args.datasets.split(","):
-        ours, peer = adapter_rate(name, args.episodes), direct_rate(name, args.episodes)
-        ratios.append(ours / peer)
-        print(f"{name:28s} {ours:13.1f} {peer:19.1f} {ours / peer:7.2f} {1e6 * (1 / ours - 1 / peer):15.0f}")
+        env, direct = gym.make(rg_env_id(name)), Direct(name)
+        env.reset(seed=2**40)  # warm-up: imports, dataset construction, verifier workers
+        env.step(env.unwrapped.oracle_action())
+        direct.seconds(item_seeds(range(2**40, 2**40 + 1)))
+        ours = peer = float("inf")
+        for round_ in range(args.rounds):
+            seeds = range(round_ * args.episodes, (round_ + 1) * args.episodes)
+            ks = item_seeds(seeds)
+            peer = min(peer, direct.seconds(ks))
+            ours = min(ours, adapter_seconds(env, seeds, ks))
+        env.close()
+        ours_rate, peer_rate = args.episodes / ours, args.episodes / peer
+        ratios.append(ours_rate / peer_rate)
+        overhead = 1e6 * (ours - peer) / args.episodes
+        print(f"{name:28s} {ours_rate:13.1f} {peer_rate:19.1f} {ours_rate / peer_rate:7.2f} {overhead:15.0f}")
     geometric = 1.0
     for ratio in ratios:
         geometric *= ratio

@@ -13,6 +13,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.utils import seeding
 
 from verigym.core import ActionParseError, EpisodeGuard, UnicodeText, action_error_info, episode_end
 from verigym.envs.text.base import ReplySpace
@@ -77,6 +78,68 @@ verifier worker process under ``score_timeout`` seconds and :data:`~verigym.veri
 SCORE_SECONDS = 1.0
 """Default wall-clock limit of a scorer run in the verifier worker, so that every reply is scored
 within the 2 s bound of :mod:`verigym.verifier_bounds`."""
+
+# -- the seeded reset's first draw, without building the generator ------------------------------
+# Gymnasium's ``reset(seed=s)`` builds ``Generator(PCG64(SeedSequence(s)))`` (10-15 us, more than
+# many items take to generate and score); the env needs only its first ``integers`` draw. The
+# constants below are numpy's (``numpy/random/bit_generator.pyx``, ``pcg64.h``,
+# ``distributions.c``); tests compare the result with numpy's for thousands of seeds.
+_MASK32, _MASK64, _MASK128 = (1 << 32) - 1, (1 << 64) - 1, (1 << 128) - 1
+_PCG64_MULTIPLIER = 0x2360ED051FC65DA44385DF649FCCF645
+
+
+def _hash_constants() -> tuple[int, ...]:
+    """(xor, multiplier) pairs, flattened, of the 8 output words of ``SeedSequence.generate_state``."""
+    constants, hash_const = [], 0x8B51F9DD  # numpy's INIT_B, MULT_B
+    for _ in range(8):
+        multiplier = (hash_const * 0x58F38DED) & _MASK32
+        constants += (hash_const, multiplier)
+        hash_const = multiplier
+    return tuple(constants)
+
+
+_HASH = _hash_constants()
+
+
+def first_integer(seed: int, high: int) -> int:
+    """``seeding.np_random(seed)[0].integers(0, high)``, computed without building the generator.
+
+    Reproduces numpy's ``SeedSequence.generate_state(4, uint64)`` (from the pool numpy computes),
+    the PCG64 (XSL-RR 128/64) seeding and step, the 32-bit draw buffering and Lemire's bounded
+    integers, in Python integers.
+
+    Args:
+        seed: a non-negative ``int`` (what Gymnasium accepts as a seed).
+        high: exclusive upper bound, ``2 <= high <= 2**32 - 1``.
+
+    Returns:
+        The same ``int`` in ``[0, high)`` that numpy's generator seeded with ``seed`` draws first.
+    """
+    p0, p1, p2, p3 = np.random.SeedSequence(seed).pool.tolist()  # 4 uint32 words
+    mask, h = _MASK32, _HASH
+    # generate_state(4, uint64): 8 hashed uint32 words w0..w7, read as 4 little-endian uint64
+    # s0 = w1:w0, s1 = w3:w2, s2 = w5:w4, s3 = w7:w6; PCG64 takes initstate = s0:s1, initseq = s2:s3
+    w0, w1 = ((p0 ^ h[0]) * h[1]) & mask, ((p1 ^ h[2]) * h[3]) & mask
+    w2, w3 = ((p2 ^ h[4]) * h[5]) & mask, ((p3 ^ h[6]) * h[7]) & mask
+    w4, w5 = ((p0 ^ h[8]) * h[9]) & mask, ((p1 ^ h[10]) * h[11]) & mask
+    w6, w7 = ((p2 ^ h[12]) * h[13]) & mask, ((p3 ^ h[14]) * h[15]) & mask
+    initial = (w0 ^ w0 >> 16) << 64 | (w1 ^ w1 >> 16) << 96 | (w2 ^ w2 >> 16) | (w3 ^ w3 >> 16) << 32
+    sequence = (w4 ^ w4 >> 16) << 64 | (w5 ^ w5 >> 16) << 96 | (w6 ^ w6 >> 16) | (w7 ^ w7 >> 16) << 32
+    increment = (sequence << 1 | 1) & _MASK128
+    state = ((increment + initial) * _PCG64_MULTIPLIER + increment) & _MASK128  # pcg srandom
+    threshold = (mask - (high - 1)) % high
+    while True:  # each 64-bit output gives two 32-bit draws, the low half first
+        state = (state * _PCG64_MULTIPLIER + increment) & _MASK128
+        rotation = state >> 122
+        mixed = ((state >> 64) ^ state) & _MASK64
+        output = ((mixed >> rotation) | (mixed << (-rotation & 63))) & _MASK64
+        product = (output & mask) * high  # Lemire: accept unless the low word falls below threshold
+        if product & mask >= threshold:
+            return product >> 32
+        product = (output >> 32) * high
+        if product & mask >= threshold:
+            return product >> 32
+
 
 _LITERAL = re.compile(r"[A-Za-z0-9_\s\[\],'\"\-]*")
 _INDEX_SIZE = 2**31 - 1
@@ -310,10 +373,11 @@ def score_reply(name: str, config_json: str, entry: dict[str, Any], reply: str, 
             return 0.0, "the check was stopped: the verifier worker restarted"
     if not 0.0 <= raw <= 1.0:
         return 0.0, f"the dataset's scorer gave {raw!r}, outside [0, 1]"
-    if oracle is not None:
-        if raw > 0 and is_hedged(answer, oracle):
+    if oracle is not None and raw > 0 and answer != oracle and normalize_answer(answer) != normalize_answer(oracle):
+        # (an answer equal to the oracle once normalized neither hedges nor contains more)
+        if is_hedged(answer, oracle):
             return 0.0, "the answer hedges between alternatives"
-        if raw > 0 and contains_oracle(answer, oracle) and not _same_number(answer, oracle):
+        if contains_oracle(answer, oracle) and not _same_number(answer, oracle):
             return 0.0, "the answer contains more than the answer"
     return raw, None
 
@@ -504,9 +568,34 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
         return self._entry.get("question", "")
 
     # -- Gymnasium API ----------------------------------------------------------------------------
+    @property
+    def _np_random(self) -> np.random.Generator | None:
+        """Gymnasium's generator, built on first use after a seeded ``reset``.
+
+        ``reset(seed=s)`` only needs the generator's first draw (the item seed), which
+        :func:`first_integer` computes exactly without building it; the generator itself is
+        built when something reads it (``env.np_random``, ``env.unwrapped._np_random``, the env
+        checker) and advanced past that draw, so its state is the one an eager
+        ``super().reset(seed=s)`` followed by the draw would have.
+        """
+        pending = self.__dict__.get("_pending_seed")
+        if pending is not None:
+            generator, _ = seeding.np_random(pending)
+            generator.integers(0, _INDEX_SIZE)
+            self.__dict__["_generator"], self.__dict__["_pending_seed"] = generator, None
+        return self.__dict__.get("_generator")
+
+    @_np_random.setter
+    def _np_random(self, value: np.random.Generator | None) -> None:
+        self.__dict__["_generator"], self.__dict__["_pending_seed"] = value, None
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
-        self._item_seed = int(self.np_random.integers(0, _INDEX_SIZE))
+        if type(seed) is int and seed >= 0:  # the common seeded reset: no generator built (see _np_random)
+            self._item_seed = first_integer(seed, _INDEX_SIZE)
+            self.__dict__["_pending_seed"] = self._np_random_seed = seed
+        else:  # unseeded, or a seed Gymnasium validates (and refuses)
+            super().reset(seed=seed)
+            self._item_seed = int(self.np_random.integers(0, _INDEX_SIZE))
         entry = dict(_item(self.dataset, self._config_json, self._item_seed))
         entry["_verigym_seed"] = self._item_seed
         self._entry = entry
