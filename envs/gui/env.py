@@ -22,6 +22,7 @@ from verigym.core import (
 )
 from verigym.envs.gui.browser import Browser, BrowserCrashed
 from verigym.envs.gui.tasks import KEYS, NO_TEXT, OPS, TASKS, make_action
+from verigym.validation import check_choice, check_int
 
 __all__ = ["GuiActionSpace", "GuiEnv"]
 
@@ -151,21 +152,16 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
         max_elements: int = 64,
         render_mode: str | None = None,
     ):
-        if task not in TASKS:
-            raise ValueError(f"unknown task {task!r}; choose one of {sorted(TASKS)}")
-        spec = TASKS[task]
+        spec = TASKS[check_choice("task", task, sorted(TASKS))]
         default, low, high = spec.items
-        if num_items is not None and (not isinstance(num_items, int) or isinstance(num_items, bool) or not low <= num_items <= high):
-            raise ValueError(f"num_items of {task} must be an int in {low}..{high} or None, got {num_items!r}")
-        if max_steps is not None and (not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1):
-            raise ValueError(f"max_steps must be a positive int or None, got {max_steps!r}")
-        for name, value in (("viewport_width", viewport_width), ("viewport_height", viewport_height)):
-            if not isinstance(value, int) or isinstance(value, bool) or not 128 <= value <= 1280:
-                raise ValueError(f"{name} must be an int in 128..1280, got {value!r}")
-        if not isinstance(max_elements, int) or isinstance(max_elements, bool) or not 8 <= max_elements <= 256:
-            raise ValueError(f"max_elements must be an int in 8..256, got {max_elements!r}")
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        if num_items is not None:
+            check_int(f"num_items of {task}", num_items, low, high)
+        if max_steps is not None:
+            check_int("max_steps", max_steps, 1)
+        check_int("viewport_width", viewport_width, 128, 1280)
+        check_int("viewport_height", viewport_height, 128, 1280)
+        check_int("max_elements", max_elements, 8, 256)
+        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
         self._kwargs = {
             "task": task, "num_items": num_items, "max_steps": max_steps, "viewport_width": viewport_width,
             "viewport_height": viewport_height, "max_elements": max_elements, "render_mode": render_mode,
