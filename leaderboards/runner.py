@@ -27,7 +27,6 @@ import os
 import pathlib
 import platform
 import signal
-import subprocess
 import sys
 import time
 import traceback
@@ -42,6 +41,7 @@ from verigym.leaderboards.agent_spec import AgentSpec, parse_agent_spec
 from verigym.leaderboards.store import DEFAULT_DIR, EpisodeRow, ResultsStore
 from verigym.leaderboards.suite import Suite, Task, load_suite
 from verigym.leaderboards.trajectories import Recorder
+from verigym.provenance import git_sha
 
 __all__ = ["EvalSummary", "Job", "end_env_processes", "evaluate", "make_env", "provenance", "run_episode"]
 
@@ -52,7 +52,7 @@ _PACKAGES = ("gymnasium", "numpy", "pettingzoo", "torch", "mujoco", "transformer
 
 @functools.lru_cache(maxsize=1)
 def provenance() -> dict[str, str]:
-    """verigym version, package versions (JSON), git SHA of the verigym source tree, Python."""
+    """verigym version, package versions (JSON), git SHA (:func:`verigym.provenance.git_sha`), Python."""
     import verigym
 
     packages = {}
@@ -61,21 +61,10 @@ def provenance() -> dict[str, str]:
             packages[name] = importlib.metadata.version(name.replace("_", "-"))
         except importlib.metadata.PackageNotFoundError:
             continue
-    source = pathlib.Path(verigym.__file__).resolve().parent.parent
-    sha = "not-a-git-checkout"
-    try:
-        head = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        if head.returncode == 0:
-            sha = head.stdout.strip()
-            dirty = subprocess.run(["git", "-C", str(source), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10)
-            if dirty.stdout.strip():
-                sha += "-dirty"
-    except (OSError, subprocess.TimeoutExpired):
-        pass
     return {
         "verigym_version": verigym.__version__,
         "packages": json.dumps(packages, sort_keys=True),
-        "git_sha": sha,
+        "git_sha": git_sha() or "not-a-git-checkout",
         "python": platform.python_version(),
     }
 
@@ -170,12 +159,35 @@ def run_episode(agent: Any, env: Any, seed: int, *, recorder: Any = None) -> dic
             if terminated or truncated:
                 break
     except Exception as exc:
-        return {"status": "error", "score": 0.0, "success": False, "episode_return": total, "length": length,
-                "error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"[-2000:]}
+        return _failed_result(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}", episode_return=total, length=length)
     if "score" not in info or "success" not in info:
-        return {"status": "error", "score": 0.0, "success": False, "episode_return": total, "length": length,
-                "error": "the episode ended without info['success']/info['score'] (not a verigym-conformant env?)"}
+        return _failed_result("the episode ended without info['success']/info['score'] (not a verigym-conformant env?)",
+                             episode_return=total, length=length)
     return {"status": "ok", "score": _number(info["score"]), "success": _boolean(info["success"]), "episode_return": total, "length": length, "error": ""}
+
+
+def _failed_result(
+    error: str, *, status: str = "error", episode_return: float = 0.0, length: int = 0, time_s: float | None = None
+) -> dict[str, Any]:
+    """The result fields of an episode that has no verdict (it raised, timed out, its worker died, or
+    its result was refused): score 0, not a success, and why.
+
+    Args:
+        error: what went wrong; the last 2,000 characters are kept (a traceback's end says most).
+        status: ``"error"`` or ``"timeout"``.
+        episode_return: the reward summed before the failure.
+        length: steps taken before the failure.
+        time_s: wall-clock seconds, when the caller knows them (else the caller adds ``time_s``).
+
+    Returns:
+        ``status``, ``score``, ``success``, ``episode_return``, ``length``, ``error`` (and
+        ``time_s``): the fields of :class:`~verigym.leaderboards.store.EpisodeRow` an episode fills.
+    """
+    result: dict[str, Any] = {"status": status, "score": 0.0, "success": False, "episode_return": episode_return,
+                              "length": length, "error": error[-2000:]}
+    if time_s is not None:
+        result["time_s"] = time_s
+    return result
 
 
 def _number(value: Any) -> Any:
@@ -217,8 +229,7 @@ def _timed_episode(cache: _Cache, job: Job) -> dict[str, Any]:
     try:
         agent, env = cache.get(job)
     except Exception as exc:
-        result = {"status": "error", "score": 0.0, "success": False, "episode_return": 0.0, "length": 0,
-                  "error": f"could not build the env or agent: {type(exc).__name__}: {exc}"[-2000:]}
+        result = _failed_result(f"could not build the env or agent: {type(exc).__name__}: {exc}")
     else:
         recorder = Recorder(env, agent, env_id=job.env_id, env_kwargs=job.env_kwargs, seed=job.seed,
                             text_view=cache.spec.text_view, frames_every=job.frames_every)
@@ -375,8 +386,8 @@ class _Worker:
 
 
 def _timeout_result(job: Job) -> dict[str, Any]:
-    return {"status": "timeout", "score": 0.0, "success": False, "episode_return": 0.0, "length": 0,
-            "time_s": job.time_limit_s, "error": f"the episode did not finish within {job.time_limit_s:g} s; the worker was killed"}
+    return _failed_result(f"the episode did not finish within {job.time_limit_s:g} s; the worker was killed",
+                         status="timeout", time_s=job.time_limit_s)
 
 
 def _run_local(spec_text: str, jobs: list[Job], workers: int, device: str, on_result: Callable[[Job, dict], None]) -> None:
@@ -400,8 +411,7 @@ def _run_local(spec_text: str, jobs: list[Job], workers: int, device: str, on_re
                     try:
                         result = worker.connection.recv()
                     except (EOFError, OSError):  # the worker died (crash, OOM kill)
-                        result = {"status": "error", "score": 0.0, "success": False, "episode_return": 0.0, "length": 0,
-                                  "time_s": 0.0, "error": f"the worker process died (exit code {worker.process.exitcode})"}
+                        result = _failed_result(f"the worker process died (exit code {worker.process.exitcode})", time_s=0.0)
                         worker.kill()
                         worker = pool[index] = _Worker(context, spec_text, device)
                 elif now >= worker.deadline:
@@ -448,7 +458,7 @@ def _run_ray(spec_text: str, jobs: list[Job], workers: int, device: str, on_resu
                 try:
                     result = ray.get(ref)
                 except Exception as exc:
-                    result = {"status": "error", "score": 0.0, "success": False, "episode_return": 0.0, "length": 0, "time_s": 0.0, "error": f"Ray task failed: {exc}"[-2000:]}
+                    result = _failed_result(f"Ray task failed: {exc}", time_s=0.0)
                 on_result(job, result)
             now = time.monotonic()
             for ref, (job, deadline) in list(running.items()):
@@ -568,10 +578,12 @@ def evaluate(
             except ValueError as exc:  # never dropped: recorded as an error that says why (a resume retries it)
                 logger.warning("%s seed %d: the result was refused (%s); recorded as an error", job.env_id, job.seed, exc)
                 summary.rejected += 1
-                row = EpisodeRow(**key, status="error", score=0.0, success=False, episode_return=0.0,
-                                 length=max(int(result.get("length", 0)) if isinstance(result.get("length"), int) else 0, 0),
-                                 time_s=float(result["time_s"]) if _finite(result.get("time_s")) else 0.0,
-                                 error=f"the episode's result was refused: {exc}")
+                length = result.get("length")
+                row = EpisodeRow(**key, **_failed_result(
+                    f"the episode's result was refused: {exc}",
+                    length=max(length, 0) if isinstance(length, int) and not isinstance(length, bool) else 0,
+                    time_s=float(result["time_s"]) if _finite(result.get("time_s")) else 0.0,
+                ))
             if not store.add(row, trajectory, frames):
                 summary.recorded_elsewhere += 1
                 bar.advance(row)

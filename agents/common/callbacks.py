@@ -19,7 +19,7 @@ import numpy as np
 from verigym.agents.common.vec import is_parallel_env, make_env
 from verigym.core import SCORE, SUCCESS
 
-__all__ = ["EvalStop", "JsonlLogger", "ProgressBar", "TensorBoardLogger", "evaluate"]
+__all__ = ["EvalStop", "MetricsLogger", "ProgressBar", "evaluate"]
 
 log = logging.getLogger(__name__)
 
@@ -129,42 +129,73 @@ class EvalStop:
         return True
 
 
-class JsonlLogger:
-    """Appends each metrics dict as one JSON line to ``path`` (flushed, so a crash loses nothing)."""
+class MetricsLogger:
+    """Writes each metrics dict as one line of ``metrics.jsonl`` and, optionally, as TensorBoard scalars.
 
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self.path.open("a", encoding="utf-8")
+    The one metrics writer of the learners, ``verigym train`` and the GRPO trainer. It is a
+    ``learn`` callback (call it with a metrics dict). Each line is flushed, so a crash loses nothing;
+    NaN and infinite values are written as ``null`` (JSON has no NaN).
 
-    def __call__(self, metrics: Mapping[str, float]) -> None:
-        self._file.write(json.dumps({k: float(v) for k, v in metrics.items()}) + "\n")
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
-
-
-class TensorBoardLogger:
-    """Writes scalars to a TensorBoard event directory (needs the ``tensorboard`` package).
-
-    Raises:
-        ImportError: tensorboard is not installed (``pip install tensorboard``).
+    Args:
+        directory: where ``metrics.jsonl`` goes (created); ``None`` writes nothing.
+        tensorboard: also write TensorBoard scalars; when the ``tensorboard`` package is missing
+            this logs a warning and writes the JSONL file only.
+        tensorboard_dir: the event directory (default: ``directory``).
+        step_key: the metric used as the x-axis of the TensorBoard scalars (``global_step`` for the
+            torch learners, ``step`` for GRPO); it is not itself a scalar. A dict without it is
+            written to the JSONL file only.
+        prefix: prepended to each TensorBoard tag (``"grpo/"``).
     """
 
-    def __init__(self, logdir: str | Path):
-        from torch.utils.tensorboard import SummaryWriter
-
-        self.writer = SummaryWriter(str(logdir))
+    def __init__(
+        self,
+        directory: str | Path | None,
+        *,
+        tensorboard: bool = False,
+        tensorboard_dir: str | Path | None = None,
+        step_key: str = "global_step",
+        prefix: str = "",
+    ):
+        self.path = None if directory is None else Path(directory) / "metrics.jsonl"
+        self.step_key, self.prefix = step_key, prefix
+        self._file = None
+        self._tb = None
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8")
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                log.warning("tensorboard is not installed (pip install tensorboard); logging to metrics.jsonl only")
+            else:
+                self._tb = SummaryWriter(str(directory if tensorboard_dir is None else tensorboard_dir))
 
     def __call__(self, metrics: Mapping[str, float]) -> None:
-        step = int(metrics["global_step"])
-        for key, value in metrics.items():
-            if key != "global_step":
-                self.writer.add_scalar(key, float(value), step)
+        if self._file is not None:
+            clean = {k: (float(v) if math.isfinite(v) else None) for k, v in metrics.items()}
+            self._file.write(json.dumps(clean) + "\n")
+            self._file.flush()
+        if self._tb is not None and self.step_key in metrics:
+            step = int(metrics[self.step_key])
+            for key, value in metrics.items():
+                if key != self.step_key:
+                    self._tb.add_scalar(self.prefix + key, float(value), step)
+
+    def flush(self) -> None:
+        """Push buffered TensorBoard events to disk (the JSONL file is flushed on every call)."""
+        if self._tb is not None:
+            self._tb.flush()
 
     def close(self) -> None:
-        self.writer.close()
+        """Close the files; idempotent."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
 
 
 class ProgressBar:

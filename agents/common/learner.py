@@ -22,7 +22,6 @@ import functools
 import inspect
 import json
 import logging
-import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,6 +34,7 @@ from gymnasium import spaces
 from verigym.agents.common.config import AgentConfig
 from verigym.agents.common.spaces import ObservationBatcher, space_from_json, space_to_json
 from verigym.core import ACTION_MASK
+from verigym.provenance import git_sha
 
 __all__ = [
     "SMALL_NETWORK_PARAMETERS", "Callback", "TorchLearner", "choose_threads", "emit", "env_id_of", "episode_metrics", "final_batch",
@@ -193,14 +193,6 @@ def env_id_of(env: Any) -> str | None:
     return None if spec is None else spec.id
 
 
-def _git_sha() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
-
-
 class TorchLearner:
     """Base of the torch learners (see the module doc). Not an agent on its own."""
 
@@ -328,7 +320,7 @@ class TorchLearner:
             "global_step": self.global_step,
             "verigym_version": __version__,
             "torch_version": torch.__version__,
-            "git_sha": _git_sha(),
+            "git_sha": git_sha(),
         }
         (path / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
 

@@ -28,7 +28,6 @@ import functools
 import inspect
 import json
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,11 +38,13 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from verigym.agents.common.callbacks import MetricsLogger
 from verigym.agents.common.config import AgentConfig, require
 from verigym.agents.llm.chat import feedback_text, initial_messages
 from verigym.agents.llm.curriculum import UCBCurriculum
 from verigym.agents.llm.policy import TransformersPolicy
 from verigym.core import ACTION_ERROR, SCORE, SUCCESS
+from verigym.provenance import git_sha
 
 __all__ = [
     "Episode",
@@ -53,6 +54,7 @@ __all__ = [
     "group_advantages",
     "grpo_loss",
     "rollout",
+    "shared_prefix_length",
     "token_log_probs",
 ]
 
@@ -312,7 +314,7 @@ def group_advantages(rewards: np.ndarray, *, scale: bool = True, eps: float = 1e
 
 def token_log_probs(
     model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, temperature: float = 1.0,
-    with_entropy: bool = False, start: int = 0,
+    with_entropy: bool = False, start: int = 0, shared_prefix: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-prob of each next token under ``softmax(logits / temperature)``, in one forward pass.
 
@@ -324,15 +326,27 @@ def token_log_probs(
         with_entropy: also return the entropy of each next-token distribution.
         start: skip the first ``start`` targets (prompt tokens): logits are computed only from
             there on (``logits_to_keep``), which saves the LM head's work on the prompt.
+        shared_prefix: the first ``shared_prefix`` tokens are the same in every row (a GRPO group:
+            G episodes of one prompt) and ``shared_prefix <= start``: they are run once, batch 1,
+            and their KV cache is repeated to the batch for the rest of the sequence. Exact --
+            gradients reach the shared tokens through every row's attention -- and the prompt's
+            cost is paid once per group instead of once per episode. 0 (or a batch of one) runs
+            the plain pass.
 
     Returns:
         ``(log_probs, entropy)``: float32 tensors of shape (batch, length - 1 - start); entry ``t``
         is about token ``start + t + 1``. ``entropy`` is ``None`` unless asked for.
     """
-    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    extra = {"logits_to_keep": input_ids.shape[1] - start} if start and _accepts_logits_to_keep(type(model)) else {}
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=False, **extra).logits
-    logits = logits[:, -(input_ids.shape[1] - start):-1].float() / temperature
+    if shared_prefix > start:
+        raise ValueError(f"shared_prefix ({shared_prefix}) must be <= start ({start}): the prefix carries no targets")
+    if shared_prefix and input_ids.shape[0] > 1:
+        logits = _suffix_logits(model, input_ids, attention_mask, shared_prefix)[:, start - shared_prefix:-1]
+    else:
+        positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        extra = {"logits_to_keep": input_ids.shape[1] - start} if start and _accepts_logits_to_keep(type(model)) else {}
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=False, **extra).logits
+        logits = logits[:, -(input_ids.shape[1] - start):-1]
+    logits = logits.float() / temperature
     log_p = torch.log_softmax(logits, dim=-1)
     chosen = log_p.gather(-1, input_ids[:, start + 1:, None])[..., 0]
     entropy = None
@@ -340,6 +354,41 @@ def token_log_probs(
         with torch.no_grad():
             entropy = -(log_p.exp() * log_p).sum(-1)
     return chosen, entropy
+
+
+def _suffix_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, prefix: int) -> torch.Tensor:
+    """Logits (batch, length - prefix, vocab) of positions ``prefix..`` when the first ``prefix``
+    tokens of every row are equal (left-aligned, not padded): one batch-1 pass over the prefix
+    with its KV cache (and its autograd graph) repeated to the batch, then the batched suffixes."""
+    batch, length = input_ids.shape
+    if not bool((input_ids[:, :prefix] == input_ids[:1, :prefix]).all()) or not bool(attention_mask[:, :prefix].all()):
+        raise ValueError("shared_prefix: the rows differ (or are padded) within the prefix")
+    head = model(input_ids=input_ids[:1, :prefix], attention_mask=attention_mask[:1, :prefix], use_cache=True)
+    cache = head.past_key_values
+    cache.batch_repeat_interleave(batch)
+    positions = torch.arange(prefix, length, device=input_ids.device).expand(batch, -1)
+    out = model(
+        input_ids=input_ids[:, prefix:], attention_mask=attention_mask, position_ids=positions,
+        past_key_values=cache, use_cache=True,
+    )
+    return out.logits
+
+
+def shared_prefix_length(episodes: Sequence[Episode]) -> int:
+    """Tokens at the start that every episode has in common and that carry no loss (0 for one episode)."""
+    if len(episodes) < 2:
+        return 0
+    first = episodes[0].token_ids
+    common = min(len(e.token_ids) for e in episodes)
+    for e in episodes:
+        loss_start = next((i for i, m in enumerate(e.loss_mask) if m), len(e.loss_mask))
+        common = min(common, loss_start)
+        n = 0
+        ids = e.token_ids
+        while n < common and ids[n] == first[n]:
+            n += 1
+        common = n
+    return common
 
 
 @functools.cache
@@ -472,7 +521,7 @@ class GRPOTrainer:
         self._envs: dict[int, list[gym.Env]] = {}
         self.global_step = 0
         self._next_seed = config.train_seed_offset
-        self._writers = _MetricWriters(config.output_dir, tensorboard=config.tensorboard)
+        self._writers = MetricsLogger(config.output_dir, tensorboard=config.tensorboard, step_key="step", prefix="grpo/")
 
     # -- sampling -------------------------------------------------------------------------------------
     def _autocast(self) -> Any:
@@ -539,7 +588,7 @@ class GRPOTrainer:
         self.global_step += 1
         metrics["step"] = float(self.global_step)
         metrics["step_time"] = time.perf_counter() - started
-        self._writers.write(self.global_step, metrics)
+        self._writers(metrics)
         if cfg.output_dir and cfg.save_every and self.global_step % cfg.save_every == 0:
             self.save(Path(cfg.output_dir) / f"checkpoint-{self.global_step}")
         return metrics
@@ -551,23 +600,40 @@ class GRPOTrainer:
         pad = self.policy.tokenizer.pad_token_id
         total_tokens = max(1, sum(sum(e.loss_mask) for e, _ in batch))
         sums = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "entropy": 0.0, "grad_norm": 0.0}
+        # micro-batches never mix groups: a group's episodes share their prompt, which is then run
+        # once per micro-batch (token_log_probs(shared_prefix=...)) -- unless checkpointing is on,
+        # which runs without a KV cache
+        share = not cfg.gradient_checkpointing
+        groups: dict[tuple[int, int], list[int]] = {}
+        for i, (e, _) in enumerate(batch):
+            groups.setdefault((e.task, e.seed) if share else (0, 0), []).append(i)
         for _ in range(cfg.num_iterations):
-            order = self.rng.permutation(len(batch))
+            members = [groups[key] for key in groups]
+            chunks = [
+                [batch[i] for i in shuffled[s:s + cfg.micro_batch_size]]
+                for g in self.rng.permutation(len(members))
+                for shuffled in [list(self.rng.permutation(members[g]))]
+                for s in range(0, len(shuffled), cfg.micro_batch_size)
+            ]
             self.optimizer.zero_grad(set_to_none=True)
-            for start in range(0, len(batch), cfg.micro_batch_size):
-                chunk = [batch[i] for i in order[start:start + cfg.micro_batch_size]]
+            for chunk in chunks:
                 tensors = _pad_batch([e for e, _ in chunk], pad, self.device)
                 advantages = torch.tensor([a for _, a in chunk], dtype=torch.float32, device=self.device)
                 start = int(tensors["mask"].any(0).float().argmax())
+                prefix = min(start, shared_prefix_length([e for e, _ in chunk])) if share else 0
                 ids, attention = tensors["input_ids"], tensors["attention_mask"]
                 with self._autocast():
-                    log_probs, entropy = token_log_probs(model, ids, attention, temperature=cfg.temperature, with_entropy=True, start=start)
+                    log_probs, entropy = token_log_probs(
+                        model, ids, attention, temperature=cfg.temperature, with_entropy=True, start=start, shared_prefix=prefix
+                    )
                 mask = tensors["mask"][:, start:]
                 old = log_probs.detach() if cfg.num_iterations == 1 else tensors["old_log_probs"][:, start:]
                 ref = None
                 if self.ref_model is not None:
                     with torch.no_grad(), self._autocast():
-                        ref, _ = token_log_probs(self.ref_model, ids, attention, temperature=cfg.temperature, start=start)
+                        ref, _ = token_log_probs(
+                            self.ref_model, ids, attention, temperature=cfg.temperature, start=start, shared_prefix=prefix
+                        )
                 per_token, stats = grpo_loss(
                     log_probs, old, advantages, mask, clip_eps_low=cfg.clip_eps_low,
                     clip_eps_high=cfg.clip_eps_high, ref_log_probs=ref, beta=cfg.beta,
@@ -639,7 +705,7 @@ class GRPOTrainer:
             "global_step": self.global_step,
             "verigym_version": __version__,
             "torch_version": torch.__version__,
-            "git_sha": _git_sha(),
+            "git_sha": git_sha(),
         }
         (path / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
 
@@ -650,48 +716,3 @@ class GRPOTrainer:
         self._envs.clear()
         self._writers.close()
 
-
-def _git_sha() -> str | None:
-    from verigym.agents.common.learner import _git_sha as sha
-
-    return sha()
-
-
-class _MetricWriters:
-    """metrics.jsonl (always, when a directory is given) and TensorBoard (optional)."""
-
-    def __init__(self, output_dir: str | None, *, tensorboard: bool):
-        self._file = None
-        self._tb = None
-        if output_dir is None:
-            return
-        Path(output_dir).mkdir(parents=True, exist_ok=True)
-        self._file = open(Path(output_dir) / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:
-                logger.warning("tensorboard is not installed (pip install tensorboard); logging to metrics.jsonl only")
-            else:
-                self._tb = SummaryWriter(output_dir)
-
-    def write(self, step: int, metrics: Mapping[str, float]) -> None:
-        if self._file is not None:
-            clean = {k: (v if math.isfinite(v) else None) for k, v in metrics.items()}
-            self._file.write(json.dumps(clean) + "\n")
-            self._file.flush()
-        if self._tb is not None:
-            for key, value in metrics.items():
-                self._tb.add_scalar(f"grpo/{key}", value, step)
-
-    def flush(self) -> None:
-        if self._tb is not None:
-            self._tb.flush()
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-        if self._tb is not None:
-            self._tb.close()
-            self._tb = None

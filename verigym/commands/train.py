@@ -19,16 +19,12 @@ import contextlib
 import dataclasses
 import inspect
 import json
-import logging
-import sys
 import types
 import typing
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 HELP = "train an agent (ppo, sac, dqn, qlearning, option-critic, ippo, grpo) on an env and save it"
-
-log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -91,19 +87,11 @@ def _plot(metrics_path: Path, out: Path, title: str) -> bool:
 
 
 def _run_grpo(options: list[str]) -> int:
-    import importlib
+    from verigym.agents.llm import grpo_cli
 
-    for name in ("verigym.agents.llm.grpo_cli", "verigym.agents.llm.grpo"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        if hasattr(module, "add_arguments") and hasattr(module, "run"):
-            parser = argparse.ArgumentParser(prog="verigym train grpo", description=getattr(module, "HELP", None), allow_abbrev=False)
-            module.add_arguments(parser)
-            return int(module.run(parser.parse_args(options)) or 0)
-    print("GRPO training is not available in this install (verigym.agents.llm.grpo_cli is missing)", file=sys.stderr)
-    return 2
+    parser = argparse.ArgumentParser(prog="verigym train grpo", description=grpo_cli.HELP, allow_abbrev=False)
+    grpo_cli.add_arguments(parser)
+    return int(grpo_cli.run(parser.parse_args(options)) or 0)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -137,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     import gymnasium
 
     import verigym  # noqa: F401
-    from verigym.agents.common.callbacks import JsonlLogger, TensorBoardLogger, evaluate
+    from verigym.agents.common.callbacks import MetricsLogger, evaluate
     from verigym.commands import lookup_env
 
     if lookup_env(f"train {args.agent}", env_id) is None:  # the message suggests close ids
@@ -148,11 +136,7 @@ def run(args: argparse.Namespace) -> int:
         parser.error(str(exc))
     out.mkdir(parents=True, exist_ok=True)
     metrics_path = out / "metrics.jsonl"
-    callbacks: list[Any] = [JsonlLogger(metrics_path)]
-    try:
-        callbacks.append(TensorBoardLogger(out / "tb"))
-    except ImportError:
-        log.warning("tensorboard is not installed; skipping TensorBoard logs (pip install tensorboard)")
+    callbacks: list[Any] = [MetricsLogger(out, tensorboard=True, tensorboard_dir=out / "tb")]
     # verigym's learners pin torch's threads themselves (torch_threads) and draw the bar
     session = "progress" in inspect.signature(agent.learn).parameters
     if not session and not no_progress:  # a plugin learner without the training session
