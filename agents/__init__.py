@@ -4,6 +4,6 @@
 Algorithms live one per module (``ppo.py``, ``sac.py``, ...), shared pure helpers in ``common/``.
 """
 
-from verigym.agents.base import AGENTS, Agent, Learner, agent_class, load, make, register_agent
+from verigym.agents.base import AGENTS, Agent, Learner, agent_class, load, make
 
-__all__ = ["AGENTS", "Agent", "Learner", "agent_class", "load", "make", "register_agent"]
+__all__ = ["AGENTS", "Agent", "Learner", "agent_class", "load", "make"]

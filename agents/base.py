@@ -10,7 +10,7 @@ import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["AGENTS", "Agent", "Learner", "load", "make", "register_agent"]
+__all__ = ["AGENTS", "Agent", "Learner", "agent_class", "load", "make"]
 
 
 @runtime_checkable
@@ -46,20 +46,7 @@ AGENTS: dict[str, str] = {
     "llm": "verigym.agents.llm.agent:LLMAgent",
     "openai": "verigym.agents.llm.openai_agent:OpenAIAgent",
 }
-"""Agent name -> ``"module:Class"``. Algorithms add themselves with :func:`register_agent`."""
-
-
-def register_agent(name: str, entry_point: str) -> None:
-    """Register an agent class under ``name`` (idempotent for the same entry point).
-
-    Raises:
-        ValueError: ``name`` is taken by another entry point, or the entry point is not ``module:attr``.
-    """
-    if ":" not in entry_point:
-        raise ValueError(f"entry point {entry_point!r} must be 'module:attr'")
-    if AGENTS.get(name, entry_point) != entry_point:
-        raise ValueError(f"agent {name!r} is already registered as {AGENTS[name]}")
-    AGENTS[name] = entry_point
+"""Agent name -> ``"module:Class"``; a new algorithm adds its row here."""
 
 
 def agent_class(name: str) -> type:

@@ -24,7 +24,7 @@ import math
 import os
 import pathlib
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -484,23 +484,3 @@ class ResultsStore:
             raise ValueError(f"export to .json or .csv, got {path.suffix!r}")
         return path
 
-
-def summarize(rows: Iterable[EpisodeRow]) -> dict[tuple[str, str, str], Mapping[str, float]]:
-    """Per (agent_spec, config_hash, env_id): episodes, mean score, success rate, mean return,
-    mean length, timeouts and errors."""
-    groups: dict[tuple[str, str, str], list[EpisodeRow]] = {}
-    for row in rows:
-        groups.setdefault((row.agent_spec, row.config_hash, row.env_id), []).append(row)
-    out = {}
-    for key, members in sorted(groups.items()):
-        n = len(members)
-        out[key] = {
-            "episodes": n,
-            "score": sum(r.score for r in members) / n,
-            "success": sum(r.success for r in members) / n,
-            "return": sum(r.episode_return for r in members) / n,
-            "length": sum(r.length for r in members) / n,
-            "timeouts": sum(r.status == "timeout" for r in members),
-            "errors": sum(r.status == "error" for r in members),
-        }
-    return out
