@@ -253,3 +253,36 @@ def test_bf16_autocast_keeps_float32_master_weights_and_kl(tiny_model_dir):
     assert np.isfinite(metrics["loss"]) and metrics["kl"] >= 0
     assert not torch.equal(before, policy.model.model.embed_tokens.weight)
     trainer.close()
+
+
+def test_shared_prefix_pass_equals_the_plain_pass(policy):
+    """A group's prompt run once (KV repeated to the batch) gives the same log-probs and the same
+    gradients as the plain batched pass."""
+    from verigym.agents.llm.grpo import shared_prefix_length
+
+    config = GRPOConfig(max_new_tokens=6, max_turns=3)
+    generator = torch.Generator().manual_seed(3)
+    episodes = rollout(policy, [make_env(CountdownEnv()) for _ in range(4)], [5] * 4, [0] * 4, config, generator=generator)
+    batch = _pad_batch(episodes, policy.tokenizer.pad_token_id, torch.device("cpu"))
+    start = int(batch["mask"].any(0).float().argmax())
+    prefix = min(start, shared_prefix_length(episodes))
+    assert prefix > 0 and len({tuple(e.token_ids) for e in episodes}) > 1
+    assert shared_prefix_length(episodes[:1]) == 0
+    params = [p for p in policy.model.parameters() if p.requires_grad]
+    results = []
+    for shared in (0, prefix):
+        policy.model.zero_grad(set_to_none=True)
+        logp, entropy = token_log_probs(
+            policy.model, batch["input_ids"], batch["attention_mask"], start=start, shared_prefix=shared, with_entropy=True
+        )
+        (logp * batch["mask"][:, start:] * torch.tensor([1.0, -0.5, 0.25, 2.0])[:, None]).sum().backward()
+        results.append((logp.detach(), entropy, [p.grad.clone() for p in params]))
+    (plain, plain_entropy, plain_grads), (fast, fast_entropy, fast_grads) = results
+    mask = batch["mask"][:, start:].bool()
+    assert torch.allclose(plain[mask], fast[mask], atol=1e-5)
+    assert torch.allclose(plain_entropy[mask], fast_entropy[mask], atol=1e-4)
+    for a, b in zip(plain_grads, fast_grads):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+    assert any(float(g.abs().sum()) > 0 for g in fast_grads)
+    with pytest.raises(ValueError, match="shared_prefix"):
+        token_log_probs(policy.model, batch["input_ids"], batch["attention_mask"], start=1, shared_prefix=2)
