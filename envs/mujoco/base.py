@@ -47,7 +47,9 @@ __all__ = ["MujocoGoalEnv", "REWARD_TYPES", "SCENE_XML", "planar_body_xml", "top
 logger = logging.getLogger(__name__)
 
 REWARD_TYPES = ("dense", "sparse")
-_max, _sum = np.maximum.reduce, np.add.reduce  # the ufunc reductions, without ndarray.max/sum's Python layer
+_UNSTABLE_WARNINGS = slice(int(mujoco.mjtWarning.mjWARN_BADQPOS), int(mujoco.mjtWarning.mjWARN_BADQACC) + 1)
+"""MuJoCo's warnings of a state it found unstable and reset (BADQPOS, BADQVEL, BADQACC: consecutive)."""
+_WITHIN_ONE = (1.0).__ge__  # abs(x) <= 1 on Python floats; False for NaN
 INVALID_ACTION_PENALTY = 1.0
 """Subtracted from the reward of a step whose action was malformed (zero control is applied)."""
 
@@ -218,14 +220,13 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         """Cache views into ``self.data`` for the step path (each ``data.qpos`` access builds a new
         numpy view), and MuJoCo's counters of the states it found unstable and reset."""
         self._qpos, self._qvel, self._ctrl = self.data.qpos, self.data.qvel, self.data.ctrl
-        warnings = self.data.warning
-        self._unstable = tuple(warnings[int(w)] for w in (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL, mujoco.mjtWarning.mjWARN_BADQACC))
+        # a live int32 view of MuJoCo's counts of the BADQPOS, BADQVEL and BADQACC warnings
+        self._unstable = self.data.warning.number[_UNSTABLE_WARNINGS]
         self._unstable_seen = self._unstable_count()
 
     def _unstable_count(self) -> int:
         """How many times MuJoCo found NaN, inf or huge values in qpos/qvel/qacc and reset ``data``."""
-        a, b, c = self._unstable
-        return a.number + b.number + c.number
+        return sum(self._unstable.tolist())
 
     def _bind(self) -> None:
         """Called after each compile: cache ids of named sites/bodies (subclass hook)."""
@@ -261,9 +262,8 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def _step_info(self, observation: dict[str, np.ndarray]) -> tuple[dict[str, Any], float]:
         """The per-step ``info`` entries and the reward of ``observation``'s goals."""
-        if self._plain_goals:  # Euclidean distance and threshold: scalar arithmetic, same values
-            difference = observation["achieved_goal"] - observation["desired_goal"]
-            distance = math.sqrt(_sum(difference * difference))
+        if self._plain_goals:  # Euclidean distance and threshold on Python floats (equal to 1 ulp)
+            distance = math.dist(observation["achieved_goal"].tolist(), observation["desired_goal"].tolist())
             reached = distance < self.distance_threshold
             reward = (float(reached) - 1.0) if self.reward_type == "sparse" else -distance
             return {"distance": distance, "is_success": float(reached), "time": self.data.time}, reward
@@ -279,6 +279,10 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._plain_goals = all(getattr(cls, name) is getattr(MujocoGoalEnv, name) for name in ("goal_distance", "within_tolerance", "_reward"))
+        cls._physics_hooks = any(getattr(cls, name) is not getattr(MujocoGoalEnv, name) for name in ("_before_physics", "_after_physics"))
+
+    _physics_hooks = False
+    """The class overrides :meth:`_before_physics` or :meth:`_after_physics` (else the step skips them)."""
 
     def controls(self, action: np.ndarray) -> np.ndarray:
         """Actuator controls (``data.ctrl``) of a normalized action in [-1, 1]: a linear map onto
@@ -297,11 +301,12 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
             return np.zeros(self.model.nu)
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        # the per-step Python work is kept to a few numpy calls on cached views of ``data``
-        # (benchmarks/mujoco_step.py compares it with a bare mj_step loop)
+        # The per-step Python work is a handful of calls on cached views of ``data`` and on Python
+        # floats (benchmarks/mujoco_step.py compares it with a bare mj_step loop).
         info: dict[str, Any] = {}
-        if type(action) is np.ndarray and action.dtype == np.float32 and action.shape == self._ctrl.shape and _max(np.absolute(action)) <= 1.0:
-            unit = action  # fast path; NaN fails the bound test
+        # fast path: a float32 array of the right shape, every entry in [-1, 1] (NaN fails)
+        if type(action) is np.ndarray and action.dtype == np.float32 and action.shape == self._ctrl.shape and all(map(_WITHIN_ONE, map(abs, action.tolist()))):
+            unit = action
         else:
             unit = self._unit_action(action, info)
         if self._ctrl_identity:
@@ -309,12 +314,15 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         else:  # ctrl = mid + unit * half, in place (float32 actions are widened exactly)
             np.multiply(unit, self._ctrl_half, out=self._ctrl)
             self._ctrl += self._ctrl_mid
-        self._before_physics()
-        mujoco.mj_step(self.model, self.data, nstep=self.frame_skip)
+        if self._physics_hooks:
+            self._before_physics()
+            mujoco.mj_step(self.model, self.data, nstep=self.frame_skip)
+            self._after_physics()
+        else:
+            mujoco.mj_step(self.model, self.data, nstep=self.frame_skip)
         self._steps += 1
-        self._after_physics()
         # MuJoCo resets data itself when qpos/qvel/qacc turn NaN, inf or huge; its counters tell
-        diverged = self._unstable_count() != self._unstable_seen
+        diverged = sum(self._unstable.tolist()) != self._unstable_seen
         if diverged:
             # the simulation blew up: end the episode as a failure, with a finite observation
             logger.warning("MuJoCo state diverged in %s; ending the episode", type(self).__name__)
@@ -328,9 +336,11 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
             reward -= INVALID_ACTION_PENALTY
         else:
             info = entries
-        success, failed = (False, True) if diverged else self._status(bool(info["is_success"]))
-        terminated = bool(success or failed)
-        truncated = not terminated and self._steps >= self.max_steps
+        success, failed = (False, True) if diverged else self._status(info["is_success"] == 1.0)
+        if success or failed:
+            terminated, truncated = True, False
+        else:
+            terminated, truncated = False, self._steps >= self.max_steps
         if terminated or truncated:
             score = 1.0 if success else 0.5 * min(1.0, max(0.0, float(self._progress())))
             episode_end(info, success=success, score=score)
