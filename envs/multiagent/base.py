@@ -47,9 +47,9 @@ from verigym.core import (
     coerce_action,
     episode_end,
 )
-from verigym.validation import check_int, check_number
+from verigym.validation import check_choice, check_int, check_number
 
-__all__ = ["AECView", "AgentSpaces", "ParallelGame", "TurnBasedGame", "check_int", "check_number", "last_match"]
+__all__ = ["AECView", "AgentSpaces", "ParallelGame", "TurnBasedGame", "last_match"]
 
 
 class AgentSpaces:
@@ -217,8 +217,7 @@ class TurnBasedGame(AgentSpaces, AECEnv):
         if max_cycles is not None:
             check_int("max_cycles", max_cycles, 1, 100_000)
         check_number("illegal_move_reward", illegal_move_reward, -100.0, 100.0)
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
         self.possible_agents = list(agents)
         self.agents = []
         self.observation_spaces = dict.fromkeys(agents, observation_space)

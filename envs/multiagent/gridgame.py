@@ -54,7 +54,8 @@ from verigym.envs.grid.engine import (
     grid_text,
     render_rgb,
 )
-from verigym.envs.multiagent.base import ParallelGame, check_int, check_number, last_match
+from verigym.envs.multiagent.base import ParallelGame, last_match
+from verigym.validation import check_choice, check_int, check_number, check_odd_int
 
 __all__ = ["MOVE_NAMES", "GridGame"]
 
@@ -85,11 +86,9 @@ class GridGame(ParallelGame):
     def _setup(self, agents: list[str], *, size: int, wall_density: float, view_size: int, max_cycles: int, render_mode: str | None) -> None:
         check_int("size", size, 5, 32)
         check_number("wall_density", wall_density, 0.0, 0.3)
-        if check_int("view_size", view_size, 3, 7) % 2 == 0:
-            raise ValueError(f"view_size must be 3, 5 or 7, got {view_size!r}")
+        check_odd_int("view_size", view_size, 3, 7)
         check_int("max_cycles", max_cycles, 1, 100_000)
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
         self.size, self.wall_density, self.view_size = size, float(wall_density), view_size
         self.max_cycles, self.render_mode = max_cycles, render_mode
         self.possible_agents = list(agents)

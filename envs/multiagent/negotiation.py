@@ -11,7 +11,8 @@ import numpy as np
 from gymnasium import spaces
 
 from verigym.core import ActionParseError
-from verigym.envs.multiagent.base import TurnBasedGame, check_int, last_match
+from verigym.envs.multiagent.base import TurnBasedGame, last_match
+from verigym.validation import check_int
 
 __all__ = ["ITEMS", "NegotiationEnv", "deal_payoffs"]
 

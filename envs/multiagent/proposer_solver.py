@@ -9,7 +9,8 @@ import numpy as np
 from gymnasium import spaces
 
 from verigym.core import ActionParseError
-from verigym.envs.multiagent.base import TurnBasedGame, check_int, last_match
+from verigym.envs.multiagent.base import TurnBasedGame, last_match
+from verigym.validation import check_choice, check_int
 
 __all__ = ["ProposerSolverEnv", "proposer_reward"]
 
@@ -94,8 +95,7 @@ class ProposerSolverEnv(TurnBasedGame):
         illegal_move_reward: float = -1.0,
         render_mode: str | None = None,
     ):
-        if operation not in OPERATIONS:
-            raise ValueError(f"operation must be one of {sorted(OPERATIONS)}, got {operation!r}")
+        check_choice("operation", operation, sorted(OPERATIONS))
         check_int("min_operand", min_operand, 0, 999)
         check_int("max_operand", max_operand, min_operand, min(999, min_operand + 199))
         check_int("num_attempts", num_attempts, 1, 16)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from verigym.envs.grid.engine import BLUE, DIR_VEC, RED
-from verigym.envs.multiagent.base import check_int, check_number
 from verigym.envs.multiagent.gridgame import GridGame
+from verigym.validation import check_int, check_number
 
 __all__ = ["PursuitEnv"]
 

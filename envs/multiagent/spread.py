@@ -12,7 +12,8 @@ from gymnasium import spaces
 from gymnasium.utils import seeding
 
 from verigym.core import ActionParseError, action_error_info, coerce_action, episode_end
-from verigym.envs.multiagent.base import ParallelGame, check_int, check_number, last_match
+from verigym.envs.multiagent.base import ParallelGame, last_match
+from verigym.validation import check_choice, check_int, check_number
 
 __all__ = ["SpreadEnv"]
 
@@ -93,8 +94,7 @@ class SpreadEnv(ParallelGame):
         check_number("max_speed", max_speed, 0.01, 10.0)
         check_number("damping", damping, 0.0, 0.99)
         check_number("dt", dt, 0.001, 1.0)
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
         self.n, self.max_cycles = num_agents, max_cycles
         self.cover_radius, self.collision_penalty = float(cover_radius), float(collision_penalty)
         self.max_speed, self.damping, self.dt = float(max_speed), float(damping), float(dt)

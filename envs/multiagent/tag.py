@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from verigym.envs.grid.engine import BLUE, RED
-from verigym.envs.multiagent.base import check_int
 from verigym.envs.multiagent.gridgame import GridGame
+from verigym.validation import check_int
 
 __all__ = ["TagEnv"]
 

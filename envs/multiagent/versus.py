@@ -10,6 +10,7 @@ import numpy as np
 
 from verigym.core import ACTION_MASK, EpisodeEndedError, EpisodeGuard
 from verigym.envs.multiagent.base import TurnBasedGame
+from verigym.validation import check_choice, check_int
 
 __all__ = ["GAMES", "OPPONENTS", "VersusEnv"]
 
@@ -97,11 +98,9 @@ class VersusEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
             raise ValueError(f"unknown opponent {opponent!r}; choose one of {sorted(OPPONENTS)}")
         if game_kwargs is not None and not isinstance(game_kwargs, dict):
             raise ValueError(f"game_kwargs must be a dict or None, got {game_kwargs!r}")
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        check_choice("render_mode", render_mode, (None, "ansi"))
         self.game = make_game(game, game_kwargs)
-        if isinstance(seat, bool) or not isinstance(seat, int) or not 0 <= seat < len(self.game.possible_agents):
-            raise ValueError(f"seat must be an int in 0..{len(self.game.possible_agents) - 1}, got {seat!r}")
+        check_int("seat", seat, 0, len(self.game.possible_agents) - 1)
         needed = {"heuristic": "heuristic_action", "optimal": "solver_action"}.get(opponent)
         if needed and not callable(getattr(self.game, needed, None)):
             raise ValueError(f"game {game!r} has no {needed}; it cannot play opponent={opponent!r}")
