@@ -2,11 +2,10 @@
 
 For each verigym MuJoCo id: the time of ``env.step`` (through ``gymnasium.make``; random actions,
 resets excluded) against a bare ``mujoco.mj_step(model, data, nstep=frame_skip)`` on the same
-compiled model from the same state with the same controls. The two are timed in pairs, step by
-step: before each ``env.step`` the physics state is saved, and right after it the bare step runs
-from that state on a second ``MjData``, so both sides of a pair see the same machine load (the
-overhead target of issue 20 is <= 1.3x). ``--repeats`` rounds; the median round's ratio is printed
-with the spread. For Reach, also against Gymnasium's ``Reacher-v5`` (the same task family; needs
+compiled model from the same states with the same controls (recorded in a first pass, replayed on
+a second ``MjData``). The two sides alternate in chunks of 250 steps, each in a loop of its own, so
+both see the same machine load (the overhead target of issue 20 is <= 1.3x). ``--repeats``
+rounds; the median round's ratio is printed with the spread. For Reach, also against Gymnasium's ``Reacher-v5`` (the same task family; needs
 ``imageio``, part of ``gymnasium[mujoco]``). Printed as ratios.
 
 Usage::
@@ -50,47 +49,55 @@ def time_env(env: gym.Env, steps: int, actions: np.ndarray) -> float:
     return total / steps
 
 
-def time_pairs(env: gym.Env, steps: int, actions: np.ndarray, seed: int) -> tuple[float, float]:
-    """Seconds per ``env.step`` and per bare ``mj_step(nstep=frame_skip)`` from the same states.
+def record_states(env: gym.Env, steps: int, actions: np.ndarray, seed: int) -> list[tuple[mujoco.MjModel, np.ndarray, np.ndarray]]:
+    """(model, physics state, controls) before each of ``steps`` env steps from ``reset(seed)``
+    (episodes restarted with ``reset(seed=seed + i + 1)``), for :func:`time_chunks` to replay."""
+    inner = env.unwrapped
+    spec = mujoco.mjtState.mjSTATE_INTEGRATION
+    env.reset(seed=seed)
+    record = []
+    for i in range(steps):
+        state = np.empty(mujoco.mj_stateSize(inner.model, spec))
+        mujoco.mj_getState(inner.model, inner.data, state, spec)
+        record.append((inner.model, state, inner.controls(actions[i])))
+        _, _, terminated, truncated, _ = env.step(actions[i])
+        if terminated or truncated:
+            env.reset(seed=seed + i + 1)
+    return record
 
-    Each ``env.step`` is followed at once by the bare step from the state the env stepped from,
-    with the controls the env applied, on a second ``MjData`` of the same model (state save and
-    restore are not timed).
+
+def time_chunks(env: gym.Env, actions: np.ndarray, seed: int, record: list, chunk: int = 250) -> tuple[float, float]:
+    """Seconds per ``env.step`` and per bare ``mj_step(nstep=frame_skip)`` over the recorded steps.
+
+    The env replays the recording's episodes (same seeds, same actions, so the same states); every
+    ``chunk`` env steps, the bare loop steps from the same ``chunk`` recorded states with the same
+    controls on a second ``MjData``. Each side runs in a loop of its own (warm caches) and the
+    chunks alternate every few milliseconds, so both see the same machine load.
     """
     inner = env.unwrapped
     spec = mujoco.mjtState.mjSTATE_INTEGRATION
-    bare: dict[int, tuple[mujoco.MjData, np.ndarray]] = {}
-    env.reset(seed=seed)
+    datas: dict[int, mujoco.MjData] = {}
+    clock = time.perf_counter
     ours = theirs = 0.0
-    for i in range(steps):
-        model, data = inner.model, inner.data
-        if id(model) not in bare:
-            bare[id(model)] = (mujoco.MjData(model), np.empty(mujoco.mj_stateSize(model, spec)))
-        bare_data, state = bare[id(model)]
-        mujoco.mj_getState(model, data, state, spec)
-        controls = inner.controls(actions[i])
-        start = time.perf_counter()
-        _, _, terminated, truncated, _ = env.step(actions[i])
-        middle = time.perf_counter()
-        mujoco.mj_setState(model, bare_data, state, spec)
-        bare_data.ctrl[:] = controls
-        restored = time.perf_counter()
-        mujoco.mj_step(model, bare_data, nstep=inner.frame_skip)
-        end = time.perf_counter()
-        ours += middle - start
-        theirs += end - restored
-        if terminated or truncated:
-            env.reset(seed=seed + i + 1)
-    return ours / steps, theirs / steps
-
-
-def _interleaved_best(repeats: int, *runs) -> list[float]:
-    """Best time of each run over ``repeats`` rounds, alternating the runs (shared-machine noise)."""
-    best = [float("inf")] * len(runs)
-    for _ in range(repeats):
-        for i, run in enumerate(runs):
-            best[i] = min(best[i], run())
-    return best
+    env.reset(seed=seed)
+    for first in range(0, len(record), chunk):
+        last = min(first + chunk, len(record))
+        for i in range(first, last):
+            start = clock()
+            _, _, terminated, truncated, _ = env.step(actions[i])
+            ours += clock() - start
+            if terminated or truncated:
+                env.reset(seed=seed + i + 1)
+        for model, state, controls in record[first:last]:
+            data = datas.get(id(model))
+            if data is None:
+                data = datas[id(model)] = mujoco.MjData(model)
+            mujoco.mj_setState(model, data, state, spec)
+            data.ctrl[:] = controls
+            start = clock()
+            mujoco.mj_step(model, data, nstep=inner.frame_skip)
+            theirs += clock() - start
+    return ours / len(record), theirs / len(record)
 
 
 def main() -> None:
@@ -105,8 +112,9 @@ def main() -> None:
         env = gym.make(env_id)
         inner = env.unwrapped
         actions = rng.uniform(-1, 1, size=(args.steps, inner.model.nu)).astype(np.float32)
-        time_pairs(env, min(args.steps, 500), actions, seed=10_000)  # warm-up
-        rounds = sorted((time_pairs(env, args.steps, actions, seed=r) for r in range(args.repeats)), key=lambda pair: pair[0] / pair[1])
+        record = record_states(env, args.steps, actions, seed=0)
+        time_chunks(env, actions, 0, record[:500])  # warm-up
+        rounds = sorted((time_chunks(env, actions, 0, record) for _ in range(args.repeats)), key=lambda pair: pair[0] / pair[1])
         ours, bare = rounds[len(rounds) // 2]
         low, high = rounds[0][0] / rounds[0][1], rounds[-1][0] / rounds[-1][1]
         print(f"{env_id:34s} {ours * 1e6:12.1f} {bare * 1e6:16.1f} {ours / bare:14.2f}x {low:5.2f}-{high:.2f}")

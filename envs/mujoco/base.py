@@ -279,8 +279,11 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._plain_goals = all(getattr(cls, name) is getattr(MujocoGoalEnv, name) for name in ("goal_distance", "within_tolerance", "_reward"))
+        cls._custom_status = cls._status is not MujocoGoalEnv._status
         cls._physics_hooks = any(getattr(cls, name) is not getattr(MujocoGoalEnv, name) for name in ("_before_physics", "_after_physics"))
 
+    _custom_status = False
+    """The class overrides :meth:`_status` (else success is the goal predicate and nothing fails)."""
     _physics_hooks = False
     """The class overrides :meth:`_before_physics` or :meth:`_after_physics` (else the step skips them)."""
 
@@ -330,13 +333,25 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
             mujoco.mj_forward(self.model, self.data)
             self._unstable_seen = self._unstable_count()
         observation = self._observation()
-        entries, reward = self._step_info(observation)
+        if self._plain_goals:  # the base's Euclidean goals, on Python floats (as in _step_info)
+            distance = math.dist(observation["achieved_goal"].tolist(), observation["desired_goal"].tolist())
+            reached = distance < self.distance_threshold
+            reward = (float(reached) - 1.0) if self.reward_type == "sparse" else -distance
+            entries = {"distance": distance, "is_success": float(reached), "time": self.data.time}
+        else:
+            entries, reward = self._step_info(observation)
+            reached = entries["is_success"] == 1.0
         if info:  # the action was malformed: info holds action_error
             info.update(entries)
             reward -= INVALID_ACTION_PENALTY
         else:
             info = entries
-        success, failed = (False, True) if diverged else self._status(info["is_success"] == 1.0)
+        if diverged:
+            success, failed = False, True
+        elif self._custom_status:
+            success, failed = self._status(reached)
+        else:
+            success, failed = reached, False
         if success or failed:
             terminated, truncated = True, False
         else:

@@ -262,3 +262,34 @@ def test_headless_backend_is_chosen_before_any_env_module_imports_mujoco():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]  # a renderer on no OpenGL platform raises FatalError
     assert out.stdout.strip() == "(16, 16, 3)"
+
+
+@pytest.mark.parametrize("bad", [[np.nan, 0.0], [0.0, 1.0000001], [-np.inf, 0.5], [0.0, -1.5]])
+def test_float32_fast_path_refuses_what_the_validating_path_refuses(bad):
+    """A float32 array of the right shape takes the step's fast path only when every entry is in
+    [-1, 1]; NaN, inf and out-of-range entries get the penalty and zero force, as any malformed
+    action does."""
+    env = gym.make("verigym/Reach-2Link-v0").unwrapped
+    env.reset(seed=1)
+    zero = env.step(np.zeros(2, np.float32))
+    env.reset(seed=1)
+    observation, reward, _, _, info = env.step(np.array(bad, np.float32))
+    assert "action_error" in info and reward == pytest.approx(zero[1] - 1.0)
+    assert all(np.array_equal(observation[k], zero[0][k]) for k in observation)
+    env.reset(seed=1)
+    _, _, _, _, info = env.step(np.array([1.0, -1.0], np.float32))  # the bounds themselves are legal
+    assert "action_error" not in info
+
+
+def test_reach_observation_and_reward_match_their_formulas():
+    """The step path computes on Python floats; the values must be the documented formulas'."""
+    env = gym.make("verigym/Reach-3Link-v0").unwrapped
+    env.reset(seed=2)
+    for action in np.random.default_rng(0).uniform(-1, 1, size=(20, 3)).astype(np.float32):
+        observation, reward, *_ = env.step(action)
+        q = env.data.qpos
+        tip = env.data.site_xpos[env.model.site("fingertip").id, :2]
+        expected = np.concatenate((np.cos(q), np.sin(q), env.data.qvel, tip))
+        np.testing.assert_allclose(observation["observation"], expected, rtol=0, atol=1e-15)
+        assert observation["observation"].dtype == np.float64
+        np.testing.assert_allclose(reward, -np.linalg.norm(tip - observation["desired_goal"]), rtol=1e-15)
