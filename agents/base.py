@@ -2,6 +2,18 @@
 
 Agents are registered by name with a lazy ``"module:Class"`` entry point; a class is built with
 ``cls.from_env(env, **config)`` when it has that classmethod, else ``cls(env, **config)``.
+
+Third-party agents are plugins: a package declares each agent as an entry point of the group
+``verigym.agents`` (:data:`AGENT_GROUP`) whose name is the agent name and whose value is a class
+or a factory ``factory(env, **config) -> agent``, imported only when the agent is made::
+
+    [project.entry-points."verigym.agents"]
+    acme-greedy = "acme_agents.greedy:GreedyAgent"
+
+:func:`plugin_agents` merges them into :data:`AGENTS` (a name verigym already uses, or a value
+that is not ``"module:attr"``, is skipped with a warning and reported by ``verigym doctor``).
+After that, ``verigym.agents.make("acme-greedy", env)`` and ``verigym eval --agent acme-greedy``
+work like for verigym's own agents.
 """
 
 from __future__ import annotations
@@ -10,7 +22,10 @@ import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["AGENTS", "Agent", "Learner", "agent_class", "load", "make"]
+__all__ = ["AGENTS", "AGENT_GROUP", "Agent", "Learner", "agent_class", "load", "make", "plugin_agents"]
+
+AGENT_GROUP = "verigym.agents"
+"""Entry-point group of plugin agents: name -> ``"module:Class"`` or ``"module:factory"``."""
 
 
 @runtime_checkable
@@ -46,15 +61,52 @@ AGENTS: dict[str, str] = {
     "llm": "verigym.agents.llm.agent:LLMAgent",
     "openai": "verigym.agents.llm.openai_agent:OpenAIAgent",
 }
-"""Agent name -> ``"module:Class"``; a new algorithm adds its row here."""
+"""Agent name -> ``"module:Class"``; a new algorithm adds its row here (plugins are merged in by
+:func:`plugin_agents`)."""
+
+BUILTIN_AGENTS: frozenset[str] = frozenset(AGENTS)
+"""verigym's own agent names (a plugin cannot take one)."""
+
+_PLUGINS_LOADED = False
 
 
-def agent_class(name: str) -> type:
-    """The class registered under ``name``.
+def plugin_agents() -> dict[str, str]:
+    """Merge the installed ``verigym.agents`` entry points into :data:`AGENTS` (once per process).
+
+    Only the entry points' metadata is read; a plugin's module is imported when its agent is made.
+
+    Returns:
+        Plugin agent name -> ``"module:attr"``, for the plugins that were accepted.
+    """
+    global _PLUGINS_LOADED
+    if not _PLUGINS_LOADED:
+        _PLUGINS_LOADED = True
+        from verigym.registration import entry_points, record_plugin_error
+
+        for point in entry_points(AGENT_GROUP):
+            if point.name in BUILTIN_AGENTS:
+                if point.value != AGENTS[point.name]:
+                    record_plugin_error(AGENT_GROUP, point, ValueError(f"agent name {point.name!r} is verigym's own; choose another name"))
+                continue
+            module, sep, attr = point.value.partition(":")
+            if not (module and sep and attr):
+                record_plugin_error(AGENT_GROUP, point, ValueError("the entry point must be 'module:Class' or 'module:factory'"))
+                continue
+            if point.name in AGENTS and AGENTS[point.name] != point.value:
+                record_plugin_error(AGENT_GROUP, point, ValueError(f"agent name {point.name!r} is already taken by {AGENTS[point.name]!r}"))
+                continue
+            AGENTS[point.name] = point.value
+    return {name: target for name, target in AGENTS.items() if name not in BUILTIN_AGENTS}
+
+
+def agent_class(name: str) -> Any:
+    """The class (or, for a plugin, the class or factory) registered under ``name``.
 
     Raises:
-        KeyError: unknown name (the message lists the registered ones).
+        KeyError: unknown name (the message lists the registered ones, plugins included).
+        ImportError / AttributeError: the registered module or attribute cannot be loaded.
     """
+    plugin_agents()
     try:
         module, attr = AGENTS[name].split(":")
     except KeyError:
@@ -63,7 +115,8 @@ def agent_class(name: str) -> type:
 
 
 def make(name: str, env: Any = None, **config: Any) -> Agent:
-    """Build the agent registered as ``name`` for ``env`` with ``config`` overrides.
+    """Build the agent registered as ``name`` (verigym's or a plugin's) for ``env`` with ``config``
+    overrides.
 
     Raises:
         KeyError: unknown agent name.

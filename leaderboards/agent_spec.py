@@ -5,6 +5,8 @@ spec                               agent
 =================================  ==========================================================
 ``random``                         uniform random actions (legal ones when there is a mask)
 ``oracle``                         the env's scripted solver (``oracle_action()``)
+``<plugin agent>``                 an agent a package registers under the entry-point group
+                                   ``verigym.agents`` (``verigym.agents.make(name, env)``)
 ``<agent>:<checkpoint dir>``       a saved verigym agent, e.g. ``ppo:runs/ppo-cartpole``, or a folder
                                    of them, one per env (each ``meta.json`` names its env id)
 ``llm:<model>``                    a local causal LM (a Hugging Face folder, a ``.gguf`` file or
@@ -36,6 +38,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from verigym.core import FAMILIES as _FAMILIES
+
 __all__ = ["AgentSpec", "parse_agent_spec"]
 
 _TEXT_KINDS = ("llm", "openai")
@@ -47,9 +51,9 @@ class AgentSpec:
 
     Attributes:
         text: the spec as given.
-        kind: ``random``, ``oracle``, ``checkpoint``, ``llm``, ``openai`` or ``factory``.
+        kind: ``random``, ``oracle``, ``plugin``, ``checkpoint``, ``llm``, ``openai`` or ``factory``.
         target: the checkpoint/model dir, the ``module:factory``, or ``base_url#model``.
-        agent_name: the registered agent name for ``checkpoint`` specs.
+        agent_name: the registered agent name for ``checkpoint`` and ``plugin`` specs.
     """
 
     text: str
@@ -118,6 +122,8 @@ class AgentSpec:
 
         if self.kind in ("random", "oracle"):
             return agents.make(self.kind, env)
+        if self.kind == "plugin":
+            return agents.make(self.agent_name, env)
         if self.kind == "checkpoint":
             found = self.checkpoints()
             env_id = getattr(getattr(env, "spec", None), "id", None)
@@ -161,15 +167,20 @@ def parse_agent_spec(text: str) -> AgentSpec:
             ``module:factory`` cannot be imported.
     """
     from verigym.agents import AGENTS
+    from verigym.agents.base import plugin_agents
 
+    plugins = plugin_agents()
     text = text.strip()
     if text in ("random", "oracle"):
         return AgentSpec(text, text)
+    if text in plugins:
+        return AgentSpec(text, "plugin", plugins[text], agent_name=text)
     head, sep, rest = text.partition(":")
     if not sep or not rest:
         raise ValueError(
             f"agent spec {text!r} is not one of: random, oracle, <agent>:<checkpoint dir>, llm:<model dir>, "
-            f"openai:<base url>#<model>, <module>:<factory> (registered agents: {', '.join(sorted(AGENTS))})"
+            f"openai:<base url>#<model>, <module>:<factory>, a plugin agent "
+            f"(registered agents: {', '.join(sorted(AGENTS))})"
         )
     if head == "openai":
         rest, options, families = _llm_options(text, rest)
@@ -195,7 +206,6 @@ def parse_agent_spec(text: str) -> AgentSpec:
     return spec
 
 
-_FAMILIES = ("text", "tool", "gui", "grid", "mujoco", "multiagent")
 
 
 def _llm_options(text: str, rest: str) -> tuple[str, tuple[tuple[str, Any], ...], tuple[str, ...]]:

@@ -1,7 +1,12 @@
 """``verigym doctor``: which optional parts work on this machine, and how to fix what does not.
 
-Each probe is a function returning a :class:`Probe`; :data:`PROBES` lists them as ``"module:attr"``
-strings so a part of the library can contribute its own probe without importing it here.
+Each probe is a zero-argument function returning a :class:`Probe`. Probes are collected from the
+entry-point group ``verigym.doctor`` (:data:`PROBE_GROUP`), verigym's own first (declared in its
+``pyproject.toml``, run in entry-point name order), then those of installed plugins, so a part of
+the library or a third-party package contributes a probe without being named here::
+
+    [project.entry-points."verigym.doctor"]
+    acme = "acme_envs.doctor:probe"
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-__all__ = ["PROBES", "Probe", "run_probes"]
+__all__ = ["PROBE_GROUP", "Probe", "probe_plugins", "run_probes"]
+
+PROBE_GROUP = "verigym.doctor"
 
 
 @dataclass(frozen=True)
@@ -97,25 +104,38 @@ def probe_ray() -> Probe:
     return Probe("Ray (distributed evaluation)", True, f"ray {ray.__version__}")
 
 
-PROBES: tuple[str, ...] = (
-    "verigym.doctor:probe_core",
-    "verigym.doctor:probe_torch",
-    "verigym.doctor:probe_mujoco",
-    "verigym.doctor:probe_chromium",
-    "verigym.envs.gui.browser:probe",
-    "verigym.sandbox:doctor_probe",
-    "verigym.doctor:probe_ray",
-    "verigym.agents.llm:doctor_probe",
-)
+def probe_plugins() -> Probe:
+    """The installed plugins (``verigym.envs``/``verigym.agents`` entry points of other packages)
+    and any entry point that failed to load."""
+    from verigym.agents.base import plugin_agents
+    from verigym.registration import ENV_GROUP, entry_points, plugin_errors
+
+    plugin_agents()  # loads the agents group, so its failures are recorded too
+    errors = plugin_errors()
+    found = [
+        f"{point.name} ({point.dist.metadata['Name'] if point.dist else '?'})"
+        for group in (ENV_GROUP, "verigym.agents")
+        for point in entry_points(group)
+        if point.dist is None or point.dist.metadata["Name"] != "verigym"
+    ]
+    seen = f"plugins: {', '.join(found)}" if found else "no third-party plugins installed"
+    if errors:
+        return Probe("Plugins", False, "; ".join([seen, *map(str, errors)]), "fix or uninstall the failing plugin package (pip uninstall <package>)")
+    return Probe("Plugins", True, seen)
 
 
 def run_probes() -> list[Probe]:
-    """Run every probe in :data:`PROBES`; a probe that raises is reported as broken."""
+    """Run every ``verigym.doctor`` entry point; a probe that fails to load or raises is reported
+    as broken (one line naming it), never raised."""
+    from verigym.registration import entry_points
+
     results = []
-    for target in PROBES:
-        module, attr = target.split(":")
+    points = entry_points(PROBE_GROUP)
+    if not points:
+        return [Probe("verigym doctor", False, f"no {PROBE_GROUP} entry points are installed", "pip install -e . (in a checkout) or pip install verigym")]
+    for point in points:
         try:
-            results.append(getattr(importlib.import_module(module), attr)())
-        except Exception as exc:
-            results.append(Probe(target, False, f"the probe raised {type(exc).__name__}: {exc}"))
+            results.append(point.load()())
+        except Exception as exc:  # noqa: BLE001 - a broken probe is a line of the report
+            results.append(Probe(f"{point.name} ({point.value})", False, f"the probe raised {type(exc).__name__}: {exc}"))
     return results

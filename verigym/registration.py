@@ -1,10 +1,20 @@
-"""One table-driven registration for Gymnasium and PettingZoo ids (DESIGN.md sections 2-3).
+"""One table-driven registration for Gymnasium and PettingZoo ids (DESIGN.md sections 2-3, 7).
 
-Each family folder ``envs/<family>/`` has a light module ``table.py`` with ``ROWS``, a list of
-:class:`EnvRow`. ``import verigym`` calls :func:`register_all`, which imports those tables (never the
-env modules themselves: entry points are ``"module:Class"`` strings) and registers each row in
-Gymnasium's registry, or PettingZoo's for ``api="aec"``/``"parallel"``. Registering the same row
-twice is a no-op; registering a different row under an existing id raises.
+An env table is a light module with ``ROWS``, a list of :class:`EnvRow`. Tables are found through
+the entry-point group ``verigym.envs`` (:data:`ENV_GROUP`): verigym declares its own families'
+tables (``verigym.envs.<family>.table``) there in its ``pyproject.toml``, and a third-party package
+declares its table the same way::
+
+    [project.entry-points."verigym.envs"]
+    acme = "acme_envs.table"
+
+``import verigym`` calls :func:`register_all`, which imports those tables (never the env modules
+themselves: env entry points are ``"module:Class"`` strings) and registers each row in Gymnasium's
+registry, or PettingZoo's for ``api="aec"``/``"parallel"`` (a parallel game is registered for
+``"aec"`` too, through ``parallel_to_aec``, as PettingZoo does with its own). Registering the same
+row twice is a no-op; registering a different row under an existing id raises. A table that fails
+to import or holds bad rows is skipped with a warning naming it; :func:`plugin_errors` lists those
+failures (``verigym doctor`` reports them).
 
 Example::
 
@@ -18,8 +28,8 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import importlib.util
-import pkgutil
+import importlib.metadata
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -27,9 +37,33 @@ from typing import Any, Literal
 
 from verigym.core import FAMILIES
 
-__all__ = ["EnvRow", "make", "register_all", "register_rows", "require_id", "row", "rows", "unknown_id_message", "variants"]
+__all__ = [
+    "ENV_GROUP",
+    "EnvRow",
+    "ParallelAsAEC",
+    "PluginError",
+    "entry_points",
+    "make",
+    "namespace",
+    "plugin_errors",
+    "record_plugin_error",
+    "register_all",
+    "register_rows",
+    "require_id",
+    "row",
+    "rows",
+    "unknown_id_message",
+    "variants",
+]
 
-ID_PATTERN = re.compile(r"^verigym/[A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*-v\d+$")
+logger = logging.getLogger(__name__)
+
+ID_PATTERN = re.compile(r"^[a-z][a-z0-9_.]*(?:-[a-z0-9_.]+)*/[A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*-v\d+$")
+"""``<namespace>/<CamelCaseName>[-<Variant>]-v<N>``: ``verigym/`` for ours, a package's own
+lowercase namespace (``acme/Coin-v0``) for a plugin's."""
+
+ENV_GROUP = "verigym.envs"
+"""Entry-point group of env tables: each entry point names a module with a ``ROWS`` list."""
 
 Api = Literal["gymnasium", "aec", "parallel"]
 
@@ -39,7 +73,8 @@ class EnvRow:
     """One registered environment id.
 
     Attributes:
-        id: ``verigym/<Name>[-<Variant>]-v<N>``, CamelCase name.
+        id: ``<namespace>/<Name>[-<Variant>]-v<N>``, CamelCase name; the namespace is ``verigym``
+            for ours and the package's own (``acme``) for a plugin's.
         entry_point: ``"module:attr"`` string, imported only when the env is made.
         family: one of :data:`verigym.core.FAMILIES`.
         kwargs: constructor keyword arguments of this variant (JSON-serializable).
@@ -66,7 +101,8 @@ class EnvRow:
     def __post_init__(self) -> None:
         if not ID_PATTERN.match(self.id):
             raise ValueError(
-                f"env id {self.id!r} must look like 'verigym/<CamelCaseName>[-<Variant>]-v<N>'"
+                f"env id {self.id!r} must look like '<namespace>/<CamelCaseName>[-<Variant>]-v<N>' "
+                "(namespace 'verigym' for verigym's envs, a lowercase package name for a plugin's)"
             )
         if self.family not in FAMILIES:
             raise ValueError(f"family {self.family!r} of {self.id} is not one of {FAMILIES}")
@@ -103,16 +139,114 @@ def variants(
     ]
 
 
+class ParallelAsAEC:
+    """PettingZoo ``"aec"`` entry point of a parallel game: builds it and wraps it in
+    ``parallel_to_aec`` (picklable: it holds only the ``"module:attr"`` string).
+
+    Args:
+        entry_point: the parallel env's ``"module:attr"``.
+    """
+
+    def __init__(self, entry_point: str) -> None:
+        self.entry_point = entry_point
+
+    def __call__(self, **kwargs: Any) -> Any:
+        from pettingzoo.utils.conversions import parallel_to_aec
+
+        module, attr = self.entry_point.split(":")
+        return parallel_to_aec(getattr(importlib.import_module(module), attr)(**kwargs))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ParallelAsAEC) and other.entry_point == self.entry_point
+
+    def __hash__(self) -> int:
+        return hash(self.entry_point)
+
+    def __repr__(self) -> str:
+        return f"ParallelAsAEC({self.entry_point!r})"
+
+
+@dataclass(frozen=True)
+class PluginError:
+    """An entry point that could not be used (its package is skipped, verigym keeps working).
+
+    Attributes:
+        group: the entry-point group (``verigym.envs``, ``verigym.agents``, ``verigym.doctor``).
+        name: the entry point's name.
+        value: what it points to (``"module"`` or ``"module:attr"``).
+        distribution: the installed package that declares it (``""`` when unknown).
+        error: ``"<ExceptionType>: <message>"``.
+    """
+
+    group: str
+    name: str
+    value: str
+    distribution: str
+    error: str
+
+    def __str__(self) -> str:
+        where = f" of {self.distribution}" if self.distribution else ""
+        return f"plugin {self.name!r}{where} ({self.group} = {self.value!r}) failed: {self.error}"
+
+
 _TABLE: dict[str, EnvRow] = {}
 _LOADED = False
+_PLUGIN_ERRORS: list[PluginError] = []
+
+
+def entry_points(group: str) -> list[importlib.metadata.EntryPoint]:
+    """The installed entry points of ``group``: verigym's own first, then by distribution, each
+    distribution's in name order.
+
+    Duplicates (the same distribution found twice on ``sys.path``) are dropped.
+    """
+    found: dict[tuple[str, str], importlib.metadata.EntryPoint] = {}
+    for point in importlib.metadata.entry_points(group=group):
+        found.setdefault((point.name, point.value), point)
+
+    def order(point: importlib.metadata.EntryPoint) -> tuple[bool, str, str]:
+        dist = _distribution(point)
+        return dist != "verigym", dist, point.name
+
+    return sorted(found.values(), key=order)
+
+
+def _distribution(point: importlib.metadata.EntryPoint) -> str:
+    dist = getattr(point, "dist", None)
+    return str(dist.metadata["Name"]) if dist is not None and dist.metadata["Name"] else ""
+
+
+def record_plugin_error(group: str, point: importlib.metadata.EntryPoint, exc: BaseException) -> PluginError:
+    """Log a clear warning for an entry point that failed and remember it for :func:`plugin_errors`.
+
+    Args:
+        group: the entry-point group.
+        point: the failing entry point.
+        exc: what it raised.
+
+    Returns:
+        The recorded :class:`PluginError`.
+    """
+    error = PluginError(group, point.name, point.value, _distribution(point), f"{type(exc).__name__}: {exc}")
+    if error not in _PLUGIN_ERRORS:
+        _PLUGIN_ERRORS.append(error)
+        logger.warning("%s; skipped (verigym keeps working without it)", error)
+    return error
+
+
+def plugin_errors() -> list[PluginError]:
+    """The entry points (env tables, agents, doctor probes) that failed to load so far."""
+    register_all()
+    return list(_PLUGIN_ERRORS)
 
 
 def register_rows(new_rows: Iterable[EnvRow]) -> None:
     """Register rows in verigym's table and in Gymnasium's or PettingZoo's registry.
 
-    Idempotent for identical rows.
+    Idempotent for identical rows. A ``"parallel"`` row is registered for ``"aec"`` too.
 
     Raises:
+        TypeError: an item is not an :class:`EnvRow`.
         ValueError: an id is already registered with a different row.
     """
     for item in new_rows:
@@ -139,36 +273,68 @@ def register_rows(new_rows: Iterable[EnvRow]) -> None:
                     reward_threshold=item.reward_threshold,
                     nondeterministic=item.nondeterministic,
                 )
-        else:
-            import pettingzoo
+            continue
+        import pettingzoo
 
-            registry = pettingzoo.aec_registry if item.api == "aec" else pettingzoo.parallel_registry
-            if item.id not in registry:
-                pettingzoo.register(
-                    item.api,
-                    item.id,
-                    item.entry_point,
-                    max_cycles=item.max_episode_steps,
-                    kwargs=dict(item.kwargs),
-                )
+        registry = pettingzoo.aec_registry if item.api == "aec" else pettingzoo.parallel_registry
+        if item.id not in registry:
+            pettingzoo.register(item.api, item.id, item.entry_point, max_cycles=item.max_episode_steps, kwargs=dict(item.kwargs))
+        if item.api == "parallel" and item.id not in pettingzoo.aec_registry:
+            pettingzoo.register(
+                "aec", item.id, ParallelAsAEC(item.entry_point), max_cycles=item.max_episode_steps, kwargs=dict(item.kwargs)
+            )
+
+
+def _register_table(point: importlib.metadata.EntryPoint) -> None:
+    """Import one ``verigym.envs`` entry point's module and register its ``ROWS`` (all or none)."""
+    table = point.load()
+    table_rows = getattr(table, "ROWS", None)
+    if table_rows is None:
+        raise AttributeError(f"module {point.value!r} has no ROWS list of EnvRow")
+    table_rows = list(table_rows)
+    for item in table_rows:
+        if not isinstance(item, EnvRow):
+            raise TypeError(f"ROWS holds {type(item).__name__} {item!r}, not an EnvRow")
+        existing = _TABLE.get(item.id)
+        if existing is not None and existing != item:
+            raise ValueError(f"{item.id} is already registered by another table with entry point {existing.entry_point}")
+    register_rows(table_rows)
 
 
 def register_all() -> None:
-    """Import every ``verigym.envs.<family>.table`` and register its ``ROWS`` (once)."""
+    """Register the ``ROWS`` of every ``verigym.envs`` entry point (once per process).
+
+    verigym's own families come first. A table that fails to import, has no ``ROWS``, holds
+    something else than :class:`EnvRow` or reuses a registered id is skipped whole, with a
+    warning naming the plugin and the error (see :func:`plugin_errors`).
+    """
     global _LOADED
     if _LOADED:
         return
     _LOADED = True
-    import verigym.envs as envs_package
+    points = entry_points(ENV_GROUP)
+    if not any(_distribution(p) == "verigym" for p in points):
+        logger.warning(
+            "no %s entry points of verigym itself are installed, so verigym's own envs are not registered; "
+            "install verigym (pip install verigym, or pip install -e . in a checkout)", ENV_GROUP
+        )
+    for point in points:
+        try:
+            _register_table(point)
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not break verigym
+            record_plugin_error(ENV_GROUP, point, exc)
 
-    for module in sorted(pkgutil.iter_modules(envs_package.__path__), key=lambda m: m.name):
-        if not module.ispkg:
-            continue
-        name = f"verigym.envs.{module.name}.table"
-        if importlib.util.find_spec(name) is None:
-            continue
-        table = importlib.import_module(name)
-        register_rows(getattr(table, "ROWS", ()))
+
+def namespace(env_id: str) -> str:
+    """The namespace of an id (``"acme"`` for ``"acme/Coin-v0"``; ``""`` without one)."""
+    head, sep, _ = env_id.partition("/")
+    return head if sep else ""
+
+
+def _own_namespace(env_id: str) -> bool:
+    """Whether ``env_id`` is in a namespace of verigym's table (ours or a plugin's)."""
+    space = namespace(env_id)
+    return space == "verigym" or any(namespace(known) == space for known in _TABLE)
 
 
 def rows(family: str | None = None) -> list[EnvRow]:
@@ -199,12 +365,12 @@ def row(env_id: str) -> EnvRow:
 def unknown_id_message(env_id: str) -> str:
     """A helpful message for an unregistered id, with the closest registered ids.
 
-    Candidates are verigym's ids and, for ids outside ``verigym/``, Gymnasium's registry too
-    (``CartPol-v1`` suggests ``CartPole-v1``).
+    Candidates are the table's ids (verigym's and plugins') and, for ids outside the table's
+    namespaces, Gymnasium's registry too (``CartPol-v1`` suggests ``CartPole-v1``).
     """
     register_all()
     candidates = list(_TABLE)
-    if not env_id.startswith("verigym/"):
+    if not _own_namespace(env_id):
         import gymnasium
 
         candidates += [name for name in gymnasium.registry if name not in _TABLE]
@@ -221,12 +387,13 @@ def require_id(env_id: str) -> Api:
     The one id lookup of the command line (``play``, ``check``, ``train``, ``eval --env``): a
     verigym id must be in verigym's table; any other id must be in Gymnasium's registry (or use
     Gymnasium's ``"module:Id-vN"`` form, which imports ``module`` first and is not checked here).
+    Plugin ids are in the table like ours.
 
     Args:
         env_id: the id the user typed.
 
     Returns:
-        The id's api: ``"gymnasium"``, or ``"aec"``/``"parallel"`` for verigym's PettingZoo ids.
+        The id's api: ``"gymnasium"``, or ``"aec"``/``"parallel"`` for the table's PettingZoo ids.
 
     Raises:
         KeyError: the id is not registered; ``args[0]`` is a message with the closest ids.
@@ -235,7 +402,7 @@ def require_id(env_id: str) -> Api:
     item = _TABLE.get(env_id)
     if item is not None:
         return item.api
-    if not env_id.startswith("verigym/"):
+    if not _own_namespace(env_id):
         import gymnasium
 
         if env_id in gymnasium.registry or ":" in env_id:
