@@ -122,7 +122,8 @@ def test_list_explains_its_columns(capsys):
     from verigym.registration import EnvRow
 
     assert main(["list", "--family", "grid"]) == 0
-    out = " ".join(capsys.readouterr().out.split())
+    captured = capsys.readouterr()  # piped: plain rows on stdout, the column notes on stderr
+    out = " ".join((captured.out + captured.err).split())
     assert "step limit: steps before the episode is truncated" in out and "api gymnasium" in out
     base = {"id": "verigym/Sample-v0", "entry_point": "m:C", "family": "grid"}
     assert step_limit(EnvRow(**base, max_episode_steps=50)) == "50"

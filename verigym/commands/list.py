@@ -1,8 +1,15 @@
-"""``verigym list [--family F]``: the registered ids as a table."""
+"""``verigym list [--family F] [--json]``: the registered ids (verigym's and plugins').
+
+On a terminal, a table; when stdout is not a terminal (a pipe, a file), plain tab-separated rows
+with a header line, never wrapped or truncated; ``--json`` prints a JSON list of objects (``id``,
+``family``, ``api``, ``step_limit``, ``description``, ``entry_point``, ``kwargs``) for scripts.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 
 from verigym.core import FAMILIES
 from verigym.registration import EnvRow
@@ -14,6 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--family", choices=FAMILIES, help="only this family")
     parser.add_argument("--spaces", action="store_true", help="also make each env to show its spaces (slower)")
     parser.add_argument("--ids", action="store_true", help="print bare ids, one per line")
+    parser.add_argument("--json", action="store_true", help="print a JSON list of the rows (for scripts)")
 
 
 def _spaces(env_id: str, api: str) -> tuple[str, str, int | None]:
@@ -63,6 +71,32 @@ def run(args: argparse.Namespace) -> int:
     selected = rows(args.family)
     if args.ids:
         print("\n".join(r.id for r in selected))
+        return 0
+    if args.json:
+        records = []
+        for r in selected:
+            record = {"id": r.id, "family": r.family, "api": r.api, "step_limit": step_limit(r), "description": r.description,
+                      "entry_point": r.entry_point, "kwargs": dict(r.kwargs)}
+            if args.spaces:
+                record["observation_space"], record["action_space"], limit = _spaces(r.id, r.api)
+                if record["step_limit"] == "own" and limit is not None:
+                    record["step_limit"] = str(limit)
+            records.append(record)
+        print(json.dumps(records, indent=1, default=str))
+        return 0
+    if not sys.stdout.isatty():  # piped: one plain line a row, nothing wrapped or cut
+        header = ["id", "family", "api", "step limit", "description"] + (["observation space", "action space"] if args.spaces else [])
+        lines = ["\t".join(header)]
+        for r in selected:
+            cells = [r.id, r.family, r.api, step_limit(r), r.description]
+            if args.spaces:
+                observation_space, action_space, limit = _spaces(r.id, r.api)
+                if cells[3] == "own" and limit is not None:
+                    cells[3] = str(limit)
+                cells += [observation_space, action_space]
+            lines.append("\t".join(c.replace("\t", " ").replace("\n", " ") for c in cells))
+        print("\n".join(lines))
+        print(f"columns: {COLUMNS}", file=sys.stderr)  # the table's caption, off the data stream
         return 0
     table = Table(title=f"verigym environments ({len(selected)})", caption=COLUMNS, show_lines=False)
     for column in ("id", "family", "api", "step limit", "description"):
