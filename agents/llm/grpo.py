@@ -28,6 +28,7 @@ import functools
 import inspect
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ __all__ = [
     "GRPOConfig",
     "GRPOTrainer",
     "Task",
+    "cpu_seconds",
     "group_advantages",
     "grpo_loss",
     "rollout",
@@ -145,6 +147,13 @@ class GRPOConfig(AgentConfig):
         require(self.overlong_buffer >= 0, f"overlong_buffer must be >= 0, got {self.overlong_buffer}")
         require(self.save_every >= 0, f"save_every must be >= 0, got {self.save_every}")
         require(self.curriculum_temperature > 0, "curriculum_temperature must be > 0")
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and its waited-for children so far: the budget
+    unit of the benchmarks (wall time is inflated on a shared machine)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 # -- rollouts ------------------------------------------------------------------------------------------
@@ -561,9 +570,9 @@ class GRPOTrainer:
     def step(self) -> dict[str, float]:
         """Collect one batch, update the policy, return the step's metrics."""
         cfg = self.config
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), cpu_seconds()
         groups = self.collect()
-        rollout_time = time.perf_counter() - started
+        rollout_time, rollout_cpu = time.perf_counter() - started, cpu_seconds() - cpu_started
         rewards = np.array([[e.reward for e in group] for group in groups], dtype=np.float64)
         advantages = group_advantages(rewards, scale=cfg.scale_rewards)
         for k, group in enumerate(groups):
@@ -582,12 +591,14 @@ class GRPOTrainer:
             "invalid_action_rate": float(sum(e.invalid for e in every) / max(1, sum(e.turns for e in every))),
             "truncated_reply_rate": float(sum(e.truncated_replies for e in every) / max(1, sum(e.turns for e in every))),
             "rollout_time": rollout_time,
+            "rollout_cpu_time": rollout_cpu,
         }
         if batch:
             metrics.update(self._update(batch))
         self.global_step += 1
         metrics["step"] = float(self.global_step)
         metrics["step_time"] = time.perf_counter() - started
+        metrics["step_cpu_time"] = cpu_seconds() - cpu_started
         self._writers(metrics)
         if cfg.output_dir and cfg.save_every and self.global_step % cfg.save_every == 0:
             self.save(Path(cfg.output_dir) / f"checkpoint-{self.global_step}")
