@@ -34,7 +34,7 @@ def test_register_is_idempotent_and_refuses_conflicts():
         register_rows([other])
 
 
-@pytest.mark.parametrize("bad_id", ["GuessNumber-v0", "verigym/guess-v0", "verigym/Guess", "verigym/Guess-v"])
+@pytest.mark.parametrize("bad_id", ["GuessNumber-v0", "verigym/guess-v0", "verigym/Guess", "verigym/Guess-v", "Acme/Coin-v0", "acme/coin-v0"])
 def test_bad_ids_are_refused(bad_id):
     with pytest.raises(ValueError, match="must look like"):
         EnvRow(bad_id, "m:a", family="text")
@@ -73,3 +73,41 @@ def test_spec_rebuilds_env():
     a, _ = env.reset(seed=5)
     b, _ = rebuilt.reset(seed=5)
     assert (a == b).all()
+
+
+def test_plugin_namespaces_are_accepted():
+    """A plugin's ids live in its own lowercase namespace (docs/design.md, Plugins)."""
+    assert EnvRow("acme/Coin-v0", "m:a", family="text").id == "acme/Coin-v0"
+    assert EnvRow("acme_labs/Coin-Hard-v2", "m:a", family="grid").id == "acme_labs/Coin-Hard-v2"
+
+
+def test_own_tables_come_from_entry_points():
+    """verigym's families register through the verigym.envs entry points, like a plugin's."""
+    from verigym.registration import ENV_GROUP, entry_points, plugin_errors
+
+    own = {p.name for p in entry_points(ENV_GROUP) if p.dist is not None and p.dist.metadata["Name"] == "verigym"}
+    assert own == set(verigym.FAMILIES)
+    assert {r.family for r in verigym.rows()} == set(verigym.FAMILIES)
+    assert not [e for e in plugin_errors() if e.distribution == "verigym"]
+
+
+def test_parallel_games_are_in_the_aec_registry_too():
+    """pettingzoo.make("aec", id) works on a parallel game (through parallel_to_aec)."""
+    import pickle
+
+    import pettingzoo
+    from pettingzoo.test import api_test
+
+    parallel_ids = [r.id for r in verigym.rows("multiagent") if r.api == "parallel"]
+    assert "verigym/Pursuit-v0" in parallel_ids
+    for env_id in parallel_ids:
+        assert env_id in pettingzoo.aec_registry and env_id in pettingzoo.parallel_registry
+    env = pettingzoo.make("aec", "verigym/Pursuit-v0")
+    assert isinstance(env, pettingzoo.AECEnv)  # .unwrapped reaches through to the parallel game
+    api_test(env, num_cycles=20)
+    env.reset(seed=5)
+    first = env.observe(env.agent_selection)
+    again = pettingzoo.make("aec", "verigym/Pursuit-v0")
+    again.reset(seed=5)
+    assert (again.observe(again.agent_selection) == first).all()
+    assert pickle.loads(pickle.dumps(pettingzoo.aec_registry["verigym/Pursuit-v0"].entry_point)).entry_point.endswith(":PursuitEnv")

@@ -13,7 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-COMMANDS: tuple[str, ...] = ("list", "play", "check", "doctor", "train", "eval", "leaderboard", "reverify", "export", "serve", "serve-env")
+COMMANDS: tuple[str, ...] = ("list", "play", "check", "doctor", "train", "eval", "leaderboard", "reverify", "export", "serve", "serve-env", "new-env")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,122 @@
+"""Third-party plugins (issue 22 item 1): a package built by ``verigym new-env`` and a broken one are
+pip-installed into a temporary folder (``--target``, never into the shared environment) and used
+from subprocesses with that folder on ``PYTHONPATH``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from verigym.commands.new_env import write_skeleton
+
+_BROKEN_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "brokenplug"
+version = "0.1.0"
+
+[tool.setuptools]
+py-modules = ["brokenplug_table", "brokenplug_agent"]
+
+[project.entry-points."verigym.envs"]
+brokenplug = "brokenplug_table"
+
+[project.entry-points."verigym.agents"]
+random = "brokenplug_agent:Stolen"
+"""
+
+
+@pytest.fixture(scope="module")
+def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding the installed ``acme`` skeleton and the ``brokenplug`` package."""
+    root = tmp_path_factory.mktemp("plugins")
+    write_skeleton("acme", "Sum", root)
+    broken = root / "brokenplug"
+    broken.mkdir()
+    (broken / "pyproject.toml").write_text(_BROKEN_PYPROJECT)
+    (broken / "brokenplug_table.py").write_text("raise RuntimeError('brokenplug table is broken on purpose')\n")
+    (broken / "brokenplug_agent.py").write_text("class Stolen:\n    pass\n")
+    site = root / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+         "--target", str(site), str(root / "acme"), str(broken)],
+        check=True, capture_output=True, text=True,
+    )
+    return site
+
+
+def _verigym(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]), OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "verigym", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+
+def test_installed_plugin_is_listed_checked_and_evaluated(plugin_path: Path, tmp_path: Path):
+    listed = _verigym(plugin_path, "list", "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    ids = {row["id"]: row for row in json.loads(listed.stdout)}
+    assert {"acme/Sum-v0", "acme/Sum-Hard-v0"} <= set(ids) and "verigym/GuessNumber-v0" in ids
+    assert ids["acme/Sum-v0"]["family"] == "text"
+    # the broken plugin is named in a warning and skipped; verigym's own agent name is not taken over
+    assert "brokenplug" in listed.stderr and "broken on purpose" in listed.stderr
+
+    checked = _verigym(plugin_path, "check", "acme/Sum-v0", cwd=tmp_path)
+    assert checked.returncode == 0 and "1 passed, 0 failed" in checked.stdout, checked.stdout + checked.stderr
+
+    export = tmp_path / "rows.json"
+    evaluated = _verigym(
+        plugin_path, "eval", "--agent", "random", "--agent", "acme-solver", "--env", "acme/Sum-v0", "--episodes", "3",
+        "--workers", "1", "--no-progress", "--out", str(tmp_path / "results"), "--export", str(export), cwd=tmp_path,
+    )
+    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
+    rows = json.loads(export.read_text())
+    rows = rows if isinstance(rows, list) else rows["rows"]
+    by_agent: dict[str, list[dict]] = {}
+    for item in rows:
+        assert item["env_id"] == "acme/Sum-v0"
+        by_agent.setdefault(str(item.get("agent") or item.get("agent_spec")), []).append(item)
+    assert {"random", "acme-solver"} <= set(by_agent), sorted(by_agent)
+    assert len(by_agent["acme-solver"]) == 3 and all(item["success"] for item in by_agent["acme-solver"])
+
+    doctor = _verigym(plugin_path, "doctor", cwd=tmp_path)
+    assert "brokenplug" in doctor.stdout and "acme" in doctor.stdout, doctor.stdout
+
+
+def test_plugin_agent_and_the_skeletons_own_test(plugin_path: Path, tmp_path: Path):
+    code = (
+        "import gymnasium as gym, verigym\n"
+        "from verigym import agents\n"
+        "env = gym.make('acme/Sum-Hard-v0')\n"
+        "agent = agents.make('acme-solver', env)\n"
+        "obs, info = env.reset(seed=3)\n"
+        "print(env.step(agent.act(obs, info))[4]['success'], agents.AGENTS['random'])\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(plugin_path), OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "verigym.agents.reference:RandomAgent"]
+    assert "agent name 'random' is verigym's own" in done.stderr
+    skeleton_test = plugin_path.parent / "acme" / "tests" / "test_env.py"
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(skeleton_test)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+def test_new_env_refuses_bad_names(tmp_path: Path):
+    for name in ("Acme", "verigym", "1x", "a-b"):
+        with pytest.raises(ValueError):
+            write_skeleton(name, "Sum", tmp_path)
+    with pytest.raises(ValueError, match="CamelCase"):
+        write_skeleton("acme", "sum", tmp_path)
+    write_skeleton("acme", "Sum", tmp_path)
+    with pytest.raises(ValueError, match="exists"):
+        write_skeleton("acme", "Sum", tmp_path)
