@@ -42,7 +42,10 @@ def make_env(env: str | Any) -> Any:
 
     if env in gym.registry:
         return gym.make(env)
-    api = registration.row(env).api if env.startswith("verigym/") else "gymnasium"
+    try:  # verigym's and plugins' PettingZoo ids are in the registration table
+        api = registration.row(env).api
+    except KeyError:
+        api = "gymnasium"
     if api == "parallel":
         return registration.make(env)
     if api == "aec":
