@@ -85,6 +85,14 @@ def test_installed_plugin_is_listed_checked_and_evaluated(plugin_path: Path, tmp
     assert {"random", "acme-solver"} <= set(by_agent), sorted(by_agent)
     assert len(by_agent["acme-solver"]) == 3 and all(item["success"] for item in by_agent["acme-solver"])
 
+    suite = tmp_path / "acme-suite.json"
+    suite.write_text(json.dumps({"name": "acme-suite", "metric": "success", "tasks": [{"env_id": "acme/Sum-Hard-v0", "episodes": 2}]}))
+    in_suite = _verigym(
+        plugin_path, "eval", "--agent", "acme-solver", "--suite", str(suite), "--workers", "1", "--no-progress",
+        "--out", str(tmp_path / "results"), cwd=tmp_path,
+    )
+    assert in_suite.returncode == 0 and "ran 2 episodes (2 ok)" in in_suite.stdout + in_suite.stderr, in_suite.stdout + in_suite.stderr
+
     doctor = _verigym(plugin_path, "doctor", cwd=tmp_path)
     assert "brokenplug" in doctor.stdout and "acme" in doctor.stdout, doctor.stdout
 
