@@ -1,7 +1,8 @@
 """verigym: agent environments with verifiable rewards under one API.
 
-``import verigym`` registers every environment (lazily: string entry points, no torch, MuJoCo or
-browser imports), so ``gymnasium.make("verigym/<Name>-v<N>")`` and
+``import verigym`` registers every environment of the installed ``verigym.envs`` entry points,
+verigym's own families and plugins' (lazily: string entry points, no torch, MuJoCo or browser
+imports), so ``gymnasium.make("verigym/<Name>-v<N>")`` and
 ``pettingzoo.make("aec" | "parallel", "verigym/<Name>-v<N>")`` work.
 
 Contracts (DESIGN.md): :class:`TextInterface`, :class:`ActionParseError`, :data:`FAMILIES`, the

@@ -27,6 +27,7 @@ Example::
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import importlib.metadata
 import logging
@@ -201,7 +202,7 @@ def entry_points(group: str) -> list[importlib.metadata.EntryPoint]:
     Duplicates (the same distribution found twice on ``sys.path``) are dropped.
     """
     found: dict[tuple[str, str], importlib.metadata.EntryPoint] = {}
-    for point in importlib.metadata.entry_points(group=group):
+    for point in _installed_entry_points().select(group=group):
         found.setdefault((point.name, point.value), point)
 
     def order(point: importlib.metadata.EntryPoint) -> tuple[bool, str, str]:
@@ -209,6 +210,13 @@ def entry_points(group: str) -> list[importlib.metadata.EntryPoint]:
         return dist != "verigym", dist, point.name
 
     return sorted(found.values(), key=order)
+
+
+@functools.cache
+def _installed_entry_points() -> importlib.metadata.EntryPoints:
+    """Every installed entry point, read once per process (the scan of all installed
+    distributions is the slow part; the groups are selected from this one result)."""
+    return importlib.metadata.entry_points()
 
 
 def _distribution(point: importlib.metadata.EntryPoint) -> str:

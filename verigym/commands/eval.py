@@ -8,7 +8,7 @@ HELP = "evaluate an agent on a leaderboard suite, recording one row per episode 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--agent", required=True, action="append", help="random | oracle | <agent>:<checkpoint dir> | llm:<model dir> | openai:<base url>#<model> | <module>:<factory>; repeat it to evaluate several agents (a competitive suite needs two or more entrants)")
+    parser.add_argument("--agent", required=True, action="append", help="random | oracle | <plugin agent name> | <agent>:<checkpoint dir> | llm:<model dir> | openai:<base url>#<model> | <module>:<factory>; repeat it to evaluate several agents (a competitive suite needs two or more entrants)")
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--suite", help="a suite name (verigym leaderboard --list-suites) or a path to a suite .json file")
     target.add_argument("--env", help="evaluate on this one registered id instead of a suite (held-out seeds; --episodes, default 20)")
