@@ -111,3 +111,34 @@ def test_parallel_games_are_in_the_aec_registry_too():
     again.reset(seed=5)
     assert (again.observe(again.agent_selection) == first).all()
     assert pickle.loads(pickle.dumps(pettingzoo.aec_registry["verigym/Pursuit-v0"].entry_point)).entry_point.endswith(":PursuitEnv")
+
+
+def test_a_broken_table_is_skipped_and_reported(caplog):
+    """A table entry point that fails is recorded with its name and error, never raised."""
+    import importlib.metadata
+
+    from verigym import registration
+
+    point = importlib.metadata.EntryPoint(name="ghost", value="verigym_no_such_module_xyz", group=registration.ENV_GROUP)
+    with pytest.raises(ModuleNotFoundError):
+        registration._register_table(point)
+    before = len(registration.plugin_errors())
+    with caplog.at_level("WARNING", logger="verigym.registration"):
+        error = registration.record_plugin_error(registration.ENV_GROUP, point, ModuleNotFoundError("no module"))
+    try:
+        assert "plugin 'ghost'" in str(error) and "ModuleNotFoundError: no module" in str(error)
+        assert "ghost" in caplog.text and len(registration.plugin_errors()) == before + 1
+    finally:
+        registration._PLUGIN_ERRORS.remove(error)
+
+
+def test_list_piped_prints_whole_ids(capsys):
+    """Not a terminal: a header and one tab-separated line per id, nothing wrapped or cut."""
+    from verigym.cli import main
+
+    assert main(["list", "--family", "grid"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split("\t") == ["id", "family", "api", "step limit", "description"]
+    ids = [line.split("\t")[0] for line in lines[1:]]
+    assert ids == [r.id for r in verigym.rows("grid")]
+    assert all(len(line.split("\t")) == 5 for line in lines)
