@@ -15,7 +15,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 
 FRESH_ROLLOUTS = pytest.StashKey[object]()
-"""Config stash key of the :class:`concurrent.futures.Future` of the conformance rollouts."""
+"""Config stash key of the conformance rollouts (``tests.test_conformance.FreshRollouts``)."""
 
 LIFETIME_WORKERS = ("from verigym.verifiers import _spawned_main", "from multiprocessing.resource_tracker import main")
 """Command-line marks of process-lifetime workers, which end with the interpreter: module-level
@@ -25,19 +25,24 @@ resource tracker (it exits when its pipe from this process closes)."""
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start the fresh-interpreter rollouts of the collected conformance ids now: their children run
-    beside the tests collected before ``test_conformance.py`` (on 2 cores, one is otherwise idle)."""
+    beside the tests collected before ``test_conformance.py`` (on 2 cores, one is otherwise idle).
+    Under pytest-xdist every worker collects the same ids and rolls out its share of them."""
     ids = [item.callspec.params["env_id"] for item in session.items if getattr(item, "originalname", None) == "test_verigym_check"]
     if ids and not session.config.option.collectonly:
         from tests.test_conformance import start_fresh_rollouts
 
-        session.config.stash[FRESH_ROLLOUTS] = start_fresh_rollouts(ids)
+        shared_dir = None
+        if os.environ.get("PYTEST_XDIST_WORKER"):  # the workers' basetemps share a parent directory
+            shared_dir = session.config._tmp_path_factory.getbasetemp().parent
+        session.config.stash[FRESH_ROLLOUTS] = start_fresh_rollouts(ids, shared_dir)
 
 
 def _stop_fresh_rollouts(config: pytest.Config) -> None:
     """Kill the rollout children if the run ended before the conformance tests used them."""
     from tests.processes import descendants
 
-    future = config.stash.get(FRESH_ROLLOUTS, None)
+    rollouts = config.stash.get(FRESH_ROLLOUTS, None)
+    future = None if rollouts is None else rollouts.future
     if future is None or future.done():
         return
     for pid, command in descendants().items():

@@ -1,11 +1,16 @@
 """Registry-driven conformance: every registered id is checked, with no test edit per env.
 
 Gymnasium ids run ``verigym check`` (all checks; the fresh-interpreter rollouts of all ids run in
-a few parallel child processes, started in the background when collection finishes). PettingZoo ids run PettingZoo's own API tests with warnings as errors.
+a few parallel child processes, started in the background when collection finishes; under
+pytest-xdist each worker rolls out its share of the ids and the workers share the results). PettingZoo ids run PettingZoo's own API tests with warnings as errors.
 """
 
 from __future__ import annotations
 
+import os
+import pathlib
+import pickle
+import time
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -23,33 +28,99 @@ def _params(api: str) -> list:
     return [pytest.param(r.id, id=r.id, marks=[FAMILY_MARKS[r.family]] if r.family in FAMILY_MARKS else []) for r in selected]
 
 
-def start_fresh_rollouts(ids: list[str]) -> Future:
-    """Start the fresh-interpreter rollouts of ``ids`` in a background thread (the children do the
-    work, in parallel); ``tests/conftest.py`` calls this when collection finishes."""
+def _xdist_share() -> tuple[int, int]:
+    """(this worker's index, worker count) under pytest-xdist; ``(0, 1)`` in a plain run."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return (int(name[2:]), count) if name.startswith("gw") and count > 1 else (0, 1)
+
+
+class FreshRollouts:
+    """The fresh-interpreter rollouts of the collected ids, shared between xdist workers.
+
+    Every worker collects the same ids. In a plain run one background thread rolls out all of
+    them (in parallel children). Under xdist, worker ``k`` of ``n`` rolls out ``ids[k::n]`` in one
+    child and publishes the result as a pickle in ``shared_dir`` (the workers' common temporary
+    directory); a conformance test of an id from another worker's share reads that file, waiting
+    for it. If it never appears (that worker died), the test's worker rolls the id out itself.
+
+    Args:
+        ids: the collected gymnasium ids, in collection order (identical on every worker).
+        shared_dir: directory common to all workers (``None`` in a plain run).
+    """
+
+    def __init__(self, ids: list[str], shared_dir: pathlib.Path | None) -> None:
+        self._index, self._count = _xdist_share() if shared_dir is not None else (0, 1)
+        self._owner = {env_id: i % self._count for i, env_id in enumerate(ids)}
+        self._shared_dir = shared_dir
+        self._loaded: dict[int, dict] = {}
+        own = [env_id for env_id in ids if self._owner[env_id] == self._index]
+        requests = {env_id: _request(env_id) for env_id in own}
+        executor = ThreadPoolExecutor(1, thread_name_prefix="fresh-rollouts")
+        self.future: Future = executor.submit(self._run_and_publish, requests)
+        executor.shutdown(wait=False)
+
+    def _path(self, index: int) -> pathlib.Path:
+        assert self._shared_dir is not None
+        return self._shared_dir / f"fresh-rollouts-{index}-of-{self._count}.pickle"
+
+    def _run_and_publish(self, requests: dict) -> dict:
+        try:
+            result = _fresh_trajectories(requests, workers=1 if self._count > 1 else None) if requests else {}
+        except Exception as error:  # published too, so the other workers do not wait for it
+            result = {env_id: ("error", f"the fresh rollouts failed: {error!r}") for env_id in requests}
+        if self._shared_dir is not None:
+            partial = self._path(self._index).with_suffix(".partial")
+            partial.write_bytes(pickle.dumps(result))
+            partial.replace(self._path(self._index))  # atomic: readers never see half a file
+        return result
+
+    def get(self, env_id: str, timeout: float = 1200.0):
+        """The rollout of ``env_id`` (``("ok", trajectory)`` or ``("error", message)``), or ``None``
+        for an id that was not collected."""
+        owner = self._owner.get(env_id)
+        if owner is None:
+            return None
+        if owner == self._index:
+            return self.future.result().get(env_id)
+        if owner not in self._loaded:
+            path = self._path(owner)
+            deadline = time.monotonic() + timeout
+            while not path.exists() and time.monotonic() < deadline:
+                time.sleep(0.5)
+            if not path.exists():
+                return _fresh_trajectories({env_id: _request(env_id)}, workers=1)[env_id]
+            self._loaded[owner] = pickle.loads(path.read_bytes())
+        return self._loaded[owner].get(env_id)
+
+
+def _request(env_id: str) -> tuple[str, dict, int, int, bool]:
+    """The fresh-rollout request of ``env_id``: exact comparison unless the env declares a tolerance."""
     import gymnasium as gym
 
-    requests = {}
-    for env_id in ids:
-        env = gym.make(env_id, disable_env_checker=True)
-        exact = float(env.unwrapped.metadata.get("determinism_atol", 0.0)) == 0.0
-        env.close()
-        requests[env_id] = (env_id, {}, 0, STEPS, exact)
-    executor = ThreadPoolExecutor(1, thread_name_prefix="fresh-rollouts")
-    future = executor.submit(_fresh_trajectories, requests)
-    executor.shutdown(wait=False)
-    return future
+    env = gym.make(env_id, disable_env_checker=True)
+    exact = float(env.unwrapped.metadata.get("determinism_atol", 0.0)) == 0.0
+    env.close()
+    return (env_id, {}, 0, STEPS, exact)
+
+
+def start_fresh_rollouts(ids: list[str], shared_dir: pathlib.Path | None = None) -> FreshRollouts:
+    """Start the fresh-interpreter rollouts of ``ids`` in a background thread (the children do the
+    work); ``tests/conftest.py`` calls this when collection finishes. ``shared_dir``: the xdist
+    workers' common directory, to split the ids between workers (``None``: roll out all here)."""
+    return FreshRollouts(ids, shared_dir)
 
 
 @pytest.fixture(scope="session")
-def fresh_rollouts(request) -> dict:
+def fresh_rollouts(request) -> FreshRollouts:
     """Fresh-interpreter rollouts of the collected gymnasium ids (started at collection)."""
     from tests.conftest import FRESH_ROLLOUTS
 
-    future = request.config.stash.get(FRESH_ROLLOUTS, None)
-    if future is None:  # collected without the conftest hook
+    rollouts = request.config.stash.get(FRESH_ROLLOUTS, None)
+    if rollouts is None:  # collected without the conftest hook
         ids = [item.callspec.params["env_id"] for item in request.session.items if item.originalname == "test_verigym_check"]
-        future = start_fresh_rollouts(ids)
-    return future.result()
+        rollouts = start_fresh_rollouts(ids)
+    return rollouts
 
 
 @pytest.mark.parametrize("env_id", _params("gymnasium"))
