@@ -11,7 +11,7 @@ declares its table the same way::
 ``import verigym`` calls :func:`register_all`, which imports those tables (never the env modules
 themselves: env entry points are ``"module:Class"`` strings) and registers each row in Gymnasium's
 registry, or PettingZoo's for ``api="aec"``/``"parallel"`` (a parallel game is registered for
-``"aec"`` too, through ``parallel_to_aec``, as PettingZoo does with its own). Registering the same
+``"aec"`` too, through its ``aec_env`` or ``parallel_to_aec``, as PettingZoo does with its own). Registering the same
 row twice is a no-op; registering a different row under an existing id raises. A table that fails
 to import or holds bad rows is skipped with a warning naming it; :func:`plugin_errors` lists those
 failures (``verigym doctor`` reports them).
@@ -141,8 +141,10 @@ def variants(
 
 
 class ParallelAsAEC:
-    """PettingZoo ``"aec"`` entry point of a parallel game: builds it and wraps it in
-    ``parallel_to_aec`` (picklable: it holds only the ``"module:attr"`` string).
+    """PettingZoo ``"aec"`` entry point of a parallel game: the game's own ``aec_env(**kwargs)``
+    when it has one (verigym's ``ParallelGame``: a turn-by-turn view that refuses a step after the
+    end), else the game wrapped in PettingZoo's ``parallel_to_aec`` (which only warns after the
+    end). Picklable: it holds only the ``"module:attr"`` string.
 
     Args:
         entry_point: the parallel env's ``"module:attr"``.
@@ -155,7 +157,10 @@ class ParallelAsAEC:
         from pettingzoo.utils.conversions import parallel_to_aec
 
         module, attr = self.entry_point.split(":")
-        return parallel_to_aec(getattr(importlib.import_module(module), attr)(**kwargs))
+        game = getattr(importlib.import_module(module), attr)
+        if callable(getattr(game, "aec_env", None)):
+            return game.aec_env(**kwargs)
+        return parallel_to_aec(game(**kwargs))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ParallelAsAEC) and other.entry_point == self.entry_point
