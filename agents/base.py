@@ -1,4 +1,4 @@
-"""The Agent / Learner contract (DESIGN.md section 4) and the agent registry.
+"""The Agent / Learner contract (docs/design.md section 4) and the agent registry.
 
 Agents are registered by name with a lazy ``"module:Class"`` entry point; a class is built with
 ``cls.from_env(env, **config)`` when it has that classmethod, else ``cls(env, **config)``.

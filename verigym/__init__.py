@@ -5,7 +5,7 @@ verigym's own families and plugins' (lazily: string entry points, no torch, MuJo
 imports), so ``gymnasium.make("verigym/<Name>-v<N>")`` and
 ``pettingzoo.make("aec" | "parallel", "verigym/<Name>-v<N>")`` work.
 
-Contracts (DESIGN.md): :class:`TextInterface`, :class:`ActionParseError`, :data:`FAMILIES`, the
+Contracts (docs/design.md): :class:`TextInterface`, :class:`ActionParseError`, :data:`FAMILIES`, the
 episode-end keys ``info["success"]``, ``info["score"]``, ``info["action_error"]``, and the episode
 boundary (:class:`EpisodeGuard`, :class:`EpisodeEndedError`).
 """

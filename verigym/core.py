@@ -1,4 +1,4 @@
-"""The contracts every verigym environment shares (DESIGN.md section 2).
+"""The contracts every verigym environment shares (docs/design.md section 2).
 
 * :class:`TextInterface` -- the text view an LLM agent plays through.
 * :class:`ActionParseError` -- raised by ``parse_action`` with a message meant for the agent.
@@ -121,7 +121,7 @@ def _guard_reset(reset: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class EpisodeGuard:
-    """Mixin that enforces the episode boundary (DESIGN.md section 2) on every subclass.
+    """Mixin that enforces the episode boundary (docs/design.md section 2) on every subclass.
 
     Put it first in the bases of a family's base class (``class GridEnv(EpisodeGuard,
     gym.Env[...])``). The ``step`` and ``reset`` of the class and of every subclass (defined there
@@ -153,7 +153,7 @@ class EpisodeGuard:
 
 @runtime_checkable
 class TextInterface(Protocol):
-    """The text view of an environment (DESIGN.md section 2, "Two views").
+    """The text view of an environment (docs/design.md section 2, "Two views").
 
     ``LanguageWrapper`` uses these methods to turn the env into a Text->Text env; an env without
     them gets generic formatters for its spaces.

@@ -1,6 +1,6 @@
 """Where the running verigym code comes from: the git commit of its source checkout.
 
-Saved agents (``meta.json``) and leaderboard rows both record it (DESIGN.md sections 4 and 5), so
+Saved agents (``meta.json``) and leaderboard rows both record it (docs/design.md sections 4 and 6), so
 both ask this one function and always agree.
 """
 

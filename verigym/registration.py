@@ -1,4 +1,4 @@
-"""One table-driven registration for Gymnasium and PettingZoo ids (DESIGN.md sections 2-3, 7).
+"""One table-driven registration for Gymnasium and PettingZoo ids (docs/design.md sections 2-3, 7).
 
 An env table is a light module with ``ROWS``, a list of :class:`EnvRow`. Tables are found through
 the entry-point group ``verigym.envs`` (:data:`ENV_GROUP`): verigym declares its own families'

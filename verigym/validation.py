@@ -1,6 +1,6 @@
 """Validators of constructor arguments, shared by every env family and agent config.
 
-DESIGN.md section 2 asks that constructor arguments be keyword-only, JSON-serializable and
+docs/design.md section 2 asks that constructor arguments be keyword-only, JSON-serializable and
 validated, and that a programmer error raise ``ValueError``/``TypeError`` with the bad value in the
 message (never ``assert``). These functions are that check, written once: each returns the value in
 its canonical Python type (so ``env.spec.to_json()`` round-trips) or raises ``ValueError`` naming the

@@ -1,7 +1,7 @@
 """Worst-case cost of an environment's verifier on adversarial replies (``verigym check``).
 
 Every verifier must be bounded in time and memory on any reply its action space admits
-(DESIGN.md, section 8). :func:`measure_worst_case` plays a fixed set of adversarial replies --
+(docs/design.md section 2). :func:`measure_worst_case` plays a fixed set of adversarial replies --
 long, deeply nested, huge numbers, power towers, many variables, huge repetition counts, code that
 never ends -- against an environment whose actions are text, each reply wrapped the ways an agent
 may send it (bare, ``<answer>...</answer>``, ``\\boxed{...}``, and as every string argument of every

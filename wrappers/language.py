@@ -1,4 +1,4 @@
-"""LanguageWrapper: any Gymnasium env as a Text -> Text env (the text view, DESIGN.md section 2)."""
+"""LanguageWrapper: any Gymnasium env as a Text -> Text env (the text view, docs/design.md section 2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The tensor view of text and GUI environments (DESIGN.md section 2, "Two views").
+"""The tensor view of text and GUI environments (docs/design.md section 2, "Two views").
 
 * :class:`CandidateActionWrapper` -- ``Discrete(max_candidates)`` actions over the env's finite
   answer set, read from ``info["action_candidates"]`` (or the env's ``action_candidates()``), with

@@ -2,7 +2,7 @@
 
 A learner subclasses :class:`TorchLearner`, names its config class and its ``name`` (the registry
 key), builds its networks in ``_build()`` and implements ``_act_batch`` and ``learn``. Saved agents
-are a directory (DESIGN.md section 4):
+are a directory (docs/design.md section 4):
 
 * ``config.json`` -- the config dataclass;
 * ``model.safetensors`` -- every tensor of :meth:`TorchLearner.state_tensors` (network weights,

@@ -154,7 +154,7 @@ class TextGameEnv(EpisodeGuard, gym.Env[str, str]):
         self._turn = 0
         self._last = f"{self._new_task()}\nYou have {self.max_turns} turns."
         info = self._info()
-        info["instructions"] = self.instructions()  # DESIGN.md 2: rules in the reset info, no wrapper needed
+        info["instructions"] = self.instructions()  # docs/design.md 2: rules in the reset info, no wrapper needed
         return self._last, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:

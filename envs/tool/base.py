@@ -130,7 +130,7 @@ class ToolEnv(EpisodeGuard, gym.Env[str, str]):
         self._question = self._generate()
         self._last = f"{self._question}\n\n(Turn 0/{self.max_turns}.)"
         info = self._info()
-        info["instructions"] = self.instructions()  # DESIGN.md 2: rules and tool schemas in the reset info
+        info["instructions"] = self.instructions()  # docs/design.md 2: rules and tool schemas in the reset info
         info["tools"] = [tool.schema() for tool in self._tools()]  # OpenAI `tools`, for native tool calling
         return self._last, info
 

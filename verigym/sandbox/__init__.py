@@ -1,4 +1,4 @@
-"""``verigym.sandbox``: run agent-written Python escape-proof (DESIGN.md section 6).
+"""``verigym.sandbox``: run agent-written Python escape-proof (docs/design.md section 7).
 
 Agent code never runs in the library's process or with its rights. :class:`PythonSandbox` starts
 ``python -I -S`` with an empty environment inside bubblewrap (all namespaces unshared, no network,
