@@ -37,13 +37,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         session.config.stash[FRESH_ROLLOUTS] = start_fresh_rollouts(ids, shared_dir)
 
 
-def _stop_fresh_rollouts(config: pytest.Config) -> None:
-    """Kill the rollout children if the run ended before the conformance tests used them."""
+def _stop_fresh_rollouts(session: pytest.Session) -> None:
+    """Kill the rollout children if the run ended before the conformance tests used them. Under
+    xdist a worker's share may still be read by another worker's tests: unless the run is being
+    stopped, the worker waits for its share to be published instead."""
     from tests.processes import descendants
 
-    rollouts = config.stash.get(FRESH_ROLLOUTS, None)
+    rollouts = session.config.stash.get(FRESH_ROLLOUTS, None)
     future = None if rollouts is None else rollouts.future
     if future is None or future.done():
+        return
+    if rollouts.shared and not (session.shouldstop or session.shouldfail):
+        future.result(timeout=1200)
         return
     for pid, command in descendants().items():
         if "verigym.checker import _child_main" in command:
@@ -69,7 +74,7 @@ def _no_child_process_survives(request: pytest.FixtureRequest):
     yield
     from tests.processes import descendants
 
-    _stop_fresh_rollouts(request.config)
+    _stop_fresh_rollouts(request.session)
     if "verigym.envs.gui.browser" in sys.modules:
         sys.modules["verigym.envs.gui.browser"].shutdown()
     deadline = time.monotonic() + 15

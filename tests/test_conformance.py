@@ -53,6 +53,8 @@ class FreshRollouts:
         self._index, self._count = _xdist_share() if shared_dir is not None else (0, 1)
         self._owner = {env_id: i % self._count for i, env_id in enumerate(ids)}
         self._shared_dir = shared_dir
+        self.shared = self._count > 1
+        """Whether other xdist workers read this worker's share."""
         self._loaded: dict[int, dict] = {}
         own = [env_id for env_id in ids if self._owner[env_id] == self._index]
         requests = {env_id: _request(env_id) for env_id in own}
