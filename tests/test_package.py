@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -14,8 +15,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 @pytest.mark.timeout(600)
 def test_wheel_contains_every_subpackage(tmp_path):
+    # built from a copy: a build rewrites verigym.egg-info, where the tests (the repo is on
+    # sys.path) read verigym's entry points, possibly at the same time in another xdist worker
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__", ".ruff_cache"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-w", str(tmp_path), "-q"],
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-w", str(tmp_path), "-q"],
         check=True, capture_output=True,
     )
     (wheel,) = tmp_path.glob("verigym-*.whl")
