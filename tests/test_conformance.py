@@ -168,3 +168,29 @@ def test_every_family_folder_is_registered():
     for family in verigym.FAMILIES:
         if (pathlib.Path(verigym.envs.__file__).parent / family / "table.py").exists():
             assert verigym.rows(family), f"envs/{family}/table.py registers no id of family {family}"
+
+
+def test_xdist_workers_split_and_share_the_fresh_rollouts(tmp_path, monkeypatch):
+    """Each worker rolls out only its share and publishes it; a worker reads another's share from
+    the common directory, and rolls the id out itself when no worker ever publishes it."""
+    from verigym.checker import _first_difference
+
+    ids = ["verigym/GuessNumber-v0", "verigym/Hangman-Easy-v0"]
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    shares = []
+    for name in ("gw0", "gw1"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", name)
+        shares.append(start_fresh_rollouts(ids, tmp_path))
+    first, second = shares
+    assert first.shared and set(first.future.result()) == {ids[0]} and set(second.future.result()) == {ids[1]}
+    status, published = first.get(ids[1])  # read from gw1's file
+    assert status == "ok" and sorted(p.name for p in tmp_path.iterdir()) == [f"fresh-rollouts-{i}-of-2.pickle" for i in (0, 1)]
+    assert first.get("verigym/not-collected-v0") is None
+
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "3")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw2")  # owns no id; gw1 of 3 never publishes
+    (tmp_path / "silent").mkdir()
+    lonely = start_fresh_rollouts(ids, tmp_path / "silent")
+    assert lonely.future.result() == {}
+    status, own = lonely.get(ids[1], timeout=0.5)
+    assert status == "ok" and _first_difference(own, published, 0.0) is None
