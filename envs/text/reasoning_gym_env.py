@@ -583,7 +583,9 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
             generator, _ = seeding.np_random(pending)
             generator.integers(0, _INDEX_SIZE)
             self.__dict__["_generator"], self.__dict__["_pending_seed"] = generator, None
-        return self.__dict__.get("_generator")
+        if "_generator" not in self.__dict__:  # unpickled from a version that stored Gymnasium's attribute
+            self.__dict__["_generator"] = self.__dict__.pop("_np_random", None)
+        return self.__dict__["_generator"]
 
     @_np_random.setter
     def _np_random(self, value: np.random.Generator | None) -> None:
