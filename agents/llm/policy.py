@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ import torch
 
 from verigym.agents.llm.chat import ChatFormat, Message
 
-__all__ = ["Generation", "TransformersPolicy", "resolve_device"]
+__all__ = ["Generation", "PrefixCache", "TransformersPolicy", "resolve_device"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,73 @@ class Generation:
     top_log_probs: list[list[tuple[int, float]]] | None = None
 
 
+class PrefixCache:
+    """A bounded LRU of per-prompt KV caches, looked up by longest token-id prefix.
+
+    A multi-turn episode's next prompt starts with its previous prompt (the conversation so far),
+    so keeping each prompt's keys/values lets the next turn prefill only its new tokens. Entries are
+    one prompt each: per layer a ``(keys, values)`` pair of shape ``[kv_heads, length, head_dim]``
+    in the model's dtype. The least recently used entries are dropped once the entries hold more than
+    ``max_bytes``.
+
+    Args:
+        max_bytes: memory bound of the stored tensors, in bytes (> 0).
+
+    Raises:
+        ValueError: ``max_bytes`` <= 0.
+    """
+
+    def __init__(self, max_bytes: int):
+        if max_bytes <= 0:
+            raise ValueError(f"max_bytes must be > 0, got {max_bytes}")
+        self.max_bytes = int(max_bytes)
+        self.bytes = 0
+        self.hits = 0
+        self.misses = 0
+        self.reused_tokens = 0
+        self._entries: OrderedDict[tuple[int, ...], tuple[list[tuple[torch.Tensor, torch.Tensor]], int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        """Drop every entry (the weights changed, so every stored key/value is stale)."""
+        self._entries.clear()
+        self.bytes = 0
+
+    def longest(self, prompt: Sequence[int]) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]:
+        """The longest stored prompt that is a prefix of ``prompt`` (refreshed as recently used).
+
+        Returns:
+            ``(length, layers)``; ``(0, None)`` when no stored prompt is a prefix.
+        """
+        best: tuple[int, ...] | None = None
+        n = len(prompt)
+        for key in self._entries:
+            k = len(key)
+            if k <= n and (best is None or k > len(best)) and tuple(prompt[:k]) == key:
+                best = key
+        if best is None:
+            self.misses += 1
+            return 0, None
+        self._entries.move_to_end(best)
+        self.hits += 1
+        return len(best), self._entries[best][0]
+
+    def put(self, prompt: Sequence[int], layers: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """Store ``prompt``'s keys/values (``[kv_heads, len(prompt), head_dim]`` per layer)."""
+        key = tuple(prompt)
+        size = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
+        if size > self.max_bytes:
+            return
+        if key in self._entries:
+            self.bytes -= self._entries.pop(key)[1]
+        self._entries[key] = (layers, size)
+        self.bytes += size
+        while self.bytes > self.max_bytes:
+            self.bytes -= self._entries.popitem(last=False)[1][1]
+
+
 class TransformersPolicy:
     """A causal LM and its tokenizer, sampling batched replies.
 
@@ -63,12 +131,18 @@ class TransformersPolicy:
         tokenizer: its tokenizer; a pad token is set to EOS when it has none.
         use_chat_template: use the tokenizer's chat template (when it has one); ``False`` forces
             the plain ``User:``/``Assistant:`` layout.
+        prefix_cache_bytes: keep the KV caches of recent prompts (a :class:`PrefixCache` of this
+            many bytes) so a prompt that extends an earlier one (the next turn of a conversation)
+            prefills only its new tokens; 0 (the default) turns it off. The cache is emptied
+            whenever any weight changes in place (an optimizer step), so it is safe under training.
 
     Use :meth:`from_pretrained` to load from a directory.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, use_chat_template: bool | None = None):
+    def __init__(self, model: Any, tokenizer: Any, *, use_chat_template: bool | None = None, prefix_cache_bytes: int = 0):
         self.model = model
+        self.prefix_cache: PrefixCache | None = PrefixCache(prefix_cache_bytes) if prefix_cache_bytes > 0 else None
+        self._weights_version: int | None = None
         self.tokenizer = tokenizer
         if tokenizer.pad_token_id is None:
             if tokenizer.eos_token is None:
@@ -93,6 +167,7 @@ class TransformersPolicy:
         device: str = "auto",
         dtype: str | torch.dtype = "auto",
         use_chat_template: bool | None = None,
+        prefix_cache_bytes: int = 0,
     ) -> TransformersPolicy:
         """Load a local model with its tokenizer; no hub access.
 
@@ -102,6 +177,7 @@ class TransformersPolicy:
                 name such as ``"smollm2"``.
             device: ``"auto"`` (CUDA when present, else CPU), ``"cpu"``, ``"cuda:0"``, ...
             dtype: ``"auto"`` (bfloat16 on CUDA, float32 on CPU) or a torch dtype.
+            prefix_cache_bytes: see :class:`TransformersPolicy` (0: no prefix cache).
 
         Raises:
             FileNotFoundError: ``path`` is no such directory, file or short name.
@@ -119,7 +195,7 @@ class TransformersPolicy:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True).to(target)
         model.eval()
-        return cls(model, tokenizer, use_chat_template=use_chat_template)
+        return cls(model, tokenizer, use_chat_template=use_chat_template, prefix_cache_bytes=prefix_cache_bytes)
 
     def save_pretrained(self, path: str | os.PathLike[str]) -> None:
         """Write model and tokenizer in Hugging Face format (safetensors) to ``path``."""
@@ -195,7 +271,10 @@ class TransformersPolicy:
         stop = tuple(s for s in stop if s)
         stop_hit = [False] * batch
         tails = [""] * batch
-        past, logits = self._prefill(prompts, input_ids, attention, positions)
+        if self.prefix_cache is not None:
+            past, logits = self._prefill_cached(prompts, width)
+        else:
+            past, logits = self._prefill(prompts, input_ids, attention, positions)
         top: list[tuple[torch.Tensor, torch.Tensor]] = []
         step_positions = positions[:, -1:]
         token = input_ids[:, -1]
@@ -274,6 +353,59 @@ class TransformersPolicy:
                 return cache, out.logits[spread, -1, :].float()
         out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **self._keep_last)
         return out.past_key_values, out.logits[:, -1, :].float()
+
+    def _prefill_cached(self, prompts: Sequence[Sequence[int]], width: int) -> tuple[Any, torch.Tensor]:
+        """Like :meth:`_prefill`, but each distinct prompt runs alone from its longest cached prefix.
+
+        Each prompt forwards only the tokens after the longest prefix found in the
+        :class:`PrefixCache` (at least its last token, for the logits), with that prefix's keys and
+        values as past, and its full keys/values are stored back. The rows are then left-padded with
+        zeros to ``width`` (masked out by the caller's attention mask) into one batch cache.
+        """
+        from transformers import DynamicCache
+
+        cache = self.prefix_cache
+        assert cache is not None
+        version = sum(p._version for p in self.model.parameters())
+        if version != self._weights_version:
+            cache.clear()
+            self._weights_version = version
+        device = self.device
+        rows: dict[tuple[int, ...], int] = {}
+        index = [rows.setdefault(tuple(p), len(rows)) for p in prompts]
+        row_layers: list[list[tuple[torch.Tensor, torch.Tensor]]] = []
+        row_logits: list[torch.Tensor] = []
+        for prompt in rows:
+            n = len(prompt)
+            start, stored = cache.longest(prompt)
+            start = min(start, n - 1)
+            past = None
+            if stored is not None and start > 0:
+                past = DynamicCache([(k[None, :, :start], v[None, :, :start]) for k, v in stored])
+                cache.reused_tokens += start
+            else:
+                start = 0
+            out = self.model(
+                input_ids=torch.tensor([prompt[start:]], dtype=torch.long, device=device),
+                attention_mask=torch.ones((1, n), dtype=torch.long, device=device),
+                position_ids=torch.arange(start, n, device=device)[None],
+                past_key_values=past, use_cache=True, **self._keep_last,
+            )
+            layers = [(layer.keys[0], layer.values[0]) for layer in out.past_key_values.layers]
+            cache.put(prompt, layers)
+            row_layers.append(layers)
+            row_logits.append(out.logits[0, -1, :].float())
+        batch = []
+        for j in range(len(row_layers[0])):
+            k0, v0 = row_layers[0][j]
+            keys = k0.new_zeros((len(prompts), k0.shape[0], width, k0.shape[2]))
+            values = v0.new_zeros((len(prompts), v0.shape[0], width, v0.shape[2]))
+            for i, r in enumerate(index):
+                k, v = row_layers[r][j]
+                keys[i, :, width - k.shape[1]:] = k
+                values[i, :, width - v.shape[1]:] = v
+            batch.append((keys, values))
+        return DynamicCache(batch), torch.stack([row_logits[r] for r in index])
 
     def chat_complete(
         self,

@@ -129,3 +129,41 @@ def test_feedback_text_adds_the_action_error_once():
     assert feedback_text("page", {"action_error": "no element 9"}) == "page\n(Your last action was invalid: no element 9)"
     assert feedback_text("Invalid move: bad", {"action_error": "bad"}) == "Invalid move: bad"
     assert feedback_text("obs", {}) == "obs"
+
+
+def test_prefix_cache_reuses_earlier_turns_with_identical_results(tiny_model_dir):
+    """A prompt that extends a cached one prefills only its new tokens and samples the same replies."""
+    plain = TransformersPolicy.from_pretrained(tiny_model_dir, device="cpu")
+    cached = TransformersPolicy.from_pretrained(tiny_model_dir, device="cpu", prefix_cache_bytes=1 << 24)
+    first = [plain.encode_messages([{"role": "user", "content": text}]) for text in ("guess a number", "hi")]
+    for pol in (plain, cached):
+        pol.generate(first, max_new_tokens=4, temperature=0)
+    assert len(cached.prefix_cache) == 2 and cached.prefix_cache.reused_tokens == 0
+    # the next turn: each conversation grows; a third, unrelated prompt joins the batch
+    second = [first[0] + plain.chat.encode("ok, lower"), first[1] + plain.chat.encode("more"), first[1][:3]]
+    want = plain.generate(second, max_new_tokens=6, temperature=0.8, generator=torch.Generator().manual_seed(5))
+    got = cached.generate(second, max_new_tokens=6, temperature=0.8, generator=torch.Generator().manual_seed(5))
+    assert [g.token_ids for g in got] == [g.token_ids for g in want]
+    for g, w in zip(got, want):
+        assert g.log_probs == pytest.approx(w.log_probs, abs=1e-4)
+    assert cached.prefix_cache.reused_tokens == len(first[0]) + len(first[1])  # the short one: no stored prefix
+    # an exact repeat reuses all but the last token
+    again = cached.generate([second[0]], max_new_tokens=6, temperature=0)[0]
+    assert again.token_ids == plain.generate([second[0]], max_new_tokens=6, temperature=0)[0].token_ids
+
+
+def test_prefix_cache_is_bounded_and_dropped_when_weights_change(tiny_model_dir):
+    pol = TransformersPolicy.from_pretrained(tiny_model_dir, device="cpu", prefix_cache_bytes=1 << 24)
+    prompt = pol.encode_messages([{"role": "user", "content": "hello"}])
+    pol.generate([prompt], max_new_tokens=2, temperature=0)
+    one = pol.prefix_cache.bytes
+    assert one > 0 and len(pol.prefix_cache) == 1
+    with torch.no_grad():  # an in-place update, as an optimizer step makes
+        next(pol.model.parameters()).add_(0.5)
+    before = pol.prefix_cache.reused_tokens
+    pol.generate([prompt + prompt], max_new_tokens=2, temperature=0)
+    assert pol.prefix_cache.reused_tokens == before  # stale entry dropped, nothing reused
+    small = TransformersPolicy(pol.model, pol.tokenizer, prefix_cache_bytes=int(one * 2.5))
+    for text in ("a", "b", "c", "d"):  # same length prompts: at most two fit
+        small.generate([small.encode_messages([{"role": "user", "content": text * 3}])], max_new_tokens=1, temperature=0)
+    assert len(small.prefix_cache) == 2 and small.prefix_cache.bytes <= small.prefix_cache.max_bytes
