@@ -18,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help='"auto" (CUDA when present), "cpu", "cuda:0", ...')
     parser.add_argument("--max-batch-size", type=int, default=16, help="requests sampled together at most")
     parser.add_argument("--no-chat-template", action="store_true", help="use the plain User:/Assistant: layout")
+    parser.add_argument("--prefix-cache-mb", type=float, default=1024.0,
+                        help="memory for the KV caches of recent prompts, so a conversation's next turn prefills only "
+                             "its new tokens (default 1024; 0 turns it off)")
 
 
 def build(args: argparse.Namespace):
@@ -28,7 +31,8 @@ def build(args: argparse.Namespace):
     from verigym.agents.llm.server import make_server
 
     policy = TransformersPolicy.from_pretrained(
-        args.model_dir, device=args.device, use_chat_template=False if args.no_chat_template else None
+        args.model_dir, device=args.device, use_chat_template=False if args.no_chat_template else None,
+        prefix_cache_bytes=int(max(args.prefix_cache_mb, 0.0) * (1 << 20)),
     )
     from verigym.agents.llm.models import SHORT_NAMES
 
