@@ -101,6 +101,17 @@ def _format_numbers(values: np.ndarray, precision: int = 4) -> str:
     return "[" + ", ".join(f"{float(v):.{precision}g}" for v in np.ravel(values)) + "]"
 
 
+
+def _euclidean(achieved: list[float], desired: list[float]) -> float:
+    """``goal_distance`` of one pair of goals on Python floats, bit-equal to it: the squares summed in
+    order and one correctly rounded square root, as NumPy does for fewer than 8 components (HER's
+    ``compute_reward`` must give exactly the reward ``step`` paid; ``math.dist`` differs by an ulp)."""
+    total = 0.0
+    for a, b in zip(achieved, desired):
+        difference = a - b
+        total += difference * difference
+    return math.sqrt(total)
+
 class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
     """Base class of the goal-conditioned MuJoCo tasks (see the module docstring).
 
@@ -262,8 +273,8 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def _step_info(self, observation: dict[str, np.ndarray]) -> tuple[dict[str, Any], float]:
         """The per-step ``info`` entries and the reward of ``observation``'s goals."""
-        if self._plain_goals:  # Euclidean distance and threshold on Python floats (equal to 1 ulp)
-            distance = math.dist(observation["achieved_goal"].tolist(), observation["desired_goal"].tolist())
+        if self._plain_goals:  # Euclidean distance and threshold on Python floats, bit-equal to goal_distance
+            distance = _euclidean(observation["achieved_goal"].tolist(), observation["desired_goal"].tolist())
             reached = distance < self.distance_threshold
             reward = (float(reached) - 1.0) if self.reward_type == "sparse" else -distance
             return {"distance": distance, "is_success": float(reached), "time": self.data.time}, reward
@@ -334,7 +345,7 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
             self._unstable_seen = self._unstable_count()
         observation = self._observation()
         if self._plain_goals:  # the base's Euclidean goals, on Python floats (as in _step_info)
-            distance = math.dist(observation["achieved_goal"].tolist(), observation["desired_goal"].tolist())
+            distance = _euclidean(observation["achieved_goal"].tolist(), observation["desired_goal"].tolist())
             reached = distance < self.distance_threshold
             reward = (float(reached) - 1.0) if self.reward_type == "sparse" else -distance
             entries = {"distance": distance, "is_success": float(reached), "time": self.data.time}

@@ -293,3 +293,25 @@ def test_reach_observation_and_reward_match_their_formulas():
         np.testing.assert_allclose(observation["observation"], expected, rtol=0, atol=1e-15)
         assert observation["observation"].dtype == np.float64
         np.testing.assert_allclose(reward, -np.linalg.norm(tip - observation["desired_goal"]), rtol=1e-15)
+
+
+def test_step_reward_equals_compute_reward_bit_for_bit():
+    """HER relabelling (and SB3's check_env) need ``compute_reward`` to give exactly the reward that
+    ``step`` paid, not one ulp off, on every goal-conditioned id."""
+    from verigym.registration import rows
+
+    goal_ids = []
+    for row in rows("mujoco"):
+        env = gym.make(row.id).unwrapped
+        if callable(getattr(env, "compute_reward", None)) and isinstance(env.observation_space, gym.spaces.Dict):
+            goal_ids.append(row.id)
+            env.action_space.seed(0)
+            observation, info = env.reset(seed=0)
+            for _ in range(150):
+                observation, reward, terminated, truncated, info = env.step(env.action_space.sample())
+                relabelled = env.compute_reward(observation["achieved_goal"], observation["desired_goal"], info)
+                assert float(reward) == float(relabelled), row.id
+                if terminated or truncated:
+                    observation, info = env.reset()
+        env.close()
+    assert goal_ids
