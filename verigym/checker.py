@@ -852,14 +852,19 @@ def check_env(
     report = CheckReport(checker.name)
     if "episode_end" in selected and "determinism" not in selected:
         selected.insert(selected.index("episode_end"), "determinism")
-    for name in ALL_CHECKS:
-        if name not in selected:
-            continue
+    return run_checks(
+        report,
+        [name for name in ALL_CHECKS if name in selected],
+        lambda name: checker.fresh_interpreter(_fresh) if name == "fresh_interpreter" else getattr(checker, name)(),
+    )
+
+
+def run_checks(report: CheckReport, names: Iterable[str], run: Callable[[str], tuple[Status, str]]) -> CheckReport:
+    """Run each named check in order and append its result to ``report``; a check that raises is a
+    ``fail`` whose detail holds the exception and a short traceback (the checkers never raise)."""
+    for name in names:
         try:
-            if name == "fresh_interpreter":
-                status, detail = checker.fresh_interpreter(_fresh)
-            else:
-                status, detail = getattr(checker, name)()
+            status, detail = run(name)
         except Exception as exc:
             status, detail = "fail", f"raised {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
         report.results.append(CheckResult(name, status, detail))

@@ -48,7 +48,6 @@ import copy
 import io
 import math
 import pickle
-import traceback
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -58,7 +57,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from verigym.checker import CheckReport, CheckResult, Status, _malformed_cases, _same
+from verigym.checker import CheckReport, CheckResult, Status, _malformed_cases, _same, run_checks
 from verigym.core import ACTION_ERROR, ACTION_MASK, SCORE, SUCCESS
 
 __all__ = ["MULTIAGENT_CHECKS", "check_multiagent_all", "check_multiagent_env"]
@@ -568,16 +567,8 @@ def check_multiagent_env(
         report = CheckReport(f"{getattr(env, '__module__', '')}.{name}".lstrip(".") if callable(env) and not isinstance(env, str) else name)
         report.results.append(CheckResult("make", "fail", f"making the env raised {type(exc).__name__}: {exc}"))
         return report
-    report = CheckReport(checker.name)
-    for name in MULTIAGENT_CHECKS:
-        if name not in selected:
-            continue
-        try:
-            status, detail = getattr(checker, name)()
-        except Exception as exc:
-            status, detail = "fail", f"raised {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
-        report.results.append(CheckResult(name, status, detail))
-    return report
+    names = [name for name in MULTIAGENT_CHECKS if name in selected]
+    return run_checks(CheckReport(checker.name), names, lambda name: getattr(checker, name)())
 
 
 def check_multiagent_all(

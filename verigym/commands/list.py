@@ -61,6 +61,18 @@ COLUMNS = (
 )
 
 
+def _cells(r: EnvRow, spaces: bool) -> list[str]:
+    """One row's cells: id, family, api, step limit, description (+ observation and action space,
+    which also fill in an ``own`` step limit, when ``spaces``)."""
+    cells = [r.id, r.family, r.api, step_limit(r), r.description]
+    if spaces:
+        observation_space, action_space, limit = _spaces(r.id, r.api)
+        if cells[3] == "own" and limit is not None:
+            cells[3] = str(limit)
+        cells += [observation_space, action_space]
+    return cells
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
@@ -75,12 +87,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         records = []
         for r in selected:
-            record = {"id": r.id, "family": r.family, "api": r.api, "step_limit": step_limit(r), "description": r.description,
+            cells = _cells(r, args.spaces)
+            record = {"id": r.id, "family": r.family, "api": r.api, "step_limit": cells[3], "description": r.description,
                       "entry_point": r.entry_point, "kwargs": dict(r.kwargs)}
             if args.spaces:
-                record["observation_space"], record["action_space"], limit = _spaces(r.id, r.api)
-                if record["step_limit"] == "own" and limit is not None:
-                    record["step_limit"] = str(limit)
+                record["observation_space"], record["action_space"] = cells[5:]
             records.append(record)
         print(json.dumps(records, indent=1, default=str))
         return 0
@@ -88,13 +99,7 @@ def run(args: argparse.Namespace) -> int:
         header = ["id", "family", "api", "step limit", "description"] + (["observation space", "action space"] if args.spaces else [])
         lines = ["\t".join(header)]
         for r in selected:
-            cells = [r.id, r.family, r.api, step_limit(r), r.description]
-            if args.spaces:
-                observation_space, action_space, limit = _spaces(r.id, r.api)
-                if cells[3] == "own" and limit is not None:
-                    cells[3] = str(limit)
-                cells += [observation_space, action_space]
-            lines.append("\t".join(c.replace("\t", " ").replace("\n", " ") for c in cells))
+            lines.append("\t".join(c.replace("\t", " ").replace("\n", " ") for c in _cells(r, args.spaces)))
         print("\n".join(lines))
         print(f"columns: {COLUMNS}", file=sys.stderr)  # the table's caption, off the data stream
         return 0
@@ -105,12 +110,6 @@ def run(args: argparse.Namespace) -> int:
         table.add_column("observation space", overflow="fold")
         table.add_column("action space", overflow="fold")
     for r in selected:
-        cells = [r.id, r.family, r.api, step_limit(r), r.description]
-        if args.spaces:
-            observation_space, action_space, limit = _spaces(r.id, r.api)
-            if cells[3] == "own" and limit is not None:
-                cells[3] = str(limit)
-            cells += [observation_space, action_space]
-        table.add_row(*(escape(c) for c in cells))
+        table.add_row(*(escape(c) for c in _cells(r, args.spaces)))
     Console().print(table)
     return 0
