@@ -368,6 +368,13 @@
       elements.push(item);
     }
     if (mutations.takeRecords().some((r) => r.attributeName !== "data-vg-id")) bump();
+    // "scroll" and "selectionchange" events fire at the next frame, after this call may already
+    // have run: compare what they stand for here, synchronously, so a screenshot is never stale
+    const sel = window.getSelection();
+    const seen = [window.scrollX, window.scrollY, document.activeElement ? document.activeElement.getAttribute("data-vg-id") : null,
+      sel.rangeCount, sel.anchorOffset, sel.focusOffset, document.activeElement && "selectionStart" in document.activeElement ? [document.activeElement.selectionStart, document.activeElement.selectionEnd] : null];
+    const key = JSON.stringify(seen);
+    if (key !== vg.seenKey) { vg.seenKey = key; bump(); }
     return { elements: elements, state: vg.st, version: vg.version };
   };
 })();

@@ -198,6 +198,24 @@ def test_same_seed_same_screenshot_and_copy_continues():
         env.close()
 
 
+def test_change_tracking_sees_scroll_and_focus_before_their_events_fire():
+    """The env reuses the last screenshot while the page's change counter stands still; "scroll"
+    and "selectionchange" events fire a frame later, so a busy machine used to observe before them
+    and return a stale screenshot (a reset_leak flake in CI on SearchList)."""
+    env = GuiEnv(task="search-list")
+    try:
+        env.reset(seed=0)
+        browser = env._browser
+        before = browser.evaluate("n => window.vg.observe(n).version", 64)
+        after = browser.evaluate("n => { window.scrollBy(0, 40); return [window.scrollY, window.vg.observe(n).version]; }", 64)
+        assert after[0] > 0, "the page must be scrollable for this test"
+        assert after[1] != before
+        focused = browser.evaluate("n => { document.querySelector('#area input').focus({preventScroll: true}); document.querySelector('#area input').blur(); document.querySelector('#area input').focus(); return window.vg.observe(n).version; }", 64)
+        assert focused != after[1]
+    finally:
+        env.close()
+
+
 def test_text_view_parses_commands():
     env = GuiEnv(task="login", viewport_width=200, viewport_height=160)  # no browser until reset
     assert env.action_text(env.parse_action("I will click [3]")) == "click 3"
