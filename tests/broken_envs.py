@@ -94,6 +94,13 @@ class IgnoresSeedEnv(CountdownTextEnv):
         return random.randrange(1000)
 
 
+class FixedTaskEnv(CountdownTextEnv):
+    """Seeded but deterministic in a way that ignores the seed: every reset poses the same numbers."""
+
+    def _draw(self) -> int:
+        return (37 * self._turn + 11) % 1000
+
+
 class CrashesOnBadTextEnv(CountdownTextEnv):
     """Reads the first word without checking there is one (IndexError on empty text)."""
 

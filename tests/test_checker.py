@@ -30,6 +30,7 @@ def test_correct_baseline_passes():
         (broken_envs.CrashesOnBadTextEnv, "malformed_actions", "raised IndexError"),
         (broken_envs.OutOfSpaceEnv, "determinism", "not in"),
         (broken_envs.LeaksStateEnv, "reset_leak", "state kept across reset"),
+        (broken_envs.FixedTaskEnv, "seed_sensitivity", "does reset ignore its seed"),
         (broken_envs.NoVerdictEnv, "episode_end", "info['success']"),
         (broken_envs.BoxCrashEnv, "malformed_actions", "NaN"),
         (broken_envs.KeepsGoingEnv, "step_after_end", "the env: step ran on"),
@@ -41,6 +42,34 @@ def test_broken_env_is_caught(env_class, check, words):
     failed = _failed(env_class)
     assert check in failed, f"{env_class.__name__} not caught by {check}; failures: {failed}"
     assert words in failed[check], failed[check]
+
+
+def test_checks_reuse_the_determinism_rollout_faithfully():
+    """reset_leak, seed_sensitivity and fresh_interpreter compare against a prefix of the
+    determinism check's first rollout: that prefix is exactly what a fresh instance plays."""
+    from verigym.checker import _prefix, _rollout
+
+    long = _rollout(broken_envs.CountdownTextEnv(), 0, 60)
+    for steps in (0, 1, 5, 25, 60):
+        fresh = _rollout(broken_envs.CountdownTextEnv(), 0, steps)
+        prefix = _prefix(long, steps)
+        assert [(r.observation, r.reward, r.terminated, r.truncated, r.reset) for r in prefix] == [
+            (r.observation, r.reward, r.terminated, r.truncated, r.reset) for r in fresh
+        ]
+    assert any(r.reset for r in long[1:]), "the rollout should cross an episode end"
+    with pytest.raises(ValueError, match="fewer than 61"):
+        _prefix(long, 61)
+
+
+def test_seed_sensitivity_stops_at_the_first_difference(monkeypatch):
+    """A seed-sensitive env passes after the first differing record, not after 8 x 30 steps."""
+    steps = []
+    original = broken_envs.CountdownTextEnv.step
+    monkeypatch.setattr(broken_envs.CountdownTextEnv, "step", lambda self, action: steps.append(1) or original(self, action))
+    report = check_env(broken_envs.CountdownTextEnv, steps=60, checks=["determinism", "seed_sensitivity"])
+    assert report.passed, report.format()
+    determinism_steps = 2 * 60
+    assert determinism_steps <= len(steps) <= determinism_steps + 2, len(steps)
 
 
 def test_raise_for_failures_lists_the_failed_check():

@@ -99,3 +99,22 @@ def test_non_text_actions_are_skipped():
 
     assert measure_worst_case(Discrete) is None
     assert check_env(Discrete, checks=["verifier_bounds"]).results[-1].status == "skip"
+
+
+def test_a_sandbox_env_is_measured_under_a_one_second_deadline():
+    """A code env's never-ending programs are stopped at the cut deadline (not the env's 10 s), and
+    the cut applies only to the measured instance."""
+    from verigym.verifier_bounds import SANDBOX_CHECK_DEADLINE_SECONDS, SANDBOX_MARGIN_SECONDS, sandbox_deadline
+
+    made = []
+
+    def factory():
+        made.append(gym.make("verigym/PythonMath-v0"))
+        return made[-1]
+
+    worst = measure_worst_case(factory)
+    assert worst is not None and not worst.problems, worst.problems
+    assert sandbox_deadline(made[0]) == SANDBOX_CHECK_DEADLINE_SECONDS
+    assert worst.slowest.startswith(("power_tower_python", "code_")), worst
+    assert SANDBOX_CHECK_DEADLINE_SECONDS <= worst.seconds < SANDBOX_CHECK_DEADLINE_SECONDS + SANDBOX_MARGIN_SECONDS
+    assert sandbox_deadline(gym.make("verigym/PythonMath-v0")) == 10.0

@@ -21,7 +21,10 @@ Envs whose action space is not text (``Discrete``, ``Box``, ...) are skipped: th
 not read free-form input. Envs that run agent code in :mod:`verigym.sandbox` (found by
 :func:`sandbox_deadline`) are bounded by the sandbox's own deadline plus
 :data:`SANDBOX_MARGIN_SECONDS` instead of 2 s; once one never-ending program has been stopped at
-that deadline in a reply format, the other never-ending programs are not replayed in it.
+that deadline in a reply format, the other never-ending programs are not replayed in it. The
+measured env's sandbox deadline is first cut to :data:`SANDBOX_CHECK_DEADLINE_SECONDS` (when
+longer): what is checked is that the deadline holds on every path a reply can take, whatever its
+length, and a never-ending program then costs one second instead of the env's default 5-10.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ WORST_CASE_MEMORY_BYTES = 512 << 20
 SANDBOX_MARGIN_SECONDS = 2.0
 """An env that runs agent code in :mod:`verigym.sandbox` is bounded by the sandbox's deadline plus
 this (starting a fresh sandbox, collecting the verdict)."""
+SANDBOX_CHECK_DEADLINE_SECONDS = 1.0
+"""The sandbox deadline :func:`measure_worst_case` gives the env it measures (seconds)."""
 
 _VARIABLES = 400
 _BOXED_LABELS = ("nested", "power_tower", "long")
@@ -261,6 +266,21 @@ def sandbox_deadline(env: gym.Env) -> float | None:
     return max(deadlines) if deadlines else None
 
 
+def _cut_sandbox_deadlines(env: gym.Env, seconds: float) -> None:
+    """Give every :class:`verigym.sandbox.Limits` of the unwrapped env (an attribute, or a
+    sandbox attribute's ``limits``) a ``timeout_s`` of at most ``seconds``, in place."""
+    from dataclasses import replace
+
+    from verigym.sandbox import Limits
+
+    for name, value in list(vars(env.unwrapped).items()):
+        if isinstance(value, Limits):
+            if value.timeout_s > seconds:
+                setattr(env.unwrapped, name, replace(value, timeout_s=seconds))
+        elif isinstance(getattr(value, "limits", None), Limits) and value.limits.timeout_s > seconds:
+            value.limits = replace(value.limits, timeout_s=seconds)
+
+
 def measure_worst_case(
     factory: Callable[[], gym.Env],
     *,
@@ -291,6 +311,8 @@ def measure_worst_case(
             text_interface = getattr(env.unwrapped, "instructions", None)
             instructions = text_interface() if callable(text_interface) else ""
         result = WorstCase()
+        if sandbox_deadline(env) is not None:
+            _cut_sandbox_deadlines(env, SANDBOX_CHECK_DEADLINE_SECONDS)
         deadline = sandbox_deadline(env)
         if deadline is not None:  # agent code runs until the sandbox kills it: that is the bound
             seconds = max(seconds, deadline + SANDBOX_MARGIN_SECONDS)
