@@ -513,6 +513,7 @@ def evaluate(
     episodes: int | None = None,
     progress: bool = True,
     record_frames: int = 0,
+    time_limit_scale: float = 1.0,
 ) -> EvalSummary:
     """Evaluate an agent spec on a suite and record one row per episode.
 
@@ -528,6 +529,10 @@ def evaluate(
         progress: show a progress bar.
         record_frames: also store a rendered frame (PNG) every this many steps, with the first and
             the last (0: none). Every episode's trajectory is stored in any case.
+        time_limit_scale: multiplies every task's ``time_limit_s`` (> 0), for an agent slower
+            than the suite's limits assume (an LLM served on a CPU, many episodes sharing one
+            model server). Only which episodes time out can change: an episode that finishes is
+            scored the same.
 
     Raises:
         ValueError: a bad spec, backend, or a suite naming unregistered ids.
@@ -537,8 +542,12 @@ def evaluate(
         raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
     spec = parse_agent_spec(agent)
     suite = suite if isinstance(suite, Suite) else load_suite(suite)
-    if episodes is not None:
-        suite = Suite(suite.name, tuple(Task(t.env_id, episodes, t.seed_start, t.time_limit_s, t.env_kwargs) for t in suite), suite.metric, suite.description)
+    if isinstance(time_limit_scale, bool) or not isinstance(time_limit_scale, (int, float)) or not 0 < time_limit_scale < float("inf"):
+        raise ValueError(f"time_limit_scale must be a positive number, got {time_limit_scale!r}")
+    if episodes is not None or time_limit_scale != 1.0:
+        suite = Suite(suite.name, tuple(
+            Task(t.env_id, t.episodes if episodes is None else episodes, t.seed_start, t.time_limit_s * time_limit_scale, t.env_kwargs) for t in suite
+        ), suite.metric, suite.description)
     missing = suite.missing_ids()
     if missing:
         raise ValueError(f"suite {suite.name} names ids that are not registered here: {missing} (is an optional part missing? run verigym doctor)")

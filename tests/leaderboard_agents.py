@@ -30,3 +30,15 @@ def slow_random(env):
 
 def hangs(env):
     return _HangsOnSomeSeeds(env)
+
+
+class _ThinksThreeSeconds(RandomAgent):
+    def act(self, obs, info=None, *, deterministic=False):
+        if not getattr(self, "thought", False):
+            time.sleep(3.0)
+            self.thought = True
+        return super().act(obs, info, deterministic=deterministic)
+
+
+def thinks_3s(env):
+    return _ThinksThreeSeconds(env)

@@ -141,6 +141,18 @@ def test_hanging_agent_times_out_and_the_run_completes(tmp_path, monkeypatch):
     assert summary.statuses["timeout"] == sum(1 for s in suite.tasks[0].seeds if s % 5 == 0)
 
 
+def test_time_limit_scale_lets_a_slow_agent_finish(tmp_path, monkeypatch):
+    """An agent that thinks 3 s times out under a 1.5 s limit and finishes under 1.5 s x 20."""
+    monkeypatch.chdir(ROOT)
+    suite = Suite("slow", (Task("verigym/Treasure-7x7-v0", episodes=1, time_limit_s=1.5),))
+    evaluate("tests.leaderboard_agents:thinks_3s", suite, out=tmp_path / "plain", workers=1, progress=False)
+    assert [r.status for r in ResultsStore(tmp_path / "plain").rows()] == ["timeout"]
+    evaluate("tests.leaderboard_agents:thinks_3s", suite, out=tmp_path / "scaled", workers=1, progress=False, time_limit_scale=20)
+    assert [r.status for r in ResultsStore(tmp_path / "scaled").rows()] == ["ok"]
+    with pytest.raises(ValueError, match="time_limit_scale"):
+        evaluate("random", suite, out=tmp_path / "bad", progress=False, time_limit_scale=0)
+
+
 def test_resume_after_kill_9_loses_and_duplicates_nothing(tmp_path):
     suite = Suite("killed", (Task("verigym/Treasure-7x7-v0", episodes=12), Task("verigym/GuessNumber-v0", episodes=12)))
     suite_file = _write_suite(tmp_path / "killed.json", suite)

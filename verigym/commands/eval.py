@@ -17,6 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=("local", "ray"), default="local", help="local processes or a Ray cluster (RAY_ADDRESS)")
     parser.add_argument("--resume", action="store_true", help="finish a run that was interrupted: run only the missing episodes")
     parser.add_argument("--episodes", type=int, default=None, help="override every task's episode count")
+    parser.add_argument("--time-limit-scale", type=float, default=1.0, metavar="X",
+                        help="multiply every task's time limit by X (> 0) for an agent slower than the suite assumes, "
+                             "e.g. an LLM served on a CPU; only which episodes time out can change")
     parser.add_argument("--device", default="cpu", help="torch device for learned agents (auto, cpu, cuda)")
     parser.add_argument("--export", default=None, help="also export every row to this .json or .csv file")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -60,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  skipped: {note}")
         for agent in args.agent if suite.kind == "single" else ():
             summary = evaluate(agent, suite, out=out, workers=args.workers, backend=args.backend, resume=args.resume,
-                               device=args.device, episodes=args.episodes, progress=not args.no_progress, record_frames=args.record_frames)
+                               device=args.device, episodes=args.episodes, progress=not args.no_progress, record_frames=args.record_frames,
+                               time_limit_scale=args.time_limit_scale)
             statuses = ", ".join(f"{n} {s}" for s, n in sorted(summary.statuses.items())) or "nothing new"
             print(f"{summary.agent_spec} on {summary.suite}: ran {summary.ran} episodes ({statuses}), {summary.skipped} already recorded; results in {summary.store_path}")
             if summary.recorded_elsewhere:
