@@ -43,7 +43,7 @@ from verigym.agents.common.callbacks import MetricsLogger
 from verigym.agents.common.config import AgentConfig, require
 from verigym.agents.llm.chat import feedback_text, initial_messages
 from verigym.agents.llm.curriculum import UCBCurriculum
-from verigym.agents.llm.policy import TransformersPolicy
+from verigym.agents.llm.policy import TransformersPolicy, output_cache, with_cache
 from verigym.core import ACTION_ERROR, SCORE, SUCCESS
 from verigym.provenance import git_sha
 
@@ -373,12 +373,12 @@ def _suffix_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Te
     if not bool((input_ids[:, :prefix] == input_ids[:1, :prefix]).all()) or not bool(attention_mask[:, :prefix].all()):
         raise ValueError("shared_prefix: the rows differ (or are padded) within the prefix")
     head = model(input_ids=input_ids[:1, :prefix], attention_mask=attention_mask[:1, :prefix], use_cache=True)
-    cache = head.past_key_values
+    cache = output_cache(head)
     cache.batch_repeat_interleave(batch)
     positions = torch.arange(prefix, length, device=input_ids.device).expand(batch, -1)
     out = model(
         input_ids=input_ids[:, prefix:], attention_mask=attention_mask, position_ids=positions,
-        past_key_values=cache, use_cache=True,
+        use_cache=True, **with_cache(model, cache),
     )
     return out.logits
 

@@ -10,6 +10,7 @@ trainer can use them as the "old" policy log-probs.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import os
@@ -26,6 +27,25 @@ from verigym.agents.llm.chat import ChatFormat, Message
 __all__ = ["Generation", "PrefixCache", "TransformersPolicy", "resolve_device"]
 
 logger = logging.getLogger(__name__)
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_argument(forward: Any) -> str:
+    """The forward argument that takes the KV cache: ``cache`` (transformers >= 5.2x) or
+    ``past_key_values`` (earlier; a deprecated alias later)."""
+    return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
+
+
+def with_cache(model: Any, cache: Any) -> dict[str, Any]:
+    """Keyword arguments passing the KV cache ``cache`` to ``model``'s forward, under the name its
+    transformers version uses."""
+    return {_cache_argument(type(model).forward): cache}
+
+
+def output_cache(output: Any) -> Any:
+    """The KV cache of a model output (``output.cache``, or ``output.past_key_values`` before)."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -284,9 +304,9 @@ class TransformersPolicy:
                 step_positions = step_positions + 1
                 out = self.model(
                     input_ids=token[:, None], attention_mask=attention, position_ids=step_positions,
-                    past_key_values=past, use_cache=True, **self._keep_last,
+                    use_cache=True, **with_cache(self.model, past), **self._keep_last,
                 )
-                past = out.past_key_values
+                past = output_cache(out)
                 logits = out.logits[:, -1, :].float()
             if top_logprobs:
                 top.append(torch.log_softmax(logits, dim=-1).topk(top_logprobs, dim=-1))
@@ -346,13 +366,13 @@ class TransformersPolicy:
                 input_ids=input_ids[pick], attention_mask=attention[pick], position_ids=positions[pick],
                 use_cache=True, **self._keep_last,
             )
-            cache = out.past_key_values
+            cache = output_cache(out)
             if hasattr(cache, "reorder_cache"):
                 spread = torch.tensor(index, device=input_ids.device)
                 cache.reorder_cache(spread)
                 return cache, out.logits[spread, -1, :].float()
         out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **self._keep_last)
-        return out.past_key_values, out.logits[:, -1, :].float()
+        return output_cache(out), out.logits[:, -1, :].float()
 
     def _prefill_cached(self, prompts: Sequence[Sequence[int]], width: int) -> tuple[Any, torch.Tensor]:
         """Like :meth:`_prefill`, but each distinct prompt runs alone from its longest cached prefix.
@@ -389,9 +409,9 @@ class TransformersPolicy:
                 input_ids=torch.tensor([prompt[start:]], dtype=torch.long, device=device),
                 attention_mask=torch.ones((1, n), dtype=torch.long, device=device),
                 position_ids=torch.arange(start, n, device=device)[None],
-                past_key_values=past, use_cache=True, **self._keep_last,
+                use_cache=True, **with_cache(self.model, past), **self._keep_last,
             )
-            layers = [(layer.keys[0], layer.values[0]) for layer in out.past_key_values.layers]
+            layers = [(layer.keys[0], layer.values[0]) for layer in output_cache(out).layers]
             cache.put(prompt, layers)
             row_layers.append(layers)
             row_logits.append(out.logits[0, -1, :].float())
