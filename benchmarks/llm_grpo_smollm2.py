@@ -123,6 +123,19 @@ def run_verigym(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     return row
 
 
+TOOL_TURN_TOKENS = 40
+"""Tokens a TRL turn spends besides the reply itself: the ``<tool_call>{"name": "act", "arguments":
+{"action": ...}}</tool_call>`` wrapper (about 25 SmolLM2 tokens) and the tool result's turn."""
+
+
+def _trl_completion_tokens(args: argparse.Namespace) -> int:
+    """TRL's ``max_completion_length``: it bounds the whole multi-turn completion (every turn's
+    reply, tool call and tool result), not one turn, so it is ``max_turns`` turns of ``new_tokens``
+    plus :data:`TOOL_TURN_TOKENS` unless ``--trl-completion-tokens`` sets it. (With only
+    ``new_tokens``, no tool call fits and every TRL reward is 0.)"""
+    return args.trl_completion_tokens or args.max_turns * (args.new_tokens + TOOL_TURN_TOKENS)
+
+
 def run_trl(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     """The same task, model and CPU budget through TRL's GRPOTrainer and the adapter."""
     import trl
@@ -160,7 +173,7 @@ def run_trl(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else {}
     config = trl.GRPOConfig(
         output_dir=str(out / "trl"), per_device_train_batch_size=args.groups * args.generations,
-        num_generations=args.generations, max_completion_length=args.new_tokens, max_steps=args.max_steps,
+        num_generations=args.generations, max_completion_length=_trl_completion_tokens(args), max_steps=args.max_steps,
         learning_rate=args.learning_rate, temperature=args.temperature, use_cpu=True, report_to="none", logging_steps=1,
         save_strategy="no", bf16=False, seed=args.seed, max_tool_calling_iterations=args.max_turns,
     )
@@ -196,6 +209,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--generations", type=int, default=8)
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--max-turns", type=int, default=6)
+    parser.add_argument("--trl-completion-tokens", type=int, default=0,
+                        help="TRL's max_completion_length over all turns (default: max-turns x (new-tokens + 40))")
     parser.add_argument("--micro-batch", type=int, default=8)
     parser.add_argument("--learning-rate", type=float, default=1e-5)
     parser.add_argument("--temperature", type=float, default=1.0)
