@@ -116,3 +116,21 @@ def test_history_trims_oldest_turns_to_the_budget():
     assert messages[0] == {"role": "system", "content": "rules"}
     assert messages[1]["content"] == "first observation" and messages[-1]["content"] == "obs 4"
     assert sum(len(m["content"]) for m in messages) <= 30 or len(messages) == 4
+
+
+def test_dtype_option_loads_bfloat16_weights_and_answers(tiny_model_dir):
+    """``serve --dtype bfloat16`` holds the weights (and so the KV cache) in bfloat16; float32 by default on CPU."""
+    import torch
+
+    parser = argparse.ArgumentParser()
+    serve.add_arguments(parser)
+    for option, expected in (([], torch.float32), (["--dtype", "bfloat16"], torch.bfloat16)):
+        httpd = serve.build(parser.parse_args([str(tiny_model_dir), "--port", "0", "--device", "cpu", *option]))
+        try:
+            policy = httpd.policy
+            assert next(policy.model.parameters()).dtype == expected
+            [reply] = policy.generate([[1, 2, 3]], max_new_tokens=3, temperature=0)
+            assert len(reply.token_ids) >= 1
+        finally:
+            httpd.batcher.stop()
+            httpd.server_close()
