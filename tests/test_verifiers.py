@@ -202,3 +202,31 @@ def test_symbolic_equal_is_bounded():
     assert not symbolic_equal("10^{10^{10}}", "5", timeout=2.0)
     assert not symbolic_equal("{" * 100_000 + "}" * 100_000, "5", timeout=2.0)
     assert time.perf_counter() - start < 10.0
+
+
+def _slow_start_loop(connection, memory_bytes=None):
+    import time as _time
+
+    from verigym import verifiers as _verifiers
+
+    _time.sleep(1.5)  # a fork or interpreter start on a loaded machine
+    _verifiers._REAL_WORKER_LOOP(connection, memory_bytes)
+
+
+def test_a_slow_worker_start_does_not_count_against_the_check_time_limit(monkeypatch):
+    """The check's limit covers the check: a worker that needs 1.5 s to start still answers a
+    0.5 s check (the start is awaited first), and an overrun after the start is still stopped."""
+    import operator
+    import time as _time
+
+    from verigym import verifiers
+
+    monkeypatch.setattr(verifiers, "_REAL_WORKER_LOOP", verifiers._worker_loop, raising=False)
+    monkeypatch.setattr(verifiers, "_worker_loop", _slow_start_loop)
+    worker = verifiers.BoundedWorker(start_method="fork")
+    try:
+        assert worker.call(operator.add, (2, 3), timeout=0.5) == 5
+        with pytest.raises(verifiers.VerifierTimeout):
+            worker.call(_time.sleep, (3,), timeout=0.5)
+    finally:
+        worker._kill()

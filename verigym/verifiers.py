@@ -443,8 +443,22 @@ def _reap(popen: subprocess.Popen, owner: int) -> None:
             logger.warning("verifier worker %s did not exit after kill", popen.pid)
 
 
+WORKER_START_SECONDS = 120.0
+"""How long a new verifier worker may take to start and answer its first (empty) call; its start
+is trusted work and never counts against a check's time limit."""
+
+
+def _ready() -> bool:
+    """The empty call a new worker answers before its first timed call."""
+    return True
+
+
 class BoundedWorker:
     """One worker process; a call that overruns its time limit kills and replaces it.
+
+    A new worker first answers an empty call (within :data:`WORKER_START_SECONDS`), so the time
+    limit of a check covers the check alone, not forking or starting an interpreter (which takes
+    seconds on a loaded machine: a timeout there would make the verdict depend on the load).
 
     Args:
         start_method: ``"fork"`` (fast, shares the parent's imports; the default where available)
@@ -499,12 +513,30 @@ class BoundedWorker:
             self._connection.close()
         self._process = self._connection = None
 
+    def _wait_ready(self) -> None:
+        """Have the new worker answer :func:`_ready` (untimed by the caller's limit).
+
+        Raises:
+            VerifierTimeout: it did not answer within :data:`WORKER_START_SECONDS` or died.
+        """
+        try:
+            self._connection.send((_ready, ()))
+            if self._connection.poll(WORKER_START_SECONDS):
+                status, _ = self._connection.recv()
+                if status == "ok":
+                    return
+        except (OSError, EOFError, BrokenPipeError):
+            pass
+        self._kill()
+        raise VerifierTimeout(f"the verifier worker did not start within {WORKER_START_SECONDS:g} s")
+
     def call(self, function: Callable[..., Any], args: tuple, timeout: float) -> Any:
         """``function(*args)`` in the worker (see :func:`call_bounded`)."""
         with self._lock:
             if self._process is None or not self._process.is_alive():
                 self._kill()
                 self._start()
+                self._wait_ready()
             try:
                 self._connection.send((function, args))
                 ready = self._connection.poll(timeout)
