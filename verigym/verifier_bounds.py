@@ -248,37 +248,38 @@ _CODE_LABELS = ("code_", "power_tower_python", "repetition_product", "huge_fract
 """Payloads that are (also) Python programs which never end or exhaust memory."""
 
 
+def _sandbox_limits(env: gym.Env) -> list[tuple[Any, str, Any]]:
+    """``(owner, attribute, limits)`` of every :class:`verigym.sandbox.Limits` the unwrapped env
+    holds: as its own attribute (owner: the env) or as a sandbox attribute's ``limits``."""
+    from verigym.sandbox import Limits
+
+    found = []
+    for name, value in vars(env.unwrapped).items():
+        if isinstance(value, Limits):
+            found.append((env.unwrapped, name, value))
+        elif isinstance(getattr(value, "limits", None), Limits):
+            found.append((value, "limits", value.limits))
+    return found
+
+
 def sandbox_deadline(env: gym.Env) -> float | None:
     """The wall-clock deadline (seconds) of the :mod:`verigym.sandbox` an env runs agent code in.
 
     Found on the unwrapped env as a :class:`verigym.sandbox.Limits` attribute or a sandbox
     attribute with ``limits``; ``None`` when the env runs no agent code there.
     """
-    try:
-        from verigym.sandbox import Limits
-    except ImportError:  # pragma: no cover - the sandbox package is part of verigym
-        return None
-    deadlines = []
-    for value in vars(env.unwrapped).values():
-        limits = value if isinstance(value, Limits) else getattr(value, "limits", None)
-        if isinstance(limits, Limits):
-            deadlines.append(float(limits.timeout_s))
+    deadlines = [float(limits.timeout_s) for _, _, limits in _sandbox_limits(env)]
     return max(deadlines) if deadlines else None
 
 
 def _cut_sandbox_deadlines(env: gym.Env, seconds: float) -> None:
-    """Give every :class:`verigym.sandbox.Limits` of the unwrapped env (an attribute, or a
-    sandbox attribute's ``limits``) a ``timeout_s`` of at most ``seconds``, in place."""
+    """Give every sandbox :class:`~verigym.sandbox.Limits` of the unwrapped env a ``timeout_s`` of
+    at most ``seconds`` (new ``Limits`` objects: one shared with other envs is never changed)."""
     from dataclasses import replace
 
-    from verigym.sandbox import Limits
-
-    for name, value in list(vars(env.unwrapped).items()):
-        if isinstance(value, Limits):
-            if value.timeout_s > seconds:
-                setattr(env.unwrapped, name, replace(value, timeout_s=seconds))
-        elif isinstance(getattr(value, "limits", None), Limits) and value.limits.timeout_s > seconds:
-            value.limits = replace(value.limits, timeout_s=seconds)
+    for owner, name, limits in _sandbox_limits(env):
+        if limits.timeout_s > seconds:
+            setattr(owner, name, replace(limits, timeout_s=seconds))
 
 
 def measure_worst_case(
@@ -311,8 +312,7 @@ def measure_worst_case(
             text_interface = getattr(env.unwrapped, "instructions", None)
             instructions = text_interface() if callable(text_interface) else ""
         result = WorstCase()
-        if sandbox_deadline(env) is not None:
-            _cut_sandbox_deadlines(env, SANDBOX_CHECK_DEADLINE_SECONDS)
+        _cut_sandbox_deadlines(env, SANDBOX_CHECK_DEADLINE_SECONDS)
         deadline = sandbox_deadline(env)
         if deadline is not None:  # agent code runs until the sandbox kills it: that is the bound
             seconds = max(seconds, deadline + SANDBOX_MARGIN_SECONDS)
