@@ -230,3 +230,41 @@ def test_a_slow_worker_start_does_not_count_against_the_check_time_limit(monkeyp
             worker.call(_time.sleep, (3,), timeout=0.5)
     finally:
         worker._kill()
+
+
+def _spin(seconds: float) -> str:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return "spun"
+
+
+def test_the_limit_is_the_worker_cpu_time_not_the_machine_load():
+    """A check of 0.2 s CPU whose worker is descheduled for 1 s (SIGSTOP, as on a loaded machine)
+    still finishes under a 0.5 s limit; 2 s of CPU is stopped at the limit."""
+    import os
+    import signal
+
+    from verigym.verifiers import BoundedWorker
+
+    worker = BoundedWorker(start_method="fork")
+    try:
+        assert worker.call(_spin, (0.0,), 5.0) == "spun"  # started outside the measured call
+        pid = worker._pid()
+
+        def pause() -> None:
+            time.sleep(0.05)
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(1.0)
+            os.kill(pid, signal.SIGCONT)
+
+        thread = threading.Thread(target=pause)
+        thread.start()
+        assert worker.call(_spin, (0.2,), 0.5) == "spun"
+        thread.join()
+        start = time.perf_counter()
+        with pytest.raises(VerifierTimeout, match="CPU time"):
+            worker.call(_spin, (2.0,), 0.5)
+        assert time.perf_counter() - start < 1.9
+    finally:
+        worker._kill()

@@ -32,6 +32,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import unicodedata
 import weakref
 from collections.abc import Callable, Iterable
@@ -448,6 +449,23 @@ WORKER_START_SECONDS = 120.0
 is trusted work and never counts against a check's time limit."""
 
 
+WALL_CLOCK_FACTOR = 4.0
+"""A check is stopped at ``timeout`` seconds of the worker's CPU time, or at this many times
+``timeout`` of wall-clock time (a check that blocks without computing)."""
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` (``/proc``), or ``None`` where unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _ready() -> bool:
     """The empty call a new worker answers before its first timed call."""
     return True
@@ -456,9 +474,12 @@ def _ready() -> bool:
 class BoundedWorker:
     """One worker process; a call that overruns its time limit kills and replaces it.
 
-    A new worker first answers an empty call (within :data:`WORKER_START_SECONDS`), so the time
-    limit of a check covers the check alone, not forking or starting an interpreter (which takes
-    seconds on a loaded machine: a timeout there would make the verdict depend on the load).
+    The time limit of a check is the worker's CPU time (with a wall-clock backstop of
+    :data:`WALL_CLOCK_FACTOR` times the limit; wall-clock alone where ``/proc`` is missing), and a
+    new worker first answers an empty call (within :data:`WORKER_START_SECONDS`): the limit covers
+    the check alone, not forking or starting an interpreter, and not the time other processes
+    take the CPU. On a loaded machine a wall-clock limit stopped checks that finish in a few
+    milliseconds of CPU, so the same reply got another observation (the verdict depended on load).
 
     Args:
         start_method: ``"fork"`` (fast, shares the parent's imports; the default where available)
@@ -530,6 +551,24 @@ class BoundedWorker:
         self._kill()
         raise VerifierTimeout(f"the verifier worker did not start within {WORKER_START_SECONDS:g} s")
 
+    def _pid(self) -> int | None:
+        process = self._process
+        return getattr(getattr(process, "popen", process), "pid", None)
+
+    def _wait_answer(self, timeout: float) -> bool:
+        """Whether the worker answered within ``timeout`` CPU seconds (and the wall-clock backstop)."""
+        pid = self._pid()
+        start = _cpu_seconds(pid) if pid is not None else None
+        if start is None:  # no /proc: wall clock only
+            return self._connection.poll(timeout)
+        deadline = time.monotonic() + WALL_CLOCK_FACTOR * timeout
+        while True:
+            if self._connection.poll(min(0.05, max(0.0, deadline - time.monotonic()))):
+                return True
+            used = _cpu_seconds(pid)
+            if used is None or used - start > timeout or time.monotonic() >= deadline:
+                return self._connection.poll(0)
+
     def call(self, function: Callable[..., Any], args: tuple, timeout: float) -> Any:
         """``function(*args)`` in the worker (see :func:`call_bounded`)."""
         with self._lock:
@@ -539,13 +578,13 @@ class BoundedWorker:
                 self._wait_ready()
             try:
                 self._connection.send((function, args))
-                ready = self._connection.poll(timeout)
+                ready = self._wait_answer(timeout)
             except (OSError, EOFError, BrokenPipeError) as exc:
                 self._kill()
                 raise VerifierTimeout(f"the verifier worker died: {exc}") from None
             if not ready:
                 self._kill()
-                raise VerifierTimeout(f"the check did not finish within {timeout:g} s")
+                raise VerifierTimeout(f"the check did not finish within {timeout:g} s of CPU time")
             try:
                 status, value = self._connection.recv()
             except (OSError, EOFError) as exc:
@@ -569,7 +608,8 @@ def call_bounded(function: Callable[..., Any], *args: Any, timeout: float = 2.0)
     Args:
         function: a module-level callable.
         *args: its arguments.
-        timeout: seconds before the worker is killed.
+        timeout: CPU seconds of the worker before it is killed (and at most
+            :data:`WALL_CLOCK_FACTOR` times that of wall-clock time).
 
     Raises:
         VerifierTimeout: the call overran ``timeout`` or the worker died.
