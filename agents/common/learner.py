@@ -11,7 +11,7 @@ are a directory (docs/design.md section 4):
 
 Every ``learn`` of a subclass runs inside :meth:`TorchLearner.training_threads` (torch's intra-op
 thread count pinned to the config's ``torch_threads``, by default one thread for small networks,
-and restored afterwards) and takes a ``progress`` keyword: a progress bar with steps/s and the recent
+and subnormal floats flushed to zero on the CPU, both restored afterwards) and takes a ``progress`` keyword: a progress bar with steps/s and the recent
 return, shown by default when the output is a terminal or a notebook.
 """
 
@@ -38,7 +38,7 @@ from verigym.provenance import git_sha
 
 __all__ = [
     "SMALL_NETWORK_PARAMETERS", "Callback", "TorchLearner", "choose_threads", "emit", "env_id_of", "episode_metrics", "final_batch",
-    "resolve_device", "stack_masks", "torch_threads",
+    "flush_denormal", "resolve_device", "stack_masks", "torch_threads",
 ]
 
 log = logging.getLogger(__name__)
@@ -95,6 +95,33 @@ def torch_threads(threads: int | None) -> Iterator[None]:
     finally:
         if torch.get_num_threads() != previous:
             torch.set_num_threads(previous)
+
+
+def _flushing_denormal() -> bool:
+    """Whether this thread flushes subnormal floats to zero now (torch has no getter for it)."""
+    return bool((torch.tensor([1e-40]) * 1.0)[0] == 0)  # 1e-40 is subnormal in float32
+
+
+@contextlib.contextmanager
+def flush_denormal(enabled: bool = True) -> Iterator[None]:
+    """Run the block with subnormal floats flushed to zero on the CPU (``torch.set_flush_denormal``),
+    restoring the previous mode after.
+
+    Adam's moment estimates of weights whose gradients are tiny or zero (dead ReLUs, rarely chosen
+    actions) decay into the subnormal range (below 1.2e-38 in float32), where x86 CPUs compute one
+    to two orders of magnitude slower: in the DQN CartPole learning test the fused Adam step took
+    10.6 s of 46 s with subnormals and 0.96 s flushed, with the same evaluation returns. Values that
+    small change no update measurably. The mode is per thread: it covers the calling thread, which
+    does all the work at one intra-op thread (the default for small networks); a CPU without the
+    mode (``set_flush_denormal`` returns False) is left as it is.
+    """
+    previous = _flushing_denormal()
+    changed = enabled != previous and torch.set_flush_denormal(enabled)
+    try:
+        yield
+    finally:
+        if changed:
+            torch.set_flush_denormal(previous)
 
 
 def _show_progress(progress: bool | None) -> bool:
@@ -246,8 +273,10 @@ class TorchLearner:
         """Floating-point values in :meth:`state_tensors` (weights and normalization statistics)."""
         return sum(t.numel() for t in self.state_tensors().values() if t.is_floating_point())
 
-    def training_threads(self) -> contextlib.AbstractContextManager[None]:
-        """Context pinning torch's intra-op threads for training (see :func:`choose_threads`).
+    @contextlib.contextmanager
+    def training_threads(self) -> Iterator[None]:
+        """Context pinning torch's intra-op threads for training (see :func:`choose_threads`) and,
+        on the CPU, flushing subnormal floats to zero (see :func:`flush_denormal`).
 
         ``learn`` enters it by itself; use it around other heavy work with the agent, e.g. a long
         evaluation: ``with agent.training_threads(): evaluate(agent, env)``.
@@ -255,7 +284,8 @@ class TorchLearner:
         size = self.num_parameters()
         threads = choose_threads(self.config.torch_threads, self.device, size)
         log.debug("%s trains with torch_threads=%s (%d parameters on %s)", self.name, threads, size, self.device)
-        return torch_threads(threads)
+        with torch_threads(threads), (flush_denormal() if self.device.type == "cpu" else contextlib.nullcontext()):
+            yield
 
     # -- acting -------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None) -> None:

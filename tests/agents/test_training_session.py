@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import verigym.agents as agents
-from verigym.agents.common.learner import SMALL_NETWORK_PARAMETERS, choose_threads, torch_threads
+from verigym.agents.common.learner import SMALL_NETWORK_PARAMETERS, choose_threads, flush_denormal, torch_threads
 
 CARTPOLE = "CartPole-v1"
 
@@ -51,6 +51,28 @@ def test_torch_threads_option_wins_and_is_restored_after_an_error(two_threads):
     with pytest.raises(RuntimeError, match="stop here"):
         agent.learn(CARTPOLE, 64, callbacks=[fail], progress=False)
     assert torch.get_num_threads() == 2
+
+
+def _subnormal_survives() -> bool:
+    return bool((torch.tensor([1e-40]) * 1.0)[0] != 0)
+
+
+@pytest.mark.skipif(not torch.set_flush_denormal(False), reason="this CPU cannot flush subnormals")
+def test_learn_flushes_subnormals_on_the_cpu_and_restores_the_mode():
+    """Adam's moments decaying into subnormals made the fused step 11x slower (learner.flush_denormal)."""
+    agent = agents.make("dqn", CARTPOLE, learning_starts=10, log_interval=50)
+    seen: list[bool] = []
+    assert _subnormal_survives()
+    agent.learn(CARTPOLE, 100, callbacks=[lambda m: seen.append(_subnormal_survives())], progress=False)
+    assert seen and not any(seen)  # flushed while learning
+    assert _subnormal_survives()  # torch's default mode is back
+    torch.set_flush_denormal(True)
+    try:  # a caller's own flushing is kept, also after an error inside
+        with pytest.raises(RuntimeError, match="inside"), flush_denormal():
+            raise RuntimeError("inside")
+        assert not _subnormal_survives()
+    finally:
+        torch.set_flush_denormal(False)
 
 
 def test_choose_threads_by_device_and_size():
