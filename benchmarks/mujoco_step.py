@@ -5,7 +5,14 @@ resets excluded) against a bare ``mujoco.mj_step(model, data, nstep=frame_skip)`
 compiled model from the same states with the same controls (recorded in a first pass, replayed on
 a second ``MjData``). The two sides alternate in chunks of 250 steps, each in a loop of its own, so
 both see the same machine load (the overhead target of issue 20 is <= 1.3x). ``--repeats``
-rounds; the median round's ratio is printed with the spread. For Reach, also against Gymnasium's ``Reacher-v5`` (the same task family; needs
+rounds; the median round's ratio is printed with the spread.
+
+A third side, the *floor*, is the least a Python Gymnasium goal env can do per step on the same
+replayed states: write the controls, ``mj_step``, and return a ``Dict`` observation of three new
+``float64`` arrays (``qpos`` and ``qvel``, the first two ``qpos`` entries, a goal), a reward from
+their distance and an ``info`` dict -- no wrappers, no action validation, no task logic. Its ratio
+to the bare loop bounds from below what any env with this API reaches; ``ours/floor`` is
+verigym's own cost above that. For Reach, also against Gymnasium's ``Reacher-v5`` (the same task family; needs
 ``imageio``, part of ``gymnasium[mujoco]``). Printed as ratios.
 
 Usage::
@@ -16,6 +23,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 import gymnasium as gym
@@ -66,8 +74,22 @@ def record_states(env: gym.Env, steps: int, actions: np.ndarray, seed: int) -> l
     return record
 
 
-def time_chunks(env: gym.Env, actions: np.ndarray, seed: int, record: list, chunk: int = 250) -> tuple[float, float]:
-    """Seconds per ``env.step`` and per bare ``mj_step(nstep=frame_skip)`` over the recorded steps.
+def floor_step(model: mujoco.MjModel, data: mujoco.MjData, controls: np.ndarray, goal: np.ndarray, frame_skip: int) -> tuple:
+    """The least a Python goal env's step does (see the module docstring)."""
+    data.ctrl[:] = controls
+    mujoco.mj_step(model, data, nstep=frame_skip)
+    qpos = data.qpos
+    achieved = qpos[:2].copy()
+    observation = {"observation": np.concatenate((qpos, data.qvel)), "achieved_goal": achieved, "desired_goal": goal.copy()}
+    x, y = achieved.tolist()
+    gx, gy = goal.tolist()
+    distance = math.sqrt((x - gx) ** 2 + (y - gy) ** 2)
+    return observation, -distance, distance < 0.05, False, {"distance": distance}
+
+
+def time_chunks(env: gym.Env, actions: np.ndarray, seed: int, record: list, chunk: int = 250) -> tuple[float, float, float]:
+    """Seconds per ``env.step``, per bare ``mj_step(nstep=frame_skip)`` and per :func:`floor_step`
+    over the recorded steps.
 
     The env replays the recording's episodes (same seeds, same actions, so the same states); every
     ``chunk`` env steps, the bare loop steps from the same ``chunk`` recorded states with the same
@@ -78,7 +100,8 @@ def time_chunks(env: gym.Env, actions: np.ndarray, seed: int, record: list, chun
     spec = mujoco.mjtState.mjSTATE_INTEGRATION
     datas: dict[int, mujoco.MjData] = {}
     clock = time.perf_counter
-    ours = theirs = 0.0
+    goal = np.array([0.1, 0.2])
+    ours = theirs = floor = 0.0
     env.reset(seed=seed)
     for first in range(0, len(record), chunk):
         last = min(first + chunk, len(record))
@@ -97,7 +120,13 @@ def time_chunks(env: gym.Env, actions: np.ndarray, seed: int, record: list, chun
             start = clock()
             mujoco.mj_step(model, data, nstep=inner.frame_skip)
             theirs += clock() - start
-    return ours / len(record), theirs / len(record)
+        for model, state, controls in record[first:last]:
+            data = datas[id(model)]
+            mujoco.mj_setState(model, data, state, spec)
+            start = clock()
+            floor_step(model, data, controls, goal, inner.frame_skip)
+            floor += clock() - start
+    return ours / len(record), theirs / len(record), floor / len(record)
 
 
 def main() -> None:
@@ -107,17 +136,17 @@ def main() -> None:
     parser.add_argument("--ids", nargs="+", default=IDS, choices=IDS, metavar="ID", help="ids to time (default: every mujoco id)")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    print(f"{'env':34s} {'env.step us':>12s} {'bare mj_step us':>16s} {'ratio (median)':>15s} {'min-max':>12s}")
+    print(f"{'env':34s} {'env.step us':>12s} {'bare mj_step us':>16s} {'ratio (median)':>15s} {'min-max':>12s} {'floor/bare':>11s} {'ours/floor':>11s}")
     for env_id in args.ids:
         env = gym.make(env_id)
         inner = env.unwrapped
         actions = rng.uniform(-1, 1, size=(args.steps, inner.model.nu)).astype(np.float32)
         record = record_states(env, args.steps, actions, seed=0)
         time_chunks(env, actions, 0, record[:500])  # warm-up
-        rounds = sorted((time_chunks(env, actions, 0, record) for _ in range(args.repeats)), key=lambda pair: pair[0] / pair[1])
-        ours, bare = rounds[len(rounds) // 2]
+        rounds = sorted((time_chunks(env, actions, 0, record) for _ in range(args.repeats)), key=lambda times: times[0] / times[1])
+        ours, bare, floor = rounds[len(rounds) // 2]
         low, high = rounds[0][0] / rounds[0][1], rounds[-1][0] / rounds[-1][1]
-        print(f"{env_id:34s} {ours * 1e6:12.1f} {bare * 1e6:16.1f} {ours / bare:14.2f}x {low:5.2f}-{high:.2f}")
+        print(f"{env_id:34s} {ours * 1e6:12.1f} {bare * 1e6:16.1f} {ours / bare:14.2f}x {low:5.2f}-{high:.2f} {floor / bare:10.2f}x {ours / floor:10.2f}x")
         env.close()
     try:
         reacher = gym.make("Reacher-v5", disable_env_checker=True)

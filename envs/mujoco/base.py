@@ -50,6 +50,9 @@ REWARD_TYPES = ("dense", "sparse")
 _UNSTABLE_WARNINGS = slice(int(mujoco.mjtWarning.mjWARN_BADQPOS), int(mujoco.mjtWarning.mjWARN_BADQACC) + 1)
 """MuJoCo's warnings of a state it found unstable and reset (BADQPOS, BADQVEL, BADQACC: consecutive)."""
 _WITHIN_ONE = (1.0).__ge__  # abs(x) <= 1 on Python floats; False for NaN
+_FLOAT32 = np.dtype(np.float32)
+"""NumPy's native float32 dtype object: the step's fast path tests ``action.dtype is _FLOAT32`` (an
+identity test; an equal dtype that is another object takes the validating path)."""
 INVALID_ACTION_PENALTY = 1.0
 """Subtracted from the reward of a step whose action was malformed (zero control is applied)."""
 
@@ -231,6 +234,7 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         """Cache views into ``self.data`` for the step path (each ``data.qpos`` access builds a new
         numpy view), and MuJoCo's counters of the states it found unstable and reset."""
         self._qpos, self._qvel, self._ctrl = self.data.qpos, self.data.qvel, self.data.ctrl
+        self._ctrl_shape = self._ctrl.shape
         # a live int32 view of MuJoCo's counts of the BADQPOS, BADQVEL and BADQACC warnings
         self._unstable = self.data.warning.number[_UNSTABLE_WARNINGS]
         self._unstable_seen = self._unstable_count()
@@ -319,7 +323,7 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         # floats (benchmarks/mujoco_step.py compares it with a bare mj_step loop).
         info: dict[str, Any] = {}
         # fast path: a float32 array of the right shape, every entry in [-1, 1] (NaN fails)
-        if type(action) is np.ndarray and action.dtype == np.float32 and action.shape == self._ctrl.shape and all(map(_WITHIN_ONE, map(abs, action.tolist()))):
+        if type(action) is np.ndarray and action.dtype is _FLOAT32 and action.shape == self._ctrl_shape and all(map(_WITHIN_ONE, map(abs, action.tolist()))):
             unit = action
         else:
             unit = self._unit_action(action, info)
