@@ -23,9 +23,11 @@ ROW_CAP = 200
 """Rows a query may return (the tool shows at most ``SHOWN_ROWS`` of them)."""
 SHOWN_ROWS = 20
 QUERY_SECONDS = 0.5
-"""Wall-clock limit of one query: SQLite's progress handler stops the VM after it, and the worker
-process running the query is killed ``HARD_DEADLINE_MARGIN`` seconds later whatever it is doing
-(one huge function call or expression is invisible to the progress handler)."""
+"""CPU-time limit of one query: SQLite's progress handler stops the VM after it, and the worker
+process running the query is killed ``HARD_DEADLINE_MARGIN`` seconds of CPU time later whatever it
+is doing (one huge function call or expression is invisible to the progress handler). CPU time, not
+wall-clock time, so that the same query gets the same answer on an idle and on a loaded machine
+(a query that needs milliseconds of CPU can wait half a second for a core)."""
 HARD_DEADLINE_MARGIN = 0.5
 QUERY_MEMORY_BYTES = 256 << 20
 """Memory a query may use: SQLite's heap limit (``PRAGMA hard_heap_limit``) and the worker's
@@ -91,7 +93,8 @@ def run_query(connection: sqlite3.Connection, query: str, *, row_cap: int = ROW_
         connection: an SQLite connection (the authorizer and ``query_only`` are installed here).
         query: one SELECT statement.
         row_cap: more rows than this is an error.
-        seconds: wall-clock limit, enforced every 1000 SQLite VM instructions.
+        seconds: limit on the process's CPU time (``time.process_time``) spent in the query,
+            checked every 1000 SQLite VM instructions.
 
     Returns:
         (column names, rows).
@@ -103,9 +106,10 @@ def run_query(connection: sqlite3.Connection, query: str, *, row_cap: int = ROW_
         raise QueryError("the query is empty")
     if not sqlite3.complete_statement(query.strip().rstrip(";") + ";") or query.strip().rstrip(";").count(";"):
         raise QueryError("give exactly one complete SQL statement")
-    deadline = time.monotonic() + seconds
+    clock = time.process_time
+    deadline = clock() + seconds
     connection.set_authorizer(_authorizer)
-    connection.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 1000)
+    connection.set_progress_handler(lambda: 1 if clock() > deadline else 0, 1000)
     try:
         cursor = connection.execute(query)
         rows = cursor.fetchmany(row_cap + 1)
@@ -113,7 +117,7 @@ def run_query(connection: sqlite3.Connection, query: str, *, row_cap: int = ROW_
     except sqlite3.Error as exc:
         message = str(exc)
         if "interrupted" in message:
-            message = f"the query took longer than {seconds:g} s"
+            message = f"the query took longer than {seconds:g} s of CPU time"
         elif "not authorized" in message:
             message = "only read-only SELECT queries are allowed"
         raise QueryError(f"SQL error: {message}") from None
@@ -173,8 +177,8 @@ def run_query_bounded(
         rows: table name -> rows (the generated database).
         query: one SELECT statement.
         row_cap: more rows than this is an error.
-        seconds: SQLite's progress-handler limit; the worker is killed ``HARD_DEADLINE_MARGIN``
-            seconds after it.
+        seconds: SQLite's progress-handler limit (CPU time); the worker is killed
+            ``HARD_DEADLINE_MARGIN`` CPU seconds after it.
 
     Returns:
         (column names, rows).
@@ -188,7 +192,7 @@ def run_query_bounded(
     try:
         answer = _SQL_WORKER.call(_query_in_worker, (key, rows, query, row_cap, seconds), seconds + HARD_DEADLINE_MARGIN)
     except VerifierTimeout:
-        raise QueryError(f"SQL error: the query took longer than {seconds:g} s and was stopped") from None
+        raise QueryError(f"SQL error: the query took longer than {seconds:g} s of CPU time and was stopped") from None
     except RuntimeError as exc:
         if "MemoryError" in str(exc):
             raise QueryError(f"SQL error: the query needed more than {QUERY_MEMORY_BYTES >> 20} MiB of memory") from None

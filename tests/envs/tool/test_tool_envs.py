@@ -151,6 +151,15 @@ def test_sql_time_limit_and_row_cap(sql_env):
         run_query(connection, "SELECT * FROM employees a, employees b")
 
 
+def test_sql_time_limit_is_cpu_time_so_load_does_not_change_the_answer(sql_env):
+    """A query that waits for a core (here: a function that sleeps 0.4 s inside it) is not stopped by
+    a 0.2 s limit; only computing counts, so a loaded machine gives the same answer as an idle one."""
+    connection = sql_env.unwrapped._db()
+    connection.create_function("nap", 0, lambda: time.sleep(0.4) or 1)
+    query = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000) SELECT COUNT(*) FROM c WHERE x != 1 OR nap()"
+    assert run_query(connection, query, seconds=0.2)[1] == [(20000,)]
+
+
 @pytest.mark.parametrize("query", [
     "SELECT length(randomblob(2e9))",
     "SELECT length(zeroblob(2000000000))",
