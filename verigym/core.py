@@ -231,10 +231,11 @@ def episode_end(info: dict[str, Any], *, success: bool, score: float) -> dict[st
         ValueError: ``score`` is NaN.
     """
     score = float(score)
-    if math.isnan(score):
+    if score != score:  # NaN
         raise ValueError("score is NaN; a verifier must return a number in [0, 1]")
     info[SUCCESS] = bool(success)
-    info[SCORE] = min(1.0, max(0.0, score))
+    # min(1.0, max(0.0, score)) without the two calls (-0.0 becomes 0.0 there too)
+    info[SCORE] = score if 0.0 < score <= 1.0 else (1.0 if score > 1.0 else 0.0)
     return info
 
 

@@ -142,8 +142,10 @@ def extract_answer(text: str, *, fallback_to_text: bool = False) -> str | None:
     """
     if not isinstance(text, str):
         raise TypeError(f"extract_answer takes a str, got {type(text).__name__}")
-    if text.startswith("<answer>") and text.endswith("</answer>") and "<" not in text[8:-9] and "\\" not in text:
-        return text[8:-9].strip()  # the common "<answer>X</answer>": the rule below gives the same
+    if text.startswith("<answer>") and text.endswith("</answer>"):
+        inner = text[8:-9]  # (the two tags cannot overlap: such a text has at least 17 characters)
+        if "<" not in inner and "\\" not in inner:
+            return inner.strip()  # the common "<answer>X</answer>": the rule below gives the same
     visible = strip_special_tokens(strip_think(text))
     candidates = [(m.start(), m.group(1)) for m in _ANSWER_TAG.finditer(visible)]
     # Boxes inside an answer tag start after the tag, so they win over it.

@@ -18,6 +18,7 @@ from gymnasium.utils import seeding
 from verigym.core import ActionParseError, EpisodeGuard, UnicodeText, action_error_info, episode_end
 from verigym.envs.text.base import ReplySpace
 from verigym.verifiers import (
+    MEMORY_CAP_BYTES,
     BoundedWorker,
     UnsafeExpression,
     VerifierTimeout,
@@ -86,6 +87,15 @@ within the 2 s bound of :mod:`verigym.verifier_bounds`."""
 # ``distributions.c``); tests compare the result with numpy's for thousands of seeds.
 _MASK32, _MASK64, _MASK128 = (1 << 32) - 1, (1 << 64) - 1, (1 << 128) - 1
 _PCG64_MULTIPLIER = 0x2360ED051FC65DA44385DF649FCCF645
+# PCG64 seeding (``pcg_setseq_128_srandom_r``) then the first step, as one affine map of the two
+# seed words: with increment ``c = 2 * sequence + 1`` and multiplier ``m``, the first output's
+# state is ``((c + initial) * m + c) * m + c = initial * m**2 + sequence * 2 * k + k`` (mod 2**128)
+# where ``k = m**2 + m + 1``.
+_STEP_INITIAL = _PCG64_MULTIPLIER**2 & _MASK128
+_STEP_CONSTANT = (_STEP_INITIAL + _PCG64_MULTIPLIER + 1) & _MASK128
+_STEP_SEQUENCE = 2 * _STEP_CONSTANT & _MASK128
+_LOW_HALVES = 0x0000FFFF_0000FFFF_0000FFFF_0000FFFF
+"""The low 16 bits of each 32-bit lane of a 128-bit integer (the lane-wise ``w ^ w >> 16``)."""
 
 
 def _hash_constants() -> tuple[int, ...]:
@@ -99,14 +109,18 @@ def _hash_constants() -> tuple[int, ...]:
 
 
 _HASH = _hash_constants()
+_SeedSequence = np.random.SeedSequence
 
 
 def first_integer(seed: int, high: int) -> int:
     """``seeding.np_random(seed)[0].integers(0, high)``, computed without building the generator.
 
-    Reproduces numpy's ``SeedSequence.generate_state(4, uint64)`` (from the pool numpy computes),
-    the PCG64 (XSL-RR 128/64) seeding and step, the 32-bit draw buffering and Lemire's bounded
-    integers, in Python integers.
+    Reproduces numpy's ``SeedSequence.generate_state(4, uint64)`` (from the pool numpy computes;
+    numpy's C code mixes the seed into the pool faster than Python can), the PCG64 (XSL-RR 128/64)
+    seeding and first step and Lemire's bounded integers on the low 32 bits of the first output,
+    in Python integers (about 4.7 us against 10 us for the generator). A draw Lemire's method
+    rejects (probability below ``high / 2**32``; about ``5e-10`` for the item seeds' ``high``) is
+    left to numpy's generator.
 
     Args:
         seed: a non-negative ``int`` (what Gymnasium accepts as a seed).
@@ -115,32 +129,25 @@ def first_integer(seed: int, high: int) -> int:
     Returns:
         The same ``int`` in ``[0, high)`` that numpy's generator seeded with ``seed`` draws first.
     """
-    p0, p1, p2, p3 = np.random.SeedSequence(seed).pool.tolist()  # 4 uint32 words
-    mask, h = _MASK32, _HASH
-    # generate_state(4, uint64): 8 hashed uint32 words w0..w7, read as 4 little-endian uint64
-    # s0 = w1:w0, s1 = w3:w2, s2 = w5:w4, s3 = w7:w6; PCG64 takes initstate = s0:s1, initseq = s2:s3
-    w0, w1 = ((p0 ^ h[0]) * h[1]) & mask, ((p1 ^ h[2]) * h[3]) & mask
-    w2, w3 = ((p2 ^ h[4]) * h[5]) & mask, ((p3 ^ h[6]) * h[7]) & mask
-    w4, w5 = ((p0 ^ h[8]) * h[9]) & mask, ((p1 ^ h[10]) * h[11]) & mask
-    w6, w7 = ((p2 ^ h[12]) * h[13]) & mask, ((p3 ^ h[14]) * h[15]) & mask
-    initial = (w0 ^ w0 >> 16) << 64 | (w1 ^ w1 >> 16) << 96 | (w2 ^ w2 >> 16) | (w3 ^ w3 >> 16) << 32
-    sequence = (w4 ^ w4 >> 16) << 64 | (w5 ^ w5 >> 16) << 96 | (w6 ^ w6 >> 16) | (w7 ^ w7 >> 16) << 32
-    increment = (sequence << 1 | 1) & _MASK128
-    state = ((increment + initial) * _PCG64_MULTIPLIER + increment) & _MASK128  # pcg srandom
-    threshold = (mask - (high - 1)) % high
-    while True:  # each 64-bit output gives two 32-bit draws, the low half first
-        state = (state * _PCG64_MULTIPLIER + increment) & _MASK128
-        rotation = state >> 122
-        mixed = ((state >> 64) ^ state) & _MASK64
-        output = ((mixed >> rotation) | (mixed << (-rotation & 63))) & _MASK64
-        product = (output & mask) * high  # Lemire: accept unless the low word falls below threshold
-        if product & mask >= threshold:
-            return product >> 32
-        product = (output >> 32) * high
-        if product & mask >= threshold:
-            return product >> 32
+    p0, p1, p2, p3 = _SeedSequence(seed).pool.tolist()  # 4 uint32 words
+    h0, h1, h2, h3, h4, h5, h6, h7, h8, h9, h10, h11, h12, h13, h14, h15 = _HASH
+    # generate_state(4, uint64): 8 hashed uint32 words w0..w7 (w_k from p_{k % 4}), read as 4
+    # little-endian uint64 s0 = w1:w0, s1 = w3:w2, s2 = w5:w4, s3 = w7:w6; PCG64 takes
+    # initstate = s0:s1 and initseq = s2:s3. Each word's final ``w ^ w >> 16`` is done on the
+    # packed 128-bit value, lane by lane.
+    initial = (((p0 ^ h0) * h1) & 0xFFFFFFFF) << 64 | (((p1 ^ h2) * h3) & 0xFFFFFFFF) << 96 | ((p2 ^ h4) * h5) & 0xFFFFFFFF | (((p3 ^ h6) * h7) & 0xFFFFFFFF) << 32
+    sequence = (((p0 ^ h8) * h9) & 0xFFFFFFFF) << 64 | (((p1 ^ h10) * h11) & 0xFFFFFFFF) << 96 | ((p2 ^ h12) * h13) & 0xFFFFFFFF | (((p3 ^ h14) * h15) & 0xFFFFFFFF) << 32
+    state = ((initial ^ initial >> 16 & _LOW_HALVES) * _STEP_INITIAL + (sequence ^ sequence >> 16 & _LOW_HALVES) * _STEP_SEQUENCE + _STEP_CONSTANT) & _MASK128
+    rotation = state >> 122
+    mixed = ((state >> 64) ^ state) & _MASK64
+    output = (mixed >> rotation | mixed << (64 - rotation)) & _MASK64  # XSL-RR
+    product = (output & 0xFFFFFFFF) * high  # the low half is the first 32-bit draw
+    if product & 0xFFFFFFFF >= (0xFFFFFFFF - (high - 1)) % high:  # Lemire's threshold
+        return product >> 32
+    return int(seeding.np_random(seed)[0].integers(0, high))  # the rejected draw: rare
 
 
+_CORRECT = f"Correct (score {1.0:.3f})."
 _LITERAL = re.compile(r"[A-Za-z0-9_\s\[\],'\"\-]*")
 _INDEX_SIZE = 2**31 - 1
 _MAX_REPLY = 1 << 16
@@ -199,12 +206,15 @@ _PROBES = 16
 _probed: dict[str, int] = {}
 
 
-def _generate(name: str, config_json: str, item_seed: int) -> dict[str, Any]:
-    """Generate one item (see :data:`GLOBAL_RNG_DATASETS` for the global RNGs)."""
+def _generate(name: str, config_json: str, item_seed: int, restore: bool = True) -> dict[str, Any]:
+    """Generate one item (see :data:`GLOBAL_RNG_DATASETS` for the global RNGs); ``restore=False``
+    leaves the global RNGs as the generator left them (the generator worker, where nothing else
+    draws from them and every item seeds them first, saves the 0.1 ms of saving and restoring)."""
     probing = name not in GLOBAL_RNG_DATASETS and _probed.get(name, 0) < _PROBES
     if name not in GLOBAL_RNG_DATASETS and not probing:
         return _generate_item(name, config_json, item_seed)
-    python_state, numpy_state = random.getstate(), np.random.get_state()
+    if restore:
+        python_state, numpy_state = random.getstate(), np.random.get_state()
     random.seed(f"verigym:{name}:{item_seed}")
     np.random.seed(item_seed % 2**32)
     seeded = (random.getstate(), np.random.get_state()[1].copy()) if probing else None
@@ -216,8 +226,14 @@ def _generate(name: str, config_json: str, item_seed: int) -> dict[str, Any]:
             if random.getstate() != seeded[0] or not np.array_equal(np.random.get_state()[1], seeded[1]):
                 logger.warning("reasoning-gym dataset %s draws from a global RNG; its items are generated with seeded globals from now on", name)
                 GLOBAL_RNG_DATASETS.add(name)
-        random.setstate(python_state)
-        np.random.set_state(numpy_state)
+        if restore:
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)
+
+
+def _generate_in_worker(name: str, config_json: str, item_seed: int) -> dict[str, Any]:
+    """:func:`_generate` in the generator worker (global RNGs seeded per item, not restored)."""
+    return _generate(name, config_json, item_seed, restore=False)
 
 
 def _generate_item(name: str, config_json: str, item_seed: int) -> dict[str, Any]:
@@ -228,14 +244,62 @@ def _generate_item(name: str, config_json: str, item_seed: int) -> dict[str, Any
 
 _GENERATOR = BoundedWorker(start_method="spawn", environment={"PYTHONHASHSEED": "0"})
 
+SCORED_WHERE_GENERATED = HASH_SEEDED_DATASETS & SYMPY_SCORED
+"""Datasets generated in a ``PYTHONHASHSEED=0`` worker and scored by sympy: one worker, with the
+verifier worker's memory cap and time limits, generates and scores their items, so that the
+scorer finds the item's expressions in sympy's cache as it does when reasoning-gym is called
+directly (``polynomial_multiplication`` scored 2.6 ms per item in a second worker against 1.3 ms
+in the process that had generated the item). When that worker is not running (a check that
+overran stopped it), the shared verifier worker scores: a new interpreter takes seconds to start
+and import reasoning-gym, which must not count against a reply's time; the next generation starts
+it again."""
 
-@functools.lru_cache(maxsize=4096)
-def _item(name: str, config_json: str, item_seed: int) -> dict[str, Any]:
-    """Item ``item_seed`` of a dataset (cached); hash-order-dependent datasets are generated in a
-    worker process with ``PYTHONHASHSEED=0``."""
-    if name in HASH_SEEDED_DATASETS:
-        return _GENERATOR.call(_generate, (name, config_json, item_seed), 600.0)
+_SCORING_GENERATOR = BoundedWorker(start_method="spawn", environment={"PYTHONHASHSEED": "0"}, memory_bytes=MEMORY_CAP_BYTES)
+
+
+def _call_scorer(name: str, function: Any, *args: Any, timeout: float) -> Any:
+    """``function(*args)`` in the worker that scores ``name`` (see :data:`SCORED_WHERE_GENERATED`)."""
+    if name in SCORED_WHERE_GENERATED:
+        process = _SCORING_GENERATOR._process
+        if process is not None and process.is_alive():
+            if timeout <= 0:
+                raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+            return _SCORING_GENERATOR.call(function, args, timeout)
+    return call_bounded(function, *args, timeout=timeout)
+
+
+ITEM_CACHE_SIZE = 64
+"""Items generated in this process that are kept for a repeated ``reset(seed=s)`` (Gymnasium's
+determinism check, a retried episode, a few agents on the same seeds); any other item is
+generated again, at what reasoning-gym costs. A big cache costs more than it saves when seeds are
+new: with 4096 items, ``spell_backward`` took 41 against 21 us per episode over its first 3000
+episodes (the kept items reach the garbage collector's oldest generation and bring a full
+collection, tens of milliseconds, forward); 1 and 64 items cost the same (also ``knights_knaves``);
+256 items cost 2 us more per episode of ``spell_backward`` in the benchmark (they no longer fit
+the CPU caches)."""
+
+WORKER_ITEM_CACHE_SIZE = 4096
+"""Items generated in the ``PYTHONHASHSEED=0`` worker that are kept (each costs a pipe round trip
+and milliseconds to generate again)."""
+
+
+@functools.lru_cache(maxsize=ITEM_CACHE_SIZE)
+def _local_item(name: str, config_json: str, item_seed: int) -> dict[str, Any]:
     return _generate(name, config_json, item_seed)
+
+
+@functools.lru_cache(maxsize=WORKER_ITEM_CACHE_SIZE)
+def _worker_item(name: str, config_json: str, item_seed: int) -> dict[str, Any]:
+    worker = _SCORING_GENERATOR if name in SCORED_WHERE_GENERATED else _GENERATOR
+    return worker.call(_generate_in_worker, (name, config_json, item_seed), 600.0)
+
+
+def _item(name: str, config_json: str, item_seed: int) -> dict[str, Any]:
+    """Item ``item_seed`` of a dataset (cached, see :data:`ITEM_CACHE_SIZE`); hash-order-dependent
+    datasets are generated in a worker process with ``PYTHONHASHSEED=0``."""
+    if name in HASH_SEEDED_DATASETS:
+        return _worker_item(name, config_json, item_seed)
+    return _local_item(name, config_json, item_seed)
 
 
 @functools.cache
@@ -348,7 +412,7 @@ def score_reply(name: str, config_json: str, entry: dict[str, Any], reply: str, 
         raise ActionParseError("no answer found; put your final answer inside <answer>...</answer>")
     oracle = entry.get("answer")
     oracle = oracle if isinstance(oracle, str) else None
-    if oracle is not None and has_lookalikes(answer, oracle):
+    if oracle is not None and not answer.isascii() and has_lookalikes(answer, oracle):  # (ASCII: none)
         return 0.0, "the answer has non-ASCII look-alike characters"
     if name in EVAL_SCORED and (not _LITERAL.fullmatch(answer) or "__" in answer or _nesting(answer) > 16):
         return 0.0, "the answer is not a plain list literal"
@@ -357,16 +421,16 @@ def score_reply(name: str, config_json: str, entry: dict[str, Any], reply: str, 
             safe_expression(answer)
         except UnsafeExpression as exc:
             return 0.0, f"the answer is not a plain expression: {exc}"
-    if not scored_in_process(name) and (refusal := _screen(name, answer, entry)):
-        return 0.0, refusal
     if scored_in_process(name):
         raw = _raw_score(name, config_json, answer, entry)
+    elif refusal := _screen(name, answer, entry):
+        return 0.0, refusal
     else:
         try:
-            raw = call_bounded(_worker_score, name, config_json, answer, entry, timeout=timeout)
+            raw = _call_scorer(name, _worker_score, name, config_json, answer, entry, timeout=timeout)
             if raw is None:  # a new worker: build the dataset there (trusted work, generous limit)
-                call_bounded(_worker_build, *_dataset_key(name, config_json, entry), timeout=600.0)
-                raw = call_bounded(_worker_score, name, config_json, answer, entry, timeout=timeout)
+                _call_scorer(name, _worker_build, *_dataset_key(name, config_json, entry), timeout=600.0)
+                raw = _call_scorer(name, _worker_score, name, config_json, answer, entry, timeout=timeout)
         except (VerifierTimeout, RuntimeError) as exc:
             return 0.0, f"the check was stopped: {exc}"
         if raw is None:  # pragma: no cover - the worker died between the two calls
@@ -560,7 +624,15 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
 
     def oracle_action(self) -> str:
         """The dataset's own answer in an ``<answer>`` tag."""
-        return f"<answer>{_oracle_answer(self.dataset, self._entry)}</answer>"
+        return f"<answer>{self._reference_answer()}</answer>"
+
+    def _reference_answer(self) -> str:
+        """:func:`_oracle_answer` of the current item, computed once per episode (for
+        propositional_logic it searches conclusions by truth tables)."""
+        reference = self.__dict__.get("_reference")
+        if reference is None:
+            reference = self.__dict__["_reference"] = _oracle_answer(self.dataset, self._entry)
+        return reference
 
     @property
     def question(self) -> str:
@@ -592,17 +664,17 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
         self.__dict__["_generator"], self.__dict__["_pending_seed"] = value, None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        state = self.__dict__
         if type(seed) is int and seed >= 0:  # the common seeded reset: no generator built (see _np_random)
-            self._item_seed = first_integer(seed, _INDEX_SIZE)
-            self.__dict__["_pending_seed"] = self._np_random_seed = seed
+            item_seed = first_integer(seed, _INDEX_SIZE)
+            state["_pending_seed"] = state["_np_random_seed"] = seed
         else:  # unseeded, or a seed Gymnasium validates (and refuses)
             super().reset(seed=seed)
-            self._item_seed = int(self.np_random.integers(0, _INDEX_SIZE))
-        entry = dict(_item(self.dataset, self._config_json, self._item_seed))
-        entry["_verigym_seed"] = self._item_seed
-        self._entry = entry
-        self._last = f"{entry['question']}\n\n{ANSWER_FORMAT}"
-        return self._last, {"dataset": self.dataset, "item_seed": self._item_seed, "instructions": self.instructions()}
+            item_seed = int(self.np_random.integers(0, _INDEX_SIZE))
+        entry = {**_item(self.dataset, self._config_json, item_seed), "_verigym_seed": item_seed}
+        state["_item_seed"], state["_entry"], state["_reference"] = item_seed, entry, None
+        self._last = observation = f"{entry['question']}\n\n{ANSWER_FORMAT}"
+        return observation, {"dataset": self.dataset, "item_seed": item_seed, "instructions": self.instructions()}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if not self._entry:
@@ -615,12 +687,15 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
             action_error_info(str(exc), info)
             score, note = 0.0, str(exc)
         success = score >= 1.0
-        info["reference_answer"] = _oracle_answer(self.dataset, self._entry)
+        info["reference_answer"] = self._reference_answer()
         if note:
             info["verdict_note"] = note
         episode_end(info, success=success, score=score)
-        self._last = f"{'Correct' if success else 'Not correct'} (score {score:.3f})." + (f" {note}." if note else "")
-        return self._last, float(info["score"]), True, False, info
+        if score == 1.0 and not note:  # the verdict of a right answer is a constant
+            self._last = _CORRECT
+        else:
+            self._last = f"{'Correct' if success else 'Not correct'} (score {score:.3f})." + (f" {note}." if note else "")
+        return self._last, info["score"], True, False, info
 
     def render(self) -> str | None:
         return self._last if self.render_mode == "ansi" else None
