@@ -77,8 +77,9 @@ verifier worker process under ``score_timeout`` seconds and :data:`~verigym.veri
 (a reply that makes it do exponential work scores 0)."""
 
 SCORE_SECONDS = 1.0
-"""Default wall-clock limit of a scorer run in the verifier worker, so that every reply is scored
-within the 2 s bound of :mod:`verigym.verifier_bounds`."""
+"""Default limit, in seconds of the verifier worker's CPU time, of a scorer run (a 4x wall-clock
+backstop stops a worker that does not get the CPU at all), so that every reply is scored within the
+2 s bound of :mod:`verigym.verifier_bounds`."""
 
 # -- the seeded reset's first draw, without building the generator ------------------------------
 # Gymnasium's ``reset(seed=s)`` builds ``Generator(PCG64(SeedSequence(s)))`` (10-15 us, more than
@@ -550,7 +551,7 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
     * ``level`` (int | None): curriculum level ``0..levels-1`` (``None``: the dataset's default
       config); ``env.unwrapped.levels`` is the number of levels (0 without a curriculum).
     * ``config`` (dict | None): overrides of the dataset's config fields (JSON values).
-    * ``score_timeout`` (float): wall-clock seconds for a check in the verifier worker (default
+    * ``score_timeout`` (float): seconds of the verifier worker's CPU time for a check (default
       :data:`SCORE_SECONDS`; legitimate answers take milliseconds; a check that overruns scores 0).
 
     ## Version History
