@@ -1,7 +1,7 @@
 """Step cost of the mujoco family, side by side with its peers in the same run.
 
 For each verigym MuJoCo id: the time of ``env.step`` (through ``gymnasium.make``; random actions,
-resets excluded) against a bare ``mujoco.mj_step(model, data, nstep=frame_skip)`` on the same
+resets excluded) against a bare ``mujoco.mj_step(model, data, frame_skip)`` on the same
 compiled model from the same states with the same controls (recorded in a first pass, replayed on
 a second ``MjData``). The two sides alternate in chunks of 250 steps, each in a loop of its own, so
 both see the same machine load (the overhead target of issue 20 is <= 1.3x). ``--repeats``
@@ -77,7 +77,7 @@ def record_states(env: gym.Env, steps: int, actions: np.ndarray, seed: int) -> l
 def floor_step(model: mujoco.MjModel, data: mujoco.MjData, controls: np.ndarray, goal: np.ndarray, frame_skip: int) -> tuple:
     """The least a Python goal env's step does (see the module docstring)."""
     data.ctrl[:] = controls
-    mujoco.mj_step(model, data, nstep=frame_skip)
+    mujoco.mj_step(model, data, frame_skip)
     qpos = data.qpos
     achieved = qpos[:2].copy()
     observation = {"observation": np.concatenate((qpos, data.qvel)), "achieved_goal": achieved, "desired_goal": goal.copy()}
@@ -88,7 +88,7 @@ def floor_step(model: mujoco.MjModel, data: mujoco.MjData, controls: np.ndarray,
 
 
 def time_chunks(env: gym.Env, actions: np.ndarray, seed: int, record: list, chunk: int = 250) -> tuple[float, float, float]:
-    """Seconds per ``env.step``, per bare ``mj_step(nstep=frame_skip)`` and per :func:`floor_step`
+    """Seconds per ``env.step``, per bare ``mj_step(model, data, frame_skip)`` and per :func:`floor_step`
     over the recorded steps.
 
     The env replays the recording's episodes (same seeds, same actions, so the same states); every
@@ -118,7 +118,7 @@ def time_chunks(env: gym.Env, actions: np.ndarray, seed: int, record: list, chun
             mujoco.mj_setState(model, data, state, spec)
             data.ctrl[:] = controls
             start = clock()
-            mujoco.mj_step(model, data, nstep=inner.frame_skip)
+            mujoco.mj_step(model, data, inner.frame_skip)
             theirs += clock() - start
         for model, state, controls in record[first:last]:
             data = datas[id(model)]

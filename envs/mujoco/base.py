@@ -179,6 +179,12 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         """Whether a goal distance counts as reached: ``distance < self.distance_threshold``."""
         return np.asarray(distance) < self.distance_threshold
 
+    def _goal_reached(self, distance: float) -> bool:
+        """:meth:`within_tolerance` of one distance on a Python float, for the step path. A subclass
+        that overrides ``within_tolerance`` and keeps the Euclidean distance overrides this with the
+        same rule, so its steps stay on Python floats (tests compare the two)."""
+        return distance < self.distance_threshold
+
     distance_threshold: float = 0.05
 
     # -- setup ---------------------------------------------------------------------------------
@@ -279,7 +285,7 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         """The per-step ``info`` entries and the reward of ``observation``'s goals."""
         if self._plain_goals:  # Euclidean distance and threshold on Python floats, bit-equal to goal_distance
             distance = _euclidean(observation["achieved_goal"].tolist(), observation["desired_goal"].tolist())
-            reached = distance < self.distance_threshold
+            reached = self._goal_reached(distance)
             reward = (float(reached) - 1.0) if self.reward_type == "sparse" else -distance
             return {"distance": distance, "is_success": float(reached), "time": self.data.time}, reward
         distance = self.goal_distance(observation["achieved_goal"], observation["desired_goal"])
@@ -288,12 +294,18 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         return info, float(self._reward(distance, reached))
 
     _plain_goals = True
-    """The class keeps the base's Euclidean ``goal_distance``, ``within_tolerance`` and ``_reward``,
-    so the step path computes them on scalars (set per subclass)."""
+    """The class keeps the base's Euclidean ``goal_distance`` and ``_reward`` and either the base's
+    ``within_tolerance`` or its own :meth:`_goal_reached`, so the step path computes them on scalars
+    (set per subclass)."""
+    _base_tolerance = True
+    """The class keeps the base's ``within_tolerance`` (the step path inlines ``_goal_reached``)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._plain_goals = all(getattr(cls, name) is getattr(MujocoGoalEnv, name) for name in ("goal_distance", "within_tolerance", "_reward"))
+        base = MujocoGoalEnv
+        cls._base_tolerance = cls.within_tolerance is base.within_tolerance and cls._goal_reached is base._goal_reached
+        scalar_tolerance = cls._base_tolerance or (cls.within_tolerance is not base.within_tolerance and cls._goal_reached is not base._goal_reached)
+        cls._plain_goals = cls.goal_distance is base.goal_distance and cls._reward is base._reward and scalar_tolerance
         cls._custom_status = cls._status is not MujocoGoalEnv._status
         cls._physics_hooks = any(getattr(cls, name) is not getattr(MujocoGoalEnv, name) for name in ("_before_physics", "_after_physics"))
 
@@ -320,13 +332,15 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         # The per-step Python work is a handful of calls on cached views of ``data`` and on Python
-        # floats (benchmarks/mujoco_step.py compares it with a bare mj_step loop).
-        info: dict[str, Any] = {}
+        # floats (benchmarks/mujoco_step.py compares it with a bare mj_step loop); the common case
+        # (a valid float32 action, the base's goals and status) takes no branch it does not need.
         # fast path: a float32 array of the right shape, every entry in [-1, 1] (NaN fails)
         if type(action) is np.ndarray and action.dtype is _FLOAT32 and action.shape == self._ctrl_shape and all(map(_WITHIN_ONE, map(abs, action.tolist()))):
-            unit = action
+            unit, error = action, None
         else:
-            unit = self._unit_action(action, info)
+            error = {}
+            unit = self._unit_action(action, error)
+            error = error or None  # a valid action that took the validating path
         if self._ctrl_identity:
             self._ctrl[:] = unit
         else:  # ctrl = mid + unit * half, in place (float32 actions are widened exactly)
@@ -334,47 +348,56 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
             self._ctrl += self._ctrl_mid
         if self._physics_hooks:
             self._before_physics()
-            mujoco.mj_step(self.model, self.data, nstep=self.frame_skip)
+            mujoco.mj_step(self.model, self.data, self.frame_skip)
             self._after_physics()
         else:
-            mujoco.mj_step(self.model, self.data, nstep=self.frame_skip)
-        self._steps += 1
+            mujoco.mj_step(self.model, self.data, self.frame_skip)
+        self._steps = steps = self._steps + 1
         # MuJoCo resets data itself when qpos/qvel/qacc turn NaN, inf or huge; its counters tell
-        diverged = sum(self._unstable.tolist()) != self._unstable_seen
-        if diverged:
-            # the simulation blew up: end the episode as a failure, with a finite observation
-            logger.warning("MuJoCo state diverged in %s; ending the episode", type(self).__name__)
-            mujoco.mj_resetData(self.model, self.data)
-            mujoco.mj_forward(self.model, self.data)
-            self._unstable_seen = self._unstable_count()
+        if sum(self._unstable.tolist()) != self._unstable_seen:
+            return self._diverged_step(error)
         observation = self._observation()
         if self._plain_goals:  # the base's Euclidean goals, on Python floats (as in _step_info)
             distance = _euclidean(observation["achieved_goal"].tolist(), observation["desired_goal"].tolist())
-            reached = distance < self.distance_threshold
-            reward = (float(reached) - 1.0) if self.reward_type == "sparse" else -distance
-            entries = {"distance": distance, "is_success": float(reached), "time": self.data.time}
+            reached = distance < self.distance_threshold if self._base_tolerance else self._goal_reached(distance)
+            reward = -distance if self.reward_type == "dense" else float(reached) - 1.0
+            info = {"distance": distance, "is_success": float(reached), "time": self.data.time}
         else:
-            entries, reward = self._step_info(observation)
-            reached = entries["is_success"] == 1.0
-        if info:  # the action was malformed: info holds action_error
-            info.update(entries)
-            reward -= INVALID_ACTION_PENALTY
-        else:
-            info = entries
-        if diverged:
-            success, failed = False, True
-        elif self._custom_status:
+            info, reward = self._step_info(observation)
+            reached = info["is_success"] == 1.0
+        if error is not None:  # the action was malformed: info holds action_error first
+            error.update(info)
+            info, reward = error, reward - INVALID_ACTION_PENALTY
+        if self._custom_status:
             success, failed = self._status(reached)
-        else:
-            success, failed = reached, False
-        if success or failed:
-            terminated, truncated = True, False
-        else:
-            terminated, truncated = False, self._steps >= self.max_steps
-        if terminated or truncated:
-            score = 1.0 if success else 0.5 * min(1.0, max(0.0, float(self._progress())))
-            episode_end(info, success=success, score=score)
-        return observation, reward, terminated, truncated, info
+            if success or failed:
+                return self._end(observation, reward, info, success)
+        elif reached:
+            return self._end(observation, reward, info, True)
+        if steps >= self.max_steps:
+            score = 0.5 * min(1.0, max(0.0, float(self._progress())))
+            episode_end(info, success=False, score=score)
+            return observation, reward, False, True, info
+        return observation, reward, False, False, info
+
+    def _end(self, observation: dict[str, np.ndarray], reward: float, info: dict[str, Any], success: bool) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        """A terminating step: the verdict in ``info`` (score 1 on success, else half the progress)."""
+        score = 1.0 if success else 0.5 * min(1.0, max(0.0, float(self._progress())))
+        episode_end(info, success=success, score=score)
+        return observation, reward, True, False, info
+
+    def _diverged_step(self, error: dict[str, Any] | None) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        """The simulation blew up: end the episode as a failure, with a finite observation."""
+        logger.warning("MuJoCo state diverged in %s; ending the episode", type(self).__name__)
+        mujoco.mj_resetData(self.model, self.data)
+        mujoco.mj_forward(self.model, self.data)
+        self._unstable_seen = self._unstable_count()
+        observation = self._observation()
+        info, reward = self._step_info(observation)
+        if error is not None:
+            error.update(info)
+            info, reward = error, reward - INVALID_ACTION_PENALTY
+        return self._end(observation, reward, info, False)
 
     def _before_physics(self) -> None:
         """Called after ``ctrl`` is set, before the physics steps (subclass hook)."""

@@ -315,3 +315,24 @@ def test_step_reward_equals_compute_reward_bit_for_bit():
                     observation, info = env.reset()
         env.close()
     assert goal_ids
+
+
+def test_scalar_goal_predicate_agrees_with_within_tolerance_at_the_boundary():
+    """The step path decides success with ``_goal_reached`` on Python floats; an env that overrides
+    ``within_tolerance`` (Swingup: the boundary counts) must give the same verdict on every
+    distance, the threshold itself and its neighbouring floats included."""
+    from verigym.envs.mujoco.base import MujocoGoalEnv
+
+    checked = []
+    for row in verigym.rows("mujoco"):
+        env = gym.make(row.id).unwrapped
+        if type(env)._plain_goals:
+            threshold = env.distance_threshold
+            near = [threshold, np.nextafter(threshold, 0.0), np.nextafter(threshold, 1.0), threshold + 1e-12, np.nextafter(threshold + 1e-12, 1.0)]
+            for distance in [0.0, *map(float, near), 2 * threshold, 1.0]:
+                assert env._goal_reached(distance) == bool(env.within_tolerance(distance)), (row.id, distance)
+            checked.append(row.id)
+            if type(env).within_tolerance is not MujocoGoalEnv.within_tolerance:
+                assert type(env)._goal_reached is not MujocoGoalEnv._goal_reached
+        env.close()
+    assert "verigym/Swingup-v0" in checked and "verigym/Reach-2Link-v0" in checked
