@@ -118,3 +118,52 @@ def test_a_sandbox_env_is_measured_under_a_one_second_deadline():
     assert worst.slowest.startswith(("power_tower_python", "code_")), worst
     assert SANDBOX_CHECK_DEADLINE_SECONDS <= worst.seconds < SANDBOX_CHECK_DEADLINE_SECONDS + SANDBOX_MARGIN_SECONDS
     assert sandbox_deadline(gym.make("verigym/PythonMath-v0")) == 10.0
+
+
+class _WaitingEnv(_TruthTableEnv):
+    """A verifier that waits ``wait`` seconds without computing on the first reply and its replay (a
+    machine whose cores are busy elsewhere looks like this to the checker) or, with ``worker_cpu``, burns that many seconds of
+    CPU in a verifier worker process, not in this one."""
+
+    def __init__(self, *, wait: float = 0.0, worker_cpu: float = 0.0):
+        super().__init__(screened=True)
+        self.wait, self.worker_cpu = wait, worker_cpu
+        from verigym.verifiers import BoundedWorker
+
+        self.worker = BoundedWorker()
+
+    def step(self, action):
+        import time
+
+        self.steps = getattr(self, "steps", 0) + 1
+        if self.steps <= 2:  # the first reply and its replay
+            time.sleep(self.wait)
+        if self.worker_cpu and "p" in action:
+            self.worker.call(_spin, (self.worker_cpu,), timeout=30.0)
+        return super().step(action)
+
+    def close(self):
+        self.worker._kill()  # the worker process ends with the env
+
+
+def _spin(seconds: float) -> int:
+    import time
+
+    end, count = time.process_time() + seconds, 0
+    while time.process_time() < end:
+        count += 1
+    return count
+
+
+def test_the_time_bound_is_cpu_time_so_waiting_is_no_overrun_but_a_worker_s_cpu_counts():
+    """The bound is in CPU seconds, the unit of the verifier workers' own limits: a step that waits
+    0.3 s under a 0.2 s bound (a loaded machine) passes, one that waits past the wall-clock backstop
+    (4x) fails, and CPU burnt in a verifier worker process counts against the bound."""
+    waited = measure_worst_case(lambda: _WaitingEnv(wait=0.3), seconds=0.2)
+    assert waited is not None and not waited.problems, waited.problems
+    assert waited.wall_seconds >= 0.3 and waited.seconds < 0.2
+    stuck = measure_worst_case(lambda: _WaitingEnv(wait=0.85), seconds=0.2)
+    assert stuck is not None and len(stuck.problems) == 1 and "0.8 s wall clock)" in stuck.problems[0], stuck.problems
+    busy = measure_worst_case(lambda: _WaitingEnv(worker_cpu=0.3), seconds=0.2)
+    assert busy is not None and len(busy.problems) == 1, busy
+    assert "s of CPU time" in busy.problems[0] and busy.seconds >= 0.25, busy

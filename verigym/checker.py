@@ -732,7 +732,8 @@ class _Checker:
         worst = measure_worst_case(self.factory, seed=self.seed)
         if worst is None:  # pragma: no cover - the factory made an env with another space
             return "skip", "the action space is not text"
-        summary = (f"{worst.replies} adversarial replies; slowest {worst.seconds:.2f} s ({worst.slowest}), "
+        summary = (f"{worst.replies} adversarial replies; slowest {worst.seconds:.2f} s ({worst.slowest}, "
+                   f"{worst.wall_seconds:.2f} s wall clock), "
                    f"largest peak-memory growth {worst.memory_bytes >> 20} MiB ({worst.hungriest or 'none'})")
         if worst.problems:
             return "fail", summary + "\n" + "\n".join(worst.problems)

@@ -10,16 +10,22 @@ process's peak memory. :func:`verigym.checker.check_env` fails an env whose wors
 than :data:`WORST_CASE_SECONDS` or grows the checking process's peak resident memory by more than
 :data:`WORST_CASE_MEMORY_BYTES`.
 
-What is measured: the wall-clock time of ``env.step(reply)`` right after ``env.reset(seed=...)``
-(a step over the bound is replayed once and the faster time counts, so a load spike on a busy
-machine is not a failure) and the growth of this process's peak resident set (``VmHWM``, reset
-before each step through ``/proc/self/clear_refs``). Work an env does in other processes is
-covered by the time bound; its memory must be capped there (verifier workers run under
+What is measured, for ``env.step(reply)`` right after ``env.reset(seed=...)``: the CPU time it
+takes in this process and in every process it runs work in (live descendants, such as verifier
+workers, read from ``/proc``; exited children from ``getrusage``), its wall-clock time, and the growth
+of this process's peak resident set (``VmHWM``, reset before each step through
+``/proc/self/clear_refs``). The time bound is CPU time, the unit of the verifier workers' own
+limits (:class:`verigym.verifiers.BoundedWorker`), so a loaded machine that gives the checker half a
+core does not turn a check that needs 1 s of CPU into a failure; a step that waits without
+computing is caught by the wall-clock backstop of :data:`~verigym.verifiers.WALL_CLOCK_FACTOR` times
+the bound (wall-clock alone where ``/proc`` is missing). A step over a bound is replayed once and
+the better try counts. Memory of other processes must be capped there (verifier workers run under
 :data:`verigym.verifiers.MEMORY_CAP_BYTES`, the sandbox under its own limits).
 
 Envs whose action space is not text (``Discrete``, ``Box``, ...) are skipped: their verifiers do
 not read free-form input. Envs that run agent code in :mod:`verigym.sandbox` (found by
-:func:`sandbox_deadline`) are bounded by the sandbox's own deadline plus
+:func:`sandbox_deadline`) are bounded in wall-clock time (the sandbox's deadline is wall-clock: a
+program that sleeps must be stopped too) by the sandbox's own deadline plus
 :data:`SANDBOX_MARGIN_SECONDS` instead of 2 s; once one never-ending program has been stopped at
 that deadline in a reply format, the other never-ending programs are not replayed in it. The
 measured env's sandbox deadline is first cut to :data:`SANDBOX_CHECK_DEADLINE_SECONDS` (when
@@ -31,6 +37,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +46,8 @@ from typing import Any
 
 import gymnasium as gym
 from gymnasium import spaces
+
+from verigym.verifiers import WALL_CLOCK_FACTOR
 
 __all__ = [
     "WORST_CASE_MEMORY_BYTES",
@@ -53,7 +63,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 WORST_CASE_SECONDS = 2.0
-"""Longest a verifier may take on one reply, seconds (wall clock)."""
+"""Longest a verifier may take on one reply, seconds of CPU time (this process and the processes it
+runs work in), with a wall-clock backstop of :data:`~verigym.verifiers.WALL_CLOCK_FACTOR` times it."""
 WORST_CASE_MEMORY_BYTES = 512 << 20
 """Most a verifier may grow the checking process's peak resident memory on one reply, bytes."""
 SANDBOX_MARGIN_SECONDS = 2.0
@@ -195,7 +206,9 @@ class WorstCase:
 
     Attributes:
         replies: replies played.
-        seconds: the slowest step, seconds (wall clock, the faster of two tries when over bound).
+        seconds: the slowest step, seconds of CPU time (wall clock for sandbox envs and where
+            ``/proc`` is missing; the better of two tries when over a bound).
+        wall_seconds: the wall-clock time of that step, seconds.
         slowest: label of the slowest reply.
         memory_bytes: the largest growth of peak resident memory during one step, bytes.
         hungriest: label of that reply.
@@ -204,6 +217,7 @@ class WorstCase:
 
     replies: int = 0
     seconds: float = 0.0
+    wall_seconds: float = 0.0
     slowest: str = ""
     memory_bytes: int = 0
     hungriest: str = ""
@@ -233,15 +247,62 @@ def _reset_peak() -> None:
         pass
 
 
-def _timed_step(env: gym.Env, reply: str, seed: int) -> tuple[float, int]:
+def _descendants() -> list[int]:
+    """Pids of this process's live descendants (``/proc/<pid>/task/<tid>/children``)."""
+    found, queue = [], [os.getpid()]
+    while queue:
+        pid = queue.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:  # exited meanwhile
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as handle:
+                    children = [int(child) for child in handle.read().split()]
+            except (OSError, ValueError):
+                continue
+            found += children
+            queue += children
+    return found
+
+
+def _process_tree_cpu_seconds() -> float | None:
+    """CPU seconds (user + system) used so far by this process, its exited children and its live
+    descendants with their exited children; ``None`` without ``/proc``.
+
+    A descendant that exits between two readings moves its whole time from its own ``/proc`` entry to
+    its parent's exited-children total, so differences of two readings count each second once.
+    """
+    if not os.path.isdir(f"/proc/{os.getpid()}/task"):
+        return None
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = time.process_time() + children.ru_utime + children.ru_stime
+    for pid in _descendants():
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            total += sum(int(value) for value in fields[11:15]) / _CLOCK_TICKS  # utime stime cutime cstime
+        except (OSError, ValueError, IndexError):  # exited meanwhile: counted by its parent
+            continue
+    return total
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _timed_step(env: gym.Env, reply: str, seed: int) -> tuple[float | None, float, int]:
+    """``(CPU seconds or None without /proc, wall seconds, peak-memory growth)`` of one step."""
     env.reset(seed=seed)
     _reset_peak()
     before, _ = _peak_rss()
-    start = time.perf_counter()
+    cpu_start, start = _process_tree_cpu_seconds(), time.perf_counter()
     env.step(reply)
     elapsed = time.perf_counter() - start
+    cpu_end = _process_tree_cpu_seconds()
     _, peak = _peak_rss()
-    return elapsed, max(0, peak - before)
+    cpu = None if cpu_start is None or cpu_end is None else max(0.0, cpu_end - cpu_start)
+    return cpu, elapsed, max(0, peak - before)
 
 
 _CODE_LABELS = ("code_", "power_tower_python", "repetition_product", "huge_fraction")
@@ -294,7 +355,8 @@ def measure_worst_case(
     Args:
         factory: makes the env (a fresh instance is used and closed).
         seed: reset seed before each reply.
-        seconds: time bound per reply (seconds).
+        seconds: time bound per reply, seconds of CPU time (wall clock for sandbox envs), with a
+            wall-clock backstop of :data:`~verigym.verifiers.WALL_CLOCK_FACTOR` times it.
         memory_bytes: bound on the growth of peak resident memory per reply (bytes).
 
     Returns:
@@ -316,6 +378,13 @@ def measure_worst_case(
         deadline = sandbox_deadline(env)
         if deadline is not None:  # agent code runs until the sandbox kills it: that is the bound
             seconds = max(seconds, deadline + SANDBOX_MARGIN_SECONDS)
+        wall_bound = seconds if deadline is not None else WALL_CLOCK_FACTOR * seconds
+
+        def over(cpu: float | None, wall: float) -> bool:
+            if deadline is not None or cpu is None:  # wall clock: the sandbox's unit, or no /proc
+                return wall > seconds
+            return cpu > seconds or wall > wall_bound
+
         shown: set[str] = set()
         for label, reply in adversarial_replies(space.max_length, instructions):
             wrapper = label.split("/", 1)[1]
@@ -323,23 +392,32 @@ def measure_worst_case(
                 continue  # the sandbox deadline already held for this format
             result.replies += 1
             try:
-                elapsed, grown = _timed_step(env, reply, seed)
-                if elapsed > seconds:  # a load spike is not a failure: the faster of two tries counts
-                    again, grown_again = _timed_step(env, reply, seed)
-                    elapsed, grown = min(elapsed, again), max(grown, grown_again)
+                cpu, wall, grown = _timed_step(env, reply, seed)
+                if over(cpu, wall):  # a load spike is not a failure: the better of two tries counts
+                    cpu_again, wall_again, grown_again = _timed_step(env, reply, seed)
+                    if not over(cpu_again, wall_again) or wall_again < wall:
+                        cpu, wall = cpu_again, wall_again
+                    grown = max(grown, grown_again)
             except Exception as exc:
                 result.problems.append(f"{label}: step raised {type(exc).__name__}: {str(exc)[:200]}")
                 continue
-            if deadline is not None and label.startswith(_CODE_LABELS) and elapsed >= 0.5 * deadline:
+            elapsed = wall if deadline is not None or cpu is None else cpu
+            if deadline is not None and label.startswith(_CODE_LABELS) and wall >= 0.5 * deadline:
                 shown.add(wrapper)
             if elapsed > result.seconds:
-                result.seconds, result.slowest = elapsed, label
+                result.seconds, result.wall_seconds, result.slowest = elapsed, wall, label
             if grown > result.memory_bytes:
                 result.memory_bytes, result.hungriest = grown, label
             if grown > memory_bytes:
                 result.problems.append(f"{label}: peak memory grew by {grown >> 20} MiB (bound {memory_bytes >> 20} MiB)")
-            if elapsed > seconds:
-                result.problems.append(f"{label}: scored in {elapsed:.2f} s (bound {seconds:g} s)")
+            if over(cpu, wall):
+                if deadline is not None or cpu is None:
+                    result.problems.append(f"{label}: scored in {wall:.2f} s (bound {seconds:g} s)")
+                else:
+                    result.problems.append(
+                        f"{label}: scored in {cpu:.2f} s of CPU time, {wall:.2f} s wall clock "
+                        f"(bound {seconds:g} s of CPU time, {wall_bound:g} s wall clock)"
+                    )
                 break  # one confirmed overrun fails the env; the rest would only cost time
         return result
     finally:
