@@ -241,11 +241,11 @@ def _spin(seconds: float) -> str:
 
 def test_the_limit_is_the_worker_cpu_time_not_the_machine_load():
     """A check of 0.2 s CPU whose worker is descheduled for 1 s (SIGSTOP, as on a loaded machine)
-    still finishes under a 0.5 s limit; 2 s of CPU is stopped at the limit."""
+    still finishes under a 0.5 s limit; 5 s of CPU is stopped at the limit."""
     import os
     import signal
 
-    from verigym.verifiers import BoundedWorker
+    from verigym.verifiers import WALL_CLOCK_FACTOR, BoundedWorker
 
     worker = BoundedWorker(start_method="fork")
     try:
@@ -264,7 +264,8 @@ def test_the_limit_is_the_worker_cpu_time_not_the_machine_load():
         thread.join()
         start = time.perf_counter()
         with pytest.raises(VerifierTimeout, match="CPU time"):
-            worker.call(_spin, (2.0,), 0.5)
-        assert time.perf_counter() - start < 1.9
+            worker.call(_spin, (5.0,), 0.5)
+        # stopped at 0.5 s of CPU, or at the wall-clock backstop on a machine that starves it
+        assert time.perf_counter() - start < 0.5 * WALL_CLOCK_FACTOR + 0.5
     finally:
         worker._kill()

@@ -151,7 +151,12 @@ def test_exponential_replies_score_zero_within_the_bound(env_id, answer):
     start = time.perf_counter()
     _, reward, terminated, _, info = env.step(f"<answer>{answer}</answer>")
     assert terminated and reward == 0.0 and not info["success"]
-    assert time.perf_counter() - start < 2.0 + 3.0  # the 2 s bound plus a loaded machine
+    # stopped at SCORE_SECONDS of the worker's CPU time, or at its wall-clock backstop on a machine
+    # that starves the worker, plus the work in this process
+    from verigym.envs.text.reasoning_gym_env import SCORE_SECONDS
+    from verigym.verifiers import WALL_CLOCK_FACTOR
+
+    assert time.perf_counter() - start < SCORE_SECONDS * WALL_CLOCK_FACTOR + 2.0
 
 
 def test_reference_plus_text_never_succeeds_even_at_a_raw_score_of_one():
