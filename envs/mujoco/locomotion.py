@@ -156,12 +156,20 @@ class LocomotionTargetEnv(MujocoGoalEnv):
         self.data.qvel[:] = self.np_random.uniform(-noise, noise, size=self.model.nv)
         self._start_x = float(self.data.qpos[0])
 
+    # The step path reads the cached views of ``data`` (``self._qpos``, ``self._qvel``) and works on
+    # Python floats where numpy would build arrays for one or two numbers.
+    def _bind(self) -> None:
+        self._dt = float(self.model.opt.timestep) * self.frame_skip
+        self._visible_qpos = self._qpos[self._spec.hidden_qpos :]  # a view, like _qpos
+
+    _VIEWS = (*MujocoGoalEnv._VIEWS, "_visible_qpos")
+
     def _torso_x(self) -> float:
-        return float(self.data.qpos[0]) - self._start_x
+        return self._qpos.item(0) - self._start_x
 
     def _observation_vector(self) -> np.ndarray:
-        left = max(0.0, self.max_steps - self._steps) * self.dt
-        return np.concatenate([self.data.qpos[self._spec.hidden_qpos :], self.data.qvel, [left]])
+        left = max(0.0, self.max_steps - self._steps) * self._dt
+        return np.concatenate((self._visible_qpos, self._qvel, (left,)))
 
     def _achieved_goal(self) -> np.ndarray:
         return np.array([self._torso_x()])
@@ -178,15 +186,25 @@ class LocomotionTargetEnv(MujocoGoalEnv):
         """Reached when nothing is left to go: ``distance <= 0``."""
         return np.asarray(distance) <= 0.0
 
+    def _step_info(self, observation: dict[str, np.ndarray]) -> tuple[dict[str, Any], float]:
+        # goal_distance, within_tolerance and _reward on the step's two Python floats (the same
+        # values: one subtraction and a comparison; compute_reward stays vectorized)
+        achieved, desired = observation["achieved_goal"].item(0), observation["desired_goal"].item(0)
+        gap = desired - achieved
+        distance = 0.0 if gap <= 0.0 else gap  # np.maximum(gap, 0.0): -0.0 gives 0.0, NaN stays NaN
+        reached = distance <= 0.0
+        reward = -distance if self.reward_type == "dense" else float(reached) - 1.0
+        return {"distance": distance, "is_success": float(reached), "time": self.data.time}, reward
+
     def fallen(self) -> bool:
         """Gymnasium's unhealthy test for the robot (HalfCheetah: flipped over)."""
-        q = self.data.qpos
+        q = self._qpos.tolist()
         if self.robot == "hopper":
             z, pitch = q[1], q[2]
-            return bool(not (z > 0.7 and abs(pitch) < 0.2 and np.all(np.abs(np.concatenate([q[2:], self.data.qvel])) < 100.0)))
+            return not (z > 0.7 and abs(pitch) < 0.2 and all(abs(value) < 100.0 for value in (*q[2:], *self._qvel.tolist())))
         if self.robot == "ant":
-            return bool(not 0.2 <= q[2] <= 1.0)
-        return bool(abs(q[2]) > 1.0)
+            return not 0.2 <= q[2] <= 1.0
+        return abs(q[2]) > 1.0
 
     def _status(self, reached: bool) -> tuple[bool, bool]:
         return reached, self.fallen()

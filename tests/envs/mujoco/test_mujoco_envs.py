@@ -336,3 +336,21 @@ def test_scalar_goal_predicate_agrees_with_within_tolerance_at_the_boundary():
                 assert type(env)._goal_reached is not MujocoGoalEnv._goal_reached
         env.close()
     assert "verigym/Swingup-v0" in checked and "verigym/Reach-2Link-v0" in checked
+
+
+def test_locomotion_step_goal_values_match_the_vectorized_definitions_at_the_edges():
+    """Locomotion's step computes distance, success and reward on Python floats; at the goal line
+    (``-0.0`` and ``0.0`` gaps) and for a NaN position they must be those of ``goal_distance``,
+    ``within_tolerance`` and ``compute_reward``, so that a broken state never counts as a success."""
+    for reward_type in ("dense", "sparse"):
+        env = gym.make("verigym/LocomotionTarget-HalfCheetah-v0", reward_type=reward_type).unwrapped
+        env.reset(seed=0)
+        for achieved in (env.distance, env.distance + 0.0, np.nextafter(env.distance, 0.0), env.distance + 1.0, 0.0, np.nan):
+            observation = {"achieved_goal": np.array([achieved]), "desired_goal": np.array([env.distance])}
+            info, reward = env._step_info(observation)
+            distance = env.goal_distance(observation["achieved_goal"], observation["desired_goal"])
+            np.testing.assert_equal(info["distance"], float(distance))
+            assert info["is_success"] == float(env.within_tolerance(distance))
+            np.testing.assert_equal(reward, float(env.compute_reward(observation["achieved_goal"], observation["desired_goal"], None)))
+        assert env._step_info({"achieved_goal": np.array([np.nan]), "desired_goal": np.array([env.distance])})[0]["is_success"] == 0.0
+        env.close()
