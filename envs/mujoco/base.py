@@ -16,6 +16,12 @@ the text view. A task subclass (MiniGrid's template method) implements:
 * ``_progress()`` -- the share of the task done, in [0, 1], for the partial score;
 * ``OBSERVATION_FIELDS`` / ``GOAL_FIELDS`` -- names and units of the vectors, for the text view.
 
+The step's goal arithmetic runs on Python floats (these models step in microseconds, and numpy
+calls on two-number arrays would cost more than the physics). A subclass that keeps the Euclidean
+``goal_distance`` but changes ``within_tolerance`` also overrides ``_goal_reached`` (the same rule on
+one float); one that changes ``goal_distance`` may override ``_step_info`` with a float version of
+it (Locomotion does); tests compare both with the vectorized :meth:`compute_reward`.
+
 Source of the conventions: Plappert et al. 2018, "Multi-Goal Reinforcement Learning: Challenging
 Robotics Environments and Request for Research" (the ``Dict`` observation, ``compute_reward``,
 sparse/dense rewards, ``info["is_success"]``), and Gymnasium's ``MujocoEnv``.
