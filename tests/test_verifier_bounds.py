@@ -167,3 +167,30 @@ def test_the_time_bound_is_cpu_time_so_waiting_is_no_overrun_but_a_worker_s_cpu_
     busy = measure_worst_case(lambda: _WaitingEnv(worker_cpu=0.3), seconds=0.2)
     assert busy is not None and len(busy.problems) == 1, busy
     assert "s of CPU time" in busy.problems[0] and busy.seconds >= 0.25, busy
+
+
+def test_both_ways_of_finding_descendants_agree():
+    """The checker counts the CPU time of its descendants: found through /proc's children files, or
+    through every process's parent pid where the kernel has no such file."""
+    import subprocess
+    import sys
+
+    from verigym.verifier_bounds import _descendants, _descendants_by_parent
+
+    import os
+    import signal
+    import time
+
+    child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.run([sys.executable, '-c', 'import time; time.sleep(30)'])"],
+                             start_new_session=True)
+    try:
+
+        deadline = time.monotonic() + 20
+        while len(_descendants()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        found = _descendants()
+        assert child.pid in found and len(found) >= 2
+        assert set(found) == set(_descendants_by_parent(os.getpid()))
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)  # the child and its grandchild
+        child.wait()

@@ -248,8 +248,12 @@ def _reset_peak() -> None:
 
 
 def _descendants() -> list[int]:
-    """Pids of this process's live descendants (``/proc/<pid>/task/<tid>/children``)."""
-    found, queue = [], [os.getpid()]
+    """Pids of this process's live descendants (``/proc/<pid>/task/<tid>/children``, or the parent
+    pids of every ``/proc/<pid>/stat`` on a kernel without that file)."""
+    me = os.getpid()
+    if not os.path.exists(f"/proc/{me}/task/{me}/children"):
+        return _descendants_by_parent(me)
+    found, queue = [], [me]
     while queue:
         pid = queue.pop()
         try:
@@ -264,6 +268,24 @@ def _descendants() -> list[int]:
                 continue
             found += children
             queue += children
+    return found
+
+
+def _descendants_by_parent(root: int) -> list[int]:
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii") as handle:
+                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            parents.setdefault(parent, []).append(int(entry))
+    found, queue = [], [root]
+    while queue:
+        children = parents.get(queue.pop(), [])
+        found += children
+        queue += children
     return found
 
 
