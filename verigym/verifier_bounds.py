@@ -11,14 +11,15 @@ than :data:`WORST_CASE_SECONDS` or grows the checking process's peak resident me
 :data:`WORST_CASE_MEMORY_BYTES`.
 
 What is measured, for ``env.step(reply)`` right after ``env.reset(seed=...)``: the CPU time it
-takes in this process and in every process it runs work in (live descendants, such as verifier
-workers, read from ``/proc``; exited children from ``getrusage``), its wall-clock time, and the growth
-of this process's peak resident set (``VmHWM``, reset before each step through
-``/proc/self/clear_refs``). The time bound is CPU time, the unit of the verifier workers' own
-limits (:class:`verigym.verifiers.BoundedWorker`), so a loaded machine that gives the checker half a
-core does not turn a check that needs 1 s of CPU into a failure; a step that waits without
-computing is caught by the wall-clock backstop of :data:`~verigym.verifiers.WALL_CLOCK_FACTOR` times
-the bound (wall-clock alone where ``/proc`` is missing). A step over a bound is replayed once and
+takes in this process and in the verifier worker processes (:class:`verigym.verifiers.BoundedWorker`,
+those stopped at their limit included; other children, such as a test runner's, are not counted:
+they may be busy with other work), its wall-clock time, and the growth of this process's peak
+resident set (``VmHWM``, reset before each step through ``/proc/self/clear_refs``). The time bound
+is CPU time, the unit of the verifier workers' own limits, so a loaded machine that gives the
+checker half a core does not turn a check that needs 1 s of CPU into a failure; a step that waits
+without computing, or computes in a process of another kind, is caught by the wall-clock backstop
+of :data:`~verigym.verifiers.WALL_CLOCK_FACTOR` times the bound (wall-clock alone where ``/proc``
+is missing). A step over a bound is replayed once and
 the better try counts. Memory of other processes must be capped there (verifier workers run under
 :data:`verigym.verifiers.MEMORY_CAP_BYTES`, the sandbox under its own limits).
 
@@ -37,8 +38,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,7 +46,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from verigym.verifiers import WALL_CLOCK_FACTOR
+from verigym.verifiers import WALL_CLOCK_FACTOR, verifier_cpu_seconds
 
 __all__ = [
     "WORST_CASE_MEMORY_BYTES",
@@ -63,8 +62,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 WORST_CASE_SECONDS = 2.0
-"""Longest a verifier may take on one reply, seconds of CPU time (this process and the processes it
-runs work in), with a wall-clock backstop of :data:`~verigym.verifiers.WALL_CLOCK_FACTOR` times it."""
+"""Longest a verifier may take on one reply, seconds of CPU time (this process and its verifier
+workers), with a wall-clock backstop of :data:`~verigym.verifiers.WALL_CLOCK_FACTOR` times it."""
 WORST_CASE_MEMORY_BYTES = 512 << 20
 """Most a verifier may grow the checking process's peak resident memory on one reply, bytes."""
 SANDBOX_MARGIN_SECONDS = 2.0
@@ -247,70 +246,11 @@ def _reset_peak() -> None:
         pass
 
 
-def _descendants() -> list[int]:
-    """Pids of this process's live descendants (``/proc/<pid>/task/<tid>/children``, or the parent
-    pids of every ``/proc/<pid>/stat`` on a kernel without that file)."""
-    me = os.getpid()
-    if not os.path.exists(f"/proc/{me}/task/{me}/children"):
-        return _descendants_by_parent(me)
-    found, queue = [], [me]
-    while queue:
-        pid = queue.pop()
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:  # exited meanwhile
-            continue
-        for task in tasks:
-            try:
-                with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as handle:
-                    children = [int(child) for child in handle.read().split()]
-            except (OSError, ValueError):
-                continue
-            found += children
-            queue += children
-    return found
-
-
-def _descendants_by_parent(root: int) -> list[int]:
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", encoding="ascii") as handle:
-                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            parents.setdefault(parent, []).append(int(entry))
-    found, queue = [], [root]
-    while queue:
-        children = parents.get(queue.pop(), [])
-        found += children
-        queue += children
-    return found
-
-
-def _process_tree_cpu_seconds() -> float | None:
-    """CPU seconds (user + system) used so far by this process, its exited children and its live
-    descendants with their exited children; ``None`` without ``/proc``.
-
-    A descendant that exits between two readings moves its whole time from its own ``/proc`` entry to
-    its parent's exited-children total, so differences of two readings count each second once.
-    """
-    if not os.path.isdir(f"/proc/{os.getpid()}/task"):
-        return None
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    total = time.process_time() + children.ru_utime + children.ru_stime
-    for pid in _descendants():
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-            total += sum(int(value) for value in fields[11:15]) / _CLOCK_TICKS  # utime stime cutime cstime
-        except (OSError, ValueError, IndexError):  # exited meanwhile: counted by its parent
-            continue
-    return total
-
-
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+def _cpu_seconds_so_far() -> float | None:
+    """CPU seconds used so far by this process and its verifier workers
+    (:func:`verigym.verifiers.verifier_cpu_seconds`); ``None`` without ``/proc``."""
+    workers = verifier_cpu_seconds()
+    return None if workers is None else time.process_time() + workers
 
 
 def _timed_step(env: gym.Env, reply: str, seed: int) -> tuple[float | None, float, int]:
@@ -318,10 +258,10 @@ def _timed_step(env: gym.Env, reply: str, seed: int) -> tuple[float | None, floa
     env.reset(seed=seed)
     _reset_peak()
     before, _ = _peak_rss()
-    cpu_start, start = _process_tree_cpu_seconds(), time.perf_counter()
+    cpu_start, start = _cpu_seconds_so_far(), time.perf_counter()
     env.step(reply)
     elapsed = time.perf_counter() - start
-    cpu_end = _process_tree_cpu_seconds()
+    cpu_end = _cpu_seconds_so_far()
     _, peak = _peak_rss()
     cpu = None if cpu_start is None or cpu_end is None else max(0.0, cpu_end - cpu_start)
     return cpu, elapsed, max(0, peak - before)

@@ -473,6 +473,30 @@ def _ready() -> bool:
     return True
 
 
+_WORKERS: weakref.WeakSet[BoundedWorker] = weakref.WeakSet()
+"""Every :class:`BoundedWorker` of this process (for :func:`verifier_cpu_seconds`)."""
+_retired = {"cpu_seconds": 0.0}
+"""CPU seconds of the worker processes that were stopped (at a limit, or by ``close``)."""
+
+
+def verifier_cpu_seconds() -> float | None:
+    """CPU seconds (user + system) the verifier worker processes of this process have used so far,
+    those stopped and replaced included; ``None`` where ``/proc`` is missing.
+
+    :mod:`verigym.verifier_bounds` adds it to this process's own CPU time to measure a verifier in
+    the unit of the workers' limits. Only :class:`BoundedWorker` processes count, not other children
+    (a test runner's, a trainer's), which may be busy at the same time.
+    """
+    if _cpu_seconds(os.getpid()) is None:
+        return None
+    total = _retired["cpu_seconds"]
+    for worker in list(_WORKERS):
+        pid = worker._pid() if worker._process is not None else None
+        used = _cpu_seconds(pid) if pid is not None else None
+        total += used or 0.0
+    return total
+
+
 class BoundedWorker:
     """One worker process; a call that overruns its time limit kills and replaces it.
 
@@ -510,6 +534,7 @@ class BoundedWorker:
         self._lock = threading.Lock()
         self._process: Any = None
         self._connection: Any = None
+        _WORKERS.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"start_method": self.start_method, "environment": self.environment, "memory_bytes": self.memory_bytes}
@@ -531,6 +556,9 @@ class BoundedWorker:
 
     def _kill(self) -> None:
         if self._process is not None:
+            pid = self._pid()
+            used = _cpu_seconds(pid) if pid is not None else None
+            _retired["cpu_seconds"] += used or 0.0  # (read just before the kill: it stops computing)
             self._process.kill()
             self._process.join(timeout=5)
             self._connection.close()
