@@ -473,6 +473,8 @@ def _ready() -> bool:
     return True
 
 
+_HAS_PROC = os.path.exists("/proc/self/stat")
+"""Whether workers' CPU times can be read (Linux ``/proc``)."""
 _WORKERS: weakref.WeakSet[BoundedWorker] = weakref.WeakSet()
 """Every :class:`BoundedWorker` of this process (for :func:`verifier_cpu_seconds`)."""
 _retired = {"cpu_seconds": 0.0}
@@ -487,7 +489,7 @@ def verifier_cpu_seconds() -> float | None:
     the unit of the workers' limits. Only :class:`BoundedWorker` processes count, not other children
     (a test runner's, a trainer's), which may be busy at the same time.
     """
-    if _cpu_seconds(os.getpid()) is None:
+    if not _HAS_PROC:
         return None
     total = _retired["cpu_seconds"]
     for worker in list(_WORKERS):

@@ -247,6 +247,7 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         numpy view), and MuJoCo's counters of the states it found unstable and reset."""
         self._qpos, self._qvel, self._ctrl = self.data.qpos, self.data.qvel, self.data.ctrl
         self._ctrl_shape = self._ctrl.shape
+        self._dt = float(self.model.opt.timestep) * self.frame_skip  # see dt
         # a live int32 view of MuJoCo's counts of the BADQPOS, BADQVEL and BADQACC warnings
         self._unstable = self.data.warning.number[_UNSTABLE_WARNINGS]
         self._unstable_seen = self._unstable_count()
@@ -265,7 +266,7 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
     @property
     def dt(self) -> float:
         """Seconds of simulated time per env step (``timestep * frame_skip``)."""
-        return float(self.model.opt.timestep) * self.frame_skip
+        return self._dt
 
     # -- Gymnasium API -------------------------------------------------------------------------
     def _observation(self) -> dict[str, np.ndarray]:
@@ -300,17 +301,14 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         return info, float(self._reward(distance, reached))
 
     _plain_goals = True
-    """The class keeps the base's Euclidean ``goal_distance`` and ``_reward`` and either the base's
-    ``within_tolerance`` or its own :meth:`_goal_reached`, so the step path computes them on scalars
-    (set per subclass)."""
-    _base_tolerance = True
-    """The class keeps the base's ``within_tolerance`` (the step path inlines ``_goal_reached``)."""
+    """The class keeps the base's Euclidean ``goal_distance`` and ``_reward``, and overrides both or
+    neither of ``within_tolerance`` and :meth:`_goal_reached`, so the step path computes them on
+    scalars (set per subclass)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         base = MujocoGoalEnv
-        cls._base_tolerance = cls.within_tolerance is base.within_tolerance and cls._goal_reached is base._goal_reached
-        scalar_tolerance = cls._base_tolerance or (cls.within_tolerance is not base.within_tolerance and cls._goal_reached is not base._goal_reached)
+        scalar_tolerance = (cls.within_tolerance is base.within_tolerance) == (cls._goal_reached is base._goal_reached)
         cls._plain_goals = cls.goal_distance is base.goal_distance and cls._reward is base._reward and scalar_tolerance
         cls._custom_status = cls._status is not MujocoGoalEnv._status
         cls._physics_hooks = any(getattr(cls, name) is not getattr(MujocoGoalEnv, name) for name in ("_before_physics", "_after_physics"))
@@ -365,7 +363,7 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         observation = self._observation()
         if self._plain_goals:  # the base's Euclidean goals, on Python floats (as in _step_info)
             distance = _euclidean(observation["achieved_goal"].tolist(), observation["desired_goal"].tolist())
-            reached = distance < self.distance_threshold if self._base_tolerance else self._goal_reached(distance)
+            reached = self._goal_reached(distance)
             reward = -distance if self.reward_type == "dense" else float(reached) - 1.0
             info = {"distance": distance, "is_success": float(reached), "time": self.data.time}
         else:
@@ -381,16 +379,15 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         elif reached:
             return self._end(observation, reward, info, True)
         if steps >= self.max_steps:
-            score = 0.5 * min(1.0, max(0.0, float(self._progress())))
-            episode_end(info, success=False, score=score)
-            return observation, reward, False, True, info
+            return self._end(observation, reward, info, False, truncated=True)
         return observation, reward, False, False, info
 
-    def _end(self, observation: dict[str, np.ndarray], reward: float, info: dict[str, Any], success: bool) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        """A terminating step: the verdict in ``info`` (score 1 on success, else half the progress)."""
+    def _end(self, observation: dict[str, np.ndarray], reward: float, info: dict[str, Any], success: bool, *, truncated: bool = False) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        """The last step of an episode (terminated, or ``truncated`` at the step limit): the verdict
+        in ``info``, score 1 on success, else half the progress."""
         score = 1.0 if success else 0.5 * min(1.0, max(0.0, float(self._progress())))
         episode_end(info, success=success, score=score)
-        return observation, reward, True, False, info
+        return observation, reward, not truncated, truncated, info
 
     def _diverged_step(self, error: dict[str, Any] | None) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """The simulation blew up: end the episode as a failure, with a finite observation."""

@@ -159,7 +159,6 @@ class LocomotionTargetEnv(MujocoGoalEnv):
     # The step path reads the cached views of ``data`` (``self._qpos``, ``self._qvel``) and works on
     # Python floats where numpy would build arrays for one or two numbers.
     def _bind(self) -> None:
-        self._dt = float(self.model.opt.timestep) * self.frame_skip
         self._visible_qpos = self._qpos[self._spec.hidden_qpos :]  # a view, like _qpos
 
     _VIEWS = (*MujocoGoalEnv._VIEWS, "_visible_qpos")

@@ -141,9 +141,6 @@ class SwingupEnv(MujocoGoalEnv):
 
     # The step path reads the cached views of ``data`` (``self._qpos``, ``self._qvel``) and works
     # on Python floats: the model steps in about 3.5 us, so numpy scalar calls would dominate it.
-    def _bind(self) -> None:
-        self._dt = float(self.model.opt.timestep) * self.frame_skip
-
     def _upright(self) -> bool:
         return math.cos(self._qpos[1]) >= self._cos_upright
 
@@ -151,9 +148,6 @@ class SwingupEnv(MujocoGoalEnv):
         self._held_steps = held = self._held_steps + 1 if self._upright() else 0
         if held > self._best_held_steps:
             self._best_held_steps = held
-
-    def _held_seconds(self) -> float:
-        return self._held_steps * self._dt
 
     def _observation_vector(self) -> np.ndarray:
         x, angle = self._qpos.tolist()
