@@ -32,15 +32,17 @@ import importlib
 import importlib.metadata
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from verigym.core import FAMILIES
+from verigym.kwargs_policy import KwargsRefused, check_kwargs, declared_kwargs
 
 __all__ = [
     "ENV_GROUP",
     "EnvRow",
+    "KwargsRefused",
     "ParallelAsAEC",
     "PluginError",
     "entry_points",
@@ -54,6 +56,7 @@ __all__ = [
     "row",
     "rows",
     "unknown_id_message",
+    "untrusted_kwargs",
     "variants",
 ]
 
@@ -437,3 +440,62 @@ def make(env_id: str, **kwargs: Any) -> Any:
     import pettingzoo
 
     return pettingzoo.make(item.api, env_id, **kwargs)
+
+
+def _entry_class(env_id: str) -> tuple[Any, bool]:
+    """The class behind ``env_id`` (``None`` when its entry point is not a class or cannot be
+    imported) and whether the id is made through ``gymnasium.make``.
+
+    Raises:
+        KwargsRefused: the id is not registered.
+    """
+    register_all()
+    item = _TABLE.get(env_id)
+    if item is not None:
+        entry: Any = item.entry_point
+        is_gymnasium = item.api == "gymnasium"
+    else:
+        import gymnasium
+
+        if env_id not in gymnasium.registry:
+            raise KwargsRefused(f"cannot check kwargs of an unknown id: {unknown_id_message(env_id)}")
+        entry, is_gymnasium = gymnasium.spec(env_id).entry_point, True
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
+        try:
+            entry = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError):
+            logger.debug("entry point %s of %s cannot be imported; no kwargs declared", entry, env_id, exc_info=True)
+            entry = None
+    return (entry if isinstance(entry, type) else None), is_gymnasium
+
+
+def untrusted_kwargs(env_id: str, kwargs: Mapping[str, Any], *, allow: Collection[str] = ()) -> dict[str, Any]:
+    """Validate constructor kwargs that come from outside the operator's control.
+
+    A ``serve-env`` client's ``reset(kwargs=...)``, a stored trajectory's ``env_kwargs`` and a
+    suite file's task kwargs all pass here before ``gym.make``. Each env class declares, in its
+    ``remote_kwargs`` (see :mod:`verigym.kwargs_policy`), which parameters such a source may set
+    and within which bounds; anything else is refused. The row's own kwargs (from its table) are
+    trusted and not checked: only ``kwargs``, given on top of them, are.
+
+    Args:
+        env_id: a registered id (verigym's table, or Gymnasium's registry).
+        kwargs: parameter name -> value, decoded from JSON.
+        allow: names the operator allows beyond the client-settable ones (``verigym serve-env
+            --allow-kwargs``); a parameter declared ``never`` (``unsafe``) stays refused.
+
+    Returns:
+        The validated kwargs (a new dict with the same items, nothing added).
+
+    Raises:
+        KwargsRefused: a parameter is undeclared, operator-only and not allowed, never settable,
+            out of its bound, or not small plain JSON; or the id is unknown. The message names the
+            parameter, the reason and the fix.
+    """
+    if not isinstance(kwargs, Mapping):
+        raise KwargsRefused(f"kwargs of {env_id} must be an object of parameter -> value, got {type(kwargs).__name__}")
+    if not kwargs:
+        return {}
+    cls, is_gymnasium = _entry_class(env_id)
+    return check_kwargs(declared_kwargs(cls, gymnasium=is_gymnasium), kwargs, allow=allow, env_id=env_id)
