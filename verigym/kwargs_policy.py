@@ -12,7 +12,7 @@ is closed by default: a parameter no class declares is refused.
 Three kinds of entry:
 
 * :func:`client` -- a client may set it, within its bound (``difficulty``, ``render_mode``).
-* :func:`operator` -- refused unless the operator names it (``verigym serve-env --allow-kwargs
+* :func:`operator_only` -- refused unless the operator names it (``verigym serve-env --allow-kwargs
   timeout_s``): a cost (time limits, sizes); its bound still applies when allowed.
 * :func:`never` -- never taken from outside, whatever the operator allows (``unsafe``).
 
@@ -21,7 +21,7 @@ Example::
     class PythonMathEnv(ToolEnv):
         remote_kwargs = {
             "difficulty": client(IntRange(0, 2)),
-            "timeout_s": operator(FloatRange(0.1, 60.0), why="wall-clock seconds per code call"),
+            "timeout_s": operator_only(FloatRange(0.1, 60.0), why="wall-clock seconds per code call"),
             "unsafe": never("runs agent code outside the sandbox"),
         }
 
@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 __all__ = [
     "Bound",
+    "FLAG",
     "Fields",
     "FloatRange",
     "IntRange",
@@ -51,7 +52,7 @@ __all__ = [
     "client",
     "declared_kwargs",
     "never",
-    "operator",
+    "operator_only",
 ]
 
 MAX_STRING = 1024
@@ -192,7 +193,7 @@ def client(bound: Bound) -> Kwarg:
     return Kwarg("client", bound)
 
 
-def operator(bound: Bound | None = None, *, why: str) -> Kwarg:
+def operator_only(bound: Bound | None = None, *, why: str) -> Kwarg:
     """A safety- or cost-relevant parameter: refused unless the operator allows it by name."""
     return Kwarg("operator", bound, why)
 
@@ -210,8 +211,8 @@ of the switch that turns the code sandbox off."""
 
 MAKE_KWARGS: Mapping[str, Kwarg] = {
     "render_mode": client(OneOf((None, "rgb_array", "ansi"))),
-    "max_episode_steps": operator(IntRange(1, 100_000), why="raises the cost of an episode"),
-    "autoreset": operator(FLAG, why="changes the episode contract"),
+    "max_episode_steps": operator_only(IntRange(1, 100_000), why="raises the cost of an episode"),
+    "autoreset": operator_only(FLAG, why="changes the episode contract"),
 }
 """Parameters of ``gymnasium.make`` itself, the same for every Gymnasium id (an env class may
 override them). ``render_mode="human"`` would open windows on the server and is never accepted."""

@@ -477,7 +477,8 @@ def untrusted_kwargs(env_id: str, kwargs: Mapping[str, Any], *, allow: Collectio
     suite file's task kwargs all pass here before ``gym.make``. Each env class declares, in its
     ``remote_kwargs`` (see :mod:`verigym.kwargs_policy`), which parameters such a source may set
     and within which bounds; anything else is refused. The row's own kwargs (from its table) are
-    trusted and not checked: only ``kwargs``, given on top of them, are.
+    trusted and not checked: only ``kwargs``, given on top of them, are (restating a row's own
+    value, as a stored episode may, changes nothing and is accepted).
 
     Args:
         env_id: a registered id (verigym's table, or Gymnasium's registry).
@@ -498,4 +499,9 @@ def untrusted_kwargs(env_id: str, kwargs: Mapping[str, Any], *, allow: Collectio
     if not kwargs:
         return {}
     cls, is_gymnasium = _entry_class(env_id)
-    return check_kwargs(declared_kwargs(cls, gymnasium=is_gymnasium), kwargs, allow=allow, env_id=env_id)
+    own = _TABLE[env_id].kwargs if env_id in _TABLE else {}
+    restated = {k: v for k, v in kwargs.items() if k in own and type(v) is type(own[k]) and v == own[k]}
+    checked = check_kwargs(
+        declared_kwargs(cls, gymnasium=is_gymnasium), {k: v for k, v in kwargs.items() if k not in restated}, allow=allow, env_id=env_id
+    )
+    return {k: restated[k] if k in restated else checked[k] for k in kwargs}

@@ -53,6 +53,7 @@ from verigym.envs.grid.grid import Grid
 from verigym.envs.grid.planning import bfs_plan
 from verigym.envs.grid.rendering import LEGEND, grid_text, object_name, render_rgb
 from verigym.envs.grid.visibility import ego_offsets
+from verigym.kwargs_policy import FLAG, IntRange, OneOf, client, operator_only
 from verigym.validation import check_choice, check_int, check_odd_int
 
 
@@ -89,6 +90,15 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
     default_action_set: ClassVar[str] = "minigrid"
     spl: ClassVar[bool] = True
     """Whether ``score`` is SPL (deterministic tasks) or plain success (stochastic ones)."""
+
+    remote_kwargs = {
+        "observation": client(OneOf(("partial", "full"))),
+        "view_size": client(IntRange(3, 15)),
+        "see_through_walls": client(FLAG),
+        "action_set": client(OneOf((None, *sorted(ACTION_SETS)))),
+        "max_steps": operator_only(IntRange(1, 100_000), why="raises the cost of an episode"),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(
         self,

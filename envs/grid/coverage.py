@@ -17,6 +17,7 @@ from verigym.envs.grid.engine import (
     simulate_plan,
     standing_goal,
 )
+from verigym.kwargs_policy import FloatRange, IntRange, client
 from verigym.validation import check_int, check_number
 
 __all__ = ["CoverageEnv"]
@@ -66,6 +67,13 @@ class CoverageEnv(GridEnv):
     """
 
     default_action_set = "cardinal"
+
+    remote_kwargs = {
+        "size": client(IntRange(5, 20)),
+        "obstacle_density": client(FloatRange(0.0, 0.3)),
+        "decay": client(FloatRange(0.0, 1.0)),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(self, *, size: int = 8, obstacle_density: float = 0.1, decay: float = 0.5, max_steps: int | None = None, observation: str = "full", **kwargs: Any):
         self.size = check_int("size", size, 5, 20)

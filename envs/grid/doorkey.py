@@ -22,6 +22,7 @@ from verigym.envs.grid.engine import (
     Planner,
     Retry,
 )
+from verigym.kwargs_policy import IntRange, client
 from verigym.validation import check_int
 
 __all__ = ["DoorKeyEnv", "KeyCorridorEnv", "MultiRoomEnv"]
@@ -99,6 +100,9 @@ class DoorKeyEnv(GridEnv):
     * v0: initial version.
     """
 
+    remote_kwargs = {"size": client(IntRange(5, 32))}
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
+
     def __init__(self, *, size: int = 8, max_steps: int | None = None, **kwargs: Any):
         self.size = check_int("size", size, 5, 32)
         super().__init__(height=size, width=size, max_steps=10 * size * size if max_steps is None else max_steps, **kwargs)
@@ -149,6 +153,13 @@ class MultiRoomEnv(GridEnv):
     ## Version History
     * v0: initial version.
     """
+
+    remote_kwargs = {
+        "num_rooms": client(IntRange(2, 8)),
+        "max_room_size": client(IntRange(4, 10)),
+        "size": client(IntRange(10, 32)),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(self, *, num_rooms: int = 2, max_room_size: int = 4, size: int = 25, max_steps: int | None = None, **kwargs: Any):
         self.num_rooms = check_int("num_rooms", num_rooms, 2, 8)
@@ -247,6 +258,9 @@ class KeyCorridorEnv(GridEnv):
     ## Version History
     * v0: initial version.
     """
+
+    remote_kwargs = {"num_rows": client(IntRange(1, 4)), "room_size": client(IntRange(3, 7))}
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(self, *, num_rows: int = 1, room_size: int = 3, max_steps: int | None = None, **kwargs: Any):
         self.num_rows = check_int("num_rows", num_rows, 1, 4)

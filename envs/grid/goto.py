@@ -14,6 +14,7 @@ from verigym.envs.grid.engine import (
     Retry,
     facing_goal,
 )
+from verigym.kwargs_policy import IntRange, client
 from verigym.validation import check_int
 
 __all__ = ["GoToObjectEnv"]
@@ -63,6 +64,9 @@ class GoToObjectEnv(GridEnv):
     ## Version History
     * v0: initial version.
     """
+
+    remote_kwargs = {"size": client(IntRange(5, 16)), "num_objects": client(IntRange(1, 8))}
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(self, *, size: int = 8, num_objects: int = 3, max_steps: int | None = None, **kwargs: Any):
         self.size = check_int("size", size, 5, 16)

@@ -20,6 +20,7 @@ from verigym.envs.grid.engine import (
     safe_mask,
     standing_goal,
 )
+from verigym.kwargs_policy import FloatRange, IntRange, client
 from verigym.validation import check_int, check_number
 
 __all__ = ["IceLakeEnv"]
@@ -74,6 +75,13 @@ class IceLakeEnv(GridEnv):
     """
 
     default_action_set = "cardinal"
+
+    remote_kwargs = {
+        "size": client(IntRange(3, 20)),
+        "hole_density": client(FloatRange(0.0, 0.4)),
+        "slip": client(FloatRange(0.0, 1.0)),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(self, *, size: int = 4, hole_density: float = 0.2, slip: float = 2 / 3, max_steps: int | None = None, observation: str = "full", **kwargs: Any):
         self.size = check_int("size", size, 3, 20)

@@ -17,6 +17,7 @@ from verigym.envs.grid.engine import (
     safe_mask,
     standing_goal,
 )
+from verigym.kwargs_policy import IntRange, client
 from verigym.validation import check_int, check_odd_int
 
 __all__ = ["EmptyEnv", "FourRoomsEnv", "LavaCrossingEnv", "MazeEnv"]
@@ -79,6 +80,9 @@ class EmptyEnv(_ReachGoal):
     """
     )
 
+    remote_kwargs = {"size": client(IntRange(5, 32))}
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
+
     def __init__(self, *, size: int = 8, max_steps: int | None = None, **kwargs: Any):
         self.size = check_int("size", size, 5, 32)
         super().__init__(height=size, width=size, max_steps=4 * size * size if max_steps is None else max_steps, **kwargs)
@@ -112,6 +116,9 @@ class FourRoomsEnv(_ReachGoal):
     * v0: initial version.
     """
     )
+
+    remote_kwargs = {"size": client(IntRange(7, 32))}
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(self, *, size: int = 19, max_steps: int | None = None, **kwargs: Any):
         self.size = check_int("size", size, 7, 32)
@@ -212,6 +219,9 @@ class LavaCrossingEnv(EmptyEnv):
     * v0: initial version.
     """
     )
+
+    remote_kwargs = {"num_crossings": client(IntRange(1, 15))}
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(self, *, size: int = 9, num_crossings: int = 1, max_steps: int | None = None, **kwargs: Any):
         check_odd_int("size", size, 7, 31)

@@ -19,6 +19,7 @@ from verigym.envs.grid.engine import (
     GridEnv,
     Retry,
 )
+from verigym.kwargs_policy import IntRange, client, operator_only
 from verigym.validation import check_int
 
 __all__ = ["SokobanEnv", "solve_sokoban"]
@@ -153,6 +154,14 @@ class SokobanEnv(GridEnv):
     """
 
     default_action_set = "cardinal"
+
+    remote_kwargs = {
+        "size": client(IntRange(5, 10)),
+        "num_boxes": client(IntRange(1, 4)),
+        "reverse_steps": operator_only(IntRange(4, 500), why="generator work per reset"),
+        "max_solver_nodes": operator_only(IntRange(100, 10_000_000), why="solver work per reset"),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(
         self, *, size: int = 7, num_boxes: int = 2, reverse_steps: int = 100, max_steps: int | None = None,

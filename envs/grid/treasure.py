@@ -17,6 +17,7 @@ from verigym.core import (
     coerce_action,
     episode_end,
 )
+from verigym.kwargs_policy import FloatRange, IntRange, client, operator_only
 from verigym.validation import check_choice, check_int, check_number
 
 __all__ = ["TreasureEnv"]
@@ -63,6 +64,13 @@ class TreasureEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 8, "family": "grid"}
+
+    remote_kwargs = {
+        "size": client(IntRange(4, 32)),
+        "wall_density": client(FloatRange(0.0, 0.4)),
+        "max_steps": operator_only(IntRange(1, 100_000), why="raises the cost of an episode"),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(self, *, size: int = 7, wall_density: float = 0.2, max_steps: int | None = None, render_mode: str | None = None):
         self.size = check_int("size", size, 4, 32)

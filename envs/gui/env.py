@@ -22,6 +22,7 @@ from verigym.core import (
 )
 from verigym.envs.gui.browser import Browser, BrowserCrashed
 from verigym.envs.gui.tasks import KEYS, NO_TEXT, OPS, TASKS, make_action
+from verigym.kwargs_policy import IntRange, OneOf, client, operator_only
 from verigym.validation import check_choice, check_int
 
 __all__ = ["GuiActionSpace", "GuiEnv"]
@@ -140,6 +141,16 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 4, "family": "gui"}
+
+    remote_kwargs = {
+        "task": client(OneOf(tuple(sorted(TASKS)))),
+        "num_items": client(IntRange(1, 64)),
+        "max_steps": operator_only(IntRange(1, 1000), why="raises the cost of an episode"),
+        "viewport_width": operator_only(IntRange(128, 1280), why="rendering cost"),
+        "viewport_height": operator_only(IntRange(128, 1280), why="rendering cost"),
+        "max_elements": operator_only(IntRange(8, 256), why="raises the size of each observation"),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(
         self,

@@ -45,6 +45,7 @@ from verigym.core import (
     coerce_action,
     episode_end,
 )
+from verigym.kwargs_policy import IntRange, OneOf, client, operator_only
 from verigym.textview import format_value, parse_value
 from verigym.validation import check_choice, check_int
 
@@ -130,6 +131,14 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
     """
 
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": 50, "family": "mujoco"}
+
+    remote_kwargs = {
+        "reward_type": client(OneOf(REWARD_TYPES)),
+        "max_steps": operator_only(IntRange(1, 1_000_000), why="raises the cost of an episode"),
+        "width": operator_only(IntRange(16, 4096), why="rendering cost"),
+        "height": operator_only(IntRange(16, 4096), why="rendering cost"),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     OBSERVATION_FIELDS: tuple[Field, ...] = ()
     GOAL_FIELDS: tuple[Field, ...] = ()

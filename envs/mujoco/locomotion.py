@@ -12,6 +12,7 @@ import mujoco
 import numpy as np
 
 from verigym.envs.mujoco.base import MujocoGoalEnv
+from verigym.kwargs_policy import FloatRange, OneOf, client, operator_only
 from verigym.validation import check_choice, check_number
 
 __all__ = ["ROBOTS", "LocomotionTargetEnv", "Robot"]
@@ -101,6 +102,13 @@ class LocomotionTargetEnv(MujocoGoalEnv):
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20, "family": "mujoco"}
+
+    remote_kwargs = {
+        "robot": client(OneOf(tuple(ROBOTS))),
+        "distance": client(FloatRange(0.5, 100.0)),
+        "seconds": operator_only(FloatRange(1.0, 100.0), why="raises the simulated time of an episode"),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
     GOAL_FIELDS = (("torso x", 1, "m"),)
 
     def __init__(

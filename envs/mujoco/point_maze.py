@@ -14,6 +14,7 @@ from verigym.envs.mujoco.base import (
     planar_motors_xml,
     top_camera_xml,
 )
+from verigym.kwargs_policy import FloatRange, IntRange, client
 from verigym.validation import check_int, check_number
 
 __all__ = ["PointMazeEnv", "generate_maze"]
@@ -139,6 +140,9 @@ class PointMazeEnv(MujocoGoalEnv):
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20, "family": "mujoco"}
+
+    remote_kwargs = {"size": client(IntRange(2, 12)), "distance_threshold": client(FloatRange(0.05, 0.45))}
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
     frame_skip = 5
     OBSERVATION_FIELDS = (("ball x, y", 2, "m"), ("ball velocity x, y", 2, "m/s"))
     GOAL_FIELDS = (("x, y", 2, "m"),)

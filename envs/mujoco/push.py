@@ -13,6 +13,7 @@ from verigym.envs.mujoco.base import (
     planar_motors_xml,
     top_camera_xml,
 )
+from verigym.kwargs_policy import FloatRange, client
 from verigym.validation import check_number
 
 __all__ = ["PushEnv"]
@@ -90,6 +91,9 @@ class PushEnv(MujocoGoalEnv):
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20, "family": "mujoco"}
+
+    remote_kwargs = {"distance_threshold": client(FloatRange(0.01, 0.1))}
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
     frame_skip = 10
     OBSERVATION_FIELDS = (
         ("pusher x, y", 2, "m"),

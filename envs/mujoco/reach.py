@@ -9,6 +9,7 @@ import mujoco
 import numpy as np
 
 from verigym.envs.mujoco.base import SCENE_XML, MujocoGoalEnv, top_camera_xml
+from verigym.kwargs_policy import FloatRange, OneOf, client
 from verigym.validation import check_number
 
 __all__ = ["ReachEnv"]
@@ -99,6 +100,9 @@ class ReachEnv(MujocoGoalEnv):
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50, "family": "mujoco"}
+
+    remote_kwargs = {"num_links": client(OneOf((2, 3))), "distance_threshold": client(FloatRange(0.005, 0.05))}
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
     frame_skip = 4
     TASK_TEXT = ""
 

@@ -9,6 +9,7 @@ import mujoco
 import numpy as np
 
 from verigym.envs.mujoco.base import SCENE_XML, MujocoGoalEnv
+from verigym.kwargs_policy import FloatRange, client
 from verigym.validation import check_number
 
 __all__ = ["SwingupEnv"]
@@ -95,6 +96,9 @@ class SwingupEnv(MujocoGoalEnv):
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50, "family": "mujoco"}
+
+    remote_kwargs = {"hold_seconds": client(FloatRange(0.1, 10.0)), "upright_angle": client(FloatRange(0.05, 0.5))}
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
     frame_skip = 2
     OBSERVATION_FIELDS = (
         ("cart position", 1, "m"),

@@ -10,6 +10,7 @@ import numpy as np
 
 from verigym.core import ACTION_MASK, EpisodeEndedError, EpisodeGuard
 from verigym.envs.multiagent.base import TurnBasedGame
+from verigym.kwargs_policy import IntRange, OneOf, client, operator_only
 from verigym.validation import check_choice, check_int
 
 __all__ = ["GAMES", "OPPONENTS", "VersusEnv"]
@@ -84,6 +85,14 @@ class VersusEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
     """
 
     metadata = {"render_modes": ["ansi"], "family": "multiagent"}
+
+    remote_kwargs = {
+        "game": client(OneOf(tuple(GAMES))),
+        "opponent": client(OneOf(tuple(OPPONENTS))),
+        "seat": client(IntRange(0, 7)),
+        "game_kwargs": operator_only(why="passed unchecked to the game's constructor (max_cycles, sizes)"),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(
         self,

@@ -22,6 +22,7 @@ from verigym.core import (
     action_error_info,
     episode_end,
 )
+from verigym.kwargs_policy import FloatRange, OneOf, client
 from verigym.validation import check_choice, check_int, check_number
 from verigym.verifiers import strip_think
 
@@ -84,6 +85,12 @@ class TextGameEnv(EpisodeGuard, gym.Env[str, str]):
     """
 
     metadata = {"render_modes": ["ansi"], "family": "text"}
+
+    remote_kwargs = {
+        "difficulty": client(OneOf(DIFFICULTIES)),
+        "invalid_action_reward": client(FloatRange(-1.0, 0.0)),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
     partial_reward_on_loss = False
     """When True, a move that loses the game is rewarded with :meth:`_partial_score` (Shop)."""
 

@@ -9,6 +9,7 @@ from typing import Any
 import gymnasium as gym
 
 from verigym.core import ActionParseError, EpisodeGuard, UnicodeText, action_error_info, episode_end
+from verigym.kwargs_policy import FloatRange, IntRange, client
 from verigym.validation import check_choice, check_int, check_number
 
 __all__ = ["GuessNumberEnv", "extract_final_integer"]
@@ -67,6 +68,13 @@ class GuessNumberEnv(EpisodeGuard, gym.Env[str, str]):
     """
 
     metadata = {"render_modes": ["ansi"], "family": "text"}
+
+    remote_kwargs = {
+        "max_number": client(IntRange(2, 1_000_000)),
+        "slack_turns": client(IntRange(0, 10)),
+        "invalid_action_reward": client(FloatRange(-1.0, 0.0)),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(
         self,

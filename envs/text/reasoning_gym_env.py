@@ -17,6 +17,7 @@ from gymnasium.utils import seeding
 
 from verigym.core import ActionParseError, EpisodeGuard, UnicodeText, action_error_info, episode_end
 from verigym.envs.text.base import ReplySpace
+from verigym.kwargs_policy import FLAG, Bound, Fields, FloatRange, IntRange, client, operator_only
 from verigym.verifiers import (
     MEMORY_CAP_BYTES,
     BoundedWorker,
@@ -514,6 +515,26 @@ def _oracle_answer(name: str, entry: dict[str, Any]) -> str:
     return ""
 
 
+def _pair(bound: Bound, *names: str) -> dict[str, Bound]:
+    return {f"{side}_{name}": bound for name in names for side in ("min", "max")}
+
+
+CONFIG_FIELDS: dict[str, Bound] = {
+    **_pair(IntRange(1, 10), "terms", "digits", "degree"),
+    **_pair(IntRange(1, 12), "rows", "cols", "numbers"),
+    **_pair(IntRange(1, 50), "words"),
+    **_pair(IntRange(0, 100), "n"),
+    **_pair(IntRange(1, 100), "string_length"),
+    **_pair(FloatRange(-1e6, 1e6), "value"),
+    "allow_negation": FLAG,
+    "p_solvable": FloatRange(0.0, 1.0),
+    "difficulty": FloatRange(0.0, 10.0),
+}
+"""Generator config fields a client or stored data may set in ``config`` (a dataset without the
+field refuses it itself), with bounds that keep a reset within milliseconds; the rest (``size``,
+``seed``, lists of operators, ...) come from the registered row or from code on the server."""
+
+
 class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
     """One reasoning-gym dataset as a single-turn question-answering environment.
 
@@ -559,6 +580,15 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
     """
 
     metadata = {"render_modes": ["ansi"], "family": "text"}
+
+    remote_kwargs = {
+        "level": client(IntRange(0, 20)),
+        "config": client(Fields(CONFIG_FIELDS)),
+        "dataset": operator_only(why="it picks the generator, and some take seconds per item"),
+        "score_timeout": operator_only(FloatRange(0.01, 60.0), why="CPU seconds of each check"),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`): a
+    ``config`` may set only the :data:`CONFIG_FIELDS` (never ``size`` or ``seed``)."""
 
     def __init__(
         self,

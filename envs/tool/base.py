@@ -20,6 +20,7 @@ import gymnasium as gym
 
 from verigym.core import ActionParseError, EpisodeGuard, UnicodeText, action_error_info, episode_end
 from verigym.envs.tool.protocol import FinalAnswer, Tool, ToolCall, parse_reply
+from verigym.kwargs_policy import FloatRange, IntRange, client, never, operator_only
 from verigym.validation import check_choice, check_int, check_number
 
 __all__ = ["ToolEnv", "tool_call_text"]
@@ -48,6 +49,14 @@ class ToolEnv(EpisodeGuard, gym.Env[str, str]):
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "family": "tool"}
+
+    remote_kwargs = {
+        "invalid_action_reward": client(FloatRange(-1.0, 0.0)),
+        "max_turns": operator_only(IntRange(1, 64), why="raises the cost of an episode"),
+        "max_action_length": operator_only(IntRange(16, 1 << 20), why="raises the size of what the env executes"),
+        "unsafe": never("it runs agent code outside the sandbox, as the server's user"),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(
         self,

@@ -14,6 +14,7 @@ from verigym.core import ActionParseError
 from verigym.envs.tool.base import ToolEnv, tool_call_text
 from verigym.envs.tool.protocol import Tool, ToolCall
 from verigym.envs.tool.python_math import verify_integer
+from verigym.kwargs_policy import IntRange, client
 from verigym.validation import check_int
 
 __all__ = ["CALCULATOR_TOOL", "CalculatorEnv", "CalculatorError", "evaluate"]
@@ -214,6 +215,9 @@ class CalculatorEnv(ToolEnv):
     """
 
     metadata = {"render_modes": ["ansi"], "family": "tool"}
+
+    remote_kwargs = {"difficulty": client(IntRange(1, 3))}
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(self, *, difficulty: int = 2, **kwargs: Any):
         super().__init__(**kwargs)

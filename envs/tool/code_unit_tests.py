@@ -12,6 +12,7 @@ import numpy as np
 from verigym.envs.tool.base import ToolEnv
 from verigym.envs.tool.protocol import Tool, ToolCall
 from verigym.envs.tool.python_math import PYTHON_TOOL
+from verigym.kwargs_policy import FLAG, FloatRange, IntRange, client, operator_only
 from verigym.sandbox import Limits, PythonSandbox
 from verigym.validation import check_bool, check_int, check_number
 
@@ -136,6 +137,14 @@ class CodeUnitTestsEnv(ToolEnv):
     """
 
     metadata = {"render_modes": ["ansi"], "family": "tool"}
+
+    remote_kwargs = {
+        "difficulty": client(IntRange(1, 3)),
+        "partial_credit": client(FLAG),
+        "num_tests": operator_only(IntRange(1, 50), why="each hidden test is a sandbox call"),
+        "timeout_s": operator_only(FloatRange(0.001, 600.0), why="wall-clock seconds of each code call"),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(self, *, difficulty: int = 2, num_tests: int = 12, partial_credit: bool = False,
                  timeout_s: float = 5.0, unsafe: bool = False, **kwargs: Any):

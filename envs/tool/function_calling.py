@@ -12,6 +12,7 @@ import numpy as np
 from verigym.core import ActionParseError, action_error_info, episode_end
 from verigym.envs.tool.base import ToolEnv
 from verigym.envs.tool.protocol import Tool, check_arguments, tool_calls_in
+from verigym.kwargs_policy import FLAG, IntRange, client
 from verigym.validation import check_bool, check_int
 
 __all__ = ["FUNCTIONS", "FunctionCallingEnv", "calls_score"]
@@ -164,6 +165,9 @@ class FunctionCallingEnv(ToolEnv):
     """
 
     metadata = {"render_modes": ["ansi"], "family": "tool"}
+
+    remote_kwargs = {"difficulty": client(IntRange(1, 3)), "partial_credit": client(FLAG)}
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(self, *, difficulty: int = 3, partial_credit: bool = False, **kwargs: Any):
         kwargs.setdefault("max_turns", 1)

@@ -11,6 +11,7 @@ import numpy as np
 
 from verigym.envs.tool.base import ToolEnv, tool_call_text
 from verigym.envs.tool.protocol import Tool, ToolCall
+from verigym.kwargs_policy import FloatRange, IntRange, client, operator_only
 from verigym.sandbox import Limits, PythonSandbox
 from verigym.validation import check_bool, check_int, check_number
 
@@ -169,6 +170,12 @@ class PythonMathEnv(ToolEnv):
     """
 
     metadata = {"render_modes": ["ansi"], "family": "tool"}
+
+    remote_kwargs = {
+        "difficulty": client(IntRange(1, 3)),
+        "timeout_s": operator_only(FloatRange(0.001, 600.0), why="wall-clock seconds of each code call"),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(self, *, difficulty: int = 2, timeout_s: float = 10.0, unsafe: bool = False, **kwargs: Any):
         super().__init__(**kwargs)

@@ -13,6 +13,7 @@ import numpy as np
 from verigym.core import ActionParseError
 from verigym.envs.tool.base import ToolEnv, tool_call_text
 from verigym.envs.tool.protocol import Tool, ToolCall
+from verigym.kwargs_policy import IntRange, OneOf, client
 from verigym.validation import check_int
 
 __all__ = ["OPEN_TOOL", "SEARCH_TOOL", "SearchQAEnv", "answer_f1", "normalize_answer"]
@@ -145,6 +146,13 @@ class SearchQAEnv(ToolEnv):
     """
 
     metadata = {"render_modes": ["ansi"], "family": "tool"}
+
+    remote_kwargs = {
+        "hops": client(IntRange(2, 3)),
+        "corpus_size": client(IntRange(6, 200)),
+        "reward": client(OneOf(("em", "f1"))),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(self, *, hops: int = 2, corpus_size: int = 24, reward: str = "em", max_turns: int = 10, **kwargs: Any):
         super().__init__(max_turns=max_turns, **kwargs)

@@ -14,6 +14,7 @@ import numpy as np
 from verigym.core import ActionParseError
 from verigym.envs.tool.base import ToolEnv, tool_call_text
 from verigym.envs.tool.protocol import Tool, ToolCall
+from verigym.kwargs_policy import IntRange, client
 from verigym.validation import check_int
 from verigym.verifiers import BoundedWorker, VerifierTimeout
 
@@ -311,6 +312,9 @@ class SQLEnv(ToolEnv):
     """
 
     metadata = {"render_modes": ["ansi"], "family": "tool"}
+
+    remote_kwargs = {"difficulty": client(IntRange(1, 3))}
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(self, *, difficulty: int = 2, **kwargs: Any):
         super().__init__(**kwargs)
