@@ -15,7 +15,7 @@ import inspect
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -244,6 +244,7 @@ class TransformersPolicy:
         stop: Sequence[str] = (),
         generator: torch.Generator | None = None,
         top_logprobs: int = 0,
+        stop_rows: Callable[[], Sequence[bool]] | None = None,
     ) -> list[Generation]:
         """Sample one reply per prompt (a batch, left-padded).
 
@@ -256,6 +257,10 @@ class TransformersPolicy:
             generator: a seeded ``torch.Generator`` on the model's device, for reproducible samples.
             top_logprobs: also keep the ``top_logprobs`` most likely tokens of every step
                 (:attr:`Generation.top_log_probs`); 0 keeps none.
+            stop_rows: called before every decoding step after the first; it returns one bool per
+                prompt, and the rows it flags end there (their reply is cut, ``finish_reason``
+                ``"length"``). A server passes the rows whose client has left, so an abandoned
+                request stops generating.
 
         Returns:
             one :class:`Generation` per prompt, in order.
@@ -299,6 +304,13 @@ class TransformersPolicy:
         step_positions = positions[:, -1:]
         token = input_ids[:, -1]
         for t in range(max_new_tokens):
+            if t and stop_rows is not None:
+                gone = torch.tensor(list(stop_rows()), dtype=torch.bool, device=device) & ~done
+                if bool(gone.any()):
+                    lengths = torch.where(gone, torch.full_like(lengths, t), lengths)
+                    done |= gone
+                    if bool(done.all()):
+                        break
             if t:
                 attention = torch.cat([attention, attention.new_ones((batch, 1))], dim=1)
                 step_positions = step_positions + 1
@@ -441,16 +453,23 @@ class TransformersPolicy:
 def _sample(
     logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample one token per row; return it and its log-prob under ``softmax(logits / T)``."""
-    if temperature == 0:
+    """Sample one token per row; return it and its log-prob under ``softmax(logits / T)``.
+
+    A temperature so small that ``logits / T`` overflows (or underflows to 0 in float32, e.g.
+    ``1e-300``) samples greedily, its limit; the most likely token is always in the top-p nucleus,
+    however small ``top_p`` is.
+    """
+    scaled = logits / temperature if temperature else logits
+    if temperature == 0 or (temperature < 1 and not bool(torch.isfinite(scaled[torch.isfinite(logits)]).all())):
         log_p = torch.log_softmax(logits, dim=-1)
         token = logits.argmax(dim=-1)
         return token, log_p.gather(-1, token[:, None])[:, 0]
-    log_p = torch.log_softmax(logits / temperature, dim=-1)
+    log_p = torch.log_softmax(scaled, dim=-1)
     probs = log_p.exp()
     if top_p < 1.0:
         sorted_p, order = probs.sort(dim=-1, descending=True)
         keep = sorted_p.cumsum(-1) - sorted_p < top_p
+        keep[:, 0] = True
         sorted_p = sorted_p * keep
         choice = torch.multinomial(sorted_p, 1, generator=generator)
         token = order.gather(-1, choice)[:, 0]

@@ -24,6 +24,15 @@ Endpoints:
 * ``GET /v1/models`` -- the one served model.
 * ``GET /health`` -- ``{"status": "ok"}``.
 
+Every request is bounded before anything is generated (HTTP 400 naming the limit and the ``verigym
+serve`` flag that raises it): ``n`` (``--max-n``, default 16), ``max_tokens`` (``--max-tokens``,
+default 4096, and at most the model's context minus the prompt), prompts per ``/v1/completions``
+request (``--max-prompts``, default 16) and the request's tokens, ``n x (prompt + max_tokens)``
+summed over its prompts (``--max-request-tokens``, default 65536), which is what sizes its KV cache.
+Sampling options must be finite numbers in range (else 400); a temperature so small that the
+logits overflow samples greedily. A request whose client disconnects stops generating at the next
+decoding step.
+
 ``usage`` counts the prompt tokens once per request (not once per choice) and the tokens of every
 choice, as OpenAI does. Errors are answered as OpenAI does: ``{"error": {"message", "type",
 "param", "code"}}`` with HTTP 400 (bad request), 404 (unknown path or model) or 500.
@@ -33,6 +42,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import queue
 import select
 import socket
@@ -52,6 +62,16 @@ __all__ = ["ChatServer", "make_server"]
 logger = logging.getLogger(__name__)
 
 _MAX_BODY = 8 << 20
+_CLIENT_POLL_SECONDS = 0.25
+"""how often a waiting request checks that its client is still connected"""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class RequestError(ValueError):
@@ -82,7 +102,8 @@ class _Job:
     result: list[Generation] | None = None
     error: str | None = None
     abandoned: bool = False
-    """the client stopped waiting (its timeout): the job is skipped if it has not started"""
+    """the client stopped waiting (it left, or its timeout): the job is skipped if it has not
+    started, and its rows stop at the next decoding step if it has"""
 
 
 class _Batcher:
@@ -100,7 +121,7 @@ class _Batcher:
         is marked abandoned, so a batch that has not started skips it."""
         self.jobs.put(job)
         deadline = time.monotonic() + timeout
-        while not job.done.wait(min(1.0, max(0.0, deadline - time.monotonic()))):
+        while not job.done.wait(min(_CLIENT_POLL_SECONDS, max(0.0, deadline - time.monotonic()))):
             if time.monotonic() >= deadline or (client_gone is not None and client_gone()):
                 job.abandoned = True
                 raise TimeoutError(f"generation did not finish within {timeout:.0f} s, or the client left")
@@ -135,9 +156,13 @@ class _Batcher:
                 groups.setdefault(job.sampling, []).append(job)
             for (max_tokens, temperature, top_p, stop, top_logprobs), jobs in groups.items():
                 prompts = [job.prompt for job in jobs for _ in range(job.n)]
+
+                def gone(jobs: list[_Job] = jobs) -> list[bool]:
+                    return [job.abandoned for job in jobs for _ in range(job.n)]
+
                 try:
                     out = self.policy.generate(prompts, max_new_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                                               stop=stop, top_logprobs=top_logprobs)
+                                               stop=stop, top_logprobs=top_logprobs, stop_rows=gone)
                 except Exception as exc:  # report to the waiting clients, keep serving
                     logger.exception("generation failed")
                     for job in jobs:
@@ -150,16 +175,41 @@ class _Batcher:
 
 
 class ChatServer(ThreadingHTTPServer):
-    """The HTTP server (a :class:`ThreadingHTTPServer`); build it with :func:`make_server`."""
+    """The HTTP server (a :class:`ThreadingHTTPServer`); build it with :func:`make_server`.
+
+    Args:
+        address: (host, port) to bind; port 0 picks a free one.
+        policy: the model that samples the replies.
+        model_name: the name clients must send as ``model``.
+        max_batch_size: rows (choices) sampled together at most.
+        max_tokens_limit: the largest ``max_tokens`` a request may ask (``--max-tokens``).
+        max_n: the largest ``n`` (choices per prompt) a request may ask (``--max-n``).
+        max_prompts: the most prompts one ``/v1/completions`` request may send (``--max-prompts``).
+        max_request_tokens: the most tokens one request may hold, ``n x (prompt tokens +
+            max_tokens)`` summed over its prompts (``--max-request-tokens``).
+        request_timeout: seconds a request waits for its generation before it is abandoned.
+
+    Raises:
+        ValueError: a limit is below 1.
+    """
 
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], policy: TransformersPolicy, *, model_name: str,
-                 max_batch_size: int = 16, max_tokens_limit: int = 4096, request_timeout: float = 600.0):
+                 max_batch_size: int = 16, max_tokens_limit: int = 4096, max_n: int = 16, max_prompts: int = 16,
+                 max_request_tokens: int = 65536, request_timeout: float = 600.0):
+        limits = {"max_batch_size": max_batch_size, "max_tokens_limit": max_tokens_limit, "max_n": max_n,
+                  "max_prompts": max_prompts, "max_request_tokens": max_request_tokens}
+        for name, value in limits.items():
+            if not _is_int(value) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         super().__init__(address, _Handler)
         self.policy = policy
         self.model_name = model_name
         self.max_tokens_limit = max_tokens_limit
+        self.max_n = max_n
+        self.max_prompts = max_prompts
+        self.max_request_tokens = max_request_tokens
         self.request_timeout = request_timeout
         self.batcher = _Batcher(policy, max_batch_size)
         template = getattr(policy.tokenizer, "chat_template", None) or ""
@@ -183,40 +233,73 @@ class ChatServer(ThreadingHTTPServer):
             raise RequestError(f"The model `{model}` does not exist or you do not have access to it. "
                                f"This server serves `{self.model_name}`.", status=404, code="model_not_found", param="model")
 
-    def _sampling(self, request: dict[str, Any], *, default_max_tokens: int, top_logprobs: int) -> tuple[int, float, float, tuple[str, ...], int, int]:
-        """(max_tokens, temperature, top_p, stop, top_logprobs, n) of a request, validated."""
-        max_tokens = request.get("max_completion_tokens", request.get("max_tokens", default_max_tokens))
-        if max_tokens is None:
-            max_tokens = default_max_tokens
+    def _sampling(self, request: dict[str, Any], *, top_logprobs: int) -> tuple[int, float, float, tuple[str, ...], int, int]:
+        """(max_tokens, temperature, top_p, stop, top_logprobs, n) of a request, validated.
+
+        ``max_tokens`` is 0 when the request leaves it out: :meth:`_check_size` then picks the
+        endpoint's default, or less where the prompt leaves less room in the context.
+        """
+        max_tokens = request.get("max_completion_tokens", request.get("max_tokens"))
         temperature = request.get("temperature", 1.0)
         top_p = request.get("top_p", 1.0)
         n = request.get("n", 1)
         stop = request.get("stop") or []
         stop = [stop] if isinstance(stop, str) else stop
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or not 1 <= max_tokens <= self.max_tokens_limit:
-            raise RequestError(f"max_tokens must be an integer in [1, {self.max_tokens_limit}]", param="max_tokens")
+        if max_tokens is None:
+            max_tokens = 0
+        elif not _is_int(max_tokens) or max_tokens < 1:
+            raise RequestError("max_tokens must be an integer >= 1", param="max_tokens")
+        elif max_tokens > self.max_tokens_limit:
+            raise RequestError(f"max_tokens={max_tokens} is above this server's limit of {self.max_tokens_limit} "
+                               "(verigym serve --max-tokens raises it)", param="max_tokens")
         if temperature is None:
             temperature = 1.0
-        if not isinstance(temperature, (int, float)) or not 0 <= temperature <= 10:
-            raise RequestError("temperature must be a number in [0, 10]", param="temperature")
+        if not _is_number(temperature) or not 0 <= temperature <= 10:
+            raise RequestError("temperature must be a finite number in [0, 10]", param="temperature")
         if top_p is None:
             top_p = 1.0
-        if not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
-            raise RequestError("top_p must be a number in (0, 1]", param="top_p")
-        if not isinstance(n, int) or not 1 <= n <= 64:
-            raise RequestError("n must be an integer in [1, 64]", param="n")
+        if not _is_number(top_p) or not 0 < top_p <= 1:
+            raise RequestError("top_p must be a finite number in (0, 1]", param="top_p")
+        if not _is_int(n) or n < 1:
+            raise RequestError("n must be an integer >= 1", param="n")
+        if n > self.max_n:
+            raise RequestError(f"n={n} is above this server's limit of {self.max_n} (verigym serve --max-n raises it)",
+                               param="n")
         if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop) or len(stop) > 8:
             raise RequestError("stop must be a string or a list of at most 8 strings", param="stop")
         return max_tokens, float(temperature), float(top_p), tuple(stop), top_logprobs, n
 
+    def _check_size(self, prompts: list[list[int]], max_tokens: int, n: int, *, default_max_tokens: int,
+                    param: str) -> int:
+        """The request's ``max_tokens`` (its default when 0), checked against the model's context
+        and this server's token limit before anything is generated.
+
+        Raises:
+            RequestError: a prompt with ``max_tokens`` exceeds the context, or the request's tokens
+                exceed ``max_request_tokens``.
+        """
+        context = self.policy.max_context_tokens
+        longest = max(len(p) for p in prompts)
+        room = context - longest
+        if room < 1:
+            raise RequestError(f"the prompt has {longest} tokens, which fills the model's context of {context} tokens; "
+                               "shorten it", param=param)
+        if not max_tokens:
+            max_tokens = min(default_max_tokens, room, self.max_tokens_limit)
+        elif max_tokens > room:
+            raise RequestError(f"the prompt has {longest} tokens; with max_tokens={max_tokens} it exceeds the model's "
+                               f"context of {context} tokens: ask for max_tokens <= {room}", param="max_tokens")
+        total = n * sum(len(p) + max_tokens for p in prompts)
+        if total > self.max_request_tokens:
+            raise RequestError(f"the request holds {total} tokens (n x (prompt + max_tokens), summed over its prompts), "
+                               f"above this server's limit of {self.max_request_tokens} (verigym serve "
+                               "--max-request-tokens raises it); lower n or max_tokens", param="max_tokens")
+        return max_tokens
+
     def _generate(self, prompt: list[int], sampling: tuple[int, float, float, tuple[str, ...], int, int],
                   client_gone: Callable[[], bool] | None = None) -> list[Generation]:
+        """Sample ``n`` replies to ``prompt`` (already checked by :meth:`_check_size`)."""
         max_tokens, temperature, top_p, stop, top_logprobs, n = sampling
-        if len(prompt) + max_tokens > self.policy.max_context_tokens:
-            raise RequestError(
-                f"the prompt has {len(prompt)} tokens; with max_tokens={max_tokens} it exceeds the model's "
-                f"context of {self.policy.max_context_tokens} tokens", param="messages"
-            )
         job = _Job(prompt, n, (max_tokens, temperature, top_p, stop, top_logprobs))
         return self.batcher.submit(job, self.request_timeout, client_gone)
 
@@ -314,7 +397,9 @@ class ChatServer(ThreadingHTTPServer):
         """Answer a chat-completions request body (``stream`` is handled by the handler).
 
         Raises:
-            RequestError: the request is malformed or names another model (the message says how).
+            RequestError: the request is malformed, names another model or is above a limit (the
+                message says which, and the flag that raises it).
+            TimeoutError: the client left (or the request timed out) before its answer.
         """
         if not isinstance(request, dict):
             raise RequestError("the body must be a JSON object")
@@ -327,10 +412,11 @@ class ChatServer(ThreadingHTTPServer):
             raise RequestError("logprobs must be a boolean", param="logprobs")
         if not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20 or (top_logprobs and not logprobs):
             raise RequestError("top_logprobs must be an integer in [0, 20], with logprobs=true", param="top_logprobs")
-        sampling = self._sampling(request, default_max_tokens=256, top_logprobs=top_logprobs)
+        sampling = self._sampling(request, top_logprobs=top_logprobs)
         prompt = self._chat_prompt(messages, tools)
+        max_tokens = self._check_size([prompt], sampling[0], sampling[5], default_max_tokens=256, param="messages")
         stop = sampling[3] + self.policy.chat.stop_strings
-        replies = self._generate(prompt, (sampling[0], sampling[1], sampling[2], stop, *sampling[4:]), client_gone)
+        replies = self._generate(prompt, (max_tokens, sampling[1], sampling[2], stop, *sampling[4:]), client_gone)
         choices = []
         for i, r in enumerate(replies):
             content, calls = self._tool_calls(r.text) if tools else (r.text, [])
@@ -390,7 +476,8 @@ class ChatServer(ThreadingHTTPServer):
         """Answer a ``/v1/completions`` request body.
 
         Raises:
-            RequestError: the request is malformed or names another model.
+            RequestError: the request is malformed, names another model or is above a limit.
+            TimeoutError: the client left (or the request timed out) before its answer.
         """
         if not isinstance(request, dict):
             raise RequestError("the body must be a JSON object")
@@ -406,16 +493,26 @@ class ChatServer(ThreadingHTTPServer):
             prompts = list(prompt)
         else:
             raise RequestError("prompt must be a string, a list of strings, or token ids", param="prompt")
+        if len(prompts) > self.max_prompts:
+            raise RequestError(f"the request sends {len(prompts)} prompts, above this server's limit of {self.max_prompts} "
+                               "(verigym serve --max-prompts raises it)", param="prompt")
         logprobs = request.get("logprobs")
         if logprobs is not None and (not isinstance(logprobs, int) or isinstance(logprobs, bool) or not 0 <= logprobs <= 5):
             raise RequestError("logprobs must be an integer in [0, 5]", param="logprobs")
-        sampling = self._sampling(request, default_max_tokens=16, top_logprobs=logprobs or 0)
+        sampling = self._sampling(request, top_logprobs=logprobs or 0)
         vocab = self.policy.model.config.vocab_size
-        choices, prompt_tokens, completion_tokens = [], 0, 0
+        encoded = []
         for p in prompts:
             ids = list(self.policy.tokenizer(p)["input_ids"]) if isinstance(p, str) else list(p)
-            if not ids or not all(0 <= t < vocab for t in ids):
+            if not ids or not all(_is_int(t) and 0 <= t < vocab for t in ids):
                 raise RequestError(f"a prompt is empty or has token ids outside [0, {vocab})", param="prompt")
+            encoded.append(ids)
+        max_tokens = self._check_size(encoded, sampling[0], sampling[5], default_max_tokens=16, param="prompt")
+        sampling = (max_tokens, *sampling[1:])
+        choices, prompt_tokens, completion_tokens = [], 0, 0
+        for ids in encoded:
+            if client_gone is not None and client_gone():
+                raise TimeoutError("the client left before its answer")
             prompt_tokens += len(ids)
             for r in self._generate(ids, sampling, client_gone):
                 completion_tokens += len(r.token_ids)
@@ -532,9 +629,20 @@ def make_server(
     model_name: str = "default",
     max_batch_size: int = 16,
     request_timeout: float = 600.0,
+    max_tokens: int = 4096,
+    max_n: int = 16,
+    max_prompts: int = 16,
+    max_request_tokens: int = 65536,
 ) -> ChatServer:
     """Bind a :class:`ChatServer` (``port=0`` picks a free port; see ``server.base_url``).
 
-    Call ``serve_forever()`` to run it and ``shutdown()`` + ``server_close()`` to stop.
+    ``max_tokens``, ``max_n``, ``max_prompts`` and ``max_request_tokens`` bound every request (see
+    :class:`ChatServer`). Call ``serve_forever()`` to run it and ``shutdown()`` + ``server_close()``
+    to stop.
+
+    Raises:
+        ValueError: a limit is below 1.
     """
-    return ChatServer((host, port), policy, model_name=model_name, max_batch_size=max_batch_size, request_timeout=request_timeout)
+    return ChatServer((host, port), policy, model_name=model_name, max_batch_size=max_batch_size,
+                      max_tokens_limit=max_tokens, max_n=max_n, max_prompts=max_prompts,
+                      max_request_tokens=max_request_tokens, request_timeout=request_timeout)

@@ -10,6 +10,17 @@ HELP = "serve a local transformers model over an OpenAI-compatible chat-completi
 logger = logging.getLogger(__name__)
 
 
+def _positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (a request limit)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below 1")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model_dir", help="local model directory (save_pretrained layout, e.g. a GRPO checkpoint), a .gguf file, or smollm2")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
@@ -17,6 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-name", default=None, help="name reported by /v1/models (default: the directory name)")
     parser.add_argument("--device", default="auto", help='"auto" (CUDA when present), "cpu", "cuda:0", ...')
     parser.add_argument("--max-batch-size", type=int, default=16, help="requests sampled together at most")
+    parser.add_argument("--max-n", type=_positive_int, default=16, help="the largest n (choices per prompt) a request may ask")
+    parser.add_argument("--max-tokens", type=_positive_int, default=4096,
+                        help="the largest max_tokens a request may ask (also capped by the model's context minus the prompt)")
+    parser.add_argument("--max-prompts", type=_positive_int, default=16, help="the most prompts one /v1/completions request may send")
+    parser.add_argument("--max-request-tokens", type=_positive_int, default=65536,
+                        help="the most tokens one request may hold, n x (prompt + max_tokens) summed over its prompts "
+                             "(what sizes its KV cache)")
     parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto",
                         help="weights and KV cache: auto is bfloat16 on CUDA and float32 on a CPU; bfloat16 halves the "
                              "memory a CPU reads per token (faster where the CPU has native bf16, e.g. AVX512-BF16 or AMX)")
@@ -40,7 +58,9 @@ def build(args: argparse.Namespace):
     from verigym.agents.llm.models import SHORT_NAMES
 
     name = args.model_name or (args.model_dir if args.model_dir in SHORT_NAMES else Path(args.model_dir).resolve().name)
-    return make_server(policy, host=args.host, port=args.port, model_name=name, max_batch_size=args.max_batch_size)
+    return make_server(policy, host=args.host, port=args.port, model_name=name, max_batch_size=args.max_batch_size,
+                       max_n=args.max_n, max_tokens=args.max_tokens, max_prompts=args.max_prompts,
+                       max_request_tokens=args.max_request_tokens)
 
 
 def run(args: argparse.Namespace) -> int:

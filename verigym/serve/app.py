@@ -22,7 +22,9 @@ Values are encoded by :mod:`verigym.serve.wire` (arrays keep dtype and shape). `
 left out when the server serves one id. Error codes: OpenEnv's ``INVALID_JSON``,
 ``UNKNOWN_TYPE``, ``VALIDATION_ERROR``, ``EXECUTION_ERROR``, ``CAPACITY_REACHED``,
 ``FACTORY_ERROR``, ``SESSION_ERROR``, and verigym's ``UNKNOWN_ENV``, ``NOT_RESET``,
-``MESSAGE_TOO_LARGE``, ``STEP_TIMEOUT``, ``IDLE_TIMEOUT``, ``ENV_CRASHED``. An ``EXECUTION_ERROR``
+``MESSAGE_TOO_LARGE``, ``STEP_TIMEOUT``, ``IDLE_TIMEOUT``, ``ENV_CRASHED``, ``INVALID_KWARGS`` (a
+constructor kwarg the env does not declare client-settable, or out of its bounds; ``"param"`` names
+it; the session goes on). An ``EXECUTION_ERROR``
 carries ``"exception"`` (``"module:qualname"`` of the class, e.g. ``"builtins:TypeError"``) and
 keeps the session (any ``TypeError``, ``ValueError``, ``LookupError``, ``RuntimeError`` or Gymnasium
 error: what an env raises on purpose); any other exception is ``ENV_CRASHED``; the
@@ -93,6 +95,9 @@ class ServeConfig:
         token: required credential (``None``: none; mandatory for a non-loopback host).
         max_message_bytes: larger frames get ``MESSAGE_TOO_LARGE`` (the session goes on).
         workers: threads of the pool that runs GUI/sandbox/MuJoCo/third-party envs.
+        allow_kwargs: constructor parameters clients may set beyond those the env declares
+            client-settable (``--allow-kwargs``; see :func:`verigym.registration.untrusted_kwargs`);
+            declared bounds still apply, and ``unsafe`` is never accepted.
     """
 
     env_ids: tuple[str, ...] = ()
@@ -103,8 +108,15 @@ class ServeConfig:
     token: str | None = None
     max_message_bytes: int = 16 << 20
     workers: int = 32
+    allow_kwargs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        from verigym.kwargs_policy import NEVER_REMOTE
+
+        object.__setattr__(self, "allow_kwargs", tuple(self.allow_kwargs))
+        never = sorted(set(self.allow_kwargs) & set(NEVER_REMOTE))
+        if never:
+            raise ValueError(f"--allow-kwargs cannot allow {', '.join(never)}: it is never accepted from a client")
         if self.max_sessions < 1 or self.workers < 1:
             raise ValueError(f"max_sessions and workers must be >= 1, got {self.max_sessions}, {self.workers}")
         if self.idle_timeout < 0 or self.step_timeout < 0:
@@ -325,12 +337,25 @@ class _Server:
                 "STEP_TIMEOUT", f"the env did not answer within --step-timeout {self.config.step_timeout:g} s; this session is closed (the env is abandoned)", fatal=True
             ) from None
 
+    def checked_kwargs(self, env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """A client's decoded kwargs, refused with ``INVALID_KWARGS`` unless the env declares them
+        client-settable (or the operator allowed them) and they are within bounds."""
+        from verigym.registration import KwargsRefused, untrusted_kwargs
+
+        try:
+            return untrusted_kwargs(env_id, decode(kwargs), allow=self.config.allow_kwargs)
+        except WireError as exc:
+            raise ProtocolError("VALIDATION_ERROR", f"kwargs: {exc}") from None
+        except KwargsRefused as exc:
+            raise ProtocolError("INVALID_KWARGS", str(exc), param=exc.param) from None
+
     async def make(self, session: _Session, env_id: Any, kwargs: Any) -> None:
         env_id = self.resolve(env_id)
         if kwargs is None:
             kwargs = {}
         if not isinstance(kwargs, dict):
             raise ProtocolError("VALIDATION_ERROR", f"kwargs must be an object, got {type(kwargs).__name__}")
+        kwargs = self.checked_kwargs(env_id, kwargs)
         key = json.dumps(kwargs, sort_keys=True, default=repr)
         if session.env is not None and (session.env_id, session.kwargs_key) == (env_id, key):
             return
@@ -338,7 +363,7 @@ class _Server:
         if not self.inline(env_id):
             session.worker = self.pool.assign()
         try:
-            session.env = await self.call(session, _make_env, env_id, decode(kwargs))
+            session.env = await self.call(session, _make_env, env_id, kwargs)
         except ProtocolError:
             raise
         except (TypeError, ValueError, WireError) as exc:

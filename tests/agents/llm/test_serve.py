@@ -134,3 +134,135 @@ def test_dtype_option_loads_bfloat16_weights_and_answers(tiny_model_dir):
         finally:
             httpd.batcher.stop()
             httpd.server_close()
+
+
+# -- request bounds (issue 28 §4) ---------------------------------------------------------------------
+def _post(base_url, path, payload, raw=None):
+    """(HTTP status, JSON body) of a POST; ``raw`` sends that body text instead of ``payload``."""
+    data = (raw if raw is not None else json.dumps(payload)).encode()
+    request = urllib.request.Request(base_url + path, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+@pytest.fixture(scope="module")
+def limited(tiny_model_dir):
+    """A server started with small per-request limits (the tiny model's context is 1024 tokens)."""
+    parser = argparse.ArgumentParser()
+    serve.add_arguments(parser)
+    args = parser.parse_args([str(tiny_model_dir), "--port", "0", "--device", "cpu", "--model-name", "tiny",
+                              "--max-n", "4", "--max-tokens", "64", "--max-prompts", "2", "--max-request-tokens", "300"])
+    httpd = serve.build(args)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(timeout=10)
+
+
+def test_each_request_limit_is_a_400_naming_its_flag(limited):
+    chat = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
+    cases = [
+        ("/chat/completions", {**chat, "n": 5, "max_tokens": 2}, "n", "--max-n"),
+        ("/chat/completions", {**chat, "max_tokens": 65}, "max_tokens", "--max-tokens"),
+        ("/completions", {"model": "tiny", "prompt": ["a", "b", "c"], "max_tokens": 2}, "prompt", "--max-prompts"),
+        # 4 x (20 prompt tokens + 60) = 320 tokens > 300
+        ("/completions", {"model": "tiny", "prompt": [[5] * 20], "n": 4, "max_tokens": 60}, "max_tokens", "--max-request-tokens"),
+        ("/completions", {"model": "tiny", "prompt": [[5] * 20, [6] * 20], "n": 2, "max_tokens": 60}, "max_tokens", "--max-request-tokens"),
+    ]
+    for path, payload, param, flag in cases:
+        status, body = _post(limited.base_url, path, payload)
+        assert status == 400, (payload, body)
+        assert body["error"]["param"] == param and flag in body["error"]["message"], body
+    # within every limit: answered
+    status, body = _post(limited.base_url, "/completions", {"model": "tiny", "prompt": [[5] * 20], "n": 3, "max_tokens": 4})
+    assert status == 200 and len(body["choices"]) == 3
+
+
+def test_max_tokens_is_bounded_by_the_context_left_after_the_prompt(server):
+    # the tiny model's context is 1024 tokens: a 1000-token prompt leaves room for 24
+    status, body = _post(server.base_url, "/completions", {"model": "tiny", "prompt": [[5] * 1000], "max_tokens": 30})
+    assert status == 400 and "max_tokens <= 24" in body["error"]["message"]
+    status, body = _post(server.base_url, "/completions", {"model": "tiny", "prompt": [[5] * 1024], "max_tokens": 1})
+    assert status == 400 and "context" in body["error"]["message"]
+    # left out, max_tokens is the endpoint's default cut to the room the prompt leaves
+    status, body = _post(server.base_url, "/completions", {"model": "tiny", "prompt": [[5] * 1020]})
+    assert status == 200 and len(body["choices"][0]["token_ids"]) <= 4
+
+
+def test_default_limits_refuse_a_huge_n(server):
+    status, body = _post(server.base_url, "/chat/completions",
+                         {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "n": 17, "max_tokens": 1})
+    assert status == 400 and "--max-n" in body["error"]["message"]
+
+
+def test_limits_below_one_are_refused_by_the_flags(tiny_model_dir, capsys):
+    parser = argparse.ArgumentParser()
+    serve.add_arguments(parser)
+    for flag in ("--max-n", "--max-tokens", "--max-prompts", "--max-request-tokens"):
+        with pytest.raises(SystemExit):
+            parser.parse_args([str(tiny_model_dir), flag, "0"])
+        assert "below 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("options", [
+    {"temperature": float("nan")}, {"temperature": float("inf")}, {"temperature": -0.5}, {"temperature": True},
+    {"top_p": float("nan")}, {"top_p": 0}, {"top_p": -0.1}, {"top_p": 1.5}, {"top_p": float("-inf")},
+    {"n": True}, {"max_tokens": 2.5},
+])
+def test_non_finite_or_out_of_range_sampling_options_are_400(server, options):
+    payload = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, **options}
+    status, body = _post(server.base_url, "/chat/completions", None, raw=json.dumps(payload))  # NaN/Infinity literals
+    assert status == 400 and body["error"]["param"] == next(iter(options)), body
+
+
+def test_degenerate_but_valid_sampling_options_sample_greedily(server):
+    """A temperature whose logits / T overflows float32, or a top_p below every token's probability,
+    is the greedy limit: answered 200 with the greedy reply (a 500 before)."""
+    base = {"model": "tiny", "prompt": [[5, 6, 7]], "max_tokens": 6}
+    status, greedy = _post(server.base_url, "/completions", {**base, "temperature": 0})
+    assert status == 200
+    for options in ({"temperature": 1e-300}, {"temperature": 5e-324}, {"temperature": 1e-40},
+                    {"top_p": 1e-300}, {"top_p": 5e-324}):
+        status, body = _post(server.base_url, "/completions", {**base, **options})
+        assert status == 200, (options, body)
+        assert body["choices"][0]["token_ids"] == greedy["choices"][0]["token_ids"], options
+
+
+def test_a_client_that_disconnects_stops_generating(tiny_model_dir):
+    """The batch of a request whose client closed its connection stops at the next decoding step,
+    instead of running its max_tokens out (1000 steps here)."""
+    import socket
+    import time
+
+    from verigym.agents.llm.policy import TransformersPolicy
+    from verigym.agents.llm.server import make_server
+
+    policy = TransformersPolicy.from_pretrained(tiny_model_dir, device="cpu")
+    policy.eos_token_ids = frozenset()  # never ends by itself: only max_tokens or the disconnect stops it
+    forwards = []
+    policy.model.register_forward_hook(lambda *_: forwards.append(1))
+    httpd = make_server(policy, port=0, model_name="tiny")
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        body = json.dumps({"model": "tiny", "prompt": [[5] * 10], "max_tokens": 1000}).encode()
+        host, port = httpd.server_address[:2]
+        with socket.create_connection((host, port)) as raw:
+            raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            deadline = time.monotonic() + 30
+            while len(forwards) < 3 and time.monotonic() < deadline:  # its batch is decoding
+                time.sleep(0.01)
+        # the batcher is one thread: this answer comes once the abandoned batch has ended
+        status, _ = _post(httpd.base_url, "/completions", {"model": "tiny", "prompt": [[5]], "max_tokens": 1})
+        assert status == 200
+        assert 3 <= len(forwards) - 1 < 900
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)
