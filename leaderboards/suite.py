@@ -57,7 +57,8 @@ class Task:
         seed_start: first evaluation seed (in the held-out range).
         time_limit_s: wall-clock limit of one episode, seconds; past it the episode is recorded
             with status ``timeout`` and the run goes on.
-        env_kwargs: constructor overrides (JSON-serializable).
+        env_kwargs: constructor overrides (JSON-serializable); a suite file may set only what the
+            env declares settable from outside (:func:`verigym.registration.untrusted_kwargs`).
     """
 
     env_id: str
@@ -126,9 +127,34 @@ class Suite:
         if unknown:
             raise ValueError(f"suite {data.get('name')}: unknown fields {sorted(unknown)}")
         tasks = tuple(Task(**t) for t in data["tasks"])
+        for task in tasks:
+            _check_env_kwargs(data.get("name"), task)
         kind = data.get("kind", "single")
         metric = data.get("metric", "rating" if kind == "competitive" else "score")
         return cls(name=data["name"], tasks=tasks, metric=metric, description=data.get("description", ""), kind=kind)
+
+
+def _check_env_kwargs(suite: Any, task: Task) -> None:
+    """Refuse a suite file's ``env_kwargs`` that its env does not declare settable from outside
+    (:func:`verigym.registration.untrusted_kwargs`): a suite file is data, not operator code.
+
+    A task whose id is not registered here is left to :meth:`Suite.missing_ids` (it is skipped).
+
+    Raises:
+        ValueError: a kwarg is refused; the message names the suite, the task and the parameter.
+    """
+    if not task.env_kwargs:
+        return
+    from verigym.registration import KwargsRefused, require_id, untrusted_kwargs
+
+    try:
+        require_id(task.env_id)
+    except KeyError:
+        return
+    try:
+        untrusted_kwargs(task.env_id, task.env_kwargs)
+    except KwargsRefused as exc:
+        raise ValueError(f"suite {suite}: env_kwargs of {task.env_id}: {exc}") from None
 
 
 def list_suites() -> list[str]:

@@ -352,7 +352,7 @@ def test_garbage_frames_get_protocol_errors_and_the_session_survives(server):
         assert _ask(ws, {"type": "reset", "data": {"env_id": "verigym/Nope-v0"}})["data"]["code"] == "UNKNOWN_ENV"
         assert _ask(ws, {"type": "reset", "data": {}})["data"]["code"] == "VALIDATION_ERROR"  # several ids served
         assert _ask(ws, {"type": "reset", "data": {"env_id": TEXT, "seed": -3}})["data"]["code"] == "VALIDATION_ERROR"
-        assert _ask(ws, {"type": "reset", "data": {"env_id": TEXT, "kwargs": {"no_such_kwarg": 1}}})["data"]["code"] == "FACTORY_ERROR"
+        assert _ask(ws, {"type": "reset", "data": {"env_id": TEXT, "kwargs": {"no_such_kwarg": 1}}})["data"]["code"] == "INVALID_KWARGS"
         assert _ask(ws, {"type": "reset", "data": {"env_id": TEXT, "seed": 1}})["type"] == "observation"
         assert _ask(ws, {"type": "step", "data": {}})["data"]["code"] == "VALIDATION_ERROR"
         bad_array = {"__ndarray__": "!!", "dtype": "int64", "shape": [3]}
@@ -405,7 +405,7 @@ def test_max_sessions_gives_server_full_until_one_closes():
 
 
 def test_idle_sessions_are_reaped_and_disconnects_close_the_env():
-    with verigym.serve.start(PROBE, idle_timeout=0.3) as handle:
+    with verigym.serve.start(PROBE, idle_timeout=0.3, allow_kwargs=("tag",)) as handle:
         env = verigym.remote.make(PROBE, url=handle.url, tag="idle")
         env.reset(seed=0)
         time.sleep(1.5)

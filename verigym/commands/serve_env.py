@@ -23,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--step-timeout", type=float, default=120.0, help="seconds a GUI/sandbox/MuJoCo call may take before its session ends (0: no limit)")
     parser.add_argument("--workers", type=int, default=32, help="worker threads for GUI/sandbox/MuJoCo sessions (one each) at most")
     parser.add_argument("--max-message-bytes", type=int, default=16 << 20, help="larger frames get MESSAGE_TOO_LARGE")
+    parser.add_argument("--allow-kwargs", default="", metavar="NAME,...",
+                        help="constructor kwargs clients may set beyond those each env declares client-settable "
+                             "(e.g. max_steps,timeout_s; declared bounds still apply; unsafe is never allowed)")
     parser.add_argument("--token", default=None, help="required credential (default: $VERIGYM_TOKEN); mandatory off loopback")
     parser.add_argument("--ray", action="store_true", help="deploy on Ray Serve (replicas behind Ray's HTTP proxy; each WebSocket session stays on one replica)")
     parser.add_argument("--replicas", type=int, default=1, help="with --ray: replicas of the deployment")
@@ -46,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
             env_ids=tuple(args.env_ids), family=args.family, max_sessions=args.max_sessions, idle_timeout=args.idle_timeout,
             step_timeout=args.step_timeout, token=args.token or os.environ.get("VERIGYM_TOKEN") or None,
             max_message_bytes=args.max_message_bytes, workers=args.workers,
+            allow_kwargs=tuple(name.strip() for name in args.allow_kwargs.split(",") if name.strip()),
         )
     except ValueError as exc:
         return usage_error("serve-env", str(exc))
