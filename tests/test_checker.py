@@ -118,3 +118,18 @@ def test_step_after_end_reports_an_error_that_does_not_say_reset():
 
     failed = _failed(Terse, checks=["step_after_end"])
     assert "say that reset() is needed" in failed["step_after_end"]
+
+
+def test_step_after_end_is_checked_through_language_wrapper(monkeypatch):
+    """A LanguageWrapper that answers malformed replies after the end is caught by the check."""
+    from verigym.wrappers.language import LanguageWrapper
+
+    guarded = LanguageWrapper.step
+    monkeypatch.setattr(LanguageWrapper, "step", guarded.__wrapped__)  # the step without its EpisodeGuard
+    failed = _failed("verigym/DoorKey-5x5-v0", checks=["step_after_end"])
+    detail = failed["step_after_end"]
+    assert "LanguageWrapper, after the env truncated the episode, a malformed reply: step ran on" in detail
+    assert "LanguageWrapper, after its own truncation (3 malformed replies), the oracle reply: step ran on" in detail
+    monkeypatch.setattr(LanguageWrapper, "step", guarded)
+    report = check_env("verigym/DoorKey-5x5-v0", steps=60, checks=["step_after_end"])
+    assert report.passed and "LanguageWrapper refused too" in report.results[0].detail, report.format()

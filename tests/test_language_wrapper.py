@@ -94,3 +94,97 @@ def test_generic_round_trip(space, seed):
         assert all(np.array_equal(parsed[k], action[k]) for k in action)
     else:
         assert np.array_equal(parsed, action)
+
+
+# -- episode end (issue 28 section 5, issue 29) ------------------------------------------------------
+
+
+def test_step_after_the_wrappers_own_truncation_is_refused():
+    """The wrapper ended the episode after malformed replies: the oracle's reply is not paid."""
+    import verigym  # noqa: F401
+    from verigym.core import EpisodeEndedError
+
+    env = LanguageWrapper(gym.make("verigym/DoorKey-5x5-v0"), max_invalid_actions=2)
+    env.reset(seed=0)
+    env.step("no move here")
+    *_, truncated, info = env.step("still none")
+    assert truncated and info["success"] is False and info["score"] == 0.0
+    inner = env.unwrapped
+    with pytest.raises(EpisodeEndedError, match="reset"):
+        env.step(inner.action_text(inner.oracle_action()))
+    with pytest.raises(EpisodeEndedError):
+        env.step("garbage")  # not a third malformed reply either
+    env.reset(seed=0)
+    assert "action_error" not in env.step(inner.action_text(inner.oracle_action()))[4]
+
+
+def test_malformed_reply_after_the_env_ended_is_refused():
+    """The env terminated: a malformed reply is not charged a penalty with terminated=False."""
+    from verigym.core import EpisodeEndedError
+
+    env = LanguageWrapper(gym.make("CartPole-v1"))
+    env.reset(seed=0)
+    for _ in range(500):
+        _, _, terminated, truncated, _ = env.step("1")
+        if terminated or truncated:
+            break
+    assert terminated
+    for reply in ("not an action", "1"):
+        with pytest.raises(EpisodeEndedError):
+            env.step(reply)
+
+
+def test_candidate_wrapper_refuses_step_after_the_end():
+    """CandidateActionWrapper answers an index with no candidate itself: not after the end."""
+    import verigym  # noqa: F401
+    from verigym.core import EpisodeEndedError
+    from verigym.wrappers import CandidateActionWrapper
+
+    env = CandidateActionWrapper(gym.make("verigym/Wordle-Easy-v0"))
+    env.reset(seed=0)
+    for _ in range(50):
+        answer = env.candidates.index(env.unwrapped.oracle_action())
+        *_, terminated, truncated, _ = env.step(answer)
+        if terminated or truncated:
+            break
+    assert terminated
+    with pytest.raises(EpisodeEndedError):
+        env.step(env.action_space.n)  # out of range: the wrapper answers it without the env
+
+
+def test_instructions_state_every_way_the_episode_ends():
+    """Issue 29: the agent is told the step limit and the malformed-reply rule that end an episode."""
+    import verigym  # noqa: F401
+
+    env = LanguageWrapper(gym.make("verigym/DoorKey-5x5-v0"), invalid_action_reward=-0.5, max_invalid_actions=4)
+    _, info = env.reset(seed=0)
+    text = info["instructions"]
+    assert text == env.instructions()
+    assert "after 250 moves at most" in text
+    assert "after 4 such replies in a row the episode ends" in text and "reward -0.5" in text
+    # Gymnasium's TimeLimit counts too; no streak rule when it is switched off
+    plain = LanguageWrapper(gym.make("CartPole-v1"), max_invalid_actions=None).instructions()
+    assert "after 500 moves at most" in plain and "in a row" not in plain
+    # a natively text env reads its own replies: every reply counts towards the limit
+    native = LanguageWrapper(gym.make("verigym/GuessNumber-v0"))
+    assert f"after {native.unwrapped.max_turns} replies at most" in native.instructions()
+    assert "in a row" not in native.instructions()
+
+
+def test_every_registered_wrapped_env_states_its_step_limit():
+    """Every registered env with a step limit of its own has it in the instructions."""
+    import verigym
+
+    for row in verigym.rows():
+        if row.api != "gymnasium" or row.family == "gui":
+            continue
+        env = LanguageWrapper(gym.make(row.id))
+        try:
+            limit = getattr(env.unwrapped, "max_steps", None) or getattr(env.unwrapped, "max_turns", None)
+            text = env.instructions()
+            if limit is not None:
+                assert f"after {limit} " in text, (row.id, text[-300:])
+            if not env._native_text:
+                assert "after 3 such replies in a row the episode ends" in text, row.id
+        finally:
+            env.close()

@@ -45,7 +45,10 @@ Checks (each reports what was tried and what happened):
     after the step that ends an episode, another ``step`` raises a clear error (a ``RuntimeError``
     or ``gymnasium.error.Error`` whose message says to call ``reset``) instead of paying a second
     terminal reward or changing the verdict -- also on a ``deepcopy`` and a ``pickle`` copy of the
-    finished env -- and after ``reset`` the env steps again.
+    finished env -- and after ``reset`` the env steps again. The same through the wrappers that can
+    answer a step without the env: ``LanguageWrapper`` (a malformed and a valid reply after the
+    env's end; the oracle's reply after the wrapper's own truncation on malformed replies) and, for
+    text envs that list action candidates, ``CandidateActionWrapper``.
 ``close_twice``
     ``close()`` can be called twice.
 
@@ -461,6 +464,30 @@ def _refuses_step(env: gym.Env, action: Any, label: str) -> str | None:
     return f"{label}: step ran on (reward {_short(reward)}, terminated={terminated!r}, truncated={truncated!r}{verdict}) instead of raising"
 
 
+def _reply_text(text_env: Any) -> Callable[[Any], str] | None:
+    """How to write an action of the env inside ``text_env`` (a LanguageWrapper) as a reply: as is
+    for a natively text env, the env's own ``action_text`` when it parses replies itself, else the
+    wrapper's generic formatter; ``None`` when the env parses replies but cannot write them."""
+    if text_env._native_text:
+        return lambda action: action
+    inner = text_env.unwrapped
+    if isinstance(inner, TextInterface):
+        return inner.action_text if callable(getattr(inner, "action_text", None)) else None
+    return text_env.action_text
+
+
+def _play_to_end(env: gym.Env, act: Callable[[dict[str, Any]], Any], seed: int, budget: int) -> tuple | None:
+    """Reset ``env`` with ``seed`` and step it with ``act(info)`` until an episode ends; the last
+    step's result, or ``None`` when none ended within ``budget`` steps."""
+    _, info = env.reset(seed=seed)
+    for _ in range(budget):
+        result = env.step(act(info))
+        if result[2] or result[3]:
+            return result
+        info = result[4]
+    return None
+
+
 class _Checker:
     def __init__(self, source: EnvSource, *, steps: int, seed: int, atol: float | None, env_kwargs: dict[str, Any]):
         self.steps = steps
@@ -830,7 +857,88 @@ class _Checker:
         finally:
             for item in (env, *copies):
                 item.close()
-        return "pass", f"{ended}; the next step raised"
+        problems, notes = self._step_after_end_wrapped(budget)
+        if problems:
+            return "fail", f"{ended}; the env refused the next step, but through a wrapper:\n" + "\n".join(problems) + (
+                "\nA wrapper that answers a step itself (a malformed reply, its own truncation) must keep the "
+                "episode boundary too: derive it from verigym.core.EpisodeGuard"
+            )
+        return "pass", "; ".join([f"{ended}; the next step raised", *notes])
+
+    def _step_after_end_wrapped(self, budget: int) -> tuple[list[str], list[str]]:
+        """Step after the end through the wrappers that can answer a step without the env:
+        :class:`~verigym.wrappers.LanguageWrapper` (the env's end, then the wrapper's own
+        truncation after malformed replies) and, for envs that list action candidates,
+        :class:`~verigym.wrappers.CandidateActionWrapper`.
+
+        Returns:
+            ``(problems, notes)``: what ran on after the end, and what was checked or skipped.
+        """
+        from verigym.wrappers.language import LanguageWrapper
+        from verigym.wrappers.tensor_view import CandidateActionWrapper
+
+        problems: list[str] = []
+        notes: list[str] = []
+        garbage = "\u2603 not an action \u2603"
+        text_env = LanguageWrapper(self.factory())
+        try:
+            to_text = _reply_text(text_env)
+            if to_text is None:
+                notes.append("LanguageWrapper not checked: the env has its own parse_action but no action_text")
+            else:
+                inner = text_env.env
+                source = _ActionSource(inner, self.seed)
+                end = _play_to_end(text_env, lambda info: to_text(source(info)), self.seed, budget)
+                if end is None:
+                    notes.append(f"LanguageWrapper: no episode ended within {budget} steps")
+                else:
+                    how = "terminated" if end[2] else "truncated"
+                    valid = to_text(_ActionSource(inner, self.seed + 1, oracle=False)(end[4]))
+                    for label, reply in (("a malformed reply", garbage), ("a valid reply", valid)):
+                        if problem := _refuses_step(text_env, reply, f"LanguageWrapper, after the env {how} the episode, {label}"):
+                            problems.append(problem)
+                    notes.append("LanguageWrapper refused too")
+                limit = text_env.max_invalid_actions
+                if not text_env._native_text and limit is not None:
+                    _, info = text_env.reset(seed=self.seed + 1)
+                    result = None
+                    for _ in range(limit):
+                        result = text_env.step(garbage)
+                    if result is None or not result[3]:
+                        problems.append(f"LanguageWrapper did not truncate after {limit} malformed replies in a row")
+                    else:
+                        oracle = isinstance(text_env.unwrapped, OracleInterface)
+                        action = text_env.unwrapped.oracle_action() if oracle else _ActionSource(inner, self.seed, oracle=False)(info)
+                        label = f"LanguageWrapper, after its own truncation ({limit} malformed replies), {'the oracle' if oracle else 'a valid'} reply"
+                        if problem := _refuses_step(text_env, to_text(action), label):
+                            problems.append(problem)
+        finally:
+            text_env.close()
+        candidates = self._candidate_wrapper(CandidateActionWrapper)
+        if candidates is not None:
+            try:
+                end = _play_to_end(candidates, _ActionSource(candidates, self.seed, oracle=False), self.seed, budget)
+                if end is not None:
+                    how = "terminated" if end[2] else "truncated"
+                    for label, index in (("an index with no candidate", candidates.action_space.n), ("index 0", 0)):
+                        if problem := _refuses_step(candidates, index, f"CandidateActionWrapper, after the env {how} the episode, {label}"):
+                            problems.append(problem)
+                    notes.append("CandidateActionWrapper refused too")
+            finally:
+                candidates.close()
+        return problems, notes
+
+    def _candidate_wrapper(self, wrapper: type) -> gym.Env | None:
+        """A new env in ``wrapper`` (CandidateActionWrapper) when it is a text env that lists action
+        candidates, else ``None``."""
+        if not isinstance(self.action_space, spaces.Text):
+            return None
+        env = self.factory()
+        try:
+            return wrapper(env)
+        except ValueError:  # no candidates: no tensor view through this wrapper
+            env.close()
+            return None
 
     def close_twice(self) -> tuple[Status, str]:
         env = self.factory()

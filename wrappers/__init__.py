@@ -6,6 +6,10 @@
 * :class:`ActionDelay`, :class:`ObservationNoise`, :class:`DynamicsPerturbation` -- robustness
   variants (latency, sensor noise, per-episode mass/friction/damping scales).
 
+Every wrapper keeps the episode boundary of the envs (:class:`verigym.core.EpisodeGuard`): after a
+step returned ``terminated`` or ``truncated`` -- the env's end or one the wrapper decided -- ``step``
+raises :class:`verigym.core.EpisodeEndedError` until ``reset``.
+
 Names are imported lazily, so ``import verigym.wrappers`` stays cheap.
 """
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
+import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import RecordConstructorArgs
 
 from verigym.core import (
     ActionParseError,
+    EpisodeGuard,
     TextInterface,
     UnicodeText,
     action_error_info,
@@ -25,7 +27,7 @@ from verigym.textview import (
 __all__ = ["LanguageWrapper"]
 
 
-class LanguageWrapper(gym.Wrapper, RecordConstructorArgs):
+class LanguageWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
     """Turn any Gymnasium env into a Text -> Text env, for LLM agents.
 
     If the unwrapped env implements :class:`verigym.TextInterface`, its ``instructions``,
@@ -42,7 +44,15 @@ class LanguageWrapper(gym.Wrapper, RecordConstructorArgs):
     The step returns the previous observation text, reward ``invalid_action_reward``,
     ``info["action_error"]`` with the parser's message, and ``terminated=False``. After
     ``max_invalid_actions`` consecutive malformed actions the episode is truncated with
-    ``info["success"]=False`` and ``info["score"]=0.0``.
+    ``info["success"]=False`` and ``info["score"]=0.0``. (A natively text env handles its own
+    malformed replies: it is passed through unchanged.)
+
+    Episode end: after a step that returned ``terminated`` or ``truncated`` -- the inner env's end
+    or the wrapper's own truncation -- ``step`` raises :class:`verigym.core.EpisodeEndedError`
+    until ``reset`` (:class:`verigym.core.EpisodeGuard`, the base envs' mechanism), before the
+    reply is read: a finished episode can neither pay a valid reply nor charge a malformed one.
+    :meth:`instructions` tells the agent every way an episode ends (the env's own rules, the step
+    limit when the env or its ``TimeLimit`` has one, and the rule for malformed replies).
 
     Args:
         env: the env to wrap.
@@ -86,15 +96,51 @@ class LanguageWrapper(gym.Wrapper, RecordConstructorArgs):
 
     # -- the text view -------------------------------------------------------------------------
     def instructions(self) -> str:
-        """Rules and action format for the agent."""
+        """Rules and action format for the agent, ending with how an episode ends
+        (:meth:`episode_end_text`)."""
         if self._interface is not None:
-            return self._interface.instructions()
-        name = self.env.spec.id if self.env.spec is not None else type(self.env.unwrapped).__name__
-        return (
-            f"You are playing the environment {name}. "
-            f"{describe_observation_space(self.env.observation_space)} "
-            f"{describe_action_space(self.env.action_space)}"
-        )
+            rules = self._interface.instructions()
+        else:
+            name = self.env.spec.id if self.env.spec is not None else type(self.env.unwrapped).__name__
+            rules = (
+                f"You are playing the environment {name}. "
+                f"{describe_observation_space(self.env.observation_space)} "
+                f"{describe_action_space(self.env.action_space)}"
+            )
+        return f"{rules}\n{self.episode_end_text()}"
+
+    def step_limit(self) -> int | None:
+        """The most steps an episode lasts, or ``None`` when none is known.
+
+        The smallest of the env's own limit (``max_steps`` or ``max_turns`` of the unwrapped env,
+        the verigym convention) and Gymnasium's ``TimeLimit`` (``spec.max_episode_steps``).
+        """
+        limits = [getattr(self.env.unwrapped, name, None) for name in ("max_steps", "max_turns")]
+        if self.env.spec is not None:
+            limits.append(self.env.spec.max_episode_steps)
+        found = [int(v) for v in limits if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0]
+        return min(found) if found else None
+
+    def episode_end_text(self) -> str:
+        """Every way an episode ends, as one paragraph for the agent (part of :meth:`instructions`):
+        the task's own end, the step limit (:meth:`step_limit`) and, when the wrapper reads the
+        replies, the penalty for a malformed reply and the streak of them that ends the episode."""
+        limit = self.step_limit()
+        unit = "replies" if self._native_text else "moves"
+        parts = ["The episode ends when the task is solved or failed"]
+        if limit is not None:
+            parts.append(f", or after {limit} {unit} at most")
+        parts.append(".")
+        if not self._native_text:
+            parts.append(
+                f" A reply that is not a valid action changes nothing in the environment, is not counted as a move "
+                f"and gets reward {self.invalid_action_reward:g}"
+            )
+            if self.max_invalid_actions is not None:
+                streak = "one such reply" if self.max_invalid_actions == 1 else f"{self.max_invalid_actions} such replies in a row"
+                parts.append(f"; after {streak} the episode ends, unsolved (score 0)")
+            parts.append(".")
+        return "Episode end: " + "".join(parts)
 
     def observation_text(self, observation: Any) -> str:
         """The inner observation as text."""

@@ -4,7 +4,8 @@ Each wrapper does one thing, draws its randomness from its own generator seeded 
 passed to ``reset`` (so ``reset(seed=s)`` reproduces the perturbed episode exactly and the
 perturbation is independent of the task the env draws from the same seed), and records its
 settings in ``info["robustness"]`` (a dict, merged across stacked wrappers) on every ``reset`` and
-``step``. Stack them to combine::
+``step``. Each refuses a ``step`` after the episode ended until ``reset``
+(:class:`verigym.core.EpisodeGuard`), like the envs. Stack them to combine::
 
     env = DynamicsPerturbation(ObservationNoise(ActionDelay(gym.make("verigym/Reach-2Link-v0"), delay=2), std=0.01))
 
@@ -24,7 +25,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import RecordConstructorArgs
 
-from verigym.core import ActionParseError, action_error_info, coerce_action
+from verigym.core import ActionParseError, EpisodeGuard, action_error_info, coerce_action
 
 __all__ = ["ActionDelay", "DynamicsPerturbation", "ObservationNoise", "ROBUSTNESS"]
 
@@ -38,7 +39,7 @@ def _record(info: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     return info
 
 
-class _SeededWrapper(gym.Wrapper, RecordConstructorArgs):
+class _SeededWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
     """A wrapper with its own generator, reseeded from the ``seed`` of ``reset``.
 
     ``SALT`` separates the streams of different wrapper kinds stacked on one env.
@@ -56,7 +57,7 @@ class _SeededWrapper(gym.Wrapper, RecordConstructorArgs):
             self._rng = np.random.default_rng(np.random.SeedSequence([int(seed) & 0xFFFFFFFF, self.SALT]))
 
 
-class ActionDelay(gym.Wrapper, RecordConstructorArgs):
+class ActionDelay(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
     """Execute each action ``delay`` steps after the agent chose it (actuation latency).
 
     The first ``delay`` steps of an episode execute ``noop_action`` (default: zeros clipped into a

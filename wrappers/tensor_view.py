@@ -9,7 +9,9 @@
 * :class:`ScreenshotClickWrapper` -- GUI envs as pixels in, ``Discrete`` clicks out (a click grid
   or the page's actionable elements), for SB3's ``CnnPolicy`` and other pixel agents.
 
-The same seed gives the same task and the same reward in both views.
+The same seed gives the same task and the same reward in both views. Like the envs, each wrapper
+refuses a ``step`` after the episode ended (:class:`verigym.core.EpisodeGuard`) until ``reset``,
+also where it answers an invalid index itself without stepping the env.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from verigym.core import (
     ACTION_CANDIDATES,
     ACTION_MASK,
     ActionParseError,
+    EpisodeGuard,
     action_error_info,
     coerce_action,
 )
@@ -37,7 +40,7 @@ from verigym.envs.text.base import CANDIDATE_MASK
 __all__ = ["CandidateActionWrapper", "HashedNGramObservation", "ScreenshotClickWrapper", "hashed_ngrams"]
 
 
-class CandidateActionWrapper(gym.Wrapper, RecordConstructorArgs):
+class CandidateActionWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
     """``Discrete`` actions over a text env's candidate answers, masked to the moves legal now.
 
     Action ``i`` submits ``candidates[i]``, where ``candidates`` is the list the env put in
@@ -135,6 +138,11 @@ class CandidateActionWrapper(gym.Wrapper, RecordConstructorArgs):
         mask[: len(self._legal)] = self._legal
         return mask
 
+    def action_masks(self) -> np.ndarray:
+        """``bool`` array of shape ``(max_candidates,)``: :meth:`action_mask` under the name
+        sb3-contrib's ``MaskablePPO`` calls (no ``ActionMasker`` needed)."""
+        return self.action_mask().astype(bool)
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         observation, info = self.env.reset(seed=seed, options=options)
         self._last_obs = observation
@@ -178,7 +186,7 @@ def hashed_ngrams(text: str, dim: int, ngram_range: tuple[int, int] = (1, 2)) ->
     return vector
 
 
-class HashedNGramObservation(gym.ObservationWrapper, RecordConstructorArgs):
+class HashedNGramObservation(EpisodeGuard, gym.ObservationWrapper, RecordConstructorArgs):
     """A fixed-size numeric observation for text envs: hashed word n-grams.
 
     Observation space: ``Box(-1, 1, shape=(dim,), float32)``, see :func:`hashed_ngrams`.
@@ -210,7 +218,7 @@ class HashedNGramObservation(gym.ObservationWrapper, RecordConstructorArgs):
         return hashed_ngrams(observation, self.dim, self.ngram_range)
 
 
-class ScreenshotClickWrapper(gym.Wrapper, RecordConstructorArgs):
+class ScreenshotClickWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
     """The tensor view of GUI envs, for pixel-based RL agents (SB3 ``CnnPolicy``, CleanRL's Atari nets).
 
     Observation: the screenshot, ``Box(0, 255, (height, width, 3), uint8)`` (channel-last RGB),
@@ -309,6 +317,11 @@ class ScreenshotClickWrapper(gym.Wrapper, RecordConstructorArgs):
         mask = np.zeros(self.max_elements, dtype=np.int8)
         mask[: min(self._elements, self.max_elements)] = 1
         return mask
+
+    def action_masks(self) -> np.ndarray:
+        """``bool`` array of shape ``(n,)``: :meth:`action_mask` under the name sb3-contrib's
+        ``MaskablePPO`` calls (no ``ActionMasker`` needed)."""
+        return self.action_mask().astype(bool)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         observation, info = self.env.reset(seed=seed, options=options)
