@@ -269,3 +269,23 @@ def test_the_limit_is_the_worker_cpu_time_not_the_machine_load():
         assert time.perf_counter() - start < 0.5 * WALL_CLOCK_FACTOR + 0.5
     finally:
         worker._kill()
+
+
+def test_symbolic_equal_parses_the_answer_whole_and_refuses_unevaluated_constructs():
+    """Not a piece of the answer (math-verify's free-text extraction took ``2`` of ``2\\sqrt{2}``),
+    not the question restated (a sum, limit or integral left unevaluated), not another variable."""
+    refused = [
+        ("2\\sqrt{2}", "2"), ("3x+2", "3"), ("2^{10}", "2"), ("not 10", "10"), ("the answer is 10", "10"),
+        ("\\sum_{k=1}^{10} k", "55"), ("\\sum_{k=1}^{10} k", "1"), ("\\prod_{k=1}^{4} k", "24"),
+        ("\\lim_{x\\to 0} x+10", "10"), ("\\int_0^1 x\\,dx", "\\frac{1}{2}"), ("\\frac{d}{dx} x^2", "2x"),
+        ("Sum(k, (k, 1, 10))", "55"), ("Limit(1/x, x, oo)", "0"), ("Integral(x, (x, 0, 1))", "1/2"),
+        ("y=3", "x=3"),
+    ]
+    for answer, reference in refused:
+        assert not symbolic_equal(answer, reference, timeout=30.0), (answer, reference)
+    accepted = [
+        ("55", "55"), ("55.", "55"), ("x=3", "3"), ("x = 3", "x=3"), ("2\\sqrt{2}", "\\sqrt{8}"), ("1024", "2^{10}"),
+        ("\\dfrac{1}{2}", "0.5"), ("2x", "\\frac{d}{dx} x^2"), ("\\sum_{k=1}^{n} k", "\\sum_{k=1}^{n} k"),
+    ]
+    for answer, reference in accepted:
+        assert symbolic_equal(answer, reference, timeout=30.0), (answer, reference)

@@ -652,11 +652,45 @@ def call_bounded(function: Callable[..., Any], *args: Any, timeout: float = 2.0)
     return _WORKER.call(function, args, timeout)
 
 
+_TRAILING_STOP = re.compile(r"\.\s*$")
+
+
+def _parse_whole(text: str) -> list[Any]:
+    """math-verify's parse of ``text`` as one LaTeX expression (``$text$``), never of a fragment.
+
+    ``math_verify.parse`` alone extracts an answer from free text: from an answer already extracted
+    it would take a piece (``2`` of ``2\\sqrt{2}``, ``3`` of ``3x+2``, ``1`` of ``\\sum_{k=1}^{10} k``).
+    """
+    from math_verify import LatexExtractionConfig, parse
+
+    return parse(f"${_TRAILING_STOP.sub('', text.strip())}$", extraction_config=[LatexExtractionConfig()])
+
+
+_UNEVALUATED = ("Sum", "Product", "Limit", "Integral", "Derivative")
+"""sympy constructs that state a computation instead of its value"""
+
+
+def _unevaluated(parsed: list[Any]) -> set[str]:
+    import sympy
+
+    kinds = [getattr(sympy, name) for name in _UNEVALUATED]
+    return {kind.__name__ for item in parsed if isinstance(item, sympy.Basic) for kind in kinds if item.has(kind)}
+
+
 def _math_verify_equal(answer: str, reference: str) -> bool:
+    import sympy
     from math_verify import parse, verify
 
     # math_verify's own signal-based timeouts work here: this is the worker's main thread.
-    return bool(verify(parse(reference), parse(answer)))
+    target = _parse_whole(answer)
+    if not any(isinstance(item, (sympy.Basic, sympy.MatrixBase)) for item in target):
+        return False  # not one expression: text, or sympy code such as "Sum(k, (k, 1, 10))"
+    gold = _parse_whole(reference)
+    if not any(isinstance(item, (sympy.Basic, sympy.MatrixBase)) for item in gold):
+        gold = parse(reference)  # the reference is trusted: its free-text form is fine
+    if _unevaluated(target) - _unevaluated(gold):
+        return False  # "\\sum_{k=1}^{10} k" for 55: the question restated, not answered
+    return bool(verify(gold, target))
 
 
 def symbolic_equal(answer: str, reference: str, *, timeout: float = 2.0, max_length: int = 1000) -> bool:
@@ -667,6 +701,22 @@ def symbolic_equal(answer: str, reference: str, *, timeout: float = 2.0, max_len
     deeper than :data:`MAX_BRACE_DEPTH`, a hedge in any spelling (a hedge word or ``\\pm`` the
     reference does not use, or two or more :func:`alternatives`, e.g. ``[41, 42]`` or
     ``\\text{41 or 42}``), a parse failure or a timeout all count as *not equal*.
+
+    The answer is parsed whole, as one LaTeX (or plain math) expression, never searched for a piece
+    that matches (``2\\sqrt{2}`` is not ``2``, ``3x+2`` is not ``3``). An answer that leaves a sum,
+    product, limit, integral or derivative unevaluated where the reference has none is not equal
+    (``\\sum_{k=1}^{10} k`` is not ``55``). Equations follow math-verify: ``x=3`` equals ``3`` (an
+    assignment gives its value), but against an equation the variables must match (``y=3`` is not
+    ``x=3``).
+
+    Args:
+        answer: the agent's final answer (already extracted, e.g. by :func:`extract_answer`).
+        reference: the oracle answer (trusted).
+        timeout: CPU seconds the comparison may take in the verifier worker.
+        max_length: longer answers are refused unparsed.
+
+    Raises:
+        TypeError: ``answer`` or ``reference`` is not a str.
     """
     if not isinstance(answer, str) or not isinstance(reference, str):
         raise TypeError("symbolic_equal takes two str")
