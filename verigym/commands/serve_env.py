@@ -20,8 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="TCP port (0 picks a free one; the URL is printed)")
     parser.add_argument("--max-sessions", type=int, default=1024, help="open sessions at most; one more is refused with CAPACITY_REACHED")
     parser.add_argument("--idle-timeout", type=float, default=600.0, help="seconds without a message before a session is closed (0: never)")
-    parser.add_argument("--step-timeout", type=float, default=120.0, help="seconds a GUI/sandbox/MuJoCo call may take before its session ends (0: no limit)")
-    parser.add_argument("--workers", type=int, default=32, help="worker threads for GUI/sandbox/MuJoCo sessions (one each) at most")
+    parser.add_argument("--step-timeout", type=float, default=120.0, help="seconds one env call (make/reset/step) may take before its session ends and its env is closed, sandbox processes killed (0: no limit)")
+    parser.add_argument("--workers", type=int, default=32, help="threads of each pool at most: text/grid/multi-agent calls share one, GUI/sandbox/MuJoCo sessions are pinned to the other's")
     parser.add_argument("--max-message-bytes", type=int, default=16 << 20, help="larger frames get MESSAGE_TOO_LARGE")
     parser.add_argument("--allow-kwargs", default="", metavar="NAME,...",
                         help="constructor kwargs clients may set beyond those each env declares client-settable "

@@ -629,6 +629,8 @@ class PythonSandbox:
         self._replay: list[str] = []
         self._restarted: str | None = None
         self.calls = 0
+        self._caller: threading.Thread | None = None  # the thread inside a call, if any
+        self._aborted = False  # closed from another thread during a call: no call runs again
 
     # -- pickling: drop the process, keep the notebook ------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -792,7 +794,23 @@ class PythonSandbox:
         self._replay.clear()
 
     def close(self) -> None:
-        """Kill every worker tree of this sandbox and release its cgroups (idempotent)."""
+        """Kill every worker tree of this sandbox and release its cgroups (idempotent).
+
+        Safe from another thread while a call runs (a server ending a session that overran its
+        step timeout): the running tree is killed at once, the call returns ``killed="died"`` and
+        reaps it, and every later call raises :class:`SandboxError`.
+        """
+        caller = self._caller
+        if caller is not None and caller is not threading.current_thread():
+            self._aborted = True
+            worker = self._worker
+            if worker is not None:
+                worker.signal_kill()  # the calling thread sees the tree die, then reaps it
+            self._join_renewal()
+            spare, self._spare = self._spare, None
+            if spare is not None:
+                spare.kill()
+            return
         self._join_renewal()
         for name in ("_worker", "_spare"):
             worker = getattr(self, name, None)
@@ -836,11 +854,26 @@ class PythonSandbox:
         return worker
 
     def _request(self, message: dict[str, Any], timeout: float | None) -> ExecResult:
+        if self._aborted:
+            raise SandboxError("this sandbox was closed while a call ran (its owner gave up on it); make a new one")
         self.calls += 1
-        worker = self._ready_worker()
-        worker.used = True
-        worker.resume()
-        result = worker.exchange(message, timeout=self.limits.timeout_s if timeout is None else float(timeout))
+        self._caller = threading.current_thread()
+        try:
+            worker = self._ready_worker()
+            if self._aborted:
+                raise SandboxError("this sandbox was closed while it started; make a new one")
+            worker.used = True
+            worker.resume()
+            result = worker.exchange(message, timeout=self.limits.timeout_s if timeout is None else float(timeout))
+        except BaseException:
+            if self._aborted:
+                self._kill_current()
+            raise
+        finally:
+            self._caller = None
+        if self._aborted:  # closed meanwhile: its tree was killed; reap it, start nothing
+            self._kill_current()
+            return result
         if result.killed:
             worker.kill()
             self._worker = None
@@ -850,6 +883,11 @@ class PythonSandbox:
             worker.kill()
             self._worker = None
         return result
+
+    def _kill_current(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.kill()
 
 
 def check_available() -> None:

@@ -34,23 +34,33 @@ HTTP: ``GET /health``, ``GET /metadata``, ``GET /schema[?env_id=...&kwargs=<json
 ``POST /reset`` (stateless, as in OpenEnv: build, reset, close), ``POST /step`` (HTTP has no
 session: a 409 protocol error that points to ``/ws``), ``GET /state``.
 
-Concurrency: text, grid and multi-agent-seat sessions run on the event loop (no thread of their
-own; their verifiers are bounded in time). Any other env (GUI, tool sandbox, MuJoCo, third-party
-ids) is pinned for its whole life to one thread of a pool of at most ``workers`` long-lived
-threads (Playwright objects are thread-bound; a thread's Chromium serves all its GUI sessions), the
-least-loaded one, so up to ``workers`` such sessions each have a thread to themselves. Only those
-calls are bounded by ``step_timeout``: a call that overruns ends its session and retires its
-thread from the pool (a fresh thread takes its place; the stuck one exits when the call returns).
+Concurrency: the event loop never runs an env call (make, reset, step, text, close), so it
+answers ``/health`` while any session computes. Text, grid and multi-agent-seat sessions run their
+calls on a shared pool of at most ``workers`` threads (any free thread takes the next call; their
+verifiers and generators are bounded in a worker process of their own). Any other env (GUI, tool
+sandbox, MuJoCo, third-party ids) is pinned for its whole life to one thread of a second pool of at
+most ``workers`` long-lived threads (Playwright objects are thread-bound; a thread's Chromium serves
+all its GUI sessions), the least-loaded one. Every call is bounded by ``step_timeout``: a call that
+overruns ends its session, its env is closed at once from another thread (a tool env's sandbox
+tree is killed, so the stuck call returns), and a pinned thread is retired from the pool (a fresh
+thread takes its place; the stuck one exits when the call returns). ``/health`` counts the calls
+still running for ended sessions as ``stuck_workers``. A native crash (segfault) of an env takes
+the whole server process down: see "Isolation" in ``docs/design.md``.
 
-Security: a token, when configured, is required on every HTTP request and WebSocket upgrade, as
-``Authorization: Bearer <token>``, HTTP Basic auth with the token as password (what a
-``ws://user:<token>@host`` URL sends, so OpenEnv's client works unchanged) or ``?token=``.
+Security: a token, when configured, is required on every HTTP request and WebSocket upgrade, in
+one ``Authorization`` header: ``Bearer <token>`` or HTTP Basic auth with the token as password
+(what a ``ws://user:<token>@host`` URL sends, so OpenEnv's client works unchanged). Nothing else
+(a query string, a second header) carries it. A client address that sends
+:data:`AUTH_FAILURE_LIMIT` wrong tokens within :data:`AUTH_WINDOW_SECONDS` gets 429 for every
+request until the window ends (at most :data:`AUTH_TRACKED_ADDRESSES` addresses are remembered).
+``/schema`` answers are cached for the :data:`SCHEMA_CACHE_SIZE` most recent (id, kwargs) pairs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import contextlib
 import hmac
 import json
@@ -60,6 +70,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,12 +79,27 @@ import gymnasium as gym
 
 from verigym.serve.wire import WireError, decode, encode, space_json_schema, space_to_json
 
-__all__ = ["INLINE_FAMILIES", "ServeConfig", "create_app"]
+__all__ = ["AUTH_FAILURE_LIMIT", "AUTH_TRACKED_ADDRESSES", "AUTH_WINDOW_SECONDS", "INLINE_FAMILIES", "SCHEMA_CACHE_SIZE",
+           "ServeConfig", "create_app"]
 
 logger = logging.getLogger(__name__)
 
 INLINE_FAMILIES = frozenset({"text", "grid", "multiagent"})
-"""Families whose envs are stepped on the event loop; all others run on the worker pool."""
+"""Families whose env calls run on the shared thread pool (any free thread); all others are pinned
+to one thread of the worker pool for their whole life."""
+
+SCHEMA_CACHE_SIZE = 128
+"""``/schema`` answers kept (least recently used dropped first): one per (env id, kwargs) pair."""
+
+AUTH_FAILURE_LIMIT = 10
+"""Wrong or missing tokens one client address may send per :data:`AUTH_WINDOW_SECONDS`; past
+that every request from it gets 429 until the window ends."""
+
+AUTH_WINDOW_SECONDS = 60.0
+"""Seconds over which :data:`AUTH_FAILURE_LIMIT` counts (from an address's first failure)."""
+
+AUTH_TRACKED_ADDRESSES = 4096
+"""Client addresses with failures remembered at most (the oldest is forgotten first)."""
 
 _RECOVERABLE = (TypeError, ValueError, LookupError, NotImplementedError, RuntimeError, gym.error.Error)
 """Errors an env raises on purpose (bad argument, step after the end, ...): the session goes on."""
@@ -90,11 +116,13 @@ class ServeConfig:
         max_sessions: open WebSocket sessions at most; one more gets ``CAPACITY_REACHED``.
         idle_timeout: seconds without a message after which a session is closed
             (``IDLE_TIMEOUT``); 0 disables.
-        step_timeout: seconds a make/reset/step of a worker-thread env may take before its session
-            ends with ``STEP_TIMEOUT``; 0 disables.
+        step_timeout: seconds one make/reset/step/text call of any env may take before its
+            session ends with ``STEP_TIMEOUT`` and its env is closed (a sandbox tree is killed);
+            0 disables.
         token: required credential (``None``: none; mandatory for a non-loopback host).
         max_message_bytes: larger frames get ``MESSAGE_TOO_LARGE`` (the session goes on).
-        workers: threads of the pool that runs GUI/sandbox/MuJoCo/third-party envs.
+        workers: threads of each of the two pools: the one that runs text/grid/multi-agent
+            calls and the one whose threads GUI/sandbox/MuJoCo/third-party sessions are pinned to.
         allow_kwargs: constructor parameters clients may set beyond those the env declares
             client-settable (``--allow-kwargs``; see :func:`verigym.registration.untrusted_kwargs`);
             declared bounds still apply, and ``unsafe`` is never accepted.
@@ -275,6 +303,7 @@ class _Session:
     last_active: float = field(default_factory=time.monotonic)
     busy: bool = False  # a message is being handled (never reaped meanwhile)
     close_reason: ProtocolError | None = None
+    timed_out: bool = False  # a call overran --step-timeout: the env is closed at once, not after it
 
 
 class _Server:
@@ -292,7 +321,10 @@ class _Server:
         self.families = {r.id: r.family for r in rows() if r.api == "gymnasium"}
         self.sessions: dict[str, tuple[_Session, Any]] = {}
         self.pool = _Pool(config.workers)
-        self.schema_cache: dict[tuple[str, str], dict[str, Any]] = {}
+        self.inline_pool = concurrent.futures.ThreadPoolExecutor(config.workers, thread_name_prefix="verigym-env-call")
+        self.abandoned: set[concurrent.futures.Future] = set()  # calls of ended sessions still running
+        self.schema_cache: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+        self.auth_failures = _FailureLimiter(AUTH_FAILURE_LIMIT, AUTH_WINDOW_SECONDS, AUTH_TRACKED_ADDRESSES)
         self.reaper: asyncio.Task | None = None
         self.steps = 0
 
@@ -324,18 +356,41 @@ class _Server:
 
     # --- running env calls -------------------------------------------------------------------
     async def call(self, session: _Session, fn: Callable, *args: Any) -> Any:
+        """``fn(*args)`` off the event loop: on the session's pinned thread, else on the shared pool.
+
+        Raises:
+            ProtocolError: ``STEP_TIMEOUT`` (fatal) when the call overruns ``step_timeout``; the
+                session is marked so that :meth:`drop_env` closes its env at once.
+        """
+        pending: concurrent.futures.Future | None = None
         if session.worker is None:
-            return fn(*args)
-        future = session.worker.run(fn, *args)
+            pending = self.inline_pool.submit(fn, *args)
+            future: asyncio.Future = asyncio.wrap_future(pending)
+        else:
+            future = session.worker.run(fn, *args)
         timeout = self.config.step_timeout or None
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout)
         except asyncio.TimeoutError:
-            future.cancel()
-            self.pool.retire(session.worker)
+            session.timed_out = True
+            future.cancel()  # a shared-pool call that has not started is cancelled with it
+            if pending is None:
+                self.pool.retire(session.worker)
+            elif not pending.done():  # running: counted as stuck until it returns
+                self.abandoned.add(pending)
+                pending.add_done_callback(self.abandoned.discard)
             raise ProtocolError(
-                "STEP_TIMEOUT", f"the env did not answer within --step-timeout {self.config.step_timeout:g} s; this session is closed (the env is abandoned)", fatal=True
+                "STEP_TIMEOUT", f"the env did not answer within --step-timeout {self.config.step_timeout:g} s; this session is closed and its env with it", fatal=True
             ) from None
+
+    def decode(self, value: Any) -> Any:
+        """:func:`verigym.serve.wire.decode` with arrays of at most 4x ``max_message_bytes``
+        declared: a short frame cannot make the server allocate more than a full one could."""
+        return decode(value, max_bytes=4 * self.config.max_message_bytes)
+
+    def stuck_calls(self) -> int:
+        """Env calls still running for sessions that ended on ``STEP_TIMEOUT``."""
+        return self.pool.retired + sum(1 for f in list(self.abandoned) if not f.done())
 
     def checked_kwargs(self, env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         """A client's decoded kwargs, refused with ``INVALID_KWARGS`` unless the env declares them
@@ -343,7 +398,7 @@ class _Server:
         from verigym.registration import KwargsRefused, untrusted_kwargs
 
         try:
-            return untrusted_kwargs(env_id, decode(kwargs), allow=self.config.allow_kwargs)
+            return untrusted_kwargs(env_id, self.decode(kwargs), allow=self.config.allow_kwargs)
         except WireError as exc:
             raise ProtocolError("VALIDATION_ERROR", f"kwargs: {exc}") from None
         except KwargsRefused as exc:
@@ -376,14 +431,19 @@ class _Server:
         session.reset_done = False
 
     async def drop_env(self, session: _Session) -> None:
+        """Close the session's env off the event loop: after its pending calls, or at once from a
+        thread of its own when a call overran (that call is stuck; closing kills its work)."""
         env, worker = session.env, session.worker
         session.env, session.worker, session.reset_done = None, None, False
-        if worker is not None:
-            if env is not None:
+        if env is not None:
+            if session.timed_out:
+                threading.Thread(target=_quiet(env.close), name="verigym-env-close", daemon=True).start()
+            elif worker is not None:
                 worker.later(env.close)
+            else:
+                self.inline_pool.submit(_quiet(env.close))
+        if worker is not None:
             self.pool.release(worker)
-        elif env is not None:
-            _quiet(env.close)()
 
     # --- protocol ------------------------------------------------------------------------------
     async def handle(self, session: _Session, message: dict[str, Any]) -> str | None:
@@ -418,7 +478,7 @@ class _Server:
         kwargs = data.get("kwargs", json.loads(session.kwargs_key) if session.env is not None and "env_id" not in data else None)
         await self.make(session, env_id, kwargs)
         try:
-            options = decode(data.get("options"))
+            options = self.decode(data.get("options"))
         except WireError as exc:
             raise ProtocolError("VALIDATION_ERROR", f"options: {exc}") from None
         observation, info = await self.guarded(session, session.env.reset, seed, options, reset=True)
@@ -433,7 +493,7 @@ class _Server:
         if "action" not in data:
             raise ProtocolError("VALIDATION_ERROR", "a step needs data.action (text, number, nested list or an encoded array)")
         try:
-            action = decode(data["action"])
+            action = self.decode(data["action"])
         except WireError as exc:
             raise ProtocolError("VALIDATION_ERROR", f"action: {exc}") from None
         observation, reward, terminated, truncated, info = await self.guarded(session, session.env.step, action)
@@ -455,7 +515,7 @@ class _Server:
         if method not in _TEXT_METHODS or not isinstance(inner, TextInterface) or not callable(getattr(inner, method, None)):
             raise ProtocolError("VALIDATION_ERROR", f"{session.env_id} has no text method {method!r}")
         try:
-            args = () if method == "instructions" else (decode(data.get("value")),)
+            args = () if method == "instructions" else (self.decode(data.get("value")),)
         except WireError as exc:
             raise ProtocolError("VALIDATION_ERROR", f"value: {exc}") from None
         value = await self.guarded(session, getattr(inner, method), *args)
@@ -528,23 +588,63 @@ def _is_text_interface(env: gym.Env) -> bool:
     return isinstance(env.unwrapped, TextInterface)
 
 
-def _authorized(token: str | None, headers: dict[bytes, bytes], query: bytes) -> bool:
-    if token is None:
-        return True
-    expected = token.encode()
-    given = headers.get(b"authorization", b"")
-    candidates = []
-    if given[:7].lower() == b"bearer ":
-        candidates.append(given[7:].strip())
-    elif given[:6].lower() == b"basic ":
+def _authorized(token: str, headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether the request carries ``token`` in exactly one ``Authorization`` header (Bearer, or
+    Basic with the token as password: what URL userinfo becomes); a query string never counts."""
+    given = [value for name, value in headers if name.lower() == b"authorization"]
+    if len(given) != 1:
+        return False
+    (value,) = given
+    if value[:7].lower() == b"bearer ":
+        candidate = value[7:].strip()
+    elif value[:6].lower() == b"basic ":
         try:
-            candidates.append(base64.b64decode(given[6:].strip(), validate=True).partition(b":")[2])
+            candidate = base64.b64decode(value[6:].strip(), validate=True).partition(b":")[2]
         except ValueError:
-            pass
-    from urllib.parse import parse_qs
+            return False
+    else:
+        return False
+    return hmac.compare_digest(candidate, token.encode())
 
-    candidates += [v.encode() for v in parse_qs(query.decode("latin-1")).get("token", [])]
-    return any(hmac.compare_digest(c, expected) for c in candidates)
+
+class _FailureLimiter:
+    """Failed logins per client address in a fixed window; bounded memory (oldest forgotten first).
+
+    Args:
+        limit: failures an address may have per window before :meth:`blocked` says so.
+        window: seconds from an address's first failure until its count starts over.
+        capacity: addresses remembered at most.
+    """
+
+    def __init__(self, limit: int, window: float, capacity: int) -> None:
+        self.limit, self.window, self.capacity = limit, window, capacity
+        self._failures: OrderedDict[str, tuple[float, int]] = OrderedDict()  # address -> (window start, count)
+
+    def _current(self, address: str, now: float) -> int:
+        entry = self._failures.get(address)
+        if entry is None:
+            return 0
+        if now - entry[0] >= self.window:
+            del self._failures[address]
+            return 0
+        return entry[1]
+
+    def blocked(self, address: str) -> float:
+        """Seconds ``address`` must wait (0.0: not blocked)."""
+        now = time.monotonic()
+        if self._current(address, now) < self.limit:
+            return 0.0
+        return max(0.0, self._failures[address][0] + self.window - now)
+
+    def fail(self, address: str) -> None:
+        """Count one failure of ``address``."""
+        now = time.monotonic()
+        count = self._current(address, now)
+        start = self._failures[address][0] if count else now
+        self._failures[address] = (start, count + 1)
+        self._failures.move_to_end(address)
+        while len(self._failures) > self.capacity:
+            self._failures.popitem(last=False)
 
 
 def create_app(config: ServeConfig | None = None) -> Any:
@@ -628,12 +728,9 @@ def create_app(config: ServeConfig | None = None) -> Any:
             except Exception:  # noqa: BLE001 - already closed
                 pass
 
-    def refuse() -> JSONResponse:
-        return JSONResponse({"detail": "missing or wrong token (send Authorization: Bearer <token>)"}, status_code=401)
-
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "healthy", "sessions": len(server.sessions), "max_sessions": config.max_sessions,
-                             "workers": len(server.pool.workers), "stuck_workers": server.pool.retired, "steps": server.steps})
+                             "workers": len(server.pool.workers), "stuck_workers": server.stuck_calls(), "steps": server.steps})
 
     async def metadata(request: Request) -> JSONResponse:
         from verigym import __version__
@@ -650,7 +747,9 @@ def create_app(config: ServeConfig | None = None) -> Any:
             if not isinstance(kwargs, dict):
                 raise ProtocolError("VALIDATION_ERROR", "kwargs must be a JSON object")
             key = (env_id, json.dumps(kwargs, sort_keys=True))
-            if key not in server.schema_cache:
+            if key in server.schema_cache:
+                server.schema_cache.move_to_end(key)
+            else:
                 session = _Session("schema")
                 try:
                     await server.make(session, env_id, kwargs)
@@ -668,6 +767,8 @@ def create_app(config: ServeConfig | None = None) -> Any:
                     "state": {"type": "object", "properties": {"episode_id": {"type": ["string", "null"]}, "step_count": {"type": "integer"},
                                                                "env_id": {"type": ["string", "null"]}}},
                 }
+                while len(server.schema_cache) > SCHEMA_CACHE_SIZE:
+                    server.schema_cache.popitem(last=False)
             return JSONResponse(server.schema_cache[key])
         except ProtocolError as exc:
             return JSONResponse({"detail": str(exc), "code": exc.code}, status_code=404 if exc.code == "UNKNOWN_ENV" else 400)
@@ -711,6 +812,7 @@ def create_app(config: ServeConfig | None = None) -> Any:
             for session, _ws in list(server.sessions.values()):
                 await server.drop_env(session)
             server.pool.shutdown()
+            server.inline_pool.shutdown(wait=False, cancel_futures=True)
 
     inner = Starlette(
         routes=[
@@ -728,13 +830,26 @@ def create_app(config: ServeConfig | None = None) -> Any:
 
     async def app(scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] in ("http", "websocket") and config.token is not None:
-            if not _authorized(config.token, dict(scope.get("headers") or ()), scope.get("query_string", b"")):
-                if scope["type"] == "websocket":
-                    await send({"type": "websocket.close", "code": 1008, "reason": "missing or wrong token"})
-                    return
-                await refuse()(scope, receive, send)
+            address = (scope.get("client") or ("unknown",))[0]
+            wait = server.auth_failures.blocked(address)
+            if wait:
+                await deny(scope, receive, send, 429, f"too many wrong tokens from {address}; retry in {wait:.0f} s",
+                           {"Retry-After": str(int(wait) + 1)})
+                return
+            if not _authorized(config.token, list(scope.get("headers") or ())):
+                server.auth_failures.fail(address)
+                await deny(scope, receive, send, 401, "missing or wrong token (send Authorization: Bearer <token>)", None)
                 return
         await inner(scope, receive, send)
+
+    async def deny(scope: dict, receive: Callable, send: Callable, status: int, detail: str, headers: dict[str, str] | None) -> None:
+        if scope["type"] == "websocket":
+            if "websocket.http.response" in (scope.get("extensions") or {}):  # refuse the upgrade with this status
+                await WebSocket(scope, receive, send).send_denial_response(JSONResponse({"detail": detail}, status_code=status, headers=headers))
+            else:
+                await send({"type": "websocket.close", "code": 1008, "reason": detail[:120]})
+            return
+        await JSONResponse({"detail": detail}, status_code=status, headers=headers)(scope, receive, send)
 
     app.state = inner.state  # type: ignore[attr-defined]
     return app

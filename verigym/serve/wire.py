@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import importlib
+import math
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,7 @@ from gymnasium import spaces
 
 __all__ = [
     "INLINE_ELEMENTS",
+    "MAX_DECODED_BYTES",
     "WireError",
     "decode",
     "encode",
@@ -47,6 +49,12 @@ __all__ = [
 
 INLINE_ELEMENTS = 4096
 """Arrays with at most this many elements are sent as nested lists, larger ones as base64."""
+
+MAX_DECODED_BYTES = 64 << 20
+"""Bytes that the arrays of one :func:`decode` call may declare (dtype itemsize x elements, summed
+over the payload) unless the caller gives another budget. Checked before anything is allocated:
+a short payload such as ``{"__ndarray__": ["a"], "dtype": "U200000000", "shape": [1]}`` declares
+800 MB and is refused."""
 
 _TAGS = ("__tuple__", "__items__", "__ndarray__", "__bytes__", "__repr__", "__key__")
 _SPACE_MODULES = ("verigym.", "gymnasium.")
@@ -107,42 +115,110 @@ def _encode_array(array: np.ndarray) -> dict[str, Any]:
     return {"__ndarray__": base64.b64encode(data).decode("ascii"), "dtype": name, "shape": list(array.shape)}
 
 
-def decode(value: Any) -> Any:
+def decode(value: Any, *, max_bytes: int = MAX_DECODED_BYTES) -> Any:
     """Invert :func:`encode`.
 
     Args:
         value: parsed JSON (``json.loads`` output).
+        max_bytes: bytes that all arrays in ``value`` may declare together (itemsize times
+            elements), checked before each array is allocated.
 
     Returns:
         The original value with tuples, NumPy arrays (dtype and shape kept), NumPy scalars and
         bytes restored.
 
     Raises:
-        WireError: a tagged object is malformed (unknown dtype, data that does not fit the shape).
+        WireError: a tagged object is malformed (unknown dtype, data that does not fit the shape)
+            or its arrays declare more than ``max_bytes``.
     """
-    kind = type(value)
-    if kind is str or kind is int or kind is float or kind is bool or value is None:
-        return value
-    if kind is list:
-        return [decode(v) for v in value]
-    if kind is not dict:
-        raise WireError(f"cannot decode a {kind.__name__}")
-    if len(value) == 1:
-        ((tag, inner),) = value.items()
-        if tag == "__tuple__" and type(inner) is list:
-            return tuple(decode(v) for v in inner)
-        if tag == "__items__" and type(inner) is list:
+    return _Decoder(max_bytes).decode(value)
+
+
+class _Decoder:
+    """One :func:`decode` call: the walk over the payload and what is left of its byte budget."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.budget = self.left = int(max_bytes)
+
+    def decode(self, value: Any) -> Any:
+        kind = type(value)
+        if kind is str or kind is int or kind is float or kind is bool or value is None:
+            return value
+        if kind is list:
+            return [self.decode(v) for v in value]
+        if kind is not dict:
+            raise WireError(f"cannot decode a {kind.__name__}")
+        if len(value) == 1:
+            ((tag, inner),) = value.items()
+            if tag == "__tuple__" and type(inner) is list:
+                return tuple(self.decode(v) for v in inner)
+            if tag == "__items__" and type(inner) is list:
+                try:
+                    return {_hashable(self.decode(k)): self.decode(v) for k, v in inner}
+                except (TypeError, ValueError) as exc:
+                    if isinstance(exc, WireError):
+                        raise
+                    raise WireError(f"malformed __items__: {exc}") from None
+            if tag == "__bytes__" and type(inner) is str:
+                return _b64(inner)
+            if tag == "__repr__" and type(inner) is str:
+                return inner
+        if "__ndarray__" in value and value.keys() <= {"__ndarray__", "dtype", "shape"}:
+            return self.array(value)
+        return {(k[7:] if k.startswith("__key__") else k): self.decode(v) for k, v in value.items()}
+
+    def charge(self, count: int, itemsize: int, shape: list[int], dtype_name: str) -> None:
+        """Take ``count * itemsize`` bytes from the budget, or raise before anything is allocated."""
+        size = count * itemsize
+        if size > self.left:
+            raise WireError(
+                f"an __ndarray__ of shape {shape} and dtype {dtype_name} declares {size} bytes; "
+                f"a payload may declare {self.budget} bytes of arrays at most"
+            )
+        self.left -= size
+
+    def array(self, value: dict[str, Any]) -> Any:
+        data, dtype_name, shape = value["__ndarray__"], value.get("dtype"), value.get("shape")
+        if not isinstance(dtype_name, str) or not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
+            raise WireError("an __ndarray__ needs a dtype string and a shape list of non-negative ints")
+        if len(shape) > 32:
+            raise WireError(f"an __ndarray__ of {len(shape)} dimensions")
+        count = math.prod(shape)
+        if dtype_name == "object":
+            if type(data) is not list:
+                raise WireError("an object __ndarray__ needs a list")
+            self.charge(max(count, len(data)), np.dtype(object).itemsize, shape, dtype_name)
+            array = np.empty(len(data), dtype=object)
+            array[:] = [self.decode(v) for v in data]
             try:
-                return {_hashable(decode(k)): decode(v) for k, v in inner}
-            except (TypeError, ValueError) as exc:
-                raise WireError(f"malformed __items__: {exc}") from None
-        if tag == "__bytes__" and type(inner) is str:
-            return _b64(inner)
-        if tag == "__repr__" and type(inner) is str:
-            return inner
-    if "__ndarray__" in value and value.keys() <= {"__ndarray__", "dtype", "shape"}:
-        return _decode_array(value)
-    return {(k[7:] if k.startswith("__key__") else k): decode(v) for k, v in value.items()}
+                return array.reshape(shape)
+            except ValueError as exc:
+                raise WireError(str(exc)) from None
+        try:
+            dtype = np.dtype(dtype_name)
+        except TypeError:
+            raise WireError(f"unknown dtype {dtype_name!r}") from None
+        if dtype.kind not in "biufcU":
+            raise WireError(f"dtype {dtype_name!r} cannot be sent")
+        self.charge(max(count, 1), dtype.itemsize, shape, dtype_name)
+        try:
+            if type(data) is str:
+                raw = _b64(data)
+                if len(raw) != count * dtype.itemsize:
+                    raise WireError(f"{len(raw)} bytes do not fill shape {shape} of {dtype_name}")
+                return np.frombuffer(raw, dtype=dtype.newbyteorder("<")).astype(dtype, copy=True).reshape(shape)
+            if not shape:
+                if type(data) not in (int, float, bool):
+                    raise WireError("a NumPy scalar needs a number")
+                return dtype.type(data)
+            array = np.array(data, dtype=dtype)
+        except (ValueError, TypeError, OverflowError) as exc:
+            if isinstance(exc, WireError):
+                raise
+            raise WireError(f"bad __ndarray__ data: {exc}") from None
+        if list(array.shape) != shape:
+            raise WireError(f"__ndarray__ data of shape {list(array.shape)} does not match shape {shape}")
+        return array
 
 
 def _hashable(key: Any) -> Any:
@@ -154,46 +230,6 @@ def _b64(text: str) -> bytes:
         return base64.b64decode(text, validate=True)
     except (ValueError, TypeError) as exc:
         raise WireError(f"bad base64: {exc}") from None
-
-
-def _decode_array(value: dict[str, Any]) -> Any:
-    data, dtype_name, shape = value["__ndarray__"], value.get("dtype"), value.get("shape")
-    if not isinstance(dtype_name, str) or not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
-        raise WireError("an __ndarray__ needs a dtype string and a shape list of non-negative ints")
-    if len(shape) > 32:
-        raise WireError(f"an __ndarray__ of {len(shape)} dimensions")
-    if dtype_name == "object":
-        if type(data) is not list:
-            raise WireError("an object __ndarray__ needs a list")
-        array = np.empty(len(data), dtype=object)
-        array[:] = [decode(v) for v in data]
-        try:
-            return array.reshape(shape)
-        except ValueError as exc:
-            raise WireError(str(exc)) from None
-    try:
-        dtype = np.dtype(dtype_name)
-    except TypeError:
-        raise WireError(f"unknown dtype {dtype_name!r}") from None
-    if dtype.kind not in "biufcU":
-        raise WireError(f"dtype {dtype_name!r} cannot be sent")
-    try:
-        if type(data) is str:
-            count = int(np.prod(shape, dtype=np.int64))
-            raw = _b64(data)
-            if len(raw) != count * dtype.itemsize:
-                raise WireError(f"{len(raw)} bytes do not fill shape {shape} of {dtype_name}")
-            return np.frombuffer(raw, dtype=dtype.newbyteorder("<")).astype(dtype, copy=True).reshape(shape)
-        if not shape:
-            if type(data) not in (int, float, bool):
-                raise WireError("a NumPy scalar needs a number")
-            return dtype.type(data)
-        array = np.array(data, dtype=dtype)
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise WireError(f"bad __ndarray__ data: {exc}") from None
-    if list(array.shape) != shape:
-        raise WireError(f"__ndarray__ data of shape {list(array.shape)} does not match shape {shape}")
-    return array
 
 
 # ----------------------------------------------------------------------------------------------
@@ -254,11 +290,14 @@ def space_from_json(description: dict[str, Any]) -> spaces.Space:
             space: spaces.Space = spaces.Discrete(int(description["n"]), start=int(description["start"]))
         elif kind == "Box":
             dtype = np.dtype(description["dtype"])
+            _check_space_size(description["shape"], dtype.itemsize)
             space = spaces.Box(low=decode(description["low"]), high=decode(description["high"]), shape=tuple(description["shape"]), dtype=dtype)
         elif kind == "MultiDiscrete":
             space = spaces.MultiDiscrete(decode(description["nvec"]), dtype=np.dtype(description["dtype"]), start=decode(description["start"]))
         elif kind == "MultiBinary":
-            space = spaces.MultiBinary(description["n"])
+            n = description["n"]
+            _check_space_size(n if isinstance(n, list) else [n], 1)
+            space = spaces.MultiBinary(n)
         elif kind == "Text":
             space = spaces.Text(max_length=int(description["max_length"]), min_length=int(description["min_length"]), charset=description["charset"])
         elif kind == "Dict":
@@ -279,6 +318,14 @@ def space_from_json(description: dict[str, Any]) -> spaces.Space:
         restored.__dict__.update(space.__dict__)
         space = restored
     return space
+
+
+def _check_space_size(shape: Any, itemsize: int) -> None:
+    """Refuse a space shape whose bounds would take more than :data:`MAX_DECODED_BYTES`."""
+    if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape) or len(shape) > 32:
+        raise WireError(f"a space shape must be a list of at most 32 non-negative ints, got {str(shape)[:80]}")
+    if math.prod(shape) * itemsize > MAX_DECODED_BYTES:
+        raise WireError(f"a space of shape {shape} takes more than {MAX_DECODED_BYTES} bytes")
 
 
 def _space_class(name: Any, base: type) -> type | None:
