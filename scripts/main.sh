@@ -35,7 +35,7 @@ if [ "${VERIGYM_LLM:-1}" != 0 ] && python -c "import importlib.util as u, sys; s
   # waits while the server lives (the first run dequantizes the GGUF file once, ~2 minutes; cached
   # afterwards) with a progress line every 15 s; fails at once, with the log's last lines, if it exits
   python scripts/wait_for_server.py "http://127.0.0.1:$port/health" --pid "$server" \
-    --log "$out/serve-smollm2.log" --name "the model server (verigym serve smollm2)" --timeout "${VERIGYM_LLM_START_TIMEOUT:-1800}"
+    --log "$out/serve-smollm2.log" --name "the model server" --timeout "${VERIGYM_LLM_START_TIMEOUT:-1800}"
   verigym eval --agent "openai:http://127.0.0.1:$port/v1#smollm2?max_tokens=48&temperature=0&timeout=120&max_retries=0&families=text,tool,gui" \
     --suite "$suite" --out "$out" --resume --workers "${VERIGYM_LLM_WORKERS:-12}" --time-limit-scale 4
   kill "$server" 2>/dev/null || true

@@ -69,28 +69,33 @@ def _imports(code: str) -> set[str]:
     return found - set(sys.stdlib_module_names) - {"verigym"}
 
 
-def _distribution(module: str) -> str:
-    """The distribution that provides top-level ``module`` (its own name when not installed)."""
+def _distribution(module: str) -> str | None:
+    """The installed distribution that provides top-level ``module`` (None: not installed)."""
     providers = importlib.metadata.packages_distributions().get(module, [])
-    return canonicalize_name(providers[0] if providers else module)
+    return canonicalize_name(providers[0]) if providers else None
 
 
 def test_every_readme_import_is_declared_by_the_tested_extras():
     """Each third-party module a README block imports comes from a core dependency or an extra
     scripts/test.sh installs (the test command runs every block in that environment)."""
     project = _project()
-    declared = _names(project["dependencies"])
-    for extra in _default_extras("setup.sh"):
-        declared |= _names(project["optional-dependencies"][extra])
-    missing = {}
-    for block in readme_blocks(README.read_text(encoding="utf-8")):
-        for module in _imports(block.code):
-            if _distribution(module) not in declared:
-                missing.setdefault(f"README.md:{block.line}", []).append(f"{module} ({_distribution(module)})")
-    assert not missing, f"README blocks import packages no installed extra declares: {missing}"
     # the SB3/SuperSuit examples: their packages come with the test extra (and the bench extra)
     for extra in ("test", "bench"):
         assert {"stable-baselines3", "supersuit"} <= _names(project["optional-dependencies"][extra])
+    declared = _names(project["dependencies"])
+    for extra in _default_extras("setup.sh"):
+        declared |= _names(project["optional-dependencies"][extra])
+    missing, absent = {}, set()
+    for block in readme_blocks(README.read_text(encoding="utf-8")):
+        for module in _imports(block.code):
+            distribution = _distribution(module)
+            if distribution is None:
+                absent.add(module)  # which package provides it is known only once it is installed
+            elif distribution not in declared:
+                missing.setdefault(f"README.md:{block.line}", []).append(f"{module} ({distribution})")
+    assert not missing, f"README blocks import packages no extra that scripts/test.sh installs declares: {missing}"
+    if absent:
+        pytest.skip(f"not installed here, so not checked: {sorted(absent)} (bash scripts/setup.sh installs the tested extras)")
 
 
 def test_doctor_pins_the_model_package_setup_installs():
