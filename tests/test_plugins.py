@@ -128,3 +128,98 @@ def test_new_env_refuses_bad_names(tmp_path: Path):
     write_skeleton("acme", "Sum", tmp_path)
     with pytest.raises(ValueError, match="exists"):
         write_skeleton("acme", "Sum", tmp_path)
+
+
+# -- plugin loading in this process (issue 28 section 6): fake entry points over modules in tmp_path --
+
+
+@pytest.fixture
+def loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``load(name, source)``: write module ``name`` with ``source``, then run ``register_all`` over
+    one fake entry point of distribution ``name`` pointing at it; returns the new plugin errors.
+    verigym's table and the env registries are restored afterwards."""
+    import importlib.metadata
+
+    import gymnasium
+
+    from verigym import registration
+
+    registration.register_all()
+    saved_gym = dict(gymnasium.registry)
+    monkeypatch.setattr(registration, "_TABLE", dict(registration._TABLE))
+    monkeypatch.setattr(registration, "_PLUGIN_ERRORS", [])
+    monkeypatch.setattr(registration, "_NAMESPACE_OWNERS", dict(registration._NAMESPACE_OWNERS))
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def load(name: str, source: str) -> list:
+        (tmp_path / f"{name}.py").write_text(source)
+        point = importlib.metadata.EntryPoint(name, name, registration.ENV_GROUP)
+        monkeypatch.setattr(registration, "entry_points", lambda group: [point])
+        monkeypatch.setattr(registration, "_distribution", lambda p: p.name)
+        monkeypatch.setattr(registration, "_LOADED", False)
+        known = len(registration._PLUGIN_ERRORS)
+        registration.register_all()
+        return registration._PLUGIN_ERRORS[known:]
+
+    yield load
+    gymnasium.registry.clear()
+    gymnasium.registry.update(saved_gym)
+
+
+_ROW = "from verigym.registration import EnvRow\nROWS = [EnvRow(id={id!r}, entry_point='verigym.envs.text.guess_number:GuessNumberEnv', family='text')]\n"
+
+
+@pytest.mark.parametrize("raised", ["SystemExit(3)", "KeyboardInterrupt()", "GeneratorExit()"])
+def test_plugin_raising_base_exception_at_import_is_skipped(loader, raised):
+    """A plugin's sys.exit() or its own KeyboardInterrupt at import does not end the process."""
+    errors = loader(f"plug_raises_{raised[:4].lower()}", f"raise {raised}\n")
+    assert len(errors) == 1 and errors[0].error.startswith(raised.split("(")[0]), errors
+
+
+def test_users_ctrl_c_while_plugins_load_still_stops(loader):
+    """A real SIGINT during plugin loading is the user's: it propagates."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            loader("plug_ctrl_c", "import signal\nsignal.raise_signal(signal.SIGINT)\n")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert signal.getsignal(signal.SIGINT) is previous  # the loader's handler is gone
+
+
+def test_plugin_cannot_register_in_verigyms_namespace(loader):
+    import gymnasium
+
+    errors = loader("plug_stealer", _ROW.format(id="verigym/Wordle-Easy-v9"))
+    assert len(errors) == 1 and "namespace 'verigym' belongs to verigym" in errors[0].error, errors
+    assert "verigym/Wordle-Easy-v9" not in gymnasium.registry
+    # the unversioned id still resolves to verigym's own class
+    assert gymnasium.envs.registration.find_highest_version("verigym", "Wordle-Easy") == 0
+
+
+def test_plugin_cannot_register_in_another_plugins_namespace(loader):
+    assert loader("plug_owner", _ROW.format(id="owner/Sum-v0")) == []
+    errors = loader("plug_squatter", _ROW.format(id="owner/Sum-v1"))
+    assert len(errors) == 1 and "belongs to plug_owner" in errors[0].error, errors
+    # nor in a namespace that Gymnasium's registry holds and verigym's table did not register
+    errors = loader("plug_tabular", _ROW.format(id="tabular/Blackjack-v9"))
+    assert len(errors) == 1 and "belongs to another library" in errors[0].error, errors
+
+
+def test_direct_registration_in_a_foreign_namespace_is_undone(loader):
+    """A plugin that calls gymnasium.register itself at import cannot shadow a built-in id."""
+    import gymnasium
+
+    original = gymnasium.registry["verigym/GuessNumber-v0"]
+    source = (
+        "import gymnasium\n"
+        "gymnasium.register('verigym/GuessNumber-v7', entry_point='plug_direct:Env')\n"
+        "gymnasium.registry['verigym/GuessNumber-v0'] = gymnasium.registry['verigym/GuessNumber-v7']\n"
+        "ROWS = []\n"
+    )
+    errors = loader("plug_direct", source)
+    assert len(errors) == 1 and "behind verigym's back" in errors[0].error, errors
+    assert "verigym/GuessNumber-v7" not in gymnasium.registry
+    assert gymnasium.registry["verigym/GuessNumber-v0"] is original

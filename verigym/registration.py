@@ -16,6 +16,15 @@ row twice is a no-op; registering a different row under an existing id raises. A
 to import or holds bad rows is skipped with a warning naming it; :func:`plugin_errors` lists those
 failures (``verigym doctor`` reports them).
 
+A plugin's table may register ids only in a namespace of its own: never ``verigym/`` and never a
+namespace that another package (or Gymnasium's registry) already holds, so a built-in id, the
+unversioned form of one (``verigym/Wordle`` resolves to its highest version) or another package's id
+never resolves to a plugin's class; ids its import registered directly in such a namespace are
+removed again. A plugin that raises anything at import (``SystemExit`` included) is skipped like
+any broken plugin; only a real Ctrl-C (a SIGINT that arrived while the tables loaded) stops
+:func:`register_all`. A plugin is code run in verigym's process: these rules stop mistakes and name
+clashes, not a hostile package.
+
 Example::
 
     ROWS = variants(
@@ -26,13 +35,16 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import importlib
 import importlib.metadata
 import logging
 import re
-from collections.abc import Collection, Iterable, Mapping
+import signal
+import threading
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -201,6 +213,8 @@ class PluginError:
 _TABLE: dict[str, EnvRow] = {}
 _LOADED = False
 _PLUGIN_ERRORS: list[PluginError] = []
+_NAMESPACE_OWNERS: dict[str, str] = {"verigym": "verigym"}
+"""Namespace -> the distribution whose table registered it first (``verigym/`` is verigym's)."""
 
 
 def entry_points(group: str) -> list[importlib.metadata.EntryPoint]:
@@ -301,9 +315,84 @@ def register_rows(new_rows: Iterable[EnvRow]) -> None:
             )
 
 
+def _owner(point: importlib.metadata.EntryPoint) -> str:
+    """Who an entry point speaks for: its distribution's name, else its module."""
+    return _distribution(point) or f"module {point.value.partition(':')[0]}"
+
+
+def _namespace_holder(space: str, owner: str, foreign: Collection[str]) -> str | None:
+    """Who else holds namespace ``space`` (``None`` when it is free or ``owner``'s own).
+
+    Args:
+        space: a namespace (``""`` for an id without one).
+        owner: the distribution asking (:func:`_owner`).
+        foreign: namespaces of Gymnasium ids that verigym's table did not register.
+    """
+    holder = _NAMESPACE_OWNERS.get(space)
+    if holder is None and space in foreign:
+        holder = "another library (it is in Gymnasium's registry)"
+    return holder if holder not in (None, owner) else None
+
+
+def _foreign_namespaces() -> set[str]:
+    import gymnasium
+
+    return {namespace(env_id) for env_id in gymnasium.registry if env_id not in _TABLE}
+
+
+def _registries() -> dict[str, dict[str, Any]]:
+    """Gymnasium's and PettingZoo's registries (``{}`` for PettingZoo when it is not installed)."""
+    import gymnasium
+
+    found: dict[str, dict[str, Any]] = {"gymnasium": gymnasium.registry}
+    try:
+        import pettingzoo
+    except ImportError:  # pragma: no cover - a dependency of verigym
+        return found
+    for name in ("aec_registry", "parallel_registry"):
+        registry = getattr(pettingzoo, name, None)
+        if isinstance(registry, dict):
+            found[f"pettingzoo.{name}"] = registry
+    return found
+
+
+def _undo_direct_registrations(before: dict[str, dict[str, Any]], owner: str, foreign: Collection[str]) -> list[str]:
+    """Undo what an import registered directly (not through ``ROWS``) in a namespace that is not
+    ``owner``'s, or over an id that was there; return one line per undone change."""
+    undone = []
+    for name, registry in _registries().items():
+        old = before.get(name, {})
+        for env_id in list(registry):
+            if env_id in old:
+                if registry[env_id] is not old[env_id]:
+                    registry[env_id] = old[env_id]
+                    undone.append(f"{env_id} was re-registered in {name}")
+            elif _namespace_holder(namespace(env_id), owner, foreign) is not None:
+                del registry[env_id]
+                undone.append(f"{env_id} was registered in {name} in a namespace that is not the plugin's")
+        for env_id in old.keys() - registry.keys():
+            registry[env_id] = old[env_id]
+            undone.append(f"{env_id} was removed from {name}")
+    return undone
+
+
 def _register_table(point: importlib.metadata.EntryPoint) -> None:
-    """Import one ``verigym.envs`` entry point's module and register its ``ROWS`` (all or none)."""
-    table = point.load()
+    """Import one ``verigym.envs`` entry point's module and register its ``ROWS`` (all or none).
+
+    Raises:
+        BaseException: whatever the import raised; ``AttributeError``/``TypeError`` for a module
+            without a list of :class:`EnvRow`; ``ValueError`` for an id in another's namespace, a
+            reused id, or ids the import registered directly in another's namespace (undone).
+    """
+    owner = _owner(point)
+    foreign = _foreign_namespaces()
+    before = {name: dict(registry) for name, registry in _registries().items()}
+    try:
+        table = point.load()
+    finally:
+        undone = _undo_direct_registrations(before, owner, foreign)
+    if undone:
+        raise ValueError("its import changed the env registry behind verigym's back (undone): " + "; ".join(undone[:5]))
     table_rows = getattr(table, "ROWS", None)
     if table_rows is None:
         raise AttributeError(f"module {point.value!r} has no ROWS list of EnvRow")
@@ -311,18 +400,60 @@ def _register_table(point: importlib.metadata.EntryPoint) -> None:
     for item in table_rows:
         if not isinstance(item, EnvRow):
             raise TypeError(f"ROWS holds {type(item).__name__} {item!r}, not an EnvRow")
+        space = namespace(item.id)
+        holder = _namespace_holder(space, owner, foreign)
+        if holder is not None:
+            raise ValueError(
+                f"{item.id}: the namespace {space!r} belongs to {holder}; a plugin registers its ids in a "
+                "lowercase namespace of its own (acme/Sum-v0)"
+            )
         existing = _TABLE.get(item.id)
         if existing is not None and existing != item:
             raise ValueError(f"{item.id} is already registered by another table with entry point {existing.entry_point}")
     register_rows(table_rows)
+    for item in table_rows:
+        _NAMESPACE_OWNERS.setdefault(namespace(item.id), owner)
+
+
+@contextlib.contextmanager
+def _user_interrupts() -> Iterator[Callable[[], bool]]:
+    """Tell the user's Ctrl-C from a ``KeyboardInterrupt`` that plugin code raised itself.
+
+    In the main thread, SIGINT's Python handler is wrapped for the duration to note that a real
+    interrupt arrived. Yields a function that says whether a ``KeyboardInterrupt`` seen now is the
+    user's: one that arrived through SIGINT, or any one when SIGINT's handler is not Python's (then
+    the two cannot be told apart, and the user wins). Off the main thread, or with SIGINT ignored,
+    no ``KeyboardInterrupt`` can be the user's.
+    """
+    pressed = False
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else signal.SIG_IGN
+
+    def noting(signum: int, frame: Any) -> Any:
+        nonlocal pressed
+        pressed = True
+        return previous(signum, frame)  # type: ignore[operator]
+
+    if callable(previous):
+        signal.signal(signal.SIGINT, noting)
+    try:
+        yield lambda: pressed or previous is None
+    finally:
+        if callable(previous):
+            signal.signal(signal.SIGINT, previous)
 
 
 def register_all() -> None:
     """Register the ``ROWS`` of every ``verigym.envs`` entry point (once per process).
 
-    verigym's own families come first. A table that fails to import, has no ``ROWS``, holds
-    something else than :class:`EnvRow` or reuses a registered id is skipped whole, with a
-    warning naming the plugin and the error (see :func:`plugin_errors`).
+    verigym's own families come first. A table that fails to import (whatever it raises, also
+    ``SystemExit`` or a ``KeyboardInterrupt`` of its own), has no ``ROWS``, holds something else
+    than :class:`EnvRow`, reuses a registered id or registers in a namespace that is not its own
+    (``verigym/``, another package's) is skipped whole, with a warning naming the plugin and the
+    error (see :func:`plugin_errors`).
+
+    Raises:
+        KeyboardInterrupt: the user pressed Ctrl-C while the tables loaded.
     """
     global _LOADED
     if _LOADED:
@@ -334,11 +465,14 @@ def register_all() -> None:
             "no %s entry points of verigym itself are installed, so verigym's own envs are not registered; "
             "install verigym (pip install verigym, or pip install -e . in a checkout)", ENV_GROUP
         )
-    for point in points:
-        try:
-            _register_table(point)
-        except Exception as exc:  # noqa: BLE001 - a broken plugin must not break verigym
-            record_plugin_error(ENV_GROUP, point, exc)
+    with _user_interrupts() as user_interrupted:
+        for point in points:
+            try:
+                _register_table(point)
+            except BaseException as exc:  # noqa: BLE001 - a broken plugin must not break (or end) verigym
+                if isinstance(exc, KeyboardInterrupt) and user_interrupted():
+                    raise
+                record_plugin_error(ENV_GROUP, point, exc)
 
 
 def namespace(env_id: str) -> str:
