@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from verigym.leaderboards.agent_spec import AgentSpec, parse_agent_spec
-from verigym.leaderboards.store import DEFAULT_DIR, EpisodeRow, ResultsStore
+from verigym.leaderboards.store import DEFAULT_DIR, EpisodeRow, ResultsStore, canonical_kwargs
 from verigym.leaderboards.suite import Suite, Task, load_suite
 from verigym.leaderboards.trajectories import Recorder
 from verigym.provenance import git_sha
@@ -551,6 +551,8 @@ def evaluate(
     missing = suite.missing_ids()
     if missing:
         raise ValueError(f"suite {suite.name} names ids that are not registered here: {missing} (is an optional part missing? run verigym doctor)")
+    for task in suite:  # rows name their kwargs as JSON: a task whose kwargs are not JSON is refused before any episode runs
+        canonical_kwargs(task.env_kwargs)
     config_hash = spec.config_hash()
     meta = provenance()
     workers = workers or os.cpu_count() or 1
@@ -580,7 +582,7 @@ def evaluate(
         def record(job: Job, result: dict[str, Any]) -> None:
             trajectory, frames = result.pop("trajectory", None), result.pop("frames", ())
             key = dict(suite=suite.name, env_id=job.env_id, env_version=int(job.env_id.rsplit("-v", 1)[1]), seed=job.seed,
-                       agent_spec=spec.text, config_hash=config_hash, **meta)
+                       agent_spec=spec.text, config_hash=config_hash, env_kwargs=canonical_kwargs(job.env_kwargs), **meta)
             row = EpisodeRow(**key, **result)
             try:
                 row.validate()

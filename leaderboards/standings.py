@@ -120,16 +120,20 @@ def _aggregate(rows: Sequence[EpisodeRow], metric: str) -> Cell:
 
 
 def compute_standings(store: ResultsStore, suite: Suite | None = None) -> Standings:
-    """Aggregate the store, restricted to a suite's envs and seeds when given."""
+    """Aggregate the store, restricted to a suite's envs, seeds and kwargs when given.
+
+    Raises:
+        StoreError: a stored row or match is invalid (:meth:`ResultsStore.rows`): standings are
+            never computed from rows that were changed after they were written.
+    """
     if suite is not None and suite.kind == "competitive":
         from verigym.leaderboards.arena import compute_ratings
 
         seeds = {t.env_id: set(t.seeds) for t in suite}
         matches = [m for m in store.matches(env_ids=list(seeds)) if m.seed in seeds[m.env_id]]
         return Standings(f"verigym arena: {suite.name}", "rating", [t.env_id for t in suite], [], ratings=compute_ratings(matches))
-    if suite is not None:
-        seeds = {t.env_id: set(t.seeds) for t in suite}
-        rows = [r for r in store.rows(env_ids=list(seeds)) if r.seed in seeds[r.env_id]]
+    if suite is not None:  # the suite's seeds and kwargs; every row is validated as it is read
+        rows = store.suite_rows(suite)
         env_ids, metric, title = [t.env_id for t in suite], suite.metric, f"verigym leaderboard: {suite.name}"
     else:
         rows = store.rows()

@@ -12,6 +12,16 @@ unwritable or misplaced store stops with a :class:`StoreError` that names the fi
 Validation: a row is refused (``ValueError``) unless every field has its exact type and range, and
 unless it names the env id and version, the seed,
 the agent spec and its config hash, the verigym version, the package versions and the git SHA.
+Rows are checked the same way when they are read back (:meth:`ResultsStore.rows`): a row that was
+edited into the file after it was written (a NaN or out-of-range score, a ``success`` of 5, a NUL
+or a newline in an identifier, an oversized ``packages``) is refused with its rowid, never trusted.
+
+Binding: a row names the constructor kwargs of its episode (``env_kwargs``, canonical JSON) and the
+SHA-256 of its trajectory bound to the row's env id, version, seed, kwargs, agent spec and config
+hash (``trajectory_digest``, :func:`trajectory_digest`), so ``verigym reverify`` replays an episode
+from the row's own values and knows the trajectory is the one written with the row. Stores written
+before rows were bound are migrated on open: their rows get ``env_kwargs = ""`` and no digest, which
+``reverify`` reports as unbound (re-run such episodes into a new folder to verify them).
 """
 
 from __future__ import annotations
@@ -19,22 +29,36 @@ from __future__ import annotations
 import contextlib
 import csv
 import datetime as _dt
+import hashlib
 import json
 import math
 import os
 import pathlib
+import re
 import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-__all__ = ["DEFAULT_DIR", "EpisodeRow", "MatchRow", "ResultsStore", "StoreError"]
+__all__ = ["DEFAULT_DIR", "EpisodeRow", "MatchRow", "RefusedRow", "ResultsStore", "StoreError", "canonical_kwargs", "safe_text",
+           "trajectory_digest"]
 
 DEFAULT_DIR = pathlib.Path("verigym-results")
 """Where ``verigym eval`` writes and ``verigym leaderboard`` reads, relative to the working directory."""
 DB_NAME = "results.sqlite"
 
 STATUSES = ("ok", "timeout", "error")
+
+MAX_IDENTIFIER_CHARS = 4096
+"""Identifiers (suite, env id, agent spec, hashes, versions) longer than this are refused."""
+MAX_PACKAGES_CHARS = 16 * 1024
+"""``packages`` (a JSON object of versions) longer than this is refused."""
+MAX_PACKAGES = 256
+"""``packages`` naming more packages than this is refused."""
+MAX_KWARGS_CHARS = 16 * 1024
+"""``env_kwargs`` (canonical JSON) longer than this is refused."""
+MAX_TRAJECTORY_BYTES = 64 << 20
+"""A stored (compressed) trajectory larger than this is not read."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +81,11 @@ class EpisodeRow:
         error: what went wrong, for ``timeout``/``error`` rows ("" otherwise).
         verigym_version, packages (JSON object of versions), git_sha, python: provenance.
         created_at: ISO-8601 UTC time the row was written.
+        env_kwargs: the env's constructor kwargs as canonical JSON (:func:`canonical_kwargs`);
+            ``""`` on rows migrated from a store written before rows named them (unbound rows).
+        trajectory_digest: hex SHA-256 binding the row's trajectory to the row
+            (:func:`trajectory_digest`); filled in by :meth:`ResultsStore.add`, ``""`` when no
+            trajectory was recorded.
     """
 
     suite: str
@@ -77,7 +106,10 @@ class EpisodeRow:
     git_sha: str
     python: str
     created_at: str = ""
+    env_kwargs: str = "{}"
+    trajectory_digest: str = ""
 
+    IDENTIFIERS = ("suite", "env_id", "agent_spec", "config_hash", "status", "verigym_version", "git_sha", "python", "created_at")
     PROVENANCE = ("env_id", "agent_spec", "config_hash", "verigym_version", "packages", "git_sha", "python")
 
     def validate(self) -> None:
@@ -87,10 +119,16 @@ class EpisodeRow:
             ValueError: a field has the wrong type (``bool`` is not an ``int`` and an ``int`` is not
                 a ``bool``), the row lacks provenance, or a value is out of range (``score`` outside
                 [0, 1], a negative ``length`` or ``time_s``, a NaN or infinite number, a
-                ``created_at`` that is not ISO 8601, an unknown ``status``).
+                ``created_at`` that is not ISO 8601, an unknown ``status``), an identifier holds a
+                control character (NUL, newline) or text that is not UTF-8 or is over
+                :data:`MAX_IDENTIFIER_CHARS`, ``packages`` or ``env_kwargs`` is over its bound or
+                not a JSON object, or ``trajectory_digest`` is not ``""`` or 64 hex digits.
         """
-        for name in ("suite", "env_id", "agent_spec", "config_hash", "status", "error", "verigym_version", "packages", "git_sha", "python", "created_at"):
+        for name in ("suite", "env_id", "agent_spec", "config_hash", "status", "error", "verigym_version", "packages", "git_sha", "python",
+                     "created_at", "env_kwargs", "trajectory_digest"):
             _require_type(self, name, str)
+        for name in self.IDENTIFIERS:
+            _require_identifier(self, name)
         for name in ("env_version", "seed", "length"):
             _require_type(self, name, int)
         _require_type(self, "success", bool)
@@ -111,6 +149,76 @@ class EpisodeRow:
             raise ValueError(f"a {self.status} row cannot be a success")
         _require_packages(self.packages)
         _require_iso_date(self.created_at)
+        if self.env_kwargs:  # "": a row migrated from a store written before rows named their kwargs
+            _require_kwargs(self.env_kwargs)
+        if self.trajectory_digest and not _HEX64.fullmatch(self.trajectory_digest):
+            raise ValueError(f"trajectory_digest must be 64 hex digits or empty, got {self.trajectory_digest[:80]!r}")
+
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def safe_text(text: str) -> str:
+    """``text`` with what UTF-8 cannot hold (lone surrogates such as ``"\\ud800"``) escaped as ``\\udXXX``.
+
+    Text from outside (an agent's reply, an env's error message, a damaged row) may hold lone
+    surrogates; SQLite, JSON files and terminals need UTF-8, so such text is stored and shown escaped.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def canonical_kwargs(kwargs: Any) -> str:
+    """The canonical JSON text of an env's constructor kwargs (sorted keys, no spaces), as rows store it.
+
+    Raises:
+        ValueError: ``kwargs`` is not a mapping of JSON values (a NaN included).
+    """
+    try:
+        text = json.dumps(dict(kwargs), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"env kwargs must be a JSON object (a suite's env_kwargs), got {kwargs!r}: {exc}") from None
+    _require_kwargs(text)
+    return text
+
+
+def trajectory_digest(row: EpisodeRow, blob: bytes) -> str:
+    """Hex SHA-256 of a trajectory bound to its row's env id, version, seed, kwargs, agent spec and config hash.
+
+    Args:
+        row: the episode's row.
+        blob: the encoded trajectory.
+
+    Returns:
+        64 hex digits; another row (another seed, kwargs or agent) gives another digest for the same blob.
+    """
+    header = json.dumps([row.env_id, row.env_version, row.seed, row.env_kwargs, row.agent_spec, row.config_hash], ensure_ascii=True)
+    return hashlib.sha256(header.encode() + b"\0" + bytes(blob)).hexdigest()
+
+
+def _require_identifier(row: Any, name: str) -> None:
+    value = getattr(row, name)
+    if len(value) > MAX_IDENTIFIER_CHARS:
+        raise ValueError(f"{name} is {len(value)} characters long (at most {MAX_IDENTIFIER_CHARS})")
+    if _CONTROL.search(value):
+        raise ValueError(f"{name} {value[:200]!r} holds a control character (NUL, newline, ...)")
+    if safe_text(value) != value:
+        raise ValueError(f"{name} {value[:200]!r} is not valid UTF-8 text")
+
+
+def _require_kwargs(text: str) -> None:
+    if len(text) > MAX_KWARGS_CHARS:
+        raise ValueError(f"env_kwargs is {len(text)} characters long (at most {MAX_KWARGS_CHARS})")
+    try:
+        kwargs = json.loads(text)
+    except (ValueError, RecursionError):
+        kwargs = None
+    if not isinstance(kwargs, dict):
+        raise ValueError(f"env_kwargs must be a JSON object, got {text[:200]!r}")
 
 
 def _require_type(row: Any, name: str, kind: type) -> None:
@@ -134,12 +242,20 @@ def _require_finite(row: Any, name: str) -> None:
 
 
 def _require_packages(text: str) -> None:
+    if len(text) > MAX_PACKAGES_CHARS:
+        raise ValueError(f"packages is {len(text)} characters long (at most {MAX_PACKAGES_CHARS})")
     try:
         packages = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         packages = None
     if not isinstance(packages, dict) or not packages or not all(isinstance(v, str) for v in packages.values()):
         raise ValueError("packages must be a non-empty JSON object of package versions")
+    if len(packages) > MAX_PACKAGES:
+        raise ValueError(f"packages names {len(packages)} packages (at most {MAX_PACKAGES})")
+    for name, version in packages.items():
+        for text_ in (name, version):
+            if len(text_) > 200 or _CONTROL.search(text_) or safe_text(text_) != text_:
+                raise ValueError(f"packages holds a name or version that is not a short line of text: {text_[:200]!r}")
 
 
 def _require_iso_date(text: str) -> None:
@@ -183,10 +299,13 @@ class MatchRow:
 
         Raises:
             ValueError: a wrong type, missing provenance, a NaN or infinite payoff, a negative
-                length or a ``created_at`` that is not ISO 8601.
+                length, a ``created_at`` that is not ISO 8601, or an identifier that holds a control
+                character or text that is not UTF-8.
         """
         for name in ("suite", "env_id", "first_spec", "first_hash", "second_spec", "second_hash", "error", "verigym_version", "packages", "git_sha", "python", "created_at"):
             _require_type(self, name, str)
+        for name in ("suite", "env_id", "first_spec", "first_hash", "second_spec", "second_hash", "verigym_version", "git_sha", "python", "created_at"):
+            _require_identifier(self, name)
         for name in ("seed", "length"):
             _require_type(self, name, int)
         for name in ("first_payoff", "second_payoff"):
@@ -210,7 +329,7 @@ CREATE TABLE IF NOT EXISTS episodes (
     score REAL NOT NULL, success INTEGER NOT NULL, episode_return REAL NOT NULL,
     length INTEGER NOT NULL, time_s REAL NOT NULL, error TEXT NOT NULL,
     verigym_version TEXT NOT NULL, packages TEXT NOT NULL, git_sha TEXT NOT NULL,
-    python TEXT NOT NULL, created_at TEXT NOT NULL,
+    python TEXT NOT NULL, created_at TEXT NOT NULL, env_kwargs TEXT NOT NULL, trajectory_digest TEXT NOT NULL,
     UNIQUE (agent_spec, config_hash, env_id, seed)
 );
 CREATE INDEX IF NOT EXISTS episodes_by_agent ON episodes (agent_spec, config_hash);
@@ -247,8 +366,25 @@ CREATE TABLE IF NOT EXISTS frames (
 _KEY = ("agent_spec", "config_hash", "env_id", "seed")
 
 
-def _open_checked(directory: pathlib.Path, create: bool) -> sqlite3.Connection:
-    """Open ``<directory>/results.sqlite`` after checking that it is a sound, writable verigym store."""
+_BOUND_COLUMNS = ("env_kwargs", "trajectory_digest")
+"""Columns added when rows were bound to their trajectories; older stores are migrated on open."""
+_LEGACY_COLUMNS = [c for c in _COLUMNS if c not in _BOUND_COLUMNS]
+_EVIDENCE_TABLES = ("trajectories", "frames")
+"""Tables a store opened only to read is never given: their absence is reported, not papered over."""
+
+
+def _text(raw: bytes) -> str:
+    """SQLite text as ``str``; bytes that are not UTF-8 come back as lone surrogates, which validation refuses."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _open_checked(directory: pathlib.Path, create: bool) -> tuple[sqlite3.Connection, frozenset[str]]:
+    """Open ``<directory>/results.sqlite`` after checking that it is a sound, writable verigym store.
+
+    Returns:
+        The connection and the evidence tables (trajectories, frames) that an existing store lacks:
+        created empty when ``create`` is True, left missing when the store is only read.
+    """
     if directory.is_file():
         hint = f"give the folder that holds it: --out {directory.parent}" if directory.name == DB_NAME else "give a folder (it is created) with --out DIR"
         raise StoreError(f"{directory} is a file, not a results folder; {hint}")
@@ -270,6 +406,8 @@ def _open_checked(directory: pathlib.Path, create: bool) -> sqlite3.Connection:
         db = sqlite3.connect(path, timeout=60.0)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot open {path} ({exc}); give another --out DIR") from None
+    db.text_factory = _text
+    missing: frozenset[str] = frozenset()
     try:
         if existed:
             verdict = [r[0] for r in db.execute("PRAGMA quick_check")]
@@ -282,11 +420,19 @@ def _open_checked(directory: pathlib.Path, create: bool) -> sqlite3.Connection:
                       for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if tables and "episodes" not in tables:
                 raise StoreError(f"{path} is an SQLite database of something else (tables: {', '.join(sorted(tables))}), not verigym results; give another --out DIR")
-            if "episodes" in tables and tables["episodes"] != _COLUMNS:
+            if "episodes" in tables and tables["episodes"] == _LEGACY_COLUMNS:  # written before rows were bound: migrate
+                with db:
+                    for column in _BOUND_COLUMNS:
+                        db.execute(f"ALTER TABLE episodes ADD COLUMN {column} TEXT NOT NULL DEFAULT ''")
+            elif "episodes" in tables and tables["episodes"] != _COLUMNS:
                 raise StoreError(f"{path} holds results of an incompatible layout (columns {tables['episodes']}); give another --out DIR")
+            if "episodes" in tables:
+                missing = frozenset(t for t in _EVIDENCE_TABLES if t not in tables)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
-        db.executescript(_SCHEMA + _TRAJECTORY_SCHEMA)
+        db.executescript(_SCHEMA)
+        if create or not missing:
+            db.executescript(_TRAJECTORY_SCHEMA)
         db.commit()
     except StoreError:
         db.close()
@@ -296,7 +442,48 @@ def _open_checked(directory: pathlib.Path, create: bool) -> sqlite3.Connection:
         raise StoreError(
             f"{path} is damaged or not an SQLite database ({exc}). Move it aside (mv {path} {path}.damaged) "
             "and run again into an empty folder") from None
-    return db
+    return db, missing
+
+
+@dataclass(frozen=True)
+class RefusedRow:
+    """A stored row that failed validation when it was read: it is reported, never trusted.
+
+    Attributes:
+        rowid: SQLite's rowid of the row (``DELETE FROM episodes WHERE rowid = N`` removes it).
+        key: the row's agent spec, env id and seed as printable text (escaped with ``repr``).
+        reason: why it was refused.
+    """
+
+    rowid: int
+    key: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"row {self.rowid} ({self.key}): {self.reason}"
+
+
+def _episode_from_db(record: dict[str, Any]) -> EpisodeRow:
+    """Rebuild a row read back from SQLite and validate it as a new row is.
+
+    Raises:
+        ValueError: the stored values are not a valid row (what was edited into the file is named).
+    """
+    success = record["success"]
+    if type(success) is int and success in (0, 1):
+        record["success"] = bool(success)
+    elif not isinstance(success, bool):
+        raise ValueError(f"success must be 0 or 1 in the store, got {success!r}")
+    if isinstance(record.get("error"), str):
+        record["error"] = safe_text(record["error"])
+    row = EpisodeRow(**record)
+    row.validate()
+    return row
+
+
+def _refused(rowid: int, record: dict[str, Any], exc: Exception, spec: str = "agent_spec") -> RefusedRow:
+    key = f"{record.get(spec)!r} {record.get('env_id')!r} seed {record.get('seed')!r}"
+    return RefusedRow(int(rowid), safe_text(key), safe_text(str(exc)))
 
 
 class ResultsStore:
@@ -304,10 +491,14 @@ class ResultsStore:
 
     Opening checks the store before anything trusts it: an existing file must pass SQLite's
     ``PRAGMA quick_check`` and hold verigym's tables; the folder and the file must be writable.
+    A store written before rows were bound to their trajectories is migrated (see the module
+    docstring). Reading checks every row again (:meth:`rows`).
 
     Args:
         directory: folder of the store; default ``./verigym-results``.
-        create: create the folder when it does not exist (``False``: raise instead).
+        create: create the folder when it does not exist (``False``: raise instead). A store
+            opened with ``create=False`` is only read: a trajectories or frames table it lacks is
+            not created but named in :attr:`missing_tables`.
 
     Raises:
         StoreError: the store is damaged, unwritable, or ``directory`` is not a results folder.
@@ -316,7 +507,18 @@ class ResultsStore:
     def __init__(self, directory: str | pathlib.Path = DEFAULT_DIR, *, create: bool = True):
         self.directory = pathlib.Path(directory)
         self.path = self.directory / DB_NAME
-        self._db = _open_checked(self.directory, create)
+        self._db, self.missing_tables = _open_checked(self.directory, create)
+
+    def require_trajectories(self) -> None:
+        """Raise unless the store has its trajectories table (reverify and export read it).
+
+        Raises:
+            StoreError: the table is missing (dropped, or the store predates trajectories).
+        """
+        if "trajectories" in self.missing_tables:
+            raise StoreError(f"{self.path} has no trajectories table (it was dropped, or the store was written before verigym "
+                             "recorded trajectories): none of its episodes can be re-verified or exported. "
+                             "Run the evaluation again into a new folder (--out DIR)")
 
     def close(self) -> None:
         self._db.close()
@@ -332,6 +534,9 @@ class ResultsStore:
 
         A row whose key is already recorded is left as it is (nothing changes), unless the recorded
         row is an ``error`` (an error is not a result): then the new row and trajectory replace it.
+        The row is written with the digest that binds the trajectory to it (:func:`trajectory_digest`;
+        any digest the row carries is replaced) and with its ``error`` text made UTF-8
+        (:func:`safe_text`).
 
         Args:
             row: the episode.
@@ -348,6 +553,8 @@ class ResultsStore:
         values = asdict(row)
         values["created_at"] = values["created_at"] or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         values["success"] = int(values["success"])
+        values["error"] = safe_text(values["error"])
+        values["trajectory_digest"] = "" if trajectory is None else trajectory_digest(row, trajectory)
         updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c not in _KEY)
         key = [values[c] for c in _KEY]
         with self._writing(), self._db:
@@ -376,14 +583,28 @@ class ResultsStore:
                              "Free disk space or fix permissions, then run again with --resume") from None
 
     def trajectory(self, row: EpisodeRow) -> bytes | None:
-        """The encoded trajectory of a row (None when it was not recorded)."""
-        found = self._db.execute(
-            "SELECT data FROM trajectories WHERE agent_spec = ? AND config_hash = ? AND env_id = ? AND seed = ?",
-            (row.agent_spec, row.config_hash, row.env_id, row.seed)).fetchone()
-        return None if found is None else bytes(found[0])
+        """The encoded trajectory of a row (None when it was not recorded or the table is missing).
+
+        Raises:
+            ValueError: the stored trajectory is not a blob or is over :data:`MAX_TRAJECTORY_BYTES`
+                (it is not read into memory).
+        """
+        if "trajectories" in self.missing_tables:
+            return None
+        where = "agent_spec = ? AND config_hash = ? AND env_id = ? AND seed = ?"
+        key = (row.agent_spec, row.config_hash, row.env_id, row.seed)
+        found = self._db.execute(f"SELECT typeof(data), length(data) FROM trajectories WHERE {where}", key).fetchone()
+        if found is None:
+            return None
+        kind, size = found
+        if kind != "blob" or size > MAX_TRAJECTORY_BYTES:
+            raise ValueError(f"the stored trajectory is a {kind} of {size} bytes (a trajectory is a blob of at most {MAX_TRAJECTORY_BYTES})")
+        return bytes(self._db.execute(f"SELECT data FROM trajectories WHERE {where}", key).fetchone()[0])
 
     def frames(self, row: EpisodeRow) -> list[tuple[int, bytes]]:
-        """The recorded frames of a row: ``(step, PNG bytes)`` in step order."""
+        """The recorded frames of a row: ``(step, PNG bytes)`` in step order (none when the table is missing)."""
+        if "frames" in self.missing_tables:
+            return []
         return [(int(step), bytes(png)) for step, png in self._db.execute(
             "SELECT step, png FROM frames WHERE agent_spec = ? AND config_hash = ? AND env_id = ? AND seed = ? ORDER BY step",
             (row.agent_spec, row.config_hash, row.env_id, row.seed))]
@@ -404,16 +625,37 @@ class ResultsStore:
             )
         return cursor.rowcount == 1
 
-    def matches(self, *, env_ids: Iterable[str] | None = None) -> list[MatchRow]:
-        """Match rows, optionally of some env ids, ordered by env, seed and players."""
-        query = f"SELECT {', '.join(_MATCH_COLUMNS)} FROM matches"
+    def matches(self, *, env_ids: Iterable[str] | None = None, refused: list[RefusedRow] | None = None) -> list[MatchRow]:
+        """Match rows, optionally of some env ids, ordered by env, seed and players; each is validated as it is read.
+
+        Args:
+            env_ids: only these env ids.
+            refused: when given, invalid rows are appended here and left out; else they raise.
+
+        Raises:
+            StoreError: a stored match is invalid and ``refused`` is None (the message names its rowid).
+        """
+        query = f"SELECT rowid, {', '.join(_MATCH_COLUMNS)} FROM matches"
         params: list[Any] = []
         if env_ids is not None:
             ids = list(env_ids)
             query += f" WHERE env_id IN ({', '.join('?' for _ in ids)})"
             params = ids
         query += " ORDER BY env_id, seed, first_spec, first_hash, second_spec, second_hash"
-        return [MatchRow(**dict(zip(_MATCH_COLUMNS, values))) for values in self._db.execute(query, params)]
+        out, bad = [], []
+        for rowid, *values in self._db.execute(query, params):
+            record = dict(zip(_MATCH_COLUMNS, values))
+            if isinstance(record.get("error"), str):
+                record["error"] = safe_text(record["error"])
+            try:
+                match = MatchRow(**record)
+                match.validate()
+            except ValueError as exc:
+                bad.append(_refused(rowid, record, exc, spec="first_spec"))
+                continue
+            out.append(match)
+        self._report(bad, refused, "matches")
+        return out
 
     def done_seeds(self, agent_spec: str, config_hash: str, env_id: str) -> set[int]:
         """Seeds of ``env_id`` with a result for this agent and config (``error`` rows excluded: they are rerun)."""
@@ -431,9 +673,24 @@ class ResultsStore:
         )
         return {int(seed) for (seed,) in cursor}
 
-    def rows(self, *, env_ids: Iterable[str] | None = None, agent_spec: str | None = None) -> list[EpisodeRow]:
-        """Rows, optionally restricted to some env ids and/or one agent spec, in a stable order."""
-        query = f"SELECT {', '.join(_COLUMNS)} FROM episodes"
+    def rows(self, *, env_ids: Iterable[str] | None = None, agent_spec: str | None = None,
+             refused: list[RefusedRow] | None = None) -> list[EpisodeRow]:
+        """Rows, optionally restricted to some env ids and/or one agent spec, in a stable order.
+
+        Every row is validated as it is read (:meth:`EpisodeRow.validate`, and ``success`` must be
+        stored as 0 or 1): a row edited into the file is never trusted.
+
+        Args:
+            env_ids: only these env ids.
+            agent_spec: only this agent spec.
+            refused: when given, invalid rows are appended here (:class:`RefusedRow`) and left out;
+                when None, an invalid row raises.
+
+        Raises:
+            StoreError: a stored row is invalid and ``refused`` is None; the message names the rows
+                (rowid, agent, env, seed) and why.
+        """
+        query = f"SELECT rowid, {', '.join(_COLUMNS)} FROM episodes"
         clauses, params = [], []
         if env_ids is not None:
             ids = list(env_ids)
@@ -445,25 +702,48 @@ class ResultsStore:
         if clauses:
             query += " WHERE " + " AND ".join(clauses)
         query += " ORDER BY agent_spec, config_hash, env_id, seed"
-        out = []
-        for values in self._db.execute(query, params):
+        out, bad = [], []
+        for rowid, *values in self._db.execute(query, params):
             record = dict(zip(_COLUMNS, values))
-            record["success"] = bool(record["success"])
-            out.append(EpisodeRow(**record))
+            try:
+                out.append(_episode_from_db(record))
+            except (ValueError, TypeError) as exc:
+                bad.append(_refused(rowid, record, exc))
+        self._report(bad, refused, "episodes")
         return out
 
-    def suite_rows(self, suite: Iterable[Any] | None, *, agent_spec: str | None = None) -> list[EpisodeRow]:
-        """Rows of a suite's tasks on the suite's own seeds (every row when ``suite`` is None).
+    def _report(self, bad: list[RefusedRow], refused: list[RefusedRow] | None, table: str) -> None:
+        if refused is not None:
+            refused.extend(bad)
+        elif bad:
+            shown = "; ".join(map(str, bad[:5])) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+            raise StoreError(
+                f"{self.path}: {len(bad)} stored {table} row(s) are invalid and are not trusted: {shown}. They were changed after they "
+                f"were written; delete them (sqlite3 {self.path} 'DELETE FROM {table} WHERE rowid IN "
+                f"({', '.join(str(r.rowid) for r in bad[:5])})') and run the episodes again with --resume")
+
+    def suite_rows(self, suite: Iterable[Any] | None, *, agent_spec: str | None = None,
+                   refused: list[RefusedRow] | None = None) -> list[EpisodeRow]:
+        """Rows of a suite's tasks on the suite's own seeds and kwargs (every row when ``suite`` is None).
+
+        A row recorded under other constructor kwargs than the suite's task is not a result of the
+        suite and is left out; rows migrated from a store written before rows named their kwargs
+        (``env_kwargs == ""``) are kept (``verigym reverify`` reports them as unbound).
 
         Args:
-            suite: a :class:`verigym.leaderboards.suite.Suite` (its tasks have ``env_id`` and ``seeds``)
-                or None.
+            suite: a :class:`verigym.leaderboards.suite.Suite` (its tasks have ``env_id``, ``seeds``
+                and ``env_kwargs``) or None.
             agent_spec: only this agent's rows.
+            refused: as in :meth:`rows`.
+
+        Raises:
+            StoreError: as in :meth:`rows`.
         """
         if suite is None:
-            return self.rows(agent_spec=agent_spec)
-        seeds = {task.env_id: set(task.seeds) for task in suite}
-        return [row for row in self.rows(env_ids=seeds, agent_spec=agent_spec) if row.seed in seeds[row.env_id]]
+            return self.rows(agent_spec=agent_spec, refused=refused)
+        tasks = {task.env_id: (set(task.seeds), canonical_kwargs(getattr(task, "env_kwargs", {}))) for task in suite}
+        return [row for row in self.rows(env_ids=tasks, agent_spec=agent_spec, refused=refused)
+                if row.seed in tasks[row.env_id][0] and row.env_kwargs in ("", tasks[row.env_id][1])]
 
     def export(self, path: str | pathlib.Path) -> pathlib.Path:
         """Write every row to ``path`` as JSON (``.json``) or CSV (``.csv``).

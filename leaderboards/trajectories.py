@@ -21,6 +21,12 @@ A trajectory is one JSON document, zlib-compressed (format 1)::
 - ``messages``: ``agent.history.messages`` at the end of the episode (what an LLM agent was shown).
 
 Frames (``render()`` as PNG every k-th step, with the first and last) are stored in their own table.
+
+Reading is bounded: a blob inflates to at most :data:`MAX_DOCUMENT_BYTES` and an array to at most
+:data:`MAX_DECODED_ARRAY_BYTES` (a small compressed blob never becomes gigabytes in memory), and the
+document's layout is checked before anything reads it (:func:`decode`). Text that UTF-8 cannot hold
+(lone surrogates in an agent's reply or an env's message) is stored as JSON escapes, replayed as it
+was, and shown escaped (:func:`chat_messages`, :func:`show_action`).
 """
 
 from __future__ import annotations
@@ -32,14 +38,16 @@ import json
 import logging
 import math
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["FORMAT", "EnvCache", "Recorder", "ReplayResult", "ReverifyReport", "chat_messages", "decode", "decode_value", "digest",
-           "encode_value", "export_dataset", "replay", "reverify", "show_action"]
+from verigym.leaderboards.store import canonical_kwargs, safe_text, trajectory_digest
+
+__all__ = ["FORMAT", "EnvCache", "Recorder", "ReplayResult", "ReverifyReport", "chat_messages", "dataset_records", "decode", "decode_value",
+           "digest", "encode_value", "export_dataset", "replay", "reverify", "show_action"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +56,12 @@ MAX_ARRAY_BYTES = 64 * 1024
 """Observation arrays larger than this (bytes) are recorded by dtype, shape and digest only."""
 MAX_INFO_CHARS = 512
 """Step-info entries whose JSON encoding is longer than this are left out (their names are kept)."""
+MAX_DOCUMENT_BYTES = 64 << 20
+"""A trajectory document (uncompressed JSON) larger than this is neither stored nor read."""
+MAX_DECODED_ARRAY_BYTES = 16 << 20
+"""An encoded array that declares or inflates to more bytes than this is refused when decoded."""
+_ARRAY_KINDS = "biufc"
+"""dtype kinds an encoded array may have (booleans and numbers; no objects, no void records)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -95,7 +109,13 @@ def encode_value(value: Any, *, max_array_bytes: int | None = None) -> Any:
 
 
 def decode_value(tree: Any) -> Any:
-    """Inverse of :func:`encode_value` (``__omitted__`` and ``__repr__`` entries come back as they are)."""
+    """Inverse of :func:`encode_value` (``__omitted__`` and ``__repr__`` entries come back as they are).
+
+    Raises:
+        ValueError: an encoded array or scalar is malformed: a dtype that is not a boolean or number,
+            a shape that is not a list of non-negative ints, a declared size over
+            :data:`MAX_DECODED_ARRAY_BYTES`, or data that does not inflate to exactly that size.
+    """
     if isinstance(tree, list):
         return [decode_value(v) for v in tree]
     if not isinstance(tree, dict):
@@ -103,17 +123,70 @@ def decode_value(tree: Any) -> Any:
     if len(tree) == 1:
         (tag, body), = tree.items()
         if tag == "__array__":
-            raw = zlib.decompress(base64.b64decode(body["zlib"]))
-            return np.frombuffer(raw, dtype=np.dtype(body["dtype"])).reshape(body["shape"]).copy()
+            return _decode_array(body)
         if tag == "__scalar__":
-            return np.dtype(body["dtype"]).type(decode_value(body["value"]))
-        if tag == "__tuple__":
+            if not isinstance(body, dict) or "value" not in body:
+                raise ValueError(f"a malformed encoded scalar: {str(body)[:200]}")
+            return _dtype(body.get("dtype")).type(decode_value(body["value"]))
+        if tag == "__tuple__" and isinstance(body, list):
             return tuple(decode_value(v) for v in body)
-        if tag == "__float__":
+        if tag == "__float__" and body in ("nan", "inf", "-inf"):
             return float(body)
         if tag in ("__omitted__", "__repr__"):
             return tree
     return {k: decode_value(v) for k, v in tree.items()}
+
+
+def _dtype(text: Any) -> np.dtype:
+    try:
+        dtype = np.dtype(text) if isinstance(text, str) and len(text) <= 8 else None
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype.kind not in _ARRAY_KINDS:
+        raise ValueError(f"an encoded value has dtype {str(text)[:40]!r}; only booleans and numbers are stored")
+    return dtype
+
+
+def _decode_array(body: Any) -> np.ndarray:
+    if not isinstance(body, dict) or not isinstance(body.get("zlib"), str):
+        raise ValueError(f"a malformed encoded array: {str(body)[:200]}")
+    dtype, shape = _dtype(body.get("dtype")), body.get("shape")
+    if not isinstance(shape, list) or len(shape) > 32 or not all(type(n) is int and n >= 0 for n in shape):
+        raise ValueError(f"an encoded array has shape {str(shape)[:200]}; a shape is a list of non-negative ints")
+    size = dtype.itemsize * math.prod(shape)
+    if size > MAX_DECODED_ARRAY_BYTES:
+        raise ValueError(f"an encoded array declares {size} bytes (at most {MAX_DECODED_ARRAY_BYTES} are decoded)")
+    try:
+        raw = inflate(base64.b64decode(body["zlib"], validate=True), size)
+    except (ValueError, zlib.error) as exc:
+        raise ValueError(f"an encoded array's data is damaged: {exc}") from None
+    if len(raw) != size:
+        raise ValueError(f"an encoded array's data is {len(raw)} bytes, its dtype and shape say {size}")
+    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+
+
+def inflate(data: bytes, limit: int) -> bytes:
+    """zlib-decompress ``data`` into at most ``limit`` bytes, without ever holding more.
+
+    Args:
+        data: a complete zlib stream.
+        limit: the most bytes the result may have.
+
+    Returns:
+        The decompressed bytes.
+
+    Raises:
+        ValueError: the data inflates past ``limit`` (a decompression bomb is refused after
+            ``limit + 1`` bytes), is truncated, or is followed by other bytes.
+        zlib.error: the data is not a zlib stream.
+    """
+    inflater = zlib.decompressobj()
+    out = inflater.decompress(data, limit + 1)
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise ValueError(f"it inflates to more than {limit} bytes")
+    if not inflater.eof or inflater.unused_data:
+        raise ValueError("it is truncated or followed by other data")
+    return out
 
 
 def digest(value: Any) -> str:
@@ -142,18 +215,43 @@ def digest(value: Any) -> str:
 
 
 def decode(blob: bytes) -> dict[str, Any]:
-    """The trajectory document of a stored blob.
+    """The trajectory document of a stored blob, inflated within :data:`MAX_DOCUMENT_BYTES` and checked.
 
     Raises:
-        ValueError: the blob is not a trajectory of a known format.
+        ValueError: the blob is not a trajectory of a known format, inflates past the bound, or its
+            document lacks a field or has one of the wrong type (the message names it).
     """
     try:
-        doc = json.loads(zlib.decompress(blob))
-    except (zlib.error, ValueError) as exc:
-        raise ValueError(f"not a stored trajectory: {exc}") from None
+        doc = json.loads(inflate(bytes(blob), MAX_DOCUMENT_BYTES))
+    except (zlib.error, ValueError, RecursionError) as exc:
+        raise ValueError(f"not a stored trajectory: {type(exc).__name__}: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ValueError(f"unknown trajectory format {doc.get('format') if isinstance(doc, dict) else None!r}")
+        raise ValueError(f"unknown trajectory format {str(doc.get('format') if isinstance(doc, dict) else None)[:40]!r}")
+    _check_document(doc)
     return doc
+
+
+def _check_document(doc: Mapping[str, Any]) -> None:
+    """Raise ValueError unless ``doc`` has the layout :class:`Recorder` writes (so readers may index it)."""
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            raise ValueError(f"not a stored trajectory: {what}")
+
+    need(isinstance(doc.get("env_id"), str) and isinstance(doc.get("env_kwargs"), dict), "env_id must be a string and env_kwargs an object")
+    need(type(doc.get("seed")) is int and isinstance(doc.get("text_view"), bool), "seed must be an int and text_view a bool")
+    need(isinstance(doc.get("instructions", ""), str), "instructions must be a string")
+    reset = doc.get("reset")
+    need(reset is None or (isinstance(reset, dict) and isinstance(reset.get("digest"), str) and isinstance(reset.get("info", {}), dict)),
+         "reset must be null or an object with a digest")
+    steps = doc.get("steps")
+    need(isinstance(steps, list), "steps must be a list")
+    for index, step in enumerate(steps, 1):
+        need(isinstance(step, dict) and "action" in step and "reward" in step and isinstance(step.get("digest"), str)
+             and isinstance(step.get("terminated"), bool) and isinstance(step.get("truncated"), bool) and isinstance(step.get("info", {}), dict),
+             f"step {index} lacks action, reward, digest, terminated/truncated or info")
+    messages = doc.get("messages", [])
+    need(isinstance(messages, list) and all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                                            for m in messages), "messages must be a list of {role, content} strings")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,12 +377,22 @@ class Recorder:
         self._frame(len(self.doc["steps"]), last=bool(terminated or truncated))
 
     def finish(self) -> tuple[bytes, list[tuple[int, bytes]]]:
-        """The compressed document and the frames."""
+        """The compressed document and the frames.
+
+        Raises:
+            ValueError: the document is over :data:`MAX_DOCUMENT_BYTES` (the runner keeps the row
+                without it).
+        """
         messages = getattr(getattr(self.agent, "history", None), "messages", None)
         if isinstance(messages, list) and all(isinstance(m, Mapping) and "role" in m and "content" in m for m in messages):
             self.doc["messages"] = [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
-        blob = zlib.compress(json.dumps(self.doc, separators=(",", ":"), ensure_ascii=False).encode(), 9)
-        return blob, self.frames
+        try:
+            text = json.dumps(self.doc, separators=(",", ":"), ensure_ascii=False).encode()
+        except UnicodeEncodeError:  # text UTF-8 cannot hold (a lone surrogate in a reply): kept as JSON escapes
+            text = json.dumps(self.doc, separators=(",", ":"), ensure_ascii=True).encode()
+        if len(text) > MAX_DOCUMENT_BYTES:
+            raise ValueError(f"the trajectory is {len(text)} bytes, over the {MAX_DOCUMENT_BYTES} a trajectory may have")
+        return zlib.compress(text, 9), self.frames
 
 
 def _plain(value: Any) -> Any:
@@ -297,10 +405,10 @@ def _plain(value: Any) -> Any:
 
 
 def _show(entry: Mapping[str, Any]) -> str:
-    if "text" in entry:
-        return entry["text"]
+    if isinstance(entry.get("text"), str):
+        return safe_text(entry["text"])
     observation = entry.get("observation")
-    return observation if isinstance(observation, str) else json.dumps(observation)[:2000]
+    return safe_text(observation) if isinstance(observation, str) else json.dumps(observation)[:2000]
 
 
 def _plain_json(value: Any) -> Any:
@@ -315,19 +423,26 @@ def _plain_json(value: Any) -> Any:
 
 
 def show_action(action: Any) -> str:
-    """A recorded action as text: text actions as they are, others as plain JSON (``2``, ``[0.1, -0.4]``, ``{"op": 2, ...}``)."""
+    """A recorded action as text: text actions as they are, others as plain JSON (``2``, ``[0.1, -0.4]``, ``{"op": 2, ...}``).
+
+    Text UTF-8 cannot hold (a lone surrogate) is shown escaped (``\\ud800``).
+
+    Raises:
+        ValueError: a malformed encoded value (:func:`decode_value`).
+    """
     if isinstance(action, str):
-        return action
+        return safe_text(action)
     value = _plain_json(decode_value(action))
-    return value if isinstance(value, str) else json.dumps(value)
+    return safe_text(value) if isinstance(value, str) else json.dumps(value)
 
 
 def chat_messages(doc: Mapping[str, Any]) -> list[dict[str, str]]:
     """The episode as chat messages: the instructions (system), each observation (user), each action
-    (assistant), ending with the last observation when the episode ended on it."""
+    (assistant), ending with the last observation when the episode ended on it. Text that UTF-8
+    cannot hold is escaped (:func:`~verigym.leaderboards.store.safe_text`)."""
     messages = []
     if doc.get("instructions"):
-        messages.append({"role": "system", "content": doc["instructions"]})
+        messages.append({"role": "system", "content": safe_text(doc["instructions"])})
     if doc.get("reset"):
         messages.append({"role": "user", "content": _show(doc["reset"])})
     steps = doc.get("steps", [])
@@ -458,79 +573,160 @@ class ReverifyReport:
         checked: episodes replayed.
         changed: ``(row, reasons)`` of every episode whose ``success`` or ``score`` changed, or
             whose replay diverged from its recording.
-        skipped: ``(row, why)`` of episodes that were not replayed (error/timeout rows, rows with
-            no trajectory, ids not registered here).
+        unverifiable: ``(row, why)`` of every result (an ``ok`` row) that could not be replayed:
+            no trajectory, a trajectory not bound to its row (digest or header differ), a row
+            migrated from before rows were bound, kwargs refused by
+            :func:`verigym.registration.untrusted_kwargs`, an id not registered here, or a row that
+            failed validation when read (a :class:`~verigym.leaderboards.store.RefusedRow`).
+        skipped: ``(row, why)`` of ``error``/``timeout`` rows (not results; not replayed).
     """
 
     checked: int = 0
     changed: list[tuple[Any, list[str]]] = field(default_factory=list)
+    unverifiable: list[tuple[Any, str]] = field(default_factory=list)
     skipped: list[tuple[Any, str]] = field(default_factory=list)
 
+    @property
+    def verified(self) -> bool:
+        """True when every result replayed to its recorded verdict (nothing changed or unverifiable)."""
+        return not self.changed and not self.unverifiable
+
     def summary(self) -> str:
-        """One line: ``412 episodes re-verified, 0 changed`` (and how many were not replayed)."""
+        """One line: ``412 episodes re-verified, 0 changed`` (then how many were unverifiable or not replayed)."""
         line = f"{self.checked} episodes re-verified, {len(self.changed)} changed"
+        if self.unverifiable:
+            line += f", {len(self.unverifiable)} unverifiable"
         return line + (f" ({len(self.skipped)} not replayed)" if self.skipped else "")
 
 
 def reverify(store: Any, rows: list[Any], make_env: Callable[[str, dict[str, Any], bool], Any], *, current: Mapping[str, str],
-             on_row: Callable[[Any, list[str]], None] | None = None) -> ReverifyReport:
-    """Replay stored episodes in the current env versions and compare the verdicts.
+             on_row: Callable[[Any, list[str]], None] | None = None, on_unverifiable: Callable[[Any, str], None] | None = None,
+             refused: Iterable[Any] = (), allow_kwargs: Collection[str] = ()) -> ReverifyReport:
+    """Replay stored episodes in the current env versions, each from its row's own values, and compare the verdicts.
+
+    Each result is replayed from the row's env id, seed and kwargs (never the trajectory's own),
+    after checking that its trajectory is the one written with it (the row's digest, the
+    trajectory's header) and that its kwargs pass :func:`verigym.registration.untrusted_kwargs`.
+    A result that cannot be replayed is reported as unverifiable, never skipped.
 
     Args:
         store: a :class:`~verigym.leaderboards.store.ResultsStore`.
-        rows: the rows to re-verify (``ok`` rows are replayed, others are skipped).
+        rows: the rows to re-verify (``ok`` rows are replayed; ``error``/``timeout`` rows are skipped).
         make_env: builds an env as the runner did (:func:`verigym.leaderboards.runner.make_env`).
         current: this installation's provenance (``verigym_version``, ``git_sha``), named in the reasons.
         on_row: called with each changed row and its reasons as soon as it is found.
+        on_unverifiable: called with each unverifiable row and why as soon as it is found.
+        refused: rows that failed validation when read (:class:`~verigym.leaderboards.store.RefusedRow`);
+            each is reported as unverifiable.
+        allow_kwargs: kwargs names the operator allows beyond the client-settable ones
+            (``untrusted_kwargs(..., allow=...)``; ``never`` parameters stay refused).
 
     Returns:
         The report; a changed episode's reasons say what changed (the verdict, where the replay
         diverged) and why it may have (the verifier, or the env, changed since the recording).
+
+    Raises:
+        StoreError: the store has no trajectories table (nothing in it can be re-verified).
     """
     import gymnasium as gym
 
+    store.require_trajectories()
     report = ReverifyReport()
+
+    def unverifiable(row: Any, why: str) -> None:
+        report.unverifiable.append((row, why))
+        if on_unverifiable is not None:
+            on_unverifiable(row, why)
+
+    for row in refused:
+        unverifiable(row, f"the stored row is invalid: {row.reason}")
     cache = EnvCache(make_env)
     try:
-        _reverify_rows(store, rows, cache, current, on_row, report, gym.registry)
+        for row in rows:
+            if row.status != "ok":
+                report.skipped.append((row, f"status {row.status}"))
+                continue
+            bound = _bound_document(store, row, gym.registry, tuple(allow_kwargs))
+            if isinstance(bound, str):
+                unverifiable(row, bound)
+                continue
+            _replay_row(row, bound, cache, current, on_row, report)
     finally:
         cache.close()
     return report
 
 
-def _reverify_rows(store: Any, rows: list[Any], cache: EnvCache, current: Mapping[str, str],
-                   on_row: Callable[[Any, list[str]], None] | None, report: ReverifyReport, registry: Any) -> None:
-    for row in rows:
-        if row.status != "ok":
-            report.skipped.append((row, f"status {row.status}"))
-            continue
-        if row.env_id not in registry:
-            report.skipped.append((row, f"{row.env_id} is not registered here (a newer version replaced it?)"))
-            continue
+def _text_view_of(agent_spec: str) -> bool:
+    """Whether an agent spec plays through the text view, read from the spec text alone (a stored
+    spec is never imported or built): ``llm:...`` and ``openai:...`` do."""
+    from verigym.leaderboards.agent_spec import _TEXT_KINDS
+
+    head, sep, _ = agent_spec.partition(":")
+    return bool(sep) and head in _TEXT_KINDS
+
+
+def _plain_kwargs(encoded: Any) -> Any:
+    return json.loads(json.dumps(_plain_json(decode_value(encoded)), sort_keys=True))
+
+
+def _bound_document(store: Any, row: Any, registry: Any, allow: tuple[str, ...]) -> dict[str, Any] | str:
+    """The row's trajectory set to replay from the row's own values, or why it cannot be replayed."""
+    from verigym.registration import KwargsRefused, untrusted_kwargs
+
+    if row.env_id not in registry:
+        return f"{row.env_id} is not registered here (a newer version replaced it?)"
+    if not row.env_kwargs:
+        return ("unbound: recorded before rows named their kwargs and the digest of their trajectory; "
+                "run these episodes again into a new folder (--out DIR) to verify them")
+    try:
+        kwargs = untrusted_kwargs(row.env_id, json.loads(row.env_kwargs), allow=allow)
+    except KwargsRefused as exc:
+        return f"its kwargs are refused, so it is not replayed: {exc}"
+    try:
         blob = store.trajectory(row)
-        if blob is None:
-            report.skipped.append((row, "no trajectory was recorded"))
-            continue
-        try:
-            result = replay(decode(blob), cache)
-        except Exception as exc:  # noqa: BLE001 - a replay that crashes is a change to report, not a crash
-            result = ReplayResult(None, None, 0, f"the replay raised {type(exc).__name__}: {exc}")
-        report.checked += 1
-        reasons = []
-        if result.success is None:
-            reasons.append(f"the replay gave no verdict ({result.detail or 'no success/score at the end'})")
-        elif result.success != row.success or not math.isclose(result.score, row.score, rel_tol=0, abs_tol=1e-9):
-            cause = "the replay diverged" if result.diverged_at is not None else "the verifier changed (same steps, new verdict)"
-            reasons.append(f"success {row.success} -> {result.success}, score {row.score:g} -> {result.score:g}: {cause}")
-        if result.diverged_at is not None and result.success is not None:
-            reasons.append(f"replay diverged at step {result.diverged_at}: {result.detail}")
-        if reasons:
-            if (row.verigym_version, row.git_sha) != (current.get("verigym_version"), current.get("git_sha")):
-                reasons.append(f"recorded with verigym {row.verigym_version} ({row.git_sha[:12]}), now {current.get('verigym_version')} "
-                               f"({str(current.get('git_sha'))[:12]}): the env or its verifier changed since")
-            report.changed.append((row, reasons))
-            if on_row is not None:
-                on_row(row, reasons)
+    except ValueError as exc:
+        return f"its trajectory is not read: {exc}"
+    if blob is None:
+        return "no trajectory was recorded for this result"
+    if row.trajectory_digest != trajectory_digest(row, blob):
+        return "the stored trajectory is not the one written with this row (the row's trajectory digest does not match it)"
+    try:
+        doc = decode(blob)
+        recorded = (doc["env_id"], doc["seed"], _plain_kwargs(doc["env_kwargs"]), doc["text_view"])
+    except (ValueError, TypeError, KeyError, RecursionError) as exc:
+        return f"its trajectory cannot be read: {exc}"
+    expected = (row.env_id, row.seed, json.loads(canonical_kwargs(kwargs)), _text_view_of(row.agent_spec))
+    if recorded != expected:
+        names = ("env id", "seed", "kwargs", "text view")
+        differ = "; ".join(f"{n} {r!r} in the trajectory, {e!r} in the row" for n, r, e in zip(names, recorded, expected) if r != e)
+        return f"the trajectory was recorded for another episode: {differ}"
+    if doc["reset"] is None:
+        return "its trajectory has no reset (the episode did not start)"
+    return {**doc, "env_id": row.env_id, "seed": row.seed, "env_kwargs": encode_value(kwargs), "text_view": expected[3]}
+
+
+def _replay_row(row: Any, doc: Mapping[str, Any], cache: EnvCache, current: Mapping[str, str],
+                on_row: Callable[[Any, list[str]], None] | None, report: ReverifyReport) -> None:
+    try:
+        result = replay(doc, cache)
+    except Exception as exc:  # noqa: BLE001 - a replay that crashes is a change to report, not a crash
+        result = ReplayResult(None, None, 0, f"the replay raised {type(exc).__name__}: {safe_text(str(exc))[:500]}")
+    report.checked += 1
+    reasons = []
+    if result.success is None:
+        reasons.append(f"the replay gave no verdict ({result.detail or 'no success/score at the end'})")
+    elif result.success != row.success or not math.isclose(result.score, row.score, rel_tol=0, abs_tol=1e-9):
+        cause = "the replay diverged" if result.diverged_at is not None else "the verifier changed (same steps, new verdict)"
+        reasons.append(f"success {row.success} -> {result.success}, score {row.score:g} -> {result.score:g}: {cause}")
+    if result.diverged_at is not None and result.success is not None:
+        reasons.append(f"replay diverged at step {result.diverged_at}: {result.detail}")
+    if reasons:
+        if (row.verigym_version, row.git_sha) != (current.get("verigym_version"), current.get("git_sha")):
+            reasons.append(f"recorded with verigym {row.verigym_version} ({row.git_sha[:12]}), now {current.get('verigym_version')} "
+                           f"({str(current.get('git_sha'))[:12]}): the env or its verifier changed since")
+        report.changed.append((row, reasons))
+        if on_row is not None:
+            on_row(row, reasons)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -538,56 +734,107 @@ def _reverify_rows(store: Any, rows: list[Any], cache: EnvCache, current: Mappin
 # ---------------------------------------------------------------------------------------------
 
 
-def dataset_records(store: Any, rows: list[Any]) -> list[dict[str, Any]]:
-    """One record per episode with a trajectory, in the chat format of Hugging Face ``datasets``.
+def dataset_records(store: Any, rows: Iterable[Any], refused: list[tuple[Any, str]] | None = None) -> Iterator[dict[str, Any]]:
+    """One record per episode with a trajectory, in the chat format of Hugging Face ``datasets``, one at a time.
 
     Each record: ``messages`` (list of ``{"role", "content"}``), ``reward`` (the episode return),
     ``score``, ``success``, ``env_id``, ``seed``, ``agent``, ``config_hash``, ``status``, ``length``,
     ``suite``, and ``provenance`` (a JSON string: verigym version, git SHA, packages, Python, time).
+
+    A trajectory is read only when it is bound to its row: the row's digest matches it (rows
+    migrated from before rows were bound have none), and its header names the row's env id and seed.
+
+    Args:
+        store: a :class:`~verigym.leaderboards.store.ResultsStore`.
+        rows: the rows to export (rows without a trajectory are left out).
+        refused: when given, ``(row, why)`` of each trajectory that is not exported (oversized, a
+            decompression bomb, malformed, not bound to its row) is appended here; when None, such
+            a trajectory raises.
+
+    Raises:
+        ValueError: a trajectory cannot be exported and ``refused`` is None.
     """
-    records = []
     for row in rows:
-        blob = store.trajectory(row)
-        if blob is None:
+        try:
+            blob = store.trajectory(row)
+            if blob is None:
+                continue
+            if row.trajectory_digest and row.trajectory_digest != trajectory_digest(row, blob):
+                raise ValueError("the stored trajectory is not the one written with this row (its digest differs)")
+            doc = decode(blob)
+            if (doc["env_id"], doc["seed"]) != (row.env_id, row.seed):
+                raise ValueError(f"the trajectory is of {doc['env_id']} seed {doc['seed']}, not of this row")
+            messages = chat_messages(doc)
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
+            why = f"{row.agent_spec} {row.env_id} seed {row.seed}: {safe_text(str(exc))[:500]}"
+            if refused is None:
+                raise ValueError(why) from None
+            refused.append((row, why))
             continue
-        doc = decode(blob)
-        records.append({
-            "messages": chat_messages(doc), "reward": float(row.episode_return), "score": float(row.score), "success": bool(row.success),
+        yield {
+            "messages": messages, "reward": float(row.episode_return), "score": float(row.score), "success": bool(row.success),
             "env_id": row.env_id, "seed": int(row.seed), "agent": row.agent_spec, "config_hash": row.config_hash, "status": row.status,
             "length": int(row.length), "suite": row.suite,
             "provenance": json.dumps({"verigym_version": row.verigym_version, "git_sha": row.git_sha, "packages": json.loads(row.packages),
                                       "python": row.python, "created_at": row.created_at}, sort_keys=True),
-        })
-    return records
+        }
 
 
-def export_dataset(records: list[dict[str, Any]], path: Any, fmt: str) -> Any:
-    """Write records as JSON Lines (``jsonl``) or Parquet (``parquet``, needs ``pyarrow``).
+def export_dataset(records: Iterable[dict[str, Any]], path: Any, fmt: str, *, batch_size: int = 256) -> tuple[Any, int]:
+    """Write records as JSON Lines (``jsonl``) or Parquet (``parquet``, needs ``pyarrow``), streaming.
+
+    Records are written as they come (Parquet in row groups of ``batch_size``), so memory holds
+    one batch, not the dataset. The file is written beside ``path`` and moved into place when
+    complete: a failed export leaves no partial file (and an earlier file at ``path`` as it was).
+
+    Args:
+        records: the records (:func:`dataset_records`).
+        path: the file to write.
+        fmt: ``jsonl`` or ``parquet``.
+        batch_size: records per Parquet row group.
+
+    Returns:
+        The path written and the number of records.
 
     Raises:
         ValueError: an unknown format.
         RuntimeError: ``parquet`` without pyarrow.
     """
+    import itertools
+    import os
     import pathlib
 
+    if fmt not in ("jsonl", "parquet"):
+        raise ValueError(f"format must be jsonl or parquet, got {fmt!r}")
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if fmt == "jsonl":
-        with path.open("w", encoding="utf-8") as handle:
-            for record in records:
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-    elif fmt == "parquet":
-        try:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise RuntimeError('Parquet export needs pyarrow: pip install "verigym[trl]" (or pyarrow)') from None
-        schema = pa.schema([
-            ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))), ("reward", pa.float64()),
-            ("score", pa.float64()), ("success", pa.bool_()), ("env_id", pa.string()), ("seed", pa.int64()), ("agent", pa.string()),
-            ("config_hash", pa.string()), ("status", pa.string()), ("length", pa.int64()), ("suite", pa.string()), ("provenance", pa.string()),
-        ])
-        pq.write_table(pa.Table.from_pylist(records, schema=schema), path)
-    else:
-        raise ValueError(f"format must be jsonl or parquet, got {fmt!r}")
-    return path
+    partial = path.with_name(f".{path.name}.partial")
+    count = 0
+    try:
+        if fmt == "jsonl":
+            with partial.open("w", encoding="utf-8") as handle:
+                for record in records:
+                    handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    count += 1
+        else:
+            try:
+                import pyarrow as pa
+                import pyarrow.parquet as pq
+            except ImportError:
+                raise RuntimeError('Parquet export needs pyarrow: pip install "verigym[trl]" (or pyarrow)') from None
+            schema = pa.schema([
+                ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))), ("reward", pa.float64()),
+                ("score", pa.float64()), ("success", pa.bool_()), ("env_id", pa.string()), ("seed", pa.int64()), ("agent", pa.string()),
+                ("config_hash", pa.string()), ("status", pa.string()), ("length", pa.int64()), ("suite", pa.string()), ("provenance", pa.string()),
+            ])
+            records = iter(records)
+            with pq.ParquetWriter(partial, schema) as writer:
+                while batch := list(itertools.islice(records, batch_size)):
+                    writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                    count += len(batch)
+                if count == 0:
+                    writer.write_table(pa.Table.from_pylist([], schema=schema))
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return path, count

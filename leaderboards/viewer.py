@@ -158,7 +158,7 @@ def write_viewer(store: Any, folder: str | pathlib.Path, rows: list[Any] | None 
         blob = store.trajectory(row)
         doc = decode(blob) if blob is not None else None
         name = episode_filename(row)
-        (target / name).write_text(_episode_page(row, doc, store.frames(row)), encoding="utf-8")
+        (target / name).write_text(_episode_page(row, doc, store.frames(row)), encoding="utf-8", errors="backslashreplace")  # text UTF-8 cannot hold (lone surrogates) shown escaped
         lines.append(f'<tr data-task="{html.escape(row.env_id)}" data-agent="{html.escape(row.agent_spec)}" data-success="{int(row.success)}">'
                      f'<td>{html.escape(row.env_id)}</td><td>{html.escape(row.agent_spec)}</td><td class="num">{row.seed}</td>'
                      f'<td>{html.escape(row.status)}</td><td>{"yes" if row.success else "no"}</td>'
@@ -172,5 +172,5 @@ def write_viewer(store: Any, folder: str | pathlib.Path, rows: list[Any] | None 
             '<table id="episodes"><thead><tr><th>task</th><th>agent</th><th>seed</th><th>status</th><th>success</th><th>score</th>'
             f'<th>return</th><th>length</th></tr></thead><tbody>{"".join(lines)}</tbody></table>')
     index = target / "index.html"
-    index.write_text(_page("verigym episodes", body, _FILTER_SCRIPT), encoding="utf-8")
+    index.write_text(_page("verigym episodes", body, _FILTER_SCRIPT), encoding="utf-8", errors="backslashreplace")
     return index

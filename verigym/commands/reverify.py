@@ -5,13 +5,17 @@ from __future__ import annotations
 import argparse
 import os
 
-HELP = "replay every stored episode in the current env versions and report each verdict that changed"
+HELP = ("replay every stored result from its row's own env id, seed and kwargs in the current env versions; "
+        "exit 1 naming each result whose verdict changed or that could not be replayed")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None, help="results folder (default: ./verigym-results)")
-    parser.add_argument("--suite", default=None, help="only the tasks and seeds of this suite (name or .json path)")
+    parser.add_argument("--suite", default=None, help="only the tasks, seeds and kwargs of this suite (name or .json path)")
     parser.add_argument("--agent", default=None, help="only the episodes of this agent spec")
+    parser.add_argument("--allow-kwargs", default="", metavar="NAMES",
+                        help="comma-separated operator-only env kwargs a stored row may replay with (as serve-env --allow-kwargs); "
+                             "kwargs declared never-settable stay refused")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,20 +30,27 @@ def run(args: argparse.Namespace) -> int:
         for reason in reasons:
             print(f"  {reason}")
 
+    def show_unverifiable(row, why):
+        where = f"{row.agent_spec} {row.env_id} seed {row.seed}" if hasattr(row, "seed") else f"row {row.rowid} ({row.key})"
+        print(f"UNVERIFIABLE {where}: {why}")
+
+    allow = tuple(name.strip() for name in args.allow_kwargs.split(",") if name.strip())
     before = set(_descendants(os.getpid()))  # what ran before the replays is not ours to stop
     try:
         suite = load_suite(args.suite) if args.suite else None
         with ResultsStore(args.out or DEFAULT_DIR, create=False) as store:
-            rows = store.suite_rows(suite, agent_spec=args.agent)
-            report = reverify(store, rows, lambda env_id, kwargs, text_view: make_env(env_id, kwargs, text_view), current=provenance(), on_row=show)
+            refused: list = []
+            rows = store.suite_rows(suite, agent_spec=args.agent, refused=refused)
+            report = reverify(store, rows, lambda env_id, kwargs, text_view: make_env(env_id, kwargs, text_view), current=provenance(),
+                              on_row=show, on_unverifiable=show_unverifiable, refused=refused, allow_kwargs=allow)
     except (RuntimeError, ValueError, FileNotFoundError) as exc:  # StoreError is a RuntimeError
         return usage_error("reverify", str(exc))
+    finally:
+        end_env_processes(keep=before)
     reasons: dict[str, int] = {}
     for _, why in report.skipped:
         reasons[why.split(" (")[0]] = reasons.get(why.split(" (")[0], 0) + 1
     for why, count in sorted(reasons.items()):
         print(f"  not replayed: {count} x {why}")
     print(report.summary(), flush=True)
-    end_env_processes(keep=before)
-    return 1 if report.changed else 0
-
+    return 0 if report.verified else 1
