@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -159,3 +160,13 @@ class BoxCrashEnv(gym.Env):
         done = self._t >= 20
         info = episode_end({}, success=False, score=0.0) if done else {}
         return self._x.copy(), 0.0, False, done, info
+
+
+class HangsInStepEnv(CountdownTextEnv):
+    """From the third step of an episode on, ``step`` never returns (a stuck verifier or server)."""
+
+    def step(self, action):
+        if self._turn >= 2:
+            while True:
+                time.sleep(0.05)
+        return super().step(action)

@@ -133,3 +133,22 @@ def test_step_after_end_is_checked_through_language_wrapper(monkeypatch):
     monkeypatch.setattr(LanguageWrapper, "step", guarded)
     report = check_env("verigym/DoorKey-5x5-v0", steps=60, checks=["step_after_end"])
     assert report.passed and "LanguageWrapper refused too" in report.results[0].detail, report.format()
+
+
+def test_a_hanging_step_fails_its_check_instead_of_hanging_the_checker():
+    """call_timeout bounds each env call: the stuck step is interrupted and named, the rest skipped."""
+    report = check_env(broken_envs.HangsInStepEnv, steps=60, call_timeout=1.0)
+    results = {r.name: r for r in report.results}
+    assert not report.passed
+    hung = [r for r in report.results if r.status == "fail"]
+    assert len(hung) == 1, report.format()
+    assert "now in HangsInStepEnv.step (broken_envs.py" in hung[0].detail, hung[0].detail
+    assert "did not return within 1 s" in hung[0].detail and hung[0].name == "determinism", hung[0].detail
+    after = report.results[report.results.index(hung[0]) + 1 :]
+    assert after and all(r.status == "skip" and "hung in an earlier check" in r.detail for r in after), report.format()
+    assert results["family"].status == "pass"  # the checks before it ran normally
+
+
+def test_call_timeout_leaves_a_correct_env_alone():
+    report = check_env(broken_envs.CountdownTextEnv, steps=60, call_timeout=5.0)
+    assert report.passed, report.format()

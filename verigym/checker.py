@@ -52,6 +52,12 @@ Checks (each reports what was tried and what happened):
 ``close_twice``
     ``close()`` can be called twice.
 
+Every call the checker makes into the env (``reset``, ``step``, ``close``, making or copying it)
+must return within ``call_timeout`` seconds (default 120): a call that hangs is interrupted, its
+check fails naming the call, and the remaining checks are skipped (:class:`_CallWatchdog`; in the
+main thread only, where a signal can interrupt it -- the fresh-interpreter check has its own
+subprocess timeout).
+
 Determinism is exact by default; ``atol`` (or ``metadata["determinism_atol"]``) sets an absolute
 tolerance on floating-point observations and rewards (MuJoCo, for instance).
 """
@@ -67,8 +73,11 @@ import json
 import math
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import threading
+import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -462,6 +471,104 @@ def _refuses_step(env: gym.Env, action: Any, label: str) -> str | None:
         return f"{label}: step raised {type(exc).__name__}: {_short(str(exc))}, not a clear error saying to call reset()"
     verdict = f", success={info.get(SUCCESS)!r}, score={info.get(SCORE)!r}" if isinstance(info, dict) and SUCCESS in info else ""
     return f"{label}: step ran on (reward {_short(reward)}, terminated={terminated!r}, truncated={truncated!r}{verdict}) instead of raising"
+
+
+class _CallTimedOut(BaseException):
+    """Raised in the main thread by :class:`_CallWatchdog` when an env call overran its deadline (a
+    ``BaseException``, so an env's ``except Exception`` cannot swallow it)."""
+
+
+_HARNESS_FILES = (os.path.abspath(__file__), os.path.join(os.path.dirname(os.path.abspath(__file__)), "verifier_bounds.py"))
+
+
+class _CallWatchdog:
+    """Bounds each call from the checker into env code to ``seconds`` of wall-clock time.
+
+    A watcher thread samples the main thread's stack every ``min(1, seconds / 4)`` s. The frame
+    just inside the innermost checker frame is the env call in flight (``env.step``, a ``copy``, a
+    factory...); when the same frame object is still there after ``seconds``, the watcher sends
+    ``SIGUSR2`` to the main thread, whose handler raises :class:`_CallTimedOut` there. A signal
+    interrupts Python loops and blocking system calls (``sleep``, a socket read); C code that
+    never returns to the interpreter cannot be interrupted in-process. Inactive off the main thread
+    or with ``seconds`` ``None``/``0``.
+
+    Args:
+        seconds: the deadline of one call.
+    """
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = float(seconds) if seconds else 0.0
+        self.active = self.seconds > 0 and threading.current_thread() is threading.main_thread()
+        self.tripped: str | None = None
+        """What overran its deadline, once something did."""
+        self._armed = False
+        self._culprit = ""
+        self._main = threading.main_thread().ident
+        self._stop = threading.Event()
+        self._previous: Any = None
+
+    def __enter__(self) -> _CallWatchdog:
+        if self.active:
+            self._previous = signal.signal(signal.SIGUSR2, self._interrupt)
+            threading.Thread(target=self._watch, name="verigym-check-watchdog", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.active:
+            self._stop.set()
+            self._armed = False
+            signal.signal(signal.SIGUSR2, self._previous)
+
+    def _interrupt(self, signum: int, frame: Any) -> None:
+        if self._armed:  # a signal that lands after the call returned is ignored
+            raise _CallTimedOut(self._culprit)
+
+    def _in_flight(self) -> tuple[Any, Any]:
+        """The frame of the env call the checker is waiting for and the innermost frame (where the
+        call is now), or ``(None, None)``."""
+        innermost = frame = sys._current_frames().get(self._main)
+        inner = None
+        while frame is not None:
+            if frame.f_code.co_filename in _HARNESS_FILES:
+                return inner, innermost
+            inner, frame = frame, frame.f_back
+        return None, None
+
+    def _watch(self) -> None:
+        held, since = None, time.monotonic()
+        while not self._stop.wait(min(1.0, self.seconds / 4)):
+            frame, innermost = self._in_flight() if self._armed else (None, None)
+            now = time.monotonic()
+            if frame is None or frame is not held:
+                held, since = frame, now
+            elif now - since > self.seconds:
+                self._culprit = f"an env call ({_where(frame)}, now in {_where(innermost)})"
+                signal.pthread_kill(self._main, signal.SIGUSR2)
+                held, since = None, now  # still stuck after another period (a close() in a finally): again
+            del frame, innermost
+
+    def run(self, name: str, call: Callable[[], tuple[Status, str]], *, bounded: bool = True) -> tuple[Status, str]:
+        """``call()`` with each env call bounded; a ``fail`` naming the call that hung, or a
+        ``skip`` once an earlier call hung."""
+        if self.tripped is not None:
+            return "skip", f"not run: {self.tripped} hung in an earlier check"
+        self._armed = self.active and bounded
+        try:
+            return call()
+        except _CallTimedOut as exc:
+            self.tripped = str(exc)
+            return "fail", (
+                f"{exc} did not return within {self.seconds:g} s (call_timeout) during the {name} check and was "
+                "interrupted: reset, step and close must not hang; the remaining checks were skipped"
+            )
+        finally:
+            self._armed = False
+
+
+def _where(frame: Any) -> str:
+    """``Qualified.name (file.py:line)`` of a frame."""
+    code = frame.f_code
+    return f"{getattr(code, 'co_qualname', code.co_name)} ({os.path.basename(code.co_filename)}:{frame.f_lineno})"
 
 
 def _reply_text(text_env: Any) -> Callable[[Any], str] | None:
@@ -959,6 +1066,7 @@ def check_env(
     atol: float | None = None,
     checks: Iterable[str] | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    call_timeout: float | None = 120.0,
     _fresh: tuple[str, Any] | None = None,
 ) -> CheckReport:
     """Run the conformance checks (module docstring) on one env.
@@ -971,6 +1079,9 @@ def check_env(
             ``metadata["determinism_atol"]`` or 0 (exact).
         checks: names from :data:`ALL_CHECKS` to run (default: all).
         env_kwargs: constructor overrides when ``env`` is an id.
+        call_timeout: seconds one call into the env (make, ``reset``, ``step``, ``close``, a copy)
+            may take before it is interrupted and its check fails (``None`` or 0: unbounded; only
+            enforced when called from the main thread).
 
     Returns:
         The report; call :meth:`CheckReport.raise_for_failures` to turn failures into an error.
@@ -992,20 +1103,32 @@ def check_env(
             report = CheckReport(env)
             report.results.append(CheckResult("make", "fail", unknown_id_message(env)))
             return report
-    try:
-        checker = _Checker(env, steps=steps, seed=seed, atol=atol, env_kwargs=dict(env_kwargs or {}))
-    except Exception as exc:
-        report = CheckReport(env if isinstance(env, str) else type(env).__name__)
-        report.results.append(CheckResult("make", "fail", f"making the env raised {type(exc).__name__}: {exc}"))
-        return report
-    report = CheckReport(checker.name)
-    if "episode_end" in selected and "determinism" not in selected:
-        selected.insert(selected.index("episode_end"), "determinism")
-    return run_checks(
-        report,
-        [name for name in ALL_CHECKS if name in selected],
-        lambda name: checker.fresh_interpreter(_fresh) if name == "fresh_interpreter" else getattr(checker, name)(),
-    )
+    with _CallWatchdog(call_timeout) as watchdog:
+        made: list[_Checker] = []
+
+        def make() -> tuple[Status, str]:
+            made.append(_Checker(env, steps=steps, seed=seed, atol=atol, env_kwargs=dict(env_kwargs or {})))
+            return "pass", ""
+
+        try:
+            status, detail = watchdog.run("make", make)
+        except Exception as exc:
+            status, detail = "fail", f"making the env raised {type(exc).__name__}: {exc}"
+        if status != "pass":
+            report = CheckReport(env if isinstance(env, str) else type(env).__name__)
+            report.results.append(CheckResult("make", "fail", detail))
+            return report
+        checker = made[0]
+        report = CheckReport(checker.name)
+        if "episode_end" in selected and "determinism" not in selected:
+            selected.insert(selected.index("episode_end"), "determinism")
+
+        def run(name: str) -> tuple[Status, str]:
+            if name == "fresh_interpreter":  # a subprocess with its own timeout
+                return watchdog.run(name, lambda: checker.fresh_interpreter(_fresh), bounded=False)
+            return watchdog.run(name, getattr(checker, name))
+
+        return run_checks(report, [name for name in ALL_CHECKS if name in selected], run)
 
 
 def run_checks(report: CheckReport, names: Iterable[str], run: Callable[[str], tuple[Status, str]]) -> CheckReport:
