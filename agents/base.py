@@ -22,7 +22,7 @@ import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["AGENTS", "AGENT_GROUP", "Agent", "Learner", "agent_class", "load", "make", "plugin_agents"]
+__all__ = ["AGENTS", "AGENT_GROUP", "Agent", "Learner", "agent_class", "env_for", "load", "make", "plugin_agents"]
 
 AGENT_GROUP = "verigym.agents"
 """Entry-point group of plugin agents: name -> ``"module:Class"`` or ``"module:factory"``."""
@@ -118,13 +118,71 @@ def make(name: str, env: Any = None, **config: Any) -> Agent:
     """Build the agent registered as ``name`` (verigym's or a plugin's) for ``env`` with ``config``
     overrides.
 
+    Args:
+        name: a registered agent name (:data:`AGENTS`, plugins included).
+        env: the env the agent acts in: an env, or an env id (``gym.make``, or PettingZoo's parallel
+            API for a parallel game), for every agent. A class with ``from_env`` gets ``env`` as
+            given; any other is built on ``make_env(env)``: an agent that reads the state of its env
+            (``oracle``) is then bound to that instance (:func:`env_for`).
+        **config: the agent's config fields.
+
     Raises:
         KeyError: unknown agent name.
         TypeError / ValueError: invalid config (from the agent's config dataclass).
+        gymnasium.error.Error: ``env`` is an id that is not registered.
     """
     cls = agent_class(name)
     factory = getattr(cls, "from_env", None)
-    return factory(env, **config) if callable(factory) else cls(env, **config)
+    if callable(factory):
+        return factory(env, **config)
+    if isinstance(env, str):
+        from verigym.agents.common.vec import make_env
+
+        env = make_env(env)
+    return cls(env, **config)
+
+
+def env_for(agent: Any, env: Any) -> Any:
+    """The env to run ``agent`` on, given an env or an env id.
+
+    Most agents act on observations alone and run on any env: ``env`` (made from its id when it
+    is one). An agent with a ``bound_env`` attribute reads the state of that one env instance (the
+    oracle calls its ``oracle_action()``); it runs on that instance (or a wrapper of it), and for an
+    id it runs on its own env when that env is the id's registered task.
+
+    Raises:
+        ValueError: ``agent`` is bound to another env instance than ``env``.
+    """
+    bound = getattr(agent, "bound_env", None)
+    if bound is None:
+        from verigym.agents.common.vec import make_env
+
+        return make_env(env)
+    if isinstance(env, str):
+        if _is_registered_task(bound, env):
+            return bound
+    elif getattr(env, "unwrapped", env) is getattr(bound, "unwrapped", bound):
+        return env
+    spec = getattr(bound, "spec", None)
+    raise ValueError(
+        f"this {type(agent).__name__} acts on one env instance ({spec.id if spec is not None else type(bound).__name__}) "
+        f"and reads its state; it cannot play {env if isinstance(env, str) else type(env).__name__}: pass the env it was "
+        "built for, or build the agent for this env (verigym.agents.make(name, env))"
+    )
+
+
+def _is_registered_task(env: Any, env_id: str) -> bool:
+    """Whether ``env`` was made from ``env_id`` with the registered kwargs (so it is that task)."""
+    import gymnasium as gym
+
+    spec = getattr(env, "spec", None)
+    if spec is None or spec.id != env_id:
+        return False
+    try:
+        registered = gym.spec(env_id)
+    except gym.error.Error:
+        return False
+    return dict(spec.kwargs) == dict(registered.kwargs)
 
 
 def load(name: str, path: Any, *, device: str = "auto") -> Agent:

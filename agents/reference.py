@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
+from gymnasium.wrappers import OrderEnforcing
 
 from verigym.core import ACTION_MASK, OracleInterface
 
@@ -40,6 +42,12 @@ class RandomAgent:
 class OracleAgent:
     """The env's own scripted solver (``env.unwrapped.oracle_action()``, :class:`verigym.OracleInterface`).
 
+    The oracle reads the state of the one env instance it was built for (:attr:`bound_env`), so it
+    acts only there: ``verigym.agents.common.callbacks.evaluate`` runs it on that instance.
+
+    Args:
+        env: the env whose oracle is asked (an env made by ``gym.make`` or ``verigym.agents.make``).
+
     Raises:
         TypeError: the env has no oracle.
     """
@@ -49,8 +57,33 @@ class OracleAgent:
             raise TypeError(f"{type(getattr(env, 'unwrapped', env)).__name__} has no oracle_action(); no oracle agent for it")
         self.env = env
 
+    @property
+    def bound_env(self) -> Any:
+        """The env instance whose state the oracle reads (see :func:`verigym.agents.base.env_for`)."""
+        return self.env
+
     def reset(self, *, seed: int | None = None) -> None:
         pass
 
     def act(self, obs: Any, info: Mapping[str, Any] | None = None, *, deterministic: bool = False) -> Any:
+        """The oracle's action in the env's current state.
+
+        Raises:
+            RuntimeError: the env was never reset (Gymnasium's ``OrderEnforcing``, which
+                ``gym.make`` adds, says so), so it has no task yet to solve.
+        """
+        if not _has_reset(self.env):
+            spec = getattr(self.env, "spec", None)
+            name = spec.id if spec is not None else type(self.env.unwrapped).__name__
+            raise RuntimeError(f"the oracle's env {name} was never reset: call env.reset(seed=...) before agent.act")
         return self.env.unwrapped.oracle_action()
+
+
+def _has_reset(env: Any) -> bool:
+    """Whether ``env`` was reset, as the ``OrderEnforcing`` wrapper in its stack records (True when
+    it has none: then the env itself is in charge of a call before ``reset``)."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, OrderEnforcing):
+            return bool(env.has_reset)
+        env = env.env
+    return True

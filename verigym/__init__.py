@@ -8,9 +8,16 @@ imports), so ``gymnasium.make("verigym/<Name>-v<N>")`` and
 Contracts (docs/design.md): :class:`TextInterface`, :class:`ActionParseError`, :data:`FAMILIES`, the
 episode-end keys ``info["success"]``, ``info["score"]``, ``info["action_error"]``, and the episode
 boundary (:class:`EpisodeGuard`, :class:`EpisodeEndedError`).
+
+The subpackages ``verigym.agents``, ``verigym.wrappers``, ``verigym.leaderboards`` and
+``verigym.envs`` are attributes of the package, imported on first use (module ``__getattr__``), so
+``import verigym`` stays light and ``verigym.agents.make("ppo", env_id)`` works after it.
 """
 
 from __future__ import annotations
+
+import importlib
+from types import ModuleType
 
 from verigym.core import (
     ACTION_CANDIDATES,
@@ -50,13 +57,31 @@ __all__ = [
     "TextInterface",
     "UnicodeText",
     "__version__",
+    "agents",
     "action_error_info",
     "coerce_action",
+    "envs",
     "episode_end",
+    "leaderboards",
     "make",
     "register_rows",
     "rows",
     "variants",
+    "wrappers",
 ]
+
+_SUBPACKAGES = frozenset({"agents", "envs", "leaderboards", "wrappers"})
+"""Subpackages imported on first attribute access (each imports torch, MuJoCo, ... only when used)."""
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"verigym.{name}")
+    raise AttributeError(f"module 'verigym' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _SUBPACKAGES)
+
 
 register_all()

@@ -102,6 +102,9 @@ class EnvRow:
         reward_threshold: Gymnasium's "solved" return, if any.
         nondeterministic: the env cannot be made deterministic from its seed (``verigym check``
             then skips the determinism checks and says so).
+        additional_wrappers: ``"module:Class"`` wrappers (no arguments) that ``gymnasium.make``
+            puts outermost, as Gymnasium's ``additional_wrappers`` (the MuJoCo goal envs'
+            ``compute_reward`` for third-party clients).
     """
 
     id: str
@@ -113,6 +116,7 @@ class EnvRow:
     description: str = ""
     reward_threshold: float | None = None
     nondeterministic: bool = False
+    additional_wrappers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not ID_PATTERN.match(self.id):
@@ -127,6 +131,10 @@ class EnvRow:
         if ":" not in self.entry_point:
             raise ValueError(f"entry point {self.entry_point!r} of {self.id} must be 'module:attr'")
         object.__setattr__(self, "kwargs", dict(self.kwargs))
+        object.__setattr__(self, "additional_wrappers", tuple(self.additional_wrappers))
+        for wrapper in self.additional_wrappers:
+            if not isinstance(wrapper, str) or ":" not in wrapper or self.api != "gymnasium":
+                raise ValueError(f"additional wrapper {wrapper!r} of {self.id} must be a 'module:Class' string on a gymnasium row")
 
     def __hash__(self) -> int:
         return hash((self.id, self.entry_point, self.api))
@@ -302,6 +310,9 @@ def register_rows(new_rows: Iterable[EnvRow]) -> None:
                     max_episode_steps=item.max_episode_steps,
                     reward_threshold=item.reward_threshold,
                     nondeterministic=item.nondeterministic,
+                    additional_wrappers=tuple(
+                        gymnasium.envs.registration.WrapperSpec(name=w.rpartition(":")[2], entry_point=w, kwargs={}) for w in item.additional_wrappers
+                    ),
                 )
             continue
         import pettingzoo

@@ -288,6 +288,11 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         mask[turn_offset + 4] = 1
         return np.array(mask, dtype=np.int8)
 
+    def action_masks(self) -> np.ndarray:
+        """``bool (n_actions,)``: :meth:`action_mask` under the name sb3-contrib's ``MaskablePPO``
+        calls (no ``ActionMasker`` needed)."""
+        return self.action_mask().astype(bool)
+
     def _can_step(self, r: int, c: int, direction: int) -> bool:
         """Whether walking onto ``(r, c)`` in ``direction`` succeeds (Sokoban overrides: pushes)."""
         return can_enter(self.grid.cells, r, c)

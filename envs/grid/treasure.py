@@ -113,6 +113,11 @@ class TreasureEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         mask[inside] = ~self._walls[target[inside, 0], target[inside, 1]]
         return mask
 
+    def action_masks(self) -> np.ndarray:
+        """``bool (4,)``: the moves that do not hit a wall or the border (``info["action_mask"]``),
+        under the name sb3-contrib's ``MaskablePPO`` calls."""
+        return self._mask().astype(bool)
+
     # -- Gymnasium API -------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)

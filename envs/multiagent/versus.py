@@ -140,6 +140,11 @@ class VersusEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
             return np.zeros(int(self.action_space.n), dtype=np.int8)
         return self.game.infos[self.seat][ACTION_MASK].copy()
 
+    def action_masks(self) -> np.ndarray:
+        """``bool (n_actions,)``: the seat's legal moves now (``info["action_mask"]``), under the
+        name sb3-contrib's ``MaskablePPO`` calls."""
+        return self._mask().astype(bool)
+
     # -- Gymnasium API --------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
