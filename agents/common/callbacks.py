@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from verigym.agents.base import env_for
 from verigym.agents.common.vec import is_parallel_env, make_env
 from verigym.core import SCORE, SUCCESS
 
@@ -30,14 +31,19 @@ def evaluate(agent: Any, env: Any, *, episodes: int = 10, seed: int = 10_000, de
     Args:
         agent: anything with ``reset(seed=...)`` and ``act(obs, info, deterministic=...)``; on a
             PettingZoo parallel env, ``act`` takes and returns ``{agent: ...}`` dicts.
-        env: an env or an env id (Gymnasium, or a PettingZoo parallel env).
+        env: an env or an env id (Gymnasium, or a PettingZoo parallel env). An agent bound to one
+            env instance (the oracle) plays that instance: for an id, its own env when that is the
+            id's registered task (see :func:`verigym.agents.base.env_for`).
+
+    Raises:
+        ValueError: ``agent`` is bound to another env instance than ``env``.
 
     Returns:
         ``{"mean_return", "std_return", "success_rate", "mean_score", "returns"}``; the rates are
         NaN when the env does not report ``info["success"]``/``info["score"]``. On a parallel env
         an episode's return, success and score are the means over its agents.
     """
-    env = make_env(env)
+    env = env_for(agent, env)
     if is_parallel_env(env):
         return _evaluate_parallel(agent, env, episodes, seed, deterministic)
     returns, successes, scores = [], [], []
