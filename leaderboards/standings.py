@@ -16,6 +16,7 @@ import html
 import json
 import math
 import pathlib
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from verigym.leaderboards.store import EpisodeRow, ResultsStore
 from verigym.leaderboards.suite import Suite
 
-__all__ = ["Entry", "Standings", "compute_standings", "render_html", "render_markdown", "render_table"]
+__all__ = ["Entry", "Standings", "agent_label", "compute_standings", "render_html", "render_markdown", "render_table"]
 
 _METRIC_FIELD = {"score": "score", "success": "success", "return": "episode_return"}
 
@@ -231,6 +232,46 @@ def _short_id(env_id: str) -> str:
     return env_id.removeprefix("verigym/")
 
 
+LABEL_LENGTH = 24
+"""Characters of an agent's short label in the HTML standings (the full spec is its tooltip)."""
+
+
+def agent_label(spec: str, limit: int = LABEL_LENGTH) -> str:
+    """A short label for an agent spec, for table headers and legends.
+
+    The kind prefix is kept and a path, URL or option string is cut to its last part:
+    ``llm:/models/Qwen2.5-0.5B?temperature=0.7`` -> ``llm:Qwen2.5-0.5B?…``,
+    ``openai:http://host:8000/v1#org/model`` -> ``openai:model``; what is still longer than
+    ``limit`` characters keeps its start and end around an ellipsis.
+
+    Args:
+        spec: an agent spec as stored (any string: it comes from the results store).
+        limit: the most characters of the label (>= 8).
+
+    Returns:
+        The label, at most ``limit`` characters.
+    """
+    kind, sep, rest = spec.partition(":")
+    if sep and rest:
+        rest = rest.rpartition("#")[2] or rest
+        rest, query, _ = rest.partition("?")
+        last = rest.rstrip("/").rpartition("/")[2] or rest
+        label = f"{kind}:{last}" + ("?…" if query else "")
+    else:
+        label = spec
+    if len(label) <= limit:
+        return label
+    tail = max(1, limit // 3)
+    return label[: limit - tail - 1] + "…" + label[-tail:]
+
+
+def _labels(entries: Sequence[Entry]) -> dict[int, str]:
+    """``id(entry)`` -> its short label, with the config hash added where two labels would be equal."""
+    labels = {id(e): agent_label(e.agent_spec) for e in entries}
+    counts = Counter(labels.values())
+    return {id(e): f"{labels[id(e)]} {e.config_hash[:6]}" if counts[labels[id(e)]] > 1 else labels[id(e)] for e in entries}
+
+
 _RATING_HEADER = ["#", "agent", "config", "ordinal (mu - 3 sigma)", "mu", "sigma", "matches", "wins", "draws", "losses"]
 
 
@@ -305,7 +346,7 @@ def _bar_chart(title: str, env_ids: Sequence[str], entries: Sequence[Entry], val
     group = (width - left - 20) / max(len(env_ids), 1)
     bar = group * 0.8 / max(len(entries), 1)
     plot_h = height - bottom - 30
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{html.escape(title)}">',
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">',
              f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">{html.escape(title)}</text>']
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
         y = 30 + plot_h * (1 - tick)
@@ -363,7 +404,7 @@ def _line_chart(title: str, curves: dict[str, list[tuple[float, float]]], *, x_t
     def py(y: float) -> float:
         return top + plot_h * (1 - (y - y_lo) / (y_hi - y_lo))
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{html.escape(title)}">',
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">',
              f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">{html.escape(title)}</text>']
     for x in x_ticks:
         parts.append(f'<line class="x-tick" x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{top}" y2="{top + plot_h + 4}" stroke="#e4e4e4"/>')
@@ -384,12 +425,25 @@ def _line_chart(title: str, curves: dict[str, list[tuple[float, float]]], *, x_t
 
 
 def _episodes_link(text: str, href: str | None, **filters: str) -> str:
-    """``text`` (escaped) as a link to the episode viewer, filtered (``#agent=...&task=...``)."""
-    if href is None:
+    """``text`` (escaped) as a link to the episode viewer, filtered (``#agent=...&task=...``); a
+    missing value ("—": no episodes behind it) is plain text, never a link to an empty filter."""
+    if href is None or text == "—":
         return html.escape(text)
     from urllib.parse import urlencode
 
     return f'<a href="{html.escape(href)}#{html.escape(urlencode(filters))}">{html.escape(text)}</a>'
+
+
+def _agent_cell(entry: Entry, label: str, href: str | None) -> str:
+    """The agent's short label with its full spec as tooltip, linked to its episodes (the agent's
+    page: the viewer filtered to it, which shows the full spec)."""
+    tip = f"{entry.agent_spec} (config {entry.config_hash[:8]})"
+    text = f'<span class="agent" title="{html.escape(tip)}">{html.escape(label)}</span>'
+    if href is None:
+        return text
+    from urllib.parse import urlencode
+
+    return f'<a href="{html.escape(href)}#{html.escape(urlencode({"agent": entry.agent_spec}))}">{text}</a>'
 
 
 def render_html(standings: Standings, *, episodes_href: str | None = None) -> str:
@@ -407,23 +461,28 @@ def render_html(standings: Standings, *, episodes_href: str | None = None) -> st
                 f'<body style="font-family: system-ui, sans-serif"><h1>{html.escape(standings.title)}</h1>'
                 f'<table id="standings" border="1" cellpadding="4">{header}{rows}</table></body></html>\n')
     complete = list(standings.entries)
-    legend = "".join(f'<span class="key"><i style="background:{_PALETTE[j % len(_PALETTE)]}"></i>{html.escape(e.label)}</span>' for j, e in enumerate(complete))
+    labels = _labels(standings.entries)
+    legend = "".join(f'<span class="key" title="{html.escape(e.label)}"><i style="background:{_PALETTE[j % len(_PALETTE)]}"></i>{html.escape(labels[id(e)])}</span>'
+                     for j, e in enumerate(complete))
     ranking = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in [str(e.rank), e.agent_spec, e.config_hash[:8]])
-        + f"<td>{_episodes_link(_number(e.overall), episodes_href, agent=e.agent_spec)}</td><td>{e.coverage:.0%}</td></tr>"
+        f"<tr><td>{e.rank}</td><td>{_agent_cell(e, labels[id(e)], episodes_href)}</td><td>{html.escape(e.config_hash[:8])}</td>"
+        f"<td>{_episodes_link(_number(e.overall), episodes_href, agent=e.agent_spec)}</td><td>{e.coverage:.0%}</td></tr>"
         for e in standings.ranked
     )
     partial = ""
     if standings.partial:
         partial = ("<h2>Partial entries (not ranked)</h2><p>They did not play every task, so an overall score would not compare with the ranked ones; "
-                   'the mean is over the tasks each covers.</p><table id="partial"><thead><tr><th>agent</th><th>config</th><th>covers</th>'
+                   'the mean is over the tasks each covers.</p><div class="wide"><table id="partial"><thead><tr><th>agent</th><th>config</th><th>covers</th>'
                    "<th>mean on covered tasks</th><th>coverage</th></tr></thead><tbody>"
-                   + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in [e.agent_spec, e.config_hash[:8], ", ".join(map(_short_id, e.covers))])
-                             + f"<td>{_episodes_link(_number(e.covered_mean), episodes_href, agent=e.agent_spec)}</td><td>{e.coverage:.0%}</td></tr>"
+                   + "".join(f"<tr><td>{_agent_cell(e, labels[id(e)], episodes_href)}</td><td>{html.escape(e.config_hash[:8])}</td>"
+                             f'<td class="covers">{html.escape(", ".join(map(_short_id, e.covers)))}</td>'
+                             f"<td>{_episodes_link(_number(e.covered_mean), episodes_href, agent=e.agent_spec)}</td><td>{e.coverage:.0%}</td></tr>"
                              for e in standings.partial)
-                   + "</tbody></table>")
+                   + "</tbody></table></div>")
     notes = ('<h2>Notes</h2><ul id="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in standings.notes) + "</ul>") if standings.notes else ""
-    per_task_header = "<th>task</th>" + "".join(f"<th>{html.escape(_rank_text(e))} {html.escape(e.label)}</th>" for e in standings.entries)
+    per_task_header = "<th>task</th>" + "".join(
+        f'<th title="{html.escape(e.label)}">{html.escape(_rank_text(e))}<br>{html.escape(labels[id(e)])}</th>' for e in standings.entries
+    )
     per_task = "".join(
         f"<tr><td>{html.escape(_short_id(env_id))}</td>" + "".join(f"<td>{_episodes_link(_cell_text(e.cells.get(env_id)), episodes_href, agent=e.agent_spec, task=env_id)}</td>" for e in standings.entries) + "</tr>"
         for env_id in standings.env_ids
@@ -437,17 +496,20 @@ def render_html(standings: Standings, *, episodes_href: str | None = None) -> st
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(standings.title)}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
+h1 {{ overflow-wrap: anywhere; }}
 table {{ border-collapse: collapse; margin: 1em 0; font-size: 13px; }}
-th, td {{ border: 1px solid #ccc; padding: 4px 8px; text-align: right; }}
+th, td {{ border: 1px solid #ccc; padding: 4px 8px; text-align: right; white-space: nowrap; }}
 th {{ background: #f0f0f0; }} #standings td:nth-child(2), #per-task td:first-child, #partial td:first-child {{ text-align: left; font-family: monospace; }}
-.charts svg {{ margin: 1em 1em 0 0; border: 1px solid #eee; }}
+td.covers {{ white-space: normal; text-align: left; }}
+.wide {{ max-width: 100%; overflow-x: auto; }}
+.charts svg {{ margin: 1em 1em 0 0; border: 1px solid #eee; max-width: 100%; height: auto; }}
 .key {{ margin-right: 1.2em; font-size: 13px; }} .key i {{ display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: middle; }}
 </style></head><body>
 <h1>{html.escape(standings.title)}</h1>
 <p>Metric: <b>{html.escape(standings.metric)}</b>, mean ± standard error over episodes on held-out seeds.</p>
-<table id="standings"><thead><tr><th>#</th><th>agent</th><th>config</th><th>overall</th><th>coverage</th></tr></thead><tbody>{ranking}</tbody></table>
+<div class="wide"><table id="standings"><thead><tr><th>#</th><th>agent</th><th>config</th><th>overall</th><th>coverage</th></tr></thead><tbody>{ranking}</tbody></table></div>
 {partial}{notes}
-<table id="per-task"><thead><tr>{per_task_header}</tr></thead><tbody>{per_task}</tbody></table>
+<div class="wide"><table id="per-task"><thead><tr>{per_task_header}</tr></thead><tbody>{per_task}</tbody></table></div>
 <div>{legend}</div>
 <div class="charts">{"".join(charts)}</div>
 </body></html>

@@ -17,16 +17,19 @@ import json
 import pathlib
 from typing import Any
 
+from verigym.leaderboards.standings import agent_label
 from verigym.leaderboards.trajectories import chat_messages, decode, show_action
 
 __all__ = ["episode_filename", "write_viewer"]
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+h1, p, code { overflow-wrap: anywhere; }
 table { border-collapse: collapse; font-size: 13px; margin: 1em 0; }
 th, td { border: 1px solid #ccc; padding: 4px 8px; vertical-align: top; text-align: left; }
-th { background: #f0f0f0; } td.num { text-align: right; }
-pre { margin: 0; white-space: pre-wrap; font-family: ui-monospace, monospace; font-size: 12px; }
+th { background: #f0f0f0; } td.num { text-align: right; white-space: nowrap; }
+pre { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; font-family: ui-monospace, monospace; font-size: 12px; }
+select { max-width: 16em; }
 .turn { border-radius: 8px; padding: 8px 12px; margin: 6px 0; max-width: 60em; }
 .system { background: #eee; } .user { background: #e3eefa; } .assistant { background: #fdebd3; margin-left: 3em; }
 .role { font-size: 11px; font-weight: bold; text-transform: uppercase; color: #555; }
@@ -51,6 +54,8 @@ function apply() {
     shown += keep;
   }
   document.getElementById('count').textContent = shown;
+  const spec = document.getElementById('agent-spec');
+  spec.textContent = selects.agent.value === '' ? '' : 'agent: ' + selects.agent.value;
   const state = new URLSearchParams(Object.entries(selects).filter(([, box]) => box.value !== '').map(([name, box]) => [name, box.value]));
   history.replaceState(null, '', '#' + state.toString());
 }
@@ -93,7 +98,9 @@ def _observation_cell(entry: dict[str, Any]) -> str:
 
 def _episode_page(row: Any, doc: dict[str, Any] | None, frames: list[tuple[int, bytes]]) -> str:
     title = f"{row.env_id} seed {row.seed} — {row.agent_spec}"
-    parts = [f'<p><a href="index.html">all episodes</a></p><h1>{html.escape(title)}</h1>',
+    heading = f"{row.env_id} seed {row.seed} — {agent_label(row.agent_spec)}"
+    parts = [f'<p><a href="index.html">all episodes</a></p><h1 title="{html.escape(title)}">{html.escape(heading)}</h1>',
+             f'<p id="agent">agent <code>{html.escape(row.agent_spec)}</code></p>',
              f'<p id="verdict">{_verdict(row)}</p>',
              f"<p>recorded {html.escape(row.created_at)} with verigym {html.escape(row.verigym_version)} ({html.escape(row.git_sha[:12])}), "
              f"config {html.escape(row.config_hash[:12])}, {row.time_s:.2f} s</p>"]
@@ -135,7 +142,7 @@ def _episode_page(row: Any, doc: dict[str, Any] | None, frames: list[tuple[int, 
 
 
 def _select(name: str, values: list[tuple[str, str]]) -> str:
-    options = "".join(f'<option value="{html.escape(v)}">{html.escape(label)}</option>' for v, label in values)
+    options = "".join(f'<option value="{html.escape(v)}" title="{html.escape(v)}">{html.escape(label)}</option>' for v, label in values)
     return f'<label>{name} <select id="{name}"><option value="">all</option>{options}</select></label>'
 
 
@@ -160,15 +167,15 @@ def write_viewer(store: Any, folder: str | pathlib.Path, rows: list[Any] | None 
         name = episode_filename(row)
         (target / name).write_text(_episode_page(row, doc, store.frames(row)), encoding="utf-8", errors="backslashreplace")  # text UTF-8 cannot hold (lone surrogates) shown escaped
         lines.append(f'<tr data-task="{html.escape(row.env_id)}" data-agent="{html.escape(row.agent_spec)}" data-success="{int(row.success)}">'
-                     f'<td>{html.escape(row.env_id)}</td><td>{html.escape(row.agent_spec)}</td><td class="num">{row.seed}</td>'
+                     f'<td>{html.escape(row.env_id)}</td><td title="{html.escape(row.agent_spec)}">{html.escape(agent_label(row.agent_spec))}</td><td class="num">{row.seed}</td>'
                      f'<td>{html.escape(row.status)}</td><td>{"yes" if row.success else "no"}</td>'
                      f'<td class="num"><a href="{name}">{row.score:.3f}</a></td><td class="num">{row.episode_return:.3f}</td>'
                      f'<td class="num">{row.length}</td></tr>')
     tasks = sorted({r.env_id for r in rows})
     agents = sorted({r.agent_spec for r in rows})
-    filters = (_select("task", [(t, t) for t in tasks]) + _select("agent", [(a, a) for a in agents])
+    filters = (_select("task", [(t, t) for t in tasks]) + _select("agent", [(a, agent_label(a)) for a in agents])
                + _select("success", [("1", "success"), ("0", "no success")]))
-    body = (f'<h1>Episodes</h1><p>{filters} <span id="count">{len(rows)}</span> shown; open an episode from its score.</p>'
+    body = (f'<h1>Episodes</h1><p>{filters} <span id="count">{len(rows)}</span> shown; open an episode from its score.</p><p id="agent-spec"></p>'
             '<table id="episodes"><thead><tr><th>task</th><th>agent</th><th>seed</th><th>status</th><th>success</th><th>score</th>'
             f'<th>return</th><th>length</th></tr></thead><tbody>{"".join(lines)}</tbody></table>')
     index = target / "index.html"
