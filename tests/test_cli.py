@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 
@@ -117,18 +118,16 @@ def test_doctor_detail_is_not_a_wrapper_scripts_stderr(tmp_path, monkeypatch):
     assert "unexpected operator" not in probe.detail
 
 
-def test_list_explains_its_columns(capsys):
-    from verigym.commands.list import step_limit
-    from verigym.registration import EnvRow
-
+def test_list_explains_its_columns_on_a_terminal_only(capsys, monkeypatch):
     assert main(["list", "--family", "grid"]) == 0
-    captured = capsys.readouterr()  # piped: plain rows on stdout, the column notes on stderr
-    out = " ".join((captured.out + captured.err).split())
-    assert "step limit: steps before the episode is truncated" in out and "api gymnasium" in out
-    base = {"id": "verigym/Sample-v0", "entry_point": "m:C", "family": "grid"}
-    assert step_limit(EnvRow(**base, max_episode_steps=50)) == "50"
-    assert step_limit(EnvRow(**base, kwargs={"max_steps": 30})) == "30"
-    assert step_limit(EnvRow(**base)) == "own"
+    captured = capsys.readouterr()  # piped: plain rows on stdout, and no legend anywhere
+    assert captured.out.startswith("id\tfamily\tapi\tstep limit\tdescription\n") and captured.err == ""
+    assert "step limit: steps" not in captured.out
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["list", "--family", "grid"]) == 0
+    out = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out).split())  # without the terminal's styles
+    assert "step limit: steps (moves of each agent in a game) before the episode is truncated" in out and "api gymnasium" in out
 
 
 # ---- issue 21: the fresh-interpreter check does not depend on the working directory --------------

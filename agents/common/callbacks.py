@@ -219,11 +219,12 @@ class ProgressBar:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
-            Progress,
             TextColumn,
             TimeElapsedColumn,
             TimeRemainingColumn,
         )
+
+        from verigym.progress import Progress  # prints whole lines, not a live bar, in a log
 
         self.progress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[sps]:>7.0f} steps/s"),

@@ -53,19 +53,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
     import verigym  # noqa: F401 - registers the ids
     from verigym.agents.llm.grpo import GRPOConfig, GRPOTrainer
+    from verigym.agents.llm.models import check_model
     from verigym.agents.llm.policy import TransformersPolicy
+    from verigym.commands import lookup_env, usage_error
+    from verigym.progress import Progress  # whole lines, not a live bar, when the output is a log
 
-    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(GRPOConfig) if getattr(args, f.name, None) is not None}
-    config = GRPOConfig.from_dict(overrides)
-    try:
-        policy = TransformersPolicy.from_pretrained(args.model, device=config.device)
-    except FileNotFoundError as exc:
-        print(exc)
+    command = "train grpo"
+    if args.steps < 1:
+        return usage_error(command, f"--steps must be >= 1, got {args.steps}")
+    if args.eval_episodes < 0:
+        return usage_error(command, f"--eval-episodes must be >= 0, got {args.eval_episodes}")
+    if any(lookup_env(command, env_id) is None for env_id in args.env):  # "did you mean" for a misspelled id
         return 2
+    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(GRPOConfig) if getattr(args, f.name, None) is not None}
+    try:
+        config = GRPOConfig.from_dict(overrides)
+    except (TypeError, ValueError) as exc:
+        return usage_error(command, str(exc))
+    try:
+        check_model(args.model)  # before the model loads: one line saying what is missing
+        policy = TransformersPolicy.from_pretrained(args.model, device=config.device)
+    except (FileNotFoundError, ImportError) as exc:
+        return usage_error(command, str(exc).strip().splitlines()[0])
+    except OSError as exc:  # transformers could not read the folder (no tokenizer, say)
+        return usage_error(command, f"{args.model}: {str(exc).strip().splitlines()[0]}")
     trainer = GRPOTrainer(policy, args.env, config)
     columns = (TextColumn("[bold]GRPO"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                TextColumn("reward {task.fields[reward]:.3f} success {task.fields[success]:.2f}"), TimeElapsedColumn())

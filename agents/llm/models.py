@@ -27,7 +27,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["SHORT_NAMES", "cache_root", "gguf_to_folder", "is_model_reference", "resolve_model"]
+__all__ = ["SHORT_NAMES", "cache_root", "check_model", "gguf_to_folder", "holds_model", "is_model_reference", "resolve_model"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,12 +58,52 @@ def _short_name_file(name: str) -> Path:
     return path
 
 
+_WEIGHTS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json", "pytorch_model.bin.index.json")
+"""File patterns of Hugging Face weights in a ``save_pretrained`` folder."""
+
+
+def holds_model(folder: str | os.PathLike[str]) -> bool:
+    """Whether ``folder`` looks like a ``save_pretrained`` model: ``config.json`` and weights.
+
+    Only names are looked at (nothing is read or loaded).
+    """
+    path = Path(folder)
+    return (path / "config.json").is_file() and any(any(path.glob(pattern)) for pattern in _WEIGHTS)
+
+
+def _no_model(text: str) -> FileNotFoundError:
+    names = ", ".join(sorted(SHORT_NAMES))
+    return FileNotFoundError(f"no model in {text}: expected config.json and weights, a .gguf file, or a short name such as {names}")
+
+
 def is_model_reference(text: str | os.PathLike[str]) -> bool:
-    """Whether ``text`` names a model :func:`resolve_model` can load (without loading it)."""
+    """Whether ``text`` names a model :func:`resolve_model` can load (without loading it): a short
+    name, a ``.gguf`` file, or a folder with ``config.json`` and weights (:func:`holds_model`)."""
     if str(text) in SHORT_NAMES:
         return True
     path = Path(text)
-    return path.is_dir() or (path.is_file() and path.suffix.lower() == ".gguf")
+    return holds_model(path) or (path.is_file() and path.suffix.lower() == ".gguf")
+
+
+def check_model(reference: str | os.PathLike[str]) -> None:
+    """Raise what :func:`resolve_model` would about ``reference``, without loading or converting.
+
+    Cheap enough to run before torch is imported: only names and file presence are looked at.
+
+    Raises:
+        FileNotFoundError: one line saying what is missing (``no model in DIR: expected
+            config.json and weights, ...``, a missing file, or the package to install).
+    """
+    text = str(reference)
+    path = _short_name_file(text) if text in SHORT_NAMES else Path(text).expanduser()
+    if path.is_dir() and not holds_model(path):
+        raise _no_model(text)
+    if not path.is_dir() and not (path.is_file() and path.suffix.lower() == ".gguf"):
+        names = ", ".join(sorted(SHORT_NAMES))
+        raise FileNotFoundError(
+            f"model {text!r} not found: pass a local model folder (save_pretrained layout), a .gguf file, "
+            f"or a short name ({names})"
+        )
 
 
 def resolve_model(reference: str | os.PathLike[str]) -> Path:
@@ -77,20 +117,14 @@ def resolve_model(reference: str | os.PathLike[str]) -> Path:
         the folder; for a GGUF file, its cached float32 safetensors conversion (made on first use).
 
     Raises:
-        FileNotFoundError: no such folder or file, or the short name's package is not installed
-            (the message says what to install).
+        FileNotFoundError: no such folder or file, a folder without ``config.json`` and weights
+            (one line: ``no model in DIR: expected ...``), or the short name's package is not
+            installed (the message says what to install).
     """
+    check_model(reference)
     text = str(reference)
     path = _short_name_file(text) if text in SHORT_NAMES else Path(text).expanduser()
-    if path.is_dir():
-        return path
-    if path.is_file() and path.suffix.lower() == ".gguf":
-        return gguf_to_folder(path)
-    names = ", ".join(sorted(SHORT_NAMES))
-    raise FileNotFoundError(
-        f"model {text!r} not found: pass a local model folder (save_pretrained layout), a .gguf file, "
-        f"or a short name ({names})"
-    )
+    return path if path.is_dir() else gguf_to_folder(path)
 
 
 def gguf_to_folder(path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None) -> Path:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import logging
+import sys
+from typing import Any
 
 HELP = "evaluate an agent on a leaderboard suite, recording one row per episode (resumable)"
 
@@ -29,19 +33,132 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also store a rendered frame (PNG) every K steps of each episode (default 0: none; trajectories are always stored)")
 
 
+logger = logging.getLogger(__name__)
+
+
+def _check_openai(spec: Any) -> None:
+    """The server of an ``openai:`` spec answers ``GET /models`` and lists the spec's model.
+
+    A server without ``/models`` (HTTP 404/405) is let through: the episodes will tell.
+
+    Raises:
+        ValueError: the server cannot be reached, refuses the request, or does not serve the model.
+    """
+    import json
+    import os
+    import urllib.error
+    import urllib.request
+
+    base_url, _, model = spec.target.partition("#")
+    url = base_url.rstrip("/") + "/models"
+    key = os.environ.get(str(dict(spec.options).get("api_key_env", "OPENAI_API_KEY")))
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"} if key else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            listing = json.loads(response.read(1 << 20).decode())
+    except urllib.error.HTTPError as exc:
+        if exc.code in (404, 405):
+            logger.warning("%s answered HTTP %d; cannot check that it serves %r", url, exc.code, model)
+            return
+        raise ValueError(f"{spec.text}: GET {url} answered HTTP {exc.code}") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise ValueError(f"{spec.text}: cannot reach {url} ({getattr(exc, 'reason', exc)}); is the server running?") from None
+    data = listing.get("data") if isinstance(listing, dict) else None
+    served = [str(m.get("id")) for m in data if isinstance(m, dict)] if isinstance(data, list) else []
+    if model not in served:
+        raise ValueError(f"{spec.text}: {base_url} does not serve model {model!r}; it serves: {', '.join(served[:20]) or 'nothing'}")
+
+
+def _check_envs(spec: Any, env_ids: list[str], env_url: str | None, token: str | None) -> None:
+    """Each env can be built where the episodes will run, and the agent can play it.
+
+    With ``env_url``: the server answers and serves every id (one session each, closed at once).
+    For ``oracle``: every env has a scripted solver (``oracle_action``), which remote envs lack.
+
+    Raises:
+        ValueError: the first problem, in one line.
+    """
+    import gymnasium as gym
+
+    from verigym.core import OracleInterface
+
+    for env_id in env_ids:
+        if env_url:
+            from verigym.remote import make
+
+            try:
+                env = make(env_id, url=env_url, token=token, timeout=30.0)
+            except (RuntimeError, OSError, TypeError, ValueError) as exc:  # RemoteEnvError is a RuntimeError
+                raise ValueError(f"--env-url {env_url}: cannot play {env_id} there: {exc}") from None
+            try:
+                if spec.kind == "oracle" and not isinstance(env.unwrapped, OracleInterface):
+                    raise ValueError(f"oracle cannot play {env_id} through --env-url: a remote env has no oracle_action(); "
+                                     "evaluate random, a saved agent or an LLM there, or drop --env-url")
+            finally:
+                env.close()
+        elif spec.kind == "oracle":
+            entry = gym.spec(env_id).entry_point
+            if isinstance(entry, str):
+                import importlib
+
+                module, _, name = entry.partition(":")
+                try:
+                    entry = getattr(importlib.import_module(module), name)
+                except (ImportError, AttributeError):  # an optional part is missing: the episodes will say which
+                    continue
+            if isinstance(entry, type) and not hasattr(entry, "oracle_action"):
+                raise ValueError(f"oracle cannot play {env_id}: its env has no scripted solver (oracle_action)")
+
+
+def _preflight(agents: list[str], env_ids: list[str], env_url: str | None, token: str | None) -> None:
+    """What can be checked before any episode: the specs parse, an ``llm:`` model exists, an
+    ``openai:`` server serves its model, the envs answer (``--env-url``) and the agent plays them.
+
+    Raises:
+        ValueError, FileNotFoundError: the first problem found.
+    """
+    from verigym.leaderboards.agent_spec import parse_agent_spec
+
+    for text in agents:
+        spec = parse_agent_spec(text)
+        if spec.kind == "llm":
+            from verigym.agents.llm.models import check_model
+
+            check_model(spec.target)
+        elif spec.kind == "openai":
+            _check_openai(spec)
+        _check_envs(spec, [e for e in env_ids if spec.covers(e)], env_url, token)
+
+
+def _all_errors(out: str, summary: Any, tasks: list[Any]) -> list[str]:
+    """One line per task whose recorded episodes of this agent are all ``error`` rows."""
+    from verigym.leaderboards.store import ResultsStore
+
+    lines = []
+    with ResultsStore(out) as store:
+        rows = store.rows(env_ids=[t.env_id for t in tasks], agent_spec=summary.agent_spec)
+    for task in tasks:
+        seeds = set(task.seeds)
+        mine = [r for r in rows if r.env_id == task.env_id and r.config_hash == summary.config_hash and r.seed in seeds]
+        if mine and all(r.status == "error" for r in mine):
+            reason = next((line.strip() for line in (mine[0].error or "").splitlines() if line.strip()), "no message")[:300]
+            lines.append(f"every episode of {summary.agent_spec} on {task.env_id} is an error ({len(mine)} of {len(mine)}), e.g.: {reason}")
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
+    import os
+
+    from verigym.commands import usage_error
     from verigym.leaderboards.arena import play_arena
     from verigym.leaderboards.runner import ResultsExistError, evaluate
     from verigym.leaderboards.store import DEFAULT_DIR, ResultsStore
     from verigym.leaderboards.suite import load_suite
 
     out = args.out or DEFAULT_DIR
+    failures: list[str] = []
     if args.env_url:  # read by the runner's env factory in every worker process (leaderboards/runner.py)
-        import os
-
         if args.backend == "ray":
-            from verigym.commands import usage_error
-
             return usage_error("eval", "--env-url works with the local backend (Ray workers do not see this process's environment)")
         os.environ["VERIGYM_ENV_URL"] = args.env_url
         if args.env_token:
@@ -56,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
             suite = Suite(args.env, (Task(args.env, args.episodes or Task.episodes),), description=f"the one env {args.env}")
         else:
             suite = load_suite(args.suite)
+        if suite.kind == "single":
+            _preflight(args.agent, [t.env_id for t in suite], args.env_url, args.env_token or os.environ.get("VERIGYM_TOKEN"))
         if suite.kind == "competitive":
             arena = play_arena(args.agent, suite, out=out, resume=args.resume, progress=not args.no_progress)
             print(f"{', '.join(arena.entrants)} on {arena.suite}: played {arena.ran} matches, {arena.skipped} already recorded")
@@ -73,16 +192,16 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {summary.rejected} results were refused by validation and recorded as errors (see their error column); --resume retries them")
             if summary.not_covered:
                 print(f"  not covered (no saved agent for): {', '.join(summary.not_covered)}")
+            tasks = [dataclasses.replace(t, episodes=args.episodes) if args.episodes else t for t in suite if t.env_id not in summary.not_covered]
+            failures += _all_errors(out, summary, tasks)
     except (ValueError, TypeError, FileNotFoundError, ResultsExistError, RuntimeError) as exc:
-        from verigym.commands import usage_error
-
         return usage_error("eval", str(exc))
+    for line in failures:  # the run could not do its work: say so, and exit non-zero
+        print(f"verigym eval: {line}", file=sys.stderr)
     if args.export:
         try:
             with ResultsStore(out) as store:
                 print(f"exported to {store.export(args.export)}")
         except (RuntimeError, ValueError, OSError) as exc:  # StoreError is a RuntimeError
-            from verigym.commands import usage_error
-
             return usage_error("eval", str(exc))
-    return 0
+    return 1 if failures else 0

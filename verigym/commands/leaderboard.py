@@ -16,6 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from verigym.commands import usage_error
     from verigym.leaderboards.standings import (
         compute_standings,
         load_curves,
@@ -34,8 +35,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     out = pathlib.Path(args.out or DEFAULT_DIR)
     if out.is_dir() and not (out / "results.sqlite").exists():
-        print(f"verigym leaderboard: no results in {out}; run verigym eval first (or give --out)")
-        return 2
+        return usage_error("leaderboard", f"no results in {out}; run verigym eval first (or give --out)")
     try:
         suite = load_suite(args.suite) if args.suite else None
         with ResultsStore(out, create=False) as store:
@@ -46,15 +46,14 @@ def run(args: argparse.Namespace) -> int:
                 rows = [r for r in rows if r.seed in seeds[r.env_id]]
             viewer = write_viewer(store, out, rows) if rows else None
     except (FileNotFoundError, ValueError, StoreError) as exc:
-        print(f"verigym leaderboard: {exc}")
-        return 2
+        return usage_error("leaderboard", str(exc))
     logs = []
     for item in map(pathlib.Path, args.train_logs):
         logs += sorted(item.rglob("*.jsonl")) if item.is_dir() else [item]
     standings.curves = load_curves(logs)
     if not standings.entries and not standings.ratings:
-        print("no results for this suite yet")
-        return 2
+        where = f"suite {suite.name}" if suite else "any suite"
+        return usage_error("leaderboard", f"no results for {where} in {out} yet; run verigym eval first")
     render_table(standings)
     stem = f"leaderboard-{suite.name}" if suite else "leaderboard"
     (out / f"{stem}.md").write_text(render_markdown(standings))

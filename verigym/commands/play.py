@@ -113,10 +113,17 @@ def read_line(prompt: str, *, arrows: bool) -> str:
 
 
 def _without_rules(observation: str, instructions: str) -> str:
-    """The observation with the rules taken out when it repeats them."""
-    if instructions and instructions.strip() and instructions.strip() in observation:
-        return observation.replace(instructions.strip(), "").strip()
-    return observation
+    """The observation with the rules taken out where it repeats them (the whole rules, or each
+    of their lines: the rules may carry a paragraph the observation does not)."""
+    for part in [instructions.strip(), *(line.strip() for line in instructions.splitlines())]:
+        if part and part in observation:
+            observation = observation.replace(part, "")
+    return observation.strip()
+
+
+def _standing(episode: int, episodes: int, steps: int, total: float) -> str:
+    """How an unfinished episode stood when the player left (one line)."""
+    return f"Episode {episode + 1} of {episodes} left unfinished after {steps} steps: return={total:+.3f}, no verdict"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,14 +153,15 @@ def run(args: argparse.Namespace) -> int:
             shown = _without_rules(observation, instructions)
             if shown:
                 print(shown)
-            total, done = 0.0, False
+            total, steps, done = 0.0, 0, False
             while not done:
                 try:
                     text = read_line("> ", arrows=arrows)
-                except EOFError:
-                    print()
+                except EOFError:  # Ctrl-D, or the end of piped input: say how the episode stood
+                    print(f"\n(end of input) {_standing(episode, args.episodes, steps, total)}")
                     return 0
                 if text.strip() in {"quit", "exit"}:
+                    print(_standing(episode, args.episodes, steps, total))
                     return 0
                 if not text.strip():
                     print("(type an action, or quit; an empty line is not a turn)")
@@ -165,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
                 for action in moves if moves is not None else [text]:
                     observation, reward, terminated, truncated, info = env.step(action)
                     total += float(reward)
+                    steps += 1
                     print(_without_rules(observation, instructions))
                     if "action_error" in info:
                         print(f"(invalid action: {info['action_error']})")

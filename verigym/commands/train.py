@@ -88,10 +88,41 @@ def _plot(metrics_path: Path, out: Path, title: str) -> bool:
 
 def _run_grpo(options: list[str]) -> int:
     from verigym.agents.llm import grpo_cli
+    from verigym.cli import ArgumentParser
 
-    parser = argparse.ArgumentParser(prog="verigym train grpo", description=grpo_cli.HELP, allow_abbrev=False)
+    parser = ArgumentParser(prog="verigym train grpo", description=grpo_cli.HELP, allow_abbrev=False)
     grpo_cli.add_arguments(parser)
     return int(grpo_cli.run(parser.parse_args(options)) or 0)
+
+
+def _evaluation_line(result: dict[str, Any]) -> str:
+    """Mean return, and the success rate only where the env reports success (never "nan")."""
+    import math
+
+    line = f"mean return {result['mean_return']:.2f} +- {result['std_return']:.2f}"
+    rate = result.get("success_rate")
+    if isinstance(rate, (int, float)) and math.isfinite(rate):
+        line += f", success rate {rate:.2f}"
+    return line
+
+
+def _what_fits(agent: str, env_id: str) -> str:
+    """For an env whose spaces the agent cannot take: which agent or wrapper fits, else ``""``."""
+    from verigym.registration import row
+
+    try:
+        family = row(env_id).family
+    except KeyError:  # a Gymnasium id: its own error says enough
+        return ""
+    if family in ("text", "tool"):
+        return (f"; {env_id} is a {family} env (text actions): train an LLM on it (verigym train grpo --env {env_id} --model DIR), "
+                f"or, for a game with a finite answer set (Wordle, Hangman), wrap it in verigym.wrappers.CandidateActionWrapper "
+                f"and HashedNGramObservation for a classic agent")
+    if family == "gui":
+        return f"; {env_id} is a GUI env: wrap it in verigym.wrappers.ScreenshotClickWrapper for pixels and a Discrete click"
+    if family == "multiagent" and agent != "ippo":
+        return f"; {env_id} is a multi-agent game: train it with ippo (verigym train ippo --env {env_id} ...)"
+    return ""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,7 +140,9 @@ def run(args: argparse.Namespace) -> int:
     if config_class is None or not hasattr(cls, "learn"):
         learners = sorted(n for n in AGENTS if n not in {"random", "oracle", "llm", "openai"})
         return usage_error("train", f"agent {args.agent!r} does not learn; trainable agents: {', '.join(learners)}, grpo")
-    parser = argparse.ArgumentParser(prog=f"verigym train {args.agent}", description=(cls.__doc__ or "").strip().splitlines()[0], allow_abbrev=False)
+    from verigym.cli import ArgumentParser
+
+    parser = ArgumentParser(prog=f"verigym train {args.agent}", description=(cls.__doc__ or "").strip().splitlines()[0], allow_abbrev=False)
     parser.add_argument("--env", required=True, help="env id to train on, e.g. CartPole-v1 or verigym/DoorKey-5x5-v0")
     parser.add_argument("--steps", type=int, required=True, help="env steps to train for")
     parser.add_argument("--out", type=Path, required=True, help="output directory (agent, metrics.jsonl, tb/, learning_curve.png)")
@@ -119,8 +152,11 @@ def run(args: argparse.Namespace) -> int:
     opts = vars(parser.parse_args(args.options))
     env_id, steps, out = opts.pop("env"), opts.pop("steps"), opts.pop("out")
     eval_episodes, no_progress = opts.pop("eval_episodes"), opts.pop("no_progress")
+    command = f"train {args.agent}"
     if steps < 1:
-        parser.error(f"--steps must be >= 1, got {steps}")
+        return usage_error(command, f"--steps must be >= 1, got {steps}")
+    if eval_episodes < 0:
+        return usage_error(command, f"--eval-episodes must be >= 0, got {eval_episodes}")
 
     import gymnasium
 
@@ -128,12 +164,12 @@ def run(args: argparse.Namespace) -> int:
     from verigym.agents.common.callbacks import MetricsLogger, evaluate
     from verigym.commands import lookup_env
 
-    if lookup_env(f"train {args.agent}", env_id) is None:  # the message suggests close ids
+    if lookup_env(command, env_id) is None:  # the message suggests close ids
         return 2
     try:
         agent = cls.from_env(env_id, **opts)
     except (TypeError, ValueError, gymnasium.error.Error) as exc:
-        parser.error(str(exc))
+        return usage_error(command, " ".join(str(exc).split()) + _what_fits(args.agent, env_id))
     out.mkdir(parents=True, exist_ok=True)
     metrics_path = out / "metrics.jsonl"
     callbacks: list[Any] = [MetricsLogger(out, tensorboard=True, tensorboard_dir=out / "tb")]
@@ -155,6 +191,6 @@ def run(args: argparse.Namespace) -> int:
         with threads:
             result = evaluate(agent, env_id, episodes=eval_episodes)
         (out / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
-        print(f"evaluation over {eval_episodes} episodes: mean return {result['mean_return']:.2f} +- {result['std_return']:.2f}, success rate {result['success_rate']:.2f}")
+        print(f"evaluation over {eval_episodes} episodes: {_evaluation_line(result)}")
     print(f"saved to {out} (load with verigym.agents.load({args.agent!r}, {str(out)!r}))")
     return 0
