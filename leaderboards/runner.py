@@ -523,7 +523,8 @@ def evaluate(
         out: the results folder (``results.sqlite`` inside).
         workers: parallel episodes (default: the number of CPU cores).
         backend: ``"local"`` (processes) or ``"ray"``.
-        resume: continue a run whose rows are partly recorded (runs only what is missing).
+        resume: continue a run whose rows are partly recorded (runs only what is missing, and
+            plays ``error`` rows again).
         device: torch device for learned agents.
         episodes: override every task's episode count (keeps the seeds' start).
         progress: show a progress bar.
@@ -536,7 +537,9 @@ def evaluate(
 
     Raises:
         ValueError: a bad spec, backend, or a suite naming unregistered ids.
-        ResultsExistError: rows exist for this agent and suite and ``resume`` is False.
+        ResultsExistError: every episode asked for is recorded already for this agent (the same
+            run again) and ``resume`` is False. Episodes recorded by another suite or a shorter run
+            are reused without it: only the others are played.
     """
     if backend not in ("local", "ray"):
         raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
@@ -564,15 +567,19 @@ def evaluate(
             if not spec.covers(task.env_id):
                 summary.not_covered.append(task.env_id)
                 continue
-            done = store.done_seeds(spec.text, config_hash, task.env_id)
-            existing += len(store.recorded_seeds(spec.text, config_hash, task.env_id) & set(task.seeds))
+            recorded = store.recorded_seeds(spec.text, config_hash, task.env_id) & set(task.seeds)
+            # without resume, recorded episodes (another suite's or a shorter run's) are reused, errors included;
+            # --resume also plays the error rows again
+            done = store.done_seeds(spec.text, config_hash, task.env_id) if resume else recorded
+            existing += len(recorded)
             summary.skipped += len(done & set(task.seeds))
             jobs += [Job(task.env_id, dict(task.env_kwargs), seed, task.time_limit_s, record_frames) for seed in task.seeds if seed not in done]
         summary.planned = sum(t.episodes for t in suite if t.env_id not in summary.not_covered)
-        if existing and not resume:
+        if existing and not jobs and not resume:  # the same run again: it would only duplicate what is recorded
+            what = f"env {suite.name}" if [t.env_id for t in suite] == [suite.name] else f"suite {suite.name}"
             raise ResultsExistError(
-                f"{existing} episodes of {spec.text} on suite {suite.name} are already in {store.path}; "
-                "add --resume to run only the missing ones (and retry the errors), or --out DIR to start a new results folder"
+                f"all {existing} episodes of {spec.text} on {what} are already in {store.path}; "
+                "add --resume to retry the errors, or --out DIR to start a new results folder"
             )
         bar = _Progress(len(jobs), f"{spec.text} on {suite.name}", enabled=progress)
 
@@ -624,11 +631,12 @@ class _Progress:
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
-                Progress,
                 TextColumn,
                 TimeElapsedColumn,
                 TimeRemainingColumn,
             )
+
+            from verigym.progress import Progress  # prints whole lines, not a live bar, in a log
 
             self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                      TextColumn("{task.fields[rate]} ep/s  success {task.fields[success]}  mean score {task.fields[score]}"),

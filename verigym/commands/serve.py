@@ -63,12 +63,27 @@ def build(args: argparse.Namespace):
                        max_request_tokens=args.max_request_tokens)
 
 
+def _one_line(exc: BaseException) -> str:
+    """The first line of an exception's message (transformers' errors run to many lines)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
 def run(args: argparse.Namespace) -> int:
+    from verigym.agents.llm.models import check_model
+    from verigym.commands import usage_error
+
+    if args.max_batch_size < 1:
+        return usage_error("serve", f"--max-batch-size must be >= 1, got {args.max_batch_size}")
+    if not 0 <= args.port <= 65535:
+        return usage_error("serve", f"--port must be in 0..65535, got {args.port}")
     try:
+        check_model(args.model_dir)  # before torch and transformers load: one line saying what is missing
         server = build(args)
-    except FileNotFoundError as exc:
-        print(exc)
-        return 2
+    except (FileNotFoundError, ImportError) as exc:  # no model there, or gguf missing
+        return usage_error("serve", _one_line(exc))
+    except OSError as exc:  # transformers could not read the folder, or the port is taken
+        return usage_error("serve", f"{args.model_dir}: {_one_line(exc)}")
     print(f"serving {server.model_name} at {server.base_url} (POST /chat/completions); Ctrl-C stops", flush=True)
     try:
         server.serve_forever()
