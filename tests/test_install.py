@@ -98,6 +98,31 @@ def test_every_readme_import_is_declared_by_the_tested_extras():
         pytest.skip(f"not installed here, so not checked: {sorted(absent)} (bash scripts/setup.sh installs the tested extras)")
 
 
+LIBRARY = ("verigym", "envs", "agents", "wrappers", "leaderboards")
+"""The folders installed as verigym and its subpackages (pyproject's package-dir)."""
+
+
+def test_every_package_the_library_imports_is_declared():
+    """A package verigym imports must be declared by pyproject.toml (core or an extra), not only
+    reached through another package's dependencies, which may drop it in any release."""
+    project = _project()
+    declared = _names(project["dependencies"])
+    for requirements in project["optional-dependencies"].values():
+        declared |= _names(requirements)
+    missing, absent = {}, set()
+    for folder in LIBRARY:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for module in _imports(path.read_text(encoding="utf-8")):
+                distribution = _distribution(module)
+                if distribution is None:
+                    absent.add(module)
+                elif distribution not in declared:
+                    missing.setdefault(f"{module} ({distribution})", path.relative_to(ROOT).as_posix())
+    assert not missing, f"imported but not declared in pyproject.toml (module (distribution): a file importing it): {missing}"
+    if absent:
+        pytest.skip(f"not installed here, so not checked: {sorted(absent)}")
+
+
 def test_doctor_pins_the_model_package_setup_installs():
     from verigym.agents.llm import SMOLLM2_PACKAGE
 
