@@ -324,7 +324,7 @@ def _raw_score(name: str, config_json: str, answer: str, entry: dict[str, Any]) 
         if name == "game_of_life_halting":
             return float(normalize_answer(answer) == normalize_answer(str(entry["answer"])))
         value = float(dataset.score_answer(answer, entry))
-        if name == "propositional_logic" and value >= 1.0 and _restates_premises(answer, entry):
+        if name == "propositional_logic" and value > 0.0 and (_is_tautology(answer, entry) or (value >= 1.0 and _restates_premises(answer, entry))):
             return 0.0
     except Exception as exc:  # a dataset scorer that crashes on odd input scores it 0
         logger.debug("%s scorer raised %s on %r", name, exc, answer[:80])
@@ -337,7 +337,8 @@ STRICT_RULES = {
     "answer scored 1; the answer must be exactly True or False (case-insensitive) and equal the reference",
     "propositional_logic": "a conclusion scores only if it follows from the premises, is not a tautology or a bare "
     "variable (reasoning-gym's rules) and is not equivalent to a premise or to a conjunction of premises (a "
-    "restatement of the givens); it may only use the question's variables",
+    "restatement of the givens); it may only use the question's variables; a formula true under every "
+    "assignment scores 0, not reasoning-gym's 0.25",
 }
 """Datasets whose own scorer is not enough, and the stricter rule verigym applies."""
 
@@ -349,6 +350,15 @@ def _truth_table(expressions: list[Any], variables: list[str]) -> list[tuple[boo
         assignment = {v: bool(bits >> i & 1) for i, v in enumerate(variables)}
         rows.append(tuple(e.evaluate(assignment) for e in expressions))
     return rows
+
+
+def _is_tautology(answer: str, entry: dict[str, Any]) -> bool:
+    """Whether a propositional-logic formula is true under every assignment of the question's
+    variables (it then follows from any premises: it says nothing about the question)."""
+    from reasoning_gym.logic.propositional_logic import Expression
+
+    conclusion = Expression.from_string(answer)
+    return all(row[0] for row in _truth_table([conclusion], sorted(entry["metadata"]["variables"])))
 
 
 def _restates_premises(answer: str, entry: dict[str, Any]) -> bool:
@@ -400,8 +410,10 @@ def score_reply(name: str, config_json: str, entry: dict[str, Any], reply: str, 
     Steps: :func:`~verigym.verifiers.extract_answer` (with fallback to the visible reply);
     look-alike refusal; screening for the datasets in :data:`SYMPY_SCORED` and
     :data:`EVAL_SCORED`; the dataset's ``score_answer`` (bounded by ``timeout`` seconds in the
-    verifier worker for the sympy ones); then no credit for hedges and for partial credit given
-    only because the answer contains the oracle.
+    verifier worker for the sympy ones); then no credit for hedges, for partial credit given
+    only because the answer contains the oracle, and for partial credit (``0 < score < 1``) no
+    higher than a question-independent reply earns on the same item (the empty answer, ``0``,
+    ``none``, or the question echoed: reasoning-gym's flat "format" credit).
 
     Returns:
         ``(score in [0, 1], note)``; ``note`` says why a reply got no credit, else ``None``.
@@ -416,6 +428,24 @@ def score_reply(name: str, config_json: str, entry: dict[str, Any], reply: str, 
     oracle = oracle if isinstance(oracle, str) else None
     if oracle is not None and not answer.isascii() and has_lookalikes(answer, oracle):  # (ASCII: none)
         return 0.0, "the answer has non-ASCII look-alike characters"
+    raw, refusal = _scored(name, config_json, entry, answer, timeout)
+    if refusal is not None:
+        return 0.0, refusal
+    if 0.0 < raw < 1.0 and raw <= _question_independent_score(name, config_json, entry, timeout):
+        return 0.0, "partial credit no higher than a reply that ignores the question earns"
+    if oracle is not None and raw > 0 and answer != oracle and normalize_answer(answer) != normalize_answer(oracle):
+        # (an answer equal to the oracle once normalized neither hedges nor contains more)
+        if is_hedged(answer, oracle):
+            return 0.0, "the answer hedges between alternatives"
+        if contains_oracle(answer, oracle) and not _same_number(answer, oracle):
+            return 0.0, "the answer contains more than the answer"
+    return raw, None
+
+
+def _scored(name: str, config_json: str, entry: dict[str, Any], answer: str, timeout: float) -> tuple[float, str | None]:
+    """``(raw score, None)`` of an extracted answer, or ``(0.0, why)`` when a screen refuses it or
+    its check is stopped: the screens of :data:`EVAL_SCORED` and :data:`SYMPY_SCORED`, then the
+    dataset's scorer in this process or in the verifier worker."""
     if name in EVAL_SCORED and (not _LITERAL.fullmatch(answer) or "__" in answer or _nesting(answer) > 16):
         return 0.0, "the answer is not a plain list literal"
     if name in SYMPY_SCORED:
@@ -439,13 +469,21 @@ def score_reply(name: str, config_json: str, entry: dict[str, Any], reply: str, 
             return 0.0, "the check was stopped: the verifier worker restarted"
     if not 0.0 <= raw <= 1.0:
         return 0.0, f"the dataset's scorer gave {raw!r}, outside [0, 1]"
-    if oracle is not None and raw > 0 and answer != oracle and normalize_answer(answer) != normalize_answer(oracle):
-        # (an answer equal to the oracle once normalized neither hedges nor contains more)
-        if is_hedged(answer, oracle):
-            return 0.0, "the answer hedges between alternatives"
-        if contains_oracle(answer, oracle) and not _same_number(answer, oracle):
-            return 0.0, "the answer contains more than the answer"
     return raw, None
+
+
+QUESTION_INDEPENDENT_REPLIES = ("", "0", "none")
+"""Replies that ignore the question; with the question itself (echoed) they set an item's floor of
+partial credit (see :func:`score_reply`)."""
+
+
+def _question_independent_score(name: str, config_json: str, entry: dict[str, Any], timeout: float) -> float:
+    """The most that a reply which ignores the question (:data:`QUESTION_INDEPENDENT_REPLIES`, or
+    the question echoed) earns on this item: many reasoning-gym scorers give flat credit (0.01,
+    0.05, 0.1) to any answer, or credit to the question restated."""
+    echo = extract_answer(str(entry.get("question", "")), fallback_to_text=True) or ""
+    probes = [*QUESTION_INDEPENDENT_REPLIES, echo]
+    return max(_scored(name, config_json, entry, probe, timeout)[0] for probe in probes)
 
 
 def _same_number(answer: str, oracle: str) -> bool:
@@ -557,6 +595,7 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
     ## Rewards
     ``reward = score``, the dataset's ``score_answer`` on the extracted answer, hardened by
     :func:`score_reply` (0 for hedges, for partial credit that only comes from containing the oracle,
+    for partial credit no higher than a reply that ignores the question earns on the item,
     for look-alike characters, for answers refused by the expression screens, and when a symbolic
     check overruns ``score_timeout``). A malformed reply scores 0 with ``info["action_error"]``.
 
@@ -576,7 +615,10 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
       :data:`SCORE_SECONDS`; legitimate answers take milliseconds; a check that overruns scores 0).
 
     ## Version History
-    * v0: initial version.
+    * v0: initial version. Holes closed since (same version, shared/DESIGN.md decision 1): partial
+      credit no higher than a question-independent reply (empty, ``0``, ``none``, the question
+      echoed) earns on the item scores 0 (reasoning-gym's flat 0.01/0.05/0.1 credit for any answer);
+      a propositional-logic tautology scores 0 (was 0.25). Correct answers score as before.
     """
 
     metadata = {"render_modes": ["ansi"], "family": "text"}

@@ -331,3 +331,48 @@ def test_verdict_and_reference_follow_the_item():
         assert observation == "Not correct (score 0.000). the answer hedges between alternatives."
         assert (reward, info["score"], info["success"]) == (0.0, 0.0, False)
     assert len(references) == 4
+
+
+def test_propositional_logic_tautology_earns_no_partial_credit():
+    """reasoning-gym gives 0.25 to a valid but trivial conclusion; a formula true under every
+    assignment follows from any premises and says nothing about the question."""
+    env = gym.make("verigym/RG-PropositionalLogic-v0")
+    for seed in range(4):
+        env.reset(seed=seed)
+        v = sorted(env.unwrapped._entry["metadata"]["variables"])[0]
+        for tautology in (f"({v} ∨ ¬{v})", f"({v} → {v})", f"(({v} ∧ ¬{v}) → {v})"):
+            env.reset(seed=seed)
+            _, reward, _, _, info = env.step(f"<answer>{tautology}</answer>")
+            assert reward == 0.0 and not info["success"], (seed, tautology, reward)
+
+
+# Datasets whose scorer gave credit to question-independent replies (the audit of issue 28 §6):
+# flat credit for any answer (0.01: color_cube_rotation, emoji_mystery, rubiks_cube, tsumego, ...;
+# 0.05: advanced_geometry, sentence_reordering; 0.1: figlet_font), credit for the question echoed
+# (mini_sudoku), 0.05 for any formula that parses (propositional_logic).
+FLAT_CREDIT = ["advanced_geometry", "color_cube_rotation", "countdown", "emoji_mystery", "figlet_font", "mini_sudoku",
+               "palindrome_generation", "propositional_logic", "rubiks_cube", "sentence_reordering", "tsumego"]
+
+
+@pytest.mark.parametrize("name", FLAT_CREDIT)
+def test_question_independent_replies_earn_no_partial_credit(name):
+    env = gym.make(rg_env_id(name))
+    for seed in range(2):
+        env.reset(seed=seed)
+        question = env.unwrapped._entry["question"]
+        for reply in ("", "0", "abc", "[]", "yes", "(P ∨ ¬P)", question):
+            env.reset(seed=seed)
+            _, reward, _, _, _ = env.step(f"<answer>{reply}</answer>")
+            assert reward == 0.0 or reward >= 1.0, (name, seed, reply[:40], reward)
+    env.close()
+
+
+def test_partial_credit_above_the_question_independent_floor_is_kept():
+    """A near miss that the dataset grades (spell_backward: letters in place) keeps its credit."""
+    env = gym.make("verigym/RG-SpellBackward-v0")
+    env.reset(seed=0)
+    reference = env.unwrapped._entry["answer"]
+    near = reference[:-1] + ("a" if reference[-1] != "a" else "b")
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(f"<answer>{near}</answer>")
+    assert 0.0 < reward < 1.0 and not info["success"]
