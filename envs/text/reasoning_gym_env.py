@@ -324,7 +324,10 @@ def _raw_score(name: str, config_json: str, answer: str, entry: dict[str, Any]) 
         if name == "game_of_life_halting":
             return float(normalize_answer(answer) == normalize_answer(str(entry["answer"])))
         value = float(dataset.score_answer(answer, entry))
-        if name == "propositional_logic" and value > 0.0 and (_is_tautology(answer, entry) or (value >= 1.0 and _restates_premises(answer, entry))):
+        if name == "propositional_logic" and value > 0.0 and (
+            value < 0.25  # reasoning-gym's 0.05 for any formula that parses but does not follow
+            or _is_tautology(answer, entry) or (value >= 1.0 and _restates_premises(answer, entry))
+        ):
             return 0.0
     except Exception as exc:  # a dataset scorer that crashes on odd input scores it 0
         logger.debug("%s scorer raised %s on %r", name, exc, answer[:80])
@@ -338,7 +341,7 @@ STRICT_RULES = {
     "propositional_logic": "a conclusion scores only if it follows from the premises, is not a tautology or a bare "
     "variable (reasoning-gym's rules) and is not equivalent to a premise or to a conjunction of premises (a "
     "restatement of the givens); it may only use the question's variables; a formula true under every "
-    "assignment scores 0, not reasoning-gym's 0.25",
+    "assignment scores 0, not reasoning-gym's 0.25, and one that does not follow scores 0, not 0.05",
 }
 """Datasets whose own scorer is not enough, and the stricter rule verigym applies."""
 
@@ -413,7 +416,7 @@ def score_reply(name: str, config_json: str, entry: dict[str, Any], reply: str, 
     verifier worker for the sympy ones); then no credit for hedges, for partial credit given
     only because the answer contains the oracle, and for partial credit (``0 < score < 1``) no
     higher than a question-independent reply earns on the same item (the empty answer, ``0``,
-    ``none``, or the question echoed: reasoning-gym's flat "format" credit).
+    ``none``, ``[]``, ``{}``, or the question echoed: reasoning-gym's flat "format" credit).
 
     Returns:
         ``(score in [0, 1], note)``; ``note`` says why a reply got no credit, else ``None``.
@@ -472,7 +475,7 @@ def _scored(name: str, config_json: str, entry: dict[str, Any], answer: str, tim
     return raw, None
 
 
-QUESTION_INDEPENDENT_REPLIES = ("", "0", "none")
+QUESTION_INDEPENDENT_REPLIES = ("", "0", "none", "[]", "{}")
 """Replies that ignore the question; with the question itself (echoed) they set an item's floor of
 partial credit (see :func:`score_reply`)."""
 
@@ -616,9 +619,10 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
 
     ## Version History
     * v0: initial version. Holes closed since (same version, shared/DESIGN.md decision 1): partial
-      credit no higher than a question-independent reply (empty, ``0``, ``none``, the question
-      echoed) earns on the item scores 0 (reasoning-gym's flat 0.01/0.05/0.1 credit for any answer);
-      a propositional-logic tautology scores 0 (was 0.25). Correct answers score as before.
+      credit no higher than a question-independent reply (empty, ``0``, ``none``, ``[]``, ``{}``,
+      the question echoed) earns on the item scores 0 (reasoning-gym's flat 0.01/0.05/0.1 credit for any answer);
+      a propositional-logic tautology scores 0 (was 0.25), a conclusion that does not follow 0 (was
+      0.05). Correct answers score as before.
     """
 
     metadata = {"render_modes": ["ansi"], "family": "text"}

@@ -350,8 +350,9 @@ def test_propositional_logic_tautology_earns_no_partial_credit():
 # flat credit for any answer (0.01: color_cube_rotation, emoji_mystery, rubiks_cube, tsumego, ...;
 # 0.05: advanced_geometry, sentence_reordering; 0.1: figlet_font), credit for the question echoed
 # (mini_sudoku), 0.05 for any formula that parses (propositional_logic).
-FLAT_CREDIT = ["advanced_geometry", "color_cube_rotation", "countdown", "emoji_mystery", "figlet_font", "mini_sudoku",
-               "palindrome_generation", "propositional_logic", "rubiks_cube", "sentence_reordering", "tsumego"]
+FLAT_CREDIT = ["advanced_geometry", "boxnet", "color_cube_rotation", "countdown", "emoji_mystery", "figlet_font",
+               "graph_color", "group_anagrams", "jugs", "mini_sudoku", "palindrome_generation", "propositional_logic",
+               "rubiks_cube", "sentence_reordering", "tsumego"]
 
 
 @pytest.mark.parametrize("name", FLAT_CREDIT)
@@ -360,7 +361,7 @@ def test_question_independent_replies_earn_no_partial_credit(name):
     for seed in range(2):
         env.reset(seed=seed)
         question = env.unwrapped._entry["question"]
-        for reply in ("", "0", "abc", "[]", "yes", "(P ∨ ¬P)", question):
+        for reply in ("", "0", "abc", "[]", "{}", "yes", "(P ∨ ¬P)", "(Z ∧ Z)", question):
             env.reset(seed=seed)
             _, reward, _, _, _ = env.step(f"<answer>{reply}</answer>")
             assert reward == 0.0 or reward >= 1.0, (name, seed, reply[:40], reward)
