@@ -133,6 +133,7 @@ def test_serve_and_train_grpo_on_a_folder_without_a_model_say_so_in_one_line(tmp
     expected = "no model in empty: expected config.json and weights, a .gguf file, or a short name such as smollm2"
     one_line_error(cli("serve", "empty", cwd=tmp_path), "serve", expected)
     one_line_error(cli("train", "grpo", "--env", "verigym/GuessNumber-v0", "--model", "empty", cwd=tmp_path), "train grpo", expected)
+    one_line_error(cli("train", "grpo", "--env", "verigym/TicTacToe-v0", "--model", "empty", cwd=tmp_path), "train grpo", "is a multi-agent env")
 
 
 def test_train_option_errors_are_one_line_with_did_you_mean(tmp_path):
@@ -214,8 +215,12 @@ def test_progress_in_a_log_prints_whole_lines():
             progress.update(task, advance=1, ret=f"{step:.1f}")
     text = log.getvalue()
     assert "\r" not in text and "\x1b" not in text and "━" not in text
-    lines = text.splitlines()
-    assert lines[0] == "ppo on CartPole-v1 1/3 return 0.0" and lines[-1] == "ppo on CartPole-v1 3/3 return 2.0"
+    assert text.splitlines() == [f"ppo on CartPole-v1 {n}/3 return {n - 1:.1f}" for n in (1, 2, 3)]  # the stop repeats none
+    log = io.StringIO()
+    with Progress(TextColumn("{task.description}"), MofNCompleteColumn(), console=Console(file=log, force_terminal=False), interval_s=3600) as progress:
+        task = progress.add_task("grpo", total=2)
+        progress.update(task, advance=2)
+    assert log.getvalue() == "grpo 2/2\n"  # between two intervals: the last state once, at the stop
 
 
 def test_a_folder_without_config_and_weights_is_no_model(tmp_path):

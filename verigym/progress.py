@@ -39,6 +39,7 @@ class Progress(_RichProgress):
         self.interval_s = float(interval_s)
         self._last_line = time.monotonic()
         self._stopped = False
+        self._last_text = ""
 
     def update(self, task_id: TaskID, **kwargs: Any) -> None:  # type: ignore[override]
         super().update(task_id, **kwargs)
@@ -70,5 +71,6 @@ class Progress(_RichProgress):
         finally:
             self.columns = columns
         text = "\n".join(" ".join(line.split()) for line in buffer.getvalue().splitlines() if line.strip())
-        if text:
+        if text and text != self._last_text:  # the line at the stop repeats nothing already printed
             self.console.print(text, markup=False, highlight=False, soft_wrap=True, crop=False)
+            self._last_text = text

@@ -67,8 +67,13 @@ def run(args: argparse.Namespace) -> int:
         return usage_error(command, f"--steps must be >= 1, got {args.steps}")
     if args.eval_episodes < 0:
         return usage_error(command, f"--eval-episodes must be >= 0, got {args.eval_episodes}")
-    if any(lookup_env(command, env_id) is None for env_id in args.env):  # "did you mean" for a misspelled id
-        return 2
+    for env_id in args.env:
+        api = lookup_env(command, env_id)  # "did you mean" for a misspelled id
+        if api is None:
+            return 2
+        if api != "gymnasium":
+            return usage_error(command, f"{env_id} is a multi-agent env; train on one of its single-agent seats "
+                                        "(verigym list --family multiagent, e.g. verigym/TicTacToe-Random-v0)")
     overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(GRPOConfig) if getattr(args, f.name, None) is not None}
     try:
         config = GRPOConfig.from_dict(overrides)
