@@ -141,6 +141,7 @@ def test_train_option_errors_are_one_line_with_did_you_mean(tmp_path):
     one_line_error(done, "train ppo", "unrecognized arguments: --learning-rat 1e-3; did you mean --learning-rate?")
     one_line_error(cli("train", "ppo", "--env", "CartPole-v1", cwd=tmp_path), "train ppo", "required: --steps, --out")
     one_line_error(cli("list", "--fam", "grid", cwd=tmp_path), "list", "did you mean --family?")
+    one_line_error(cli("train", cwd=tmp_path), "train", "the following arguments are required: agent (")
     assert not (tmp_path / "run").exists()
 
 

@@ -29,7 +29,8 @@ HELP = "train an agent (ppo, sac, dqn, qlearning, option-critic, ippo, grpo) on 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("agent", help="agent name: ppo, sac, dqn, qlearning, option-critic, ippo, or grpo")
-    parser.add_argument("options", nargs=argparse.REMAINDER, help="--env ID --steps N --out DIR and the agent's options (verigym train AGENT --help)")
+    options = parser.add_argument("options", nargs=argparse.REMAINDER, help="--env ID --steps N --out DIR and the agent's options (verigym train AGENT --help)")
+    options.required = False  # "verigym train" alone: only the agent is missing
 
 
 def _optional(kind: Any) -> Any:
