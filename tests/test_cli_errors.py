@@ -236,3 +236,19 @@ def test_a_folder_without_config_and_weights_is_no_model(tmp_path):
             check(folder)
     (folder / "model.safetensors").write_bytes(b"")
     assert is_model_reference(folder) and resolve_model(folder) == folder
+
+
+def test_library_bars_are_off_in_a_log_only():
+    from transformers.utils import logging as transformers_logging
+
+    from verigym.progress import quiet_library_bars
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    try:
+        assert not quiet_library_bars(Terminal()) and transformers_logging.is_progress_bar_enabled()
+        assert quiet_library_bars(io.StringIO()) and not transformers_logging.is_progress_bar_enabled()
+    finally:
+        transformers_logging.enable_progress_bar()

@@ -3,7 +3,8 @@
 On a terminal (or a notebook), :class:`Progress` is ``rich``'s live bar. When the output is a file
 or a pipe (CI logs, ``nohup``, ``| tee``) a live bar has nothing to redraw: there the same columns
 are printed as one plain, whole line (no bar glyphs, no cursor movement, no carriage returns)
-every ``interval_s`` seconds and once more when the bar stops.
+every ``interval_s`` seconds and once more when the bar stops. :func:`quiet_library_bars` turns
+off the tqdm bars of the libraries that load models when stderr is a log.
 """
 
 from __future__ import annotations
@@ -17,7 +18,34 @@ from rich.console import Console
 from rich.progress import BarColumn, TaskID
 from rich.progress import Progress as _RichProgress
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "quiet_library_bars"]
+
+
+def quiet_library_bars(stream: Any = None) -> bool:
+    """Turn off transformers' and huggingface_hub's own (tqdm) bars when ``stream`` (default
+    stderr) is not a terminal: in a log they are carriage-return redraws, not lines.
+
+    Returns:
+        True when the bars were turned off.
+    """
+    import sys
+
+    stream = sys.stderr if stream is None else stream
+    if getattr(stream, "isatty", lambda: False)():
+        return False
+    try:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+    except ImportError:
+        pass
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    except ImportError:
+        pass
+    return True
 
 
 class Progress(_RichProgress):

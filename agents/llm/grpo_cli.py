@@ -79,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
         config = GRPOConfig.from_dict(overrides)
     except (TypeError, ValueError) as exc:
         return usage_error(command, str(exc))
+    from verigym.progress import quiet_library_bars
+
+    quiet_library_bars()  # no "Loading weights" redraws in a log
     try:
         check_model(args.model)  # before the model loads: one line saying what is missing
         policy = TransformersPolicy.from_pretrained(args.model, device=config.device)

@@ -77,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
         return usage_error("serve", f"--max-batch-size must be >= 1, got {args.max_batch_size}")
     if not 0 <= args.port <= 65535:
         return usage_error("serve", f"--port must be in 0..65535, got {args.port}")
+    from verigym.progress import quiet_library_bars
+
+    quiet_library_bars()  # no "Loading weights" redraws in a log
     try:
         check_model(args.model_dir)  # before torch and transformers load: one line saying what is missing
         server = build(args)
