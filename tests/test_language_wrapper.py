@@ -161,7 +161,7 @@ def test_instructions_state_every_way_the_episode_ends():
     text = info["instructions"]
     assert text == env.instructions()
     assert "after 250 moves at most" in text
-    assert "after 4 such replies in a row the episode ends" in text and "reward -0.5" in text
+    assert "after 4 invalid replies in a row" in text and "reward -0.5" in text
     # Gymnasium's TimeLimit counts too; no streak rule when it is switched off
     plain = LanguageWrapper(gym.make("CartPole-v1"), max_invalid_actions=None).instructions()
     assert "after 500 moves at most" in plain and "in a row" not in plain
@@ -185,6 +185,6 @@ def test_every_registered_wrapped_env_states_its_step_limit():
             if limit is not None:
                 assert f"after {limit} " in text, (row.id, text[-300:])
             if not env._native_text:
-                assert "after 3 such replies in a row the episode ends" in text, row.id
+                assert "after 3 invalid replies in a row" in text, row.id
         finally:
             env.close()

@@ -107,7 +107,8 @@ class LanguageWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
                 f"{describe_observation_space(self.env.observation_space)} "
                 f"{describe_action_space(self.env.action_space)}"
             )
-        return f"{rules}\n{self.episode_end_text()}"
+        end = self.episode_end_text()
+        return f"{rules}\n{end}" if end else rules
 
     def step_limit(self) -> int | None:
         """The most steps an episode lasts, or ``None`` when none is known.
@@ -122,25 +123,21 @@ class LanguageWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         return min(found) if found else None
 
     def episode_end_text(self) -> str:
-        """Every way an episode ends, as one paragraph for the agent (part of :meth:`instructions`):
-        the task's own end, the step limit (:meth:`step_limit`) and, when the wrapper reads the
-        replies, the penalty for a malformed reply and the streak of them that ends the episode."""
+        """Every way an episode ends besides the task's own end, as one short paragraph for the
+        agent (part of :meth:`instructions`): the step limit (:meth:`step_limit`) and, when the
+        wrapper reads the replies, the malformed-reply penalty and the streak of them that ends
+        the episode. ``""`` when there is nothing to add."""
+        ends = []
         limit = self.step_limit()
-        unit = "replies" if self._native_text else "moves"
-        parts = ["The episode ends when the task is solved or failed"]
         if limit is not None:
-            parts.append(f", or after {limit} {unit} at most")
-        parts.append(".")
+            ends.append(f"after {limit} {'replies' if self._native_text else 'moves'} at most")
+        if not self._native_text and self.max_invalid_actions is not None:
+            streak = "1 invalid reply" if self.max_invalid_actions == 1 else f"{self.max_invalid_actions} invalid replies in a row"
+            ends.append(f"after {streak} (unsolved, score 0)")
+        text = f"The episode also ends {' or '.join(ends)}." if ends else ""
         if not self._native_text:
-            parts.append(
-                f" A reply that is not a valid action changes nothing in the environment, is not counted as a move "
-                f"and gets reward {self.invalid_action_reward:g}"
-            )
-            if self.max_invalid_actions is not None:
-                streak = "one such reply" if self.max_invalid_actions == 1 else f"{self.max_invalid_actions} such replies in a row"
-                parts.append(f"; after {streak} the episode ends, unsolved (score 0)")
-            parts.append(".")
-        return "Episode end: " + "".join(parts)
+            text += f" An invalid reply gets reward {self.invalid_action_reward:g} and is not a move."
+        return f"Episode end: {text.strip()}" if text else ""
 
     def observation_text(self, observation: Any) -> str:
         """The inner observation as text."""

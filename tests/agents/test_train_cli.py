@@ -38,9 +38,10 @@ def test_train_refuses_unknown_or_non_learning_agents(argv, capsys):
     assert "ppo" in capsys.readouterr().err
 
 
-def test_train_bad_option_value_is_a_usage_error(tmp_path):
-    with pytest.raises(SystemExit):
-        main(["train", "ppo", "--env", "CartPole-v1", "--steps", "10", "--out", str(tmp_path), "--gamma", "2.0"])
+def test_train_bad_option_value_is_a_usage_error(tmp_path, capsys):
+    assert main(["train", "ppo", "--env", "CartPole-v1", "--steps", "10", "--out", str(tmp_path), "--gamma", "2.0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("verigym train ppo:") and "gamma" in err[0]
 
 
 def test_train_unknown_env_is_a_usage_error_with_suggestions(tmp_path, capsys):

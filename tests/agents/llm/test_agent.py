@@ -15,7 +15,7 @@ from verigym.wrappers.language import LanguageWrapper
 def test_llm_agent_plays_a_tensor_env_through_the_text_view(tiny_model_dir):
     env = LanguageWrapper(gym.make("verigym/Treasure-7x7-v0"))
     agent = verigym.agents.make("llm", env, model_path=str(tiny_model_dir), device="cpu", max_new_tokens=4,
-                                max_context_tokens=512)
+                                max_context_tokens=768)
     observation, info = env.reset(seed=1)
     agent.reset(seed=1)
     replies = []
@@ -27,7 +27,7 @@ def test_llm_agent_plays_a_tensor_env_through_the_text_view(tiny_model_dir):
             break
     assert all(isinstance(r, str) for r in replies)
     # the prompt never outgrows the budget: old turns are dropped
-    assert len(agent.policy.encode_messages(agent.history.messages)) <= 512
+    assert len(agent.policy.encode_messages(agent.history.messages)) <= 768
     env.close()
 
 
