@@ -20,12 +20,21 @@ PACKAGE_DIR = {
     "verigym.wrappers": "wrappers",
     "verigym.leaderboards": "leaderboards",
 }
-DATA = ["py.typed", "*.json", "*.toml", "*.yaml", "*.html", "*.js", "*.css", "*.xml", "*.txt", "*.png"]
+DATA = [
+    "py.typed",
+    "*.json",
+    "*.toml",
+    "*.yaml",
+    "*.html",
+    "*.js",
+    "*.css",
+    "*.xml",
+    "*.txt",
+    "*.png",
+]
 
 # runs at interpreter start after __editable__.verigym-*.pth (.pth files are read in name order)
-FINDER_FIRST_PTH = (
-    "import sys; sys.meta_path.sort(key=lambda finder: not getattr(finder, '__module__', '').startswith('__editable___verigym_'))\n"
-)
+FINDER_FIRST_PTH = "import sys; sys.meta_path.sort(key=lambda finder: not getattr(finder, '__module__', '').startswith('__editable___verigym_'))\n"
 
 
 class _FinderFirst:

@@ -22,7 +22,17 @@ import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["AGENTS", "AGENT_GROUP", "Agent", "Learner", "agent_class", "env_for", "load", "make", "plugin_agents"]
+__all__ = [
+    "AGENTS",
+    "AGENT_GROUP",
+    "Agent",
+    "Learner",
+    "agent_class",
+    "env_for",
+    "load",
+    "make",
+    "plugin_agents",
+]
 
 AGENT_GROUP = "verigym.agents"
 """Entry-point group of plugin agents: name -> ``"module:Class"`` or ``"module:factory"``."""
@@ -34,7 +44,9 @@ class Agent(Protocol):
 
     def reset(self, *, seed: int | None = None) -> None: ...
 
-    def act(self, obs: Any, info: Mapping[str, Any] | None = None, *, deterministic: bool = False) -> Any: ...
+    def act(
+        self, obs: Any, info: Mapping[str, Any] | None = None, *, deterministic: bool = False
+    ) -> Any: ...
 
 
 @runtime_checkable
@@ -86,14 +98,30 @@ def plugin_agents() -> dict[str, str]:
         for point in entry_points(AGENT_GROUP):
             if point.name in BUILTIN_AGENTS:
                 if point.value != AGENTS[point.name]:
-                    record_plugin_error(AGENT_GROUP, point, ValueError(f"agent name {point.name!r} is verigym's own; choose another name"))
+                    record_plugin_error(
+                        AGENT_GROUP,
+                        point,
+                        ValueError(
+                            f"agent name {point.name!r} is verigym's own; choose another name"
+                        ),
+                    )
                 continue
             module, sep, attr = point.value.partition(":")
             if not (module and sep and attr):
-                record_plugin_error(AGENT_GROUP, point, ValueError("the entry point must be 'module:Class' or 'module:factory'"))
+                record_plugin_error(
+                    AGENT_GROUP,
+                    point,
+                    ValueError("the entry point must be 'module:Class' or 'module:factory'"),
+                )
                 continue
             if point.name in AGENTS and AGENTS[point.name] != point.value:
-                record_plugin_error(AGENT_GROUP, point, ValueError(f"agent name {point.name!r} is already taken by {AGENTS[point.name]!r}"))
+                record_plugin_error(
+                    AGENT_GROUP,
+                    point,
+                    ValueError(
+                        f"agent name {point.name!r} is already taken by {AGENTS[point.name]!r}"
+                    ),
+                )
                 continue
             AGENTS[point.name] = point.value
     return {name: target for name, target in AGENTS.items() if name not in BUILTIN_AGENTS}
@@ -110,7 +138,9 @@ def agent_class(name: str) -> Any:
     try:
         module, attr = AGENTS[name].split(":")
     except KeyError:
-        raise KeyError(f"unknown agent {name!r}; registered agents: {', '.join(sorted(AGENTS))}") from None
+        raise KeyError(
+            f"unknown agent {name!r}; registered agents: {', '.join(sorted(AGENTS))}"
+        ) from None
     return getattr(importlib.import_module(module), attr)
 
 

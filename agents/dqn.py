@@ -82,21 +82,39 @@ class DQNConfig(AgentConfig):
     """env steps between metric reports to the callbacks"""
 
     def check(self) -> None:
-        for name in ("num_envs", "buffer_size", "batch_size", "target_update_interval", "train_freq", "log_interval"):
+        for name in (
+            "num_envs",
+            "buffer_size",
+            "batch_size",
+            "target_update_interval",
+            "train_freq",
+            "log_interval",
+        ):
             require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
-        require(self.learning_starts >= 0 and self.gradient_steps >= 0, "learning_starts and gradient_steps must be >= 0")
+        require(
+            self.learning_starts >= 0 and self.gradient_steps >= 0,
+            "learning_starts and gradient_steps must be >= 0",
+        )
         require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
         require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
         require(0 < self.tau <= 1, f"tau must be in (0, 1], got {self.tau}")
-        require(0 <= self.exploration_fraction <= 1, f"exploration_fraction must be in [0, 1], got {self.exploration_fraction}")
-        require(0 <= self.exploration_final_eps <= 1 and 0 <= self.exploration_initial_eps <= 1, "epsilons must be in [0, 1]")
+        require(
+            0 <= self.exploration_fraction <= 1,
+            f"exploration_fraction must be in [0, 1], got {self.exploration_fraction}",
+        )
+        require(
+            0 <= self.exploration_final_eps <= 1 and 0 <= self.exploration_initial_eps <= 1,
+            "epsilons must be in [0, 1]",
+        )
 
 
 class QNetwork(nn.Module):
     def __init__(self, parts: Sequence[Any], n_actions: int, config: DQNConfig):
         super().__init__()
         self.encoder = ObservationEncoder(parts)
-        self.head = mlp(self.encoder.out_dim, config.hidden_sizes, n_actions, config.activation, init=False)
+        self.head = mlp(
+            self.encoder.out_dim, config.hidden_sizes, n_actions, config.activation, init=False
+        )
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.head(self.encoder(batch))
@@ -131,14 +149,25 @@ class DQN(TorchLearner):
     def _greedy(self, batch: dict[str, np.ndarray], mask: np.ndarray | None) -> np.ndarray:
         with torch.no_grad():
             q = self.q(to_tensors(batch, self.device))
-            return _masked(q, None if mask is None else torch.as_tensor(mask, device=self.device)).argmax(-1).cpu().numpy()
+            return (
+                _masked(q, None if mask is None else torch.as_tensor(mask, device=self.device))
+                .argmax(-1)
+                .cpu()
+                .numpy()
+            )
 
-    def _act_batch(self, batch: dict[str, np.ndarray], mask: np.ndarray | None, deterministic: bool) -> np.ndarray:
+    def _act_batch(
+        self, batch: dict[str, np.ndarray], mask: np.ndarray | None, deterministic: bool
+    ) -> np.ndarray:
         actions = self._greedy(batch, mask)
         if not deterministic:
             explore = self.rng.random(len(actions)) < self.epsilon
             for i in np.flatnonzero(explore):
-                legal = np.arange(self.action_space.n) if mask is None or not mask[i].any() else np.flatnonzero(mask[i])
+                legal = (
+                    np.arange(self.action_space.n)
+                    if mask is None or not mask[i].any()
+                    else np.flatnonzero(mask[i])
+                )
                 actions[i] = self.rng.choice(legal)
         return self.env_actions(actions)
 
@@ -159,34 +188,53 @@ class DQN(TorchLearner):
         buffer = ReplayBuffer(min(cfg.buffer_size, max(total_steps, 1)), self.rng)
         obs_list, infos = pool.reset()
         batch = self.batcher(obs_list)
-        start, start_step, next_log = time.perf_counter(), self.global_step, self.global_step + cfg.log_interval
+        start, start_step, next_log = (
+            time.perf_counter(),
+            self.global_step,
+            self.global_step + cfg.log_interval,
+        )
         decay_steps = max(cfg.exploration_fraction * total_steps, 1.0)
         losses: list[float] = []
         calls = 0
         try:
             for _ in range(-(-total_steps // n)):
                 done_steps = self.global_step - start_step
-                self.epsilon = cfg.exploration_initial_eps + min(done_steps / decay_steps, 1.0) * (cfg.exploration_final_eps - cfg.exploration_initial_eps)
+                self.epsilon = cfg.exploration_initial_eps + min(done_steps / decay_steps, 1.0) * (
+                    cfg.exploration_final_eps - cfg.exploration_initial_eps
+                )
                 mask = stack_masks(infos)
                 if done_steps < cfg.learning_starts:
-                    actions = np.array([self._random_action(m) for m in (mask if mask is not None else [None] * n)])
+                    actions = np.array(
+                        [self._random_action(m) for m in (mask if mask is not None else [None] * n)]
+                    )
                 else:
-                    actions = self._act_batch(batch, mask, deterministic=False) - int(self.action_space.start)
-                obs_list, rewards, terminated, truncated, infos, finals = pool.step(self.env_actions(actions))
+                    actions = self._act_batch(batch, mask, deterministic=False) - int(
+                        self.action_space.start
+                    )
+                obs_list, rewards, terminated, truncated, infos, finals = pool.step(
+                    self.env_actions(actions)
+                )
                 next_batch = self.batcher(obs_list)
                 stored_next = final_batch(self.batcher, next_batch, finals)
                 buffer.add(batch, actions, rewards, stored_next, terminated)
                 batch = next_batch
                 self.global_step += n
                 calls += 1
-                if self.global_step - start_step > cfg.learning_starts and calls % cfg.train_freq == 0:
+                if (
+                    self.global_step - start_step > cfg.learning_starts
+                    and calls % cfg.train_freq == 0
+                ):
                     losses.extend(self._train_phase(buffer))
                 if calls % max(cfg.target_update_interval // n, 1) == 0:
                     self._update_target()
                 if self.global_step >= next_log:
                     next_log += cfg.log_interval
                     elapsed = max(time.perf_counter() - start, 1e-9)
-                    metrics = {"global_step": float(self.global_step), "charts/SPS": (self.global_step - start_step) / elapsed, "charts/epsilon": self.epsilon}
+                    metrics = {
+                        "global_step": float(self.global_step),
+                        "charts/SPS": (self.global_step - start_step) / elapsed,
+                        "charts/epsilon": self.epsilon,
+                    }
                     metrics |= episode_metrics(pool.pop_episodes())
                     if losses:
                         metrics["losses/td_loss"] = float(np.mean(losses))
@@ -239,7 +287,9 @@ class DQN(TorchLearner):
                 q_all = q_both[:size]
                 with torch.no_grad():
                     best = q_both[size:].argmax(-1, keepdim=True)
-                    target = rewards[part] + discount[part] * next_q_target[part].gather(-1, best).squeeze(-1)
+                    target = rewards[part] + discount[part] * next_q_target[part].gather(
+                        -1, best
+                    ).squeeze(-1)
             else:
                 q_all = self.q({k: v[part] for k, v in obs.items()})
                 target = targets[part]
@@ -258,4 +308,3 @@ class DQN(TorchLearner):
     def load_state_tensors(self, tensors: Mapping[str, torch.Tensor]) -> None:
         self.q.load_state_dict({k[2:]: v for k, v in tensors.items() if k.startswith("q.")})
         self.q_target.load_state_dict(self.q.state_dict())
-

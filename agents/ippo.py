@@ -58,7 +58,10 @@ class IPPOConfig(PPOConfig):
 
     def check(self) -> None:
         super().check()
-        require(self.share_parameters or not self.agent_indicator, "agent_indicator needs share_parameters=True (independent networks already know their agent)")
+        require(
+            self.share_parameters or not self.agent_indicator,
+            "agent_indicator needs share_parameters=True (independent networks already know their agent)",
+        )
 
 
 SHARED = "shared"
@@ -85,29 +88,49 @@ class IPPO(TorchLearner):
             is not a PettingZoo ``ParallelEnv``, or sharing across agents with different spaces.
         """
         if env is None:
-            raise ValueError("ippo needs a PettingZoo parallel env (or its id) to build its networks")
+            raise ValueError(
+                "ippo needs a PettingZoo parallel env (or its id) to build its networks"
+            )
         cfg = IPPOConfig.from_dict(config)
         probe = env.envs[0] if isinstance(env, ParallelEnvPool) else make_env(env)
         if not is_parallel_env(probe):
-            raise ValueError(f"ippo trains on PettingZoo parallel envs (e.g. verigym/Spread-v0), not {env!r}; use ppo for a single-agent env")
+            raise ValueError(
+                f"ippo trains on PettingZoo parallel envs (e.g. verigym/Spread-v0), not {env!r}; use ppo for a single-agent env"
+            )
         agents = list(probe.possible_agents)
         observation_space = spaces.Dict({a: probe.observation_space(a) for a in agents})
         action_space = spaces.Dict({a: probe.action_space(a) for a in agents})
-        return cls(observation_space, action_space, cfg, env_id=env if isinstance(env, str) else None)
+        return cls(
+            observation_space, action_space, cfg, env_id=env if isinstance(env, str) else None
+        )
 
     def _build(self) -> None:
         cfg = self.config
         self.agents = sorted(self.observation_space.spaces)  # the one-hot order of agent_indicator
-        base = PPOConfig.from_dict({f.name: getattr(cfg, f.name) for f in dataclasses.fields(PPOConfig)})
+        base = PPOConfig.from_dict(
+            {f.name: getattr(cfg, f.name) for f in dataclasses.fields(PPOConfig)}
+        )
         observations, actions = self.observation_space.spaces, self.action_space.spaces
         if cfg.share_parameters:
             first = self.agents[0]
-            if any(observations[a] != observations[first] or actions[a] != actions[first] for a in self.agents):
-                raise ValueError("share_parameters needs agents with equal observation and action spaces; use share_parameters=False")
-            space = agent_id_space(observations[first], len(self.agents)) if cfg.agent_indicator else observations[first]
+            if any(
+                observations[a] != observations[first] or actions[a] != actions[first]
+                for a in self.agents
+            ):
+                raise ValueError(
+                    "share_parameters needs agents with equal observation and action spaces; use share_parameters=False"
+                )
+            space = (
+                agent_id_space(observations[first], len(self.agents))
+                if cfg.agent_indicator
+                else observations[first]
+            )
             self.policies = {SHARED: PPO(space, actions[first], base)}
         else:
-            self.policies = {a: PPO(observations[a], actions[a], base.replace(seed=cfg.seed + i)) for i, a in enumerate(self.agents)}
+            self.policies = {
+                a: PPO(observations[a], actions[a], base.replace(seed=cfg.seed + i))
+                for i, a in enumerate(self.agents)
+            }
 
     def policy_of(self, agent: str) -> PPO:
         """The PPO learner that acts for ``agent``.
@@ -127,7 +150,13 @@ class IPPO(TorchLearner):
         for policy in self.policies.values():
             policy.reset(seed=seed)
 
-    def act(self, obs: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]] | None = None, *, deterministic: bool = False) -> dict[str, Any]:
+    def act(
+        self,
+        obs: Mapping[str, Any],
+        info: Mapping[str, Mapping[str, Any]] | None = None,
+        *,
+        deterministic: bool = False,
+    ) -> dict[str, Any]:
         """The actions of the agents in ``obs``.
 
         Args:
@@ -150,7 +179,9 @@ class IPPO(TorchLearner):
         actions: dict[str, Any] = {}
         for key, members in groups.items():
             observations = [self._observation(a, obs[a]) for a in members]
-            chosen = self.policies[key].act(observations, [info.get(a) or {} for a in members], deterministic=deterministic)
+            chosen = self.policies[key].act(
+                observations, [info.get(a) or {} for a in members], deterministic=deterministic
+            )
             actions.update(zip(members, chosen))
         return actions
 
@@ -176,12 +207,18 @@ class IPPO(TorchLearner):
             ValueError: the env's agents are not those this agent was built for.
         """
         cfg = self.config
-        pool = ParallelEnvPool.build(env, cfg.num_envs, seed=cfg.seed, agent_indicator=cfg.agent_indicator)
+        pool = ParallelEnvPool.build(
+            env, cfg.num_envs, seed=cfg.seed, agent_indicator=cfg.agent_indicator
+        )
         try:
             if sorted(pool.agents) != self.agents:
-                raise ValueError(f"this agent was built for agents {self.agents}, the env has {pool.agents}")
+                raise ValueError(
+                    f"this agent was built for agents {self.agents}, the env has {pool.agents}"
+                )
             if pool.agent_indicator != cfg.agent_indicator:
-                raise ValueError(f"the pool's agent_indicator={pool.agent_indicator} differs from the config's {cfg.agent_indicator}")
+                raise ValueError(
+                    f"the pool's agent_indicator={pool.agent_indicator} differs from the config's {cfg.agent_indicator}"
+                )
             if SHARED in self.policies:
                 groups = [(self.policies[SHARED], np.arange(pool.num_envs))]
             else:
@@ -194,9 +231,15 @@ class IPPO(TorchLearner):
 
     # -- persistence --------------------------------------------------------------------------
     def state_tensors(self) -> dict[str, torch.Tensor]:
-        return {f"{key}/{name}": tensor for key, policy in self.policies.items() for name, tensor in policy.state_tensors().items()}
+        return {
+            f"{key}/{name}": tensor
+            for key, policy in self.policies.items()
+            for name, tensor in policy.state_tensors().items()
+        }
 
     def load_state_tensors(self, tensors: Mapping[str, torch.Tensor]) -> None:
         for key, policy in self.policies.items():
             prefix = f"{key}/"
-            policy.load_state_tensors({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})
+            policy.load_state_tensors(
+                {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+            )

@@ -86,7 +86,10 @@ class OptionCriticConfig(AgentConfig):
         require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
         require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
         for name in ("option_eps_initial", "option_eps_final", "exploration_fraction"):
-            require(0 <= getattr(self, name) <= 1, f"{name} must be in [0, 1], got {getattr(self, name)}")
+            require(
+                0 <= getattr(self, name) <= 1,
+                f"{name} must be in [0, 1], got {getattr(self, name)}",
+            )
         require(self.max_grad_norm > 0, f"max_grad_norm must be > 0, got {self.max_grad_norm}")
 
 
@@ -103,9 +106,15 @@ class OptionCriticNetwork(nn.Module):
         self.termination = layer_init(nn.Linear(width, config.num_options), 0.01)
         self.policy = layer_init(nn.Linear(width, config.num_options * n_actions), 0.01)
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(
+        self, batch: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         h = self.trunk(self.encoder(batch))
-        return self.q(h), torch.sigmoid(self.termination(h)), self.policy(h).view(-1, self.num_options, self.n_actions)
+        return (
+            self.q(h),
+            torch.sigmoid(self.termination(h)),
+            self.policy(h).view(-1, self.num_options, self.n_actions),
+        )
 
 
 def _pick(x: torch.Tensor, options: torch.Tensor) -> torch.Tensor:
@@ -125,7 +134,9 @@ class OptionCritic(TorchLearner):
     def _build(self) -> None:
         if not isinstance(self.action_space, spaces.Discrete):
             raise TypeError(f"option-critic needs Discrete actions, got {self.action_space!r}")
-        self.net = OptionCriticNetwork(self.batcher.parts, int(self.action_space.n), self.config).to(self.device)
+        self.net = OptionCriticNetwork(
+            self.batcher.parts, int(self.action_space.n), self.config
+        ).to(self.device)
         self.optimizer = adam(self.net.parameters(), self.config.learning_rate)
         self.epsilon = self.config.option_eps_final
         self._options: np.ndarray | None = None
@@ -139,25 +150,47 @@ class OptionCritic(TorchLearner):
     def _choose_options(self, q: torch.Tensor, epsilon: float) -> torch.Tensor:
         greedy = q.argmax(-1)
         explore = torch.rand(len(q), generator=self.generator, device=q.device) < epsilon
-        random = torch.randint(self.config.num_options, (len(q),), generator=self.generator, device=q.device)
+        random = torch.randint(
+            self.config.num_options, (len(q),), generator=self.generator, device=q.device
+        )
         return torch.where(explore, random, greedy)
 
-    def _step_options(self, q: torch.Tensor, beta: torch.Tensor, options: torch.Tensor | None, epsilon: float, deterministic: bool) -> torch.Tensor:
+    def _step_options(
+        self,
+        q: torch.Tensor,
+        beta: torch.Tensor,
+        options: torch.Tensor | None,
+        epsilon: float,
+        deterministic: bool,
+    ) -> torch.Tensor:
         """Keep each option unless it terminates (sampled from beta; beta > 0.5 when deterministic)."""
         fresh = self._choose_options(q, 0.0 if deterministic else epsilon)
         if options is None:
             return fresh
         b = _pick(beta, options)
-        stop = b > 0.5 if deterministic else torch.rand(len(b), generator=self.generator, device=b.device) < b
+        stop = (
+            b > 0.5
+            if deterministic
+            else torch.rand(len(b), generator=self.generator, device=b.device) < b
+        )
         return torch.where(stop, fresh, options)
 
-    def _act_batch(self, batch: dict[str, np.ndarray], mask: np.ndarray | None, deterministic: bool) -> np.ndarray:
+    def _act_batch(
+        self, batch: dict[str, np.ndarray], mask: np.ndarray | None, deterministic: bool
+    ) -> np.ndarray:
         n = len(next(iter(batch.values())))
         with torch.no_grad():
             q, beta, logits = self.net(to_tensors(batch, self.device))
-            previous = None if self._options is None or len(self._options) != n else torch.as_tensor(self._options, device=self.device)
+            previous = (
+                None
+                if self._options is None or len(self._options) != n
+                else torch.as_tensor(self._options, device=self.device)
+            )
             options = self._step_options(q, beta, previous, self.epsilon, deterministic)
-            dist = Categorical(_pick(logits, options), None if mask is None else torch.as_tensor(mask, device=self.device))
+            dist = Categorical(
+                _pick(logits, options),
+                None if mask is None else torch.as_tensor(mask, device=self.device),
+            )
             actions = dist.mode() if deterministic else dist.sample(self.generator)
         self._options = options.cpu().numpy()
         return self.env_actions(actions.cpu().numpy())
@@ -168,7 +201,9 @@ class OptionCritic(TorchLearner):
         return self._options
 
     # -- learning -----------------------------------------------------------------------------
-    def learn(self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()) -> OptionCritic:
+    def learn(
+        self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()
+    ) -> OptionCritic:
         """Train for ``total_steps`` env steps (rounded up to whole rollouts).
 
         Args:
@@ -198,21 +233,36 @@ class OptionCritic(TorchLearner):
                     with torch.no_grad():
                         q, beta, logits = self.net(to_tensors(batch, self.device))
                 for _ in range(t_max):
-                    self.epsilon = cfg.option_eps_initial + min((self.global_step - start_step) / decay, 1.0) * (cfg.option_eps_final - cfg.option_eps_initial)
+                    self.epsilon = cfg.option_eps_initial + min(
+                        (self.global_step - start_step) / decay, 1.0
+                    ) * (cfg.option_eps_final - cfg.option_eps_initial)
                     mask = stack_masks(infos)
                     with torch.no_grad():
-                        dist = Categorical(_pick(logits, options), None if mask is None else torch.as_tensor(mask, device=self.device))
+                        dist = Categorical(
+                            _pick(logits, options),
+                            None if mask is None else torch.as_tensor(mask, device=self.device),
+                        )
                         actions = dist.sample(self.generator)
-                    obs_list, rewards, terminated, truncated, infos, finals = pool.step(self.env_actions(actions.cpu().numpy()))
+                    obs_list, rewards, terminated, truncated, infos, finals = pool.step(
+                        self.env_actions(actions.cpu().numpy())
+                    )
                     done = terminated | truncated
-                    next_batch = self.batcher(obs_list)  # where an episode ended: the first obs of the next one
+                    next_batch = self.batcher(
+                        obs_list
+                    )  # where an episode ended: the first obs of the next one
                     rewards = rewards.astype(np.float32)
                     with torch.no_grad():
                         # one forward of s_{t+1} gives the termination/choice of the next option and the next policy
                         q, beta, logits = self.net(to_tensors(next_batch, self.device))
                         trunc_only = np.flatnonzero(truncated & ~terminated)
-                        if len(trunc_only):  # time limit: bootstrap from U(s_last, o_t) of the true last obs
-                            q_last, beta_last, _ = self.net(to_tensors(self.batcher([finals[i] for i in trunc_only]), self.device))
+                        if len(
+                            trunc_only
+                        ):  # time limit: bootstrap from U(s_last, o_t) of the true last obs
+                            q_last, beta_last, _ = self.net(
+                                to_tensors(
+                                    self.batcher([finals[i] for i in trunc_only]), self.device
+                                )
+                            )
                             o = options[torch.as_tensor(trunc_only, device=self.device)]
                             b = _pick(beta_last, o)
                             u = (1 - b) * _pick(q_last, o) + b * q_last.max(-1).values
@@ -220,7 +270,9 @@ class OptionCritic(TorchLearner):
                         new_options = self._step_options(q, beta, options, self.epsilon, False)
                         if done.any():  # a new episode starts with a fresh option
                             ended = torch.as_tensor(done, device=self.device)
-                            new_options = torch.where(ended, self._choose_options(q, self.epsilon), new_options)
+                            new_options = torch.where(
+                                ended, self._choose_options(q, self.epsilon), new_options
+                            )
                     switches += int((new_options != options).sum())
                     obs_buf.append(batch)
                     opt_buf.append(options)
@@ -230,10 +282,17 @@ class OptionCritic(TorchLearner):
                     mask_buf.append(mask)
                     batch, options = next_batch, new_options
                     self.global_step += n
-                losses = self._update(obs_buf, opt_buf, act_buf, rew_buf, done_buf, mask_buf, batch, options)
+                losses = self._update(
+                    obs_buf, opt_buf, act_buf, rew_buf, done_buf, mask_buf, batch, options
+                )
                 if (update + 1) % cfg.log_interval == 0 or update == num_updates - 1:
                     elapsed = max(time.perf_counter() - start, 1e-9)
-                    metrics = {"global_step": float(self.global_step), "charts/SPS": (self.global_step - start_step) / elapsed, "charts/option_epsilon": self.epsilon, "charts/option_switches": float(switches)}
+                    metrics = {
+                        "global_step": float(self.global_step),
+                        "charts/SPS": (self.global_step - start_step) / elapsed,
+                        "charts/option_epsilon": self.epsilon,
+                        "charts/option_switches": float(switches),
+                    }
                     switches = 0
                     if not emit(callbacks, metrics | episode_metrics(pool.pop_episodes()) | losses):
                         break
@@ -242,7 +301,17 @@ class OptionCritic(TorchLearner):
                 pool.close()
         return self
 
-    def _update(self, obs_buf: list, opt_buf: list, act_buf: list, rew_buf: list, done_buf: list, mask_buf: list, last_batch: dict[str, np.ndarray], last_options: torch.Tensor) -> dict[str, float]:
+    def _update(
+        self,
+        obs_buf: list,
+        opt_buf: list,
+        act_buf: list,
+        rew_buf: list,
+        done_buf: list,
+        mask_buf: list,
+        last_batch: dict[str, np.ndarray],
+        last_options: torch.Tensor,
+    ) -> dict[str, float]:
         """One gradient step on a rollout of ``T`` steps of ``N`` envs.
 
         Args:
@@ -261,14 +330,21 @@ class OptionCritic(TorchLearner):
         t_max, n = len(obs_buf), len(rew_buf[0])
         rewards = torch.as_tensor(np.stack(rew_buf), device=self.device)
         dones = torch.as_tensor(np.stack(done_buf), device=self.device)
-        obs = to_tensors({k: np.concatenate([b[k] for b in obs_buf] + [last_batch[k]]) for k in obs_buf[0]}, self.device)
+        obs = to_tensors(
+            {k: np.concatenate([b[k] for b in obs_buf] + [last_batch[k]]) for k in obs_buf[0]},
+            self.device,
+        )
         options = torch.cat(opt_buf)
         actions = torch.cat(act_buf)
-        masks = None if any(m is None for m in mask_buf) else torch.as_tensor(np.concatenate(mask_buf), device=self.device)
+        masks = (
+            None
+            if any(m is None for m in mask_buf)
+            else torch.as_tensor(np.concatenate(mask_buf), device=self.device)
+        )
         q_all, beta_all, logits_all = self.net(obs)
         with torch.no_grad():
-            b = _pick(beta_all[t_max * n:], last_options)
-            q_last = q_all[t_max * n:]
+            b = _pick(beta_all[t_max * n :], last_options)
+            q_last = q_all[t_max * n :]
             running = (1 - b) * _pick(q_last, last_options) + b * q_last.max(-1).values
             returns = torch.zeros(t_max, n, device=self.device)
             for t in reversed(range(t_max)):

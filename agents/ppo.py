@@ -92,11 +92,20 @@ class PPOConfig(AgentConfig):
         for name in ("num_envs", "num_steps", "num_epochs", "batch_size", "log_interval"):
             require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
-        require(0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1, f"gamma and gae_lambda must be in [0, 1], got {self.gamma}, {self.gae_lambda}")
+        require(
+            0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1,
+            f"gamma and gae_lambda must be in [0, 1], got {self.gamma}, {self.gae_lambda}",
+        )
         require(self.clip_coef > 0, f"clip_coef must be > 0, got {self.clip_coef}")
         require(self.max_grad_norm > 0, f"max_grad_norm must be > 0, got {self.max_grad_norm}")
-        require(self.target_kl is None or self.target_kl > 0, f"target_kl must be > 0 or None, got {self.target_kl}")
-        require(all(h >= 1 for h in self.hidden_sizes), f"hidden_sizes must be positive, got {self.hidden_sizes}")
+        require(
+            self.target_kl is None or self.target_kl > 0,
+            f"target_kl must be > 0 or None, got {self.target_kl}",
+        )
+        require(
+            all(h >= 1 for h in self.hidden_sizes),
+            f"hidden_sizes must be positive, got {self.hidden_sizes}",
+        )
 
 
 class ActorCritic(nn.Module):
@@ -114,9 +123,15 @@ class ActorCritic(nn.Module):
             self.kind, out = "box", int(np.prod(action_space.shape))
             self.log_std = nn.Parameter(torch.full((out,), config.log_std_init))
         else:
-            raise TypeError(f"PPO supports Discrete, MultiDiscrete and Box actions, not {action_space!r}")
-        self.actor = mlp(self.encoder.out_dim, config.hidden_sizes, out, config.activation, out_gain=0.01)
-        self.critic = mlp(self.encoder.out_dim, config.hidden_sizes, 1, config.activation, out_gain=1.0)
+            raise TypeError(
+                f"PPO supports Discrete, MultiDiscrete and Box actions, not {action_space!r}"
+            )
+        self.actor = mlp(
+            self.encoder.out_dim, config.hidden_sizes, out, config.activation, out_gain=0.01
+        )
+        self.critic = mlp(
+            self.encoder.out_dim, config.hidden_sizes, 1, config.activation, out_gain=1.0
+        )
 
     def dist(self, features: torch.Tensor, mask: torch.Tensor | None) -> Any:
         out = self.actor(features)
@@ -139,13 +154,21 @@ class PPO(TorchLearner):
     config: PPOConfig
 
     def _build(self) -> None:
-        self.policy = ActorCritic(self.batcher.parts, self.action_space, self.config).to(self.device)
+        self.policy = ActorCritic(self.batcher.parts, self.action_space, self.config).to(
+            self.device
+        )
         self.optimizer = adam(self.policy.parameters(), self.config.learning_rate, eps=1e-5)
-        self.obs_rms = {p.key: RunningMeanStd(p.shape or ()) for p in self.batcher.parts if p.kind == "vector"} if self.config.normalize_observation else {}
+        self.obs_rms = (
+            {p.key: RunningMeanStd(p.shape or ()) for p in self.batcher.parts if p.kind == "vector"}
+            if self.config.normalize_observation
+            else {}
+        )
         self.return_rms = RunningMeanStd(())
 
     # -- acting -------------------------------------------------------------------------------
-    def _normalize(self, batch: dict[str, np.ndarray], update: bool = False) -> dict[str, np.ndarray]:
+    def _normalize(
+        self, batch: dict[str, np.ndarray], update: bool = False
+    ) -> dict[str, np.ndarray]:
         if not self.obs_rms:
             return batch
         batch = dict(batch)
@@ -155,10 +178,14 @@ class PPO(TorchLearner):
             batch[key] = rms.normalize(batch[key])
         return batch
 
-    def _act_batch(self, batch: dict[str, np.ndarray], mask: np.ndarray | None, deterministic: bool) -> np.ndarray:
+    def _act_batch(
+        self, batch: dict[str, np.ndarray], mask: np.ndarray | None, deterministic: bool
+    ) -> np.ndarray:
         with torch.no_grad():
             features = self.policy.encoder(to_tensors(self._normalize(batch), self.device))
-            dist = self.policy.dist(features, None if mask is None else torch.as_tensor(mask, device=self.device))
+            dist = self.policy.dist(
+                features, None if mask is None else torch.as_tensor(mask, device=self.device)
+            )
             actions = dist.mode() if deterministic else dist.sample(self.generator)
         return self.env_actions(actions.cpu().numpy())
 
@@ -189,8 +216,16 @@ class PPO(TorchLearner):
         cfg = self.config
         valid = data["valid"]  # transitions of inactive multi-agent slots carry no loss
         total = len(data["advantages"]) if valid is None else int(valid.sum())
-        names = ("losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl", "losses/clipfrac")
-        stats: list[torch.Tensor] = []  # one row per minibatch, read back once (no device sync per step)
+        names = (
+            "losses/policy_loss",
+            "losses/value_loss",
+            "losses/entropy",
+            "losses/approx_kl",
+            "losses/clipfrac",
+        )
+        stats: list[
+            torch.Tensor
+        ] = []  # one row per minibatch, read back once (no device sync per step)
         for _ in range(cfg.num_epochs):
             order = torch.randperm(total, generator=self.generator, device=self.device)
             if valid is not None:
@@ -199,7 +234,9 @@ class PPO(TorchLearner):
             for begin in range(0, total, cfg.batch_size):
                 idx = order[begin : begin + cfg.batch_size]
                 features = self.policy.encoder({k: v[idx] for k, v in data["obs"].items()})
-                dist = self.policy.dist(features, None if data["masks"] is None else data["masks"][idx])
+                dist = self.policy.dist(
+                    features, None if data["masks"] is None else data["masks"][idx]
+                )
                 new_logp = dist.log_prob(data["actions"][idx])
                 entropy = dist.entropy().mean()
                 value = self.policy.value(features)
@@ -213,7 +250,9 @@ class PPO(TorchLearner):
                 if cfg.clip_vloss:
                     old = data["values"][idx]
                     clipped = old + (value - old).clamp(-clip, clip)
-                    value_loss = 0.5 * torch.max((value - returns) ** 2, (clipped - returns) ** 2).mean()
+                    value_loss = (
+                        0.5 * torch.max((value - returns) ** 2, (clipped - returns) ** 2).mean()
+                    )
                 else:
                     value_loss = 0.5 * ((value - returns) ** 2).mean()
                 loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * value_loss
@@ -224,7 +263,9 @@ class PPO(TorchLearner):
                 with torch.no_grad():
                     approx_kl = ((ratio - 1) - log_ratio).mean()
                     clipfrac = ((ratio - 1).abs() > clip).float().mean()
-                    stats.append(torch.stack([policy_loss, value_loss, entropy, approx_kl, clipfrac]))
+                    stats.append(
+                        torch.stack([policy_loss, value_loss, entropy, approx_kl, clipfrac])
+                    )
                 if cfg.target_kl is not None and approx_kl.item() > 1.5 * cfg.target_kl:
                     stop = True
                     break
@@ -241,10 +282,14 @@ class PPO(TorchLearner):
         return tensors
 
     def load_state_tensors(self, tensors: Mapping[str, torch.Tensor]) -> None:
-        self.policy.load_state_dict({k[len("policy."):]: v for k, v in tensors.items() if k.startswith("policy.")})
+        self.policy.load_state_dict(
+            {k[len("policy.") :]: v for k, v in tensors.items() if k.startswith("policy.")}
+        )
         for key, rms in self.obs_rms.items():
             prefix = f"obs_rms.{key or 'obs'}."
-            rms.load_state({name: tensors[prefix + name].cpu().numpy() for name in ("mean", "var", "count")})
+            rms.load_state(
+                {name: tensors[prefix + name].cpu().numpy() for name in ("mean", "var", "count")}
+            )
 
 
 class _Rollout:
@@ -275,11 +320,20 @@ class _Rollout:
             "advantages": torch.as_tensor(advantages.reshape(-1), device=device),
             "returns": torch.as_tensor(returns.reshape(-1), device=device),
             "masks": None if self.masks[0] is None else flat(self.masks),
-            "valid": None if not self.valid or all(v.all() for v in self.valid) else flat(self.valid),
+            "valid": None
+            if not self.valid or all(v.all() for v in self.valid)
+            else flat(self.valid),
         }
 
 
-def train(groups: Sequence[tuple[PPO, np.ndarray]], pool: Any, total_steps: int, callbacks: Sequence[Callback] = (), *, owner: Any = None) -> None:
+def train(
+    groups: Sequence[tuple[PPO, np.ndarray]],
+    pool: Any,
+    total_steps: int,
+    callbacks: Sequence[Callback] = (),
+    *,
+    owner: Any = None,
+) -> None:
     """The PPO loop over a pool whose slots are split among learners.
 
     One learner over every slot is plain PPO; one learner per agent of a
@@ -314,11 +368,18 @@ def train(groups: Sequence[tuple[PPO, np.ndarray]], pool: Any, total_steps: int,
         for _ in range(t_max):
             actions: list[Any] = [None] * n
             for (learner, slots), rollout in zip(groups, rollouts):
-                batch = learner._normalize(learner.batcher([obs_list[s] for s in slots]), update=True)
-                mask = stack_masks([infos[s] for s in slots]) if learner.policy.kind != "box" else None
+                batch = learner._normalize(
+                    learner.batcher([obs_list[s] for s in slots]), update=True
+                )
+                mask = (
+                    stack_masks([infos[s] for s in slots]) if learner.policy.kind != "box" else None
+                )
                 with torch.no_grad():
                     features = learner.policy.encoder(to_tensors(batch, learner.device))
-                    dist = learner.policy.dist(features, None if mask is None else torch.as_tensor(mask, device=learner.device))
+                    dist = learner.policy.dist(
+                        features,
+                        None if mask is None else torch.as_tensor(mask, device=learner.device),
+                    )
                     action = dist.sample(learner.generator)
                     rollout.log_probs.append(dist.log_prob(action).cpu().numpy())
                     rollout.values.append(learner.policy.value(features).cpu().numpy())
@@ -343,12 +404,22 @@ def train(groups: Sequence[tuple[PPO, np.ndarray]], pool: Any, total_steps: int,
                 if cfg.normalize_reward:
                     disc_return[slots] = disc_return[slots] * cfg.gamma + r
                     learner.return_rms.update(disc_return[slots])
-                    r = np.clip(r / np.sqrt(learner.return_rms.var + 1e-8), -10, 10).astype(np.float32)
+                    r = np.clip(r / np.sqrt(learner.return_rms.var + 1e-8), -10, 10).astype(
+                        np.float32
+                    )
                 trunc_only = [j for j, s in enumerate(slots) if truncated[s] and not terminated[s]]
                 if trunc_only:
-                    final = learner._normalize(learner.batcher([finals[slots[j]] for j in trunc_only]))
+                    final = learner._normalize(
+                        learner.batcher([finals[slots[j]] for j in trunc_only])
+                    )
                     with torch.no_grad():
-                        boot = learner.policy.value(learner.policy.encoder(to_tensors(final, learner.device))).cpu().numpy()
+                        boot = (
+                            learner.policy.value(
+                                learner.policy.encoder(to_tensors(final, learner.device))
+                            )
+                            .cpu()
+                            .numpy()
+                        )
                     r[trunc_only] += cfg.gamma * boot
                 rollout.rewards.append(r)
             owner.global_step += n
@@ -358,13 +429,33 @@ def train(groups: Sequence[tuple[PPO, np.ndarray]], pool: Any, total_steps: int,
         for (learner, slots), rollout in zip(groups, rollouts):
             with torch.no_grad():
                 batch = learner._normalize(learner.batcher([obs_list[s] for s in slots]))
-                last_value = learner.policy.value(learner.policy.encoder(to_tensors(batch, learner.device))).cpu().numpy()
-            advantages, returns = gae(np.stack(rollout.rewards), np.stack(rollout.values), np.stack(rollout.dones), last_value, done[slots], cfg.gamma, cfg.gae_lambda)
-            for key, value in learner._update(rollout.data(learner, advantages, returns), clip).items():
+                last_value = (
+                    learner.policy.value(learner.policy.encoder(to_tensors(batch, learner.device)))
+                    .cpu()
+                    .numpy()
+                )
+            advantages, returns = gae(
+                np.stack(rollout.rewards),
+                np.stack(rollout.values),
+                np.stack(rollout.dones),
+                last_value,
+                done[slots],
+                cfg.gamma,
+                cfg.gae_lambda,
+            )
+            for key, value in learner._update(
+                rollout.data(learner, advantages, returns), clip
+            ).items():
                 losses.setdefault(key, []).append(value)
         if (update + 1) % cfg.log_interval == 0 or update == num_updates - 1:
             elapsed = max(time.perf_counter() - start, 1e-9)
-            metrics = {"global_step": float(owner.global_step), "charts/SPS": (owner.global_step - start_step) / elapsed, "charts/learning_rate": groups[0][0].optimizer.param_groups[0]["lr"]}
-            metrics |= episode_metrics(pool.pop_episodes()) | {k: float(np.mean(v)) for k, v in losses.items()}
+            metrics = {
+                "global_step": float(owner.global_step),
+                "charts/SPS": (owner.global_step - start_step) / elapsed,
+                "charts/learning_rate": groups[0][0].optimizer.param_groups[0]["lr"],
+            }
+            metrics |= episode_metrics(pool.pop_episodes()) | {
+                k: float(np.mean(v)) for k, v in losses.items()
+            }
             if not emit(callbacks, metrics):
                 break

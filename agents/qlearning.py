@@ -58,11 +58,24 @@ class QLearningConfig(AgentConfig):
     """env steps between metric reports to the callbacks"""
 
     def check(self) -> None:
-        require(self.learning_rate > 0 and self.final_learning_rate > 0, "learning rates must be > 0")
+        require(
+            self.learning_rate > 0 and self.final_learning_rate > 0, "learning rates must be > 0"
+        )
         require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
-        for name in ("exploration_initial_eps", "exploration_final_eps", "exploration_fraction", "lr_fraction"):
-            require(0 <= getattr(self, name) <= 1, f"{name} must be in [0, 1], got {getattr(self, name)}")
-        require(self.table_size >= 1 and self.log_interval >= 1, "table_size and log_interval must be >= 1")
+        for name in (
+            "exploration_initial_eps",
+            "exploration_final_eps",
+            "exploration_fraction",
+            "lr_fraction",
+        ):
+            require(
+                0 <= getattr(self, name) <= 1,
+                f"{name} must be in [0, 1], got {getattr(self, name)}",
+            )
+        require(
+            self.table_size >= 1 and self.log_interval >= 1,
+            "table_size and log_interval must be >= 1",
+        )
 
 
 class QLearning(TorchLearner):
@@ -74,7 +87,14 @@ class QLearning(TorchLearner):
     config_class = QLearningConfig
     config: QLearningConfig
 
-    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, config: AgentConfig, *, env_id: str | None = None):
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        config: AgentConfig,
+        *,
+        env_id: str | None = None,
+    ):
         if not isinstance(action_space, spaces.Discrete):
             raise TypeError(f"Q-learning needs Discrete actions, got {action_space!r}")
         self.config = config
@@ -85,7 +105,11 @@ class QLearning(TorchLearner):
         self.global_step = 0
         self.rng = np.random.default_rng(config.seed)
         self.epsilon = config.exploration_initial_eps
-        rows = int(observation_space.n) if isinstance(observation_space, spaces.Discrete) else config.table_size
+        rows = (
+            int(observation_space.n)
+            if isinstance(observation_space, spaces.Discrete)
+            else config.table_size
+        )
         self.q = np.full((rows, int(action_space.n)), config.initial_q, dtype=np.float64)
 
     def state_index(self, obs: Any) -> int:
@@ -93,7 +117,11 @@ class QLearning(TorchLearner):
         space = self.observation_space
         if isinstance(space, spaces.Discrete):
             return int(obs) - int(space.start)
-        data = obs.encode("utf-8", "surrogatepass") if isinstance(obs, str) else np.ascontiguousarray(obs).tobytes()
+        data = (
+            obs.encode("utf-8", "surrogatepass")
+            if isinstance(obs, str)
+            else np.ascontiguousarray(obs).tobytes()
+        )
         return zlib.crc32(data) % self.config.table_size
 
     def reset(self, *, seed: int | None = None) -> None:
@@ -102,19 +130,43 @@ class QLearning(TorchLearner):
 
     def _choose(self, row: np.ndarray, mask: np.ndarray | None, explore: bool) -> int:
         values = row.tolist()
-        legal = range(len(values)) if mask is None or not np.any(mask) else np.flatnonzero(mask).tolist()
+        legal = (
+            range(len(values))
+            if mask is None or not np.any(mask)
+            else np.flatnonzero(mask).tolist()
+        )
         if explore and self.rng.random() < self.epsilon:
             return int(legal[int(self.rng.integers(len(legal)))])
         top = max(values[a] for a in legal)
         best = [a for a in legal if values[a] == top]
-        return int(best[int(self.rng.integers(len(best)))] if explore and len(best) > 1 else best[0])
+        return int(
+            best[int(self.rng.integers(len(best)))] if explore and len(best) > 1 else best[0]
+        )
 
-    def act(self, obs: Any, info: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None, *, deterministic: bool = False) -> Any:
+    def act(
+        self,
+        obs: Any,
+        info: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        *,
+        deterministic: bool = False,
+    ) -> Any:
         """Greedy (``deterministic``) or epsilon-greedy action; a list/array of observations gives an array."""
-        batched = isinstance(obs, (list, tuple)) or (not isinstance(obs, str) and isinstance(self.observation_space, spaces.Discrete) and np.ndim(obs) == 1)
+        batched = isinstance(obs, (list, tuple)) or (
+            not isinstance(obs, str)
+            and isinstance(self.observation_space, spaces.Discrete)
+            and np.ndim(obs) == 1
+        )
         observations = list(obs) if batched else [obs]
         infos = info if isinstance(info, (list, tuple)) else [info] * len(observations)
-        actions = [self._choose(self.q[self.state_index(o)], None if i is None else i.get(ACTION_MASK), not deterministic) + int(self.action_space.start) for o, i in zip(observations, infos)]
+        actions = [
+            self._choose(
+                self.q[self.state_index(o)],
+                None if i is None else i.get(ACTION_MASK),
+                not deterministic,
+            )
+            + int(self.action_space.start)
+            for o, i in zip(observations, infos)
+        ]
         return np.array(actions, dtype=np.int64) if batched else np.int64(actions[0])
 
     def learn(self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()) -> QLearning:
@@ -127,14 +179,24 @@ class QLearning(TorchLearner):
         pool = EnvPool.build(env, 1, seed=cfg.seed)
         obs_list, infos = pool.reset()
         state = self.state_index(obs_list[0])
-        start, start_step, next_log = time.perf_counter(), self.global_step, self.global_step + cfg.log_interval
+        start, start_step, next_log = (
+            time.perf_counter(),
+            self.global_step,
+            self.global_step + cfg.log_interval,
+        )
         offset = int(self.action_space.start)
         try:
             for t in range(total_steps):
-                self.epsilon = cfg.exploration_initial_eps + min(t / max(cfg.exploration_fraction * total_steps, 1), 1.0) * (cfg.exploration_final_eps - cfg.exploration_initial_eps)
-                lr = cfg.learning_rate + min(t / max(cfg.lr_fraction * total_steps, 1), 1.0) * (cfg.final_learning_rate - cfg.learning_rate)
+                self.epsilon = cfg.exploration_initial_eps + min(
+                    t / max(cfg.exploration_fraction * total_steps, 1), 1.0
+                ) * (cfg.exploration_final_eps - cfg.exploration_initial_eps)
+                lr = cfg.learning_rate + min(t / max(cfg.lr_fraction * total_steps, 1), 1.0) * (
+                    cfg.final_learning_rate - cfg.learning_rate
+                )
                 action = self._choose(self.q[state], infos[0].get(ACTION_MASK), explore=True)
-                obs_list, rewards, terminated, truncated, infos, finals = pool.step([np.int64(action + offset)])
+                obs_list, rewards, terminated, truncated, infos, finals = pool.step(
+                    [np.int64(action + offset)]
+                )
                 next_state = self.state_index(finals[0] if finals[0] is not None else obs_list[0])
                 target = float(rewards[0])
                 if not terminated[0]:
@@ -144,7 +206,12 @@ class QLearning(TorchLearner):
                 self.global_step += 1
                 if self.global_step >= next_log:
                     next_log += cfg.log_interval
-                    metrics = {"global_step": float(self.global_step), "charts/SPS": (self.global_step - start_step) / max(time.perf_counter() - start, 1e-9), "charts/epsilon": self.epsilon}
+                    metrics = {
+                        "global_step": float(self.global_step),
+                        "charts/SPS": (self.global_step - start_step)
+                        / max(time.perf_counter() - start, 1e-9),
+                        "charts/epsilon": self.epsilon,
+                    }
                     if not emit(callbacks, metrics | episode_metrics(pool.pop_episodes())):
                         break
         finally:

@@ -32,7 +32,9 @@ class RandomAgent:
         self.action_space.seed(seed)
         self._rng = np.random.default_rng(seed)
 
-    def act(self, obs: Any, info: Mapping[str, Any] | None = None, *, deterministic: bool = False) -> Any:
+    def act(
+        self, obs: Any, info: Mapping[str, Any] | None = None, *, deterministic: bool = False
+    ) -> Any:
         mask = None if info is None else info.get(ACTION_MASK)
         if mask is not None and np.ndim(mask) == 1 and np.any(mask):
             return np.int64(self._rng.choice(np.flatnonzero(mask)))
@@ -54,7 +56,9 @@ class OracleAgent:
 
     def __init__(self, env: Any):
         if not isinstance(getattr(env, "unwrapped", None), OracleInterface):
-            raise TypeError(f"{type(getattr(env, 'unwrapped', env)).__name__} has no oracle_action(); no oracle agent for it")
+            raise TypeError(
+                f"{type(getattr(env, 'unwrapped', env)).__name__} has no oracle_action(); no oracle agent for it"
+            )
         self.env = env
 
     @property
@@ -65,7 +69,9 @@ class OracleAgent:
     def reset(self, *, seed: int | None = None) -> None:
         pass
 
-    def act(self, obs: Any, info: Mapping[str, Any] | None = None, *, deterministic: bool = False) -> Any:
+    def act(
+        self, obs: Any, info: Mapping[str, Any] | None = None, *, deterministic: bool = False
+    ) -> Any:
         """The oracle's action in the env's current state.
 
         Raises:
@@ -75,7 +81,9 @@ class OracleAgent:
         if not _has_reset(self.env):
             spec = getattr(self.env, "spec", None)
             name = spec.id if spec is not None else type(self.env.unwrapped).__name__
-            raise RuntimeError(f"the oracle's env {name} was never reset: call env.reset(seed=...) before agent.act")
+            raise RuntimeError(
+                f"the oracle's env {name} was never reset: call env.reset(seed=...) before agent.act"
+            )
         return self.env.unwrapped.oracle_action()
 
 

@@ -80,11 +80,17 @@ class SACConfig(AgentConfig):
     def check(self) -> None:
         for name in ("num_envs", "buffer_size", "batch_size", "train_freq", "log_interval"):
             require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
-        require(self.learning_starts >= 0 and self.gradient_steps >= 0 and self.her_k >= 0, "learning_starts, gradient_steps and her_k must be >= 0")
+        require(
+            self.learning_starts >= 0 and self.gradient_steps >= 0 and self.her_k >= 0,
+            "learning_starts, gradient_steps and her_k must be >= 0",
+        )
         require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
         require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
         require(0 < self.tau <= 1, f"tau must be in (0, 1], got {self.tau}")
-        require(self.ent_coef is None or self.ent_coef >= 0, f"ent_coef must be >= 0 or None, got {self.ent_coef}")
+        require(
+            self.ent_coef is None or self.ent_coef >= 0,
+            f"ent_coef must be >= 0 or None, got {self.ent_coef}",
+        )
         require(self.ent_coef_init > 0, f"ent_coef_init must be > 0, got {self.ent_coef_init}")
 
 
@@ -108,7 +114,9 @@ class Critics(nn.Module):
     def __init__(self, encoder: ObservationEncoder, act_dim: int, config: SACConfig):
         super().__init__()
         self.encoder = encoder
-        self.q = EnsembleMLP(2, encoder.out_dim + act_dim, config.hidden_sizes, 1, config.activation)
+        self.q = EnsembleMLP(
+            2, encoder.out_dim + act_dim, config.hidden_sizes, 1, config.activation
+        )
 
     def forward(self, batch: dict[str, torch.Tensor], actions: torch.Tensor) -> torch.Tensor:
         return self.q(torch.cat([self.encoder(batch), actions], dim=-1)).squeeze(-1)
@@ -124,7 +132,11 @@ class SAC(TorchLearner):
 
     def _build(self) -> None:
         space = self.action_space
-        if not isinstance(space, spaces.Box) or not np.all(np.isfinite(space.low)) or not np.all(np.isfinite(space.high)):
+        if (
+            not isinstance(space, spaces.Box)
+            or not np.all(np.isfinite(space.low))
+            or not np.all(np.isfinite(space.high))
+        ):
             raise TypeError(f"SAC needs a bounded Box action space, got {space!r}")
         cfg = self.config
         act_dim = int(np.prod(space.shape))
@@ -136,20 +148,36 @@ class SAC(TorchLearner):
         self.critic_target.requires_grad_(False)
         self.actor_optimizer = adam(self.actor.parameters(), cfg.learning_rate)
         self.critic_optimizer = adam(self.critic.parameters(), cfg.learning_rate)
-        self.log_alpha = torch.tensor([math.log(cfg.ent_coef if cfg.ent_coef else cfg.ent_coef_init)], device=self.device, requires_grad=cfg.ent_coef is None)
-        self.alpha_optimizer = adam([self.log_alpha], cfg.learning_rate) if cfg.ent_coef is None else None
+        self.log_alpha = torch.tensor(
+            [math.log(cfg.ent_coef if cfg.ent_coef else cfg.ent_coef_init)],
+            device=self.device,
+            requires_grad=cfg.ent_coef is None,
+        )
+        self.alpha_optimizer = (
+            adam([self.log_alpha], cfg.learning_rate) if cfg.ent_coef is None else None
+        )
         self.target_entropy = float(-act_dim if cfg.target_entropy is None else cfg.target_entropy)
-        self._scale = torch.as_tensor((space.high - space.low) / 2.0, dtype=torch.float32, device=self.device).reshape(-1)
-        self._center = torch.as_tensor((space.high + space.low) / 2.0, dtype=torch.float32, device=self.device).reshape(-1)
+        self._scale = torch.as_tensor(
+            (space.high - space.low) / 2.0, dtype=torch.float32, device=self.device
+        ).reshape(-1)
+        self._center = torch.as_tensor(
+            (space.high + space.low) / 2.0, dtype=torch.float32, device=self.device
+        ).reshape(-1)
 
     def _to_env(self, squashed: torch.Tensor) -> np.ndarray:
         actions = (squashed * self._scale + self._center).cpu().numpy()
         return self.env_actions(actions.reshape(len(actions), *self.action_space.shape))
 
-    def _act_batch(self, batch: dict[str, np.ndarray], mask: np.ndarray | None, deterministic: bool) -> np.ndarray:
+    def _act_batch(
+        self, batch: dict[str, np.ndarray], mask: np.ndarray | None, deterministic: bool
+    ) -> np.ndarray:
         with torch.no_grad():
             mean, log_std = self.actor(to_tensors(batch, self.device))
-            squashed = torch.tanh(mean) if deterministic else squashed_gaussian_sample(mean, log_std, self.generator)[0]
+            squashed = (
+                torch.tanh(mean)
+                if deterministic
+                else squashed_gaussian_sample(mean, log_std, self.generator)[0]
+            )
         return self._to_env(squashed)
 
     def learn(self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()) -> SAC:
@@ -173,18 +201,34 @@ class SAC(TorchLearner):
         her = None
         if cfg.her_k:
             unwrapped = pool.envs[0].unwrapped
-            if not isinstance(pool.observation_space, spaces.Dict) or "achieved_goal" not in pool.observation_space.spaces or not hasattr(unwrapped, "compute_reward"):
-                raise TypeError("her_k > 0 needs a goal-conditioned env: Dict observations with achieved_goal/desired_goal and compute_reward()")
+            if (
+                not isinstance(pool.observation_space, spaces.Dict)
+                or "achieved_goal" not in pool.observation_space.spaces
+                or not hasattr(unwrapped, "compute_reward")
+            ):
+                raise TypeError(
+                    "her_k > 0 needs a goal-conditioned env: Dict observations with achieved_goal/desired_goal and compute_reward()"
+                )
             her = HindsightRelabeller(n, cfg.her_k, unwrapped.compute_reward, self.rng)
         obs_list, _ = pool.reset()
         batch = self.batcher(obs_list)
-        start, start_step, next_log = time.perf_counter(), self.global_step, self.global_step + cfg.log_interval
+        start, start_step, next_log = (
+            time.perf_counter(),
+            self.global_step,
+            self.global_step + cfg.log_interval,
+        )
         stats: dict[str, list[torch.Tensor]] = {}
         calls = 0
         try:
             for _ in range(-(-total_steps // n)):
                 if self.global_step - start_step < cfg.learning_starts:
-                    squashed = torch.rand((n, len(self._scale)), generator=self.generator, device=self.device) * 2 - 1
+                    squashed = (
+                        torch.rand(
+                            (n, len(self._scale)), generator=self.generator, device=self.device
+                        )
+                        * 2
+                        - 1
+                    )
                 else:
                     with torch.no_grad():
                         mean, log_std = self.actor(to_tensors(batch, self.device))
@@ -194,21 +238,37 @@ class SAC(TorchLearner):
                 obs_list, rewards, terminated, truncated, _, finals = pool.step(env_actions)
                 next_batch = self.batcher(obs_list)
                 stored_next = final_batch(self.batcher, next_batch, finals)
-                stored_actions = ((torch.as_tensor(env_actions, dtype=torch.float32, device=self.device).reshape(n, -1) - self._center) / self._scale).clamp(-1, 1)
+                stored_actions = (
+                    (
+                        torch.as_tensor(
+                            env_actions, dtype=torch.float32, device=self.device
+                        ).reshape(n, -1)
+                        - self._center
+                    )
+                    / self._scale
+                ).clamp(-1, 1)
                 buffer.add(batch, stored_actions.cpu().numpy(), rewards, stored_next, terminated)
                 if her is not None:
-                    self._hindsight(her, buffer, previous, env_actions, obs_list, finals, terminated, truncated)
+                    self._hindsight(
+                        her, buffer, previous, env_actions, obs_list, finals, terminated, truncated
+                    )
                 batch = next_batch
                 self.global_step += n
                 calls += 1
-                if self.global_step - start_step >= cfg.learning_starts and calls % cfg.train_freq == 0:
+                if (
+                    self.global_step - start_step >= cfg.learning_starts
+                    and calls % cfg.train_freq == 0
+                ):
                     for _ in range(cfg.gradient_steps):
                         for key, value in self._train_step(buffer.sample(cfg.batch_size)).items():
                             stats.setdefault(key, []).append(value)
                 if self.global_step >= next_log:
                     next_log += cfg.log_interval
                     elapsed = max(time.perf_counter() - start, 1e-9)
-                    metrics = {"global_step": float(self.global_step), "charts/SPS": (self.global_step - start_step) / elapsed}
+                    metrics = {
+                        "global_step": float(self.global_step),
+                        "charts/SPS": (self.global_step - start_step) / elapsed,
+                    }
                     metrics |= episode_metrics(pool.pop_episodes())
                     metrics |= {k: float(torch.stack(v).mean()) for k, v in stats.items()}
                     stats = {}
@@ -219,8 +279,25 @@ class SAC(TorchLearner):
                 pool.close()
         return self
 
-    def _hindsight(self, her: HindsightRelabeller, buffer: ReplayBuffer, previous: list[Any], actions: np.ndarray, obs_list: list[Any], finals: list[Any], terminated: np.ndarray, truncated: np.ndarray) -> None:
-        scaled = ((actions.reshape(len(actions), -1) - self._center.cpu().numpy()) / self._scale.cpu().numpy()).clip(-1, 1).astype(np.float32)
+    def _hindsight(
+        self,
+        her: HindsightRelabeller,
+        buffer: ReplayBuffer,
+        previous: list[Any],
+        actions: np.ndarray,
+        obs_list: list[Any],
+        finals: list[Any],
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+    ) -> None:
+        scaled = (
+            (
+                (actions.reshape(len(actions), -1) - self._center.cpu().numpy())
+                / self._scale.cpu().numpy()
+            )
+            .clip(-1, 1)
+            .astype(np.float32)
+        )
         for i in range(len(previous)):
             next_obs = finals[i] if finals[i] is not None else obs_list[i]
             her.record(i, previous[i], scaled[i], next_obs, bool(terminated[i]))
@@ -228,7 +305,13 @@ class SAC(TorchLearner):
                 relabelled = her.finish(i)
                 if relabelled:
                     o, a, r, no, d = zip(*relabelled)
-                    buffer.add(self.batcher(list(o)), np.stack(a), np.array(r, dtype=np.float32), self.batcher(list(no)), np.array(d))
+                    buffer.add(
+                        self.batcher(list(o)),
+                        np.stack(a),
+                        np.array(r, dtype=np.float32),
+                        self.batcher(list(no)),
+                        np.array(d),
+                    )
 
     def _train_step(self, sample: dict[str, Any]) -> dict[str, torch.Tensor]:
         cfg = self.config
@@ -251,8 +334,12 @@ class SAC(TorchLearner):
         # critics
         with torch.no_grad():
             next_mean, next_log_std = self.actor(next_obs)
-            next_actions, next_log_prob = squashed_gaussian_sample(next_mean, next_log_std, self.generator)
-            next_q = self.critic_target(next_obs, next_actions).min(dim=0).values - alpha * next_log_prob
+            next_actions, next_log_prob = squashed_gaussian_sample(
+                next_mean, next_log_std, self.generator
+            )
+            next_q = (
+                self.critic_target(next_obs, next_actions).min(dim=0).values - alpha * next_log_prob
+            )
             target = rewards + not_done * cfg.gamma * next_q
         q = self.critic(obs, actions)
         critic_loss = 0.5 * ((q - target) ** 2).mean(dim=1).sum()
@@ -260,7 +347,9 @@ class SAC(TorchLearner):
         critic_loss.backward()
         self.critic_optimizer.step()
         # actor
-        self.critic.requires_grad_(False)  # the actor loss needs d/d(action) only, not critic weight grads
+        self.critic.requires_grad_(
+            False
+        )  # the actor loss needs d/d(action) only, not critic weight grads
         q_pi = self.critic(obs, pi_actions).min(dim=0).values
         self.critic.requires_grad_(True)
         actor_loss = (alpha * log_prob - q_pi).mean()
@@ -270,7 +359,11 @@ class SAC(TorchLearner):
         with torch.no_grad():
             target_params = list(self.critic_target.parameters())
             torch._foreach_lerp_(target_params, list(self.critic.parameters()), cfg.tau)
-        out |= {"losses/critic_loss": critic_loss.detach(), "losses/actor_loss": actor_loss.detach(), "losses/alpha": alpha[0]}
+        out |= {
+            "losses/critic_loss": critic_loss.detach(),
+            "losses/actor_loss": actor_loss.detach(),
+            "losses/alpha": alpha[0],
+        }
         return out
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
@@ -283,6 +376,8 @@ class SAC(TorchLearner):
     def load_state_tensors(self, tensors: Mapping[str, torch.Tensor]) -> None:
         for name in ("actor", "critic", "critic_target"):
             prefix = name + "."
-            getattr(self, name).load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})
+            getattr(self, name).load_state_dict(
+                {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+            )
         with torch.no_grad():
             self.log_alpha.copy_(tensors["log_alpha"])

@@ -48,21 +48,103 @@ _TORCH_DEFAULT = torch.get_num_threads()
 
 TASKS = {
     # name: (verigym agent, env id, verigym config, SB3 class, SB3 kwargs, budget, threshold, eval every)
-    "ppo-cartpole": ("ppo", "CartPole-v1", rl_zoo.PPO_CARTPOLE, "PPO",
-                     {"n_envs": 8, "n_steps": 32, "batch_size": 256, "gae_lambda": 0.8, "gamma": 0.98, "n_epochs": 20, "ent_coef": 0.0, "learning_rate": "lin_1e-3", "clip_range": "lin_0.2"},
-                     100_000, 475.0, 8192),
-    "dqn-cartpole": ("dqn", "CartPole-v1", {**rl_zoo.DQN_CARTPOLE, "double_q": False}, "DQN",
-                     {"learning_rate": 2.3e-3, "batch_size": 64, "buffer_size": 100_000, "learning_starts": 1000, "gamma": 0.99, "target_update_interval": 10,
-                      "train_freq": 256, "gradient_steps": 128, "exploration_fraction": 0.16, "exploration_final_eps": 0.04, "policy_kwargs": {"net_arch": [256, 256]}},
-                     50_000, 475.0, 2048),
-    "sac-pendulum": ("sac", "Pendulum-v1", rl_zoo.SAC_PENDULUM, "SAC", {"learning_rate": 1e-3}, 20_000, -200.0, 1000),
+    "ppo-cartpole": (
+        "ppo",
+        "CartPole-v1",
+        rl_zoo.PPO_CARTPOLE,
+        "PPO",
+        {
+            "n_envs": 8,
+            "n_steps": 32,
+            "batch_size": 256,
+            "gae_lambda": 0.8,
+            "gamma": 0.98,
+            "n_epochs": 20,
+            "ent_coef": 0.0,
+            "learning_rate": "lin_1e-3",
+            "clip_range": "lin_0.2",
+        },
+        100_000,
+        475.0,
+        8192,
+    ),
+    "dqn-cartpole": (
+        "dqn",
+        "CartPole-v1",
+        {**rl_zoo.DQN_CARTPOLE, "double_q": False},
+        "DQN",
+        {
+            "learning_rate": 2.3e-3,
+            "batch_size": 64,
+            "buffer_size": 100_000,
+            "learning_starts": 1000,
+            "gamma": 0.99,
+            "target_update_interval": 10,
+            "train_freq": 256,
+            "gradient_steps": 128,
+            "exploration_fraction": 0.16,
+            "exploration_final_eps": 0.04,
+            "policy_kwargs": {"net_arch": [256, 256]},
+        },
+        50_000,
+        475.0,
+        2048,
+    ),
+    "sac-pendulum": (
+        "sac",
+        "Pendulum-v1",
+        rl_zoo.SAC_PENDULUM,
+        "SAC",
+        {"learning_rate": 1e-3},
+        20_000,
+        -200.0,
+        1000,
+    ),
     # the README's DoorKey example, as written there
-    "ppo-doorkey": ("ppo", "verigym/DoorKey-5x5-v0", {"num_envs": 8, "batch_size": 256, "num_epochs": 4, "learning_rate": 7e-4, "ent_coef": 0.01}, "PPO",
-                    {"n_envs": 8, "n_steps": 128, "batch_size": 256, "n_epochs": 4, "learning_rate": 7e-4, "ent_coef": 0.01}, 60_000, 0.9, 8192),
+    "ppo-doorkey": (
+        "ppo",
+        "verigym/DoorKey-5x5-v0",
+        {
+            "num_envs": 8,
+            "batch_size": 256,
+            "num_epochs": 4,
+            "learning_rate": 7e-4,
+            "ent_coef": 0.01,
+        },
+        "PPO",
+        {
+            "n_envs": 8,
+            "n_steps": 128,
+            "batch_size": 256,
+            "n_epochs": 4,
+            "learning_rate": 7e-4,
+            "ent_coef": 0.01,
+        },
+        60_000,
+        0.9,
+        8192,
+    ),
     # fixed budget (threshold None): the final return is compared; no evaluations on the way
-    "ppo-halfcheetah": ("ppo", "HalfCheetah-v5", {"num_envs": 1, "num_steps": 2048, "normalize_observation": True, "normalize_reward": True}, "PPO",
-                        {"normalize": True}, 200_000, None, 50_000),
-    "sac-halfcheetah": ("sac", "HalfCheetah-v5", {"learning_starts": 10_000}, "SAC", {"learning_starts": 10_000}, 200_000, None, 50_000),
+    "ppo-halfcheetah": (
+        "ppo",
+        "HalfCheetah-v5",
+        {"num_envs": 1, "num_steps": 2048, "normalize_observation": True, "normalize_reward": True},
+        "PPO",
+        {"normalize": True},
+        200_000,
+        None,
+        50_000,
+    ),
+    "sac-halfcheetah": (
+        "sac",
+        "HalfCheetah-v5",
+        {"learning_starts": 10_000},
+        "SAC",
+        {"learning_starts": 10_000},
+        200_000,
+        None,
+        50_000,
+    ),
 }
 SLOW = ("ppo-halfcheetah", "sac-halfcheetah")
 
@@ -96,7 +178,9 @@ class _Clock:
 
     def check(self, step: int) -> bool:
         self.steps = step
-        if self.threshold is None or step < self.next:  # a fixed budget is evaluated once, at the end
+        if (
+            self.threshold is None or step < self.next
+        ):  # a fixed budget is evaluated once, at the end
             return True
         while self.next <= step:
             self.next += self.every
@@ -122,7 +206,9 @@ def verigym_threads(task: str) -> int:
     from verigym.agents.common.learner import choose_threads
 
     name, env_id, config, *_ = TASKS[task]
-    agent = agents.make(name, env_id, **config, **({} if THREADS is None else {"torch_threads": THREADS}))
+    agent = agents.make(
+        name, env_id, **config, **({} if THREADS is None else {"torch_threads": THREADS})
+    )
     chosen = choose_threads(agent.config.torch_threads, agent.device, agent.num_parameters())
     return torch.get_num_threads() if chosen is None else chosen
 
@@ -146,7 +232,13 @@ def _result(clock: _Clock, threshold: float | None) -> tuple[float, float, bool,
     seconds = clock.reached[1] if clock.reached else clock.train_time()
     final = clock.last if threshold is not None else _evaluate(clock.predict, clock.env_id)
     steps = clock.reached[0] if clock.reached else clock.steps
-    return seconds, clock.steps / max(clock.train_time(), 1e-9), clock.reached is not None or threshold is None, final, steps
+    return (
+        seconds,
+        clock.steps / max(clock.train_time(), 1e-9),
+        clock.reached is not None or threshold is None,
+        final,
+        steps,
+    )
 
 
 def run_sb3(task: str, seed: int) -> tuple[float, float, bool, float, int]:
@@ -171,7 +263,9 @@ def run_sb3(task: str, seed: int) -> tuple[float, float, bool, float, int]:
         env = VecNormalize(env)
     model = getattr(sb3, cls_name)("MlpPolicy", env, seed=seed, device="cpu", **kwargs)
     scale = env.normalize_obs if normalize else (lambda o: o)
-    clock = _Clock(lambda o, i: model.predict(scale(o), deterministic=True)[0], env_id, threshold, every)
+    clock = _Clock(
+        lambda o, i: model.predict(scale(o), deterministic=True)[0], env_id, threshold, every
+    )
 
     class Stop(BaseCallback):
         def _on_step(self) -> bool:
@@ -186,43 +280,87 @@ def run_sb3(task: str, seed: int) -> tuple[float, float, bool, float, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", nargs="+", default=[t for t in TASKS if t not in SLOW], choices=list(TASKS))
+    parser.add_argument(
+        "--tasks", nargs="+", default=[t for t in TASKS if t not in SLOW], choices=list(TASKS)
+    )
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--steps", type=int, help="override every task's step budget (a quick check of the script)")
-    parser.add_argument("--library", choices=("both", "verigym", "sb3"), default="both",
-                        help="run one side only (e.g. the two sides of a slow task on two cores); no ratio is printed")
-    parser.add_argument("--threads", default="auto", help="torch threads of both libraries: 'auto' (verigym's default, the same count for SB3) or N")
+    parser.add_argument(
+        "--steps", type=int, help="override every task's step budget (a quick check of the script)"
+    )
+    parser.add_argument(
+        "--library",
+        choices=("both", "verigym", "sb3"),
+        default="both",
+        help="run one side only (e.g. the two sides of a slow task on two cores); no ratio is printed",
+    )
+    parser.add_argument(
+        "--threads",
+        default="auto",
+        help="torch threads of both libraries: 'auto' (verigym's default, the same count for SB3) or N",
+    )
     args = parser.parse_args()
     global THREADS
     THREADS = None if args.threads == "auto" else int(args.threads)
     if args.steps:
         for task in args.tasks:
-            TASKS[task] = (*TASKS[task][:5], args.steps, *TASKS[task][6:7], min(TASKS[task][7], args.steps))
-    print("torch threads: " + ", ".join(f"{t} {verigym_threads(t)}" for t in args.tasks) + f" (torch's default here: {_TORCH_DEFAULT})")
+            TASKS[task] = (
+                *TASKS[task][:5],
+                args.steps,
+                *TASKS[task][6:7],
+                min(TASKS[task][7], args.steps),
+            )
+    print(
+        "torch threads: "
+        + ", ".join(f"{t} {verigym_threads(t)}" for t in args.tasks)
+        + f" (torch's default here: {_TORCH_DEFAULT})"
+    )
     if args.library == "both":
-        print(f"{'task':15} {'seed':>4} {'verigym s':>10} {'SB3 s':>8} {'verigym steps/s':>16} {'SB3 steps/s':>12} {'verigym return':>15} {'SB3 return':>11} {'verigym steps':>14} {'SB3 steps':>10}")
+        print(
+            f"{'task':15} {'seed':>4} {'verigym s':>10} {'SB3 s':>8} {'verigym steps/s':>16} {'SB3 steps/s':>12} {'verigym return':>15} {'SB3 return':>11} {'verigym steps':>14} {'SB3 steps':>10}"
+        )
     for task in args.tasks:
         ours, theirs = [], []
         if args.library != "both":
             for seed in range(args.seeds):
                 r = (run_verigym if args.library == "verigym" else run_sb3)(task, seed)
-                print(f"{task:15} {seed:>4} {args.library}: {r[0]:.1f} s{'' if r[2] else '*'}, {r[1]:.0f} steps/s, return {r[3]:.1f}, {r[4]} steps", flush=True)
+                print(
+                    f"{task:15} {seed:>4} {args.library}: {r[0]:.1f} s{'' if r[2] else '*'}, {r[1]:.0f} steps/s, return {r[3]:.1f}, {r[4]} steps",
+                    flush=True,
+                )
             continue
         for seed in range(args.seeds):
             ours.append(run_verigym(task, seed))
             theirs.append(run_sb3(task, seed))
             flag = lambda r: "" if r[2] else "*"  # noqa: E731
-            print(f"{task:15} {seed:>4} {ours[-1][0]:>9.1f}{flag(ours[-1])} {theirs[-1][0]:>7.1f}{flag(theirs[-1])} {ours[-1][1]:>16.0f} {theirs[-1][1]:>12.0f} "
-                  f"{ours[-1][3]:>15.1f} {theirs[-1][3]:>11.1f} {ours[-1][4]:>14} {theirs[-1][4]:>10}", flush=True)
-        t_ours, t_sb3 = statistics.median(r[0] for r in ours), statistics.median(r[0] for r in theirs)
-        s_ours, s_sb3 = statistics.median(r[1] for r in ours), statistics.median(r[1] for r in theirs)
+            print(
+                f"{task:15} {seed:>4} {ours[-1][0]:>9.1f}{flag(ours[-1])} {theirs[-1][0]:>7.1f}{flag(theirs[-1])} {ours[-1][1]:>16.0f} {theirs[-1][1]:>12.0f} "
+                f"{ours[-1][3]:>15.1f} {theirs[-1][3]:>11.1f} {ours[-1][4]:>14} {theirs[-1][4]:>10}",
+                flush=True,
+            )
+        t_ours, t_sb3 = (
+            statistics.median(r[0] for r in ours),
+            statistics.median(r[0] for r in theirs),
+        )
+        s_ours, s_sb3 = (
+            statistics.median(r[1] for r in ours),
+            statistics.median(r[1] for r in theirs),
+        )
         speed = f"steps/s {s_ours:.0f} vs {s_sb3:.0f} (ratio of times {s_sb3 / s_ours:.2f})"
         if TASKS[task][6] is None:
-            r_ours, r_sb3 = statistics.median(r[3] for r in ours), statistics.median(r[3] for r in theirs)
-            print(f"{task:15} median final return at {TASKS[task][5]} steps verigym/SB3 = {r_ours:.1f}/{r_sb3:.1f}; "
-                  f"training time {t_ours:.0f}/{t_sb3:.0f} s = {t_ours / t_sb3:.2f}; {speed}", flush=True)
+            r_ours, r_sb3 = (
+                statistics.median(r[3] for r in ours),
+                statistics.median(r[3] for r in theirs),
+            )
+            print(
+                f"{task:15} median final return at {TASKS[task][5]} steps verigym/SB3 = {r_ours:.1f}/{r_sb3:.1f}; "
+                f"training time {t_ours:.0f}/{t_sb3:.0f} s = {t_ours / t_sb3:.2f}; {speed}",
+                flush=True,
+            )
         else:
-            print(f"{task:15} median time-to-threshold verigym/SB3 = {t_ours:.1f}/{t_sb3:.1f} s = {t_ours / t_sb3:.2f}; {speed}", flush=True)
+            print(
+                f"{task:15} median time-to-threshold verigym/SB3 = {t_ours:.1f}/{t_sb3:.1f} s = {t_ours / t_sb3:.2f}; {speed}",
+                flush=True,
+            )
     print("(* = threshold not reached within the budget; its full training time is counted)")
     return 0
 

@@ -86,9 +86,21 @@ def main() -> None:
 
     n = args.num_envs
     settings = (
-        ("single env", lambda: single_rate(ours, args.steps), lambda: single_rate(peer, args.steps)),
-        (f"SyncVectorEnv x{n}", lambda: vector_rate(ours, args.steps, n), lambda: vector_rate(peer, args.steps, n)),
-        (f"GridVectorEnv x{n} *", lambda: native_rate(args.steps, n), lambda: vector_rate(peer, args.steps, n)),
+        (
+            "single env",
+            lambda: single_rate(ours, args.steps),
+            lambda: single_rate(peer, args.steps),
+        ),
+        (
+            f"SyncVectorEnv x{n}",
+            lambda: vector_rate(ours, args.steps, n),
+            lambda: vector_rate(peer, args.steps, n),
+        ),
+        (
+            f"GridVectorEnv x{n} *",
+            lambda: native_rate(args.steps, n),
+            lambda: vector_rate(peer, args.steps, n),
+        ),
     )
     print(f"{'setting':22s} {OURS + ' steps/s':>34s} {PEER + ' steps/s':>36s} {'ratio':>7s}")
     for label, measure_ours, measure_peer in settings:

@@ -35,7 +35,13 @@ import gymnasium as gym
 import verigym  # noqa: F401  (registers the verigym ids)
 
 OURS, PEER = "verigym/ClickButton-v0", "miniwob/click-button-v1"
-QUIET_FLAGS = ("--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic")
+QUIET_FLAGS = (
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+)
 
 
 Policy = Callable[[Any, gym.Env], Any]
@@ -76,16 +82,27 @@ def make_peer() -> tuple[gym.Env, Policy, Policy]:
 
     def policy(observation: Any, env: gym.Env) -> Any:
         target = dict(observation["fields"])["target"]
-        ref = next((e["ref"] for e in observation["dom_elements"] if e["tag"] == "button" and e["text"] == target), 0)
+        ref = next(
+            (
+                e["ref"]
+                for e in observation["dom_elements"]
+                if e["tag"] == "button" and e["text"] == target
+            ),
+            0,
+        )
         return env.unwrapped.create_action(ActionTypes.CLICK_ELEMENT, ref=int(ref))
 
     def tab(observation: Any, env: gym.Env) -> Any:
-        return env.unwrapped.create_action(ActionTypes.PRESS_KEY, key=5)  # "<Tab>" in MiniWoB's key list
+        return env.unwrapped.create_action(
+            ActionTypes.PRESS_KEY, key=5
+        )  # "<Tab>" in MiniWoB's key list
 
     return env, tab, policy
 
 
-def run(make: Callable[[], tuple[gym.Env, Policy, Policy]], episodes: int, seed: int) -> dict[str, float]:
+def run(
+    make: Callable[[], tuple[gym.Env, Policy, Policy]], episodes: int, seed: int
+) -> dict[str, float]:
     """Median Tab-step and final-click latencies (s), episodes/s (resets included), success rate."""
     env, tab, policy = make()
     env.reset(seed=seed)  # warm-up: browser launch not timed
@@ -106,7 +123,12 @@ def run(make: Callable[[], tuple[gym.Env, Policy, Policy]], episodes: int, seed:
                 break
     elapsed = time.perf_counter() - start
     env.close()
-    return {"tab": statistics.median(tabs), "click": statistics.median(clicks), "eps": episodes / elapsed, "success": wins / episodes}
+    return {
+        "tab": statistics.median(tabs),
+        "click": statistics.median(clicks),
+        "eps": episodes / elapsed,
+        "success": wins / episodes,
+    }
 
 
 def main() -> None:
@@ -118,12 +140,16 @@ def main() -> None:
     for repeat in range(args.repeats):
         for name, make in (("verigym", make_ours), ("miniwob", make_peer)):
             results[name].append(run(make, args.episodes, seed=1000 * repeat))
-    print(f"{'':8s} {'Tab step ms':>12s} {'final click ms':>15s} {'episodes/s':>11s} {'success':>8s}   ({args.episodes} episodes x {args.repeats} repeats, medians)")
+    print(
+        f"{'':8s} {'Tab step ms':>12s} {'final click ms':>15s} {'episodes/s':>11s} {'success':>8s}   ({args.episodes} episodes x {args.repeats} repeats, medians)"
+    )
     summary = {}
     for name, runs in results.items():
         summary[name] = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
         row = summary[name]
-        print(f"{name:8s} {1000 * row['tab']:12.1f} {1000 * row['click']:15.1f} {row['eps']:11.2f} {row['success']:8.2f}")
+        print(
+            f"{name:8s} {1000 * row['tab']:12.1f} {1000 * row['click']:15.1f} {row['eps']:11.2f} {row['success']:8.2f}"
+        )
     ours, peer = summary["verigym"], summary["miniwob"]
     print(
         f"ratio    Tab-step latency miniwob/verigym = {peer['tab'] / ours['tab']:.2f}x   "

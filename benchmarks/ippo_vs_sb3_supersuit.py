@@ -31,7 +31,15 @@ import torch
 ENV_ID = "verigym/Spread-v0"
 ENV_KWARGS = {"num_agents": 2, "max_cycles": 25}
 COPIES = 8
-PPO = {"num_steps": 32, "batch_size": 256, "num_epochs": 10, "learning_rate": 3e-3, "gamma": 0.95, "gae_lambda": 0.95, "log_std_init": -0.5}
+PPO = {
+    "num_steps": 32,
+    "batch_size": 256,
+    "num_epochs": 10,
+    "learning_rate": 3e-3,
+    "gamma": 0.95,
+    "gae_lambda": 0.95,
+    "log_std_init": -0.5,
+}
 
 
 def _env():
@@ -70,9 +78,21 @@ def run_sb3(steps: int, seed: int) -> tuple[float, float]:
 
     vec = ss.pettingzoo_env_to_vec_env_v1(_env())
     vec = ss.concat_vec_envs_v1(vec, COPIES, num_cpus=0, base_class="stable_baselines3")
-    torch.manual_seed(seed)  # SuperSuit's concatenated vec env has no seed(), which SB3's seed= calls
-    model = sb3.PPO("MlpPolicy", vec, n_steps=PPO["num_steps"], batch_size=PPO["batch_size"], n_epochs=PPO["num_epochs"], learning_rate=PPO["learning_rate"],
-                    gamma=PPO["gamma"], gae_lambda=PPO["gae_lambda"], policy_kwargs={"log_std_init": PPO["log_std_init"]}, device="cpu")
+    torch.manual_seed(
+        seed
+    )  # SuperSuit's concatenated vec env has no seed(), which SB3's seed= calls
+    model = sb3.PPO(
+        "MlpPolicy",
+        vec,
+        n_steps=PPO["num_steps"],
+        batch_size=PPO["batch_size"],
+        n_epochs=PPO["num_epochs"],
+        learning_rate=PPO["learning_rate"],
+        gamma=PPO["gamma"],
+        gae_lambda=PPO["gae_lambda"],
+        policy_kwargs={"log_std_init": PPO["log_std_init"]},
+        device="cpu",
+    )
     start = time.perf_counter()
     model.learn(steps)
     seconds = time.perf_counter() - start
@@ -91,16 +111,23 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"{'seed':>4} {'verigym s':>10} {'SB3+SuperSuit s':>16} {'verigym return':>15} {'SB3 return':>11}")
+    print(
+        f"{'seed':>4} {'verigym s':>10} {'SB3+SuperSuit s':>16} {'verigym return':>15} {'SB3 return':>11}"
+    )
     ours, theirs = [], []
     for seed in range(args.seeds):
         ours.append(run_verigym(args.steps, seed))
         theirs.append(run_sb3(args.steps, seed))
-        print(f"{seed:>4} {ours[-1][0]:>10.1f} {theirs[-1][0]:>16.1f} {ours[-1][1]:>15.2f} {theirs[-1][1]:>11.2f}", flush=True)
+        print(
+            f"{seed:>4} {ours[-1][0]:>10.1f} {theirs[-1][0]:>16.1f} {ours[-1][1]:>15.2f} {theirs[-1][1]:>11.2f}",
+            flush=True,
+        )
     t_ours, t_sb3 = statistics.median(r[0] for r in ours), statistics.median(r[0] for r in theirs)
-    print(f"median training time verigym/SB3+SuperSuit = {t_ours:.1f}/{t_sb3:.1f} s = {t_ours / t_sb3:.2f}; "
-          f"transitions/s {args.steps / t_ours:.0f} vs {args.steps / t_sb3:.0f}; "
-          f"median team return {statistics.median(r[1] for r in ours):.2f} vs {statistics.median(r[1] for r in theirs):.2f}")
+    print(
+        f"median training time verigym/SB3+SuperSuit = {t_ours:.1f}/{t_sb3:.1f} s = {t_ours / t_sb3:.2f}; "
+        f"transitions/s {args.steps / t_ours:.0f} vs {args.steps / t_sb3:.0f}; "
+        f"median team return {statistics.median(r[1] for r in ours):.2f} vs {statistics.median(r[1] for r in theirs):.2f}"
+    )
     return 0
 
 

@@ -45,10 +45,14 @@ def main() -> None:
     one, two = runner(n, 1), runner(n, 2)
     print(f"{n} episodes of {ENV_ID} with a random agent")
     print(f"bare loop, 1 process:  {n / bare:8.1f} episodes/s")
-    print(f"runner, 1 worker:      {n / one:8.1f} episodes/s (includes worker start-up and one SQLite commit per episode)")
+    print(
+        f"runner, 1 worker:      {n / one:8.1f} episodes/s (includes worker start-up and one SQLite commit per episode)"
+    )
     print(f"runner, 2 workers:     {n / two:8.1f} episodes/s")
     print(f"scaling ratio 2 workers / 1 worker: {one / two:.2f}")
-    print(f"runner overhead per episode vs bare loop (1 worker): {(one - bare) / n * 1000:.2f} ms ({one / bare:.2f}x the bare time)")
+    print(
+        f"runner overhead per episode vs bare loop (1 worker): {(one - bare) / n * 1000:.2f} ms ({one / bare:.2f}x the bare time)"
+    )
 
 
 if __name__ == "__main__":

@@ -45,9 +45,18 @@ def verigym_step_seconds(path: str, args: argparse.Namespace, device: torch.devi
     policy = TransformersPolicy.from_pretrained(path, device=str(device))
     policy.eos_token_ids = frozenset()
     trainer = GRPOTrainer(
-        policy, _task(args), num_generations=args.generations, groups_per_step=args.groups,
-        max_new_tokens=args.new_tokens, learning_rate=1e-5, micro_batch_size=args.groups * args.generations,
-        dynamic_sampling=False, clip_eps_low=0.2, clip_eps_high=0.28, seed=0, max_turns=1,
+        policy,
+        _task(args),
+        num_generations=args.generations,
+        groups_per_step=args.groups,
+        max_new_tokens=args.new_tokens,
+        learning_rate=1e-5,
+        micro_batch_size=args.groups * args.generations,
+        dynamic_sampling=False,
+        clip_eps_low=0.2,
+        clip_eps_high=0.28,
+        seed=0,
+        max_turns=1,
     )
     trainer.step()
     times = []
@@ -63,7 +72,9 @@ def verigym_step_seconds(path: str, args: argparse.Namespace, device: torch.devi
     return statistics.median(times)
 
 
-def trl_step_seconds(path: str, args: argparse.Namespace, device: torch.device, out_dir: str) -> float:
+def trl_step_seconds(
+    path: str, args: argparse.Namespace, device: torch.device, out_dir: str
+) -> float:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig
     from trl import GRPOTrainer as TRLTrainer
@@ -78,21 +89,43 @@ def trl_step_seconds(path: str, args: argparse.Namespace, device: torch.device, 
             self.stamps.append(time.perf_counter())
 
     bf16 = device.type == "cuda"
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16 if bf16 else torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch.bfloat16 if bf16 else torch.float32
+    )
     tokenizer = AutoTokenizer.from_pretrained(path)
     batch = args.groups * args.generations
     config = GRPOConfig(
-        output_dir=out_dir, per_device_train_batch_size=batch, num_generations=args.generations,
-        max_completion_length=args.new_tokens, generation_kwargs={"min_new_tokens": args.new_tokens},
-        max_steps=args.steps + 1, learning_rate=1e-5, beta=0.0, epsilon=0.2, epsilon_high=0.28,
-        num_iterations=1, gradient_accumulation_steps=1, use_cpu=device.type == "cpu", bf16=bf16,
-        report_to="none", logging_steps=10_000, save_strategy="no", dataloader_num_workers=0, seed=0,
-        temperature=1.0, top_p=1.0, top_k=0,
+        output_dir=out_dir,
+        per_device_train_batch_size=batch,
+        num_generations=args.generations,
+        max_completion_length=args.new_tokens,
+        generation_kwargs={"min_new_tokens": args.new_tokens},
+        max_steps=args.steps + 1,
+        learning_rate=1e-5,
+        beta=0.0,
+        epsilon=0.2,
+        epsilon_high=0.28,
+        num_iterations=1,
+        gradient_accumulation_steps=1,
+        use_cpu=device.type == "cpu",
+        bf16=bf16,
+        report_to="none",
+        logging_steps=10_000,
+        save_strategy="no",
+        dataloader_num_workers=0,
+        seed=0,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
     )
     clock = StepClock()
     trainer = TRLTrainer(
-        model=model, reward_funcs=VerigymReward([_task(args)]), args=config, processing_class=tokenizer,
-        train_dataset=verigym_dataset([_task(args)], seeds=range(batch * (args.steps + 2))), callbacks=[clock],
+        model=model,
+        reward_funcs=VerigymReward([_task(args)]),
+        args=config,
+        processing_class=tokenizer,
+        train_dataset=verigym_dataset([_task(args)], seeds=range(batch * (args.steps + 2))),
+        callbacks=[clock],
     )
     trainer.train()
     deltas = [b - a for a, b in zip(clock.stamps, clock.stamps[1:])]
@@ -101,10 +134,16 @@ def trl_step_seconds(path: str, args: argparse.Namespace, device: torch.device, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=None, help="local model directory (default: a tiny random model)")
+    parser.add_argument(
+        "--model", default=None, help="local model directory (default: a tiny random model)"
+    )
     parser.add_argument("--hidden-size", type=int, default=128)
     parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--env", default="echo", help='"echo" (EchoLetterEnv, ~25-token prompt) or a registered id, e.g. verigym/GuessNumber-v0 (~250-token prompt)')
+    parser.add_argument(
+        "--env",
+        default="echo",
+        help='"echo" (EchoLetterEnv, ~25-token prompt) or a registered id, e.g. verigym/GuessNumber-v0 (~250-token prompt)',
+    )
     parser.add_argument("--groups", type=int, default=4)
     parser.add_argument("--generations", type=int, default=8)
     parser.add_argument("--new-tokens", type=int, default=32)
@@ -115,12 +154,20 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     with tempfile.TemporaryDirectory() as tmp:
-        path = args.model or str(build_tiny_model(f"{tmp}/model", hidden_size=args.hidden_size, num_layers=args.layers,
-                                                  num_heads=max(1, args.hidden_size // 32)))
+        path = args.model or str(
+            build_tiny_model(
+                f"{tmp}/model",
+                hidden_size=args.hidden_size,
+                num_layers=args.layers,
+                num_heads=max(1, args.hidden_size // 32),
+            )
+        )
         trl_s = trl_step_seconds(path, args, device, f"{tmp}/trl")
         ours_s = verigym_step_seconds(path, args, device)
-    print(f"task {args.env}, device {device}, {args.groups} groups x {args.generations} generations, {args.new_tokens} completion tokens, "
-          f"median of {args.steps} steps")
+    print(
+        f"task {args.env}, device {device}, {args.groups} groups x {args.generations} generations, {args.new_tokens} completion tokens, "
+        f"median of {args.steps} steps"
+    )
     print(f"TRL GRPOTrainer        {trl_s * 1e3:9.1f} ms/step")
     print(f"verigym GRPOTrainer    {ours_s * 1e3:9.1f} ms/step")
     print(f"ratio verigym / TRL    {ours_s / trl_s:9.2f}x  (target <= 0.5x)")

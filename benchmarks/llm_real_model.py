@@ -51,7 +51,9 @@ def main() -> None:
     policy = TransformersPolicy.from_pretrained(args.model, device="cpu")
     print(f"loaded {args.model} in {time.perf_counter() - started:.1f} s ({args.threads} threads)")
     config = GRPOConfig(max_new_tokens=args.max_new_tokens, max_turns=args.max_turns)
-    print(f"{'task':32s} {'success':>8s} {'score':>6s} {'invalid':>8s} {'replies':>8s} {'tok/s':>7s} {'time s':>7s}")
+    print(
+        f"{'task':32s} {'success':>8s} {'score':>6s} {'invalid':>8s} {'replies':>8s} {'tok/s':>7s} {'time s':>7s}"
+    )
     for env_id in args.tasks:
         envs = [make_env(env_id) for _ in range(args.episodes)]
         seeds = list(range(HELD_OUT, HELD_OUT + args.episodes))
@@ -62,10 +64,13 @@ def main() -> None:
             env.close()
         turns = sum(e.turns for e in episodes)
         new_tokens = sum(sum(e.loss_mask) for e in episodes)
-        print(f"{env_id:32s} {sum(e.success for e in episodes) / len(episodes):8.2f} "
-              f"{sum(e.score for e in episodes) / len(episodes):6.2f} {sum(e.invalid for e in episodes) / max(1, turns):8.2f} "
-              f"{turns / len(episodes):8.1f} {new_tokens / elapsed:7.1f} {elapsed:7.1f}", flush=True)
-        for episode in episodes[:args.show]:
+        print(
+            f"{env_id:32s} {sum(e.success for e in episodes) / len(episodes):8.2f} "
+            f"{sum(e.score for e in episodes) / len(episodes):6.2f} {sum(e.invalid for e in episodes) / max(1, turns):8.2f} "
+            f"{turns / len(episodes):8.1f} {new_tokens / elapsed:7.1f} {elapsed:7.1f}",
+            flush=True,
+        )
+        for episode in episodes[: args.show]:
             print("-" * 100)
             print(policy.tokenizer.decode(episode.token_ids))
             print("-" * 100)

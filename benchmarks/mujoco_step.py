@@ -57,7 +57,9 @@ def time_env(env: gym.Env, steps: int, actions: np.ndarray) -> float:
     return total / steps
 
 
-def record_states(env: gym.Env, steps: int, actions: np.ndarray, seed: int) -> list[tuple[mujoco.MjModel, np.ndarray, np.ndarray]]:
+def record_states(
+    env: gym.Env, steps: int, actions: np.ndarray, seed: int
+) -> list[tuple[mujoco.MjModel, np.ndarray, np.ndarray]]:
     """(model, physics state, controls) before each of ``steps`` env steps from ``reset(seed)``
     (episodes restarted with ``reset(seed=seed + i + 1)``), for :func:`time_chunks` to replay."""
     inner = env.unwrapped
@@ -74,20 +76,32 @@ def record_states(env: gym.Env, steps: int, actions: np.ndarray, seed: int) -> l
     return record
 
 
-def floor_step(model: mujoco.MjModel, data: mujoco.MjData, controls: np.ndarray, goal: np.ndarray, frame_skip: int) -> tuple:
+def floor_step(
+    model: mujoco.MjModel,
+    data: mujoco.MjData,
+    controls: np.ndarray,
+    goal: np.ndarray,
+    frame_skip: int,
+) -> tuple:
     """The least a Python goal env's step does (see the module docstring)."""
     data.ctrl[:] = controls
     mujoco.mj_step(model, data, frame_skip)
     qpos = data.qpos
     achieved = qpos[:2].copy()
-    observation = {"observation": np.concatenate((qpos, data.qvel)), "achieved_goal": achieved, "desired_goal": goal.copy()}
+    observation = {
+        "observation": np.concatenate((qpos, data.qvel)),
+        "achieved_goal": achieved,
+        "desired_goal": goal.copy(),
+    }
     x, y = achieved.tolist()
     gx, gy = goal.tolist()
     distance = math.sqrt((x - gx) ** 2 + (y - gy) ** 2)
     return observation, -distance, distance < 0.05, False, {"distance": distance}
 
 
-def time_chunks(env: gym.Env, actions: np.ndarray, seed: int, record: list, chunk: int = 250) -> tuple[float, float, float]:
+def time_chunks(
+    env: gym.Env, actions: np.ndarray, seed: int, record: list, chunk: int = 250
+) -> tuple[float, float, float]:
     """Seconds per ``env.step``, per bare ``mj_step(model, data, frame_skip)`` and per :func:`floor_step`
     over the recorded steps.
 
@@ -133,25 +147,41 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--ids", nargs="+", default=IDS, choices=IDS, metavar="ID", help="ids to time (default: every mujoco id)")
+    parser.add_argument(
+        "--ids",
+        nargs="+",
+        default=IDS,
+        choices=IDS,
+        metavar="ID",
+        help="ids to time (default: every mujoco id)",
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    print(f"{'env':34s} {'env.step us':>12s} {'bare mj_step us':>16s} {'ratio (median)':>15s} {'min-max':>12s} {'floor/bare':>11s} {'ours/floor':>11s}")
+    print(
+        f"{'env':34s} {'env.step us':>12s} {'bare mj_step us':>16s} {'ratio (median)':>15s} {'min-max':>12s} {'floor/bare':>11s} {'ours/floor':>11s}"
+    )
     for env_id in args.ids:
         env = gym.make(env_id)
         inner = env.unwrapped
         actions = rng.uniform(-1, 1, size=(args.steps, inner.model.nu)).astype(np.float32)
         record = record_states(env, args.steps, actions, seed=0)
         time_chunks(env, actions, 0, record[:500])  # warm-up
-        rounds = sorted((time_chunks(env, actions, 0, record) for _ in range(args.repeats)), key=lambda times: times[0] / times[1])
+        rounds = sorted(
+            (time_chunks(env, actions, 0, record) for _ in range(args.repeats)),
+            key=lambda times: times[0] / times[1],
+        )
         ours, bare, floor = rounds[len(rounds) // 2]
         low, high = rounds[0][0] / rounds[0][1], rounds[-1][0] / rounds[-1][1]
-        print(f"{env_id:34s} {ours * 1e6:12.1f} {bare * 1e6:16.1f} {ours / bare:14.2f}x {low:5.2f}-{high:.2f} {floor / bare:10.2f}x {ours / floor:10.2f}x")
+        print(
+            f"{env_id:34s} {ours * 1e6:12.1f} {bare * 1e6:16.1f} {ours / bare:14.2f}x {low:5.2f}-{high:.2f} {floor / bare:10.2f}x {ours / floor:10.2f}x"
+        )
         env.close()
     try:
         reacher = gym.make("Reacher-v5", disable_env_checker=True)
     except Exception as exc:  # imageio missing
-        print(f"Reacher-v5 unavailable ({type(exc).__name__}: {exc}); pip install 'gymnasium[mujoco]'")
+        print(
+            f"Reacher-v5 unavailable ({type(exc).__name__}: {exc}); pip install 'gymnasium[mujoco]'"
+        )
         return
     actions = rng.uniform(-1, 1, size=(args.steps, 2)).astype(np.float32)
     ours_env = gym.make("verigym/Reach-2Link-v0", disable_env_checker=True)
@@ -160,7 +190,9 @@ def main() -> None:
         lambda: time_env(ours_env, args.steps, actions),
         lambda: time_env(reacher, args.steps, actions),
     )
-    print(f"verigym/Reach-2Link-v0 {ours * 1e6:.1f} us/step vs Gymnasium Reacher-v5 {theirs * 1e6:.1f} us/step: ratio {ours / theirs:.2f}x")
+    print(
+        f"verigym/Reach-2Link-v0 {ours * 1e6:.1f} us/step vs Gymnasium Reacher-v5 {theirs * 1e6:.1f} us/step: ratio {ours / theirs:.2f}x"
+    )
 
 
 if __name__ == "__main__":

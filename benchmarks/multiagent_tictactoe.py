@@ -35,7 +35,11 @@ def cycles_per_second(env, cycles: int, seed: int = 0) -> float:
             if terminated or truncated:
                 action = None
             else:
-                mask = observation["action_mask"] if isinstance(observation, dict) else info["action_mask"]
+                mask = (
+                    observation["action_mask"]
+                    if isinstance(observation, dict)
+                    else info["action_mask"]
+                )
                 action = int(rng.choice(np.flatnonzero(mask)))
             env.step(action)
             done += 1
@@ -51,7 +55,10 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=20000)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    pairs = [("verigym/TicTacToe-v0", "classic/tictactoe_v3"), ("verigym/ConnectFour-v0", "classic/connect_four_v3")]
+    pairs = [
+        ("verigym/TicTacToe-v0", "classic/tictactoe_v3"),
+        ("verigym/ConnectFour-v0", "classic/connect_four_v3"),
+    ]
     for ours_id, peer_id in pairs:
         ours, peer = [], []
         for repeat in range(args.repeats):  # interleaved, so load changes hit both alike
@@ -61,6 +68,7 @@ def main() -> None:
         print(f"{ours_id:32s} {ours_median:10.0f} cycles/s")
         print(f"{peer_id + ' (peer)':32s} {peer_median:10.0f} cycles/s")
         print(f"ratio verigym/peer: {ours_median / peer_median:.2f}")
+
 
 if __name__ == "__main__":
     main()

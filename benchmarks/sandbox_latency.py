@@ -73,18 +73,26 @@ def main() -> None:
         return elapsed + time.perf_counter() - start
 
     results = {}
-    for name, function in (("bare subprocess.run(python -c)", bare), ("bare subprocess.run(python -I -S -c)", bare_isolated),
-                           ("sandbox cold call", cold), ("sandbox new episode, back to back", episode),
-                           ("sandbox warm call", warm)):
+    for name, function in (
+        ("bare subprocess.run(python -c)", bare),
+        ("bare subprocess.run(python -I -S -c)", bare_isolated),
+        ("sandbox cold call", cold),
+        ("sandbox new episode, back to back", episode),
+        ("sandbox warm call", warm),
+    ):
         results[name] = _median_seconds(function, args.repeats)
-    results["sandbox new episode, with pauses"] = statistics.median(idle_then_episode() for _ in range(args.repeats))
+    results["sandbox new episode, with pauses"] = statistics.median(
+        idle_then_episode() for _ in range(args.repeats)
+    )
     warm_box.close()
     reference = results["bare subprocess.run(python -c)"]
     print(f"{'':42s} {'median':>10s} {'ratio to bare':>14s}")
     for name, seconds in results.items():
         print(f"{name:42s} {seconds * 1000:8.2f} ms {seconds / reference:13.3f}x")
-    print(f"warm calls per second: {1.0 / results['sandbox warm call']:.0f} "
-          f"(bare subprocess.run: {1.0 / reference:.0f} per second)")
+    print(
+        f"warm calls per second: {1.0 / results['sandbox warm call']:.0f} "
+        f"(bare subprocess.run: {1.0 / reference:.0f} per second)"
+    )
 
 
 if __name__ == "__main__":

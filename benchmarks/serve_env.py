@@ -65,8 +65,13 @@ def _openenv_echo_classes():
 
         def step(self, action, timeout_s=None, **kwargs):
             self._state.step_count += 1
-            return EchoObservation(echoed_message=action.message, message_length=len(action.message), done=False,
-                                   reward=0.1 * len(action.message), metadata={"step": self._state.step_count})
+            return EchoObservation(
+                echoed_message=action.message,
+                message_length=len(action.message),
+                done=False,
+                reward=0.1 * len(action.message),
+                metadata={"step": self._state.step_count},
+            )
 
         @property
         def state(self):
@@ -87,14 +92,22 @@ def _serve_openenv(port: int) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     print(f"serving at http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
-    uvicorn.Server(uvicorn.Config(app, log_level="warning", ws_max_size=1 << 24)).run(sockets=[sock])
+    uvicorn.Server(uvicorn.Config(app, log_level="warning", ws_max_size=1 << 24)).run(
+        sockets=[sock]
+    )
 
 
 def _start(command: list[str]) -> tuple[subprocess.Popen, str]:
     import tempfile
 
     log = tempfile.NamedTemporaryFile("w+", prefix="serve_env_bench_", suffix=".log", delete=False)  # noqa: SIM115
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    process = subprocess.Popen(
+        command,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         text = open(log.name).read()
@@ -137,7 +150,9 @@ def _openenv_client_latencies(url: str, steps: int, reset_kwargs: dict, action: 
     from openenv.core import GenericEnvClient
 
     times = []
-    with GenericEnvClient(base_url=url, connect_timeout_s=120, message_timeout_s=120).sync() as client:
+    with GenericEnvClient(
+        base_url=url, connect_timeout_s=120, message_timeout_s=120
+    ).sync() as client:
         result = client.reset(**reset_kwargs)
         episode = 0
         for _ in range(steps):
@@ -192,7 +207,10 @@ async def _aggregate_verigym(url: str, sessions: int, seconds: float) -> float:
 async def _aggregate_openenv(url: str, sessions: int, seconds: float) -> float:
     from openenv.core import GenericEnvClient
 
-    clients = [GenericEnvClient(base_url=url, connect_timeout_s=120, message_timeout_s=120) for _ in range(sessions)]
+    clients = [
+        GenericEnvClient(base_url=url, connect_timeout_s=120, message_timeout_s=120)
+        for _ in range(sessions)
+    ]
     for client in clients:
         await client.connect()
     count = 0
@@ -220,10 +238,22 @@ def _ms(times: np.ndarray, q: float = 50) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=2000, help="sequential steps per latency measurement")
-    parser.add_argument("--seconds", type=float, default=4.0, help="duration of each aggregate measurement")
-    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 16, 64, 256], help="concurrent sessions to measure")
-    parser.add_argument("--serve-openenv", type=int, default=None, help=argparse.SUPPRESS)  # internal: run OpenEnv's server
+    parser.add_argument(
+        "--steps", type=int, default=2000, help="sequential steps per latency measurement"
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=4.0, help="duration of each aggregate measurement"
+    )
+    parser.add_argument(
+        "--sessions",
+        type=int,
+        nargs="+",
+        default=[1, 16, 64, 256],
+        help="concurrent sessions to measure",
+    )
+    parser.add_argument(
+        "--serve-openenv", type=int, default=None, help=argparse.SUPPRESS
+    )  # internal: run OpenEnv's server
     args = parser.parse_args(argv)
     if args.serve_openenv is not None:
         _serve_openenv(args.serve_openenv)
@@ -234,7 +264,20 @@ def main(argv: list[str] | None = None) -> int:
     import verigym  # noqa: F401
     import verigym.remote
 
-    ours, our_url = _start([sys.executable, "-m", "verigym", "serve-env", TEXT, GRID, "--port", "0", "--max-sessions", "4096"])
+    ours, our_url = _start(
+        [
+            sys.executable,
+            "-m",
+            "verigym",
+            "serve-env",
+            TEXT,
+            GRID,
+            "--port",
+            "0",
+            "--max-sessions",
+            "4096",
+        ]
+    )
     theirs, their_url = _start([sys.executable, __file__, "--serve-openenv", "0"])
     try:
         rows = []
@@ -247,23 +290,42 @@ def main(argv: list[str] | None = None) -> int:
         echo_local = _openenv_in_process(args.steps)
         echo_remote = _openenv_client_latencies(their_url, args.steps, {}, {"message": "50"})
         rows.append(("OpenEnv echo env (OpenEnv server)", echo_local, echo_remote))
-        ours_generic = _openenv_client_latencies(our_url, args.steps, {"env_id": TEXT, "seed": 0}, {"action": "50"})
+        ours_generic = _openenv_client_latencies(
+            our_url, args.steps, {"env_id": TEXT, "seed": 0}, {"action": "50"}
+        )
         rows.append((f"{TEXT} (OpenEnv GenericEnvClient)", rows[0][1], ours_generic))
 
         print(f"\nper-step latency, one session, {args.steps} sequential steps (ms)")
-        print(f"{'env (client)':46s} {'in-proc p50':>11s} {'remote p50':>10s} {'p90':>7s} {'overhead p50':>12s} {'steps/s':>8s}")
+        print(
+            f"{'env (client)':46s} {'in-proc p50':>11s} {'remote p50':>10s} {'p90':>7s} {'overhead p50':>12s} {'steps/s':>8s}"
+        )
         for name, local, remote in rows:
-            print(f"{name:46s} {_ms(local):11.4f} {_ms(remote):10.3f} {_ms(remote, 90):7.3f} {_ms(remote) - _ms(local):12.3f} {1 / remote.mean():8.0f}")
-        text_sps, echo_sps, generic_sps = 1 / rows[0][2].mean(), 1 / rows[2][2].mean(), 1 / rows[3][2].mean()
-        print(f"ratio: verigym text env via verigym.remote / OpenEnv echo via its client, steps/s = {text_sps / echo_sps:.2f}x")
-        print(f"ratio: same client (GenericEnvClient), verigym server (text env) / OpenEnv server (echo env), steps/s = {generic_sps / echo_sps:.2f}x")
+            print(
+                f"{name:46s} {_ms(local):11.4f} {_ms(remote):10.3f} {_ms(remote, 90):7.3f} {_ms(remote) - _ms(local):12.3f} {1 / remote.mean():8.0f}"
+            )
+        text_sps, echo_sps, generic_sps = (
+            1 / rows[0][2].mean(),
+            1 / rows[2][2].mean(),
+            1 / rows[3][2].mean(),
+        )
+        print(
+            f"ratio: verigym text env via verigym.remote / OpenEnv echo via its client, steps/s = {text_sps / echo_sps:.2f}x"
+        )
+        print(
+            f"ratio: same client (GenericEnvClient), verigym server (text env) / OpenEnv server (echo env), steps/s = {generic_sps / echo_sps:.2f}x"
+        )
 
-        print(f"\naggregate steps/s, concurrent sessions for {args.seconds:g} s each (one asyncio client process)")
+        print(
+            f"\naggregate steps/s, concurrent sessions for {args.seconds:g} s each (one asyncio client process)"
+        )
         print(f"{'sessions':>8s} {'verigym text':>13s} {'OpenEnv echo':>13s} {'ratio':>7s}")
         for sessions in args.sessions:
             ours_sps = asyncio.run(_aggregate_verigym(our_url, sessions, args.seconds))
             theirs_sps = asyncio.run(_aggregate_openenv(their_url, sessions, args.seconds))
-            print(f"{sessions:8d} {ours_sps:13.0f} {theirs_sps:13.0f} {ours_sps / theirs_sps:6.2f}x", flush=True)
+            print(
+                f"{sessions:8d} {ours_sps:13.0f} {theirs_sps:13.0f} {ours_sps / theirs_sps:6.2f}x",
+                flush=True,
+            )
     finally:
         for process in (ours, theirs):
             process.terminate()

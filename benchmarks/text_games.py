@@ -20,7 +20,16 @@ import numpy as np
 
 import verigym  # noqa: F401  (registers the verigym ids)
 
-GAMES = ("Wordle", "Mastermind", "Hangman", "Minesweeper", "Countdown", "TwentyQuestions", "Household", "Shop")
+GAMES = (
+    "Wordle",
+    "Mastermind",
+    "Hangman",
+    "Minesweeper",
+    "Countdown",
+    "TwentyQuestions",
+    "Household",
+    "Shop",
+)
 
 
 def rate(env_id: str, steps: int, seed: int = 0) -> float:

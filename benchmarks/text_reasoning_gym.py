@@ -98,7 +98,9 @@ class Direct:
         for k in ks:
             item = self.item(k)
             dataset = self.dataset if self.name not in adapter.RESEED_DATASETS else None
-            (dataset or _dataset_of(item)).score_answer(adapter._oracle_answer(self.name, item), item)
+            (dataset or _dataset_of(item)).score_answer(
+                adapter._oracle_answer(self.name, item), item
+            )
         return time.perf_counter() - start
 
 
@@ -167,7 +169,9 @@ def main() -> None:
             for first in range(round_ * args.episodes, (round_ + 1) * args.episodes, CHUNK):
                 seeds = range(first, min(first + CHUNK, (round_ + 1) * args.episodes))
                 ks = item_seeds(seeds)
-                if (first // CHUNK) % 2:  # who goes first alternates: a second generation is cheaper
+                if (
+                    first // CHUNK
+                ) % 2:  # who goes first alternates: a second generation is cheaper
                     peer += direct.seconds(ks)
                     ours += adapter_seconds(env, seeds, ks)
                 else:
@@ -175,7 +179,9 @@ def main() -> None:
                     peer += direct.seconds(ks)
                 floor += floor_seconds(no_op, seeds, ks)
             rounds.append((ours, peer, floor))
-        ours, peer, floor = sorted(rounds, key=lambda row: row[1] / row[0])[len(rounds) // 2]  # median ratio
+        ours, peer, floor = sorted(rounds, key=lambda row: row[1] / row[0])[
+            len(rounds) // 2
+        ]  # median ratio
         env.close()
         ours_rate, peer_rate = args.episodes / ours, args.episodes / peer
         ratios.append(peer / ours)
@@ -186,7 +192,9 @@ def main() -> None:
             f" {overhead:15.0f} {1e6 * floor / args.episodes:12.1f}"
         )
     no_op.close()
-    print(f"geometric mean ratio: {geometric_mean(ratios):.2f} (target >= 0.8); floor: {geometric_mean(floors):.2f}")
+    print(
+        f"geometric mean ratio: {geometric_mean(ratios):.2f} (target >= 0.8); floor: {geometric_mean(floors):.2f}"
+    )
 
 
 def geometric_mean(values: list[float]) -> float:

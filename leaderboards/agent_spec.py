@@ -132,7 +132,9 @@ class AgentSpec:
                 raise ValueError(f"{self.text}: no saved agent for {env_id} (has {sorted(found)})")
             return agents.load(self.agent_name, path, device=device)
         if self.kind == "llm":
-            return agents.make("llm", env, model_path=self.target, device=device, **dict(self.options))
+            return agents.make(
+                "llm", env, model_path=self.target, device=device, **dict(self.options)
+            )
         if self.kind == "openai":
             base_url, _, model = self.target.partition("#")
             return agents.make("openai", env, base_url=base_url, model=model, **dict(self.options))
@@ -146,16 +148,22 @@ class AgentSpec:
                 such attribute, or it is not callable.
         """
         module, _, attr = self.target.partition(":")
-        if os.getcwd() not in sys.path:  # like `python -m`: the user's own modules are found from here
+        if (
+            os.getcwd() not in sys.path
+        ):  # like `python -m`: the user's own modules are found from here
             sys.path.insert(0, os.getcwd())
         try:
             loaded = importlib.import_module(module)
         except Exception as exc:  # noqa: BLE001 - any error of the user's module is reported, not raised
-            raise ValueError(f"agent spec {self.text!r}: cannot import {module!r}: {type(exc).__name__}: {exc}") from exc
+            raise ValueError(
+                f"agent spec {self.text!r}: cannot import {module!r}: {type(exc).__name__}: {exc}"
+            ) from exc
         target = getattr(loaded, attr, None)
         if not callable(target):
             found = "has no attribute" if target is None else "has a non-callable"
-            raise ValueError(f"agent spec {self.text!r}: module {module!r} {found} {attr!r}; expected a factory(env) -> agent")
+            raise ValueError(
+                f"agent spec {self.text!r}: module {module!r} {found} {attr!r}; expected a factory(env) -> agent"
+            )
         return target
 
 
@@ -192,20 +200,22 @@ def parse_agent_spec(text: str) -> AgentSpec:
 
         rest, options, families = _llm_options(text, rest)
         if not is_model_reference(rest):
-            raise ValueError(f"{text!r}: {rest} is not a model directory, a .gguf file or a short name ({', '.join(sorted(SHORT_NAMES))})")
+            raise ValueError(
+                f"{text!r}: {rest} is not a model directory, a .gguf file or a short name ({', '.join(sorted(SHORT_NAMES))})"
+            )
         return AgentSpec(text, "llm", rest, agent_name=head, options=options, families=families)
     if head in AGENTS:
         if not pathlib.Path(rest).is_dir():
             raise ValueError(f"{text!r}: {rest} is not a directory")
         spec = AgentSpec(text, "llm" if head == "llm" else "checkpoint", rest, agent_name=head)
         if spec.kind == "checkpoint" and not spec.checkpoints():
-            raise ValueError(f"{text!r}: {rest} holds no saved agent (no meta.json in it or its subfolders)")
+            raise ValueError(
+                f"{text!r}: {rest} holds no saved agent (no meta.json in it or its subfolders)"
+            )
         return spec
     spec = AgentSpec(text, "factory", text)
     spec.factory()  # fail fast, before any episode, when the factory cannot be imported
     return spec
-
-
 
 
 def _llm_options(text: str, rest: str) -> tuple[str, tuple[tuple[str, Any], ...], tuple[str, ...]]:
@@ -236,12 +246,16 @@ def _llm_options(text: str, rest: str) -> tuple[str, tuple[tuple[str, Any], ...]
             families = tuple(f for f in value.split(",") if f)
             bad = [f for f in families if f not in _FAMILIES]
             if bad or not families:
-                raise ValueError(f"agent spec {text!r}: unknown families {bad}; choose from {', '.join(_FAMILIES)}")
+                raise ValueError(
+                    f"agent spec {text!r}: unknown families {bad}; choose from {', '.join(_FAMILIES)}"
+                )
             continue
         if key not in fields:  # the OpenAI name of the token budget works for the local agent too
             key = {"max_tokens": "max_new_tokens", "max_new_tokens": "max_tokens"}.get(key, key)
         if key not in fields:
-            raise ValueError(f"agent spec {text!r}: unknown option {part.partition('=')[0]!r}; options: families, {', '.join(sorted(fields))}")
+            raise ValueError(
+                f"agent spec {text!r}: unknown option {part.partition('=')[0]!r}; options: families, {', '.join(sorted(fields))}"
+            )
         try:
             parsed = json.loads(value)
         except ValueError:

@@ -56,13 +56,17 @@ class _Builtin:
     def __init__(self, seat: _Seat, kind: str):
         needed = {"oracle": "solver_action", "heuristic": "heuristic_action"}[kind]
         if not callable(getattr(seat.game.unwrapped, needed, None)):
-            raise TypeError(f"{type(seat.game.unwrapped).__name__} has no {needed}; it cannot field the {kind!r} entrant")
+            raise TypeError(
+                f"{type(seat.game.unwrapped).__name__} has no {needed}; it cannot field the {kind!r} entrant"
+            )
         self.act_fn = seat.oracle_action if kind == "oracle" else seat.heuristic_action
 
     def reset(self, *, seed: int | None = None) -> None:
         pass
 
-    def act(self, obs: Any, info: Mapping[str, Any] | None = None, *, deterministic: bool = False) -> int:
+    def act(
+        self, obs: Any, info: Mapping[str, Any] | None = None, *, deterministic: bool = False
+    ) -> int:
         return self.act_fn()
 
 
@@ -82,7 +86,9 @@ def _build(spec_text: str, spec: AgentSpec | None, seat: _Seat) -> Any:
     return spec.build(seat)
 
 
-def play_match(env_id: str, seed: int, players: Sequence[tuple[str, AgentSpec | None]]) -> tuple[list[float], int, str]:
+def play_match(
+    env_id: str, seed: int, players: Sequence[tuple[str, AgentSpec | None]]
+) -> tuple[list[float], int, str]:
     """Play one match; ``players[i]`` takes seat ``i``. Returns payoffs, moves and an error note."""
     from verigym.registration import make
 
@@ -90,7 +96,9 @@ def play_match(env_id: str, seed: int, players: Sequence[tuple[str, AgentSpec | 
     try:
         game.reset(seed=seed)
         if len(game.possible_agents) != len(players):
-            raise ValueError(f"{env_id} has {len(game.possible_agents)} seats, got {len(players)} players")
+            raise ValueError(
+                f"{env_id} has {len(game.possible_agents)} seats, got {len(players)} players"
+            )
         rng = np.random.default_rng(seed)
         agents = {}
         for index, (seat_name, (text, spec)) in enumerate(zip(game.possible_agents, players)):
@@ -113,10 +121,16 @@ def play_match(env_id: str, seed: int, players: Sequence[tuple[str, AgentSpec | 
                 index = game.possible_agents.index(seat_name)
                 result = [1.0] * len(players)
                 result[index] = -1.0
-                return result, moves, f"{players[index][0]} raised {type(exc).__name__}: {exc}"[-1000:]
+                return (
+                    result,
+                    moves,
+                    f"{players[index][0]} raised {type(exc).__name__}: {exc}"[-1000:],
+                )
             game.step(action)
             moves += 1
-        result = [float(final_infos.get(a, {}).get("payoff", payoffs[a])) for a in game.possible_agents]
+        result = [
+            float(final_infos.get(a, {}).get("payoff", payoffs[a])) for a in game.possible_agents
+        ]
         return result, moves, ""
     finally:
         game.close()
@@ -147,7 +161,14 @@ class ArenaSummary:
     """``"<entrant> on <game>: why"`` for entrants that cannot play a game (their pairs are skipped)."""
 
 
-def play_arena(agents: Sequence[str], suite: Suite, *, out: Any = DEFAULT_DIR, resume: bool = False, progress: bool = True) -> ArenaSummary:
+def play_arena(
+    agents: Sequence[str],
+    suite: Suite,
+    *,
+    out: Any = DEFAULT_DIR,
+    resume: bool = False,
+    progress: bool = True,
+) -> ArenaSummary:
     """Play every pair of ``agents`` on each game of a competitive ``suite`` and record the matches.
 
     Raises:
@@ -159,7 +180,9 @@ def play_arena(agents: Sequence[str], suite: Suite, *, out: Any = DEFAULT_DIR, r
     if suite.kind != "competitive":
         raise ValueError(f"suite {suite.name} is not competitive")
     if len(set(agents)) < 2:
-        raise ValueError("a competitive suite needs at least two different entrants (--agent A --agent B ...)")
+        raise ValueError(
+            "a competitive suite needs at least two different entrants (--agent A --agent B ...)"
+        )
     missing = suite.missing_ids()
     if missing:
         raise ValueError(f"suite {suite.name} names ids that are not registered here: {missing}")
@@ -167,7 +190,10 @@ def play_arena(agents: Sequence[str], suite: Suite, *, out: Any = DEFAULT_DIR, r
     meta = provenance()
     summary = ArenaSummary(suite.name, [e[0] for e in entrants])
     with ResultsStore(out) as store:
-        done = {(m.env_id, m.seed, m.first_spec, m.first_hash, m.second_spec, m.second_hash) for m in store.matches(env_ids=[t.env_id for t in suite])}
+        done = {
+            (m.env_id, m.seed, m.first_spec, m.first_hash, m.second_spec, m.second_hash)
+            for m in store.matches(env_ids=[t.env_id for t in suite])
+        }
         plan = []
         for task in suite:
             able = []
@@ -186,16 +212,33 @@ def play_arena(agents: Sequence[str], suite: Suite, *, out: Any = DEFAULT_DIR, r
                     else:
                         plan.append((task.env_id, seed, first, second))
         if summary.skipped and not resume:
-            raise ResultsExistError(f"{summary.skipped} matches of these entrants on {suite.name} are already recorded; add --resume")
+            raise ResultsExistError(
+                f"{summary.skipped} matches of these entrants on {suite.name} are already recorded; add --resume"
+            )
         from rich.progress import Progress
 
         with Progress(disable=not progress) as bar:
             task_id = bar.add_task(f"arena {suite.name}", total=len(plan))
             for env_id, seed, first, second in plan:
-                payoffs, moves, error = play_match(env_id, seed, [(first[0], first[2]), (second[0], second[2])])
-                store.add_match(MatchRow(suite=suite.name, env_id=env_id, seed=seed, first_spec=first[0], first_hash=first[1],
-                                         second_spec=second[0], second_hash=second[1], first_payoff=payoffs[0], second_payoff=payoffs[1],
-                                         length=moves, error=error, **meta))
+                payoffs, moves, error = play_match(
+                    env_id, seed, [(first[0], first[2]), (second[0], second[2])]
+                )
+                store.add_match(
+                    MatchRow(
+                        suite=suite.name,
+                        env_id=env_id,
+                        seed=seed,
+                        first_spec=first[0],
+                        first_hash=first[1],
+                        second_spec=second[0],
+                        second_hash=second[1],
+                        first_payoff=payoffs[0],
+                        second_payoff=payoffs[1],
+                        length=moves,
+                        error=error,
+                        **meta,
+                    )
+                )
                 summary.ran += 1
                 bar.advance(task_id)
     return summary

@@ -43,11 +43,28 @@ from verigym.leaderboards.suite import Suite, Task, load_suite
 from verigym.leaderboards.trajectories import Recorder
 from verigym.provenance import git_sha
 
-__all__ = ["EvalSummary", "Job", "end_env_processes", "evaluate", "make_env", "provenance", "run_episode"]
+__all__ = [
+    "EvalSummary",
+    "Job",
+    "end_env_processes",
+    "evaluate",
+    "make_env",
+    "provenance",
+    "run_episode",
+]
 
 logger = logging.getLogger(__name__)
 
-_PACKAGES = ("gymnasium", "numpy", "pettingzoo", "torch", "mujoco", "transformers", "reasoning_gym", "playwright")
+_PACKAGES = (
+    "gymnasium",
+    "numpy",
+    "pettingzoo",
+    "torch",
+    "mujoco",
+    "transformers",
+    "reasoning_gym",
+    "playwright",
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -86,11 +103,15 @@ class Job:
 # ---------------------------------------------------------------------------------------------
 
 
-def _make_env(spec: AgentSpec, env_id: str, env_kwargs: dict[str, Any], render: bool = False) -> Any:
+def _make_env(
+    spec: AgentSpec, env_id: str, env_kwargs: dict[str, Any], render: bool = False
+) -> Any:
     return make_env(env_id, env_kwargs, spec.text_view, render=render)
 
 
-def make_env(env_id: str, env_kwargs: dict[str, Any], text_view: bool, *, render: bool = False) -> Any:
+def make_env(
+    env_id: str, env_kwargs: dict[str, Any], text_view: bool, *, render: bool = False
+) -> Any:
     """The env of an episode as the runner builds it (``reverify`` rebuilds it the same way).
 
     Args:
@@ -102,7 +123,9 @@ def make_env(env_id: str, env_kwargs: dict[str, Any], text_view: bool, *, render
 
     import verigym  # noqa: F401  (registers the ids)
 
-    url = os.environ.get("VERIGYM_ENV_URL")  # verigym eval --env-url: the env runs on a serve-env server
+    url = os.environ.get(
+        "VERIGYM_ENV_URL"
+    )  # verigym eval --env-url: the env runs on a serve-env server
     if url:
         from verigym.remote import make as remote_make
 
@@ -154,20 +177,41 @@ def run_episode(agent: Any, env: Any, seed: int, *, recorder: Any = None) -> dic
             observation, reward, terminated, truncated, info = env.step(action)
             if recorder is not None:
                 recorder.step(action, observation, reward, terminated, truncated, info)
-            total += float(reward)  # a NaN reward makes a NaN return, which the store refuses with a message
+            total += float(
+                reward
+            )  # a NaN reward makes a NaN return, which the store refuses with a message
             length += 1
             if terminated or truncated:
                 break
     except Exception as exc:
-        return _failed_result(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}", episode_return=total, length=length)
+        return _failed_result(
+            f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}",
+            episode_return=total,
+            length=length,
+        )
     if "score" not in info or "success" not in info:
-        return _failed_result("the episode ended without info['success']/info['score'] (not a verigym-conformant env?)",
-                             episode_return=total, length=length)
-    return {"status": "ok", "score": _number(info["score"]), "success": _boolean(info["success"]), "episode_return": total, "length": length, "error": ""}
+        return _failed_result(
+            "the episode ended without info['success']/info['score'] (not a verigym-conformant env?)",
+            episode_return=total,
+            length=length,
+        )
+    return {
+        "status": "ok",
+        "score": _number(info["score"]),
+        "success": _boolean(info["success"]),
+        "episode_return": total,
+        "length": length,
+        "error": "",
+    }
 
 
 def _failed_result(
-    error: str, *, status: str = "error", episode_return: float = 0.0, length: int = 0, time_s: float | None = None
+    error: str,
+    *,
+    status: str = "error",
+    episode_return: float = 0.0,
+    length: int = 0,
+    time_s: float | None = None,
 ) -> dict[str, Any]:
     """The result fields of an episode that has no verdict (it raised, timed out, its worker died, or
     its result was refused): score 0, not a success, and why.
@@ -183,8 +227,14 @@ def _failed_result(
         ``status``, ``score``, ``success``, ``episode_return``, ``length``, ``error`` (and
         ``time_s``): the fields of :class:`~verigym.leaderboards.store.EpisodeRow` an episode fills.
     """
-    result: dict[str, Any] = {"status": status, "score": 0.0, "success": False, "episode_return": episode_return,
-                              "length": length, "error": error[-2000:]}
+    result: dict[str, Any] = {
+        "status": status,
+        "score": 0.0,
+        "success": False,
+        "episode_return": episode_return,
+        "length": length,
+        "error": error[-2000:],
+    }
     if time_s is not None:
         result["time_s"] = time_s
     return result
@@ -201,7 +251,13 @@ def _boolean(value: Any) -> Any:
     """``bool`` or NumPy bool as ``bool``; anything else as a plain value or its repr (refused by validation)."""
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
-    return int(value) if isinstance(value, numbers.Integral) else value if isinstance(value, (str, float, type(None))) else repr(value)[:200]
+    return (
+        int(value)
+        if isinstance(value, numbers.Integral)
+        else value
+        if isinstance(value, (str, float, type(None)))
+        else repr(value)[:200]
+    )
 
 
 class _Cache:
@@ -231,13 +287,22 @@ def _timed_episode(cache: _Cache, job: Job) -> dict[str, Any]:
     except Exception as exc:
         result = _failed_result(f"could not build the env or agent: {type(exc).__name__}: {exc}")
     else:
-        recorder = Recorder(env, agent, env_id=job.env_id, env_kwargs=job.env_kwargs, seed=job.seed,
-                            text_view=cache.spec.text_view, frames_every=job.frames_every)
+        recorder = Recorder(
+            env,
+            agent,
+            env_id=job.env_id,
+            env_kwargs=job.env_kwargs,
+            seed=job.seed,
+            text_view=cache.spec.text_view,
+            frames_every=job.frames_every,
+        )
         result = run_episode(agent, env, job.seed, recorder=recorder)
         try:
             result["trajectory"], result["frames"] = recorder.finish()
         except Exception:  # noqa: BLE001 - the row is kept even when its trajectory cannot be encoded
-            logger.exception("%s seed %d: the trajectory could not be encoded", job.env_id, job.seed)
+            logger.exception(
+                "%s seed %d: the trajectory could not be encoded", job.env_id, job.seed
+            )
     result["time_s"] = time.perf_counter() - start
     return result
 
@@ -324,7 +389,9 @@ def _bind_to_parent(parent_pid: int) -> None:
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
         except (OSError, AttributeError):
-            logger.warning("could not set the parent-death signal; workers may outlive a killed eval")
+            logger.warning(
+                "could not set the parent-death signal; workers may outlive a killed eval"
+            )
     if os.getppid() != parent_pid:  # the parent died before the signal was armed
         _end_worker()
 
@@ -332,10 +399,14 @@ def _bind_to_parent(parent_pid: int) -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def _worker_main(connection: Any, spec_text: str, device: str, parent_pid: int | None = None) -> None:
+def _worker_main(
+    connection: Any, spec_text: str, device: str, parent_pid: int | None = None
+) -> None:
     if parent_pid is not None:
         _bind_to_parent(parent_pid)
-    os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread per worker: workers are the parallelism
+    os.environ.setdefault(
+        "OMP_NUM_THREADS", "1"
+    )  # one thread per worker: workers are the parallelism
     cache = _Cache(parse_agent_spec(spec_text), device)
     while True:
         message = connection.recv()
@@ -357,7 +428,9 @@ class _Worker:
         self.connection, child = context.Pipe()
         # not a daemon: envs may start their own worker processes (the SQL verifier does), which
         # daemonic processes may not; the parent-death signal ends a worker when the parent dies
-        self.process = context.Process(target=_worker_main, args=(child, spec_text, device, os.getpid()), daemon=False)
+        self.process = context.Process(
+            target=_worker_main, args=(child, spec_text, device, os.getpid()), daemon=False
+        )
         self.process.start()
         child.close()
         self.job: Job | None = None
@@ -386,11 +459,20 @@ class _Worker:
 
 
 def _timeout_result(job: Job) -> dict[str, Any]:
-    return _failed_result(f"the episode did not finish within {job.time_limit_s:g} s; the worker was killed",
-                         status="timeout", time_s=job.time_limit_s)
+    return _failed_result(
+        f"the episode did not finish within {job.time_limit_s:g} s; the worker was killed",
+        status="timeout",
+        time_s=job.time_limit_s,
+    )
 
 
-def _run_local(spec_text: str, jobs: list[Job], workers: int, device: str, on_result: Callable[[Job, dict], None]) -> None:
+def _run_local(
+    spec_text: str,
+    jobs: list[Job],
+    workers: int,
+    device: str,
+    on_result: Callable[[Job, dict], None],
+) -> None:
     context = multiprocessing.get_context("spawn")
     pending = list(reversed(jobs))
     pool = [_Worker(context, spec_text, device) for _ in range(min(workers, len(jobs)))]
@@ -411,7 +493,10 @@ def _run_local(spec_text: str, jobs: list[Job], workers: int, device: str, on_re
                     try:
                         result = worker.connection.recv()
                     except (EOFError, OSError):  # the worker died (crash, OOM kill)
-                        result = _failed_result(f"the worker process died (exit code {worker.process.exitcode})", time_s=0.0)
+                        result = _failed_result(
+                            f"the worker process died (exit code {worker.process.exitcode})",
+                            time_s=0.0,
+                        )
                         worker.kill()
                         worker = pool[index] = _Worker(context, spec_text, device)
                 elif now >= worker.deadline:
@@ -436,14 +521,24 @@ def _ray_episode(spec_text: str, job: Job, device: str) -> dict[str, Any]:
     return _timed_episode(_Cache(parse_agent_spec(spec_text), device), job)
 
 
-def _run_ray(spec_text: str, jobs: list[Job], workers: int, device: str, on_result: Callable[[Job, dict], None]) -> None:
+def _run_ray(
+    spec_text: str,
+    jobs: list[Job],
+    workers: int,
+    device: str,
+    on_result: Callable[[Job, dict], None],
+) -> None:
     try:
         import ray
     except ImportError:
         raise RuntimeError('the Ray backend needs ray: pip install "verigym[ray]"') from None
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(num_cpus=None if os.environ.get("RAY_ADDRESS") else workers, include_dashboard=False, log_to_driver=False)
+        ray.init(
+            num_cpus=None if os.environ.get("RAY_ADDRESS") else workers,
+            include_dashboard=False,
+            log_to_driver=False,
+        )
     remote = ray.remote(num_cpus=1)(_ray_episode)
     try:
         pending = list(reversed(jobs))
@@ -451,7 +546,10 @@ def _run_ray(spec_text: str, jobs: list[Job], workers: int, device: str, on_resu
         while pending or running:
             while pending and len(running) < workers:
                 job = pending.pop()
-                running[remote.remote(spec_text, job, device)] = (job, time.monotonic() + job.time_limit_s)
+                running[remote.remote(spec_text, job, device)] = (
+                    job,
+                    time.monotonic() + job.time_limit_s,
+                )
             ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
             for ref in ready:
                 job, _ = running.pop(ref)
@@ -545,15 +643,33 @@ def evaluate(
         raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
     spec = parse_agent_spec(agent)
     suite = suite if isinstance(suite, Suite) else load_suite(suite)
-    if isinstance(time_limit_scale, bool) or not isinstance(time_limit_scale, (int, float)) or not 0 < time_limit_scale < float("inf"):
+    if (
+        isinstance(time_limit_scale, bool)
+        or not isinstance(time_limit_scale, (int, float))
+        or not 0 < time_limit_scale < float("inf")
+    ):
         raise ValueError(f"time_limit_scale must be a positive number, got {time_limit_scale!r}")
     if episodes is not None or time_limit_scale != 1.0:
-        suite = Suite(suite.name, tuple(
-            Task(t.env_id, t.episodes if episodes is None else episodes, t.seed_start, t.time_limit_s * time_limit_scale, t.env_kwargs) for t in suite
-        ), suite.metric, suite.description)
+        suite = Suite(
+            suite.name,
+            tuple(
+                Task(
+                    t.env_id,
+                    t.episodes if episodes is None else episodes,
+                    t.seed_start,
+                    t.time_limit_s * time_limit_scale,
+                    t.env_kwargs,
+                )
+                for t in suite
+            ),
+            suite.metric,
+            suite.description,
+        )
     missing = suite.missing_ids()
     if missing:
-        raise ValueError(f"suite {suite.name} names ids that are not registered here: {missing} (is an optional part missing? run verigym doctor)")
+        raise ValueError(
+            f"suite {suite.name} names ids that are not registered here: {missing} (is an optional part missing? run verigym doctor)"
+        )
     for task in suite:  # rows name their kwargs as JSON: a task whose kwargs are not JSON is refused before any episode runs
         canonical_kwargs(task.env_kwargs)
     config_hash = spec.config_hash()
@@ -573,10 +689,20 @@ def evaluate(
             done = store.done_seeds(spec.text, config_hash, task.env_id) if resume else recorded
             existing += len(recorded)
             summary.skipped += len(done & set(task.seeds))
-            jobs += [Job(task.env_id, dict(task.env_kwargs), seed, task.time_limit_s, record_frames) for seed in task.seeds if seed not in done]
+            jobs += [
+                Job(task.env_id, dict(task.env_kwargs), seed, task.time_limit_s, record_frames)
+                for seed in task.seeds
+                if seed not in done
+            ]
         summary.planned = sum(t.episodes for t in suite if t.env_id not in summary.not_covered)
-        if existing and not jobs and not resume:  # the same run again: it would only duplicate what is recorded
-            what = f"env {suite.name}" if [t.env_id for t in suite] == [suite.name] else f"suite {suite.name}"
+        if (
+            existing and not jobs and not resume
+        ):  # the same run again: it would only duplicate what is recorded
+            what = (
+                f"env {suite.name}"
+                if [t.env_id for t in suite] == [suite.name]
+                else f"suite {suite.name}"
+            )
             raise ResultsExistError(
                 f"all {existing} episodes of {spec.text} on {what} are already in {store.path}; "
                 "add --resume to retry the errors, or --out DIR to start a new results folder"
@@ -588,20 +714,40 @@ def evaluate(
 
         def record(job: Job, result: dict[str, Any]) -> None:
             trajectory, frames = result.pop("trajectory", None), result.pop("frames", ())
-            key = dict(suite=suite.name, env_id=job.env_id, env_version=int(job.env_id.rsplit("-v", 1)[1]), seed=job.seed,
-                       agent_spec=spec.text, config_hash=config_hash, env_kwargs=canonical_kwargs(job.env_kwargs), **meta)
+            key = dict(
+                suite=suite.name,
+                env_id=job.env_id,
+                env_version=int(job.env_id.rsplit("-v", 1)[1]),
+                seed=job.seed,
+                agent_spec=spec.text,
+                config_hash=config_hash,
+                env_kwargs=canonical_kwargs(job.env_kwargs),
+                **meta,
+            )
             row = EpisodeRow(**key, **result)
             try:
                 row.validate()
-            except ValueError as exc:  # never dropped: recorded as an error that says why (a resume retries it)
-                logger.warning("%s seed %d: the result was refused (%s); recorded as an error", job.env_id, job.seed, exc)
+            except (
+                ValueError
+            ) as exc:  # never dropped: recorded as an error that says why (a resume retries it)
+                logger.warning(
+                    "%s seed %d: the result was refused (%s); recorded as an error",
+                    job.env_id,
+                    job.seed,
+                    exc,
+                )
                 summary.rejected += 1
                 length = result.get("length")
-                row = EpisodeRow(**key, **_failed_result(
-                    f"the episode's result was refused: {exc}",
-                    length=max(length, 0) if isinstance(length, int) and not isinstance(length, bool) else 0,
-                    time_s=float(result["time_s"]) if _finite(result.get("time_s")) else 0.0,
-                ))
+                row = EpisodeRow(
+                    **key,
+                    **_failed_result(
+                        f"the episode's result was refused: {exc}",
+                        length=max(length, 0)
+                        if isinstance(length, int) and not isinstance(length, bool)
+                        else 0,
+                        time_s=float(result["time_s"]) if _finite(result.get("time_s")) else 0.0,
+                    ),
+                )
             if not store.add(row, trajectory, frames):
                 summary.recorded_elsewhere += 1
                 bar.advance(row)
@@ -612,12 +758,19 @@ def evaluate(
 
         with bar:
             if jobs:
-                (_run_ray if backend == "ray" else _run_local)(spec.text, jobs, workers, device, record)
+                (_run_ray if backend == "ray" else _run_local)(
+                    spec.text, jobs, workers, device, record
+                )
     return summary
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
 
 
 class _Progress:
@@ -638,9 +791,17 @@ class _Progress:
 
             from verigym.progress import Progress  # prints whole lines, not a live bar, in a log
 
-            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TextColumn("{task.fields[rate]} ep/s  success {task.fields[success]}  mean score {task.fields[score]}"),
-                                     TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn(
+                    "{task.fields[rate]} ep/s  success {task.fields[success]}  mean score {task.fields[score]}"
+                ),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+            )
             self.task = self.progress.add_task(title, total=total, rate="-", score="-", success="-")
             self.start = time.perf_counter()
 
@@ -659,5 +820,10 @@ class _Progress:
         if self.enabled:
             done = len(self.scores)
             rate = done / max(time.perf_counter() - self.start, 1e-9)
-            self.progress.update(self.task, advance=1, rate=f"{rate:.1f}", success=f"{self.successes / done:.0%}",
-                                 score=f"{sum(self.scores) / done:.3f}")
+            self.progress.update(
+                self.task,
+                advance=1,
+                rate=f"{rate:.1f}",
+                success=f"{self.successes / done:.0%}",
+                score=f"{sum(self.scores) / done:.3f}",
+            )

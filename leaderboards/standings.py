@@ -24,7 +24,15 @@ from typing import Any
 from verigym.leaderboards.store import EpisodeRow, ResultsStore
 from verigym.leaderboards.suite import Suite
 
-__all__ = ["Entry", "Standings", "agent_label", "compute_standings", "render_html", "render_markdown", "render_table"]
+__all__ = [
+    "Entry",
+    "Standings",
+    "agent_label",
+    "compute_standings",
+    "render_html",
+    "render_markdown",
+    "render_table",
+]
 
 _METRIC_FIELD = {"score": "score", "success": "success", "return": "episode_return"}
 
@@ -113,10 +121,15 @@ def _aggregate(rows: Sequence[EpisodeRow], metric: str) -> Cell:
     mean = sum(values) / n
     var = sum((v - mean) ** 2 for v in values) / (n - 1) if n > 1 else 0.0
     return Cell(
-        episodes=n, mean=mean, stderr=math.sqrt(var / n),
-        success_rate=sum(r.success for r in rows) / n, mean_score=sum(r.score for r in rows) / n,
-        mean_return=sum(r.episode_return for r in rows) / n, mean_length=sum(r.length for r in rows) / n,
-        timeouts=sum(r.status == "timeout" for r in rows), errors=sum(r.status == "error" for r in rows),
+        episodes=n,
+        mean=mean,
+        stderr=math.sqrt(var / n),
+        success_rate=sum(r.success for r in rows) / n,
+        mean_score=sum(r.score for r in rows) / n,
+        mean_return=sum(r.episode_return for r in rows) / n,
+        mean_length=sum(r.length for r in rows) / n,
+        timeouts=sum(r.status == "timeout" for r in rows),
+        errors=sum(r.status == "error" for r in rows),
     )
 
 
@@ -132,31 +145,60 @@ def compute_standings(store: ResultsStore, suite: Suite | None = None) -> Standi
 
         seeds = {t.env_id: set(t.seeds) for t in suite}
         matches = [m for m in store.matches(env_ids=list(seeds)) if m.seed in seeds[m.env_id]]
-        return Standings(f"verigym arena: {suite.name}", "rating", [t.env_id for t in suite], [], ratings=compute_ratings(matches))
+        return Standings(
+            f"verigym arena: {suite.name}",
+            "rating",
+            [t.env_id for t in suite],
+            [],
+            ratings=compute_ratings(matches),
+        )
     if suite is not None:  # the suite's seeds and kwargs; every row is validated as it is read
         rows = store.suite_rows(suite)
-        env_ids, metric, title = [t.env_id for t in suite], suite.metric, f"verigym leaderboard: {suite.name}"
+        env_ids, metric, title = (
+            [t.env_id for t in suite],
+            suite.metric,
+            f"verigym leaderboard: {suite.name}",
+        )
     else:
         rows = store.rows()
-        env_ids, metric, title = sorted({r.env_id for r in rows}), "score", "verigym leaderboard: all results"
+        env_ids, metric, title = (
+            sorted({r.env_id for r in rows}),
+            "score",
+            "verigym leaderboard: all results",
+        )
     grouped: dict[tuple[str, str], dict[str, list[EpisodeRow]]] = {}
     for row in rows:
-        grouped.setdefault((row.agent_spec, row.config_hash), {}).setdefault(row.env_id, []).append(row)
+        grouped.setdefault((row.agent_spec, row.config_hash), {}).setdefault(row.env_id, []).append(
+            row
+        )
     entries = []
     for (spec, config_hash), by_env in grouped.items():
-        entry = Entry(spec, config_hash, {env_id: _aggregate(r, metric) for env_id, r in by_env.items()}, tasks=len(env_ids))
+        entry = Entry(
+            spec,
+            config_hash,
+            {env_id: _aggregate(r, metric) for env_id, r in by_env.items()},
+            tasks=len(env_ids),
+        )
         entry.covers = [e for e in env_ids if e in entry.cells]
         played = {e: c.episodes - c.errors for e, c in entry.cells.items()}
         if suite is not None:
             expected = {t.env_id: t.episodes for t in suite}
-            entry.coverage = sum(min(n, expected[e]) for e, n in played.items()) / sum(expected.values())
+            entry.coverage = sum(min(n, expected[e]) for e, n in played.items()) / sum(
+                expected.values()
+            )
         else:  # everything recorded: an entry covers the tasks it has error-free rows on
-            entry.coverage = sum(1 for e in env_ids if played.get(e, 0) > 0 and entry.cells[e].errors == 0) / len(env_ids)
+            entry.coverage = sum(
+                1 for e in env_ids if played.get(e, 0) > 0 and entry.cells[e].errors == 0
+            ) / len(env_ids)
         entry.covered_mean = sum(c.mean for c in entry.cells.values()) / len(entry.cells)
-        entry.overall = sum(entry.cells[e].mean for e in env_ids) / len(env_ids) if entry.complete else math.nan
+        entry.overall = (
+            sum(entry.cells[e].mean for e in env_ids) / len(env_ids) if entry.complete else math.nan
+        )
         entries.append(entry)
     # complete entries by overall score; partial ones after them, unranked, by coverage
-    entries.sort(key=lambda e: (not e.complete, -e.overall if e.complete else -e.coverage, e.agent_spec))
+    entries.sort(
+        key=lambda e: (not e.complete, -e.overall if e.complete else -e.coverage, e.agent_spec)
+    )
     for rank, entry in enumerate((e for e in entries if e.complete), 1):
         entry.rank = rank
     return Standings(title, metric, env_ids, entries, notes=_reference_notes(entries, env_ids))
@@ -174,7 +216,12 @@ def _reference_notes(entries: Sequence[Entry], env_ids: Sequence[str]) -> list[s
             continue
         for env_id in env_ids:
             cell, row = entry.cells.get(env_id), known.get(env_id)
-            if cell is None or cell.success_rate >= 1.0 or row is None or row.family != "multiagent":
+            if (
+                cell is None
+                or cell.success_rate >= 1.0
+                or row is None
+                or row.family != "multiagent"
+            ):
                 continue
             notes.append(
                 f"oracle on {_short_id(env_id)} (success {cell.success_rate:.0%}): a game against an opponent "
@@ -196,7 +243,14 @@ def load_curves(paths: Iterable[pathlib.Path]) -> dict[str, list[tuple[float, fl
             except json.JSONDecodeError:
                 continue
             step = record.get("global_step", record.get("step"))
-            value = next((record[k] for k in ("charts/episodic_return", "episodic_return", "return") if k in record), None)
+            value = next(
+                (
+                    record[k]
+                    for k in ("charts/episodic_return", "episodic_return", "return")
+                    if k in record
+                ),
+                None,
+            )
             if isinstance(step, (int, float)) and isinstance(value, (int, float)):
                 points.append((float(step), float(value)))
         if points:
@@ -269,14 +323,41 @@ def _labels(entries: Sequence[Entry]) -> dict[int, str]:
     """``id(entry)`` -> its short label, with the config hash added where two labels would be equal."""
     labels = {id(e): agent_label(e.agent_spec) for e in entries}
     counts = Counter(labels.values())
-    return {id(e): f"{labels[id(e)]} {e.config_hash[:6]}" if counts[labels[id(e)]] > 1 else labels[id(e)] for e in entries}
+    return {
+        id(e): f"{labels[id(e)]} {e.config_hash[:6]}"
+        if counts[labels[id(e)]] > 1
+        else labels[id(e)]
+        for e in entries
+    }
 
 
-_RATING_HEADER = ["#", "agent", "config", "ordinal (mu - 3 sigma)", "mu", "sigma", "matches", "wins", "draws", "losses"]
+_RATING_HEADER = [
+    "#",
+    "agent",
+    "config",
+    "ordinal (mu - 3 sigma)",
+    "mu",
+    "sigma",
+    "matches",
+    "wins",
+    "draws",
+    "losses",
+]
 
 
 def _rating_cells(rank: int, r: Any) -> list[str]:
-    return [str(rank), r.agent_spec, r.config_hash[:8], f"{r.ordinal:.2f}", f"{r.mu:.2f}", f"{r.sigma:.2f}", str(r.matches), str(r.wins), str(r.draws), str(r.losses)]
+    return [
+        str(rank),
+        r.agent_spec,
+        r.config_hash[:8],
+        f"{r.ordinal:.2f}",
+        f"{r.mu:.2f}",
+        f"{r.sigma:.2f}",
+        str(r.matches),
+        str(r.wins),
+        str(r.draws),
+        str(r.losses),
+    ]
 
 
 def render_table(standings: Standings) -> None:
@@ -286,7 +367,9 @@ def render_table(standings: Standings) -> None:
     from rich.table import Table
 
     if standings.metric == "rating":
-        table = Table(title=f"{standings.title} (openskill Plackett-Luce; games: {', '.join(map(_short_id, standings.env_ids))})")
+        table = Table(
+            title=f"{standings.title} (openskill Plackett-Luce; games: {', '.join(map(_short_id, standings.env_ids))})"
+        )
         for column in _RATING_HEADER:
             table.add_column(column)
         for rank, r in enumerate(standings.ratings, 1):
@@ -295,14 +378,30 @@ def render_table(standings: Standings) -> None:
         return
 
     # one column per agent, one row per task: readable however many tasks a suite has
-    table = Table(title=f"{standings.title} (metric: {standings.metric}, mean ± s.e. over episodes)",
-                  caption="Ranked: entries that played every task. Partial entries are not ranked; their number is over the tasks they cover." if standings.partial else None)
+    table = Table(
+        title=f"{standings.title} (metric: {standings.metric}, mean ± s.e. over episodes)",
+        caption="Ranked: entries that played every task. Partial entries are not ranked; their number is over the tasks they cover."
+        if standings.partial
+        else None,
+    )
     table.add_column("task")
     for e in standings.entries:
-        table.add_column(f"{_rank_text(e)} {escape(e.label)} [dim]{e.config_hash[:8]}[/dim]", justify="right")
-    table.add_row("[bold]overall[/bold]", *((f"[bold]{_number(e.overall)}[/bold]" if e.complete else escape(_overall_text(e))) for e in standings.entries), end_section=True)
+        table.add_column(
+            f"{_rank_text(e)} {escape(e.label)} [dim]{e.config_hash[:8]}[/dim]", justify="right"
+        )
+    table.add_row(
+        "[bold]overall[/bold]",
+        *(
+            (f"[bold]{_number(e.overall)}[/bold]" if e.complete else escape(_overall_text(e)))
+            for e in standings.entries
+        ),
+        end_section=True,
+    )
     for env_id in standings.env_ids:
-        table.add_row(escape(_short_id(env_id)), *(escape(_cell_text(e.cells.get(env_id))) for e in standings.entries))
+        table.add_row(
+            escape(_short_id(env_id)),
+            *(escape(_cell_text(e.cells.get(env_id))) for e in standings.entries),
+        )
     console = Console(width=max(100, 34 + 26 * len(standings.entries)))
     console.print(table)
     for note in standings.notes:
@@ -312,46 +411,117 @@ def render_table(standings: Standings) -> None:
 def render_markdown(standings: Standings) -> str:
     """The standings as a Markdown document (a table, then per-task details)."""
     if standings.metric == "rating":
-        lines = [f"# {standings.title}", "", "Ranked by the openskill (Plackett-Luce) ordinal mu - 3 sigma over all matches.", "",
-                 "| " + " | ".join(_RATING_HEADER) + " |", "|" + "---|" * len(_RATING_HEADER)]
-        lines += ["| " + " | ".join(_rating_cells(rank, r)) + " |" for rank, r in enumerate(standings.ratings, 1)]
+        lines = [
+            f"# {standings.title}",
+            "",
+            "Ranked by the openskill (Plackett-Luce) ordinal mu - 3 sigma over all matches.",
+            "",
+            "| " + " | ".join(_RATING_HEADER) + " |",
+            "|" + "---|" * len(_RATING_HEADER),
+        ]
+        lines += [
+            "| " + " | ".join(_rating_cells(rank, r)) + " |"
+            for rank, r in enumerate(standings.ratings, 1)
+        ]
         return "\n".join(lines) + "\n"
-    lines = [f"# {standings.title}", "", f"Metric: **{standings.metric}** (mean ± standard error over episodes).", ""]
+    lines = [
+        f"# {standings.title}",
+        "",
+        f"Metric: **{standings.metric}** (mean ± standard error over episodes).",
+        "",
+    ]
     lines += ["| # | agent | config | overall | coverage |", "|---|---|---|---|---|"]
-    lines += [f"| {e.rank} | `{e.agent_spec}` | {e.config_hash[:8]} | {_number(e.overall)} | {e.coverage:.0%} |" for e in standings.ranked]
+    lines += [
+        f"| {e.rank} | `{e.agent_spec}` | {e.config_hash[:8]} | {_number(e.overall)} | {e.coverage:.0%} |"
+        for e in standings.ranked
+    ]
     if standings.partial:
-        lines += ["", "## Partial entries (not ranked)", "", "They did not play every task, so an overall score would not compare with the ranked ones; "
-                  "the mean is over the tasks each covers.", "",
-                  "| agent | config | covers | mean on covered tasks | coverage |", "|---|---|---|---|---|"]
-        lines += [f"| `{e.agent_spec}` | {e.config_hash[:8]} | {', '.join(map(_short_id, e.covers))} | {_number(e.covered_mean)} | {e.coverage:.0%} |" for e in standings.partial]
+        lines += [
+            "",
+            "## Partial entries (not ranked)",
+            "",
+            "They did not play every task, so an overall score would not compare with the ranked ones; "
+            "the mean is over the tasks each covers.",
+            "",
+            "| agent | config | covers | mean on covered tasks | coverage |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| `{e.agent_spec}` | {e.config_hash[:8]} | {', '.join(map(_short_id, e.covers))} | {_number(e.covered_mean)} | {e.coverage:.0%} |"
+            for e in standings.partial
+        ]
     if standings.notes:
         lines += ["", "## Notes", ""] + [f"* {note}" for note in standings.notes]
-    lines += ["", "## Per task", "", "| task | " + " | ".join(f"`{e.label}`" for e in standings.entries) + " |", "|---|" + "---|" * len(standings.entries)]
+    lines += [
+        "",
+        "## Per task",
+        "",
+        "| task | " + " | ".join(f"`{e.label}`" for e in standings.entries) + " |",
+        "|---|" + "---|" * len(standings.entries),
+    ]
     for env_id in standings.env_ids:
-        lines.append(f"| {_short_id(env_id)} | " + " | ".join(_cell_text(e.cells.get(env_id)).replace("|", "\\|") for e in standings.entries) + " |")
-    lines += ["", "## Success rate", "", "| task | " + " | ".join(f"`{e.label}`" for e in standings.entries) + " |", "|---|" + "---|" * len(standings.entries)]
+        lines.append(
+            f"| {_short_id(env_id)} | "
+            + " | ".join(
+                _cell_text(e.cells.get(env_id)).replace("|", "\\|") for e in standings.entries
+            )
+            + " |"
+        )
+    lines += [
+        "",
+        "## Success rate",
+        "",
+        "| task | " + " | ".join(f"`{e.label}`" for e in standings.entries) + " |",
+        "|---|" + "---|" * len(standings.entries),
+    ]
     for env_id in standings.env_ids:
-        lines.append(f"| {_short_id(env_id)} | " + " | ".join(f"{e.cells[env_id].success_rate:.0%}" if env_id in e.cells else "—" for e in standings.entries) + " |")
+        lines.append(
+            f"| {_short_id(env_id)} | "
+            + " | ".join(
+                f"{e.cells[env_id].success_rate:.0%}" if env_id in e.cells else "—"
+                for e in standings.entries
+            )
+            + " |"
+        )
     return "\n".join(lines) + "\n"
 
 
 # ---- HTML with inline SVG plots --------------------------------------------------------------
 
-_PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
+_PALETTE = (
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+)
 
 
-def _bar_chart(title: str, env_ids: Sequence[str], entries: Sequence[Entry], value: str, top: float = 1.0) -> str:
+def _bar_chart(
+    title: str, env_ids: Sequence[str], entries: Sequence[Entry], value: str, top: float = 1.0
+) -> str:
     """Grouped vertical bars: one group per env, one bar per entry; values in [0, top]."""
     width, height, left, bottom = max(480, 90 * len(env_ids) + 80), 300, 50, 90
     group = (width - left - 20) / max(len(env_ids), 1)
     bar = group * 0.8 / max(len(entries), 1)
     plot_h = height - bottom - 30
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">',
-             f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">{html.escape(title)}</text>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">',
+        f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">{html.escape(title)}</text>',
+    ]
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
         y = 30 + plot_h * (1 - tick)
-        parts.append(f'<line x1="{left}" x2="{width - 20}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')
-        parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="10">{tick * top:g}</text>')
+        parts.append(
+            f'<line x1="{left}" x2="{width - 20}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>'
+        )
+        parts.append(
+            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="10">{tick * top:g}</text>'
+        )
     for i, env_id in enumerate(env_ids):
         x0 = left + i * group + group * 0.1
         for j, entry in enumerate(entries):
@@ -360,10 +530,14 @@ def _bar_chart(title: str, env_ids: Sequence[str], entries: Sequence[Entry], val
                 continue
             v = max(0.0, min(top, getattr(cell, value))) / top
             h = plot_h * v
-            parts.append(f'<rect x="{x0 + j * bar:.1f}" y="{30 + plot_h - h:.1f}" width="{bar * 0.92:.1f}" height="{h:.1f}" fill="{_PALETTE[j % len(_PALETTE)]}">'
-                         f"<title>{html.escape(entry.agent_spec)} on {html.escape(env_id)}: {getattr(cell, value):.3f}</title></rect>")
+            parts.append(
+                f'<rect x="{x0 + j * bar:.1f}" y="{30 + plot_h - h:.1f}" width="{bar * 0.92:.1f}" height="{h:.1f}" fill="{_PALETTE[j % len(_PALETTE)]}">'
+                f"<title>{html.escape(entry.agent_spec)} on {html.escape(env_id)}: {getattr(cell, value):.3f}</title></rect>"
+            )
         label_x = left + i * group + group / 2
-        parts.append(f'<text x="{label_x:.1f}" y="{height - bottom + 14}" font-size="10" text-anchor="end" transform="rotate(-35 {label_x:.1f} {height - bottom + 14})">{html.escape(_short_id(env_id))}</text>')
+        parts.append(
+            f'<text x="{label_x:.1f}" y="{height - bottom + 14}" font-size="10" text-anchor="end" transform="rotate(-35 {label_x:.1f} {height - bottom + 14})">{html.escape(_short_id(env_id))}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -382,18 +556,32 @@ def _ticks(lo: float, hi: float, count: int = 5) -> list[float]:
 
 def _tick_label(value: float) -> str:
     if value != 0 and (abs(value) >= 1e4 or abs(value) < 1e-3):
-        return f"{value:.3g}" if abs(value) < 1e4 else (f"{value / 1e3:g}k" if abs(value) < 1e6 else f"{value / 1e6:g}M")
+        return (
+            f"{value:.3g}"
+            if abs(value) < 1e4
+            else (f"{value / 1e3:g}k" if abs(value) < 1e6 else f"{value / 1e6:g}M")
+        )
     return f"{value:g}"
 
 
-def _line_chart(title: str, curves: dict[str, list[tuple[float, float]]], *, x_title: str = "env steps", y_title: str = "episodic return") -> str:
+def _line_chart(
+    title: str,
+    curves: dict[str, list[tuple[float, float]]],
+    *,
+    x_title: str = "env steps",
+    y_title: str = "episodic return",
+) -> str:
     """Learning curves as an SVG line chart with titled, ticked axes and a legend."""
     width, height, left, bottom, top, right = 660, 330, 72, 56, 30, 20
     xs = [x for points in curves.values() for x, _ in points]
     ys = [y for points in curves.values() for _, y in points]
     # x spans the data exactly (ticks inside it); y is padded out to round ticks
     x_lo, x_hi = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1.0
-    x_ticks = [x for x in _ticks(x_lo, x_hi) if x_lo - 1e-9 * (x_hi - x_lo) <= x <= x_hi + 1e-9 * (x_hi - x_lo)]
+    x_ticks = [
+        x
+        for x in _ticks(x_lo, x_hi)
+        if x_lo - 1e-9 * (x_hi - x_lo) <= x <= x_hi + 1e-9 * (x_hi - x_lo)
+    ]
     y_ticks = _ticks(min(ys), max(ys))
     y_lo, y_hi = y_ticks[0], y_ticks[-1]
     plot_w, plot_h = width - left - right, height - bottom - top
@@ -404,22 +592,38 @@ def _line_chart(title: str, curves: dict[str, list[tuple[float, float]]], *, x_t
     def py(y: float) -> float:
         return top + plot_h * (1 - (y - y_lo) / (y_hi - y_lo))
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">',
-             f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">{html.escape(title)}</text>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">',
+        f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">{html.escape(title)}</text>',
+    ]
     for x in x_ticks:
-        parts.append(f'<line class="x-tick" x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{top}" y2="{top + plot_h + 4}" stroke="#e4e4e4"/>')
-        parts.append(f'<text x="{px(x):.1f}" y="{top + plot_h + 16}" font-size="10" text-anchor="middle">{_tick_label(x)}</text>')
+        parts.append(
+            f'<line class="x-tick" x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{top}" y2="{top + plot_h + 4}" stroke="#e4e4e4"/>'
+        )
+        parts.append(
+            f'<text x="{px(x):.1f}" y="{top + plot_h + 16}" font-size="10" text-anchor="middle">{_tick_label(x)}</text>'
+        )
     for y in y_ticks:
-        parts.append(f'<line class="y-tick" x1="{left - 4}" x2="{left + plot_w}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="#e4e4e4"/>')
-        parts.append(f'<text x="{left - 7}" y="{py(y) + 3.5:.1f}" font-size="10" text-anchor="end">{_tick_label(y)}</text>')
-    parts += [f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>',
-              f'<text class="x-title" x="{left + plot_w / 2:.1f}" y="{height - 12}" font-size="12" text-anchor="middle">{html.escape(x_title)}</text>',
-              f'<text class="y-title" x="16" y="{top + plot_h / 2:.1f}" font-size="12" text-anchor="middle" transform="rotate(-90 16 {top + plot_h / 2:.1f})">{html.escape(y_title)}</text>']
+        parts.append(
+            f'<line class="y-tick" x1="{left - 4}" x2="{left + plot_w}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="#e4e4e4"/>'
+        )
+        parts.append(
+            f'<text x="{left - 7}" y="{py(y) + 3.5:.1f}" font-size="10" text-anchor="end">{_tick_label(y)}</text>'
+        )
+    parts += [
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>',
+        f'<text class="x-title" x="{left + plot_w / 2:.1f}" y="{height - 12}" font-size="12" text-anchor="middle">{html.escape(x_title)}</text>',
+        f'<text class="y-title" x="16" y="{top + plot_h / 2:.1f}" font-size="12" text-anchor="middle" transform="rotate(-90 16 {top + plot_h / 2:.1f})">{html.escape(y_title)}</text>',
+    ]
     for j, (name, points) in enumerate(sorted(curves.items())):
         coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in sorted(points))
         colour = _PALETTE[j % len(_PALETTE)]
-        parts.append(f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="2"><title>{html.escape(name)}</title></polyline>')
-        parts.append(f'<text x="{left + 8}" y="{top + 16 + 14 * j}" font-size="11" fill="{colour}">{html.escape(name)}</text>')
+        parts.append(
+            f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="2"><title>{html.escape(name)}</title></polyline>'
+        )
+        parts.append(
+            f'<text x="{left + 8}" y="{top + 16 + 14 * j}" font-size="11" fill="{colour}">{html.escape(name)}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -431,7 +635,9 @@ def _episodes_link(text: str, href: str | None, **filters: str) -> str:
         return html.escape(text)
     from urllib.parse import urlencode
 
-    return f'<a href="{html.escape(href)}#{html.escape(urlencode(filters))}">{html.escape(text)}</a>'
+    return (
+        f'<a href="{html.escape(href)}#{html.escape(urlencode(filters))}">{html.escape(text)}</a>'
+    )
 
 
 def _agent_cell(entry: Entry, label: str, href: str | None) -> str:
@@ -455,15 +661,22 @@ def render_html(standings: Standings, *, episodes_href: str | None = None) -> st
             when given, every score links to the episodes behind it.
     """
     if standings.metric == "rating":
-        rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in _rating_cells(rank, r)) + "</tr>" for rank, r in enumerate(standings.ratings, 1))
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in _rating_cells(rank, r)) + "</tr>"
+            for rank, r in enumerate(standings.ratings, 1)
+        )
         header = "".join(f"<th>{html.escape(h)}</th>" for h in _RATING_HEADER)
-        return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(standings.title)}</title></head>'
-                f'<body style="font-family: system-ui, sans-serif"><h1>{html.escape(standings.title)}</h1>'
-                f'<table id="standings" border="1" cellpadding="4">{header}{rows}</table></body></html>\n')
+        return (
+            f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(standings.title)}</title></head>'
+            f'<body style="font-family: system-ui, sans-serif"><h1>{html.escape(standings.title)}</h1>'
+            f'<table id="standings" border="1" cellpadding="4">{header}{rows}</table></body></html>\n'
+        )
     complete = list(standings.entries)
     labels = _labels(standings.entries)
-    legend = "".join(f'<span class="key" title="{html.escape(e.label)}"><i style="background:{_PALETTE[j % len(_PALETTE)]}"></i>{html.escape(labels[id(e)])}</span>'
-                     for j, e in enumerate(complete))
+    legend = "".join(
+        f'<span class="key" title="{html.escape(e.label)}"><i style="background:{_PALETTE[j % len(_PALETTE)]}"></i>{html.escape(labels[id(e)])}</span>'
+        for j, e in enumerate(complete)
+    )
     ranking = "".join(
         f"<tr><td>{e.rank}</td><td>{_agent_cell(e, labels[id(e)], episodes_href)}</td><td>{html.escape(e.config_hash[:8])}</td>"
         f"<td>{_episodes_link(_number(e.overall), episodes_href, agent=e.agent_spec)}</td><td>{e.coverage:.0%}</td></tr>"
@@ -471,25 +684,51 @@ def render_html(standings: Standings, *, episodes_href: str | None = None) -> st
     )
     partial = ""
     if standings.partial:
-        partial = ("<h2>Partial entries (not ranked)</h2><p>They did not play every task, so an overall score would not compare with the ranked ones; "
-                   'the mean is over the tasks each covers.</p><div class="wide"><table id="partial"><thead><tr><th>agent</th><th>config</th><th>covers</th>'
-                   "<th>mean on covered tasks</th><th>coverage</th></tr></thead><tbody>"
-                   + "".join(f"<tr><td>{_agent_cell(e, labels[id(e)], episodes_href)}</td><td>{html.escape(e.config_hash[:8])}</td>"
-                             f'<td class="covers">{html.escape(", ".join(map(_short_id, e.covers)))}</td>'
-                             f"<td>{_episodes_link(_number(e.covered_mean), episodes_href, agent=e.agent_spec)}</td><td>{e.coverage:.0%}</td></tr>"
-                             for e in standings.partial)
-                   + "</tbody></table></div>")
-    notes = ('<h2>Notes</h2><ul id="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in standings.notes) + "</ul>") if standings.notes else ""
+        partial = (
+            "<h2>Partial entries (not ranked)</h2><p>They did not play every task, so an overall score would not compare with the ranked ones; "
+            'the mean is over the tasks each covers.</p><div class="wide"><table id="partial"><thead><tr><th>agent</th><th>config</th><th>covers</th>'
+            "<th>mean on covered tasks</th><th>coverage</th></tr></thead><tbody>"
+            + "".join(
+                f"<tr><td>{_agent_cell(e, labels[id(e)], episodes_href)}</td><td>{html.escape(e.config_hash[:8])}</td>"
+                f'<td class="covers">{html.escape(", ".join(map(_short_id, e.covers)))}</td>'
+                f"<td>{_episodes_link(_number(e.covered_mean), episodes_href, agent=e.agent_spec)}</td><td>{e.coverage:.0%}</td></tr>"
+                for e in standings.partial
+            )
+            + "</tbody></table></div>"
+        )
+    notes = (
+        (
+            '<h2>Notes</h2><ul id="notes">'
+            + "".join(f"<li>{html.escape(n)}</li>" for n in standings.notes)
+            + "</ul>"
+        )
+        if standings.notes
+        else ""
+    )
     per_task_header = "<th>task</th>" + "".join(
-        f'<th title="{html.escape(e.label)}">{html.escape(_rank_text(e))}<br>{html.escape(labels[id(e)])}</th>' for e in standings.entries
+        f'<th title="{html.escape(e.label)}">{html.escape(_rank_text(e))}<br>{html.escape(labels[id(e)])}</th>'
+        for e in standings.entries
     )
     per_task = "".join(
-        f"<tr><td>{html.escape(_short_id(env_id))}</td>" + "".join(f"<td>{_episodes_link(_cell_text(e.cells.get(env_id)), episodes_href, agent=e.agent_spec, task=env_id)}</td>" for e in standings.entries) + "</tr>"
+        f"<tr><td>{html.escape(_short_id(env_id))}</td>"
+        + "".join(
+            f"<td>{_episodes_link(_cell_text(e.cells.get(env_id)), episodes_href, agent=e.agent_spec, task=env_id)}</td>"
+            for e in standings.entries
+        )
+        + "</tr>"
         for env_id in standings.env_ids
     )
-    charts = [_bar_chart(f"mean {standings.metric} per task" if standings.metric != "return" else "mean score per task", standings.env_ids, complete,
-                         "mean" if standings.metric != "return" else "mean_score"),
-              _bar_chart("success rate per task", standings.env_ids, complete, "success_rate")]
+    charts = [
+        _bar_chart(
+            f"mean {standings.metric} per task"
+            if standings.metric != "return"
+            else "mean score per task",
+            standings.env_ids,
+            complete,
+            "mean" if standings.metric != "return" else "mean_score",
+        ),
+        _bar_chart("success rate per task", standings.env_ids, complete, "success_rate"),
+    ]
     if standings.curves:
         charts.append(_line_chart("learning curves (episodic return)", standings.curves))
     return f"""<!doctype html>

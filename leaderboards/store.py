@@ -40,8 +40,17 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-__all__ = ["DEFAULT_DIR", "EpisodeRow", "MatchRow", "RefusedRow", "ResultsStore", "StoreError", "canonical_kwargs", "safe_text",
-           "trajectory_digest"]
+__all__ = [
+    "DEFAULT_DIR",
+    "EpisodeRow",
+    "MatchRow",
+    "RefusedRow",
+    "ResultsStore",
+    "StoreError",
+    "canonical_kwargs",
+    "safe_text",
+    "trajectory_digest",
+]
 
 DEFAULT_DIR = pathlib.Path("verigym-results")
 """Where ``verigym eval`` writes and ``verigym leaderboard`` reads, relative to the working directory."""
@@ -109,8 +118,26 @@ class EpisodeRow:
     env_kwargs: str = "{}"
     trajectory_digest: str = ""
 
-    IDENTIFIERS = ("suite", "env_id", "agent_spec", "config_hash", "status", "verigym_version", "git_sha", "python", "created_at")
-    PROVENANCE = ("env_id", "agent_spec", "config_hash", "verigym_version", "packages", "git_sha", "python")
+    IDENTIFIERS = (
+        "suite",
+        "env_id",
+        "agent_spec",
+        "config_hash",
+        "status",
+        "verigym_version",
+        "git_sha",
+        "python",
+        "created_at",
+    )
+    PROVENANCE = (
+        "env_id",
+        "agent_spec",
+        "config_hash",
+        "verigym_version",
+        "packages",
+        "git_sha",
+        "python",
+    )
 
     def validate(self) -> None:
         """Check every field strictly.
@@ -124,8 +151,21 @@ class EpisodeRow:
                 :data:`MAX_IDENTIFIER_CHARS`, ``packages`` or ``env_kwargs`` is over its bound or
                 not a JSON object, or ``trajectory_digest`` is not ``""`` or 64 hex digits.
         """
-        for name in ("suite", "env_id", "agent_spec", "config_hash", "status", "error", "verigym_version", "packages", "git_sha", "python",
-                     "created_at", "env_kwargs", "trajectory_digest"):
+        for name in (
+            "suite",
+            "env_id",
+            "agent_spec",
+            "config_hash",
+            "status",
+            "error",
+            "verigym_version",
+            "packages",
+            "git_sha",
+            "python",
+            "created_at",
+            "env_kwargs",
+            "trajectory_digest",
+        ):
             _require_type(self, name, str)
         for name in self.IDENTIFIERS:
             _require_identifier(self, name)
@@ -136,7 +176,9 @@ class EpisodeRow:
             _require_finite(self, name)
         for name in self.PROVENANCE:
             if not getattr(self, name).strip():
-                raise ValueError(f"refusing a result row without provenance: {name} is {getattr(self, name)!r}")
+                raise ValueError(
+                    f"refusing a result row without provenance: {name} is {getattr(self, name)!r}"
+                )
         if not self.env_id.endswith(f"-v{self.env_version}"):
             raise ValueError(f"env_version {self.env_version} does not match {self.env_id}")
         if self.status not in STATUSES:
@@ -149,10 +191,14 @@ class EpisodeRow:
             raise ValueError(f"a {self.status} row cannot be a success")
         _require_packages(self.packages)
         _require_iso_date(self.created_at)
-        if self.env_kwargs:  # "": a row migrated from a store written before rows named their kwargs
+        if (
+            self.env_kwargs
+        ):  # "": a row migrated from a store written before rows named their kwargs
             _require_kwargs(self.env_kwargs)
         if self.trajectory_digest and not _HEX64.fullmatch(self.trajectory_digest):
-            raise ValueError(f"trajectory_digest must be 64 hex digits or empty, got {self.trajectory_digest[:80]!r}")
+            raise ValueError(
+                f"trajectory_digest must be 64 hex digits or empty, got {self.trajectory_digest[:80]!r}"
+            )
 
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -181,7 +227,9 @@ def canonical_kwargs(kwargs: Any) -> str:
     try:
         text = json.dumps(dict(kwargs), sort_keys=True, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"env kwargs must be a JSON object (a suite's env_kwargs), got {kwargs!r}: {exc}") from None
+        raise ValueError(
+            f"env kwargs must be a JSON object (a suite's env_kwargs), got {kwargs!r}: {exc}"
+        ) from None
     _require_kwargs(text)
     return text
 
@@ -196,7 +244,10 @@ def trajectory_digest(row: EpisodeRow, blob: bytes) -> str:
     Returns:
         64 hex digits; another row (another seed, kwargs or agent) gives another digest for the same blob.
     """
-    header = json.dumps([row.env_id, row.env_version, row.seed, row.env_kwargs, row.agent_spec, row.config_hash], ensure_ascii=True)
+    header = json.dumps(
+        [row.env_id, row.env_version, row.seed, row.env_kwargs, row.agent_spec, row.config_hash],
+        ensure_ascii=True,
+    )
     return hashlib.sha256(header.encode() + b"\0" + bytes(blob)).hexdigest()
 
 
@@ -238,7 +289,9 @@ def _require_finite(row: Any, name: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a number, got {type(value).__name__} {value!r}")
     if not math.isfinite(value):
-        raise ValueError(f"{name} is {value!r}; a result must be a finite number (did the env return a NaN or infinite reward?)")
+        raise ValueError(
+            f"{name} is {value!r}; a result must be a finite number (did the env return a NaN or infinite reward?)"
+        )
 
 
 def _require_packages(text: str) -> None:
@@ -248,14 +301,20 @@ def _require_packages(text: str) -> None:
         packages = json.loads(text)
     except (ValueError, RecursionError):
         packages = None
-    if not isinstance(packages, dict) or not packages or not all(isinstance(v, str) for v in packages.values()):
+    if (
+        not isinstance(packages, dict)
+        or not packages
+        or not all(isinstance(v, str) for v in packages.values())
+    ):
         raise ValueError("packages must be a non-empty JSON object of package versions")
     if len(packages) > MAX_PACKAGES:
         raise ValueError(f"packages names {len(packages)} packages (at most {MAX_PACKAGES})")
     for name, version in packages.items():
         for text_ in (name, version):
             if len(text_) > 200 or _CONTROL.search(text_) or safe_text(text_) != text_:
-                raise ValueError(f"packages holds a name or version that is not a short line of text: {text_[:200]!r}")
+                raise ValueError(
+                    f"packages holds a name or version that is not a short line of text: {text_[:200]!r}"
+                )
 
 
 def _require_iso_date(text: str) -> None:
@@ -266,7 +325,9 @@ def _require_iso_date(text: str) -> None:
     except ValueError:
         raise ValueError(f"created_at {text!r} is not an ISO 8601 date and time") from None
     if moment.tzinfo is None:
-        raise ValueError(f"created_at {text!r} has no time zone (write UTC, e.g. 2026-01-31T12:00:00+00:00)")
+        raise ValueError(
+            f"created_at {text!r} has no time zone (write UTC, e.g. 2026-01-31T12:00:00+00:00)"
+        )
 
 
 @dataclass(frozen=True)
@@ -302,15 +363,49 @@ class MatchRow:
                 length, a ``created_at`` that is not ISO 8601, or an identifier that holds a control
                 character or text that is not UTF-8.
         """
-        for name in ("suite", "env_id", "first_spec", "first_hash", "second_spec", "second_hash", "error", "verigym_version", "packages", "git_sha", "python", "created_at"):
+        for name in (
+            "suite",
+            "env_id",
+            "first_spec",
+            "first_hash",
+            "second_spec",
+            "second_hash",
+            "error",
+            "verigym_version",
+            "packages",
+            "git_sha",
+            "python",
+            "created_at",
+        ):
             _require_type(self, name, str)
-        for name in ("suite", "env_id", "first_spec", "first_hash", "second_spec", "second_hash", "verigym_version", "git_sha", "python", "created_at"):
+        for name in (
+            "suite",
+            "env_id",
+            "first_spec",
+            "first_hash",
+            "second_spec",
+            "second_hash",
+            "verigym_version",
+            "git_sha",
+            "python",
+            "created_at",
+        ):
             _require_identifier(self, name)
         for name in ("seed", "length"):
             _require_type(self, name, int)
         for name in ("first_payoff", "second_payoff"):
             _require_finite(self, name)
-        for name in ("env_id", "first_spec", "first_hash", "second_spec", "second_hash", "verigym_version", "packages", "git_sha", "python"):
+        for name in (
+            "env_id",
+            "first_spec",
+            "first_hash",
+            "second_spec",
+            "second_hash",
+            "verigym_version",
+            "packages",
+            "git_sha",
+            "python",
+        ):
             value = getattr(self, name)
             if not value.strip():
                 raise ValueError(f"refusing a match row without provenance: {name} is {value!r}")
@@ -378,7 +473,9 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
 
-def _open_checked(directory: pathlib.Path, create: bool) -> tuple[sqlite3.Connection, frozenset[str]]:
+def _open_checked(
+    directory: pathlib.Path, create: bool
+) -> tuple[sqlite3.Connection, frozenset[str]]:
     """Open ``<directory>/results.sqlite`` after checking that it is a sound, writable verigym store.
 
     Returns:
@@ -386,7 +483,11 @@ def _open_checked(directory: pathlib.Path, create: bool) -> tuple[sqlite3.Connec
         created empty when ``create`` is True, left missing when the store is only read.
     """
     if directory.is_file():
-        hint = f"give the folder that holds it: --out {directory.parent}" if directory.name == DB_NAME else "give a folder (it is created) with --out DIR"
+        hint = (
+            f"give the folder that holds it: --out {directory.parent}"
+            if directory.name == DB_NAME
+            else "give a folder (it is created) with --out DIR"
+        )
         raise StoreError(f"{directory} is a file, not a results folder; {hint}")
     if not directory.exists():
         if not create:
@@ -394,13 +495,19 @@ def _open_checked(directory: pathlib.Path, create: bool) -> tuple[sqlite3.Connec
         try:
             directory.mkdir(parents=True)
         except OSError as exc:
-            raise StoreError(f"cannot create the results folder {directory} ({exc.strerror}); give a writable folder with --out DIR") from None
+            raise StoreError(
+                f"cannot create the results folder {directory} ({exc.strerror}); give a writable folder with --out DIR"
+            ) from None
     path = directory / DB_NAME
     if path.exists() and not path.is_file():
-        raise StoreError(f"{path} is not a file (a folder where the results database should be); move it aside or give another --out DIR")
+        raise StoreError(
+            f"{path} is not a file (a folder where the results database should be); move it aside or give another --out DIR"
+        )
     for target in (directory, path):
         if target.exists() and not os.access(target, os.W_OK):
-            raise StoreError(f"{target} is not writable; fix its permissions (chmod u+w {target}) or give another --out DIR")
+            raise StoreError(
+                f"{target} is not writable; fix its permissions (chmod u+w {target}) or give another --out DIR"
+            )
     existed = path.exists() and path.stat().st_size > 0
     try:
         db = sqlite3.connect(path, timeout=60.0)
@@ -415,17 +522,28 @@ def _open_checked(directory: pathlib.Path, create: bool) -> tuple[sqlite3.Connec
                 raise StoreError(
                     f"{path} is damaged (SQLite integrity check: {'; '.join(verdict[:3])}); its rows cannot be trusted. "
                     f"Move it aside (mv {path} {path}.damaged), salvage what it held with `sqlite3 {path}.damaged .recover`, "
-                    "and run again into an empty folder")
-            tables = {name: [c[1] for c in db.execute(f"PRAGMA table_info({name})")]
-                      for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                    "and run again into an empty folder"
+                )
+            tables = {
+                name: [c[1] for c in db.execute(f"PRAGMA table_info({name})")]
+                for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
             if tables and "episodes" not in tables:
-                raise StoreError(f"{path} is an SQLite database of something else (tables: {', '.join(sorted(tables))}), not verigym results; give another --out DIR")
-            if "episodes" in tables and tables["episodes"] == _LEGACY_COLUMNS:  # written before rows were bound: migrate
+                raise StoreError(
+                    f"{path} is an SQLite database of something else (tables: {', '.join(sorted(tables))}), not verigym results; give another --out DIR"
+                )
+            if (
+                "episodes" in tables and tables["episodes"] == _LEGACY_COLUMNS
+            ):  # written before rows were bound: migrate
                 with db:
                     for column in _BOUND_COLUMNS:
-                        db.execute(f"ALTER TABLE episodes ADD COLUMN {column} TEXT NOT NULL DEFAULT ''")
+                        db.execute(
+                            f"ALTER TABLE episodes ADD COLUMN {column} TEXT NOT NULL DEFAULT ''"
+                        )
             elif "episodes" in tables and tables["episodes"] != _COLUMNS:
-                raise StoreError(f"{path} holds results of an incompatible layout (columns {tables['episodes']}); give another --out DIR")
+                raise StoreError(
+                    f"{path} holds results of an incompatible layout (columns {tables['episodes']}); give another --out DIR"
+                )
             if "episodes" in tables:
                 missing = frozenset(t for t in _EVIDENCE_TABLES if t not in tables)
         db.execute("PRAGMA journal_mode=WAL")
@@ -441,7 +559,8 @@ def _open_checked(directory: pathlib.Path, create: bool) -> tuple[sqlite3.Connec
         db.close()
         raise StoreError(
             f"{path} is damaged or not an SQLite database ({exc}). Move it aside (mv {path} {path}.damaged) "
-            "and run again into an empty folder") from None
+            "and run again into an empty folder"
+        ) from None
     return db, missing
 
 
@@ -481,7 +600,9 @@ def _episode_from_db(record: dict[str, Any]) -> EpisodeRow:
     return row
 
 
-def _refused(rowid: int, record: dict[str, Any], exc: Exception, spec: str = "agent_spec") -> RefusedRow:
+def _refused(
+    rowid: int, record: dict[str, Any], exc: Exception, spec: str = "agent_spec"
+) -> RefusedRow:
     key = f"{record.get(spec)!r} {record.get('env_id')!r} seed {record.get('seed')!r}"
     return RefusedRow(int(rowid), safe_text(key), safe_text(str(exc)))
 
@@ -516,9 +637,11 @@ class ResultsStore:
             StoreError: the table is missing (dropped, or the store predates trajectories).
         """
         if "trajectories" in self.missing_tables:
-            raise StoreError(f"{self.path} has no trajectories table (it was dropped, or the store was written before verigym "
-                             "recorded trajectories): none of its episodes can be re-verified or exported. "
-                             "Run the evaluation again into a new folder (--out DIR)")
+            raise StoreError(
+                f"{self.path} has no trajectories table (it was dropped, or the store was written before verigym "
+                "recorded trajectories): none of its episodes can be re-verified or exported. "
+                "Run the evaluation again into a new folder (--out DIR)"
+            )
 
     def close(self) -> None:
         self._db.close()
@@ -529,7 +652,12 @@ class ResultsStore:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def add(self, row: EpisodeRow, trajectory: bytes | None = None, frames: Iterable[tuple[int, bytes]] = ()) -> bool:
+    def add(
+        self,
+        row: EpisodeRow,
+        trajectory: bytes | None = None,
+        frames: Iterable[tuple[int, bytes]] = (),
+    ) -> bool:
         """Write one row, its trajectory and its frames in one transaction.
 
         A row whose key is already recorded is left as it is (nothing changes), unless the recorded
@@ -551,10 +679,14 @@ class ResultsStore:
         """
         row.validate()
         values = asdict(row)
-        values["created_at"] = values["created_at"] or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        values["created_at"] = values["created_at"] or _dt.datetime.now(_dt.timezone.utc).isoformat(
+            timespec="seconds"
+        )
         values["success"] = int(values["success"])
         values["error"] = safe_text(values["error"])
-        values["trajectory_digest"] = "" if trajectory is None else trajectory_digest(row, trajectory)
+        values["trajectory_digest"] = (
+            "" if trajectory is None else trajectory_digest(row, trajectory)
+        )
         updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c not in _KEY)
         key = [values[c] for c in _KEY]
         with self._writing(), self._db:
@@ -569,8 +701,13 @@ class ResultsStore:
                 self._db.execute(f"DELETE FROM trajectories WHERE {where}", key)
                 self._db.execute(f"DELETE FROM frames WHERE {where}", key)
                 if trajectory is not None:
-                    self._db.execute("INSERT INTO trajectories VALUES (?, ?, ?, ?, ?, ?)", [*key, 1, trajectory])
-                self._db.executemany("INSERT INTO frames VALUES (?, ?, ?, ?, ?, ?)", [(*key, int(step), png) for step, png in frames])
+                    self._db.execute(
+                        "INSERT INTO trajectories VALUES (?, ?, ?, ?, ?, ?)", [*key, 1, trajectory]
+                    )
+                self._db.executemany(
+                    "INSERT INTO frames VALUES (?, ?, ?, ?, ?, ?)",
+                    [(*key, int(step), png) for step, png in frames],
+                )
         return written
 
     @contextlib.contextmanager
@@ -579,8 +716,10 @@ class ResultsStore:
         try:
             yield
         except sqlite3.Error as exc:
-            raise StoreError(f"could not write to {self.path} ({exc}); the rows written so far are kept. "
-                             "Free disk space or fix permissions, then run again with --resume") from None
+            raise StoreError(
+                f"could not write to {self.path} ({exc}); the rows written so far are kept. "
+                "Free disk space or fix permissions, then run again with --resume"
+            ) from None
 
     def trajectory(self, row: EpisodeRow) -> bytes | None:
         """The encoded trajectory of a row (None when it was not recorded or the table is missing).
@@ -593,21 +732,31 @@ class ResultsStore:
             return None
         where = "agent_spec = ? AND config_hash = ? AND env_id = ? AND seed = ?"
         key = (row.agent_spec, row.config_hash, row.env_id, row.seed)
-        found = self._db.execute(f"SELECT typeof(data), length(data) FROM trajectories WHERE {where}", key).fetchone()
+        found = self._db.execute(
+            f"SELECT typeof(data), length(data) FROM trajectories WHERE {where}", key
+        ).fetchone()
         if found is None:
             return None
         kind, size = found
         if kind != "blob" or size > MAX_TRAJECTORY_BYTES:
-            raise ValueError(f"the stored trajectory is a {kind} of {size} bytes (a trajectory is a blob of at most {MAX_TRAJECTORY_BYTES})")
-        return bytes(self._db.execute(f"SELECT data FROM trajectories WHERE {where}", key).fetchone()[0])
+            raise ValueError(
+                f"the stored trajectory is a {kind} of {size} bytes (a trajectory is a blob of at most {MAX_TRAJECTORY_BYTES})"
+            )
+        return bytes(
+            self._db.execute(f"SELECT data FROM trajectories WHERE {where}", key).fetchone()[0]
+        )
 
     def frames(self, row: EpisodeRow) -> list[tuple[int, bytes]]:
         """The recorded frames of a row: ``(step, PNG bytes)`` in step order (none when the table is missing)."""
         if "frames" in self.missing_tables:
             return []
-        return [(int(step), bytes(png)) for step, png in self._db.execute(
-            "SELECT step, png FROM frames WHERE agent_spec = ? AND config_hash = ? AND env_id = ? AND seed = ? ORDER BY step",
-            (row.agent_spec, row.config_hash, row.env_id, row.seed))]
+        return [
+            (int(step), bytes(png))
+            for step, png in self._db.execute(
+                "SELECT step, png FROM frames WHERE agent_spec = ? AND config_hash = ? AND env_id = ? AND seed = ? ORDER BY step",
+                (row.agent_spec, row.config_hash, row.env_id, row.seed),
+            )
+        ]
 
     def add_match(self, row: MatchRow) -> bool:
         """Write one match in its own transaction; False if it was already recorded.
@@ -617,7 +766,9 @@ class ResultsStore:
         """
         row.validate()
         values = asdict(row)
-        values["created_at"] = values["created_at"] or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        values["created_at"] = values["created_at"] or _dt.datetime.now(_dt.timezone.utc).isoformat(
+            timespec="seconds"
+        )
         with self._writing(), self._db:
             cursor = self._db.execute(
                 f"INSERT INTO matches ({', '.join(_MATCH_COLUMNS)}) VALUES ({', '.join('?' for _ in _MATCH_COLUMNS)}) ON CONFLICT DO NOTHING",
@@ -625,7 +776,9 @@ class ResultsStore:
             )
         return cursor.rowcount == 1
 
-    def matches(self, *, env_ids: Iterable[str] | None = None, refused: list[RefusedRow] | None = None) -> list[MatchRow]:
+    def matches(
+        self, *, env_ids: Iterable[str] | None = None, refused: list[RefusedRow] | None = None
+    ) -> list[MatchRow]:
         """Match rows, optionally of some env ids, ordered by env, seed and players; each is validated as it is read.
 
         Args:
@@ -673,8 +826,13 @@ class ResultsStore:
         )
         return {int(seed) for (seed,) in cursor}
 
-    def rows(self, *, env_ids: Iterable[str] | None = None, agent_spec: str | None = None,
-             refused: list[RefusedRow] | None = None) -> list[EpisodeRow]:
+    def rows(
+        self,
+        *,
+        env_ids: Iterable[str] | None = None,
+        agent_spec: str | None = None,
+        refused: list[RefusedRow] | None = None,
+    ) -> list[EpisodeRow]:
         """Rows, optionally restricted to some env ids and/or one agent spec, in a stable order.
 
         Every row is validated as it is read (:meth:`EpisodeRow.validate`, and ``success`` must be
@@ -716,14 +874,22 @@ class ResultsStore:
         if refused is not None:
             refused.extend(bad)
         elif bad:
-            shown = "; ".join(map(str, bad[:5])) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+            shown = "; ".join(map(str, bad[:5])) + (
+                f"; and {len(bad) - 5} more" if len(bad) > 5 else ""
+            )
             raise StoreError(
                 f"{self.path}: {len(bad)} stored {table} row(s) are invalid and are not trusted: {shown}. They were changed after they "
                 f"were written; delete them (sqlite3 {self.path} 'DELETE FROM {table} WHERE rowid IN "
-                f"({', '.join(str(r.rowid) for r in bad[:5])})') and run the episodes again with --resume")
+                f"({', '.join(str(r.rowid) for r in bad[:5])})') and run the episodes again with --resume"
+            )
 
-    def suite_rows(self, suite: Iterable[Any] | None, *, agent_spec: str | None = None,
-                   refused: list[RefusedRow] | None = None) -> list[EpisodeRow]:
+    def suite_rows(
+        self,
+        suite: Iterable[Any] | None,
+        *,
+        agent_spec: str | None = None,
+        refused: list[RefusedRow] | None = None,
+    ) -> list[EpisodeRow]:
         """Rows of a suite's tasks on the suite's own seeds and kwargs (every row when ``suite`` is None).
 
         A row recorded under other constructor kwargs than the suite's task is not a result of the
@@ -741,9 +907,15 @@ class ResultsStore:
         """
         if suite is None:
             return self.rows(agent_spec=agent_spec, refused=refused)
-        tasks = {task.env_id: (set(task.seeds), canonical_kwargs(getattr(task, "env_kwargs", {}))) for task in suite}
-        return [row for row in self.rows(env_ids=tasks, agent_spec=agent_spec, refused=refused)
-                if row.seed in tasks[row.env_id][0] and row.env_kwargs in ("", tasks[row.env_id][1])]
+        tasks = {
+            task.env_id: (set(task.seeds), canonical_kwargs(getattr(task, "env_kwargs", {})))
+            for task in suite
+        }
+        return [
+            row
+            for row in self.rows(env_ids=tasks, agent_spec=agent_spec, refused=refused)
+            if row.seed in tasks[row.env_id][0] and row.env_kwargs in ("", tasks[row.env_id][1])
+        ]
 
     def export(self, path: str | pathlib.Path) -> pathlib.Path:
         """Write every row to ``path`` as JSON (``.json``) or CSV (``.csv``).
@@ -763,4 +935,3 @@ class ResultsStore:
         else:
             raise ValueError(f"export to .json or .csv, got {path.suffix!r}")
         return path
-

@@ -34,7 +34,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["EVAL_SEED_START", "TRAIN_SEED_END", "METRICS", "Suite", "Task", "list_suites", "load_suite"]
+__all__ = [
+    "EVAL_SEED_START",
+    "TRAIN_SEED_END",
+    "METRICS",
+    "Suite",
+    "Task",
+    "list_suites",
+    "load_suite",
+]
 
 TRAIN_SEED_END = 1_000_000
 """Seeds ``[0, TRAIN_SEED_END)`` are for training and examples."""
@@ -69,11 +77,19 @@ class Task:
 
     def __post_init__(self) -> None:
         if not _VERSION.search(self.env_id):
-            raise ValueError(f"suite task {self.env_id!r} must name a version (…-vN): scores are never compared across versions")
+            raise ValueError(
+                f"suite task {self.env_id!r} must name a version (…-vN): scores are never compared across versions"
+            )
         if not isinstance(self.episodes, int) or self.episodes < 1:
-            raise ValueError(f"{self.env_id}: episodes must be a positive int, got {self.episodes!r}")
-        if not (EVAL_SEED_START <= self.seed_start and self.seed_start + self.episodes <= EVAL_SEED_END):
-            raise ValueError(f"{self.env_id}: seeds {self.seed_start}..{self.seed_start + self.episodes - 1} leave the held-out range [{EVAL_SEED_START}, {EVAL_SEED_END})")
+            raise ValueError(
+                f"{self.env_id}: episodes must be a positive int, got {self.episodes!r}"
+            )
+        if not (
+            EVAL_SEED_START <= self.seed_start and self.seed_start + self.episodes <= EVAL_SEED_END
+        ):
+            raise ValueError(
+                f"{self.env_id}: seeds {self.seed_start}..{self.seed_start + self.episodes - 1} leave the held-out range [{EVAL_SEED_START}, {EVAL_SEED_END})"
+            )
         if not self.time_limit_s > 0:
             raise ValueError(f"{self.env_id}: time_limit_s must be > 0, got {self.time_limit_s!r}")
 
@@ -100,7 +116,9 @@ class Suite:
         if self.kind not in KINDS:
             raise ValueError(f"suite {self.name}: kind must be one of {KINDS}, got {self.kind!r}")
         if self.metric not in METRICS or (self.metric == "rating") != (self.kind == "competitive"):
-            raise ValueError(f"suite {self.name}: metric {self.metric!r} does not fit kind {self.kind!r} (competitive suites use 'rating')")
+            raise ValueError(
+                f"suite {self.name}: metric {self.metric!r} does not fit kind {self.kind!r} (competitive suites use 'rating')"
+            )
         ids = [t.env_id for t in self.tasks]
         if len(set(ids)) != len(ids):
             raise ValueError(f"suite {self.name}: an env id appears twice")
@@ -131,7 +149,13 @@ class Suite:
             _check_env_kwargs(data.get("name"), task)
         kind = data.get("kind", "single")
         metric = data.get("metric", "rating" if kind == "competitive" else "score")
-        return cls(name=data["name"], tasks=tasks, metric=metric, description=data.get("description", ""), kind=kind)
+        return cls(
+            name=data["name"],
+            tasks=tasks,
+            metric=metric,
+            description=data.get("description", ""),
+            kind=kind,
+        )
 
 
 def _check_env_kwargs(suite: Any, task: Task) -> None:
@@ -173,7 +197,9 @@ def load_suite(name_or_path: str | pathlib.Path) -> Suite:
     if not path.suffix:
         path = SUITES_DIR / f"{name_or_path}.json"
     if not path.exists():
-        raise FileNotFoundError(f"no suite {name_or_path!r}; shipped suites: {', '.join(list_suites())} (or give a path to a .json file)")
+        raise FileNotFoundError(
+            f"no suite {name_or_path!r}; shipped suites: {', '.join(list_suites())} (or give a path to a .json file)"
+        )
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as exc:

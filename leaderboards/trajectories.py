@@ -46,8 +46,23 @@ import numpy as np
 
 from verigym.leaderboards.store import canonical_kwargs, safe_text, trajectory_digest
 
-__all__ = ["FORMAT", "EnvCache", "Recorder", "ReplayResult", "ReverifyReport", "chat_messages", "dataset_records", "decode", "decode_value",
-           "digest", "encode_value", "export_dataset", "replay", "reverify", "show_action"]
+__all__ = [
+    "FORMAT",
+    "EnvCache",
+    "Recorder",
+    "ReplayResult",
+    "ReverifyReport",
+    "chat_messages",
+    "dataset_records",
+    "decode",
+    "decode_value",
+    "digest",
+    "encode_value",
+    "export_dataset",
+    "replay",
+    "reverify",
+    "show_action",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -97,13 +112,17 @@ def encode_value(value: Any, *, max_array_bytes: int | None = None) -> Any:
             return {"__repr__": repr(value)[:500]}
         if max_array_bytes is not None and value.nbytes > max_array_bytes:
             return {"__omitted__": {"dtype": value.dtype.str, "shape": list(value.shape)}}
-        data = base64.b64encode(zlib.compress(np.ascontiguousarray(value).tobytes(), 6)).decode("ascii")
+        data = base64.b64encode(zlib.compress(np.ascontiguousarray(value).tobytes(), 6)).decode(
+            "ascii"
+        )
         return {"__array__": {"dtype": value.dtype.str, "shape": list(value.shape), "zlib": data}}
     if isinstance(value, tuple):
         return {"__tuple__": [encode_value(v, max_array_bytes=max_array_bytes) for v in value]}
     if isinstance(value, list):
         return [encode_value(v, max_array_bytes=max_array_bytes) for v in value]
-    if isinstance(value, Mapping) and all(isinstance(k, str) and not k.startswith("__") for k in value):
+    if isinstance(value, Mapping) and all(
+        isinstance(k, str) and not k.startswith("__") for k in value
+    ):
         return {k: encode_value(v, max_array_bytes=max_array_bytes) for k, v in value.items()}
     return {"__repr__": repr(value)[:500]}
 
@@ -121,7 +140,7 @@ def decode_value(tree: Any) -> Any:
     if not isinstance(tree, dict):
         return tree
     if len(tree) == 1:
-        (tag, body), = tree.items()
+        ((tag, body),) = tree.items()
         if tag == "__array__":
             return _decode_array(body)
         if tag == "__scalar__":
@@ -143,7 +162,9 @@ def _dtype(text: Any) -> np.dtype:
     except TypeError:
         dtype = None
     if dtype is None or dtype.kind not in _ARRAY_KINDS:
-        raise ValueError(f"an encoded value has dtype {str(text)[:40]!r}; only booleans and numbers are stored")
+        raise ValueError(
+            f"an encoded value has dtype {str(text)[:40]!r}; only booleans and numbers are stored"
+        )
     return dtype
 
 
@@ -151,17 +172,27 @@ def _decode_array(body: Any) -> np.ndarray:
     if not isinstance(body, dict) or not isinstance(body.get("zlib"), str):
         raise ValueError(f"a malformed encoded array: {str(body)[:200]}")
     dtype, shape = _dtype(body.get("dtype")), body.get("shape")
-    if not isinstance(shape, list) or len(shape) > 32 or not all(type(n) is int and n >= 0 for n in shape):
-        raise ValueError(f"an encoded array has shape {str(shape)[:200]}; a shape is a list of non-negative ints")
+    if (
+        not isinstance(shape, list)
+        or len(shape) > 32
+        or not all(type(n) is int and n >= 0 for n in shape)
+    ):
+        raise ValueError(
+            f"an encoded array has shape {str(shape)[:200]}; a shape is a list of non-negative ints"
+        )
     size = dtype.itemsize * math.prod(shape)
     if size > MAX_DECODED_ARRAY_BYTES:
-        raise ValueError(f"an encoded array declares {size} bytes (at most {MAX_DECODED_ARRAY_BYTES} are decoded)")
+        raise ValueError(
+            f"an encoded array declares {size} bytes (at most {MAX_DECODED_ARRAY_BYTES} are decoded)"
+        )
     try:
         raw = inflate(base64.b64decode(body["zlib"], validate=True), size)
     except (ValueError, zlib.error) as exc:
         raise ValueError(f"an encoded array's data is damaged: {exc}") from None
     if len(raw) != size:
-        raise ValueError(f"an encoded array's data is {len(raw)} bytes, its dtype and shape say {size}")
+        raise ValueError(
+            f"an encoded array's data is {len(raw)} bytes, its dtype and shape say {size}"
+        )
     return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
 
 
@@ -226,32 +257,63 @@ def decode(blob: bytes) -> dict[str, Any]:
     except (zlib.error, ValueError, RecursionError) as exc:
         raise ValueError(f"not a stored trajectory: {type(exc).__name__}: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ValueError(f"unknown trajectory format {str(doc.get('format') if isinstance(doc, dict) else None)[:40]!r}")
+        raise ValueError(
+            f"unknown trajectory format {str(doc.get('format') if isinstance(doc, dict) else None)[:40]!r}"
+        )
     _check_document(doc)
     return doc
 
 
 def _check_document(doc: Mapping[str, Any]) -> None:
     """Raise ValueError unless ``doc`` has the layout :class:`Recorder` writes (so readers may index it)."""
+
     def need(ok: bool, what: str) -> None:
         if not ok:
             raise ValueError(f"not a stored trajectory: {what}")
 
-    need(isinstance(doc.get("env_id"), str) and isinstance(doc.get("env_kwargs"), dict), "env_id must be a string and env_kwargs an object")
-    need(type(doc.get("seed")) is int and isinstance(doc.get("text_view"), bool), "seed must be an int and text_view a bool")
+    need(
+        isinstance(doc.get("env_id"), str) and isinstance(doc.get("env_kwargs"), dict),
+        "env_id must be a string and env_kwargs an object",
+    )
+    need(
+        type(doc.get("seed")) is int and isinstance(doc.get("text_view"), bool),
+        "seed must be an int and text_view a bool",
+    )
     need(isinstance(doc.get("instructions", ""), str), "instructions must be a string")
     reset = doc.get("reset")
-    need(reset is None or (isinstance(reset, dict) and isinstance(reset.get("digest"), str) and isinstance(reset.get("info", {}), dict)),
-         "reset must be null or an object with a digest")
+    need(
+        reset is None
+        or (
+            isinstance(reset, dict)
+            and isinstance(reset.get("digest"), str)
+            and isinstance(reset.get("info", {}), dict)
+        ),
+        "reset must be null or an object with a digest",
+    )
     steps = doc.get("steps")
     need(isinstance(steps, list), "steps must be a list")
     for index, step in enumerate(steps, 1):
-        need(isinstance(step, dict) and "action" in step and "reward" in step and isinstance(step.get("digest"), str)
-             and isinstance(step.get("terminated"), bool) and isinstance(step.get("truncated"), bool) and isinstance(step.get("info", {}), dict),
-             f"step {index} lacks action, reward, digest, terminated/truncated or info")
+        need(
+            isinstance(step, dict)
+            and "action" in step
+            and "reward" in step
+            and isinstance(step.get("digest"), str)
+            and isinstance(step.get("terminated"), bool)
+            and isinstance(step.get("truncated"), bool)
+            and isinstance(step.get("info", {}), dict),
+            f"step {index} lacks action, reward, digest, terminated/truncated or info",
+        )
     messages = doc.get("messages", [])
-    need(isinstance(messages, list) and all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-                                            for m in messages), "messages must be a list of {role, content} strings")
+    need(
+        isinstance(messages, list)
+        and all(
+            isinstance(m, dict)
+            and isinstance(m.get("role"), str)
+            and isinstance(m.get("content"), str)
+            for m in messages
+        ),
+        "messages must be a list of {role, content} strings",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,7 +333,9 @@ def _text_view(env: Any, observation: Any) -> str | None:
         return None
 
 
-def _info(info: Mapping[str, Any] | None, skip: tuple[str, ...] = ()) -> tuple[dict[str, Any], list[str]]:
+def _info(
+    info: Mapping[str, Any] | None, skip: tuple[str, ...] = ()
+) -> tuple[dict[str, Any], list[str]]:
     kept, dropped = {}, []
     for key, value in (info or {}).items():
         if key in skip:
@@ -289,13 +353,22 @@ def _generation(agent: Any) -> dict[str, Any] | None:
     if last is None:
         return None
     out: dict[str, Any] = {}
-    token_ids = last.get("token_ids") if isinstance(last, Mapping) else getattr(last, "token_ids", None)
+    token_ids = (
+        last.get("token_ids") if isinstance(last, Mapping) else getattr(last, "token_ids", None)
+    )
     if token_ids is not None:
         out["completion_tokens"] = len(token_ids)
         out["token_ids"] = [int(t) for t in token_ids]
     usage = last.get("usage") if isinstance(last, Mapping) else getattr(last, "usage", None)
     if isinstance(usage, Mapping):
-        out.update({k: int(v) for k, v in usage.items() if k in ("prompt_tokens", "completion_tokens", "total_tokens") and isinstance(v, int)})
+        out.update(
+            {
+                k: int(v)
+                for k, v in usage.items()
+                if k in ("prompt_tokens", "completion_tokens", "total_tokens")
+                and isinstance(v, int)
+            }
+        )
     return out or None
 
 
@@ -322,15 +395,35 @@ class Recorder:
             made with ``render_mode="rgb_array"``.
     """
 
-    def __init__(self, env: Any, agent: Any, *, env_id: str, env_kwargs: Mapping[str, Any], seed: int,
-                 text_view: bool, frames_every: int = 0):
+    def __init__(
+        self,
+        env: Any,
+        agent: Any,
+        *,
+        env_id: str,
+        env_kwargs: Mapping[str, Any],
+        seed: int,
+        text_view: bool,
+        frames_every: int = 0,
+    ):
         self.env, self.agent, self.frames_every = env, agent, int(frames_every)
-        self.doc: dict[str, Any] = {"format": FORMAT, "env_id": env_id, "env_kwargs": encode_value(dict(env_kwargs)), "seed": int(seed),
-                                    "text_view": bool(text_view), "instructions": "", "reset": None, "steps": []}
+        self.doc: dict[str, Any] = {
+            "format": FORMAT,
+            "env_id": env_id,
+            "env_kwargs": encode_value(dict(env_kwargs)),
+            "seed": int(seed),
+            "text_view": bool(text_view),
+            "instructions": "",
+            "reset": None,
+            "steps": [],
+        }
         self.frames: list[tuple[int, bytes]] = []
 
     def _observation(self, observation: Any) -> dict[str, Any]:
-        entry = {"observation": encode_value(observation, max_array_bytes=MAX_ARRAY_BYTES), "digest": digest(observation)}
+        entry = {
+            "observation": encode_value(observation, max_array_bytes=MAX_ARRAY_BYTES),
+            "digest": digest(observation),
+        }
         text = _text_view(self.env, observation)
         if text is not None:
             entry["text"] = text
@@ -363,11 +456,25 @@ class Recorder:
         self.doc["reset"] = {**self._observation(observation), "info": kept, "dropped": dropped}
         self._frame(0)
 
-    def step(self, action: Any, observation: Any, reward: Any, terminated: Any, truncated: Any, info: Mapping[str, Any] | None) -> None:
+    def step(
+        self,
+        action: Any,
+        observation: Any,
+        reward: Any,
+        terminated: Any,
+        truncated: Any,
+        info: Mapping[str, Any] | None,
+    ) -> None:
         """Record one step: the action as given and what the env returned."""
         kept, dropped = _info(info)
-        entry = {"action": encode_value(action), **self._observation(observation), "reward": encode_value(_plain(reward)),
-                 "terminated": bool(terminated), "truncated": bool(truncated), "info": kept}
+        entry = {
+            "action": encode_value(action),
+            **self._observation(observation),
+            "reward": encode_value(_plain(reward)),
+            "terminated": bool(terminated),
+            "truncated": bool(truncated),
+            "info": kept,
+        }
         if dropped:
             entry["dropped"] = dropped
         generation = _generation(self.agent)
@@ -384,14 +491,22 @@ class Recorder:
                 without it).
         """
         messages = getattr(getattr(self.agent, "history", None), "messages", None)
-        if isinstance(messages, list) and all(isinstance(m, Mapping) and "role" in m and "content" in m for m in messages):
-            self.doc["messages"] = [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
+        if isinstance(messages, list) and all(
+            isinstance(m, Mapping) and "role" in m and "content" in m for m in messages
+        ):
+            self.doc["messages"] = [
+                {"role": str(m["role"]), "content": str(m["content"])} for m in messages
+            ]
         try:
             text = json.dumps(self.doc, separators=(",", ":"), ensure_ascii=False).encode()
-        except UnicodeEncodeError:  # text UTF-8 cannot hold (a lone surrogate in a reply): kept as JSON escapes
+        except (
+            UnicodeEncodeError
+        ):  # text UTF-8 cannot hold (a lone surrogate in a reply): kept as JSON escapes
             text = json.dumps(self.doc, separators=(",", ":"), ensure_ascii=True).encode()
         if len(text) > MAX_DOCUMENT_BYTES:
-            raise ValueError(f"the trajectory is {len(text)} bytes, over the {MAX_DOCUMENT_BYTES} a trajectory may have")
+            raise ValueError(
+                f"the trajectory is {len(text)} bytes, over the {MAX_DOCUMENT_BYTES} a trajectory may have"
+            )
         return zlib.compress(text, 9), self.frames
 
 
@@ -408,7 +523,9 @@ def _show(entry: Mapping[str, Any]) -> str:
     if isinstance(entry.get("text"), str):
         return safe_text(entry["text"])
     observation = entry.get("observation")
-    return safe_text(observation) if isinstance(observation, str) else json.dumps(observation)[:2000]
+    return (
+        safe_text(observation) if isinstance(observation, str) else json.dumps(observation)[:2000]
+    )
 
 
 def _plain_json(value: Any) -> Any:
@@ -493,7 +610,9 @@ class EnvCache:
         key = json.dumps([doc["env_id"], doc["env_kwargs"], bool(doc["text_view"])], sort_keys=True)
         if key != self.key:
             self.close()
-            self.env = self.make_env(doc["env_id"], decode_value(doc["env_kwargs"]), bool(doc["text_view"]))
+            self.env = self.make_env(
+                doc["env_id"], decode_value(doc["env_kwargs"]), bool(doc["text_view"])
+            )
             self.key = key
         return self.env
 
@@ -503,7 +622,9 @@ class EnvCache:
         self.env, self.key = None, None
 
 
-def replay(doc: Mapping[str, Any], make_env: Callable[[str, dict[str, Any], bool], Any] | EnvCache) -> ReplayResult:
+def replay(
+    doc: Mapping[str, Any], make_env: Callable[[str, dict[str, Any], bool], Any] | EnvCache
+) -> ReplayResult:
     """Replay a recorded episode's actions from its seed and recompute the verdict.
 
     Args:
@@ -528,18 +649,26 @@ def replay(doc: Mapping[str, Any], make_env: Callable[[str, dict[str, Any], bool
                 if result.diverged_at is None:
                     result.diverged_at, result.detail = index, "the replayed episode ended earlier"
                 break
-            observation, reward, terminated, truncated, info = env.step(decode_value(step["action"]))
+            observation, reward, terminated, truncated, info = env.step(
+                decode_value(step["action"])
+            )
             ended = bool(terminated or truncated)
             if result.diverged_at is None:
                 recorded_reward = decode_value(step["reward"])
                 if digest(observation) != step["digest"]:
                     result.diverged_at, result.detail = index, "the observation differs"
                 elif not _same_number(_plain(reward), recorded_reward):
-                    result.diverged_at, result.detail = index, f"the reward differs ({recorded_reward!r} recorded, {_plain(reward)!r} now)"
+                    result.diverged_at, result.detail = (
+                        index,
+                        f"the reward differs ({recorded_reward!r} recorded, {_plain(reward)!r} now)",
+                    )
                 elif (bool(terminated), bool(truncated)) != (step["terminated"], step["truncated"]):
                     result.diverged_at, result.detail = index, "terminated/truncated differ"
         if not ended and result.diverged_at is None:
-            result.diverged_at, result.detail = len(doc["steps"]), "the replayed episode did not end"
+            result.diverged_at, result.detail = (
+                len(doc["steps"]),
+                "the replayed episode did not end",
+            )
         if ended and "success" in info and "score" in info:
             result.success, result.score = bool(info["success"]), float(info["score"])
         return result
@@ -599,9 +728,17 @@ class ReverifyReport:
         return line + (f" ({len(self.skipped)} not replayed)" if self.skipped else "")
 
 
-def reverify(store: Any, rows: list[Any], make_env: Callable[[str, dict[str, Any], bool], Any], *, current: Mapping[str, str],
-             on_row: Callable[[Any, list[str]], None] | None = None, on_unverifiable: Callable[[Any, str], None] | None = None,
-             refused: Iterable[Any] = (), allow_kwargs: Collection[str] = ()) -> ReverifyReport:
+def reverify(
+    store: Any,
+    rows: list[Any],
+    make_env: Callable[[str, dict[str, Any], bool], Any],
+    *,
+    current: Mapping[str, str],
+    on_row: Callable[[Any, list[str]], None] | None = None,
+    on_unverifiable: Callable[[Any, str], None] | None = None,
+    refused: Iterable[Any] = (),
+    allow_kwargs: Collection[str] = (),
+) -> ReverifyReport:
     """Replay stored episodes in the current env versions, each from its row's own values, and compare the verdicts.
 
     Each result is replayed from the row's env id, seed and kwargs (never the trajectory's own),
@@ -669,15 +806,19 @@ def _plain_kwargs(encoded: Any) -> Any:
     return json.loads(json.dumps(_plain_json(decode_value(encoded)), sort_keys=True))
 
 
-def _bound_document(store: Any, row: Any, registry: Any, allow: tuple[str, ...]) -> dict[str, Any] | str:
+def _bound_document(
+    store: Any, row: Any, registry: Any, allow: tuple[str, ...]
+) -> dict[str, Any] | str:
     """The row's trajectory set to replay from the row's own values, or why it cannot be replayed."""
     from verigym.registration import KwargsRefused, untrusted_kwargs
 
     if row.env_id not in registry:
         return f"{row.env_id} is not registered here (a newer version replaced it?)"
     if not row.env_kwargs:
-        return ("unbound: recorded before rows named their kwargs and the digest of their trajectory; "
-                "run these episodes again into a new folder (--out DIR) to verify them")
+        return (
+            "unbound: recorded before rows named their kwargs and the digest of their trajectory; "
+            "run these episodes again into a new folder (--out DIR) to verify them"
+        )
     try:
         kwargs = untrusted_kwargs(row.env_id, json.loads(row.env_kwargs), allow=allow)
     except KwargsRefused as exc:
@@ -695,35 +836,73 @@ def _bound_document(store: Any, row: Any, registry: Any, allow: tuple[str, ...])
         recorded = (doc["env_id"], doc["seed"], _plain_kwargs(doc["env_kwargs"]), doc["text_view"])
     except (ValueError, TypeError, KeyError, RecursionError) as exc:
         return f"its trajectory cannot be read: {exc}"
-    expected = (row.env_id, row.seed, json.loads(canonical_kwargs(kwargs)), _text_view_of(row.agent_spec))
+    expected = (
+        row.env_id,
+        row.seed,
+        json.loads(canonical_kwargs(kwargs)),
+        _text_view_of(row.agent_spec),
+    )
     if recorded != expected:
         names = ("env id", "seed", "kwargs", "text view")
-        differ = "; ".join(f"{n} {r!r} in the trajectory, {e!r} in the row" for n, r, e in zip(names, recorded, expected) if r != e)
+        differ = "; ".join(
+            f"{n} {r!r} in the trajectory, {e!r} in the row"
+            for n, r, e in zip(names, recorded, expected)
+            if r != e
+        )
         return f"the trajectory was recorded for another episode: {differ}"
     if doc["reset"] is None:
         return "its trajectory has no reset (the episode did not start)"
-    return {**doc, "env_id": row.env_id, "seed": row.seed, "env_kwargs": encode_value(kwargs), "text_view": expected[3]}
+    return {
+        **doc,
+        "env_id": row.env_id,
+        "seed": row.seed,
+        "env_kwargs": encode_value(kwargs),
+        "text_view": expected[3],
+    }
 
 
-def _replay_row(row: Any, doc: Mapping[str, Any], cache: EnvCache, current: Mapping[str, str],
-                on_row: Callable[[Any, list[str]], None] | None, report: ReverifyReport) -> None:
+def _replay_row(
+    row: Any,
+    doc: Mapping[str, Any],
+    cache: EnvCache,
+    current: Mapping[str, str],
+    on_row: Callable[[Any, list[str]], None] | None,
+    report: ReverifyReport,
+) -> None:
     try:
         result = replay(doc, cache)
     except Exception as exc:  # noqa: BLE001 - a replay that crashes is a change to report, not a crash
-        result = ReplayResult(None, None, 0, f"the replay raised {type(exc).__name__}: {safe_text(str(exc))[:500]}")
+        result = ReplayResult(
+            None, None, 0, f"the replay raised {type(exc).__name__}: {safe_text(str(exc))[:500]}"
+        )
     report.checked += 1
     reasons = []
     if result.success is None:
-        reasons.append(f"the replay gave no verdict ({result.detail or 'no success/score at the end'})")
-    elif result.success != row.success or not math.isclose(result.score, row.score, rel_tol=0, abs_tol=1e-9):
-        cause = "the replay diverged" if result.diverged_at is not None else "the verifier changed (same steps, new verdict)"
-        reasons.append(f"success {row.success} -> {result.success}, score {row.score:g} -> {result.score:g}: {cause}")
+        reasons.append(
+            f"the replay gave no verdict ({result.detail or 'no success/score at the end'})"
+        )
+    elif result.success != row.success or not math.isclose(
+        result.score, row.score, rel_tol=0, abs_tol=1e-9
+    ):
+        cause = (
+            "the replay diverged"
+            if result.diverged_at is not None
+            else "the verifier changed (same steps, new verdict)"
+        )
+        reasons.append(
+            f"success {row.success} -> {result.success}, score {row.score:g} -> {result.score:g}: {cause}"
+        )
     if result.diverged_at is not None and result.success is not None:
         reasons.append(f"replay diverged at step {result.diverged_at}: {result.detail}")
     if reasons:
-        if (row.verigym_version, row.git_sha) != (current.get("verigym_version"), current.get("git_sha")):
-            reasons.append(f"recorded with verigym {row.verigym_version} ({row.git_sha[:12]}), now {current.get('verigym_version')} "
-                           f"({str(current.get('git_sha'))[:12]}): the env or its verifier changed since")
+        if (row.verigym_version, row.git_sha) != (
+            current.get("verigym_version"),
+            current.get("git_sha"),
+        ):
+            reasons.append(
+                f"recorded with verigym {row.verigym_version} ({row.git_sha[:12]}), now {current.get('verigym_version')} "
+                f"({str(current.get('git_sha'))[:12]}): the env or its verifier changed since"
+            )
         report.changed.append((row, reasons))
         if on_row is not None:
             on_row(row, reasons)
@@ -734,7 +913,9 @@ def _replay_row(row: Any, doc: Mapping[str, Any], cache: EnvCache, current: Mapp
 # ---------------------------------------------------------------------------------------------
 
 
-def dataset_records(store: Any, rows: Iterable[Any], refused: list[tuple[Any, str]] | None = None) -> Iterator[dict[str, Any]]:
+def dataset_records(
+    store: Any, rows: Iterable[Any], refused: list[tuple[Any, str]] | None = None
+) -> Iterator[dict[str, Any]]:
     """One record per episode with a trajectory, in the chat format of Hugging Face ``datasets``, one at a time.
 
     Each record: ``messages`` (list of ``{"role", "content"}``), ``reward`` (the episode return),
@@ -760,10 +941,14 @@ def dataset_records(store: Any, rows: Iterable[Any], refused: list[tuple[Any, st
             if blob is None:
                 continue
             if row.trajectory_digest and row.trajectory_digest != trajectory_digest(row, blob):
-                raise ValueError("the stored trajectory is not the one written with this row (its digest differs)")
+                raise ValueError(
+                    "the stored trajectory is not the one written with this row (its digest differs)"
+                )
             doc = decode(blob)
             if (doc["env_id"], doc["seed"]) != (row.env_id, row.seed):
-                raise ValueError(f"the trajectory is of {doc['env_id']} seed {doc['seed']}, not of this row")
+                raise ValueError(
+                    f"the trajectory is of {doc['env_id']} seed {doc['seed']}, not of this row"
+                )
             messages = chat_messages(doc)
         except (ValueError, TypeError, KeyError, RecursionError) as exc:
             why = f"{row.agent_spec} {row.env_id} seed {row.seed}: {safe_text(str(exc))[:500]}"
@@ -772,15 +957,33 @@ def dataset_records(store: Any, rows: Iterable[Any], refused: list[tuple[Any, st
             refused.append((row, why))
             continue
         yield {
-            "messages": messages, "reward": float(row.episode_return), "score": float(row.score), "success": bool(row.success),
-            "env_id": row.env_id, "seed": int(row.seed), "agent": row.agent_spec, "config_hash": row.config_hash, "status": row.status,
-            "length": int(row.length), "suite": row.suite,
-            "provenance": json.dumps({"verigym_version": row.verigym_version, "git_sha": row.git_sha, "packages": json.loads(row.packages),
-                                      "python": row.python, "created_at": row.created_at}, sort_keys=True),
+            "messages": messages,
+            "reward": float(row.episode_return),
+            "score": float(row.score),
+            "success": bool(row.success),
+            "env_id": row.env_id,
+            "seed": int(row.seed),
+            "agent": row.agent_spec,
+            "config_hash": row.config_hash,
+            "status": row.status,
+            "length": int(row.length),
+            "suite": row.suite,
+            "provenance": json.dumps(
+                {
+                    "verigym_version": row.verigym_version,
+                    "git_sha": row.git_sha,
+                    "packages": json.loads(row.packages),
+                    "python": row.python,
+                    "created_at": row.created_at,
+                },
+                sort_keys=True,
+            ),
         }
 
 
-def export_dataset(records: Iterable[dict[str, Any]], path: Any, fmt: str, *, batch_size: int = 256) -> tuple[Any, int]:
+def export_dataset(
+    records: Iterable[dict[str, Any]], path: Any, fmt: str, *, batch_size: int = 256
+) -> tuple[Any, int]:
     """Write records as JSON Lines (``jsonl``) or Parquet (``parquet``, needs ``pyarrow``), streaming.
 
     Records are written as they come (Parquet in row groups of ``batch_size``), so memory holds
@@ -821,12 +1024,28 @@ def export_dataset(records: Iterable[dict[str, Any]], path: Any, fmt: str, *, ba
                 import pyarrow as pa
                 import pyarrow.parquet as pq
             except ImportError:
-                raise RuntimeError('Parquet export needs pyarrow: pip install "verigym[trl]" (or pyarrow)') from None
-            schema = pa.schema([
-                ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))), ("reward", pa.float64()),
-                ("score", pa.float64()), ("success", pa.bool_()), ("env_id", pa.string()), ("seed", pa.int64()), ("agent", pa.string()),
-                ("config_hash", pa.string()), ("status", pa.string()), ("length", pa.int64()), ("suite", pa.string()), ("provenance", pa.string()),
-            ])
+                raise RuntimeError(
+                    'Parquet export needs pyarrow: pip install "verigym[trl]" (or pyarrow)'
+                ) from None
+            schema = pa.schema(
+                [
+                    (
+                        "messages",
+                        pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())])),
+                    ),
+                    ("reward", pa.float64()),
+                    ("score", pa.float64()),
+                    ("success", pa.bool_()),
+                    ("env_id", pa.string()),
+                    ("seed", pa.int64()),
+                    ("agent", pa.string()),
+                    ("config_hash", pa.string()),
+                    ("status", pa.string()),
+                    ("length", pa.int64()),
+                    ("suite", pa.string()),
+                    ("provenance", pa.string()),
+                ]
+            )
             records = iter(records)
             with pq.ParquetWriter(partial, schema) as writer:
                 while batch := list(itertools.islice(records, batch_size)):

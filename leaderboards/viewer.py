@@ -71,12 +71,16 @@ def episode_filename(row: Any) -> str:
 
 def _page(title: str, body: str, script: str = "") -> str:
     tail = f"<script>{script}</script>" if script else ""
-    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-            f"<style>{_STYLE}</style></head><body>{body}{tail}</body></html>\n")
+    return (
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{_STYLE}</style></head><body>{body}{tail}</body></html>\n"
+    )
 
 
 def _verdict(row: Any) -> str:
-    mark = '<span class="ok">success</span>' if row.success else '<span class="fail">no success</span>'
+    mark = (
+        '<span class="ok">success</span>' if row.success else '<span class="fail">no success</span>'
+    )
     text = f"{mark} &middot; score {row.score:.3f} &middot; return {row.episode_return:.3f} &middot; {row.length} steps &middot; status {html.escape(row.status)}"
     if row.error:
         text += f"<pre>{html.escape(row.error)}</pre>"
@@ -99,17 +103,21 @@ def _observation_cell(entry: dict[str, Any]) -> str:
 def _episode_page(row: Any, doc: dict[str, Any] | None, frames: list[tuple[int, bytes]]) -> str:
     title = f"{row.env_id} seed {row.seed} — {row.agent_spec}"
     heading = f"{row.env_id} seed {row.seed} — {agent_label(row.agent_spec)}"
-    parts = [f'<p><a href="index.html">all episodes</a></p><h1 title="{html.escape(title)}">{html.escape(heading)}</h1>',
-             f'<p id="agent">agent <code>{html.escape(row.agent_spec)}</code></p>',
-             f'<p id="verdict">{_verdict(row)}</p>',
-             f"<p>recorded {html.escape(row.created_at)} with verigym {html.escape(row.verigym_version)} ({html.escape(row.git_sha[:12])}), "
-             f"config {html.escape(row.config_hash[:12])}, {row.time_s:.2f} s</p>"]
+    parts = [
+        f'<p><a href="index.html">all episodes</a></p><h1 title="{html.escape(title)}">{html.escape(heading)}</h1>',
+        f'<p id="agent">agent <code>{html.escape(row.agent_spec)}</code></p>',
+        f'<p id="verdict">{_verdict(row)}</p>',
+        f"<p>recorded {html.escape(row.created_at)} with verigym {html.escape(row.verigym_version)} ({html.escape(row.git_sha[:12])}), "
+        f"config {html.escape(row.config_hash[:12])}, {row.time_s:.2f} s</p>",
+    ]
     if doc is None:
         parts.append("<p>No trajectory was recorded for this episode.</p>")
         return _page(title, "".join(parts))
     if frames:
-        figures = "".join(f'<figure><img alt="step {step}" src="data:image/png;base64,{base64.b64encode(png).decode()}"><figcaption>step {step}</figcaption></figure>'
-                          for step, png in frames)
+        figures = "".join(
+            f'<figure><img alt="step {step}" src="data:image/png;base64,{base64.b64encode(png).decode()}"><figcaption>step {step}</figcaption></figure>'
+            for step, png in frames
+        )
         parts.append(f'<h2>Frames</h2><div class="film" id="filmstrip">{figures}</div>')
     turns = []
     rewards = [s.get("reward") for s in doc.get("steps", [])]
@@ -123,30 +131,48 @@ def _episode_page(row: Any, doc: dict[str, Any] | None, frames: list[tuple[int, 
             if step.get("info", {}).get("action_error"):
                 notes.append(f"action error: {step['info']['action_error']}")
             if step.get("generation"):
-                notes.append(", ".join(f"{k} {v}" for k, v in step["generation"].items() if k != "token_ids"))
+                notes.append(
+                    ", ".join(f"{k} {v}" for k, v in step["generation"].items() if k != "token_ids")
+                )
             extra = f'<div class="role">{html.escape(" · ".join(str(n) for n in notes))}</div>'
-        turns.append(f'<div class="turn {message["role"]}"><div class="role">{message["role"]}</div>{_pre(message["content"])}{extra}</div>')
+        turns.append(
+            f'<div class="turn {message["role"]}"><div class="role">{message["role"]}</div>{_pre(message["content"])}{extra}</div>'
+        )
     parts.append(f'<h2>Transcript</h2><div id="transcript">{"".join(turns)}</div>')
     rows = []
     for index, step in enumerate(doc.get("steps", []), 1):
         info = {k: v for k, v in step.get("info", {}).items()}
-        rows.append(f'<tr><td class="num">{index}</td><td>{_pre(show_action(step["action"]))}</td>'
-                    f'<td class="num">{html.escape(json.dumps(step.get("reward")))}</td><td>{"terminated" if step["terminated"] else ""}{"truncated" if step["truncated"] else ""}</td>'
-                    f"<td>{_observation_cell(step)}</td><td>{_pre(json.dumps(info)[:800])}</td></tr>")
-    parts.append('<h2>Steps</h2><table id="steps"><thead><tr><th>step</th><th>action</th><th>reward</th><th>end</th><th>observation</th><th>info</th></tr></thead>'
-                 f'<tbody>{"".join(rows)}</tbody></table>')
+        rows.append(
+            f'<tr><td class="num">{index}</td><td>{_pre(show_action(step["action"]))}</td>'
+            f'<td class="num">{html.escape(json.dumps(step.get("reward")))}</td><td>{"terminated" if step["terminated"] else ""}{"truncated" if step["truncated"] else ""}</td>'
+            f"<td>{_observation_cell(step)}</td><td>{_pre(json.dumps(info)[:800])}</td></tr>"
+        )
+    parts.append(
+        '<h2>Steps</h2><table id="steps"><thead><tr><th>step</th><th>action</th><th>reward</th><th>end</th><th>observation</th><th>info</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
     if doc.get("messages"):
-        own = "".join(f'<div class="turn {html.escape(m["role"])}"><div class="role">{html.escape(m["role"])}</div>{_pre(m["content"])}</div>' for m in doc["messages"])
+        own = "".join(
+            f'<div class="turn {html.escape(m["role"])}"><div class="role">{html.escape(m["role"])}</div>{_pre(m["content"])}</div>'
+            for m in doc["messages"]
+        )
         parts.append(f"<h2>The agent's own context at the end</h2>{own}")
     return _page(title, "".join(parts))
 
 
 def _select(name: str, values: list[tuple[str, str]]) -> str:
-    options = "".join(f'<option value="{html.escape(v)}" title="{html.escape(v)}">{html.escape(label)}</option>' for v, label in values)
-    return f'<label>{name} <select id="{name}"><option value="">all</option>{options}</select></label>'
+    options = "".join(
+        f'<option value="{html.escape(v)}" title="{html.escape(v)}">{html.escape(label)}</option>'
+        for v, label in values
+    )
+    return (
+        f'<label>{name} <select id="{name}"><option value="">all</option>{options}</select></label>'
+    )
 
 
-def write_viewer(store: Any, folder: str | pathlib.Path, rows: list[Any] | None = None) -> pathlib.Path:
+def write_viewer(
+    store: Any, folder: str | pathlib.Path, rows: list[Any] | None = None
+) -> pathlib.Path:
     """Write the viewer into ``folder/episodes``.
 
     Args:
@@ -165,19 +191,30 @@ def write_viewer(store: Any, folder: str | pathlib.Path, rows: list[Any] | None 
         blob = store.trajectory(row)
         doc = decode(blob) if blob is not None else None
         name = episode_filename(row)
-        (target / name).write_text(_episode_page(row, doc, store.frames(row)), encoding="utf-8", errors="backslashreplace")  # text UTF-8 cannot hold (lone surrogates) shown escaped
-        lines.append(f'<tr data-task="{html.escape(row.env_id)}" data-agent="{html.escape(row.agent_spec)}" data-success="{int(row.success)}">'
-                     f'<td>{html.escape(row.env_id)}</td><td title="{html.escape(row.agent_spec)}">{html.escape(agent_label(row.agent_spec))}</td><td class="num">{row.seed}</td>'
-                     f'<td>{html.escape(row.status)}</td><td>{"yes" if row.success else "no"}</td>'
-                     f'<td class="num"><a href="{name}">{row.score:.3f}</a></td><td class="num">{row.episode_return:.3f}</td>'
-                     f'<td class="num">{row.length}</td></tr>')
+        (target / name).write_text(
+            _episode_page(row, doc, store.frames(row)), encoding="utf-8", errors="backslashreplace"
+        )  # text UTF-8 cannot hold (lone surrogates) shown escaped
+        lines.append(
+            f'<tr data-task="{html.escape(row.env_id)}" data-agent="{html.escape(row.agent_spec)}" data-success="{int(row.success)}">'
+            f'<td>{html.escape(row.env_id)}</td><td title="{html.escape(row.agent_spec)}">{html.escape(agent_label(row.agent_spec))}</td><td class="num">{row.seed}</td>'
+            f"<td>{html.escape(row.status)}</td><td>{'yes' if row.success else 'no'}</td>"
+            f'<td class="num"><a href="{name}">{row.score:.3f}</a></td><td class="num">{row.episode_return:.3f}</td>'
+            f'<td class="num">{row.length}</td></tr>'
+        )
     tasks = sorted({r.env_id for r in rows})
     agents = sorted({r.agent_spec for r in rows})
-    filters = (_select("task", [(t, t) for t in tasks]) + _select("agent", [(a, agent_label(a)) for a in agents])
-               + _select("success", [("1", "success"), ("0", "no success")]))
-    body = (f'<h1>Episodes</h1><p>{filters} <span id="count">{len(rows)}</span> shown; open an episode from its score.</p><p id="agent-spec"></p>'
-            '<table id="episodes"><thead><tr><th>task</th><th>agent</th><th>seed</th><th>status</th><th>success</th><th>score</th>'
-            f'<th>return</th><th>length</th></tr></thead><tbody>{"".join(lines)}</tbody></table>')
+    filters = (
+        _select("task", [(t, t) for t in tasks])
+        + _select("agent", [(a, agent_label(a)) for a in agents])
+        + _select("success", [("1", "success"), ("0", "no success")])
+    )
+    body = (
+        f'<h1>Episodes</h1><p>{filters} <span id="count">{len(rows)}</span> shown; open an episode from its score.</p><p id="agent-spec"></p>'
+        '<table id="episodes"><thead><tr><th>task</th><th>agent</th><th>seed</th><th>status</th><th>success</th><th>score</th>'
+        f"<th>return</th><th>length</th></tr></thead><tbody>{''.join(lines)}</tbody></table>"
+    )
     index = target / "index.html"
-    index.write_text(_page("verigym episodes", body, _FILTER_SCRIPT), encoding="utf-8", errors="backslashreplace")
+    index.write_text(
+        _page("verigym episodes", body, _FILTER_SCRIPT), encoding="utf-8", errors="backslashreplace"
+    )
     return index

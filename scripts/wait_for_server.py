@@ -63,7 +63,10 @@ def answers(url: str, timeout: float = 2.0) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as reply:
             return 200 <= reply.status < 300
-    except (OSError, ValueError):  # refused, reset, timed out, HTTP error status (URLError/HTTPError)
+    except (
+        OSError,
+        ValueError,
+    ):  # refused, reset, timed out, HTTP error status (URLError/HTTPError)
         return False
 
 
@@ -78,8 +81,17 @@ def log_tail(path: Path | None, lines: int) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def wait(url: str, pid: int, *, name: str, log: Path | None = None, every: float = 15.0,
-         timeout: float = 0.0, tail: int = 30, poll: float = 1.0) -> int:
+def wait(
+    url: str,
+    pid: int,
+    *,
+    name: str,
+    log: Path | None = None,
+    every: float = 15.0,
+    timeout: float = 0.0,
+    tail: int = 30,
+    poll: float = 1.0,
+) -> int:
     """Poll ``url`` while process ``pid`` lives; the exit status described in the module docstring.
 
     Args:
@@ -100,18 +112,30 @@ def wait(url: str, pid: int, *, name: str, log: Path | None = None, every: float
     while True:
         if not process_alive(pid):
             # it may have answered and exited between two polls: its exit is the news either way
-            print(f"{name} exited before it was ready (after {time.monotonic() - start:.0f} s)"
-                  + (f"; the last lines of {log}:" if log else ""), file=sys.stderr, flush=True)
+            print(
+                f"{name} exited before it was ready (after {time.monotonic() - start:.0f} s)"
+                + (f"; the last lines of {log}:" if log else ""),
+                file=sys.stderr,
+                flush=True,
+            )
             if log:
                 print(log_tail(log, tail), file=sys.stderr, flush=True)
             return 1
         if answers(url):
-            print(f"{name} is ready (after {time.monotonic() - start:.0f} s)", file=sys.stderr, flush=True)
+            print(
+                f"{name} is ready (after {time.monotonic() - start:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
             return 0
         now = time.monotonic()
         if timeout and now - start >= timeout:
-            print(f"{name} is still running but did not answer {url} within {timeout:.0f} s"
-                  + (f"; the last lines of {log}:" if log else ""), file=sys.stderr, flush=True)
+            print(
+                f"{name} is still running but did not answer {url} within {timeout:.0f} s"
+                + (f"; the last lines of {log}:" if log else ""),
+                file=sys.stderr,
+                flush=True,
+            )
             if log:
                 print(log_tail(log, tail), file=sys.stderr, flush=True)
             return 1
@@ -123,13 +147,30 @@ def wait(url: str, pid: int, *, name: str, log: Path | None = None, every: float
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("url", help="the address that answers HTTP 2xx once the server is ready (http:// or https://)")
+    parser.add_argument(
+        "url",
+        help="the address that answers HTTP 2xx once the server is ready (http:// or https://)",
+    )
     parser.add_argument("--pid", type=int, required=True, help="the server's process id")
-    parser.add_argument("--log", type=Path, default=None, help="the server's log file (its tail is printed on failure)")
+    parser.add_argument(
+        "--log",
+        type=Path,
+        default=None,
+        help="the server's log file (its tail is printed on failure)",
+    )
     parser.add_argument("--name", default="the server", help="what to call the server in messages")
-    parser.add_argument("--every", type=float, default=15.0, help="seconds between progress lines (default 15)")
-    parser.add_argument("--timeout", type=float, default=0.0, help="seconds to wait at most while it runs (default 0: no limit)")
-    parser.add_argument("--tail", type=int, default=30, help="log lines to print on failure (default 30)")
+    parser.add_argument(
+        "--every", type=float, default=15.0, help="seconds between progress lines (default 15)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=0.0,
+        help="seconds to wait at most while it runs (default 0: no limit)",
+    )
+    parser.add_argument(
+        "--tail", type=int, default=30, help="log lines to print on failure (default 30)"
+    )
     args = parser.parse_args(argv)
     if not args.url.startswith(("http://", "https://")):
         parser.error(f"url must start with http:// or https://, not {args.url!r}")
@@ -139,7 +180,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--every must be > 0 and --timeout >= 0")
     if not 0 < args.tail <= MAX_TAIL:
         parser.error(f"--tail must be in 1..{MAX_TAIL}")
-    return wait(args.url, args.pid, name=args.name, log=args.log, every=args.every, timeout=args.timeout, tail=args.tail)
+    return wait(
+        args.url,
+        args.pid,
+        name=args.name,
+        log=args.log,
+        every=args.every,
+        timeout=args.timeout,
+        tail=args.tail,
+    )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,10 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 FRESH_ROLLOUTS = pytest.StashKey[object]()
 """Config stash key of the conformance rollouts (``tests.test_conformance.FreshRollouts``)."""
 
-LIFETIME_WORKERS = ("from verigym.verifiers import _spawned_main", "from multiprocessing.resource_tracker import main")
+LIFETIME_WORKERS = (
+    "from verigym.verifiers import _spawned_main",
+    "from multiprocessing.resource_tracker import main",
+)
 """Command-line marks of process-lifetime workers, which end with the interpreter: module-level
 pools reaped at exit (``tests/test_processes.py`` checks that they are) and multiprocessing's
 resource tracker (it exits when its pipe from this process closes)."""
@@ -27,7 +30,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Start the fresh-interpreter rollouts of the collected conformance ids now: their children run
     beside the tests collected before ``test_conformance.py`` (on 2 cores, one is otherwise idle).
     Under pytest-xdist every worker collects the same ids and rolls out its share of them."""
-    ids = [item.callspec.params["env_id"] for item in session.items if getattr(item, "originalname", None) == "test_verigym_check"]
+    ids = [
+        item.callspec.params["env_id"]
+        for item in session.items
+        if getattr(item, "originalname", None) == "test_verigym_check"
+    ]
     if ids and not session.config.option.collectonly:
         from tests.test_conformance import start_fresh_rollouts
 
@@ -63,7 +70,11 @@ def _lifetime_pids() -> set[int]:
     from tests.processes import descendants
 
     roots = {p.pid for p in multiprocessing.active_children() if p.daemon}
-    roots |= {pid for pid, command in descendants().items() if any(mark in command for mark in LIFETIME_WORKERS)}
+    roots |= {
+        pid
+        for pid, command in descendants().items()
+        if any(mark in command for mark in LIFETIME_WORKERS)
+    }
     return roots | {child for root in roots for child in descendants(root)}
 
 
@@ -79,7 +90,9 @@ def _no_child_process_survives(request: pytest.FixtureRequest):
         sys.modules["verigym.envs.gui.browser"].shutdown()
     deadline = time.monotonic() + 15
     while True:
-        left = {pid: command for pid, command in descendants().items() if pid not in _lifetime_pids()}
+        left = {
+            pid: command for pid, command in descendants().items() if pid not in _lifetime_pids()
+        }
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.2)

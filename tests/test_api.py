@@ -17,7 +17,9 @@ from verigym.agents.common.callbacks import evaluate
 
 
 def _run(code: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_subpackages_are_attributes_and_stay_lazy(tmp_path: Path) -> None:
@@ -77,6 +79,12 @@ def test_evaluate_refuses_an_oracle_bound_to_another_env() -> None:
     with pytest.raises(ValueError, match="one env instance"):
         evaluate(oracle, "verigym/GuessNumber-Hard-v0", episodes=1)
     with pytest.raises(ValueError, match="one env instance"):  # same id, another task
-        evaluate(agents.make("oracle", gym.make("verigym/GuessNumber-v0", max_number=10)), "verigym/GuessNumber-v0", episodes=1)
+        evaluate(
+            agents.make("oracle", gym.make("verigym/GuessNumber-v0", max_number=10)),
+            "verigym/GuessNumber-v0",
+            episodes=1,
+        )
     assert evaluate(oracle, env, episodes=2)["success_rate"] == 1.0  # its own env
-    assert evaluate(oracle, "verigym/GuessNumber-v0", episodes=2)["success_rate"] == 1.0  # its own env is that task
+    assert (
+        evaluate(oracle, "verigym/GuessNumber-v0", episodes=2)["success_rate"] == 1.0
+    )  # its own env is that task

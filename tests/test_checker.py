@@ -65,8 +65,14 @@ def test_seed_sensitivity_stops_at_the_first_difference(monkeypatch):
     """A seed-sensitive env passes after the first differing record, not after 8 x 30 steps."""
     steps = []
     original = broken_envs.CountdownTextEnv.step
-    monkeypatch.setattr(broken_envs.CountdownTextEnv, "step", lambda self, action: steps.append(1) or original(self, action))
-    report = check_env(broken_envs.CountdownTextEnv, steps=60, checks=["determinism", "seed_sensitivity"])
+    monkeypatch.setattr(
+        broken_envs.CountdownTextEnv,
+        "step",
+        lambda self, action: steps.append(1) or original(self, action),
+    )
+    report = check_env(
+        broken_envs.CountdownTextEnv, steps=60, checks=["determinism", "seed_sensitivity"]
+    )
     assert report.passed, report.format()
     determinism_steps = 2 * 60
     assert determinism_steps <= len(steps) <= determinism_steps + 2, len(steps)
@@ -95,7 +101,9 @@ def test_every_check_has_a_result():
     assert report.passed, report.format()
 
 
-@pytest.mark.parametrize("env_id", ["verigym/DoorKey-5x5-v0", "verigym/Wordle-Easy-v0", "verigym/TicTacToe-Random-v0"])
+@pytest.mark.parametrize(
+    "env_id", ["verigym/DoorKey-5x5-v0", "verigym/Wordle-Easy-v0", "verigym/TicTacToe-Random-v0"]
+)
 def test_registered_envs_refuse_step_after_end(env_id):
     """Families whose base class used to keep going (grid) and ones that refused by hand."""
     report = check_env(env_id, steps=60, checks=["step_after_end"])
@@ -125,14 +133,24 @@ def test_step_after_end_is_checked_through_language_wrapper(monkeypatch):
     from verigym.wrappers.language import LanguageWrapper
 
     guarded = LanguageWrapper.step
-    monkeypatch.setattr(LanguageWrapper, "step", guarded.__wrapped__)  # the step without its EpisodeGuard
+    monkeypatch.setattr(
+        LanguageWrapper, "step", guarded.__wrapped__
+    )  # the step without its EpisodeGuard
     failed = _failed("verigym/DoorKey-5x5-v0", checks=["step_after_end"])
     detail = failed["step_after_end"]
-    assert "LanguageWrapper, after the env truncated the episode, a malformed reply: step ran on" in detail
-    assert "LanguageWrapper, after its own truncation (3 malformed replies), the oracle reply: step ran on" in detail
+    assert (
+        "LanguageWrapper, after the env truncated the episode, a malformed reply: step ran on"
+        in detail
+    )
+    assert (
+        "LanguageWrapper, after its own truncation (3 malformed replies), the oracle reply: step ran on"
+        in detail
+    )
     monkeypatch.setattr(LanguageWrapper, "step", guarded)
     report = check_env("verigym/DoorKey-5x5-v0", steps=60, checks=["step_after_end"])
-    assert report.passed and "LanguageWrapper refused too" in report.results[0].detail, report.format()
+    assert report.passed and "LanguageWrapper refused too" in report.results[0].detail, (
+        report.format()
+    )
 
 
 def test_a_hanging_step_fails_its_check_instead_of_hanging_the_checker():
@@ -143,9 +161,13 @@ def test_a_hanging_step_fails_its_check_instead_of_hanging_the_checker():
     hung = [r for r in report.results if r.status == "fail"]
     assert len(hung) == 1, report.format()
     assert "now in HangsInStepEnv.step (broken_envs.py" in hung[0].detail, hung[0].detail
-    assert "did not return within 1 s" in hung[0].detail and hung[0].name == "determinism", hung[0].detail
+    assert "did not return within 1 s" in hung[0].detail and hung[0].name == "determinism", hung[
+        0
+    ].detail
     after = report.results[report.results.index(hung[0]) + 1 :]
-    assert after and all(r.status == "skip" and "hung in an earlier check" in r.detail for r in after), report.format()
+    assert after and all(
+        r.status == "skip" and "hung in an earlier check" in r.detail for r in after
+    ), report.format()
     assert results["family"].status == "pass"  # the checks before it ran normally
 
 

@@ -37,12 +37,19 @@ class PenniesEnv(ParallelEnv):
     A malformed coin counts as heads (0) and sets ``infos[agent]["action_error"]``.
     """
 
-    metadata = {"name": "pennies", "is_parallelizable": True, "render_modes": [], "family": "multiagent"}
+    metadata = {
+        "name": "pennies",
+        "is_parallelizable": True,
+        "render_modes": [],
+        "family": "multiagent",
+    }
 
     def __init__(self):
         self.possible_agents = ["even", "odd"]
         self.agents = []
-        self.observation_spaces = {a: spaces.Box(0, 3, (2,), np.int64) for a in self.possible_agents}
+        self.observation_spaces = {
+            a: spaces.Box(0, 3, (2,), np.int64) for a in self.possible_agents
+        }
         self.action_spaces = {a: spaces.Discrete(2) for a in self.possible_agents}
         self.rng = np.random.default_rng()
         self.round = 0
@@ -71,7 +78,11 @@ class PenniesEnv(ParallelEnv):
         return {a: self._observe(a) for a in self.agents}, {a: {} for a in self.agents}
 
     def _coin(self, action, info):
-        if isinstance(action, (int, np.integer)) and not isinstance(action, bool) and action in (0, 1):
+        if (
+            isinstance(action, (int, np.integer))
+            and not isinstance(action, bool)
+            and action in (0, 1)
+        ):
             return int(action)
         action_error_info(f"a coin is 0 or 1, got {action!r:.40}; counted as 0", info)
         return 0
@@ -161,7 +172,9 @@ class UnpicklablePennies(PenniesEnv):
 
 
 def _failed(env_class) -> set[str]:
-    report = check_multiagent_env(env_class, steps=40, checks=[c for c in MULTIAGENT_CHECKS if c != "pettingzoo_api_test"])
+    report = check_multiagent_env(
+        env_class, steps=40, checks=[c for c in MULTIAGENT_CHECKS if c != "pettingzoo_api_test"]
+    )
     return {r.name for r in report.failures}
 
 
@@ -194,13 +207,19 @@ def test_malformed_actions_reports_each_agent():
 def test_cli_checks_a_multiagent_id_and_the_family(capsys):
     assert main(["check", "verigym/TicTacToe-v0", "--steps", "30"]) == 0
     out = capsys.readouterr().out
-    assert "verigym/TicTacToe-v0: PASS" in out and "pickle_deepcopy" in out and "1 passed, 0 failed" in out
+    assert (
+        "verigym/TicTacToe-v0: PASS" in out
+        and "pickle_deepcopy" in out
+        and "1 passed, 0 failed" in out
+    )
     assert main(["check", "--family", "multiagent", "--steps", "20"]) == 0
     out = capsys.readouterr().out
     views = [r.id for r in rows("multiagent") if r.api == "gymnasium"]
     assert all(f"{env_id}: PASS" in out for env_id in MULTIAGENT_IDS + views)
     assert f"{len(MULTIAGENT_IDS) + len(views)} passed, 0 failed" in out
-    assert main(["check", "verigym/Tag-v0", "--url", "http://127.0.0.1:1"]) == 2  # remote checks are Gymnasium-only
+    assert (
+        main(["check", "verigym/Tag-v0", "--url", "http://127.0.0.1:1"]) == 2
+    )  # remote checks are Gymnasium-only
 
 
 @pytest.mark.parametrize("game", [PursuitEnv, SpreadEnv, TagEnv], ids=lambda cls: cls.__name__)
@@ -217,4 +236,6 @@ def test_an_env_without_possible_agents_is_a_clear_make_failure():
     from pettingzoo.test.example_envs import generated_agents_parallel_v0
 
     report = check_multiagent_env(generated_agents_parallel_v0.env)
-    assert [r.name for r in report.results] == ["make"] and "possible_agents" in report.results[0].detail
+    assert [r.name for r in report.results] == ["make"] and "possible_agents" in report.results[
+        0
+    ].detail

@@ -32,7 +32,10 @@ def test_doctor_reports_every_part(capsys):
 def test_play_through_text_view():
     done = subprocess.run(
         [sys.executable, "-m", "verigym", "play", "verigym/Treasure-7x7-v0", "--seed", "1"],
-        input="up\nbogus\nquit\n", capture_output=True, text=True, timeout=120,
+        input="up\nbogus\nquit\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert "Walk to the treasure" in done.stdout
@@ -71,7 +74,20 @@ def test_misspelled_gymnasium_id_suggests_the_gymnasium_id(capsys):
 
 def test_option_prefixes_are_refused(capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
-        main(["train", "ppo", "--env", "CartPole-v1", "--steps", "10", "--out", str(tmp_path), "--learning-rat", "1e-3"])
+        main(
+            [
+                "train",
+                "ppo",
+                "--env",
+                "CartPole-v1",
+                "--steps",
+                "10",
+                "--out",
+                str(tmp_path),
+                "--learning-rat",
+                "1e-3",
+            ]
+        )
     assert exc.value.code == 2
     assert "unrecognized arguments: --learning-rat" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
@@ -84,23 +100,62 @@ def test_eval_fails_fast_when_the_factory_cannot_be_imported(capsys, tmp_path, m
     (tmp_path / "broken_agent_module.py").write_text("import a_module_that_does_not_exist_21\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    err = _usage_error(capsys, ["eval", "--agent", "broken_agent_module:make", "--suite", "starter", "--out", str(tmp_path / "res"), "--no-progress"],
-                       "No module named 'a_module_that_does_not_exist_21'")
+    err = _usage_error(
+        capsys,
+        [
+            "eval",
+            "--agent",
+            "broken_agent_module:make",
+            "--suite",
+            "starter",
+            "--out",
+            str(tmp_path / "res"),
+            "--no-progress",
+        ],
+        "No module named 'a_module_that_does_not_exist_21'",
+    )
     assert "cannot import 'broken_agent_module'" in err
     assert not (tmp_path / "res" / "results.sqlite").exists()  # no episode ran, no error row
     (tmp_path / "no_factory_module.py").write_text("VALUE = 1\n")
-    _usage_error(capsys, ["eval", "--agent", "no_factory_module:make", "--env", "verigym/GuessNumber-v0", "--out", str(tmp_path / "res")], "has no attribute 'make'")
+    _usage_error(
+        capsys,
+        [
+            "eval",
+            "--agent",
+            "no_factory_module:make",
+            "--env",
+            "verigym/GuessNumber-v0",
+            "--out",
+            str(tmp_path / "res"),
+        ],
+        "has no attribute 'make'",
+    )
 
 
 def test_eval_on_one_env_without_a_suite(capsys, tmp_path):
-    argv = ["eval", "--agent", "random", "--env", "verigym/GuessNumber-v0", "--episodes", "2", "--workers", "1", "--out", str(tmp_path), "--no-progress"]
+    argv = [
+        "eval",
+        "--agent",
+        "random",
+        "--env",
+        "verigym/GuessNumber-v0",
+        "--episodes",
+        "2",
+        "--workers",
+        "1",
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+    ]
     assert main(argv) == 0
     assert "ran 2 episodes (2 ok)" in capsys.readouterr().out
     from verigym.leaderboards.store import ResultsStore
 
     with ResultsStore(tmp_path) as store:
         rows = store.rows()
-    assert sorted(r.seed for r in rows) == [1_000_000, 1_000_001] and {r.env_id for r in rows} == {"verigym/GuessNumber-v0"}
+    assert sorted(r.seed for r in rows) == [1_000_000, 1_000_001] and {r.env_id for r in rows} == {
+        "verigym/GuessNumber-v0"
+    }
     with pytest.raises(SystemExit):  # --env and --suite exclude each other
         main(["eval", "--agent", "random", "--env", "verigym/GuessNumber-v0", "--suite", "starter"])
 
@@ -110,7 +165,9 @@ def test_doctor_detail_is_not_a_wrapper_scripts_stderr(tmp_path, monkeypatch):
     from verigym.doctor import probe_chromium
 
     wrapper = tmp_path / "chromium"
-    wrapper.write_text("#!/bin/sh\necho '/usr/bin/chromium: 9: [: 25276514304: unexpected operator' >&2\necho 'Chromium 1.2.3'\n")
+    wrapper.write_text(
+        "#!/bin/sh\necho '/usr/bin/chromium: 9: [: 25276514304: unexpected operator' >&2\necho 'Chromium 1.2.3'\n"
+    )
     wrapper.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     probe = probe_chromium()
@@ -121,13 +178,20 @@ def test_doctor_detail_is_not_a_wrapper_scripts_stderr(tmp_path, monkeypatch):
 def test_list_explains_its_columns_on_a_terminal_only(capsys, monkeypatch):
     assert main(["list", "--family", "grid"]) == 0
     captured = capsys.readouterr()  # piped: plain rows on stdout, and no legend anywhere
-    assert captured.out.startswith("id\tfamily\tapi\tstep limit\tdescription\n") and captured.err == ""
+    assert (
+        captured.out.startswith("id\tfamily\tapi\tstep limit\tdescription\n") and captured.err == ""
+    )
     assert "step limit: steps" not in captured.out
     monkeypatch.setattr("sys.stdout.isatty", lambda: True)
     monkeypatch.setenv("COLUMNS", "200")
     assert main(["list", "--family", "grid"]) == 0
-    out = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out).split())  # without the terminal's styles
-    assert "step limit: steps (moves of each agent in a game) before the episode is truncated" in out and "api gymnasium" in out
+    out = " ".join(
+        re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out).split()
+    )  # without the terminal's styles
+    assert (
+        "step limit: steps (moves of each agent in a game) before the episode is truncated" in out
+        and "api gymnasium" in out
+    )
 
 
 # ---- issue 21: the fresh-interpreter check does not depend on the working directory --------------
@@ -157,9 +221,13 @@ def test_play_arrow_keys_move_in_grid_envs(monkeypatch, capsys):
     out = _play(monkeypatch, capsys, "verigym/Treasure-7x7-v0", "\x1b[A\x1b[D\nquit\n")
     assert "invalid action" not in out
     assert out.count("(reward ") == 2  # two arrows on one line: two moves
-    out = _play(monkeypatch, capsys, "verigym/DoorKey-5x5-v0", "\x1b[C\x1bOA\nquit\n")  # turn right, forward
+    out = _play(
+        monkeypatch, capsys, "verigym/DoorKey-5x5-v0", "\x1b[C\x1bOA\nquit\n"
+    )  # turn right, forward
     assert "invalid action" not in out and out.count("(reward ") == 2
-    out = _play(monkeypatch, capsys, "verigym/DoorKey-5x5-v0", "\x1b[B\nquit\n")  # MiniGrid has no "down"
+    out = _play(
+        monkeypatch, capsys, "verigym/DoorKey-5x5-v0", "\x1b[B\nquit\n"
+    )  # MiniGrid has no "down"
     assert "no move for that arrow key" in out and "(reward " not in out
 
 
@@ -168,7 +236,9 @@ def test_play_empty_line_costs_no_turn_and_rules_are_printed_once(monkeypatch, c
     assert out.count("an empty line is not a turn") == 2
     assert "Turn 1/9." in out and "Turn 2/9." not in out  # the guess was the first turn
     assert out.count("After each guess I say whether") == 1
-    out = _play(monkeypatch, capsys, "verigym/Treasure-7x7-v0", "up\n" * 3 + "quit\n", "--episodes", "2")
+    out = _play(
+        monkeypatch, capsys, "verigym/Treasure-7x7-v0", "up\n" * 3 + "quit\n", "--episodes", "2"
+    )
     assert out.count("Walk to the treasure") == 1
 
 
@@ -177,11 +247,15 @@ def test_play_multiagent_id_points_to_single_agent_views(capsys):
 
 
 def test_train_unknown_or_non_learning_agent_is_a_usage_error(capsys):
-    _usage_error(capsys, ["train", "ppoo", "--env", "CartPole-v1"], "verigym train: unknown agent 'ppoo'")
+    _usage_error(
+        capsys, ["train", "ppoo", "--env", "CartPole-v1"], "verigym train: unknown agent 'ppoo'"
+    )
     _usage_error(capsys, ["train", "random", "--env", "CartPole-v1"], "does not learn")
 
 
-def _read_until(fd: int, marker: bytes, seen: bytearray, count: int = 1, timeout: float = 120.0) -> None:
+def _read_until(
+    fd: int, marker: bytes, seen: bytearray, count: int = 1, timeout: float = 120.0
+) -> None:
     """Read the child's terminal into ``seen`` until ``marker`` occurs ``count`` times."""
     import select
     import time
@@ -199,8 +273,13 @@ def _read_until(fd: int, marker: bytes, seen: bytearray, count: int = 1, timeout
 def test_play_on_a_terminal_an_arrow_key_plays_at_once():
     pty = pytest.importorskip("pty")
     master, slave = pty.openpty()
-    child = subprocess.Popen([sys.executable, "-m", "verigym", "play", "verigym/Treasure-7x7-v0", "--seed", "1"],
-                             stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "verigym", "play", "verigym/Treasure-7x7-v0", "--seed", "1"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        close_fds=True,
+    )
     os.close(slave)
     seen = bytearray()
     try:
@@ -215,7 +294,9 @@ def test_play_on_a_terminal_an_arrow_key_plays_at_once():
         except subprocess.TimeoutExpired:
             _read_until(master, b"never printed", seen, timeout=1.0)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\n--- terminal:\n{seen.decode(errors='replace')[-3000:]!r}") from None
+        raise AssertionError(
+            f"{exc}\n--- terminal:\n{seen.decode(errors='replace')[-3000:]!r}"
+        ) from None
     finally:
         if child.poll() is None:
             child.kill()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-BOOM_AGENT = '''
+BOOM_AGENT = """
 class Boom:
     def reset(self, *, seed=None):
         pass
@@ -29,16 +29,28 @@ class Boom:
 
 def make(env):
     return Boom()
-'''
+"""
 
 
-def cli(*args: str, cwd: Path, stdin: str | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+def cli(
+    *args: str, cwd: Path, stdin: str | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess:
     env = {**os.environ, "VERIGYM_CACHE": str(cwd / "cache"), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "verigym", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout, input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "verigym", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+    )
 
 
-def one_line_error(done: subprocess.CompletedProcess, verb: str, expected: str, status: int = 2) -> str:
+def one_line_error(
+    done: subprocess.CompletedProcess, verb: str, expected: str, status: int = 2
+) -> str:
     """The single stderr line of a failed command, after checking its form."""
     assert done.returncode == status, (done.returncode, done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()
@@ -54,16 +66,43 @@ def one_line_error(done: subprocess.CompletedProcess, verb: str, expected: str, 
 
 def test_eval_exits_non_zero_when_every_episode_is_an_error(tmp_path):
     (tmp_path / "boom_agent.py").write_text(BOOM_AGENT)
-    done = cli("eval", "--agent", "boom_agent:make", "--env", "verigym/GuessNumber-v0", "--episodes", "2", "--workers", "1",
-                   "--out", "res", "--no-progress", cwd=tmp_path)
-    line = one_line_error(done, "eval", "every episode of boom_agent:make on verigym/GuessNumber-v0 is an error (2 of 2)", status=1)
+    done = cli(
+        "eval",
+        "--agent",
+        "boom_agent:make",
+        "--env",
+        "verigym/GuessNumber-v0",
+        "--episodes",
+        "2",
+        "--workers",
+        "1",
+        "--out",
+        "res",
+        "--no-progress",
+        cwd=tmp_path,
+    )
+    line = one_line_error(
+        done,
+        "eval",
+        "every episode of boom_agent:make on verigym/GuessNumber-v0 is an error (2 of 2)",
+        status=1,
+    )
     assert "the agent broke" in line
     assert "ran 2 episodes (2 error)" in done.stdout  # the rows are recorded all the same
 
 
 def test_eval_checks_the_model_folder_before_any_episode(tmp_path):
     (tmp_path / "empty").mkdir()
-    done = cli("eval", "--agent", "llm:empty", "--env", "verigym/GuessNumber-v0", "--out", "res", cwd=tmp_path)
+    done = cli(
+        "eval",
+        "--agent",
+        "llm:empty",
+        "--env",
+        "verigym/GuessNumber-v0",
+        "--out",
+        "res",
+        cwd=tmp_path,
+    )
     one_line_error(done, "eval", "empty is not a model directory")
     assert not (tmp_path / "res" / "results.sqlite").exists()
 
@@ -72,7 +111,9 @@ class _Models(http.server.BaseHTTPRequestHandler):
     """An OpenAI-compatible server that lists one model and answers nothing else."""
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        body = json.dumps({"object": "list", "data": [{"id": "served-model", "object": "model"}]}).encode()
+        body = json.dumps(
+            {"object": "list", "data": [{"id": "served-model", "object": "model"}]}
+        ).encode()
         self.send_response(200 if self.path == "/v1/models" else 404)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -89,12 +130,32 @@ def test_eval_checks_the_openai_endpoint_serves_the_model(tmp_path):
     thread.start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        done = cli("eval", "--agent", f"openai:{url}#no-such-model", "--env", "verigym/GuessNumber-v0", "--out", "res", cwd=tmp_path)
-        one_line_error(done, "eval", "does not serve model 'no-such-model'; it serves: served-model")
+        done = cli(
+            "eval",
+            "--agent",
+            f"openai:{url}#no-such-model",
+            "--env",
+            "verigym/GuessNumber-v0",
+            "--out",
+            "res",
+            cwd=tmp_path,
+        )
+        one_line_error(
+            done, "eval", "does not serve model 'no-such-model'; it serves: served-model"
+        )
     finally:
         server.shutdown()
         server.server_close()
-    done = cli("eval", "--agent", f"openai:{url}#served-model", "--env", "verigym/GuessNumber-v0", "--out", "res", cwd=tmp_path)
+    done = cli(
+        "eval",
+        "--agent",
+        f"openai:{url}#served-model",
+        "--env",
+        "verigym/GuessNumber-v0",
+        "--out",
+        "res",
+        cwd=tmp_path,
+    )
     one_line_error(done, "eval", "cannot reach")  # the server is gone now
     assert not (tmp_path / "res" / "results.sqlite").exists()
 
@@ -104,11 +165,44 @@ def test_eval_checks_the_env_server_and_that_the_agent_can_play_there(tmp_path):
     import verigym.serve
 
     with verigym.serve.start("verigym/GuessNumber-v0") as server:
-        done = cli("eval", "--agent", "random", "--env", "verigym/Hangman-Easy-v0", "--env-url", server.url, "--out", "res", cwd=tmp_path)
+        done = cli(
+            "eval",
+            "--agent",
+            "random",
+            "--env",
+            "verigym/Hangman-Easy-v0",
+            "--env-url",
+            server.url,
+            "--out",
+            "res",
+            cwd=tmp_path,
+        )
         one_line_error(done, "eval", "cannot play verigym/Hangman-Easy-v0 there")  # not served
-        done = cli("eval", "--agent", "oracle", "--env", "verigym/GuessNumber-v0", "--env-url", server.url, "--out", "res", cwd=tmp_path)
+        done = cli(
+            "eval",
+            "--agent",
+            "oracle",
+            "--env",
+            "verigym/GuessNumber-v0",
+            "--env-url",
+            server.url,
+            "--out",
+            "res",
+            cwd=tmp_path,
+        )
         one_line_error(done, "eval", "a remote env has no oracle_action()")
-    done = cli("eval", "--agent", "random", "--env", "verigym/GuessNumber-v0", "--env-url", server.url, "--out", "res", cwd=tmp_path)
+    done = cli(
+        "eval",
+        "--agent",
+        "random",
+        "--env",
+        "verigym/GuessNumber-v0",
+        "--env-url",
+        server.url,
+        "--out",
+        "res",
+        cwd=tmp_path,
+    )
     one_line_error(done, "eval", "cannot reach")  # the server is gone
     done = cli("eval", "--agent", "oracle", "--env", "CartPole-v1", "--out", "res", cwd=tmp_path)
     one_line_error(done, "eval", "oracle cannot play CartPole-v1")
@@ -116,13 +210,27 @@ def test_eval_checks_the_env_server_and_that_the_agent_can_play_there(tmp_path):
 
 
 def test_a_second_eval_reuses_what_is_recorded_and_refuses_only_a_duplicate(tmp_path):
-    common = ("--agent", "oracle", "--env", "verigym/GuessNumber-v0", "--workers", "1", "--out", "res", "--no-progress")
+    common = (
+        "--agent",
+        "oracle",
+        "--env",
+        "verigym/GuessNumber-v0",
+        "--workers",
+        "1",
+        "--out",
+        "res",
+        "--no-progress",
+    )
     assert cli("eval", *common, "--episodes", "2", cwd=tmp_path).returncode == 0
-    more = cli("eval", *common, "--episodes", "3", cwd=tmp_path)  # the README's order: a longer run after a shorter one
+    more = cli(
+        "eval", *common, "--episodes", "3", cwd=tmp_path
+    )  # the README's order: a longer run after a shorter one
     assert more.returncode == 0, more.stderr
     assert "ran 1 episodes (1 ok), 2 already recorded" in more.stdout
     again = cli("eval", *common, "--episodes", "3", cwd=tmp_path)
-    one_line_error(again, "eval", "all 3 episodes of oracle on env verigym/GuessNumber-v0 are already in")
+    one_line_error(
+        again, "eval", "all 3 episodes of oracle on env verigym/GuessNumber-v0 are already in"
+    )
 
 
 # ---- verigym serve / train -----------------------------------------------------------------------
@@ -132,21 +240,61 @@ def test_serve_and_train_grpo_on_a_folder_without_a_model_say_so_in_one_line(tmp
     (tmp_path / "empty").mkdir()
     expected = "no model in empty: expected config.json and weights, a .gguf file, or a short name such as smollm2"
     one_line_error(cli("serve", "empty", cwd=tmp_path), "serve", expected)
-    one_line_error(cli("train", "grpo", "--env", "verigym/GuessNumber-v0", "--model", "empty", cwd=tmp_path), "train grpo", expected)
-    one_line_error(cli("train", "grpo", "--env", "verigym/TicTacToe-v0", "--model", "empty", cwd=tmp_path), "train grpo", "is a multi-agent env")
+    one_line_error(
+        cli("train", "grpo", "--env", "verigym/GuessNumber-v0", "--model", "empty", cwd=tmp_path),
+        "train grpo",
+        expected,
+    )
+    one_line_error(
+        cli("train", "grpo", "--env", "verigym/TicTacToe-v0", "--model", "empty", cwd=tmp_path),
+        "train grpo",
+        "is a multi-agent env",
+    )
 
 
 def test_train_option_errors_are_one_line_with_did_you_mean(tmp_path):
-    done = cli("train", "ppo", "--env", "CartPole-v1", "--steps", "10", "--out", "run", "--learning-rat", "1e-3", cwd=tmp_path)
-    one_line_error(done, "train ppo", "unrecognized arguments: --learning-rat 1e-3; did you mean --learning-rate?")
-    one_line_error(cli("train", "ppo", "--env", "CartPole-v1", cwd=tmp_path), "train ppo", "required: --steps, --out")
+    done = cli(
+        "train",
+        "ppo",
+        "--env",
+        "CartPole-v1",
+        "--steps",
+        "10",
+        "--out",
+        "run",
+        "--learning-rat",
+        "1e-3",
+        cwd=tmp_path,
+    )
+    one_line_error(
+        done,
+        "train ppo",
+        "unrecognized arguments: --learning-rat 1e-3; did you mean --learning-rate?",
+    )
+    one_line_error(
+        cli("train", "ppo", "--env", "CartPole-v1", cwd=tmp_path),
+        "train ppo",
+        "required: --steps, --out",
+    )
     one_line_error(cli("list", "--fam", "grid", cwd=tmp_path), "list", "did you mean --family?")
-    one_line_error(cli("train", cwd=tmp_path), "train", "the following arguments are required: agent (")
+    one_line_error(
+        cli("train", cwd=tmp_path), "train", "the following arguments are required: agent ("
+    )
     assert not (tmp_path / "run").exists()
 
 
 def test_train_ppo_on_a_text_env_says_what_fits(tmp_path):
-    done = cli("train", "ppo", "--env", "verigym/GuessNumber-v0", "--steps", "10", "--out", "run", cwd=tmp_path)
+    done = cli(
+        "train",
+        "ppo",
+        "--env",
+        "verigym/GuessNumber-v0",
+        "--steps",
+        "10",
+        "--out",
+        "run",
+        cwd=tmp_path,
+    )
     one_line_error(done, "train ppo", "verigym train grpo --env verigym/GuessNumber-v0")
     assert "CandidateActionWrapper" in done.stderr and not (tmp_path / "run").exists()
 
@@ -154,20 +302,31 @@ def test_train_ppo_on_a_text_env_says_what_fits(tmp_path):
 def test_train_reports_no_success_rate_for_an_env_without_success():
     from verigym.commands.train import _evaluation_line
 
-    line = _evaluation_line({"mean_return": 20.0, "std_return": 1.5, "success_rate": math.nan, "mean_score": math.nan})
+    line = _evaluation_line(
+        {"mean_return": 20.0, "std_return": 1.5, "success_rate": math.nan, "mean_score": math.nan}
+    )
     assert line == "mean return 20.00 +- 1.50" and "nan" not in line
-    assert _evaluation_line({"mean_return": 1.0, "std_return": 0.0, "success_rate": 0.5}).endswith("success rate 0.50")
+    assert _evaluation_line({"mean_return": 1.0, "std_return": 0.0, "success_rate": 0.5}).endswith(
+        "success rate 0.50"
+    )
 
 
 # ---- verigym play / list -------------------------------------------------------------------------
 
 
 def test_play_at_the_end_of_input_says_how_the_episode_stood(tmp_path):
-    done = cli("play", "verigym/GuessNumber-v0", "--seed", "1", cwd=tmp_path)  # stdin closed at once
+    done = cli(
+        "play", "verigym/GuessNumber-v0", "--seed", "1", cwd=tmp_path
+    )  # stdin closed at once
     assert done.returncode == 0, done.stderr
     assert "Episode 1 of 1 left unfinished after 0 steps: return=+0.000" in done.stdout
-    done = cli("play", "verigym/GuessNumber-v0", "--seed", "1", cwd=tmp_path, stdin="50\n")  # Ctrl-D after a turn
-    assert done.returncode == 0 and "(end of input) Episode 1 of 1 left unfinished after 1 steps" in done.stdout
+    done = cli(
+        "play", "verigym/GuessNumber-v0", "--seed", "1", cwd=tmp_path, stdin="50\n"
+    )  # Ctrl-D after a turn
+    assert (
+        done.returncode == 0
+        and "(end of input) Episode 1 of 1 left unfinished after 1 steps" in done.stdout
+    )
 
 
 def test_list_piped_has_real_step_limits_and_no_legend(tmp_path):
@@ -182,7 +341,9 @@ def test_list_piped_has_real_step_limits_and_no_legend(tmp_path):
     import verigym  # noqa: F401
 
     env = gym.make("verigym/DoorKey-5x5-v0")
-    assert limits["verigym/DoorKey-5x5-v0"] == str(env.unwrapped.max_steps)  # the made env's own limit
+    assert limits["verigym/DoorKey-5x5-v0"] == str(
+        env.unwrapped.max_steps
+    )  # the made env's own limit
     env.close()
     again = cli("list", "--family", "grid", cwd=tmp_path)  # answered from the cache, the same
     assert again.stdout == done.stdout and (tmp_path / "cache" / "list-step-limits.json").is_file()
@@ -209,16 +370,29 @@ def test_progress_in_a_log_prints_whole_lines():
     from verigym.progress import Progress
 
     log = io.StringIO()
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("return {task.fields[ret]}"),
-                  console=Console(file=log, force_terminal=False), interval_s=0.0) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("return {task.fields[ret]}"),
+        console=Console(file=log, force_terminal=False),
+        interval_s=0.0,
+    ) as progress:
         task = progress.add_task("ppo on CartPole-v1", total=3, ret="-")
         for step in range(3):
             progress.update(task, advance=1, ret=f"{step:.1f}")
     text = log.getvalue()
     assert "\r" not in text and "\x1b" not in text and "━" not in text
-    assert text.splitlines() == [f"ppo on CartPole-v1 {n}/3 return {n - 1:.1f}" for n in (1, 2, 3)]  # the stop repeats none
+    assert text.splitlines() == [
+        f"ppo on CartPole-v1 {n}/3 return {n - 1:.1f}" for n in (1, 2, 3)
+    ]  # the stop repeats none
     log = io.StringIO()
-    with Progress(TextColumn("{task.description}"), MofNCompleteColumn(), console=Console(file=log, force_terminal=False), interval_s=3600) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        MofNCompleteColumn(),
+        console=Console(file=log, force_terminal=False),
+        interval_s=3600,
+    ) as progress:
         task = progress.add_task("grpo", total=2)
         progress.update(task, advance=2)
     assert log.getvalue() == "grpo 2/2\n"  # between two intervals: the last state once, at the stop
@@ -232,7 +406,9 @@ def test_a_folder_without_config_and_weights_is_no_model(tmp_path):
     (folder / "config.json").write_text("{}")  # a config alone is not a model
     assert not is_model_reference(folder)
     for check in (check_model, resolve_model):
-        with pytest.raises(FileNotFoundError, match=r"^no model in .*checkpoint: expected config.json and weights"):
+        with pytest.raises(
+            FileNotFoundError, match=r"^no model in .*checkpoint: expected config.json and weights"
+        ):
             check(folder)
     (folder / "model.safetensors").write_bytes(b"")
     assert is_model_reference(folder) and resolve_model(folder) == folder
@@ -249,6 +425,8 @@ def test_library_bars_are_off_in_a_log_only():
 
     try:
         assert not quiet_library_bars(Terminal()) and transformers_logging.is_progress_bar_enabled()
-        assert quiet_library_bars(io.StringIO()) and not transformers_logging.is_progress_bar_enabled()
+        assert (
+            quiet_library_bars(io.StringIO()) and not transformers_logging.is_progress_bar_enabled()
+        )
     finally:
         transformers_logging.enable_progress_bar()

@@ -25,7 +25,12 @@ STEPS = 120
 
 def _params(api: str) -> list:
     selected = [r for r in verigym.rows() if (r.api == "gymnasium") == (api == "gymnasium")]
-    return [pytest.param(r.id, id=r.id, marks=[FAMILY_MARKS[r.family]] if r.family in FAMILY_MARKS else []) for r in selected]
+    return [
+        pytest.param(
+            r.id, id=r.id, marks=[FAMILY_MARKS[r.family]] if r.family in FAMILY_MARKS else []
+        )
+        for r in selected
+    ]
 
 
 def _xdist_share() -> tuple[int, int]:
@@ -68,9 +73,15 @@ class FreshRollouts:
 
     def _run_and_publish(self, requests: dict) -> dict:
         try:
-            result = _fresh_trajectories(requests, workers=1 if self._count > 1 else None) if requests else {}
+            result = (
+                _fresh_trajectories(requests, workers=1 if self._count > 1 else None)
+                if requests
+                else {}
+            )
         except Exception as error:  # published too, so the other workers do not wait for it
-            result = {env_id: ("error", f"the fresh rollouts failed: {error!r}") for env_id in requests}
+            result = {
+                env_id: ("error", f"the fresh rollouts failed: {error!r}") for env_id in requests
+            }
         if self._shared_dir is not None:
             partial = self._path(self._index).with_suffix(".partial")
             partial.write_bytes(pickle.dumps(result))
@@ -120,7 +131,11 @@ def fresh_rollouts(request) -> FreshRollouts:
 
     rollouts = request.config.stash.get(FRESH_ROLLOUTS, None)
     if rollouts is None:  # collected without the conftest hook
-        ids = [item.callspec.params["env_id"] for item in request.session.items if item.originalname == "test_verigym_check"]
+        ids = [
+            item.callspec.params["env_id"]
+            for item in request.session.items
+            if item.originalname == "test_verigym_check"
+        ]
         rollouts = start_fresh_rollouts(ids)
     return rollouts
 
@@ -167,7 +182,9 @@ def test_every_family_folder_is_registered():
 
     for family in verigym.FAMILIES:
         if (pathlib.Path(verigym.envs.__file__).parent / family / "table.py").exists():
-            assert verigym.rows(family), f"envs/{family}/table.py registers no id of family {family}"
+            assert verigym.rows(family), (
+                f"envs/{family}/table.py registers no id of family {family}"
+            )
 
 
 def test_xdist_workers_split_and_share_the_fresh_rollouts(tmp_path, monkeypatch):
@@ -182,9 +199,15 @@ def test_xdist_workers_split_and_share_the_fresh_rollouts(tmp_path, monkeypatch)
         monkeypatch.setenv("PYTEST_XDIST_WORKER", name)
         shares.append(start_fresh_rollouts(ids, tmp_path))
     first, second = shares
-    assert first.shared and set(first.future.result()) == {ids[0]} and set(second.future.result()) == {ids[1]}
+    assert (
+        first.shared
+        and set(first.future.result()) == {ids[0]}
+        and set(second.future.result()) == {ids[1]}
+    )
     status, published = first.get(ids[1])  # read from gw1's file
-    assert status == "ok" and sorted(p.name for p in tmp_path.iterdir()) == [f"fresh-rollouts-{i}-of-2.pickle" for i in (0, 1)]
+    assert status == "ok" and sorted(p.name for p in tmp_path.iterdir()) == [
+        f"fresh-rollouts-{i}-of-2.pickle" for i in (0, 1)
+    ]
     assert first.get("verigym/not-collected-v0") is None
 
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "3")

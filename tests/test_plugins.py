@@ -42,20 +42,47 @@ def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     broken = root / "brokenplug"
     broken.mkdir()
     (broken / "pyproject.toml").write_text(_BROKEN_PYPROJECT)
-    (broken / "brokenplug_table.py").write_text("raise RuntimeError('brokenplug table is broken on purpose')\n")
+    (broken / "brokenplug_table.py").write_text(
+        "raise RuntimeError('brokenplug table is broken on purpose')\n"
+    )
     (broken / "brokenplug_agent.py").write_text("class Stolen:\n    pass\n")
     site = root / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-         "--target", str(site), str(root / "acme"), str(broken)],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(site),
+            str(root / "acme"),
+            str(broken),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return site
 
 
 def _verigym(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]), OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "verigym", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+        OMP_NUM_THREADS="1",
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "verigym", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+    )
 
 
 def test_installed_plugin_is_listed_checked_and_evaluated(plugin_path: Path, tmp_path: Path):
@@ -68,12 +95,30 @@ def test_installed_plugin_is_listed_checked_and_evaluated(plugin_path: Path, tmp
     assert "brokenplug" in listed.stderr and "broken on purpose" in listed.stderr
 
     checked = _verigym(plugin_path, "check", "acme/Sum-v0", cwd=tmp_path)
-    assert checked.returncode == 0 and "1 passed, 0 failed" in checked.stdout, checked.stdout + checked.stderr
+    assert checked.returncode == 0 and "1 passed, 0 failed" in checked.stdout, (
+        checked.stdout + checked.stderr
+    )
 
     export = tmp_path / "rows.json"
     evaluated = _verigym(
-        plugin_path, "eval", "--agent", "random", "--agent", "acme-solver", "--env", "acme/Sum-v0", "--episodes", "3",
-        "--workers", "1", "--no-progress", "--out", str(tmp_path / "results"), "--export", str(export), cwd=tmp_path,
+        plugin_path,
+        "eval",
+        "--agent",
+        "random",
+        "--agent",
+        "acme-solver",
+        "--env",
+        "acme/Sum-v0",
+        "--episodes",
+        "3",
+        "--workers",
+        "1",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "results"),
+        "--export",
+        str(export),
+        cwd=tmp_path,
     )
     assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
     rows = json.loads(export.read_text())
@@ -83,15 +128,37 @@ def test_installed_plugin_is_listed_checked_and_evaluated(plugin_path: Path, tmp
         assert item["env_id"] == "acme/Sum-v0"
         by_agent.setdefault(str(item.get("agent") or item.get("agent_spec")), []).append(item)
     assert {"random", "acme-solver"} <= set(by_agent), sorted(by_agent)
-    assert len(by_agent["acme-solver"]) == 3 and all(item["success"] for item in by_agent["acme-solver"])
+    assert len(by_agent["acme-solver"]) == 3 and all(
+        item["success"] for item in by_agent["acme-solver"]
+    )
 
     suite = tmp_path / "acme-suite.json"
-    suite.write_text(json.dumps({"name": "acme-suite", "metric": "success", "tasks": [{"env_id": "acme/Sum-Hard-v0", "episodes": 2}]}))
-    in_suite = _verigym(
-        plugin_path, "eval", "--agent", "acme-solver", "--suite", str(suite), "--workers", "1", "--no-progress",
-        "--out", str(tmp_path / "results"), cwd=tmp_path,
+    suite.write_text(
+        json.dumps(
+            {
+                "name": "acme-suite",
+                "metric": "success",
+                "tasks": [{"env_id": "acme/Sum-Hard-v0", "episodes": 2}],
+            }
+        )
     )
-    assert in_suite.returncode == 0 and "ran 2 episodes (2 ok)" in in_suite.stdout + in_suite.stderr, in_suite.stdout + in_suite.stderr
+    in_suite = _verigym(
+        plugin_path,
+        "eval",
+        "--agent",
+        "acme-solver",
+        "--suite",
+        str(suite),
+        "--workers",
+        "1",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "results"),
+        cwd=tmp_path,
+    )
+    assert (
+        in_suite.returncode == 0 and "ran 2 episodes (2 ok)" in in_suite.stdout + in_suite.stderr
+    ), in_suite.stdout + in_suite.stderr
 
     doctor = _verigym(plugin_path, "doctor", cwd=tmp_path)
     assert "brokenplug" in doctor.stdout and "acme" in doctor.stdout, doctor.stdout
@@ -107,14 +174,25 @@ def test_plugin_agent_and_the_skeletons_own_test(plugin_path: Path, tmp_path: Pa
         "print(env.step(agent.act(obs, info))[4]['success'], agents.AGENTS['random'])\n"
     )
     env = dict(os.environ, PYTHONPATH=str(plugin_path), OMP_NUM_THREADS="1")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "verigym.agents.reference:RandomAgent"]
     assert "agent name 'random' is verigym's own" in done.stderr
     skeleton_test = plugin_path.parent / "acme" / "tests" / "test_env.py"
     ran = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(skeleton_test)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr
 

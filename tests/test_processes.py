@@ -29,7 +29,13 @@ def _running(pid: int) -> bool:
 
 
 def test_module_level_workers_are_reaped_at_exit_without_a_resource_warning():
-    done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONWARNINGS": "always"})
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONWARNINGS": "always"},
+    )
     assert done.returncode == 0, done.stderr
     pids = [int(p) for p in done.stdout.split()]
     assert len(pids) == 2

@@ -61,15 +61,28 @@ def readme_blocks(text: str) -> list[Block]:
         steps = [w for w in words if _STEPS.match(w)]
         marks = frozenset(words - set(steps))
         if marks - _MARKERS:
-            raise ValueError(f"README.md:{line}: unknown readme-test markers {sorted(marks - _MARKERS)}")
+            raise ValueError(
+                f"README.md:{line}: unknown readme-test markers {sorted(marks - _MARKERS)}"
+            )
         code = match.group(1)
         if code.lstrip().startswith(CONTINUED):
             if not blocks:
-                raise ValueError(f"README.md:{line}: the first python block cannot continue another")
+                raise ValueError(
+                    f"README.md:{line}: the first python block cannot continue another"
+                )
             last = blocks.pop()
-            blocks.append(Block(last.line, last.code + code, last.marks | marks, _STEPS.match(steps[0]).group(1) if steps else last.steps))
+            blocks.append(
+                Block(
+                    last.line,
+                    last.code + code,
+                    last.marks | marks,
+                    _STEPS.match(steps[0]).group(1) if steps else last.steps,
+                )
+            )
         else:
-            blocks.append(Block(line, code, marks, _STEPS.match(steps[0]).group(1) if steps else STEPS))
+            blocks.append(
+                Block(line, code, marks, _STEPS.match(steps[0]).group(1) if steps else STEPS)
+            )
     return blocks
 
 
@@ -77,7 +90,9 @@ _BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
 
 
 def _param(block: Block) -> object:
-    return pytest.param(block, id=f"L{block.line}", marks=[getattr(pytest.mark, m) for m in sorted(block.marks)])
+    return pytest.param(
+        block, id=f"L{block.line}", marks=[getattr(pytest.mark, m) for m in sorted(block.marks)]
+    )
 
 
 def test_readme_has_python_blocks():
@@ -91,19 +106,45 @@ def test_readme_block_runs(block: Block, tmp_path: Path):
     env.setdefault("MUJOCO_GL", "egl")
     timeout = SLOW_TIMEOUT_S if "slow" in block.marks else TIMEOUT_S
     try:
-        done = subprocess.run([sys.executable, "-c", block.code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(
+            [sys.executable, "-c", block.code],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"README.md:{block.line}: the block did not finish within {timeout} s")
-    assert done.returncode == 0, f"README.md:{block.line} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, (
+        f"README.md:{block.line} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    )
 
 
 def test_fragments_are_joined_and_marked(tmp_path: Path):
-    text = "\n".join([
-        "```python", "x = 1", "```", "text", "<!-- readme-test: slow steps=3 -->", "```python", CONTINUED, "print(x)", "```",
-        "```python", "y = 2", "```",
-    ])
+    text = "\n".join(
+        [
+            "```python",
+            "x = 1",
+            "```",
+            "text",
+            "<!-- readme-test: slow steps=3 -->",
+            "```python",
+            CONTINUED,
+            "print(x)",
+            "```",
+            "```python",
+            "y = 2",
+            "```",
+        ]
+    )
     first, second = readme_blocks(text)
-    assert first.line == 1 and "x = 1" in first.code and "print(x)" in first.code and first.marks == {"slow"}
+    assert (
+        first.line == 1
+        and "x = 1" in first.code
+        and "print(x)" in first.code
+        and first.marks == {"slow"}
+    )
     assert first.steps == "3" and second.steps == STEPS
     assert second.code == "y = 2\n" and second.marks == frozenset()
     with pytest.raises(ValueError, match="cannot continue"):
@@ -114,7 +155,9 @@ def test_fragments_are_joined_and_marked(tmp_path: Path):
 
 def test_license_matches_pyproject():
     pyproject = (ROOT / "pyproject.toml").read_text()
-    assert re.search(r'^license = (\{ *text = )?"Apache-2\.0"', pyproject, re.M), "pyproject.toml declares another license"
+    assert re.search(r'^license = (\{ *text = )?"Apache-2\.0"', pyproject, re.M), (
+        "pyproject.toml declares another license"
+    )
     text = (ROOT / "LICENSE").read_text()
     assert text.lstrip().startswith("Apache License\n") and "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text and len(text.splitlines()) > 150

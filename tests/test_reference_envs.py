@@ -16,7 +16,15 @@ def _oracle_episode(env, seed):
             return reward, info
 
 
-@pytest.mark.parametrize("env_id", ["verigym/GuessNumber-v0", "verigym/GuessNumber-Hard-v0", "verigym/Treasure-7x7-v0", "verigym/Treasure-12x12-v0"])
+@pytest.mark.parametrize(
+    "env_id",
+    [
+        "verigym/GuessNumber-v0",
+        "verigym/GuessNumber-Hard-v0",
+        "verigym/Treasure-7x7-v0",
+        "verigym/Treasure-12x12-v0",
+    ],
+)
 def test_oracle_solves_200_seeds(env_id):
     env = gym.make(env_id)
     results = [_oracle_episode(env, seed) for seed in range(200)]
@@ -55,7 +63,9 @@ def test_treasure_wall_bump_stays_in_place():
     assert (obs2 == obs).all() and reward == 0.0
 
 
-@pytest.mark.parametrize("kwargs", [{"size": 2}, {"size": 7, "wall_density": 0.9}, {"max_steps": 0}])
+@pytest.mark.parametrize(
+    "kwargs", [{"size": 2}, {"size": 7, "wall_density": 0.9}, {"max_steps": 0}]
+)
 def test_treasure_validates_kwargs(kwargs):
     with pytest.raises(ValueError):
         gym.make("verigym/Treasure-7x7-v0", **kwargs)

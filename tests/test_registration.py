@@ -25,7 +25,9 @@ def test_family_filter_and_unknown_family():
 
 
 def test_register_is_idempotent_and_refuses_conflicts():
-    item = EnvRow("verigym/RegTest-v0", "verigym.envs.text.guess_number:GuessNumberEnv", family="text")
+    item = EnvRow(
+        "verigym/RegTest-v0", "verigym.envs.text.guess_number:GuessNumberEnv", family="text"
+    )
     register_rows([item])
     register_rows([item])  # same row again: no-op
     assert row("verigym/RegTest-v0") == item
@@ -34,7 +36,17 @@ def test_register_is_idempotent_and_refuses_conflicts():
         register_rows([other])
 
 
-@pytest.mark.parametrize("bad_id", ["GuessNumber-v0", "verigym/guess-v0", "verigym/Guess", "verigym/Guess-v", "Acme/Coin-v0", "acme/coin-v0"])
+@pytest.mark.parametrize(
+    "bad_id",
+    [
+        "GuessNumber-v0",
+        "verigym/guess-v0",
+        "verigym/Guess",
+        "verigym/Guess-v",
+        "Acme/Coin-v0",
+        "acme/coin-v0",
+    ],
+)
 def test_bad_ids_are_refused(bad_id):
     with pytest.raises(ValueError, match="must look like"):
         EnvRow(bad_id, "m:a", family="text")
@@ -46,8 +58,13 @@ def test_bad_family_is_refused():
 
 
 def test_variants_expand_rows():
-    rows = variants("verigym/Foo-{}-v0", "m:A", family="grid", rows={"5x5": {"size": 5}, "8x8": {"size": 8}})
-    assert [(r.id, r.kwargs) for r in rows] == [("verigym/Foo-5x5-v0", {"size": 5}), ("verigym/Foo-8x8-v0", {"size": 8})]
+    rows = variants(
+        "verigym/Foo-{}-v0", "m:A", family="grid", rows={"5x5": {"size": 5}, "8x8": {"size": 8}}
+    )
+    assert [(r.id, r.kwargs) for r in rows] == [
+        ("verigym/Foo-5x5-v0", {"size": 5}),
+        ("verigym/Foo-8x8-v0", {"size": 8}),
+    ]
 
 
 def test_unknown_id_message_suggests():
@@ -62,7 +79,11 @@ def test_import_is_light():
         "heavy = [m for m in ('torch', 'mujoco', 'playwright', 'transformers', 'ray', 'reasoning_gym') if m in sys.modules]; "
         "print(json.dumps({'heavy': heavy, 'n': len(verigym.rows()), 'ok': 'verigym/GuessNumber-v0' in gymnasium.registry}))"
     )
-    out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    out = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+    )
     assert out["heavy"] == []
     assert out["ok"] and out["n"] >= 2
 
@@ -85,7 +106,11 @@ def test_own_tables_come_from_entry_points():
     """verigym's families register through the verigym.envs entry points, like a plugin's."""
     from verigym.registration import ENV_GROUP, entry_points, plugin_errors
 
-    own = {p.name for p in entry_points(ENV_GROUP) if p.dist is not None and p.dist.metadata["Name"] == "verigym"}
+    own = {
+        p.name
+        for p in entry_points(ENV_GROUP)
+        if p.dist is not None and p.dist.metadata["Name"] == "verigym"
+    }
     assert own == set(verigym.FAMILIES)
     assert {r.family for r in verigym.rows()} == set(verigym.FAMILIES)
     assert not [e for e in plugin_errors() if e.distribution == "verigym"]
@@ -110,7 +135,9 @@ def test_parallel_games_are_in_the_aec_registry_too():
     again = pettingzoo.make("aec", "verigym/Pursuit-v0")
     again.reset(seed=5)
     assert (again.observe(again.agent_selection) == first).all()
-    assert pickle.loads(pickle.dumps(pettingzoo.aec_registry["verigym/Pursuit-v0"].entry_point)).entry_point.endswith(":PursuitEnv")
+    assert pickle.loads(
+        pickle.dumps(pettingzoo.aec_registry["verigym/Pursuit-v0"].entry_point)
+    ).entry_point.endswith(":PursuitEnv")
 
 
 def test_a_broken_table_is_skipped_and_reported(caplog):
@@ -119,12 +146,16 @@ def test_a_broken_table_is_skipped_and_reported(caplog):
 
     from verigym import registration
 
-    point = importlib.metadata.EntryPoint(name="ghost", value="verigym_no_such_module_xyz", group=registration.ENV_GROUP)
+    point = importlib.metadata.EntryPoint(
+        name="ghost", value="verigym_no_such_module_xyz", group=registration.ENV_GROUP
+    )
     with pytest.raises(ModuleNotFoundError):
         registration._register_table(point)
     before = len(registration.plugin_errors())
     with caplog.at_level("WARNING", logger="verigym.registration"):
-        error = registration.record_plugin_error(registration.ENV_GROUP, point, ModuleNotFoundError("no module"))
+        error = registration.record_plugin_error(
+            registration.ENV_GROUP, point, ModuleNotFoundError("no module")
+        )
     try:
         assert "plugin 'ghost'" in str(error) and "ModuleNotFoundError: no module" in str(error)
         assert "ghost" in caplog.text and len(registration.plugin_errors()) == before + 1

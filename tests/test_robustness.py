@@ -58,13 +58,17 @@ def test_observation_noise_statistics_and_seeding():
     again, _ = env.reset(seed=1)
     np.testing.assert_array_equal(again["observation"], noisy["observation"])
     other, _ = env.reset(seed=2)
-    assert not np.array_equal(other["observation"] - clean.reset(seed=2)[0]["observation"], difference)
+    assert not np.array_equal(
+        other["observation"] - clean.reset(seed=2)[0]["observation"], difference
+    )
     with pytest.raises(ValueError, match="std"):
         ObservationNoise(clean, std=-1.0)
 
 
 def test_dynamics_perturbation_scales_the_nominal_model_each_episode():
-    env = DynamicsPerturbation(gym.make("verigym/Swingup-v0"), mass_scale=(0.5, 2.0), friction_scale=(1.0, 1.0))
+    env = DynamicsPerturbation(
+        gym.make("verigym/Swingup-v0"), mass_scale=(0.5, 2.0), friction_scale=(1.0, 1.0)
+    )
     nominal = gym.make("verigym/Swingup-v0").unwrapped.model
     seen = set()
     for seed in range(5):
@@ -100,7 +104,9 @@ def test_dynamics_perturbation_needs_a_mujoco_model():
 
 def test_stacked_wrappers_pass_verigym_check():
     def make():
-        return DynamicsPerturbation(ObservationNoise(ActionDelay(gym.make("verigym/Reach-2Link-v0"), delay=1), std=0.01))
+        return DynamicsPerturbation(
+            ObservationNoise(ActionDelay(gym.make("verigym/Reach-2Link-v0"), delay=1), std=0.01)
+        )
 
     report = check_env(make, steps=60)
     assert report.passed, report.format()

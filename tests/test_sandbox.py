@@ -31,11 +31,15 @@ from verigym.sandbox import (
 
 # Skipped only where bubblewrap is not installed (CI installs it): where it is installed but cannot
 # start, the tests run and fail with the sandbox's error.
-SANDBOX_ERROR = "" if shutil.which("bwrap") else "bubblewrap is not installed (apt-get install -y bubblewrap)"
+SANDBOX_ERROR = (
+    "" if shutil.which("bwrap") else "bubblewrap is not installed (apt-get install -y bubblewrap)"
+)
 
 HAS_CGROUP = cgroups.available()[0]
 
-needs_sandbox = pytest.mark.skipif(bool(SANDBOX_ERROR), reason=f"sandbox unavailable: {SANDBOX_ERROR[:200]}")
+needs_sandbox = pytest.mark.skipif(
+    bool(SANDBOX_ERROR), reason=f"sandbox unavailable: {SANDBOX_ERROR[:200]}"
+)
 
 FAST = Limits(timeout_s=2.0, output_bytes=1 << 16)
 
@@ -87,7 +91,9 @@ class Box:
         if pid is not None:
             self.seen |= {pid} | _descendants(pid)
         self.sandbox.close()
-        deadline = time.monotonic() + 5.0  # a killed process may take a moment to exit on a busy machine
+        deadline = (
+            time.monotonic() + 5.0
+        )  # a killed process may take a moment to exit on a busy machine
         while _alive(self.seen) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert not _alive(self.seen), f"processes left behind: {_alive(self.seen)}"
@@ -135,22 +141,30 @@ def test_notebook_state_persists_and_runs_as_unprivileged_uid(box):
 
 @needs_sandbox
 def test_value_of_call_is_type_checked(box):
-    box.run("class Liar:\n    def __eq__(self, other): return True\n"
-            "def honest(n): return [n, n * 2.5, 'x', None, {'k': (1, 2)}]\ndef liar(): return Liar()\n"
-            "def sub(): return type('I', (int,), {})(3)")
+    box.run(
+        "class Liar:\n    def __eq__(self, other): return True\n"
+        "def honest(n): return [n, n * 2.5, 'x', None, {'k': (1, 2)}]\ndef liar(): return Liar()\n"
+        "def sub(): return type('I', (int,), {})(3)"
+    )
     assert box.sandbox.call("honest", [4]).value == [4, 10.0, "x", None, {"k": [1, 2]}]
     for name in ("liar", "sub"):
         result = box.sandbox.call(name)
         assert not result.ok and result.value is None
         assert "not None/bool/int/float/str/list/dict" in result.error
     batch = box.sandbox.call_many("honest", [[1], [2], ["x"]])
-    assert [r.value for r in batch] == [[1, 2.5, "x", None, {"k": [1, 2]}], [2, 5.0, "x", None, {"k": [1, 2]}], None]
+    assert [r.value for r in batch] == [
+        [1, 2.5, "x", None, {"k": [1, 2]}],
+        [2, 5.0, "x", None, {"k": [1, 2]}],
+        None,
+    ]
     assert [r.ok for r in batch] == [True, True, False] and batch[2].error.startswith("TypeError")
     assert [r.ok for r in box.sandbox.call_many("liar", [[], []])] == [False, False]
 
 
 @needs_sandbox
-@pytest.mark.parametrize("code", ["while True: pass", "import itertools\nsum(itertools.repeat(1, 3 * 10**9))"])
+@pytest.mark.parametrize(
+    "code", ["while True: pass", "import itertools\nsum(itertools.repeat(1, 3 * 10**9))"]
+)
 def test_infinite_loops_hit_the_deadline(box, code):
     start = time.monotonic()
     result = box.run(code, timeout=1.0)
@@ -164,7 +178,9 @@ def test_infinite_loops_hit_the_deadline(box, code):
 @needs_sandbox
 def test_fork_bomb_is_bounded_and_killed():
     box = Box(Limits(timeout_s=2.0, max_processes=16))
-    code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    code = (
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    )
     peak = 0
 
     def sample() -> None:
@@ -219,10 +235,15 @@ def test_no_agent_process_survives_a_call():
         "print(len([p for p in os.listdir('/proc') if p.isdigit()]))"
     )
     result = box.run(code)
-    assert result.ok and int(result.output) >= 3, result  # the notebook, the daemon and the burner ran
+    assert result.ok and int(result.output) >= 3, (
+        result
+    )  # the notebook, the daemon and the burner ran
     tree = _alive(_descendants(box.sandbox.worker_pid))
     assert len(tree) == 1, f"processes of the agent outlive the call: {tree}"  # the notebook only
-    assert box.run("print(len([p for p in __import__('os').listdir('/proc') if p.isdigit()]))").output == "1\n"
+    assert (
+        box.run("print(len([p for p in __import__('os').listdir('/proc') if p.isdigit()]))").output
+        == "1\n"
+    )
     box.close_and_check()
 
 
@@ -285,7 +306,9 @@ def test_threads_of_the_notebook_do_not_run_between_calls():
 def test_memory_limit(box):
     result = box.run("x = bytearray(8 << 30)")
     assert not result.ok and result.error.startswith("MemoryError")
-    result = box.run("import mmap\nm = mmap.mmap(-1, 8 << 30)\nfor i in range(0, 8 << 30, 4096): m[i] = 1")
+    result = box.run(
+        "import mmap\nm = mmap.mmap(-1, 8 << 30)\nfor i in range(0, 8 << 30, 4096): m[i] = 1"
+    )
     assert not result.ok and "rror" in result.error
     assert box.run("print(1)").output == "1\n"
 
@@ -423,7 +446,9 @@ def test_doctor_probe_reports():
     assert probe.part == "code sandbox (bubblewrap)"
     assert probe.ok == (not SANDBOX_ERROR), probe
     if probe.ok:  # which limits hold here, seen from inside a running sandbox
-        assert "read-only root and /dev" in probe.detail and "/tmp (64 MiB)" in probe.detail, probe.detail
+        assert "read-only root and /dev" in probe.detail and "/tmp (64 MiB)" in probe.detail, (
+            probe.detail
+        )
         assert "notebook stopped and other processes killed between calls" in probe.detail
         assert ("cgroup pids.max" in probe.detail) == HAS_CGROUP
 
@@ -478,7 +503,8 @@ def test_files_written_anywhere_are_gone_in_the_next_episode():
             "for root, dirs, files in os.walk('/'):\n"
             "    dirs[:] = [d for d in dirs if os.path.join(root, d) not in ('/proc', '/sys')]\n"
             "    hits += [os.path.join(root, f) for f in files if f == 'mark-31337']\n"
-            "print(hits)", timeout=10.0,
+            "print(hits)",
+            timeout=10.0,
         )
         assert found.ok and found.output == "[]\n", found
 
@@ -546,7 +572,11 @@ def test_code_unit_tests_hidden_inputs_never_reach_a_later_episode():
         env.step(f"<answer>```python\n{leak}```</answer>")
         env.reset(seed=1)
         probe = "import os; print([os.path.exists(p + '/leak.json') for p in ('/tmp', '/dev/shm')], len(os.listdir('/proc')))"
-        observation, *_ = env.step("<tool_call>" + json.dumps({"name": "python", "arguments": {"code": probe}}) + "</tool_call>")
+        observation, *_ = env.step(
+            "<tool_call>"
+            + json.dumps({"name": "python", "arguments": {"code": probe}})
+            + "</tool_call>"
+        )
         assert "[False, False]" in observation, observation
     finally:
         env.close()
@@ -641,16 +671,42 @@ def test_the_non_root_path_holds(tmp_path):
     import subprocess
     import sys
 
-    repo_package = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "verigym")
+    repo_package = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "verigym"
+    )
     if os.geteuid() == 0:
-        setpriv, system_python = shutil.which("setpriv"), shutil.which("python3", path="/usr/bin:/bin")
-        if setpriv is None or system_python is None or not supervisor._traversable_by_others(repo_package):
-            pytest.skip("needs setpriv, /usr/bin/python3 and a world-readable checkout to act as a non-root user")
-        command = [setpriv, "--reuid", "65533", "--regid", "65533", "--clear-groups", system_python, "-I"]
+        setpriv, system_python = (
+            shutil.which("setpriv"),
+            shutil.which("python3", path="/usr/bin:/bin"),
+        )
+        if (
+            setpriv is None
+            or system_python is None
+            or not supervisor._traversable_by_others(repo_package)
+        ):
+            pytest.skip(
+                "needs setpriv, /usr/bin/python3 and a world-readable checkout to act as a non-root user"
+            )
+        command = [
+            setpriv,
+            "--reuid",
+            "65533",
+            "--regid",
+            "65533",
+            "--clear-groups",
+            system_python,
+            "-I",
+        ]
     else:
         command = [sys.executable, "-I"]
-    done = subprocess.run(command + ["-c", _NON_ROOT_SCENARIO, repo_package], capture_output=True, text=True,
-                          timeout=120, env={"PATH": "/usr/bin:/bin"}, cwd="/")
+    done = subprocess.run(
+        command + ["-c", _NON_ROOT_SCENARIO, repo_package],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin"},
+        cwd="/",
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout.splitlines()[-1])
     assert report["euid"] != 0 and report["cgroup"] is False  # the path under test
@@ -658,4 +714,7 @@ def test_the_non_root_path_holds(tmp_path):
     assert report["hostile"]
     assert report["tree_after_call"] == 1  # the daemon died with the call
     assert report["notebook_state"] == "T"  # the notebook is stopped between calls
-    assert report["second"] == [True, "False ['1']\n"]  # a new machine: no file, no process of episode 1
+    assert report["second"] == [
+        True,
+        "False ['1']\n",
+    ]  # a new machine: no file, no process of episode 1

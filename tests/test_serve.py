@@ -99,23 +99,36 @@ def test_values_round_trip_with_types():
     }
     back = decode(json.loads(json.dumps(encode(value))))
     assert back.keys() == value.keys()
-    assert back["image"].dtype == np.uint8 and back["image"].shape == (7, 7, 3) and np.array_equal(back["image"], value["image"])
+    assert (
+        back["image"].dtype == np.uint8
+        and back["image"].shape == (7, 7, 3)
+        and np.array_equal(back["image"], value["image"])
+    )
     assert back["big"].dtype == np.float32 and np.array_equal(back["big"], value["big"])
-    assert isinstance(json.loads(json.dumps(encode(value)))["big"]["__ndarray__"], str)  # base64 above the inline limit
+    assert isinstance(
+        json.loads(json.dumps(encode(value)))["big"]["__ndarray__"], str
+    )  # base64 above the inline limit
     assert type(back["scalar"]) is np.int64 and type(back["f"]) is np.float32
     assert back["tuple"] == (1, "a", (2.5, None)) and isinstance(back["tuple"][2], tuple)
     assert back["int_keys"][1] == "one" and type(back["int_keys"][2][0]) is np.int8
-    assert back["__tuple__"] == value["__tuple__"] and back["bytes"] == b"\x00\xff" and back["text"] == value["text"]
+    assert (
+        back["__tuple__"] == value["__tuple__"]
+        and back["bytes"] == b"\x00\xff"
+        and back["text"] == value["text"]
+    )
     assert np.isnan(back["nan"])
 
 
-@pytest.mark.parametrize("bad", [
-    {"__ndarray__": "AAAA", "dtype": "float64", "shape": [4]},        # 3 bytes for 32
-    {"__ndarray__": [1, 2, 3], "dtype": "int64", "shape": [2]},
-    {"__ndarray__": [1], "dtype": "no-such-type", "shape": [1]},
-    {"__ndarray__": [1], "dtype": "int64", "shape": [-1]},
-    {"__bytes__": "not base64!"},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"__ndarray__": "AAAA", "dtype": "float64", "shape": [4]},  # 3 bytes for 32
+        {"__ndarray__": [1, 2, 3], "dtype": "int64", "shape": [2]},
+        {"__ndarray__": [1], "dtype": "no-such-type", "shape": [1]},
+        {"__ndarray__": [1], "dtype": "int64", "shape": [-1]},
+        {"__bytes__": "not base64!"},
+    ],
+)
 def test_malformed_wire_values_raise_wire_error(bad):
     with pytest.raises(WireError):
         decode(bad)
@@ -141,7 +154,9 @@ def test_spaces_round_trip_keep_their_class():
 # --- remote client against in-process envs ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("env_id", [TEXT, TOOL, GRID, SEAT, pytest.param(MUJOCO, marks=pytest.mark.mujoco)])
+@pytest.mark.parametrize(
+    "env_id", [TEXT, TOOL, GRID, SEAT, pytest.param(MUJOCO, marks=pytest.mark.mujoco)]
+)
 def test_conformance_checker_passes_through_the_remote_client(server, env_id):
     report = check_env(lambda: verigym.remote.make(env_id, url=server.url), steps=40)
     assert report.passed, report.format()
@@ -151,7 +166,9 @@ def test_conformance_checker_passes_through_the_remote_client(server, env_id):
 @pytest.mark.slow
 def test_conformance_checker_passes_for_a_gui_env_through_the_remote_client():
     with verigym.serve.start("verigym/ClickButton-v0") as handle:
-        report = check_env(lambda: verigym.remote.make("verigym/ClickButton-v0", url=handle.url), steps=20)
+        report = check_env(
+            lambda: verigym.remote.make("verigym/ClickButton-v0", url=handle.url), steps=20
+        )
         assert report.passed, report.format()
         env = verigym.remote.make("verigym/ClickButton-v0", url=handle.url)
         observation, _ = env.reset(seed=0)
@@ -163,7 +180,10 @@ def test_conformance_checker_passes_for_a_gui_env_through_the_remote_client():
 def test_same_seeds_and_actions_give_the_in_process_episode_with_the_whole_info(server, env_id):
     local, remote = gym.make(env_id), verigym.remote.make(env_id, url=server.url)
     try:
-        assert remote.observation_space == local.observation_space and remote.action_space == local.action_space
+        assert (
+            remote.observation_space == local.observation_space
+            and remote.action_space == local.action_space
+        )
         assert remote.metadata["family"] == local.unwrapped.metadata["family"]
         sampler = remote.action_space
         sampler.seed(1)
@@ -171,9 +191,15 @@ def test_same_seeds_and_actions_give_the_in_process_episode_with_the_whole_info(
             a, b = local.reset(seed=seed), remote.reset(seed=seed)
             assert _same(a[0], b[0]) and _same(a[1], b[1])
             for _ in range(40):
-                action = local.unwrapped.oracle_action() if hasattr(local.unwrapped, "oracle_action") and seed else sampler.sample()
+                action = (
+                    local.unwrapped.oracle_action()
+                    if hasattr(local.unwrapped, "oracle_action") and seed
+                    else sampler.sample()
+                )
                 x, y = local.step(action), remote.step(action)
-                timeless = [{k: v for k, v in i.items() if not k.endswith("_time_s")} for i in (x[4], y[4])]  # wall clock
+                timeless = [
+                    {k: v for k, v in i.items() if not k.endswith("_time_s")} for i in (x[4], y[4])
+                ]  # wall clock
                 assert _same(x[0], y[0]) and x[1:4] == y[1:4] and _same(*timeless), (x, y)
                 if x[2] or x[3]:
                     assert "success" in y[4] and "score" in y[4]
@@ -199,7 +225,10 @@ def test_programmer_errors_are_raised_again_and_the_session_goes_on(server):
 
 
 def test_a_crashed_env_ends_only_its_own_session(server):
-    crashing, other = verigym.remote.make(PROBE, url=server.url), verigym.remote.make(TEXT, url=server.url)
+    crashing, other = (
+        verigym.remote.make(PROBE, url=server.url),
+        verigym.remote.make(TEXT, url=server.url),
+    )
     crashing.reset(seed=0)
     other.reset(seed=0)
     with pytest.raises(ValueError, match="no 'bad' action"):
@@ -220,7 +249,10 @@ def test_a_hanging_env_times_out_alone_and_its_worker_is_released():
 
 
 def _hang(server):
-    hanging, other = verigym.remote.make(PROBE, url=server.url), verigym.remote.make(TEXT, url=server.url)
+    hanging, other = (
+        verigym.remote.make(PROBE, url=server.url),
+        verigym.remote.make(TEXT, url=server.url),
+    )
     hanging.reset(seed=0)
     other.reset(seed=0)
     started = time.monotonic()
@@ -319,13 +351,18 @@ def test_openenv_generic_client_plays_unmodified(server, env_id, action):
         while not result.done and steps < 60:
             result = client.step({"action": action})
             expected = local.step(action)
-            assert result.reward == pytest.approx(expected[1]) and result.done == (expected[2] or expected[3])
+            assert result.reward == pytest.approx(expected[1]) and result.done == (
+                expected[2] or expected[3]
+            )
             steps += 1
         if result.done:
             assert {"success", "score"} <= set(result.observation["info"])
         state = client.state()
         assert state["step_count"] == steps and state["env_id"] == env_id
-    with GenericEnvClient(base_url=server.url).sync() as client, pytest.raises(RuntimeError, match="NOT_RESET"):
+    with (
+        GenericEnvClient(base_url=server.url).sync() as client,
+        pytest.raises(RuntimeError, match="NOT_RESET"),
+    ):
         client.step({"action": action})
 
 
@@ -349,14 +386,33 @@ def test_garbage_frames_get_protocol_errors_and_the_session_survives(server):
         assert _ask(ws, "[1, 2]")["data"]["code"] == "VALIDATION_ERROR"
         assert _ask(ws, {"type": "dance"})["data"]["code"] == "UNKNOWN_TYPE"
         assert _ask(ws, {"type": "step", "data": {"action": "50"}})["data"]["code"] == "NOT_RESET"
-        assert _ask(ws, {"type": "reset", "data": {"env_id": "verigym/Nope-v0"}})["data"]["code"] == "UNKNOWN_ENV"
-        assert _ask(ws, {"type": "reset", "data": {}})["data"]["code"] == "VALIDATION_ERROR"  # several ids served
-        assert _ask(ws, {"type": "reset", "data": {"env_id": TEXT, "seed": -3}})["data"]["code"] == "VALIDATION_ERROR"
-        assert _ask(ws, {"type": "reset", "data": {"env_id": TEXT, "kwargs": {"no_such_kwarg": 1}}})["data"]["code"] == "INVALID_KWARGS"
-        assert _ask(ws, {"type": "reset", "data": {"env_id": TEXT, "seed": 1}})["type"] == "observation"
+        assert (
+            _ask(ws, {"type": "reset", "data": {"env_id": "verigym/Nope-v0"}})["data"]["code"]
+            == "UNKNOWN_ENV"
+        )
+        assert (
+            _ask(ws, {"type": "reset", "data": {}})["data"]["code"] == "VALIDATION_ERROR"
+        )  # several ids served
+        assert (
+            _ask(ws, {"type": "reset", "data": {"env_id": TEXT, "seed": -3}})["data"]["code"]
+            == "VALIDATION_ERROR"
+        )
+        assert (
+            _ask(ws, {"type": "reset", "data": {"env_id": TEXT, "kwargs": {"no_such_kwarg": 1}}})[
+                "data"
+            ]["code"]
+            == "INVALID_KWARGS"
+        )
+        assert (
+            _ask(ws, {"type": "reset", "data": {"env_id": TEXT, "seed": 1}})["type"]
+            == "observation"
+        )
         assert _ask(ws, {"type": "step", "data": {}})["data"]["code"] == "VALIDATION_ERROR"
         bad_array = {"__ndarray__": "!!", "dtype": "int64", "shape": [3]}
-        assert _ask(ws, {"type": "step", "data": {"action": bad_array}})["data"]["code"] == "VALIDATION_ERROR"
+        assert (
+            _ask(ws, {"type": "step", "data": {"action": bad_array}})["data"]["code"]
+            == "VALIDATION_ERROR"
+        )
         assert _ask(ws, "[" * 100000 + "]" * 100000)["type"] == "error"
         reply = _ask(ws, {"type": "step", "data": {"action": "50"}})
         assert reply["type"] == "observation" and reply["data"]["done"] is False
@@ -365,21 +421,44 @@ def test_garbage_frames_get_protocol_errors_and_the_session_survives(server):
 def test_oversized_messages_and_http_endpoints():
     with verigym.serve.start(TEXT, max_message_bytes=4096) as handle:
         with _raw(handle.url) as ws:
-            assert _ask(ws, {"type": "reset", "data": {"seed": 0}})["type"] == "observation"  # one id: env_id optional
-            assert _ask(ws, {"type": "step", "data": {"action": "9" * 10000}})["data"]["code"] == "MESSAGE_TOO_LARGE"
+            assert (
+                _ask(ws, {"type": "reset", "data": {"seed": 0}})["type"] == "observation"
+            )  # one id: env_id optional
+            assert (
+                _ask(ws, {"type": "step", "data": {"action": "9" * 10000}})["data"]["code"]
+                == "MESSAGE_TOO_LARGE"
+            )
             assert _ask(ws, {"type": "step", "data": {"action": "50"}})["type"] == "observation"
 
         def get(path, body=None):
-            request = urllib.request.Request(handle.url + path, data=None if body is None else json.dumps(body).encode(), method="GET" if body is None else "POST")
+            request = urllib.request.Request(
+                handle.url + path,
+                data=None if body is None else json.dumps(body).encode(),
+                method="GET" if body is None else "POST",
+            )
             try:
                 with urllib.request.urlopen(request, timeout=30) as response:
                     return response.status, json.loads(response.read())
             except urllib.error.HTTPError as exc:
                 return exc.code, json.loads(exc.read())
 
-        assert get("/health") == (200, {"status": "healthy", "sessions": 0, "max_sessions": 1024, "workers": 0, "stuck_workers": 0, "steps": 1})
+        assert get("/health") == (
+            200,
+            {
+                "status": "healthy",
+                "sessions": 0,
+                "max_sessions": 1024,
+                "workers": 0,
+                "stuck_workers": 0,
+                "steps": 1,
+            },
+        )
         status, schema = get("/schema")
-        assert status == 200 and space_from_json(schema["action"]["x-gymnasium-space"]) == gym.make(TEXT).action_space
+        assert (
+            status == 200
+            and space_from_json(schema["action"]["x-gymnasium-space"])
+            == gym.make(TEXT).action_space
+        )
         assert schema["action"]["properties"]["action"]["type"] == "string"
         assert get("/metadata")[1]["env_ids"] == [TEXT]
         status, reset = get("/reset", {"seed": 3})
@@ -390,7 +469,10 @@ def test_oversized_messages_and_http_endpoints():
 
 def test_max_sessions_gives_server_full_until_one_closes():
     with verigym.serve.start(TEXT, max_sessions=2) as handle:
-        first, second = verigym.remote.make(TEXT, url=handle.url), verigym.remote.make(TEXT, url=handle.url)
+        first, second = (
+            verigym.remote.make(TEXT, url=handle.url),
+            verigym.remote.make(TEXT, url=handle.url),
+        )
         with pytest.raises(RemoteEnvError) as caught:
             verigym.remote.make(TEXT, url=handle.url)
         assert caught.value.code == "CAPACITY_REACHED" and "server full" in str(caught.value)
@@ -435,12 +517,16 @@ def test_token_is_required_on_every_request_and_upgrade():
         with pytest.raises(urllib.error.HTTPError) as http:
             urllib.request.urlopen(handle.url + "/health", timeout=10)
         assert http.value.code == 401
-        request = urllib.request.Request(handle.url + "/health", headers={"Authorization": "Bearer s3cret"})
+        request = urllib.request.Request(
+            handle.url + "/health", headers={"Authorization": "Bearer s3cret"}
+        )
         assert json.loads(urllib.request.urlopen(request, timeout=10).read())["status"] == "healthy"
         env = verigym.remote.make(TEXT, url=handle.url, token="s3cret")
         env.reset(seed=0)
         env.close()
-        with GenericEnvClient(base_url=handle.url.replace("http://", "http://user:s3cret@")).sync() as client:
+        with GenericEnvClient(
+            base_url=handle.url.replace("http://", "http://user:s3cret@")
+        ).sync() as client:
             assert client.reset(seed=0).done is False
 
 
@@ -457,7 +543,10 @@ def test_cli_check_url(server, capsys):
 def _start_cli(port: int = 0) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "verigym", "serve-env", TEXT, "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     line = process.stdout.readline()
     match = re.search(r"at (http://127\.0\.0\.1:\d+)", line)
@@ -490,11 +579,33 @@ def test_server_restart_gives_a_connection_error_then_works_again_and_leaves_not
 def test_eval_env_url_plays_the_episodes_on_the_server(server, tmp_path):
     before = server.app.state.server.steps
     done = subprocess.run(
-        [sys.executable, "-m", "verigym", "eval", "--agent", "random", "--env", TEXT, "--episodes", "2", "--env-url", server.url,
-         "--out", str(tmp_path), "--workers", "1", "--no-progress"],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"},
+        [
+            sys.executable,
+            "-m",
+            "verigym",
+            "eval",
+            "--agent",
+            "random",
+            "--env",
+            TEXT,
+            "--episodes",
+            "2",
+            "--env-url",
+            server.url,
+            "--out",
+            str(tmp_path),
+            "--workers",
+            "1",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
-    assert done.returncode == 0 and "ran 2 episodes (2 ok)" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 0 and "ran 2 episodes (2 ok)" in done.stdout, (
+        done.stdout + done.stderr
+    )
     assert server.app.state.server.steps > before  # the steps were taken by the served env
 
 
@@ -509,14 +620,20 @@ def test_ray_serve_replicas_keep_each_session_on_one_replica():
     try:
         local = gym.make(TEXT)
         envs = [verigym.remote.make(TEXT, url=url) for _ in range(4)]
-        for seed, env in enumerate(envs):  # sessions interleaved across replicas, each on its own env
+        for seed, env in enumerate(
+            envs
+        ):  # sessions interleaved across replicas, each on its own env
             assert env.reset(seed=seed)[0] == local.reset(seed=seed)[0]
         for seed, env in enumerate(envs):
             local.reset(seed=seed)
             assert env.step("50")[0] == local.step("50")[0]
         counts = []
-        for _ in range(20):  # the proxy spreads /health over both replicas: their session counts add up
-            counts.append(json.loads(urllib.request.urlopen(url + "/health", timeout=30).read())["sessions"])
+        for _ in range(
+            20
+        ):  # the proxy spreads /health over both replicas: their session counts add up
+            counts.append(
+                json.loads(urllib.request.urlopen(url + "/health", timeout=30).read())["sessions"]
+            )
         assert max(counts) < 4 and min(counts) > 0
         with GenericEnvClient(base_url=url).sync() as client:
             assert client.reset(seed=0).observation["observation"] == local.reset(seed=0)[0]

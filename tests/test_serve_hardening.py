@@ -87,7 +87,9 @@ def test_health_answers_while_a_text_session_computes():
             status, body, _ = _get(server.url + "/health")
             waited = time.monotonic() - started
             assert status == 200 and body["status"] == "healthy"
-            assert waited < 1.0, f"/health waited {waited:.2f} s behind a 3 s step"  # liveness, not speed
+            assert waited < 1.0, (
+                f"/health waited {waited:.2f} s behind a 3 s step"
+            )  # liveness, not speed
             assert not stepping.done()
             assert stepping.result(30)[2] is True
         env.close()
@@ -96,7 +98,10 @@ def test_health_answers_while_a_text_session_computes():
 def test_a_text_step_past_the_step_timeout_ends_its_session_and_is_counted_until_it_returns():
     STEPPING.clear()
     with _slow_text_server(step_timeout=0.5) as server:
-        env, other = verigym.remote.make(SLOW, url=server.url), verigym.remote.make(TEXT, url=server.url)
+        env, other = (
+            verigym.remote.make(SLOW, url=server.url),
+            verigym.remote.make(TEXT, url=server.url),
+        )
         env.reset(seed=0)
         other.reset(seed=0)
         with pytest.raises(RemoteEnvError) as caught:
@@ -143,9 +148,22 @@ def test_the_server_answers_a_huge_declared_array_with_a_validation_error_and_go
         with ws_client.connect(server.url.replace("http", "ws", 1) + "/ws") as socket:
             socket.send(json.dumps({"type": "reset", "data": {"seed": 0, "env_id": TEXT}}))
             assert json.loads(socket.recv(timeout=30))["type"] == "observation"
-            socket.send(json.dumps({"type": "step", "data": {"action": {"__ndarray__": ["a"], "dtype": "U200000000", "shape": [1]}}}))
+            socket.send(
+                json.dumps(
+                    {
+                        "type": "step",
+                        "data": {
+                            "action": {"__ndarray__": ["a"], "dtype": "U200000000", "shape": [1]}
+                        },
+                    }
+                )
+            )
             error = json.loads(socket.recv(timeout=30))
-            assert error["type"] == "error" and error["data"]["code"] == "VALIDATION_ERROR" and "bytes" in error["data"]["message"]
+            assert (
+                error["type"] == "error"
+                and error["data"]["code"] == "VALIDATION_ERROR"
+                and "bytes" in error["data"]["message"]
+            )
             socket.send(json.dumps({"type": "step", "data": {"action": "50"}}))
             assert json.loads(socket.recv(timeout=30))["type"] == "observation"
 
@@ -154,7 +172,11 @@ def test_the_server_answers_a_huge_declared_array_with_a_validation_error_and_go
 
 
 def _sandbox_processes() -> set[int]:
-    return {pid for pid, command in descendants().items() if "bwrap" in command or " -I -S -c " in command}
+    return {
+        pid
+        for pid, command in descendants().items()
+        if "bwrap" in command or " -I -S -c " in command
+    }
 
 
 def test_a_step_timeout_kills_the_sandbox_process_tree():
@@ -174,7 +196,9 @@ def test_a_step_timeout_kills_the_sandbox_process_tree():
         assert caught.value.code == "STEP_TIMEOUT"
         # the sandbox's own deadline is 10 s; the session's end must not wait for it
         deadline = time.monotonic() + 5
-        while (_sandbox_processes() - before or _get(server.url + "/health")[1]["stuck_workers"]) and time.monotonic() < deadline:
+        while (
+            _sandbox_processes() - before or _get(server.url + "/health")[1]["stuck_workers"]
+        ) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _sandbox_processes() - before == set()
         assert _get(server.url + "/health")[1]["stuck_workers"] == 0
@@ -198,7 +222,9 @@ def test_a_token_counts_only_in_one_authorization_header():
         connection.close()
         with pytest.raises(RemoteEnvError):
             verigym.remote.make(TEXT, url=server.url + "/?token=s3cret", token="")
-        env = verigym.remote.make(TEXT, url=server.url.replace("http://", "http://user:s3cret@"))  # URL userinfo
+        env = verigym.remote.make(
+            TEXT, url=server.url.replace("http://", "http://user:s3cret@")
+        )  # URL userinfo
         env.reset(seed=0)
         env.close()
 
@@ -209,13 +235,17 @@ def test_repeated_wrong_tokens_get_429_from_that_address():
             assert _get(server.url + "/health", {"Authorization": "Bearer guess"})[0] == 401
         status, body, headers = _get(server.url + "/health", {"Authorization": "Bearer guess"})
         assert status == 429 and int(headers["Retry-After"]) > 0 and "too many" in body["detail"]
-        assert _get(server.url + "/health", {"Authorization": "Bearer s3cret"})[0] == 429  # no guessing on
+        assert (
+            _get(server.url + "/health", {"Authorization": "Bearer s3cret"})[0] == 429
+        )  # no guessing on
         with pytest.raises(RemoteEnvError) as caught:
             verigym.remote.make(TEXT, url=server.url, token="s3cret")
         assert caught.value.code == "CONNECTION"
 
 
-def test_the_failure_limiter_forgets_old_windows_and_holds_a_bounded_number_of_addresses(monkeypatch):
+def test_the_failure_limiter_forgets_old_windows_and_holds_a_bounded_number_of_addresses(
+    monkeypatch,
+):
     clock = [1000.0]
     monkeypatch.setattr(serve_app.time, "monotonic", lambda: clock[0])
     limiter = serve_app._FailureLimiter(limit=3, window=60.0, capacity=5)

@@ -24,12 +24,28 @@ from verigym.leaderboards.standings import (
 from verigym.leaderboards.store import EpisodeRow, ResultsStore
 from verigym.leaderboards.suite import Suite, Task
 
-SUITE = Suite("two", (Task("verigym/GuessNumber-v0", episodes=2), Task("verigym/Treasure-7x7-v0", episodes=2)))
+SUITE = Suite(
+    "two", (Task("verigym/GuessNumber-v0", episodes=2), Task("verigym/Treasure-7x7-v0", episodes=2))
+)
 
 
 def _row(agent: str, env_id: str, seed: int, score: float) -> EpisodeRow:
-    return EpisodeRow(suite="two", env_id=env_id, env_version=0, seed=seed, agent_spec=agent, config_hash=f"{abs(hash(agent)):016x}"[:16],
-                      status="ok", score=score, success=score == 1.0, episode_return=score, length=5, time_s=0.1, error="", **provenance())
+    return EpisodeRow(
+        suite="two",
+        env_id=env_id,
+        env_version=0,
+        seed=seed,
+        agent_spec=agent,
+        config_hash=f"{abs(hash(agent)):016x}"[:16],
+        status="ok",
+        score=score,
+        success=score == 1.0,
+        episode_return=score,
+        length=5,
+        time_s=0.1,
+        error="",
+        **provenance(),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -84,14 +100,34 @@ def test_without_a_suite_partial_coverage_is_by_task(results):
 
 
 def _cell(success_rate: float) -> Cell:
-    return Cell(episodes=10, mean=success_rate, stderr=0.1, success_rate=success_rate, mean_score=success_rate,
-                mean_return=0.0, mean_length=3.0, timeouts=0, errors=0)
+    return Cell(
+        episodes=10,
+        mean=success_rate,
+        stderr=0.1,
+        success_rate=success_rate,
+        mean_score=success_rate,
+        mean_return=0.0,
+        mean_length=3.0,
+        timeouts=0,
+        errors=0,
+    )
 
 
 def test_oracle_in_a_game_against_an_opponent_says_why_it_cannot_win():
-    env_ids = ["verigym/KuhnPoker-Equilibrium-v0", "verigym/GuessNumber-v0", "verigym/TicTacToe-Random-v0"]
-    oracle = Entry("oracle", "h", {"verigym/KuhnPoker-Equilibrium-v0": _cell(0.4), "verigym/GuessNumber-v0": _cell(0.9),
-                                   "verigym/TicTacToe-Random-v0": _cell(1.0)})
+    env_ids = [
+        "verigym/KuhnPoker-Equilibrium-v0",
+        "verigym/GuessNumber-v0",
+        "verigym/TicTacToe-Random-v0",
+    ]
+    oracle = Entry(
+        "oracle",
+        "h",
+        {
+            "verigym/KuhnPoker-Equilibrium-v0": _cell(0.4),
+            "verigym/GuessNumber-v0": _cell(0.9),
+            "verigym/TicTacToe-Random-v0": _cell(1.0),
+        },
+    )
     random_entry = Entry("random", "h", {"verigym/KuhnPoker-Equilibrium-v0": _cell(0.3)})
     notes = _reference_notes([oracle, random_entry], env_ids)
     assert len(notes) == 1  # not the single-agent env, not a game it won every time, not random
@@ -99,7 +135,9 @@ def test_oracle_in_a_game_against_an_opponent_says_why_it_cannot_win():
     assert "against Kuhn's equilibrium strategy" in notes[0] and "not a ceiling" in notes[0]
 
 
-@pytest.mark.parametrize(("lo", "hi"), [(0, 60_000), (-0.2, 0.97), (5, 5), (-1800, -150), (0, 1), (3e-4, 7e-4)])
+@pytest.mark.parametrize(
+    ("lo", "hi"), [(0, 60_000), (-0.2, 0.97), (5, 5), (-1800, -150), (0, 1), (3e-4, 7e-4)]
+)
 def test_ticks_are_round_and_cover_the_range(lo, hi):
     ticks = _ticks(lo, hi)
     assert ticks[0] <= lo and ticks[-1] >= hi and 2 <= len(ticks) <= 7
@@ -110,8 +148,13 @@ def test_ticks_are_round_and_cover_the_range(lo, hi):
 
 
 def test_learning_curves_have_axis_titles_and_ticks():
-    svg = _line_chart("learning curves", {"ppo": [(0, -0.5), (30_000, 0.2), (60_000, 0.95)], "dqn": [(0, -1.0), (40_000, 0.5)]})
-    assert re.search(r'class="x-title"[^>]*>env steps<', svg) and re.search(r'class="y-title"[^>]*>episodic return<', svg)
+    svg = _line_chart(
+        "learning curves",
+        {"ppo": [(0, -0.5), (30_000, 0.2), (60_000, 0.95)], "dqn": [(0, -1.0), (40_000, 0.5)]},
+    )
+    assert re.search(r'class="x-title"[^>]*>env steps<', svg) and re.search(
+        r'class="y-title"[^>]*>episodic return<', svg
+    )
     assert svg.count('class="x-tick"') >= 3 and svg.count('class="y-tick"') >= 3
     for label in ("0", "20k", "40k", "60k", "-1", "0.5", "1"):
         assert f">{label}</text>" in svg

@@ -46,7 +46,9 @@ def test_candidate_wrapper_penalizes_empty_slot():
     env = CandidateActionWrapper(PickColorEnv(), max_candidates=5, invalid_action_reward=-0.5)
     obs, _ = env.reset(seed=0)
     same, reward, terminated, _, info = env.step(4)
-    assert same == obs and reward == -0.5 and not terminated and "no candidate" in info["action_error"]
+    assert (
+        same == obs and reward == -0.5 and not terminated and "no candidate" in info["action_error"]
+    )
 
 
 def test_hashed_ngrams_shape_and_norm():
@@ -61,7 +63,13 @@ def test_hashed_ngrams_shape_and_norm():
 def test_hashed_ngrams_independent_of_hash_seed():
     code = "import json; from verigym.wrappers import hashed_ngrams; print(json.dumps(hashed_ngrams('the red ball', 32).tolist()))"
     outs = [
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": s, "PATH": ""}).stdout
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": s, "PATH": ""},
+        ).stdout
         for s in ("1", "2")
     ]
     assert json.loads(outs[0]) == json.loads(outs[1]) == hashed_ngrams("the red ball", 32).tolist()
@@ -74,7 +82,11 @@ def test_hangman_mask_is_the_letters_legal_now():
     assert info["action_mask"].tolist() == [1] * 26
     e = env.candidates.index("e")
     _, _, _, _, info = env.step(e)
-    assert "action_error" not in info and info["action_mask"][e] == 0 and info["action_mask"].sum() == 25
+    assert (
+        "action_error" not in info
+        and info["action_mask"][e] == 0
+        and info["action_mask"].sum() == 25
+    )
     # the mask comes from the game's own legality: the env penalises exactly the masked-out move
     _, reward, _, _, info = env.step(e)
     assert "already tried" in info["action_error"] and reward == env.unwrapped.invalid_action_reward

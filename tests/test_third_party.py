@@ -17,7 +17,9 @@ from verigym.wrappers import CandidateActionWrapper, HashedNGramObservation
 
 MUJOCO_IDS = sorted(r.id for r in verigym.rows() if r.family == "mujoco" and r.api == "gymnasium")
 # the gymnasium ids of the families whose envs put info["action_mask"] on a Discrete action
-MASKED_FAMILY_IDS = sorted(r.id for r in verigym.rows() if r.family in ("grid", "multiagent") and r.api == "gymnasium")
+MASKED_FAMILY_IDS = sorted(
+    r.id for r in verigym.rows() if r.family in ("grid", "multiagent") and r.api == "gymnasium"
+)
 
 
 @pytest.mark.mujoco
@@ -30,7 +32,7 @@ def test_sb3_check_env_passes_on_gym_make(env_id: str) -> None:
         warnings.simplefilter("ignore")
         check_env(env)  # calls env.compute_reward on the outermost wrapper
     obs, _ = env.reset(seed=3)
-    obs, reward, *_ , info = env.step(env.action_space.sample())
+    obs, reward, *_, info = env.step(env.action_space.sample())
     assert env.compute_reward(obs["achieved_goal"], obs["desired_goal"], info) == reward
     env.close()
 
@@ -49,7 +51,11 @@ def test_goal_wrapper_keeps_spec_round_trip_and_pickling() -> None:
 
 def test_non_goal_envs_have_no_compute_reward() -> None:
     """SB3 takes an env with compute_reward for a goal env: only Dict(achieved/desired goal) ones have it."""
-    for env_id in ("verigym/DoorKey-5x5-v0", "verigym/TicTacToe-Random-v0", "verigym/GuessNumber-v0"):
+    for env_id in (
+        "verigym/DoorKey-5x5-v0",
+        "verigym/TicTacToe-Random-v0",
+        "verigym/GuessNumber-v0",
+    ):
         env = gym.make(env_id)
         assert not hasattr(env.unwrapped, "compute_reward"), env_id
         assert not hasattr(env, "compute_reward"), env_id
@@ -81,7 +87,9 @@ def test_action_masks_method_matches_info_mask(env_id: str) -> None:
 
 
 def _hangman() -> gym.Env:
-    return HashedNGramObservation(CandidateActionWrapper(gym.make("verigym/Hangman-Easy-v0")), dim=64)
+    return HashedNGramObservation(
+        CandidateActionWrapper(gym.make("verigym/Hangman-Easy-v0")), dim=64
+    )
 
 
 def test_candidate_wrapper_action_masks_follow_the_game() -> None:
@@ -96,12 +104,18 @@ def test_candidate_wrapper_action_masks_follow_the_game() -> None:
     np.testing.assert_array_equal(masks, info[ACTION_MASK].astype(bool))
 
 
-@pytest.mark.parametrize("make_env", [_hangman, lambda: gym.make("verigym/TicTacToe-Random-v0")], ids=["Hangman-candidates", "TicTacToe"])
+@pytest.mark.parametrize(
+    "make_env",
+    [_hangman, lambda: gym.make("verigym/TicTacToe-Random-v0")],
+    ids=["Hangman-candidates", "TicTacToe"],
+)
 def test_maskable_ppo_learns_without_action_masker(make_env) -> None:
     from sb3_contrib import MaskablePPO
 
     env = make_env()
-    model = MaskablePPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model = MaskablePPO(
+        "MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu"
+    )
     model.learn(192)  # collect_rollouts asks env.action_masks() before every step
     obs, info = env.reset(seed=5)
     for _ in range(6):

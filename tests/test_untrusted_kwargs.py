@@ -29,7 +29,12 @@ from verigym.kwargs_policy import (
 from verigym.registration import KwargsRefused, rows, untrusted_kwargs
 from verigym.remote import RemoteEnvError
 
-TEXT, GRID, MATH, RG = "verigym/GuessNumber-v0", "verigym/DoorKey-5x5-v0", "verigym/PythonMath-v0", "verigym/RG-BasicArithmetic-v0"
+TEXT, GRID, MATH, RG = (
+    "verigym/GuessNumber-v0",
+    "verigym/DoorKey-5x5-v0",
+    "verigym/PythonMath-v0",
+    "verigym/RG-BasicArithmetic-v0",
+)
 
 
 class _Plain(gym.Env):
@@ -78,7 +83,9 @@ def _reset(url: str, env_id: str, kwargs: dict) -> dict:
 def test_unsafe_is_refused_even_when_the_operator_allows_it():
     with pytest.raises(KwargsRefused, match="'unsafe' is never accepted"):
         untrusted_kwargs(MATH, {"unsafe": True}, allow=("unsafe",))
-    with pytest.raises(KwargsRefused, match="'unsafe' is never accepted"):  # a plugin that declares nothing too
+    with pytest.raises(
+        KwargsRefused, match="'unsafe' is never accepted"
+    ):  # a plugin that declares nothing too
         untrusted_kwargs(PLAIN, {"unsafe": True}, allow=("unsafe", "tag"))
     with pytest.raises(ValueError, match="cannot allow unsafe"):
         verigym.serve.ServeConfig(allow_kwargs=("unsafe",))
@@ -89,7 +96,10 @@ def test_every_tool_env_declares_unsafe_never_and_its_costs_operator_only():
         declared = declared_kwargs(_class(row.entry_point))
         assert declared["unsafe"].access == "never", row.id
         assert declared["max_turns"].access == "operator", row.id
-    assert declared_kwargs(_class("verigym.envs.tool.python_math:PythonMathEnv"))["timeout_s"].access == "operator"
+    assert (
+        declared_kwargs(_class("verigym.envs.tool.python_math:PythonMathEnv"))["timeout_s"].access
+        == "operator"
+    )
 
 
 def _class(entry_point: str) -> type:
@@ -100,39 +110,51 @@ def _class(entry_point: str) -> type:
 
 
 def test_client_kwargs_within_bounds_pass_and_the_result_is_exactly_them():
-    assert untrusted_kwargs(TEXT, {"max_number": 100, "render_mode": "ansi"}) == {"max_number": 100, "render_mode": "ansi"}
-    assert untrusted_kwargs(GRID, {"size": 6, "observation": "full"}) == {"size": 6, "observation": "full"}
+    assert untrusted_kwargs(TEXT, {"max_number": 100, "render_mode": "ansi"}) == {
+        "max_number": 100,
+        "render_mode": "ansi",
+    }
+    assert untrusted_kwargs(GRID, {"size": 6, "observation": "full"}) == {
+        "size": 6,
+        "observation": "full",
+    }
     assert untrusted_kwargs(MATH, {"difficulty": 2}) == {"difficulty": 2}
     assert untrusted_kwargs(TEXT, {}) == {}
 
 
-@pytest.mark.parametrize("env_id, kwargs, needle", [
-    (TEXT, {"max_number": 10**12}, "max_number"),                 # out of bounds
-    (TEXT, {"max_number": True}, "must be an int"),               # a bool is not an int
-    (TEXT, {"render_mode": "human"}, "render_mode"),              # windows on the server
-    (GRID, {"max_steps": 5}, "--allow-kwargs max_steps"),         # a cost: operator only
-    (GRID, {"max_episode_steps": 10**6}, "max_episode_steps"),
-    (MATH, {"timeout_s": 600}, "--allow-kwargs timeout_s"),
-    (TEXT, {"no_such_kwarg": 1}, "not declared"),                 # closed by default
-    (PLAIN, {"tag": "x"}, "--allow-kwargs tag"),
-    (RG, {"dataset": "knight_swap"}, "--allow-kwargs dataset"),   # picks a slow generator
-    (RG, {"score_timeout": 30.0}, "score_timeout"),
-])
+@pytest.mark.parametrize(
+    "env_id, kwargs, needle",
+    [
+        (TEXT, {"max_number": 10**12}, "max_number"),  # out of bounds
+        (TEXT, {"max_number": True}, "must be an int"),  # a bool is not an int
+        (TEXT, {"render_mode": "human"}, "render_mode"),  # windows on the server
+        (GRID, {"max_steps": 5}, "--allow-kwargs max_steps"),  # a cost: operator only
+        (GRID, {"max_episode_steps": 10**6}, "max_episode_steps"),
+        (MATH, {"timeout_s": 600}, "--allow-kwargs timeout_s"),
+        (TEXT, {"no_such_kwarg": 1}, "not declared"),  # closed by default
+        (PLAIN, {"tag": "x"}, "--allow-kwargs tag"),
+        (RG, {"dataset": "knight_swap"}, "--allow-kwargs dataset"),  # picks a slow generator
+        (RG, {"score_timeout": 30.0}, "score_timeout"),
+    ],
+)
 def test_undeclared_operator_only_and_out_of_bounds_kwargs_are_refused(env_id, kwargs, needle):
     with pytest.raises(KwargsRefused, match="refused|never") as caught:
         untrusted_kwargs(env_id, kwargs)
     assert needle in str(caught.value) and caught.value.param == next(iter(kwargs))
 
 
-@pytest.mark.parametrize("value, needle", [
-    ("x" * (MAX_STRING + 1), "character limit"),
-    ([[[[[[1]]]]]], "nested deeper"),
-    (list(range(1000)), "item limit"),
-    (float("nan"), "finite"),
-    ((1, 2), "not a plain JSON value"),
-    ({1: "a"}, "not a string"),
-    (b"bytes", "not a plain JSON value"),
-])
+@pytest.mark.parametrize(
+    "value, needle",
+    [
+        ("x" * (MAX_STRING + 1), "character limit"),
+        ([[[[[[1]]]]]], "nested deeper"),
+        (list(range(1000)), "item limit"),
+        (float("nan"), "finite"),
+        ((1, 2), "not a plain JSON value"),
+        ({1: "a"}, "not a string"),
+        (b"bytes", "not a plain JSON value"),
+    ],
+)
 def test_values_must_be_small_plain_json_even_when_allowed(value, needle):
     assert MAX_DEPTH < 6
     with pytest.raises(KwargsRefused, match=needle):
@@ -144,17 +166,27 @@ def test_operator_widening_lets_a_named_kwarg_through_within_its_declared_bound(
     assert untrusted_kwargs(PLAIN, {"tag": "x"}, allow=("tag",)) == {"tag": "x"}
     with pytest.raises(KwargsRefused, match="outside"):
         untrusted_kwargs(GRID, {"max_steps": 10**7}, allow=("max_steps",))
-    with pytest.raises(KwargsRefused, match="--allow-kwargs max_steps"):  # allowing one name allows only it
+    with pytest.raises(
+        KwargsRefused, match="--allow-kwargs max_steps"
+    ):  # allowing one name allows only it
         untrusted_kwargs(GRID, {"max_steps": 20}, allow=("size",))
 
 
 def test_reasoning_gym_config_is_bounded_per_declared_field():
-    assert untrusted_kwargs(RG, {"config": {"max_terms": 3, "min_terms": 2}}) == {"config": {"max_terms": 3, "min_terms": 2}}
-    for config, needle in (({"size": 10**9}, "field 'size' may not be set"), ({"seed": 1}, "field 'seed'"),
-                           ({"max_terms": 10**6}, "field 'max_terms'"), ({"max_digits": 400}, "field 'max_digits'")):
+    assert untrusted_kwargs(RG, {"config": {"max_terms": 3, "min_terms": 2}}) == {
+        "config": {"max_terms": 3, "min_terms": 2}
+    }
+    for config, needle in (
+        ({"size": 10**9}, "field 'size' may not be set"),
+        ({"seed": 1}, "field 'seed'"),
+        ({"max_terms": 10**6}, "field 'max_terms'"),
+        ({"max_digits": 400}, "field 'max_digits'"),
+    ):
         with pytest.raises(KwargsRefused, match=needle):
             untrusted_kwargs(RG, {"config": config})
-    assert untrusted_kwargs(RG, {"dataset": "basic_arithmetic"}) == {"dataset": "basic_arithmetic"}  # the row's own value
+    assert untrusted_kwargs(RG, {"dataset": "basic_arithmetic"}) == {
+        "dataset": "basic_arithmetic"
+    }  # the row's own value
 
 
 def test_declarations_are_inherited_and_extendable():
@@ -165,7 +197,11 @@ def test_declarations_are_inherited_and_extendable():
         remote_kwargs = {"size": client(IntRange(1, 8)), "secret": never("for tests")}
 
     declared = declared_kwargs(Child)
-    assert declared["size"].bound == IntRange(1, 8) and declared["cost"].access == "operator" and "render_mode" in declared
+    assert (
+        declared["size"].bound == IntRange(1, 8)
+        and declared["cost"].access == "operator"
+        and "render_mode" in declared
+    )
     assert check_kwargs(declared, {"size": 8}) == {"size": 8}
     with pytest.raises(KwargsRefused, match="'secret' is never"):
         check_kwargs(declared, {"secret": 1}, allow=("secret",))
@@ -178,11 +214,17 @@ def test_a_suite_file_may_set_only_declared_kwargs(tmp_path):
 
     def suite(kwargs):
         path = tmp_path / "s.json"
-        path.write_text(json.dumps({"name": "s", "tasks": [{"env_id": MATH, "episodes": 1, "env_kwargs": kwargs}]}))
+        path.write_text(
+            json.dumps(
+                {"name": "s", "tasks": [{"env_id": MATH, "episodes": 1, "env_kwargs": kwargs}]}
+            )
+        )
         return load_suite(path)
 
     assert suite({"difficulty": 2}).tasks[0].env_kwargs == {"difficulty": 2}
-    with pytest.raises(ValueError, match="suite s: env_kwargs of verigym/PythonMath-v0: .*'unsafe' is never"):
+    with pytest.raises(
+        ValueError, match="suite s: env_kwargs of verigym/PythonMath-v0: .*'unsafe' is never"
+    ):
         suite({"unsafe": True})
     with pytest.raises(ValueError, match="timeout_s"):
         suite({"timeout_s": 600})
@@ -194,7 +236,11 @@ def test_a_suite_file_may_set_only_declared_kwargs(tmp_path):
 def test_server_refuses_unsafe_with_invalid_kwargs_even_with_allow_kwargs():
     with verigym.serve.start(MATH, allow_kwargs=("timeout_s", "max_turns")) as handle:
         reply = _reset(handle.url, MATH, {"unsafe": True})
-        assert reply["type"] == "error" and reply["data"]["code"] == "INVALID_KWARGS" and reply["data"]["param"] == "unsafe"
+        assert (
+            reply["type"] == "error"
+            and reply["data"]["code"] == "INVALID_KWARGS"
+            and reply["data"]["param"] == "unsafe"
+        )
         assert "never accepted" in reply["data"]["message"]
         assert handle.app.state.server.sessions == {}
         with pytest.raises(RemoteEnvError) as caught:
@@ -206,13 +252,26 @@ def test_server_refuses_out_of_bounds_and_cost_kwargs_and_the_session_goes_on(se
     from websockets.sync.client import connect
 
     with connect(server.url.replace("http", "ws", 1) + "/ws") as ws:
-        for env_id, kwargs in ((TEXT, {"max_number": 10**12}), (GRID, {"max_steps": 10**5}), (MATH, {"timeout_s": 600}),
-                               (RG, {"config": {"size": 10**9}}), (PLAIN, {"tag": "x"}), (TEXT, {"no_such_kwarg": 1})):
+        for env_id, kwargs in (
+            (TEXT, {"max_number": 10**12}),
+            (GRID, {"max_steps": 10**5}),
+            (MATH, {"timeout_s": 600}),
+            (RG, {"config": {"size": 10**9}}),
+            (PLAIN, {"tag": "x"}),
+            (TEXT, {"no_such_kwarg": 1}),
+        ):
             ws.send(json.dumps({"type": "reset", "data": {"env_id": env_id, "kwargs": kwargs}}))
             reply = json.loads(ws.recv(timeout=30))
             assert reply["data"]["code"] == "INVALID_KWARGS", (env_id, kwargs, reply)
             assert reply["data"]["param"] == next(iter(kwargs))
-        ws.send(json.dumps({"type": "reset", "data": {"env_id": TEXT, "seed": 1, "kwargs": {"max_number": 100}}}))
+        ws.send(
+            json.dumps(
+                {
+                    "type": "reset",
+                    "data": {"env_id": TEXT, "seed": 1, "kwargs": {"max_number": 100}},
+                }
+            )
+        )
         assert json.loads(ws.recv(timeout=30))["type"] == "observation"
 
 
@@ -245,5 +304,9 @@ def test_operator_widening_over_the_wire():
         assert ends == [False, False, True]  # truncated at the operator-allowed limit
         env.close()
         assert _reset(handle.url, PLAIN, {"tag": "allowed"})["type"] == "observation"
-        assert _reset(handle.url, GRID, {"max_steps": 10**7})["data"]["code"] == "INVALID_KWARGS"  # still bounded
-        assert _reset(handle.url, GRID, {"see_through_walls": 1})["data"]["code"] == "INVALID_KWARGS"  # 1 is not a bool
+        assert (
+            _reset(handle.url, GRID, {"max_steps": 10**7})["data"]["code"] == "INVALID_KWARGS"
+        )  # still bounded
+        assert (
+            _reset(handle.url, GRID, {"see_through_walls": 1})["data"]["code"] == "INVALID_KWARGS"
+        )  # 1 is not a bool

@@ -18,8 +18,17 @@ from verigym.verifier_bounds import (
     tool_schemas,
 )
 
-_SCHEMA = {"type": "function", "function": {"name": "lookup", "description": "look a word up",
-                                            "parameters": {"type": "object", "properties": {"word": {"type": "string"}, "limit": {"type": "integer"}}}}}
+_SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "look a word up",
+        "parameters": {
+            "type": "object",
+            "properties": {"word": {"type": "string"}, "limit": {"type": "integer"}},
+        },
+    },
+}
 
 
 class _TruthTableEnv(gym.Env):
@@ -36,7 +45,9 @@ class _TruthTableEnv(gym.Env):
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
-        return "Give a formula over p and q.", {"instructions": "Reply with a formula.\n" + json.dumps(_SCHEMA)}
+        return "Give a formula over p and q.", {
+            "instructions": "Reply with a formula.\n" + json.dumps(_SCHEMA)
+        }
 
     def step(self, action):
         names = sorted(set(re.findall(r"[a-z]\w*", action)))
@@ -54,8 +65,19 @@ class _TruthTableEnv(gym.Env):
 
 def test_payloads_cover_every_class_and_fit_the_space():
     payloads = dict(adversarial_payloads(1000))
-    for label in ("long_digits", "nested_parentheses", "nested_braces", "power_tower_python", "huge_exponent",
-                  "many_variables_sum", "many_variables_logic", "repetition_regex", "repetition_encoded", "sql_printf", "code_loop"):
+    for label in (
+        "long_digits",
+        "nested_parentheses",
+        "nested_braces",
+        "power_tower_python",
+        "huge_exponent",
+        "many_variables_sum",
+        "many_variables_logic",
+        "repetition_regex",
+        "repetition_encoded",
+        "sql_printf",
+        "code_loop",
+    ):
         assert label in payloads
     assert all(len(text) <= 1000 for text in payloads.values())
     assert all(len(text) <= 20 for _, text in adversarial_payloads(20))
@@ -63,14 +85,22 @@ def test_payloads_cover_every_class_and_fit_the_space():
 
 def test_tool_arguments_get_every_payload():
     instructions = "Do it.\n" + json.dumps(_SCHEMA) + "\nnot json {"
-    assert tool_schemas(instructions) == [{"name": "lookup", "parameters": _SCHEMA["function"]["parameters"]}]
+    assert tool_schemas(instructions) == [
+        {"name": "lookup", "parameters": _SCHEMA["function"]["parameters"]}
+    ]
     replies = adversarial_replies(8192, instructions)
     calls = [reply for label, reply in replies if label.endswith("/tool:lookup.word")]
     assert len(calls) == len(adversarial_payloads(8192))
-    body = json.loads(calls[0][len("<tool_call>"):-len("</tool_call>")])
-    assert body["name"] == "lookup" and body["arguments"]["limit"] == 1 and isinstance(body["arguments"]["word"], str)
+    body = json.loads(calls[0][len("<tool_call>") : -len("</tool_call>")])
+    assert (
+        body["name"] == "lookup"
+        and body["arguments"]["limit"] == 1
+        and isinstance(body["arguments"]["word"], str)
+    )
     assert all(len(reply) <= 8192 for _, reply in replies)
-    assert any(label.endswith("/answer") for label, _ in replies) and any(label.endswith("/bare") for label, _ in replies)
+    assert any(label.endswith("/answer") for label, _ in replies) and any(
+        label.endswith("/bare") for label, _ in replies
+    )
 
 
 def test_exponential_verifier_is_caught_and_a_screened_one_is_not():
@@ -80,14 +110,21 @@ def test_exponential_verifier_is_caught_and_a_screened_one_is_not():
     screened = measure_worst_case(lambda: _TruthTableEnv(screened=True), seconds=0.02)
     assert screened is not None and not screened.problems, screened.problems
     assert screened.replies > 60
-    assert check_env(lambda: _TruthTableEnv(screened=True), checks=["verifier_bounds"]).results[-1].status == "pass"
+    assert (
+        check_env(lambda: _TruthTableEnv(screened=True), checks=["verifier_bounds"])
+        .results[-1]
+        .status
+        == "pass"
+    )
 
 
 def test_memory_growth_fails_the_check():
     worst = measure_worst_case(lambda: _TruthTableEnv(screened=True, hungry=True))
     assert worst is not None and worst.memory_bytes > WORST_CASE_MEMORY_BYTES
     assert worst.hungriest.startswith("repetition_product")
-    result = check_env(lambda: _TruthTableEnv(screened=True, hungry=True), checks=["verifier_bounds"]).results[-1]
+    result = check_env(
+        lambda: _TruthTableEnv(screened=True, hungry=True), checks=["verifier_bounds"]
+    ).results[-1]
     assert result.status == "fail" and "peak memory grew" in result.detail, result.detail
 
 
@@ -120,7 +157,11 @@ def test_a_sandbox_env_is_measured_under_a_one_second_deadline():
     assert worst is not None and not worst.problems, worst.problems
     assert sandbox_deadline(made[0]) == SANDBOX_CHECK_DEADLINE_SECONDS
     assert worst.slowest.startswith(("power_tower_python", "code_")), worst
-    assert SANDBOX_CHECK_DEADLINE_SECONDS <= worst.seconds < SANDBOX_CHECK_DEADLINE_SECONDS + SANDBOX_MARGIN_SECONDS
+    assert (
+        SANDBOX_CHECK_DEADLINE_SECONDS
+        <= worst.seconds
+        < SANDBOX_CHECK_DEADLINE_SECONDS + SANDBOX_MARGIN_SECONDS
+    )
     assert sandbox_deadline(gym.make("verigym/PythonMath-v0")) == 10.0
 
 
@@ -172,7 +213,9 @@ def test_the_time_bound_is_cpu_time_so_waiting_is_no_overrun_but_a_worker_s_cpu_
     assert waited is not None and not waited.problems, waited.problems
     assert waited.wall_seconds >= 0.3 and waited.seconds < 0.2
     stuck = measure_worst_case(lambda: _WaitingEnv(wait=0.85), seconds=0.2)
-    assert stuck is not None and len(stuck.problems) == 1 and "0.8 s wall clock)" in stuck.problems[0], stuck.problems
+    assert (
+        stuck is not None and len(stuck.problems) == 1 and "0.8 s wall clock)" in stuck.problems[0]
+    ), stuck.problems
     busy = measure_worst_case(lambda: _WaitingEnv(worker_cpu=0.3), seconds=0.2)
     assert busy is not None and len(busy.problems) == 1, busy
     assert "s of CPU time" in busy.problems[0] and busy.seconds >= 0.25, busy
@@ -185,12 +228,16 @@ def test_busy_processes_that_are_no_verifier_workers_are_not_counted_but_a_stopp
     import subprocess
     import sys
 
-    busy = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 20\nwhile time.time() < end: pass"])
+    busy = subprocess.Popen(
+        [sys.executable, "-c", "import time\nend = time.time() + 20\nwhile time.time() < end: pass"]
+    )
     try:
         waited = measure_worst_case(lambda: _WaitingEnv(wait=0.5), seconds=0.2)
         assert waited is not None and not waited.problems, waited.problems
     finally:
         busy.kill()
         busy.wait()
-    stopped = measure_worst_case(lambda: _WaitingEnv(worker_cpu=5.0, worker_timeout=0.4), seconds=0.2)
+    stopped = measure_worst_case(
+        lambda: _WaitingEnv(worker_cpu=5.0, worker_timeout=0.4), seconds=0.2
+    )
     assert stopped is not None and len(stopped.problems) == 1 and stopped.seconds >= 0.35, stopped

@@ -165,7 +165,19 @@ def test_call_bounded_works_off_the_main_thread():
 
 
 @pytest.mark.parametrize(
-    "answer", ["41 or 42", "\\text{41 or 42}", "[41, 42]", "\\{41, 42\\}", "41, 42", "41\n42", "41 \\\\ 42", "41 \\lor 42", "\\pm 42", "42; 43"]
+    "answer",
+    [
+        "41 or 42",
+        "\\text{41 or 42}",
+        "[41, 42]",
+        "\\{41, 42\\}",
+        "41, 42",
+        "41\n42",
+        "41 \\\\ 42",
+        "41 \\lor 42",
+        "\\pm 42",
+        "42; 43",
+    ],
 )
 def test_symbolic_equal_refuses_hedges_in_every_spelling(answer):
     assert not symbolic_equal(answer, "42", timeout=30.0)
@@ -275,17 +287,34 @@ def test_symbolic_equal_parses_the_answer_whole_and_refuses_unevaluated_construc
     """Not a piece of the answer (math-verify's free-text extraction took ``2`` of ``2\\sqrt{2}``),
     not the question restated (a sum, limit or integral left unevaluated), not another variable."""
     refused = [
-        ("2\\sqrt{2}", "2"), ("3x+2", "3"), ("2^{10}", "2"), ("not 10", "10"), ("the answer is 10", "10"),
-        ("\\sum_{k=1}^{10} k", "55"), ("\\sum_{k=1}^{10} k", "1"), ("\\prod_{k=1}^{4} k", "24"),
-        ("\\lim_{x\\to 0} x+10", "10"), ("\\int_0^1 x\\,dx", "\\frac{1}{2}"), ("\\frac{d}{dx} x^2", "2x"),
-        ("Sum(k, (k, 1, 10))", "55"), ("Limit(1/x, x, oo)", "0"), ("Integral(x, (x, 0, 1))", "1/2"),
+        ("2\\sqrt{2}", "2"),
+        ("3x+2", "3"),
+        ("2^{10}", "2"),
+        ("not 10", "10"),
+        ("the answer is 10", "10"),
+        ("\\sum_{k=1}^{10} k", "55"),
+        ("\\sum_{k=1}^{10} k", "1"),
+        ("\\prod_{k=1}^{4} k", "24"),
+        ("\\lim_{x\\to 0} x+10", "10"),
+        ("\\int_0^1 x\\,dx", "\\frac{1}{2}"),
+        ("\\frac{d}{dx} x^2", "2x"),
+        ("Sum(k, (k, 1, 10))", "55"),
+        ("Limit(1/x, x, oo)", "0"),
+        ("Integral(x, (x, 0, 1))", "1/2"),
         ("y=3", "x=3"),
     ]
     for answer, reference in refused:
         assert not symbolic_equal(answer, reference, timeout=30.0), (answer, reference)
     accepted = [
-        ("55", "55"), ("55.", "55"), ("x=3", "3"), ("x = 3", "x=3"), ("2\\sqrt{2}", "\\sqrt{8}"), ("1024", "2^{10}"),
-        ("\\dfrac{1}{2}", "0.5"), ("2x", "\\frac{d}{dx} x^2"), ("\\sum_{k=1}^{n} k", "\\sum_{k=1}^{n} k"),
+        ("55", "55"),
+        ("55.", "55"),
+        ("x=3", "3"),
+        ("x = 3", "x=3"),
+        ("2\\sqrt{2}", "\\sqrt{8}"),
+        ("1024", "2^{10}"),
+        ("\\dfrac{1}{2}", "0.5"),
+        ("2x", "\\frac{d}{dx} x^2"),
+        ("\\sum_{k=1}^{n} k", "\\sum_{k=1}^{n} k"),
     ]
     for answer, reference in accepted:
         assert symbolic_equal(answer, reference, timeout=30.0), (answer, reference)

@@ -176,9 +176,18 @@ class CheckReport:
 def _same(a: Any, b: Any, atol: float = 0.0) -> bool:
     """Deep equality for observations: arrays (NaN == NaN), dicts, tuples, scalars, strings."""
     if isinstance(a, dict) or isinstance(b, dict):
-        return isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k], atol) for k in a)
+        return (
+            isinstance(a, dict)
+            and isinstance(b, dict)
+            and a.keys() == b.keys()
+            and all(_same(a[k], b[k], atol) for k in a)
+        )
     if isinstance(a, (tuple, list)) and not isinstance(a, str):
-        return isinstance(b, (tuple, list)) and len(a) == len(b) and all(_same(x, y, atol) for x, y in zip(a, b))
+        return (
+            isinstance(b, (tuple, list))
+            and len(a) == len(b)
+            and all(_same(x, y, atol) for x, y in zip(a, b))
+        )
     if isinstance(a, str) or isinstance(b, str):
         return a == b
     try:
@@ -205,7 +214,10 @@ def _fingerprint(value: Any) -> Any:
     array = np.asarray(value)
     if array.dtype == object:
         return "obj:" + repr(value)
-    return f"arr:{array.dtype}:{array.shape}:" + hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+    return (
+        f"arr:{array.dtype}:{array.shape}:"
+        + hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+    )
 
 
 @dataclass
@@ -227,7 +239,15 @@ class _Step:
         )
 
 
-def _record(observation: Any, reward: Any, terminated: Any, truncated: Any, info: dict[str, Any], fingerprint: bool, reset: bool = False) -> _Step:
+def _record(
+    observation: Any,
+    reward: Any,
+    terminated: Any,
+    truncated: Any,
+    info: dict[str, Any],
+    fingerprint: bool,
+    reset: bool = False,
+) -> _Step:
     return _Step(
         observation=_fingerprint(observation) if fingerprint else observation,
         reward=float(reward),
@@ -255,13 +275,24 @@ class _ActionSource:
         if self.oracle and self.rng.random() < 0.5:
             return self.env.unwrapped.oracle_action()
         mask = None if info is None else info.get(ACTION_MASK)
-        if isinstance(self.space, spaces.Discrete) and mask is not None and np.shape(mask) == (self.space.n,) and np.any(mask):
+        if (
+            isinstance(self.space, spaces.Discrete)
+            and mask is not None
+            and np.shape(mask) == (self.space.n,)
+            and np.any(mask)
+        ):
             return np.int64(self.space.start + self.rng.choice(np.flatnonzero(mask)))
         return sample
 
 
 def _iter_rollout(
-    env: gym.Env, seed: int, steps: int, *, fingerprint: bool = False, on_step: Callable | None = None, action_seed: int | None = None
+    env: gym.Env,
+    seed: int,
+    steps: int,
+    *,
+    fingerprint: bool = False,
+    on_step: Callable | None = None,
+    action_seed: int | None = None,
 ) -> Iterator[_Step]:
     """The records of ``steps`` steps from ``reset(seed)``, one at a time (a consumer that stops
     early saves the rest), restarting finished episodes with seeds seed+1, ...
@@ -285,10 +316,20 @@ def _iter_rollout(
 
 
 def _rollout(
-    env: gym.Env, seed: int, steps: int, *, fingerprint: bool = False, on_step: Callable | None = None, action_seed: int | None = None
+    env: gym.Env,
+    seed: int,
+    steps: int,
+    *,
+    fingerprint: bool = False,
+    on_step: Callable | None = None,
+    action_seed: int | None = None,
 ) -> list[_Step]:
     """:func:`_iter_rollout` as a list."""
-    return list(_iter_rollout(env, seed, steps, fingerprint=fingerprint, on_step=on_step, action_seed=action_seed))
+    return list(
+        _iter_rollout(
+            env, seed, steps, fingerprint=fingerprint, on_step=on_step, action_seed=action_seed
+        )
+    )
 
 
 def _prefix(trajectory: Sequence[_Step], steps: int, fingerprint: bool = False) -> list[_Step]:
@@ -301,7 +342,11 @@ def _prefix(trajectory: Sequence[_Step], steps: int, fingerprint: bool = False) 
             if taken == steps:
                 break
             taken += 1
-        out.append(dataclasses.replace(record, observation=_fingerprint(record.observation)) if fingerprint else record)
+        out.append(
+            dataclasses.replace(record, observation=_fingerprint(record.observation))
+            if fingerprint
+            else record
+        )
     if taken < steps:
         raise ValueError(f"the trajectory has {taken} steps, fewer than {steps}")
     return out
@@ -311,7 +356,15 @@ def _first_difference(a: Sequence[_Step], b: Sequence[_Step], atol: float) -> st
     for i, (x, y) in enumerate(zip(a, b)):
         if not x.same_as(y, atol):
             fields = [
-                name for name in ("observation", "reward", "terminated", "truncated", "verdict", "malformed")
+                name
+                for name in (
+                    "observation",
+                    "reward",
+                    "terminated",
+                    "truncated",
+                    "verdict",
+                    "malformed",
+                )
                 if not (_same(getattr(x, name), getattr(y, name), atol))
             ]
             return f"record {i} differs in {', '.join(fields)}: {_short(getattr(x, fields[0]))} vs {_short(getattr(y, fields[0]))}"
@@ -358,7 +411,10 @@ _CHILD_CODE = (
 
 
 def _fresh_trajectories(
-    requests: dict[str, tuple[str, dict[str, Any], int, int, bool]], timeout: float = 900.0, *, workers: int | None = None
+    requests: dict[str, tuple[str, dict[str, Any], int, int, bool]],
+    timeout: float = 900.0,
+    *,
+    workers: int | None = None,
 ) -> dict[str, tuple[str, Any]]:
     """Run rollouts of registered ids in new interpreters with a different ``PYTHONHASHSEED``.
 
@@ -381,12 +437,25 @@ def _fresh_trajectories(
 
     def run(chunk: list[str]) -> dict[str, tuple[str, Any]]:
         try:
-            done = subprocess.run(command, input=json.dumps({k: requests[k] for k in chunk}), capture_output=True, text=True, env=environment, timeout=timeout)
+            done = subprocess.run(
+                command,
+                input=json.dumps({k: requests[k] for k in chunk}),
+                capture_output=True,
+                text=True,
+                env=environment,
+                timeout=timeout,
+            )
         except subprocess.TimeoutExpired:
-            return {key: ("error", f"the fresh interpreter did not finish within {timeout:.0f} s") for key in chunk}
+            return {
+                key: ("error", f"the fresh interpreter did not finish within {timeout:.0f} s")
+                for key in chunk
+            }
         if done.returncode != 0:
             tail = done.stderr[-2000:]
-            return {key: ("error", f"the fresh interpreter exited with {done.returncode}:\n{tail}") for key in chunk}
+            return {
+                key: ("error", f"the fresh interpreter exited with {done.returncode}:\n{tail}")
+                for key in chunk
+            }
         return pickle.loads(base64.b64decode(done.stdout.strip().splitlines()[-1]))
 
     if count == 1:
@@ -445,7 +514,9 @@ def _malformed_cases(space: spaces.Space) -> list[tuple[str, Any, bool]]:
             ("empty array", np.zeros((0,)), True),
         ]
         if not isinstance(space, spaces.Box) or np.all(np.isfinite(space.low)):
-            cases.append(("below range", base - 1e6 if isinstance(space, spaces.Box) else base - 1, True))
+            cases.append(
+                ("below range", base - 1e6 if isinstance(space, spaces.Box) else base - 1, True)
+            )
         return cases
     if isinstance(space, spaces.Dict):
         cases = []
@@ -469,7 +540,11 @@ def _refuses_step(env: gym.Env, action: Any, label: str) -> str | None:
         return f"{label}: step raised {type(exc).__name__}: {_short(str(exc))} -- say that reset() is needed"
     except Exception as exc:
         return f"{label}: step raised {type(exc).__name__}: {_short(str(exc))}, not a clear error saying to call reset()"
-    verdict = f", success={info.get(SUCCESS)!r}, score={info.get(SCORE)!r}" if isinstance(info, dict) and SUCCESS in info else ""
+    verdict = (
+        f", success={info.get(SUCCESS)!r}, score={info.get(SCORE)!r}"
+        if isinstance(info, dict) and SUCCESS in info
+        else ""
+    )
     return f"{label}: step ran on (reward {_short(reward)}, terminated={terminated!r}, truncated={truncated!r}{verdict}) instead of raising"
 
 
@@ -478,7 +553,10 @@ class _CallTimedOut(BaseException):
     ``BaseException``, so an env's ``except Exception`` cannot swallow it)."""
 
 
-_HARNESS_FILES = (os.path.abspath(__file__), os.path.join(os.path.dirname(os.path.abspath(__file__)), "verifier_bounds.py"))
+_HARNESS_FILES = (
+    os.path.abspath(__file__),
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "verifier_bounds.py"),
+)
 
 
 class _CallWatchdog:
@@ -544,10 +622,15 @@ class _CallWatchdog:
             elif now - since > self.seconds:
                 self._culprit = f"an env call ({_where(frame)}, now in {_where(innermost)})"
                 signal.pthread_kill(self._main, signal.SIGUSR2)
-                held, since = None, now  # still stuck after another period (a close() in a finally): again
+                held, since = (
+                    None,
+                    now,
+                )  # still stuck after another period (a close() in a finally): again
             del frame, innermost
 
-    def run(self, name: str, call: Callable[[], tuple[Status, str]], *, bounded: bool = True) -> tuple[Status, str]:
+    def run(
+        self, name: str, call: Callable[[], tuple[Status, str]], *, bounded: bool = True
+    ) -> tuple[Status, str]:
         """``call()`` with each env call bounded; a ``fail`` naming the call that hung, or a
         ``skip`` once an earlier call hung."""
         if self.tripped is not None:
@@ -583,7 +666,9 @@ def _reply_text(text_env: Any) -> Callable[[Any], str] | None:
     return text_env.action_text
 
 
-def _play_to_end(env: gym.Env, act: Callable[[dict[str, Any]], Any], seed: int, budget: int) -> tuple | None:
+def _play_to_end(
+    env: gym.Env, act: Callable[[dict[str, Any]], Any], seed: int, budget: int
+) -> tuple | None:
     """Reset ``env`` with ``seed`` and step it with ``act(info)`` until an episode ends; the last
     step's result, or ``None`` when none ended within ``budget`` steps."""
     _, info = env.reset(seed=seed)
@@ -596,14 +681,24 @@ def _play_to_end(env: gym.Env, act: Callable[[dict[str, Any]], Any], seed: int, 
 
 
 class _Checker:
-    def __init__(self, source: EnvSource, *, steps: int, seed: int, atol: float | None, env_kwargs: dict[str, Any]):
+    def __init__(
+        self,
+        source: EnvSource,
+        *,
+        steps: int,
+        seed: int,
+        atol: float | None,
+        env_kwargs: dict[str, Any],
+    ):
         self.steps = steps
         self.seed = seed
         self.env_kwargs = env_kwargs
         self.env_id: str | None = None
         if isinstance(source, str):
             self.env_id = source
-            self.factory: Callable[[], gym.Env] = lambda: gym.make(source, disable_env_checker=True, **env_kwargs)
+            self.factory: Callable[[], gym.Env] = lambda: gym.make(
+                source, disable_env_checker=True, **env_kwargs
+            )
         elif isinstance(source, gym.Env):
             template = source
             if template.spec is not None and template.spec.id in gym.registry:
@@ -616,7 +711,9 @@ class _Checker:
         elif callable(source):
             self.factory = source
         else:
-            raise TypeError(f"check_env takes an env id, a gymnasium.Env or a factory, got {type(source).__name__}")
+            raise TypeError(
+                f"check_env takes an env id, a gymnasium.Env or a factory, got {type(source).__name__}"
+            )
         probe = self.factory()
         self.name = self.env_id or type(probe.unwrapped).__name__
         self.metadata = dict(getattr(probe.unwrapped, "metadata", {}) or {})
@@ -627,7 +724,9 @@ class _Checker:
         probe.close()
         self.episode_end_problems: list[str] = []
         self.episode_ends = 0
-        self._first: list[_Step] | None = None  # the determinism check's first rollout, reused by later checks
+        self._first: list[_Step] | None = (
+            None  # the determinism check's first rollout, reused by later checks
+        )
 
     def _seeded(self, steps: int, *, fingerprint: bool = False) -> list[_Step]:
         """The rollout of a fresh instance from ``reset(seed=self.seed)`` for ``steps`` steps (the
@@ -651,7 +750,10 @@ class _Checker:
                 warnings.simplefilter("always")
                 gym_check_env(env.unwrapped, skip_render_check=True)
         except Exception as exc:
-            return "fail", f"gymnasium.utils.env_checker.check_env raised {type(exc).__name__}: {exc}"
+            return (
+                "fail",
+                f"gymnasium.utils.env_checker.check_env raised {type(exc).__name__}: {exc}",
+            )
         finally:
             env.close()
         notes = sorted({str(w.message) for w in caught})
@@ -660,7 +762,10 @@ class _Checker:
     def family(self) -> tuple[Status, str]:
         family = self.metadata.get("family")
         if family not in FAMILIES:
-            return "fail", f"metadata['family'] is {family!r}; set it to one of {FAMILIES} in the class metadata"
+            return (
+                "fail",
+                f"metadata['family'] is {family!r}; set it to one of {FAMILIES} in the class metadata",
+            )
         if self.env_id is not None:  # verigym's ids and plugins' are in the registration table
             from verigym.registration import row
 
@@ -671,7 +776,10 @@ class _Checker:
                     return "warn", f"{self.env_id} is not in verigym's registration table"
                 return "pass", ""
             if registered != family:
-                return "fail", f"metadata['family'] is {family!r} but the registration table says {registered!r}"
+                return (
+                    "fail",
+                    f"metadata['family'] is {family!r} but the registration table says {registered!r}",
+                )
         return "pass", ""
 
     def _check_episode_end(self, result: tuple) -> None:
@@ -683,24 +791,42 @@ class _Checker:
         problem = None
         if not isinstance(success, (bool, np.bool_)):
             problem = f"info['success'] is {success!r}, not a bool"
-        elif not isinstance(score, (float, int, np.floating, np.integer)) or isinstance(score, bool) or not 0.0 <= float(score) <= 1.0:
+        elif (
+            not isinstance(score, (float, int, np.floating, np.integer))
+            or isinstance(score, bool)
+            or not 0.0 <= float(score) <= 1.0
+        ):
             problem = f"info['score'] is {score!r}, not a float in [0, 1]"
         if problem and len(self.episode_end_problems) < 3:
             how = "terminated" if terminated else "truncated"
-            hint = " (a TimeLimit wrapper truncated it? enforce the step limit in the env so its own step reports the verdict)" if truncated and SUCCESS not in info else ""
-            self.episode_end_problems.append(f"episode {self.episode_ends} ({how}): {problem}{hint}")
+            hint = (
+                " (a TimeLimit wrapper truncated it? enforce the step limit in the env so its own step reports the verdict)"
+                if truncated and SUCCESS not in info
+                else ""
+            )
+            self.episode_end_problems.append(
+                f"episode {self.episode_ends} ({how}): {problem}{hint}"
+            )
 
     def _observation_problems(self, result: tuple, space: spaces.Space) -> str | None:
         observation, reward, terminated, truncated, info = result
         if not space.contains(observation):
             return f"observation {_short(observation)} is not in {space}"
-        if isinstance(reward, bool) or not isinstance(reward, (int, float, np.integer, np.floating)) or not math.isfinite(float(reward)):
+        if (
+            isinstance(reward, bool)
+            or not isinstance(reward, (int, float, np.integer, np.floating))
+            or not math.isfinite(float(reward))
+        ):
             return f"reward {reward!r} is not a finite number"
-        if not isinstance(terminated, (bool, np.bool_)) or not isinstance(truncated, (bool, np.bool_)):
+        if not isinstance(terminated, (bool, np.bool_)) or not isinstance(
+            truncated, (bool, np.bool_)
+        ):
             return f"terminated/truncated are {terminated!r}/{truncated!r}, not bools"
         if not isinstance(info, dict):
             return f"info is {type(info).__name__}, not dict"
-        if ACTION_ERROR in info and not (isinstance(info[ACTION_ERROR], str) and info[ACTION_ERROR]):
+        if ACTION_ERROR in info and not (
+            isinstance(info[ACTION_ERROR], str) and info[ACTION_ERROR]
+        ):
             return f"info['action_error'] is {info[ACTION_ERROR]!r}, not a non-empty str"
         return None
 
@@ -709,7 +835,9 @@ class _Checker:
 
         def watch(result: tuple) -> None:
             self._check_episode_end(result)
-            if len(problems) < 3 and (problem := self._observation_problems(result, self.observation_space)):
+            if len(problems) < 3 and (
+                problem := self._observation_problems(result, self.observation_space)
+            ):
                 problems.append(problem)
 
         a, b = self.factory(), self.factory()
@@ -731,9 +859,15 @@ class _Checker:
             return "skip", "the spec says nondeterministic=True"
         difference = _first_difference(first, second, self.atol)
         if difference:
-            return "fail", f"two instances, seed {self.seed}, same {self.steps} actions: {difference} (does the env draw all randomness from self.np_random, seeded in reset?)"
+            return (
+                "fail",
+                f"two instances, seed {self.seed}, same {self.steps} actions: {difference} (does the env draw all randomness from self.np_random, seeded in reset?)",
+            )
         self._first = first
-        return "pass", f"{self.steps} steps, {sum(1 for s in first if s.terminated or s.truncated)} episode ends"
+        return (
+            "pass",
+            f"{self.steps} steps, {sum(1 for s in first if s.terminated or s.truncated)} episode ends",
+        )
 
     def reset_leak(self) -> tuple[Status, str]:
         if self.nondeterministic:
@@ -747,7 +881,10 @@ class _Checker:
             env.close()
         difference = _first_difference(reference, again, self.atol)
         if difference:
-            return "fail", f"reset(seed={self.seed}) after 60 other steps does not replay the first episode: {difference} (is some state kept across reset?)"
+            return (
+                "fail",
+                f"reset(seed={self.seed}) after 60 other steps does not replay the first episode: {difference} (is some state kept across reset?)",
+            )
         return "pass", ""
 
     def seed_sensitivity(self) -> tuple[Status, str]:
@@ -760,10 +897,16 @@ class _Checker:
                 run = _iter_rollout(env, self.seed + k, 30, fingerprint=True, action_seed=self.seed)
                 for i, (got, expected) in enumerate(itertools.zip_longest(run, reference)):
                     if got is None or expected is None or not got.same_as(expected, 0.0):
-                        return "pass", f"seed {self.seed + k} differs from seed {self.seed} at record {i}"
+                        return (
+                            "pass",
+                            f"seed {self.seed + k} differs from seed {self.seed} at record {i}",
+                        )
         finally:
             env.close()
-        return "fail", "8 different reset seeds with the same 30 actions gave the same trajectory: does reset ignore its seed? (set metadata['seedless_reset'] = True if the task is fixed by design)"
+        return (
+            "fail",
+            "8 different reset seeds with the same 30 actions gave the same trajectory: does reset ignore its seed? (set metadata['seedless_reset'] = True if the task is fixed by design)",
+        )
 
     def fresh_interpreter(self, precomputed: tuple[str, Any] | None = None) -> tuple[Status, str]:
         if self.nondeterministic:
@@ -772,14 +915,19 @@ class _Checker:
             return "skip", "needs a registered env id to rebuild the env in a new process"
         fingerprint = self.atol == 0.0
         if precomputed is None:
-            precomputed = _fresh_trajectories({"x": (self.env_id, self.env_kwargs, self.seed, self.steps, fingerprint)})["x"]
+            precomputed = _fresh_trajectories(
+                {"x": (self.env_id, self.env_kwargs, self.seed, self.steps, fingerprint)}
+            )["x"]
         status, payload = precomputed
         if status != "ok":
             return "fail", f"the fresh interpreter could not run {self.env_id}: {payload}"
         local = self._seeded(self.steps, fingerprint=fingerprint)
         difference = _first_difference(local, payload, self.atol)
         if difference:
-            return "fail", f"a new interpreter with another PYTHONHASHSEED gives another trajectory: {difference} (set iteration order? hash()? global RNG?)"
+            return (
+                "fail",
+                f"a new interpreter with another PYTHONHASHSEED gives another trajectory: {difference} (set iteration order? hash()? global RNG?)",
+            )
         return "pass", ""
 
     def pickle_deepcopy(self) -> tuple[Status, str]:
@@ -811,19 +959,32 @@ class _Checker:
                 pickled = pickle.loads(pickle.dumps(original))
                 copies.append(pickled)
             except Exception as exc:
-                return "fail", f"pickle.dumps(env) after {prefix} steps raised {type(exc).__name__}: {exc}"
+                return (
+                    "fail",
+                    f"pickle.dumps(env) after {prefix} steps raised {type(exc).__name__}: {exc}",
+                )
             try:
                 deep = copy.deepcopy(original)
                 copies.append(deep)
             except Exception as exc:
-                return "fail", f"copy.deepcopy(env) after {prefix} steps raised {type(exc).__name__}: {exc}"
-            for label, env in (("the pickled copy", pickled), ("the deep copy", deep), ("the original (after its copies were stepped)", original)):
+                return (
+                    "fail",
+                    f"copy.deepcopy(env) after {prefix} steps raised {type(exc).__name__}: {exc}",
+                )
+            for label, env in (
+                ("the pickled copy", pickled),
+                ("the deep copy", deep),
+                ("the original (after its copies were stepped)", original),
+            ):
                 got = []
                 for action in actions[prefix : len(expected)]:
                     got.append(_record(*env.step(action), fingerprint=False))
                 difference = _first_difference(got, expected[prefix:], self.atol)
                 if difference:
-                    return "fail", f"{label} does not continue like an uninterrupted episode: {difference}"
+                    return (
+                        "fail",
+                        f"{label} does not continue like an uninterrupted episode: {difference}",
+                    )
         finally:
             for env in (reference, original, *copies):
                 env.close()
@@ -841,7 +1002,9 @@ class _Checker:
                 try:
                     result = env.step(action)
                 except Exception as exc:
-                    problems.append(f"{label}: step raised {type(exc).__name__}: {_short(str(exc))}")
+                    problems.append(
+                        f"{label}: step raised {type(exc).__name__}: {_short(str(exc))}"
+                    )
                     continue
                 if problem := self._observation_problems(result, self.observation_space):
                     problems.append(f"{label}: {problem}")
@@ -851,7 +1014,9 @@ class _Checker:
                     try:
                         env.step(self.action_space.sample())
                     except Exception as exc:
-                        problems.append(f"{label}: the next valid step raised {type(exc).__name__}: {_short(str(exc))}")
+                        problems.append(
+                            f"{label}: the next valid step raised {type(exc).__name__}: {_short(str(exc))}"
+                        )
         finally:
             env.close()
         if problems:
@@ -866,9 +1031,11 @@ class _Checker:
         worst = measure_worst_case(self.factory, seed=self.seed)
         if worst is None:  # pragma: no cover - the factory made an env with another space
             return "skip", "the action space is not text"
-        summary = (f"{worst.replies} adversarial replies; slowest {worst.seconds:.2f} s ({worst.slowest}, "
-                   f"{worst.wall_seconds:.2f} s wall clock), "
-                   f"largest peak-memory growth {worst.memory_bytes >> 20} MiB ({worst.hungriest or 'none'})")
+        summary = (
+            f"{worst.replies} adversarial replies; slowest {worst.seconds:.2f} s ({worst.slowest}, "
+            f"{worst.wall_seconds:.2f} s wall clock), "
+            f"largest peak-memory growth {worst.memory_bytes >> 20} MiB ({worst.hungriest or 'none'})"
+        )
         if worst.problems:
             return "fail", summary + "\n" + "\n".join(worst.problems)
         return "pass", summary
@@ -885,30 +1052,49 @@ class _Checker:
                 return "fail", "instructions() is empty"
             result = text_env.step("\u2603 not an action \u2603")
             if not isinstance(result[0], str):
-                return "fail", f"LanguageWrapper.step on garbage gave a {type(result[0]).__name__} observation"
+                return (
+                    "fail",
+                    f"LanguageWrapper.step on garbage gave a {type(result[0]).__name__} observation",
+                )
             if text_env._native_text:
                 return "pass", "natively text"
             inner = tensor_env.unwrapped
-            if isinstance(inner, TextInterface) and not callable(getattr(inner, "action_text", None)):
-                return "skip", "the env has its own parse_action but no action_text(action) to round-trip with"
-            to_text = inner.action_text if isinstance(inner, TextInterface) else text_env.action_text
+            if isinstance(inner, TextInterface) and not callable(
+                getattr(inner, "action_text", None)
+            ):
+                return (
+                    "skip",
+                    "the env has its own parse_action but no action_text(action) to round-trip with",
+                )
+            to_text = (
+                inner.action_text if isinstance(inner, TextInterface) else text_env.action_text
+            )
             space = copy.deepcopy(tensor_env.action_space)
             space.seed(self.seed)
             for _ in range(50):
                 action = space.sample()
                 parsed = text_env.parse_action(to_text(action))
                 if not _same(parsed, action):
-                    return "fail", f"parse_action(action_text({_short(action)})) gave {_short(parsed)}"
+                    return (
+                        "fail",
+                        f"parse_action(action_text({_short(action)})) gave {_short(parsed)}",
+                    )
             tensor_obs, _ = tensor_env.reset(seed=self.seed)
             text_obs, _ = text_env.reset(seed=self.seed)
             for step in range(50):
                 if text_env.observation_text(tensor_obs) != text_obs:
-                    return "fail", f"step {step}: the text view shows another state than the tensor view with the same seed"
+                    return (
+                        "fail",
+                        f"step {step}: the text view shows another state than the tensor view with the same seed",
+                    )
                 action = space.sample()
                 t = tensor_env.step(action)
                 w = text_env.step(to_text(action))
                 if not _same(t[1:4], w[1:4]):
-                    return "fail", f"step {step}: reward/terminated/truncated differ between views: {t[1:4]} vs {w[1:4]}"
+                    return (
+                        "fail",
+                        f"step {step}: reward/terminated/truncated differ between views: {t[1:4]} vs {w[1:4]}",
+                    )
                 tensor_obs, text_obs = t[0], w[0]
                 if t[2] or t[3]:
                     break
@@ -921,7 +1107,10 @@ class _Checker:
 
     def episode_end(self) -> tuple[Status, str]:
         if self.episode_ends == 0:
-            return "fail", f"no episode ended within {self.steps + 20 * max(self.steps, 100)} random steps: give the env a step limit"
+            return (
+                "fail",
+                f"no episode ended within {self.steps + 20 * max(self.steps, 100)} random steps: give the env a step limit",
+            )
         if self.episode_end_problems:
             return "fail", "\n".join(self.episode_end_problems)
         return "pass", f"{self.episode_ends} episode ends checked"
@@ -936,13 +1125,21 @@ class _Checker:
             taken, result = 0, None
             while result is None or not (result[2] or result[3]):
                 if taken == budget:
-                    return "skip", f"no episode ended within {budget} steps (see the episode_end check)"
+                    return (
+                        "skip",
+                        f"no episode ended within {budget} steps (see the episode_end check)",
+                    )
                 result = env.step(source(info))
                 info, taken = result[4], taken + 1
             ended = f"step {taken} {'terminated' if result[2] else 'truncated'} the episode"
-            after = _ActionSource(env, self.seed + 1, oracle=False)  # an oracle may not answer after the end
+            after = _ActionSource(
+                env, self.seed + 1, oracle=False
+            )  # an oracle may not answer after the end
             problems = []
-            for label, make_copy in (("its deep copy", copy.deepcopy), ("its pickled copy", lambda e: pickle.loads(pickle.dumps(e)))):
+            for label, make_copy in (
+                ("its deep copy", copy.deepcopy),
+                ("its pickled copy", lambda e: pickle.loads(pickle.dumps(e))),
+            ):
                 try:
                     copies.append(make_copy(env))
                 except Exception:  # reported by the pickle_deepcopy check
@@ -960,15 +1157,23 @@ class _Checker:
             try:
                 env.step(after(info))
             except Exception as exc:
-                return "fail", f"{ended}; after reset() the next step still raised {type(exc).__name__}: {_short(str(exc))}"
+                return (
+                    "fail",
+                    f"{ended}; after reset() the next step still raised {type(exc).__name__}: {_short(str(exc))}",
+                )
         finally:
             for item in (env, *copies):
                 item.close()
         problems, notes = self._step_after_end_wrapped(budget)
         if problems:
-            return "fail", f"{ended}; the env refused the next step, but through a wrapper:\n" + "\n".join(problems) + (
-                "\nA wrapper that answers a step itself (a malformed reply, its own truncation) must keep the "
-                "episode boundary too: derive it from verigym.core.EpisodeGuard"
+            return (
+                "fail",
+                f"{ended}; the env refused the next step, but through a wrapper:\n"
+                + "\n".join(problems)
+                + (
+                    "\nA wrapper that answers a step itself (a malformed reply, its own truncation) must keep the "
+                    "episode boundary too: derive it from verigym.core.EpisodeGuard"
+                ),
             )
         return "pass", "; ".join([f"{ended}; the next step raised", *notes])
 
@@ -991,7 +1196,9 @@ class _Checker:
         try:
             to_text = _reply_text(text_env)
             if to_text is None:
-                notes.append("LanguageWrapper not checked: the env has its own parse_action but no action_text")
+                notes.append(
+                    "LanguageWrapper not checked: the env has its own parse_action but no action_text"
+                )
             else:
                 inner = text_env.env
                 source = _ActionSource(inner, self.seed)
@@ -1002,7 +1209,11 @@ class _Checker:
                     how = "terminated" if end[2] else "truncated"
                     valid = to_text(_ActionSource(inner, self.seed + 1, oracle=False)(end[4]))
                     for label, reply in (("a malformed reply", garbage), ("a valid reply", valid)):
-                        if problem := _refuses_step(text_env, reply, f"LanguageWrapper, after the env {how} the episode, {label}"):
+                        if problem := _refuses_step(
+                            text_env,
+                            reply,
+                            f"LanguageWrapper, after the env {how} the episode, {label}",
+                        ):
                             problems.append(problem)
                     notes.append("LanguageWrapper refused too")
                 limit = text_env.max_invalid_actions
@@ -1012,10 +1223,16 @@ class _Checker:
                     for _ in range(limit):
                         result = text_env.step(garbage)
                     if result is None or not result[3]:
-                        problems.append(f"LanguageWrapper did not truncate after {limit} malformed replies in a row")
+                        problems.append(
+                            f"LanguageWrapper did not truncate after {limit} malformed replies in a row"
+                        )
                     else:
                         oracle = isinstance(text_env.unwrapped, OracleInterface)
-                        action = text_env.unwrapped.oracle_action() if oracle else _ActionSource(inner, self.seed, oracle=False)(info)
+                        action = (
+                            text_env.unwrapped.oracle_action()
+                            if oracle
+                            else _ActionSource(inner, self.seed, oracle=False)(info)
+                        )
                         label = f"LanguageWrapper, after its own truncation ({limit} malformed replies), {'the oracle' if oracle else 'a valid'} reply"
                         if problem := _refuses_step(text_env, to_text(action), label):
                             problems.append(problem)
@@ -1025,14 +1242,28 @@ class _Checker:
         if candidates is not None:
             try:
                 try:
-                    end = _play_to_end(candidates, _ActionSource(candidates, self.seed, oracle=False), self.seed, budget)
-                except ValueError as exc:  # the env lists more candidates later than at the probe reset
+                    end = _play_to_end(
+                        candidates,
+                        _ActionSource(candidates, self.seed, oracle=False),
+                        self.seed,
+                        budget,
+                    )
+                except (
+                    ValueError
+                ) as exc:  # the env lists more candidates later than at the probe reset
                     end = None
                     notes.append(f"CandidateActionWrapper not checked: {exc}")
                 if end is not None:
                     how = "terminated" if end[2] else "truncated"
-                    for label, index in (("an index with no candidate", candidates.action_space.n), ("index 0", 0)):
-                        if problem := _refuses_step(candidates, index, f"CandidateActionWrapper, after the env {how} the episode, {label}"):
+                    for label, index in (
+                        ("an index with no candidate", candidates.action_space.n),
+                        ("index 0", 0),
+                    ):
+                        if problem := _refuses_step(
+                            candidates,
+                            index,
+                            f"CandidateActionWrapper, after the env {how} the episode, {label}",
+                        ):
                             problems.append(problem)
                     notes.append("CandidateActionWrapper refused too")
             finally:
@@ -1111,7 +1342,9 @@ def check_env(
         made: list[_Checker] = []
 
         def make() -> tuple[Status, str]:
-            made.append(_Checker(env, steps=steps, seed=seed, atol=atol, env_kwargs=dict(env_kwargs or {})))
+            made.append(
+                _Checker(env, steps=steps, seed=seed, atol=atol, env_kwargs=dict(env_kwargs or {}))
+            )
             return "pass", ""
 
         try:
@@ -1135,14 +1368,19 @@ def check_env(
         return run_checks(report, [name for name in ALL_CHECKS if name in selected], run)
 
 
-def run_checks(report: CheckReport, names: Iterable[str], run: Callable[[str], tuple[Status, str]]) -> CheckReport:
+def run_checks(
+    report: CheckReport, names: Iterable[str], run: Callable[[str], tuple[Status, str]]
+) -> CheckReport:
     """Run each named check in order and append its result to ``report``; a check that raises is a
     ``fail`` whose detail holds the exception and a short traceback (the checkers never raise)."""
     for name in names:
         try:
             status, detail = run(name)
         except Exception as exc:
-            status, detail = "fail", f"raised {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
+            status, detail = (
+                "fail",
+                f"raised {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}",
+            )
         report.results.append(CheckResult(name, status, detail))
     return report
 

@@ -73,7 +73,9 @@ MULTIAGENT_CHECKS = (
     "close_twice",
 )
 
-MultiAgentSource = Any  # a registered id, an AECEnv/ParallelEnv instance, or a zero-argument factory
+MultiAgentSource = (
+    Any  # a registered id, an AECEnv/ParallelEnv instance, or a zero-argument factory
+)
 
 
 def _api_of(env: Any) -> str:
@@ -134,7 +136,12 @@ class _Actions:
         space = self.spaces[agent]
         sample = space.sample()
         mask = None if info is None else info.get(ACTION_MASK)
-        if isinstance(space, spaces.Discrete) and mask is not None and np.shape(mask) == (space.n,) and np.any(mask):
+        if (
+            isinstance(space, spaces.Discrete)
+            and mask is not None
+            and np.shape(mask) == (space.n,)
+            and np.any(mask)
+        ):
             return np.int64(space.start + self.rng.choice(np.flatnonzero(mask)))
         return sample
 
@@ -154,7 +161,10 @@ class _Driver:
             return [self._aec_record(a) for a in self.env.agents]
         observations, infos = self.env.reset(seed=seed)
         self.infos = {a: dict(infos.get(a, {})) for a in self.env.agents}
-        return [_Record(a, observations[a], 0.0, False, False, (None, None), False) for a in sorted(observations)]
+        return [
+            _Record(a, observations[a], 0.0, False, False, (None, None), False)
+            for a in sorted(observations)
+        ]
 
     def done(self) -> bool:
         return not self.env.agents
@@ -163,15 +173,25 @@ class _Driver:
         """The agents that act on the next step (the selected one, or every live one)."""
         return [self.env.agent_selection] if self.api == "aec" else list(self.env.agents)
 
-    def step(self, actions: dict[str, Any]) -> tuple[list[_Record], dict[str, dict[str, Any]], list[str]]:
+    def step(
+        self, actions: dict[str, Any]
+    ) -> tuple[list[_Record], dict[str, dict[str, Any]], list[str]]:
         """One step with ``actions`` for :meth:`actors`; returns the records, the infos of this step
         and the agents whose episode this step ended."""
         if self.api == "aec":
             agent = self.env.agent_selection
-            was_live = {a for a in self.env.agents if not (self.env.terminations[a] or self.env.truncations[a])}
+            was_live = {
+                a
+                for a in self.env.agents
+                if not (self.env.terminations[a] or self.env.truncations[a])
+            }
             self.env.step(actions[agent])
             infos = {a: dict(self.env.infos.get(a, {})) for a in self.env.agents}
-            ended = [a for a in self.env.agents if a in was_live and (self.env.terminations[a] or self.env.truncations[a])]
+            ended = [
+                a
+                for a in self.env.agents
+                if a in was_live and (self.env.terminations[a] or self.env.truncations[a])
+            ]
             self.infos = infos
             records = [self._aec_record(a) for a in sorted(self.env.agents)]
             return records, infos, ended
@@ -180,8 +200,13 @@ class _Driver:
         self.infos = {a: infos.get(a, {}) for a in self.env.agents}
         records = [
             _Record(
-                a, observations[a], float(rewards[a]), bool(terminations[a]), bool(truncations[a]),
-                (infos.get(a, {}).get(SUCCESS), infos.get(a, {}).get(SCORE)), ACTION_ERROR in infos.get(a, {}),
+                a,
+                observations[a],
+                float(rewards[a]),
+                bool(terminations[a]),
+                bool(truncations[a]),
+                (infos.get(a, {}).get(SUCCESS), infos.get(a, {}).get(SCORE)),
+                ACTION_ERROR in infos.get(a, {}),
             )
             for a in sorted(observations)
         ]
@@ -201,8 +226,13 @@ class _Driver:
         env = self.env
         info = env.infos.get(agent, {})
         return _Record(
-            agent, env.observe(agent), float(env._cumulative_rewards.get(agent, 0.0)), bool(env.terminations[agent]),
-            bool(env.truncations[agent]), (info.get(SUCCESS), info.get(SCORE)), ACTION_ERROR in info,
+            agent,
+            env.observe(agent),
+            float(env._cumulative_rewards.get(agent, 0.0)),
+            bool(env.terminations[agent]),
+            bool(env.truncations[agent]),
+            (info.get(SUCCESS), info.get(SCORE)),
+            ACTION_ERROR in info,
         )
 
 
@@ -220,7 +250,11 @@ def _verdict_problem(agent: str, info: Mapping[str, Any]) -> str | None:
     success, score = info.get(SUCCESS), info.get(SCORE)
     if not isinstance(success, (bool, np.bool_)):
         return f"the step that ended {agent}'s episode has info['success']={success!r}, not a bool"
-    if isinstance(score, bool) or not isinstance(score, (int, float, np.floating)) or not 0.0 <= float(score) <= 1.0:
+    if (
+        isinstance(score, bool)
+        or not isinstance(score, (int, float, np.floating))
+        or not 0.0 <= float(score) <= 1.0
+    ):
         return f"the step that ended {agent}'s episode has info['score']={score!r}, not a float in [0, 1]"
     return None
 
@@ -241,7 +275,9 @@ def _refuses_step(driver: _Driver, label: str) -> str | None:
 
 
 class _MultiAgentChecker:
-    def __init__(self, source: MultiAgentSource, *, steps: int, seed: int, env_kwargs: dict[str, Any]):
+    def __init__(
+        self, source: MultiAgentSource, *, steps: int, seed: int, env_kwargs: dict[str, Any]
+    ):
         self.steps, self.seed = steps, seed
         self.env_id: str | None = None
         if isinstance(source, str):
@@ -276,7 +312,9 @@ class _MultiAgentChecker:
     def _driver(self) -> _Driver:
         return _Driver(self.factory(), self.api)
 
-    def _rollout(self, driver: _Driver, seed: int, steps: int, *, action_seed: int | None = None) -> list[_Record]:
+    def _rollout(
+        self, driver: _Driver, seed: int, steps: int, *, action_seed: int | None = None
+    ) -> list[_Record]:
         """``steps`` steps from ``reset(seed)``; finished games restart with seeds seed+1, ...;
         also collects the episode-end problems of :meth:`episode_end`."""
         source = _Actions(driver.env, seed if action_seed is None else action_seed)
@@ -302,7 +340,19 @@ class _MultiAgentChecker:
     def _first_difference(a: Sequence[_Record], b: Sequence[_Record]) -> str | None:
         for i, (x, y) in enumerate(zip(a, b)):
             if not x.same_as(y):
-                fields = [n for n in ("agent", "observation", "reward", "terminated", "truncated", "verdict", "malformed") if not _same(getattr(x, n), getattr(y, n))]
+                fields = [
+                    n
+                    for n in (
+                        "agent",
+                        "observation",
+                        "reward",
+                        "terminated",
+                        "truncated",
+                        "verdict",
+                        "malformed",
+                    )
+                    if not _same(getattr(x, n), getattr(y, n))
+                ]
                 return f"record {i} ({x.agent}) differs in {', '.join(fields)}: {_short(getattr(x, fields[0]))} vs {_short(getattr(y, fields[0]))}"
         if len(a) != len(b):
             return f"trajectory lengths differ: {len(a)} vs {len(b)} records"
@@ -314,7 +364,10 @@ class _MultiAgentChecker:
         from pettingzoo.utils.conversions import parallel_to_aec
 
         cycles = max(10, min(self.steps, 100))
-        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):  # its progress prints
+        with (
+            warnings.catch_warnings(),
+            contextlib.redirect_stdout(io.StringIO()),
+        ):  # its progress prints
             warnings.simplefilter("error")
             env = self.factory()
             if self.api == "aec":
@@ -324,7 +377,10 @@ class _MultiAgentChecker:
             parallel_api_test(env, num_cycles=cycles)
             env.close()
             api_test(parallel_to_aec(self.factory()), num_cycles=cycles)
-        return "pass", f"parallel_api_test and api_test of the parallel_to_aec view, {cycles} cycles"
+        return (
+            "pass",
+            f"parallel_api_test and api_test of the parallel_to_aec view, {cycles} cycles",
+        )
 
     def determinism(self) -> tuple[Status, str]:
         first, second = self._driver(), self._driver()
@@ -348,7 +404,10 @@ class _MultiAgentChecker:
         fresh_driver.env.close()
         difference = self._first_difference(fresh, again)
         if difference:
-            return "fail", f"reset(seed={self.seed}) after other play differs from a fresh instance: {difference}"
+            return (
+                "fail",
+                f"reset(seed={self.seed}) after other play differs from a fresh instance: {difference}",
+            )
         return "pass", f"{steps} steps replayed identically after other play"
 
     def _mid_game(self) -> tuple[_Driver, _Actions]:
@@ -363,13 +422,18 @@ class _MultiAgentChecker:
                     break
             if not driver.done():
                 return driver, source
-        raise AssertionError("every game of 20 seeds ended within 2 steps; no mid-game state to copy")
+        raise AssertionError(
+            "every game of 20 seeds ended within 2 steps; no mid-game state to copy"
+        )
 
     def pickle_deepcopy(self) -> tuple[Status, str]:
         driver, source = self._mid_game()
         steps = max(5, min(self.steps, 50))
         problems = []
-        for label, clone in (("deepcopy", copy.deepcopy), ("pickle", lambda e: pickle.loads(pickle.dumps(e)))):
+        for label, clone in (
+            ("deepcopy", copy.deepcopy),
+            ("pickle", lambda e: pickle.loads(pickle.dumps(e))),
+        ):
             try:
                 copied_env = clone(driver.env)
             except Exception as exc:
@@ -390,11 +454,19 @@ class _MultiAgentChecker:
                 runs.append(records)
             difference = self._first_difference(*runs)
             if difference:
-                problems.append(f"{label}: the copy continues differently from the original: {difference}")
+                problems.append(
+                    f"{label}: the copy continues differently from the original: {difference}"
+                )
             if pickle.dumps(driver.env) != before:
-                problems.append(f"{label}: stepping the copy changed the original (its pickled state differs)")
+                problems.append(
+                    f"{label}: stepping the copy changed the original (its pickled state differs)"
+                )
         driver.env.close()
-        return ("fail", "\n".join(problems)) if problems else ("pass", f"deepcopy and pickle mid-game continue identically for {steps} steps")
+        return (
+            ("fail", "\n".join(problems))
+            if problems
+            else ("pass", f"deepcopy and pickle mid-game continue identically for {steps} steps")
+        )
 
     def _malformed_for(self, agent: str, space: spaces.Space) -> list[tuple[str, Any]]:
         cases: list[tuple[str, Any]] = [("None", None), ("text", "up")]
@@ -412,12 +484,22 @@ class _MultiAgentChecker:
             for label, bad in cases:
                 reached = self._reach_turn(driver, agent, self.seed + 31 * index)
                 if not reached:
-                    problems.append(f"{agent}: never had to act within 200 steps of seed {self.seed + 31 * index}")
+                    problems.append(
+                        f"{agent}: never had to act within 200 steps of seed {self.seed + 31 * index}"
+                    )
                     break
                 mask = driver.infos.get(agent, {}).get(ACTION_MASK)
                 space = env.action_space(agent)
-                if label.startswith("illegal"):  # turn-based games: the mask is the rule (grid moves into walls are legal turns)
-                    if self.api != "aec" or self.parallelizable or mask is None or not isinstance(space, spaces.Discrete) or np.all(mask):
+                if label.startswith(
+                    "illegal"
+                ):  # turn-based games: the mask is the rule (grid moves into walls are legal turns)
+                    if (
+                        self.api != "aec"
+                        or self.parallelizable
+                        or mask is None
+                        or not isinstance(space, spaces.Discrete)
+                        or np.all(mask)
+                    ):
                         continue
                     bad = np.int64(space.start + int(np.flatnonzero(np.asarray(mask) == 0)[0]))
                 source = _Actions(env, self.seed + index)
@@ -428,12 +510,16 @@ class _MultiAgentChecker:
                 try:
                     records, infos, ended = driver.step(actions)
                 except Exception as exc:
-                    problems.append(f"{where}: step raised {type(exc).__name__}: {_short(str(exc))}")
+                    problems.append(
+                        f"{where}: step raised {type(exc).__name__}: {_short(str(exc))}"
+                    )
                     driver = self._driver()
                     env = driver.env
                     continue
                 error = infos.get(agent, {}).get(ACTION_ERROR)
-                if self.api == "aec" and error is None:  # an AEC view of a parallel game judges the joint action at the cycle's end
+                if (
+                    self.api == "aec" and error is None
+                ):  # an AEC view of a parallel game judges the joint action at the cycle's end
                     for _ in range(len(env.possible_agents) - 1):
                         if driver.done() or env.agent_selection == agent:
                             break
@@ -443,7 +529,9 @@ class _MultiAgentChecker:
                         if error is not None:
                             break
                 if not isinstance(error, str) or not error:
-                    problems.append(f"{where}: no info['action_error'] (non-empty str) for {agent}; infos {_short(infos.get(agent))}")
+                    problems.append(
+                        f"{where}: no info['action_error'] (non-empty str) for {agent}; infos {_short(infos.get(agent))}"
+                    )
                 observation_issue = _observation_problem(env, records)
                 if observation_issue:
                     problems.append(f"{where}: {observation_issue}")
@@ -455,13 +543,18 @@ class _MultiAgentChecker:
                     try:  # the game goes on: a valid step still works
                         driver.step(driver.choose(source))
                     except Exception as exc:
-                        problems.append(f"{where}: the next valid step raised {type(exc).__name__}: {_short(str(exc))}")
+                        problems.append(
+                            f"{where}: the next valid step raised {type(exc).__name__}: {_short(str(exc))}"
+                        )
                         driver = self._driver()
                         env = driver.env
         env.close()
         if problems:
             return "fail", "\n".join(problems[:12])
-        return "pass", f"{tried} malformed actions over {len(env.possible_agents)} agents flagged without exceptions"
+        return (
+            "pass",
+            f"{tried} malformed actions over {len(env.possible_agents)} agents flagged without exceptions",
+        )
 
     def _reach_turn(self, driver: _Driver, agent: str, seed: int) -> bool:
         """Reset and play valid moves until ``agent`` has to act (live and among the actors)."""
@@ -507,11 +600,18 @@ class _MultiAgentChecker:
         if not self._play_to_end(driver, source, self.seed):
             return "warn", "the game did not end within 100,000 steps"
         problems = [
-            p for p in (
+            p
+            for p in (
                 _refuses_step(driver, "finished game"),
-                _refuses_step(_Driver(copy.deepcopy(driver.env), self.api), "deepcopy of the finished game"),
-                _refuses_step(_Driver(pickle.loads(pickle.dumps(driver.env)), self.api), "pickle of the finished game"),
-            ) if p
+                _refuses_step(
+                    _Driver(copy.deepcopy(driver.env), self.api), "deepcopy of the finished game"
+                ),
+                _refuses_step(
+                    _Driver(pickle.loads(pickle.dumps(driver.env)), self.api),
+                    "pickle of the finished game",
+                ),
+            )
+            if p
         ]
         driver.reset(self.seed + 1)
         try:
@@ -519,7 +619,11 @@ class _MultiAgentChecker:
         except Exception as exc:
             problems.append(f"after reset, step raised {type(exc).__name__}: {_short(str(exc))}")
         driver.env.close()
-        return ("fail", "\n".join(problems)) if problems else ("pass", "a finished game refuses step until reset")
+        return (
+            ("fail", "\n".join(problems))
+            if problems
+            else ("pass", "a finished game refuses step until reset")
+        )
 
     def close_twice(self) -> tuple[Status, str]:
         driver = self._driver()
@@ -563,9 +667,19 @@ def check_multiagent_env(
     try:
         checker = _MultiAgentChecker(env, steps=steps, seed=seed, env_kwargs=dict(env_kwargs or {}))
     except Exception as exc:
-        name = env if isinstance(env, str) else getattr(env, "__qualname__", None) or type(env).__name__
-        report = CheckReport(f"{getattr(env, '__module__', '')}.{name}".lstrip(".") if callable(env) and not isinstance(env, str) else name)
-        report.results.append(CheckResult("make", "fail", f"making the env raised {type(exc).__name__}: {exc}"))
+        name = (
+            env
+            if isinstance(env, str)
+            else getattr(env, "__qualname__", None) or type(env).__name__
+        )
+        report = CheckReport(
+            f"{getattr(env, '__module__', '')}.{name}".lstrip(".")
+            if callable(env) and not isinstance(env, str)
+            else name
+        )
+        report.results.append(
+            CheckResult("make", "fail", f"making the env raised {type(exc).__name__}: {exc}")
+        )
         return report
     names = [name for name in MULTIAGENT_CHECKS if name in selected]
     return run_checks(CheckReport(checker.name), names, lambda name: getattr(checker, name)())

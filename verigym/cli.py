@@ -16,7 +16,20 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-COMMANDS: tuple[str, ...] = ("list", "play", "check", "doctor", "train", "eval", "leaderboard", "reverify", "export", "serve", "serve-env", "new-env")
+COMMANDS: tuple[str, ...] = (
+    "list",
+    "play",
+    "check",
+    "doctor",
+    "train",
+    "eval",
+    "leaderboard",
+    "reverify",
+    "export",
+    "serve",
+    "serve-env",
+    "new-env",
+)
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -36,13 +49,24 @@ class ArgumentParser(argparse.ArgumentParser):
         """``"; did you mean X?"`` for an unknown option or choice named in ``message``, else ``""``."""
         choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
         if choice:
-            close = difflib.get_close_matches(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)), n=1)
+            close = difflib.get_close_matches(
+                choice.group(1), re.findall(r"'([^']*)'", choice.group(2)), n=1
+            )
             return f"; did you mean {close[0]}?" if close else ""
         if not message.startswith("unrecognized arguments:"):
             return ""
-        known = [option for action in self._actions for option in action.option_strings if option.startswith("--")]
+        known = [
+            option
+            for action in self._actions
+            for option in action.option_strings
+            if option.startswith("--")
+        ]
         words = re.findall(r"(?<!\S)--?[\w-]+", message.partition(":")[2])
-        guesses = [close[0] for word in words if (close := difflib.get_close_matches(word, known, n=1, cutoff=0.6))]
+        guesses = [
+            close[0]
+            for word in words
+            if (close := difflib.get_close_matches(word, known, n=1, cutoff=0.6))
+        ]
         return f"; did you mean {' or '.join(dict.fromkeys(guesses))}?" if guesses else ""
 
 
@@ -59,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         module = importlib.import_module(f"verigym.commands.{name.replace('-', '_')}")
-        command = sub.add_parser(name, help=module.HELP, description=module.HELP, allow_abbrev=False)
+        command = sub.add_parser(
+            name, help=module.HELP, description=module.HELP, allow_abbrev=False
+        )
         module.add_arguments(command)
         command.set_defaults(_run=module.run, _parser=command)
     return parser
@@ -71,7 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:  # reported by the verb's own parser: its prefix, and its options to suggest
         getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:

@@ -204,7 +204,10 @@ class UnicodeText(spaces.Text):
         return f"UnicodeText({self.min_length}, {self.max_length})"
 
     def __eq__(self, other: Any) -> bool:
-        return isinstance(other, UnicodeText) and (self.min_length, self.max_length) == (other.min_length, other.max_length)
+        return isinstance(other, UnicodeText) and (self.min_length, self.max_length) == (
+            other.min_length,
+            other.max_length,
+        )
 
 
 @runtime_checkable
@@ -269,15 +272,21 @@ def coerce_action(space: spaces.Space, action: Any) -> Any:
         return _coerce_array(space, action)
     if isinstance(space, spaces.Dict):
         if not isinstance(action, Mapping):
-            raise ActionParseError(f"expected a dict with keys {list(space.spaces)}, got {_describe(action)}")
+            raise ActionParseError(
+                f"expected a dict with keys {list(space.spaces)}, got {_describe(action)}"
+            )
         missing = [k for k in space.spaces if k not in action]
         extra = [k for k in action if k not in space.spaces]
         if missing or extra:
-            raise ActionParseError(f"dict action keys must be {list(space.spaces)}; missing {missing}, unexpected {extra}")
+            raise ActionParseError(
+                f"dict action keys must be {list(space.spaces)}; missing {missing}, unexpected {extra}"
+            )
         return {k: coerce_action(sub, action[k]) for k, sub in space.spaces.items()}
     if isinstance(space, spaces.Tuple):
         if not isinstance(action, (tuple, list)) or len(action) != len(space.spaces):
-            raise ActionParseError(f"expected a tuple of {len(space.spaces)} actions, got {_describe(action)}")
+            raise ActionParseError(
+                f"expected a tuple of {len(space.spaces)} actions, got {_describe(action)}"
+            )
         return tuple(coerce_action(sub, a) for sub, a in zip(space.spaces, action))
     if isinstance(space, spaces.Text):
         if not isinstance(action, str):
@@ -296,26 +305,40 @@ def coerce_action(space: spaces.Space, action: Any) -> Any:
 def _coerce_discrete(space: spaces.Discrete, action: Any) -> np.int64:
     if isinstance(action, np.ndarray):
         if action.size != 1:
-            raise ActionParseError(f"expected one integer action, got an array of shape {action.shape}")
+            raise ActionParseError(
+                f"expected one integer action, got an array of shape {action.shape}"
+            )
         action = action.reshape(()).item()
-    if isinstance(action, (bool, np.bool_)) or not isinstance(action, (int, np.integer, float, np.floating)):
-        raise ActionParseError(f"expected an integer action in [{space.start}, {space.start + space.n - 1}], got {_describe(action)}")
+    if isinstance(action, (bool, np.bool_)) or not isinstance(
+        action, (int, np.integer, float, np.floating)
+    ):
+        raise ActionParseError(
+            f"expected an integer action in [{space.start}, {space.start + space.n - 1}], got {_describe(action)}"
+        )
     if isinstance(action, (float, np.floating)):
         if not math.isfinite(action) or action != int(action):
             raise ActionParseError(f"expected an integer action, got {_describe(action)}")
     value = int(action)
     if not space.start <= value < space.start + space.n:
-        raise ActionParseError(f"action {value} is out of range; legal actions are {space.start}..{space.start + space.n - 1}")
+        raise ActionParseError(
+            f"action {value} is out of range; legal actions are {space.start}..{space.start + space.n - 1}"
+        )
     return np.int64(value)
 
 
-def _coerce_array(space: spaces.Box | spaces.MultiDiscrete | spaces.MultiBinary, action: Any) -> np.ndarray:
+def _coerce_array(
+    space: spaces.Box | spaces.MultiDiscrete | spaces.MultiBinary, action: Any
+) -> np.ndarray:
     try:
         array = np.asarray(action)
     except Exception as exc:  # ragged nested lists and the like
         raise ActionParseError(f"action could not be read as an array: {exc}") from None
-    if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
-        raise ActionParseError(f"expected a numeric array of shape {space.shape}, got {_describe(action)}")
+    if array.dtype == object or not (
+        np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
+    ):
+        raise ActionParseError(
+            f"expected a numeric array of shape {space.shape}, got {_describe(action)}"
+        )
     if array.shape != space.shape:
         if array.size == int(np.prod(space.shape)) and array.ndim <= 1:
             array = array.reshape(space.shape)
@@ -326,7 +349,9 @@ def _coerce_array(space: spaces.Box | spaces.MultiDiscrete | spaces.MultiBinary,
     if isinstance(space, spaces.Box):
         low, high = space.low, space.high
         if np.any(array < low) or np.any(array > high):
-            raise ActionParseError(f"action {_describe(array.tolist())} is outside the bounds [{_describe(low.tolist(), 40)}, {_describe(high.tolist(), 40)}]")
+            raise ActionParseError(
+                f"action {_describe(array.tolist())} is outside the bounds [{_describe(low.tolist(), 40)}, {_describe(high.tolist(), 40)}]"
+            )
         return array.astype(space.dtype)
     if np.issubdtype(array.dtype, np.floating) and np.any(array != np.round(array)):
         raise ActionParseError(f"expected integers, got {_describe(array.tolist())}")
@@ -336,5 +361,7 @@ def _coerce_array(space: spaces.Box | spaces.MultiDiscrete | spaces.MultiBinary,
             raise ActionParseError(f"expected 0/1 values, got {_describe(ints.tolist())}")
         return ints.astype(space.dtype)
     if np.any(ints < space.start) or np.any(ints >= space.start + space.nvec):
-        raise ActionParseError(f"action {_describe(ints.tolist())} is out of range; component i must be in [start_i, start_i + nvec_i - 1] with nvec={space.nvec.tolist()}")
+        raise ActionParseError(
+            f"action {_describe(ints.tolist())} is out of range; component i must be in [start_i, start_i + nvec_i - 1] with nvec={space.nvec.tolist()}"
+        )
     return ints.astype(space.dtype)

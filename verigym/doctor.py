@@ -40,14 +40,18 @@ class Probe:
     fix: str = ""
 
 
-def _run(command: list[str], timeout: float = 60.0, env: dict[str, str] | None = None) -> tuple[int, str]:
+def _run(
+    command: list[str], timeout: float = 60.0, env: dict[str, str] | None = None
+) -> tuple[int, str]:
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return -1, str(exc)
     # a command that worked is reported by its stdout alone: a wrapper script's stderr noise (Debian's
     # /usr/bin/chromium prints shell warnings) is not a detail; a failure shows both streams
-    return done.returncode, (done.stdout if done.returncode == 0 else done.stdout + done.stderr).strip()
+    return done.returncode, (
+        done.stdout if done.returncode == 0 else done.stdout + done.stderr
+    ).strip()
 
 
 def probe_core() -> Probe:
@@ -56,7 +60,11 @@ def probe_core() -> Probe:
 
     import verigym
 
-    return Probe("verigym core", True, f"verigym {verigym.__version__}, gymnasium {gymnasium.__version__}, numpy {numpy.__version__}, Python {sys.version.split()[0]}")
+    return Probe(
+        "verigym core",
+        True,
+        f"verigym {verigym.__version__}, gymnasium {gymnasium.__version__}, numpy {numpy.__version__}, Python {sys.version.split()[0]}",
+    )
 
 
 def probe_torch() -> Probe:
@@ -65,14 +73,22 @@ def probe_torch() -> Probe:
     except ImportError as exc:
         return Probe("PyTorch", False, str(exc), "pip install torch")
     if torch.cuda.is_available():
-        return Probe("PyTorch / CUDA", True, f"torch {torch.__version__}, CUDA device {torch.cuda.get_device_name(0)}")
-    return Probe("PyTorch / CUDA", True, f"torch {torch.__version__}, CPU only (no CUDA device; agents use device='cpu')")
+        return Probe(
+            "PyTorch / CUDA",
+            True,
+            f"torch {torch.__version__}, CUDA device {torch.cuda.get_device_name(0)}",
+        )
+    return Probe(
+        "PyTorch / CUDA",
+        True,
+        f"torch {torch.__version__}, CPU only (no CUDA device; agents use device='cpu')",
+    )
 
 
 def probe_mujoco() -> Probe:
     code = (
-        "import mujoco; m = mujoco.MjModel.from_xml_string('<mujoco><worldbody><light pos=\"0 0 3\"/>"
-        "<geom type=\"sphere\" size=\".2\" rgba=\"1 0 0 1\"/></worldbody></mujoco>'); d = mujoco.MjData(m);"
+        'import mujoco; m = mujoco.MjModel.from_xml_string(\'<mujoco><worldbody><light pos="0 0 3"/>'
+        '<geom type="sphere" size=".2" rgba="1 0 0 1"/></worldbody></mujoco>\'); d = mujoco.MjData(m);'
         "r = mujoco.Renderer(m, 32, 32); mujoco.mj_forward(m, d); r.update_scene(d); px = r.render();"
         "print(mujoco.__version__, int(px.max()))"
     )
@@ -80,27 +96,53 @@ def probe_mujoco() -> Probe:
     code_, out = _run([sys.executable, "-c", code], env=dict(os.environ, MUJOCO_GL=backend))
     if code_ == 0:
         version, brightest = out.split()[-2:]
-        return Probe("MuJoCo rendering", int(brightest) > 0, f"mujoco {version}, MUJOCO_GL={backend}, headless frame rendered")
-    return Probe("MuJoCo rendering", False, out.splitlines()[-1] if out else "failed", "pip install mujoco; apt-get install -y libegl1 libgl1 (then MUJOCO_GL=egl)")
+        return Probe(
+            "MuJoCo rendering",
+            int(brightest) > 0,
+            f"mujoco {version}, MUJOCO_GL={backend}, headless frame rendered",
+        )
+    return Probe(
+        "MuJoCo rendering",
+        False,
+        out.splitlines()[-1] if out else "failed",
+        "pip install mujoco; apt-get install -y libegl1 libgl1 (then MUJOCO_GL=egl)",
+    )
 
 
 def probe_chromium() -> Probe:
     binary = shutil.which("chromium") or shutil.which("chromium-browser")
     if binary is None:
-        return Probe("Chromium (GUI envs)", False, "no chromium on PATH", "apt-get update && apt-get install -y chromium")
+        return Probe(
+            "Chromium (GUI envs)",
+            False,
+            "no chromium on PATH",
+            "apt-get update && apt-get install -y chromium",
+        )
     try:
         importlib.import_module("playwright")
     except ImportError:
-        return Probe("Chromium (GUI envs)", False, f"{binary} found, playwright missing", 'pip install "verigym[gui]"')
+        return Probe(
+            "Chromium (GUI envs)",
+            False,
+            f"{binary} found, playwright missing",
+            'pip install "verigym[gui]"',
+        )
     code, out = _run([binary, "--version"], timeout=30)
-    return Probe("Chromium (GUI envs)", code == 0, f"{out or binary}, playwright installed", "" if code == 0 else "apt-get install --reinstall -y chromium")
+    return Probe(
+        "Chromium (GUI envs)",
+        code == 0,
+        f"{out or binary}, playwright installed",
+        "" if code == 0 else "apt-get install --reinstall -y chromium",
+    )
 
 
 def probe_ray() -> Probe:
     try:
         ray = importlib.import_module("ray")
     except ImportError:
-        return Probe("Ray (distributed evaluation)", False, "ray not installed", 'pip install "verigym[ray]"')
+        return Probe(
+            "Ray (distributed evaluation)", False, "ray not installed", 'pip install "verigym[ray]"'
+        )
     return Probe("Ray (distributed evaluation)", True, f"ray {ray.__version__}")
 
 
@@ -120,7 +162,12 @@ def probe_plugins() -> Probe:
     ]
     seen = f"plugins: {', '.join(found)}" if found else "no third-party plugins installed"
     if errors:
-        return Probe("Plugins", False, "; ".join([seen, *map(str, errors)]), "fix or uninstall the failing plugin package (pip uninstall <package>)")
+        return Probe(
+            "Plugins",
+            False,
+            "; ".join([seen, *map(str, errors)]),
+            "fix or uninstall the failing plugin package (pip uninstall <package>)",
+        )
     return Probe("Plugins", True, seen)
 
 
@@ -132,10 +179,23 @@ def run_probes() -> list[Probe]:
     results = []
     points = entry_points(PROBE_GROUP)
     if not points:
-        return [Probe("verigym doctor", False, f"no {PROBE_GROUP} entry points are installed", "pip install -e . (in a checkout) or pip install verigym")]
+        return [
+            Probe(
+                "verigym doctor",
+                False,
+                f"no {PROBE_GROUP} entry points are installed",
+                "pip install -e . (in a checkout) or pip install verigym",
+            )
+        ]
     for point in points:
         try:
             results.append(point.load()())
         except Exception as exc:  # noqa: BLE001 - a broken probe is a line of the report
-            results.append(Probe(f"{point.name} ({point.value})", False, f"the probe raised {type(exc).__name__}: {exc}"))
+            results.append(
+                Probe(
+                    f"{point.name} ({point.value})",
+                    False,
+                    f"the probe raised {type(exc).__name__}: {exc}",
+                )
+            )
     return results

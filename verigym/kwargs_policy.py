@@ -246,7 +246,11 @@ def _json_problem(value: Any, depth: int = 0) -> str | None:
     if type(value) is float:
         return None if math.isfinite(value) else f"{value!r} is not a finite number"
     if type(value) is str:
-        return None if len(value) <= MAX_STRING else f"a {len(value)}-character string is over the {MAX_STRING}-character limit"
+        return (
+            None
+            if len(value) <= MAX_STRING
+            else f"a {len(value)}-character string is over the {MAX_STRING}-character limit"
+        )
     if type(value) in (list, dict):
         if depth >= MAX_DEPTH:
             return f"nested deeper than {MAX_DEPTH} levels"
@@ -269,7 +273,11 @@ def _json_problem(value: Any, depth: int = 0) -> str | None:
 
 
 def check_kwargs(
-    declared: Mapping[str, Kwarg], kwargs: Mapping[str, Any], *, allow: Collection[str] = (), env_id: str = "this env"
+    declared: Mapping[str, Kwarg],
+    kwargs: Mapping[str, Any],
+    *,
+    allow: Collection[str] = (),
+    env_id: str = "this env",
 ) -> dict[str, Any]:
     """Validate untrusted constructor kwargs against a declaration (see the module docstring).
 
@@ -287,27 +295,39 @@ def check_kwargs(
             plain JSON; the message says which and how to fix it.
     """
     if not isinstance(kwargs, Mapping):
-        raise KwargsRefused(f"kwargs of {env_id} must be an object of parameter -> value, got {type(kwargs).__name__}")
+        raise KwargsRefused(
+            f"kwargs of {env_id} must be an object of parameter -> value, got {type(kwargs).__name__}"
+        )
     if len(kwargs) > MAX_ITEMS:
-        raise KwargsRefused(f"{len(kwargs)} kwargs for {env_id} are over the {MAX_ITEMS}-parameter limit")
+        raise KwargsRefused(
+            f"{len(kwargs)} kwargs for {env_id} are over the {MAX_ITEMS}-parameter limit"
+        )
     allowed = frozenset(allow)
     out: dict[str, Any] = {}
     for name, value in kwargs.items():
         if type(name) is not str or len(name) > 128:
-            raise KwargsRefused(f"a kwargs key of {env_id} must be a short string, got {name!r:.80}")
+            raise KwargsRefused(
+                f"a kwargs key of {env_id} must be a short string, got {name!r:.80}"
+            )
         entry = declared.get(name)
         if entry is not None and entry.access == "never":
             raise KwargsRefused(
                 f"{env_id}: {name!r} is never accepted from a client or stored data ({entry.why}); "
-                "only code on the server may set it, so remove it from the request", param=name,
+                "only code on the server may set it, so remove it from the request",
+                param=name,
             )
         if entry is None or entry.access == "operator":
             if name not in allowed:
-                reason = f"it is safety- or cost-relevant ({entry.why})" if entry is not None else "it is not declared settable from outside"
+                reason = (
+                    f"it is safety- or cost-relevant ({entry.why})"
+                    if entry is not None
+                    else "it is not declared settable from outside"
+                )
                 settable = sorted(k for k, v in declared.items() if v.access == "client")
                 raise KwargsRefused(
                     f"{env_id}: kwarg {name!r} refused: {reason}. Clients may set: {', '.join(settable) or 'nothing'}; "
-                    f"the operator may pass --allow-kwargs {name}", param=name,
+                    f"the operator may pass --allow-kwargs {name}",
+                    param=name,
                 )
         wrong = _json_problem(value)
         if wrong is None and entry is not None and entry.bound is not None:

@@ -59,7 +59,14 @@ class Progress(_RichProgress):
         **kwargs: passed on to ``rich.progress.Progress``.
     """
 
-    def __init__(self, *columns: Any, interval_s: float = 10.0, console: Console | None = None, disable: bool = False, **kwargs: Any):
+    def __init__(
+        self,
+        *columns: Any,
+        interval_s: float = 10.0,
+        console: Console | None = None,
+        disable: bool = False,
+        **kwargs: Any,
+    ):
         console = console or get_console()
         self.lines = not disable and not (console.is_terminal or console.is_jupyter)
         """True when progress is printed as lines (the console is a file or a pipe)."""
@@ -92,13 +99,17 @@ class Progress(_RichProgress):
         self.columns = tuple(c for c in columns if not isinstance(c, BarColumn))
         try:
             buffer = io.StringIO()
-            plain = Console(file=buffer, width=10_000, color_system=None, force_terminal=False, soft_wrap=True)
+            plain = Console(
+                file=buffer, width=10_000, color_system=None, force_terminal=False, soft_wrap=True
+            )
             for task in self.tasks:
                 if task.visible:
                     plain.print(self.make_tasks_table([task]))
         finally:
             self.columns = columns
-        text = "\n".join(" ".join(line.split()) for line in buffer.getvalue().splitlines() if line.strip())
+        text = "\n".join(
+            " ".join(line.split()) for line in buffer.getvalue().splitlines() if line.strip()
+        )
         if text and text != self._last_text:  # the line at the stop repeats nothing already printed
             self.console.print(text, markup=False, highlight=False, soft_wrap=True, crop=False)
             self._last_text = text

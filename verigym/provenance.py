@@ -27,7 +27,9 @@ def source_root() -> Path:
 
 def _git(root: Path, *args: str) -> str | None:
     try:
-        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=_GIT_TIMEOUT_S)
+        done = subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=_GIT_TIMEOUT_S
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         logger.debug("git %s failed: %s", " ".join(args), exc)
         return None

@@ -74,7 +74,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ID_PATTERN = re.compile(r"^[a-z][a-z0-9_.]*(?:-[a-z0-9_.]+)*/[A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*-v\d+$")
+ID_PATTERN = re.compile(
+    r"^[a-z][a-z0-9_.]*(?:-[a-z0-9_.]+)*/[A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*-v\d+$"
+)
 """``<namespace>/<CamelCaseName>[-<Variant>]-v<N>``: ``verigym/`` for ours, a package's own
 lowercase namespace (``acme/Coin-v0``) for a plugin's."""
 
@@ -127,14 +129,18 @@ class EnvRow:
         if self.family not in FAMILIES:
             raise ValueError(f"family {self.family!r} of {self.id} is not one of {FAMILIES}")
         if self.api not in ("gymnasium", "aec", "parallel"):
-            raise ValueError(f"api {self.api!r} of {self.id} must be 'gymnasium', 'aec' or 'parallel'")
+            raise ValueError(
+                f"api {self.api!r} of {self.id} must be 'gymnasium', 'aec' or 'parallel'"
+            )
         if ":" not in self.entry_point:
             raise ValueError(f"entry point {self.entry_point!r} of {self.id} must be 'module:attr'")
         object.__setattr__(self, "kwargs", dict(self.kwargs))
         object.__setattr__(self, "additional_wrappers", tuple(self.additional_wrappers))
         for wrapper in self.additional_wrappers:
             if not isinstance(wrapper, str) or ":" not in wrapper or self.api != "gymnasium":
-                raise ValueError(f"additional wrapper {wrapper!r} of {self.id} must be a 'module:Class' string on a gymnasium row")
+                raise ValueError(
+                    f"additional wrapper {wrapper!r} of {self.id} must be a 'module:Class' string on a gymnasium row"
+                )
 
     def __hash__(self) -> int:
         return hash((self.id, self.entry_point, self.api))
@@ -158,7 +164,13 @@ def variants(
         **common: other :class:`EnvRow` fields shared by all rows (``max_episode_steps``, ...).
     """
     return [
-        EnvRow(id=id_template.format(name), entry_point=entry_point, family=family, kwargs=kwargs, **common)
+        EnvRow(
+            id=id_template.format(name),
+            entry_point=entry_point,
+            family=family,
+            kwargs=kwargs,
+            **common,
+        )
         for name, kwargs in rows.items()
     ]
 
@@ -254,7 +266,9 @@ def _distribution(point: importlib.metadata.EntryPoint) -> str:
     return str(dist.metadata["Name"]) if dist is not None and dist.metadata["Name"] else ""
 
 
-def record_plugin_error(group: str, point: importlib.metadata.EntryPoint, exc: BaseException) -> PluginError:
+def record_plugin_error(
+    group: str, point: importlib.metadata.EntryPoint, exc: BaseException
+) -> PluginError:
     """Log a clear warning for an entry point that failed and remember it for :func:`plugin_errors`.
 
     Args:
@@ -265,7 +279,9 @@ def record_plugin_error(group: str, point: importlib.metadata.EntryPoint, exc: B
     Returns:
         The recorded :class:`PluginError`.
     """
-    error = PluginError(group, point.name, point.value, _distribution(point), f"{type(exc).__name__}: {exc}")
+    error = PluginError(
+        group, point.name, point.value, _distribution(point), f"{type(exc).__name__}: {exc}"
+    )
     if error not in _PLUGIN_ERRORS:
         _PLUGIN_ERRORS.append(error)
         logger.warning("%s; skipped (verigym keeps working without it)", error)
@@ -311,7 +327,10 @@ def register_rows(new_rows: Iterable[EnvRow]) -> None:
                     reward_threshold=item.reward_threshold,
                     nondeterministic=item.nondeterministic,
                     additional_wrappers=tuple(
-                        gymnasium.envs.registration.WrapperSpec(name=w.rpartition(":")[2], entry_point=w, kwargs={}) for w in item.additional_wrappers
+                        gymnasium.envs.registration.WrapperSpec(
+                            name=w.rpartition(":")[2], entry_point=w, kwargs={}
+                        )
+                        for w in item.additional_wrappers
                     ),
                 )
             continue
@@ -319,10 +338,20 @@ def register_rows(new_rows: Iterable[EnvRow]) -> None:
 
         registry = pettingzoo.aec_registry if item.api == "aec" else pettingzoo.parallel_registry
         if item.id not in registry:
-            pettingzoo.register(item.api, item.id, item.entry_point, max_cycles=item.max_episode_steps, kwargs=dict(item.kwargs))
+            pettingzoo.register(
+                item.api,
+                item.id,
+                item.entry_point,
+                max_cycles=item.max_episode_steps,
+                kwargs=dict(item.kwargs),
+            )
         if item.api == "parallel" and item.id not in pettingzoo.aec_registry:
             pettingzoo.register(
-                "aec", item.id, ParallelAsAEC(item.entry_point), max_cycles=item.max_episode_steps, kwargs=dict(item.kwargs)
+                "aec",
+                item.id,
+                ParallelAsAEC(item.entry_point),
+                max_cycles=item.max_episode_steps,
+                kwargs=dict(item.kwargs),
             )
 
 
@@ -367,7 +396,9 @@ def _registries() -> dict[str, dict[str, Any]]:
     return found
 
 
-def _undo_direct_registrations(before: dict[str, dict[str, Any]], owner: str, foreign: Collection[str]) -> list[str]:
+def _undo_direct_registrations(
+    before: dict[str, dict[str, Any]], owner: str, foreign: Collection[str]
+) -> list[str]:
     """Undo what an import registered directly (not through ``ROWS``) in a namespace that is not
     ``owner``'s, or over an id that was there; return one line per undone change."""
     undone = []
@@ -380,7 +411,9 @@ def _undo_direct_registrations(before: dict[str, dict[str, Any]], owner: str, fo
                     undone.append(f"{env_id} was re-registered in {name}")
             elif _namespace_holder(namespace(env_id), owner, foreign) is not None:
                 del registry[env_id]
-                undone.append(f"{env_id} was registered in {name} in a namespace that is not the plugin's")
+                undone.append(
+                    f"{env_id} was registered in {name} in a namespace that is not the plugin's"
+                )
         for env_id in old.keys() - registry.keys():
             registry[env_id] = old[env_id]
             undone.append(f"{env_id} was removed from {name}")
@@ -403,7 +436,10 @@ def _register_table(point: importlib.metadata.EntryPoint) -> None:
     finally:
         undone = _undo_direct_registrations(before, owner, foreign)
     if undone:
-        raise ValueError("its import changed the env registry behind verigym's back (undone): " + "; ".join(undone[:5]))
+        raise ValueError(
+            "its import changed the env registry behind verigym's back (undone): "
+            + "; ".join(undone[:5])
+        )
     table_rows = getattr(table, "ROWS", None)
     if table_rows is None:
         raise AttributeError(f"module {point.value!r} has no ROWS list of EnvRow")
@@ -420,7 +456,9 @@ def _register_table(point: importlib.metadata.EntryPoint) -> None:
             )
         existing = _TABLE.get(item.id)
         if existing is not None and existing != item:
-            raise ValueError(f"{item.id} is already registered by another table with entry point {existing.entry_point}")
+            raise ValueError(
+                f"{item.id} is already registered by another table with entry point {existing.entry_point}"
+            )
     register_rows(table_rows)
     for item in table_rows:
         _NAMESPACE_OWNERS.setdefault(namespace(item.id), owner)
@@ -474,7 +512,8 @@ def register_all() -> None:
     if not any(_distribution(p) == "verigym" for p in points):
         logger.warning(
             "no %s entry points of verigym itself are installed, so verigym's own envs are not registered; "
-            "install verigym (pip install verigym, or pip install -e . in a checkout)", ENV_GROUP
+            "install verigym (pip install verigym, or pip install -e . in a checkout)",
+            ENV_GROUP,
         )
     with _user_interrupts() as user_interrupted:
         for point in points:
@@ -507,7 +546,9 @@ def rows(family: str | None = None) -> list[EnvRow]:
     register_all()
     if family is not None and family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
-    return sorted((r for r in _TABLE.values() if family is None or r.family == family), key=lambda r: r.id)
+    return sorted(
+        (r for r in _TABLE.values() if family is None or r.family == family), key=lambda r: r.id
+    )
 
 
 def row(env_id: str) -> EnvRow:
@@ -539,7 +580,7 @@ def unknown_id_message(env_id: str) -> str:
     hint = f"; did you mean {' or '.join(close)}?" if close else "."
     family = _TABLE[close[0]].family if close and close[0] in _TABLE else None
     listing = f"verigym list --family {family}" if family else "verigym list"
-    return f"{env_id} not found{hint} Run \"{listing}\" to see the registered ids."
+    return f'{env_id} not found{hint} Run "{listing}" to see the registered ids.'
 
 
 def require_id(env_id: str) -> Api:
@@ -603,19 +644,28 @@ def _entry_class(env_id: str) -> tuple[Any, bool]:
         import gymnasium
 
         if env_id not in gymnasium.registry:
-            raise KwargsRefused(f"cannot check kwargs of an unknown id: {unknown_id_message(env_id)}")
+            raise KwargsRefused(
+                f"cannot check kwargs of an unknown id: {unknown_id_message(env_id)}"
+            )
         entry, is_gymnasium = gymnasium.spec(env_id).entry_point, True
     if isinstance(entry, str):
         module, _, attr = entry.partition(":")
         try:
             entry = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError):
-            logger.debug("entry point %s of %s cannot be imported; no kwargs declared", entry, env_id, exc_info=True)
+            logger.debug(
+                "entry point %s of %s cannot be imported; no kwargs declared",
+                entry,
+                env_id,
+                exc_info=True,
+            )
             entry = None
     return (entry if isinstance(entry, type) else None), is_gymnasium
 
 
-def untrusted_kwargs(env_id: str, kwargs: Mapping[str, Any], *, allow: Collection[str] = ()) -> dict[str, Any]:
+def untrusted_kwargs(
+    env_id: str, kwargs: Mapping[str, Any], *, allow: Collection[str] = ()
+) -> dict[str, Any]:
     """Validate constructor kwargs that come from outside the operator's control.
 
     A ``serve-env`` client's ``reset(kwargs=...)``, a stored trajectory's ``env_kwargs`` and a
@@ -640,13 +690,20 @@ def untrusted_kwargs(env_id: str, kwargs: Mapping[str, Any], *, allow: Collectio
             parameter, the reason and the fix.
     """
     if not isinstance(kwargs, Mapping):
-        raise KwargsRefused(f"kwargs of {env_id} must be an object of parameter -> value, got {type(kwargs).__name__}")
+        raise KwargsRefused(
+            f"kwargs of {env_id} must be an object of parameter -> value, got {type(kwargs).__name__}"
+        )
     if not kwargs:
         return {}
     cls, is_gymnasium = _entry_class(env_id)
     own = _TABLE[env_id].kwargs if env_id in _TABLE else {}
-    restated = {k: v for k, v in kwargs.items() if k in own and type(v) is type(own[k]) and v == own[k]}
+    restated = {
+        k: v for k, v in kwargs.items() if k in own and type(v) is type(own[k]) and v == own[k]
+    }
     checked = check_kwargs(
-        declared_kwargs(cls, gymnasium=is_gymnasium), {k: v for k, v in kwargs.items() if k not in restated}, allow=allow, env_id=env_id
+        declared_kwargs(cls, gymnasium=is_gymnasium),
+        {k: v for k, v in kwargs.items() if k not in restated},
+        allow=allow,
+        env_id=env_id,
     )
     return {k: restated[k] if k in restated else checked[k] for k in kwargs}

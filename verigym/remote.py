@@ -65,7 +65,11 @@ def _ws_url(url: str) -> str:
 
 def _token(url: str, token: str | None) -> str | None:
     if token is None:
-        token = urlsplit(url if "://" in url else "http://" + url).password or os.environ.get("VERIGYM_TOKEN") or None
+        token = (
+            urlsplit(url if "://" in url else "http://" + url).password
+            or os.environ.get("VERIGYM_TOKEN")
+            or None
+        )
     return token
 
 
@@ -83,7 +87,9 @@ def _refused(url: str, exc: Any) -> RemoteEnvError:
     if isinstance(body, dict) and body.get("code"):
         return RemoteEnvError(str(body.get("detail", "")), str(body["code"]), body)
     hint = ": missing or wrong token (token=... or $VERIGYM_TOKEN)" if status in (401, 403) else ""
-    return RemoteEnvError(f"the server at {url} refused the connection (HTTP {status}){hint}", "CONNECTION")
+    return RemoteEnvError(
+        f"the server at {url} refused the connection (HTTP {status}){hint}", "CONNECTION"
+    )
 
 
 class _Refused(Exception):
@@ -167,10 +173,14 @@ class _BlockingWebSocket:
                 if frame.opcode in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
                     self._parts.append(frame.data)
                     if frame.fin:
-                        self._messages.append(b"".join(self._parts).decode("utf-8", "surrogatepass"))
+                        self._messages.append(
+                            b"".join(self._parts).decode("utf-8", "surrogatepass")
+                        )
                         self._parts = []
                 elif frame.opcode is Opcode.CLOSE and not self._messages:
-                    raise _Closed(f"the server closed the session ({self._protocol.close_code} {self._protocol.close_reason})")
+                    raise _Closed(
+                        f"the server closed the session ({self._protocol.close_code} {self._protocol.close_reason})"
+                    )
         return self._messages.pop(0)
 
     def close(self) -> None:
@@ -222,12 +232,28 @@ def _parse(raw: str | bytes, expect: str) -> dict[str, Any]:
 
 
 def _reset_message(env_id: str, kwargs: dict[str, Any], seed: int | None, options: Any) -> str:
-    return json.dumps({"type": "reset", "data": {"env_id": env_id, "kwargs": encode(kwargs), "seed": seed, "options": encode(options)}})
+    return json.dumps(
+        {
+            "type": "reset",
+            "data": {
+                "env_id": env_id,
+                "kwargs": encode(kwargs),
+                "seed": seed,
+                "options": encode(options),
+            },
+        }
+    )
 
 
 def _step_result(data: dict[str, Any]) -> tuple[Any, float, bool, bool, dict[str, Any]]:
     body = data["observation"]
-    return decode(body["observation"]), float(data["reward"]), bool(body["terminated"]), bool(body["truncated"]), decode(body["info"])
+    return (
+        decode(body["observation"]),
+        float(data["reward"]),
+        bool(body["terminated"]),
+        bool(body["truncated"]),
+        decode(body["info"]),
+    )
 
 
 def _reset_result(data: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -266,7 +292,15 @@ class RemoteEnv(gym.Env):
 
     metadata: dict[str, Any] = {"render_modes": []}
 
-    def __init__(self, env_id: str, *, url: str, token: str | None = None, timeout: float = 120.0, **kwargs: Any):
+    def __init__(
+        self,
+        env_id: str,
+        *,
+        url: str,
+        token: str | None = None,
+        timeout: float = 120.0,
+        **kwargs: Any,
+    ):
         self.env_id, self.url, self.timeout, self.kwargs = env_id, url, float(timeout), dict(kwargs)
         self._token = _token(url, token)
         self._ws: Any = None
@@ -280,9 +314,18 @@ class RemoteEnv(gym.Env):
             raise _refused(self.url, exc) from None
         except (OSError, _Closed) as exc:
             raise RemoteEnvError(f"cannot reach {self.url}: {exc}", "CONNECTION") from None
-        description = _parse(self._call(json.dumps({"type": "make", "data": {"env_id": self.env_id, "kwargs": encode(self.kwargs)}})), "spaces")
+        description = _parse(
+            self._call(
+                json.dumps(
+                    {"type": "make", "data": {"env_id": self.env_id, "kwargs": encode(self.kwargs)}}
+                )
+            ),
+            "spaces",
+        )
         _apply_description(self, description)
-        if type(self) is RemoteEnv and {"instructions", "observation_text", "parse_action"} <= set(self.text_methods):
+        if type(self) is RemoteEnv and {"instructions", "observation_text", "parse_action"} <= set(
+            self.text_methods
+        ):
             self.__class__ = RemoteTextEnv
 
     def _call(self, message: str) -> str | bytes:
@@ -293,13 +336,19 @@ class RemoteEnv(gym.Env):
             return self._ws.recv(self.timeout)
         except TimeoutError:
             self._close_socket()
-            raise RemoteEnvError(f"no answer from {self.url} within {self.timeout:g} s", "TIMEOUT") from None
+            raise RemoteEnvError(
+                f"no answer from {self.url} within {self.timeout:g} s", "TIMEOUT"
+            ) from None
         except (_Closed, OSError) as exc:
             ws, self._ws = self._ws, None
             ws.close()
-            raise RemoteEnvError(f"the connection to {self.url} closed ({exc})", "CONNECTION") from None
+            raise RemoteEnvError(
+                f"the connection to {self.url} closed ({exc})", "CONNECTION"
+            ) from None
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         message = _reset_message(self.env_id, self.kwargs, seed, options)
         result = _reset_result(_parse(self._call(message), "observation"))
@@ -353,7 +402,10 @@ class RemoteTextEnv(RemoteEnv):
     text view (``LanguageWrapper``) uses the env's own formatter and parser, over the wire."""
 
     def _text(self, method: str, *args: Any) -> Any:
-        message = {"type": "text", "data": {"method": method, **({"value": encode(args[0])} if args else {})}}
+        message = {
+            "type": "text",
+            "data": {"method": method, **({"value": encode(args[0])} if args else {})},
+        }
         return decode(_parse(self._call(json.dumps(message)), "text")["value"])
 
     def instructions(self) -> str:
@@ -376,7 +428,9 @@ class RemoteTextEnv(RemoteEnv):
         return lambda action: self._text("action_text", action)
 
 
-def make(env_id: str, *, url: str, token: str | None = None, timeout: float = 120.0, **kwargs: Any) -> RemoteEnv:
+def make(
+    env_id: str, *, url: str, token: str | None = None, timeout: float = 120.0, **kwargs: Any
+) -> RemoteEnv:
     """Connect to ``env_id`` on the server at ``url`` (see :class:`RemoteEnv`)."""
     return RemoteEnv(env_id, url=url, token=token, timeout=timeout, **kwargs)
 
@@ -389,7 +443,9 @@ class AsyncRemoteEnv:
     :class:`RemoteEnv` and returns the same tuples. Thousands can run on one event loop.
     """
 
-    def __init__(self, env_id: str, url: str, token: str | None, timeout: float, kwargs: dict[str, Any]):
+    def __init__(
+        self, env_id: str, url: str, token: str | None, timeout: float, kwargs: dict[str, Any]
+    ):
         self.env_id, self.url, self.timeout, self.kwargs = env_id, url, timeout, kwargs
         self._token = token
         self._ws: Any = None
@@ -398,7 +454,15 @@ class AsyncRemoteEnv:
         self.metadata: dict[str, Any] = {}
 
     @classmethod
-    async def connect(cls, env_id: str, *, url: str, token: str | None = None, timeout: float = 120.0, **kwargs: Any) -> AsyncRemoteEnv:
+    async def connect(
+        cls,
+        env_id: str,
+        *,
+        url: str,
+        token: str | None = None,
+        timeout: float = 120.0,
+        **kwargs: Any,
+    ) -> AsyncRemoteEnv:
         """Open the session and fetch the spaces (raises like :class:`RemoteEnv`)."""
         import asyncio
 
@@ -407,13 +471,31 @@ class AsyncRemoteEnv:
 
         env = cls(env_id, url, _token(url, token), float(timeout), dict(kwargs))
         try:
-            env._ws = await asyncio.wait_for(connect(_ws_url(url), additional_headers=_headers(env._token), max_size=None,
-                                                     compression=None, proxy=None), timeout)
+            env._ws = await asyncio.wait_for(
+                connect(
+                    _ws_url(url),
+                    additional_headers=_headers(env._token),
+                    max_size=None,
+                    compression=None,
+                    proxy=None,
+                ),
+                timeout,
+            )
         except InvalidStatus as exc:
             raise _refused(url, exc) from None
         except OSError as exc:
             raise RemoteEnvError(f"cannot reach {url}: {exc}", "CONNECTION") from None
-        _apply_description(env, _parse(await env._call(json.dumps({"type": "make", "data": {"env_id": env_id, "kwargs": encode(env.kwargs)}})), "spaces"))
+        _apply_description(
+            env,
+            _parse(
+                await env._call(
+                    json.dumps(
+                        {"type": "make", "data": {"env_id": env_id, "kwargs": encode(env.kwargs)}}
+                    )
+                ),
+                "spaces",
+            ),
+        )
         return env
 
     async def _call(self, message: str) -> str | bytes:
@@ -428,16 +510,32 @@ class AsyncRemoteEnv:
             return await asyncio.wait_for(self._ws.recv(), self.timeout)
         except ConnectionClosed as exc:
             self._ws = None
-            raise RemoteEnvError(f"the connection to {self.url} closed ({exc})", "CONNECTION") from None
+            raise RemoteEnvError(
+                f"the connection to {self.url} closed ({exc})", "CONNECTION"
+            ) from None
         except builtins.TimeoutError:
             await self.close()
-            raise RemoteEnvError(f"no answer from {self.url} within {self.timeout:g} s", "TIMEOUT") from None
+            raise RemoteEnvError(
+                f"no answer from {self.url} within {self.timeout:g} s", "TIMEOUT"
+            ) from None
 
-    async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
-        return _reset_result(_parse(await self._call(_reset_message(self.env_id, self.kwargs, seed, options)), "observation"))
+    async def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        return _reset_result(
+            _parse(
+                await self._call(_reset_message(self.env_id, self.kwargs, seed, options)),
+                "observation",
+            )
+        )
 
     async def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        return _step_result(_parse(await self._call(json.dumps({"type": "step", "data": {"action": encode(action)}})), "observation"))
+        return _step_result(
+            _parse(
+                await self._call(json.dumps({"type": "step", "data": {"action": encode(action)}})),
+                "observation",
+            )
+        )
 
     async def close(self) -> None:
         """End the session; idempotent."""
@@ -456,7 +554,8 @@ class AsyncRemoteEnv:
         await self.close()
 
 
-async def make_async(env_id: str, *, url: str, token: str | None = None, timeout: float = 120.0, **kwargs: Any) -> AsyncRemoteEnv:
+async def make_async(
+    env_id: str, *, url: str, token: str | None = None, timeout: float = 120.0, **kwargs: Any
+) -> AsyncRemoteEnv:
     """``await make_async(env_id, url=...)``: an :class:`AsyncRemoteEnv` with an open session."""
     return await AsyncRemoteEnv.connect(env_id, url=url, token=token, timeout=timeout, **kwargs)
-

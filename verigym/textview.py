@@ -34,7 +34,9 @@ __all__ = [
     "parse_value",
 ]
 
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf(?:inity)?)\b", re.IGNORECASE)
+_NUMBER = re.compile(
+    r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf(?:inity)?)\b", re.IGNORECASE
+)
 _INTEGER = re.compile(r"[-+]?\d+")
 _MAX_SHOWN = 256
 """Arrays with more elements are summarized (shape, dtype, range), not listed."""
@@ -126,7 +128,9 @@ def parse_value(space: spaces.Space, text: str) -> Any:
     if isinstance(space, spaces.Discrete):
         found = _INTEGER.findall(text)
         if not found:
-            raise ActionParseError(f"no integer found; reply with an integer from {space.start} to {space.start + space.n - 1}")
+            raise ActionParseError(
+                f"no integer found; reply with an integer from {space.start} to {space.start + space.n - 1}"
+            )
         return coerce_action(space, int(found[-1]))
     if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
         group = _last_bracketed(text, "[", "]")
@@ -145,7 +149,9 @@ def parse_value(space: spaces.Space, text: str) -> Any:
         opening, closing = ("{", "}") if isinstance(space, spaces.Dict) else ("[", "]")
         group = _last_bracketed(text, opening, closing)
         if group is None:
-            raise ActionParseError(f"expected a JSON {'object' if opening == '{' else 'list'} like {_example(space)}")
+            raise ActionParseError(
+                f"expected a JSON {'object' if opening == '{' else 'list'} like {_example(space)}"
+            )
         try:
             data = json.loads(group)
         except (json.JSONDecodeError, RecursionError) as exc:
@@ -194,7 +200,9 @@ def describe_action_space(space: spaces.Space) -> str:
             f"({_bounds_text(space)}); the last [...] list in your reply is taken."
         )
     if isinstance(space, spaces.MultiDiscrete):
-        ranges = ", ".join(f"{s}..{s + n - 1}" for s, n in zip(space.start.reshape(-1), space.nvec.reshape(-1)))
+        ranges = ", ".join(
+            f"{s}..{s + n - 1}" for s, n in zip(space.start.reshape(-1), space.nvec.reshape(-1))
+        )
         return f"Reply with {space.nvec.size} integers in a list like {_example(space)}, ranges {ranges}; the last [...] list is taken."
     if isinstance(space, spaces.MultiBinary):
         return f"Reply with {int(np.prod(space.shape))} values 0 or 1 in a list like {_example(space)}; the last [...] list is taken."

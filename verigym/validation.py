@@ -62,7 +62,9 @@ def check_odd_int(name: str, value: Any, low: int, high: int) -> int:
     return number
 
 
-def check_number(name: str, value: Any, low: float = -math.inf, high: float = math.inf, *, low_open: bool = False) -> float:
+def check_number(
+    name: str, value: Any, low: float = -math.inf, high: float = math.inf, *, low_open: bool = False
+) -> float:
     """``value`` as a Python ``float`` after checking it is a finite real number in ``[low, high]``.
 
     Args:
@@ -86,7 +88,9 @@ def check_number(name: str, value: Any, low: float = -math.inf, high: float = ma
         or not low <= value <= high
         or (low_open and value == low)
     ):
-        raise ValueError(f"{name} must be a number in {'(' if low_open else '['}{low}, {high}], got {value!r}")
+        raise ValueError(
+            f"{name} must be a number in {'(' if low_open else '['}{low}, {high}], got {value!r}"
+        )
     return float(value)
 
 
@@ -101,7 +105,9 @@ def check_choice(name: str, value: T, choices: Iterable[Any]) -> T:
         allowed = value in options
     except TypeError:  # an unhashable or uncomparable value is simply not a choice
         allowed = False
-    if not allowed or isinstance(value, bool) != any(isinstance(c, bool) and c is value for c in options):
+    if not allowed or isinstance(value, bool) != any(
+        isinstance(c, bool) and c is value for c in options
+    ):
         raise ValueError(f"{name} must be one of {options}, got {value!r}")
     return value
 

@@ -108,9 +108,15 @@ def adversarial_payloads(max_length: int) -> list[tuple[str, str]]:
         ("huge_fraction", f"1/1e{_REPEAT} + 10**{_REPEAT}"),
         ("factorial", f"{_REPEAT}!"),
         ("many_variables_sum", " + ".join(names)),
-        ("many_variables_product", "(" + ") * (".join(f"{a} + {b}" for a, b in zip(letters, letters[1:])) + ")**99"),
+        (
+            "many_variables_product",
+            "(" + ") * (".join(f"{a} + {b}" for a, b in zip(letters, letters[1:])) + ")**99",
+        ),
         ("many_variables_logic", " ∧ ".join(f"({a} ∨ ¬{b})" for a, b in zip(names, names[1:]))),
-        ("many_variables_logic_ascii", " and ".join(f"({a} or not {b})" for a, b in zip(names, names[1:]))),
+        (
+            "many_variables_logic_ascii",
+            " and ".join(f"({a} or not {b})" for a, b in zip(names, names[1:])),
+        ),
         ("many_names", ", ".join(f"{n} is a knight" for n in names)),
         ("repetition_regex", "(a+)+" * 20 + "a{" + _REPEAT + "}"),
         ("repetition_product", f"'x' * 10**{_REPEAT}"),
@@ -119,7 +125,10 @@ def adversarial_payloads(max_length: int) -> list[tuple[str, str]]:
         ("repetition_moves", f"U{_REPEAT} R{_REPEAT} L{_REPEAT}"),
         ("sql_printf", f"SELECT length(printf('%.*c', {_REPEAT}9, 'x'))"),
         ("sql_blob", "SELECT length(replace(randomblob(2000000000), x'00', zeroblob(1000000)))"),
-        ("sql_recursive", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c"),
+        (
+            "sql_recursive",
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c",
+        ),
         ("code_loop", "while True:\n    pass"),
         ("code_memory", "x = [0] * 10**10\nprint(len(x))"),
     ]
@@ -168,12 +177,22 @@ def adversarial_replies(max_length: int, instructions: str = "") -> list[tuple[s
     ]
     for schema in tool_schemas(instructions):
         properties = (schema["parameters"] or {}).get("properties") or {}
-        strings = [k for k, v in properties.items() if isinstance(v, dict) and v.get("type", "string") == "string"]
+        strings = [
+            k
+            for k, v in properties.items()
+            if isinstance(v, dict) and v.get("type", "string") == "string"
+        ]
         for key in strings:
             others = {k: _filler(v) for k, v in properties.items() if k != key}
 
-            def call(payload: str, name: str = schema["name"], key: str = key, others: dict = others) -> str:
-                return "<tool_call>" + json.dumps({"name": name, "arguments": {**others, key: payload}}) + "</tool_call>"
+            def call(
+                payload: str, name: str = schema["name"], key: str = key, others: dict = others
+            ) -> str:
+                return (
+                    "<tool_call>"
+                    + json.dumps({"name": name, "arguments": {**others, key: payload}})
+                    + "</tool_call>"
+                )
 
             wrappers.append((f"tool:{schema['name']}.{key}", call))
     for wrapper, wrap in wrappers:
@@ -196,7 +215,9 @@ def _filler(schema: Any) -> Any:
         return ""
     if schema.get("enum"):
         return schema["enum"][0]
-    return {"integer": 1, "number": 1, "boolean": False, "array": [], "object": {}}.get(schema.get("type", "string"), "")
+    return {"integer": 1, "number": 1, "boolean": False, "array": [], "object": {}}.get(
+        schema.get("type", "string"), ""
+    )
 
 
 @dataclass
@@ -361,7 +382,9 @@ def measure_worst_case(
                         cpu, wall = cpu_again, wall_again
                     grown = max(grown, grown_again)
             except Exception as exc:
-                result.problems.append(f"{label}: step raised {type(exc).__name__}: {str(exc)[:200]}")
+                result.problems.append(
+                    f"{label}: step raised {type(exc).__name__}: {str(exc)[:200]}"
+                )
                 continue
             elapsed = wall if deadline is not None or cpu is None else cpu
             if deadline is not None and label.startswith(_CODE_LABELS) and wall >= 0.5 * deadline:
@@ -371,7 +394,9 @@ def measure_worst_case(
             if grown > result.memory_bytes:
                 result.memory_bytes, result.hungriest = grown, label
             if grown > memory_bytes:
-                result.problems.append(f"{label}: peak memory grew by {grown >> 20} MiB (bound {memory_bytes >> 20} MiB)")
+                result.problems.append(
+                    f"{label}: peak memory grew by {grown >> 20} MiB (bound {memory_bytes >> 20} MiB)"
+                )
             if over(cpu, wall):
                 if deadline is not None or cpu is None:
                     result.problems.append(f"{label}: scored in {wall:.2f} s (bound {seconds:g} s)")

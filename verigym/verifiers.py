@@ -69,10 +69,21 @@ _SPECIAL_TOKEN = re.compile(r"<\|[^|<>\s]{1,40}\|>")
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
-_HEDGE_WORDS = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|probably|otherwise|alternatively)\b", re.IGNORECASE)
+_HEDGE_WORDS = re.compile(
+    r"\b(?:or|either|maybe|perhaps|possibly|probably|otherwise|alternatively)\b", re.IGNORECASE
+)
 _SEPARATORS = (",", ";", "|", "\n", " and ", "/", "&")
-_LIST_SEPARATORS = (",", ";", "|", "\n", " and ", " or ")  # not "/" or "&": division, LaTeX alignment
-_LATEX_TEXT = re.compile(r"\\(?:text|textbf|textit|textrm|texttt|mathrm|mathbf|mathit|mathtt|operatorname|mbox|hbox)\s*\{([^{}]*)\}")
+_LIST_SEPARATORS = (
+    ",",
+    ";",
+    "|",
+    "\n",
+    " and ",
+    " or ",
+)  # not "/" or "&": division, LaTeX alignment
+_LATEX_TEXT = re.compile(
+    r"\\(?:text|textbf|textit|textrm|texttt|mathrm|mathbf|mathit|mathtt|operatorname|mbox|hbox)\s*\{([^{}]*)\}"
+)
 _LATEX_OR = re.compile(r"\\(?:lor|vee|mid)\b|\|\||\u2228")
 _LATEX_PLUS_MINUS = re.compile(r"\\(?:pm|mp)\b|[\u00b1\u2213]")
 _LATEX_BREAK = re.compile(r"\\\\|\\(?:newline|quad|qquad|hfill)\b|\\[;:]")
@@ -177,7 +188,9 @@ def has_lookalikes(answer: str, oracle: str) -> bool:
     if not oracle.isascii() or answer.isascii():
         return False
     answer = unicodedata.normalize("NFKC", answer)
-    return not answer.isascii() and any(not c.isascii() and unicodedata.category(c)[0] in "LN" for c in answer)
+    return not answer.isascii() and any(
+        not c.isascii() and unicodedata.category(c)[0] in "LN" for c in answer
+    )
 
 
 def contains_oracle(answer: str, oracle: str) -> bool:
@@ -209,7 +222,9 @@ def _part(text: str) -> str:
     return normalize_answer(text).strip(_BRACKETS + " ").strip()
 
 
-def alternatives(answer: str, reference: str, *, separators: Iterable[str] | None = None) -> set[str]:
+def alternatives(
+    answer: str, reference: str, *, separators: Iterable[str] | None = None
+) -> set[str]:
     """The distinct alternatives ``answer`` lists at separators ``reference`` does not use.
 
     Separators: ``,`` ``;`` ``|`` ``&`` ``/`` newline (LaTeX ``\\\\`` and ``\\quad`` too), "and",
@@ -285,7 +300,11 @@ _IDENTIFIER = re.compile(r"[A-Za-z]+")
 
 
 def safe_expression(
-    text: str, *, names: Iterable[str] = SAFE_FUNCTION_NAMES, max_length: int = 400, max_depth: int = 24
+    text: str,
+    *,
+    names: Iterable[str] = SAFE_FUNCTION_NAMES,
+    max_length: int = 400,
+    max_depth: int = 24,
 ) -> str:
     """Return ``text`` if it is a plain arithmetic/algebraic expression, else raise.
 
@@ -299,7 +318,9 @@ def safe_expression(
             too deep.
     """
     if len(text) > max_length:
-        raise UnsafeExpression(f"expression has {len(text)} characters; at most {max_length} are read")
+        raise UnsafeExpression(
+            f"expression has {len(text)} characters; at most {max_length} are read"
+        )
     if not _EXPRESSION_CHARS.fullmatch(text):
         bad = sorted({c for c in text if not _EXPRESSION_CHARS.fullmatch(c)})[:5]
         raise UnsafeExpression(f"expression has characters that are not allowed: {bad}")
@@ -372,7 +393,9 @@ def _worker_loop(connection: Any, memory_bytes: int | None = None) -> None:
             _cap_memory(memory_bytes)
             connection.send(("ok", function(*args)))
         except MemoryError:  # the cap was hit; what was allocated is freed with the frame
-            connection.send(("error", f"MemoryError: the check needed more than {memory_bytes or 0:d} bytes"))
+            connection.send(
+                ("error", f"MemoryError: the check needed more than {memory_bytes or 0:d} bytes")
+            )
         except Exception as exc:  # the caller sees the failure as a value
             connection.send(("error", f"{type(exc).__name__}: {exc}"[:500]))
 
@@ -399,7 +422,10 @@ class _Duplex:
 
 def _spawned_main(read_fd: int, write_fd: int, memory_bytes: int | None = None) -> None:
     """Entry of a spawned worker (``python -c``): serve calls over the two inherited pipes."""
-    _worker_loop(_Duplex(Connection(read_fd, writable=False), Connection(write_fd, readable=False)), memory_bytes)
+    _worker_loop(
+        _Duplex(Connection(read_fd, writable=False), Connection(write_fd, readable=False)),
+        memory_bytes,
+    )
 
 
 class _SpawnedProcess:
@@ -412,12 +438,17 @@ class _SpawnedProcess:
         entry = f"_spawned_main({to_child_read}, {from_child_write}, {memory_bytes!r})"
         command = [sys.executable, "-c", f"from verigym.verifiers import _spawned_main; {entry}"]
         self.popen = subprocess.Popen(
-            command, env={**os.environ, **environment}, pass_fds=(to_child_read, from_child_write),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            command,
+            env={**os.environ, **environment},
+            pass_fds=(to_child_read, from_child_write),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
         )
         os.close(to_child_read)
         os.close(from_child_write)
-        self.connection = _Duplex(Connection(from_child_read, writable=False), Connection(to_child_write, readable=False))
+        self.connection = _Duplex(
+            Connection(from_child_read, writable=False), Connection(to_child_write, readable=False)
+        )
         # a worker still serving at interpreter exit (a module-level BoundedWorker) is stopped and
         # reaped then, not left running ("ResourceWarning: subprocess ... is still running")
         weakref.finalize(self, _reap, self.popen, os.getpid())
@@ -520,12 +551,20 @@ class BoundedWorker:
     """
 
     def __init__(
-        self, *, start_method: str | None = None, environment: dict[str, str] | None = None, memory_bytes: int | None = None
+        self,
+        *,
+        start_method: str | None = None,
+        environment: dict[str, str] | None = None,
+        memory_bytes: int | None = None,
     ) -> None:
         if memory_bytes is not None and (not isinstance(memory_bytes, int) or memory_bytes <= 0):
             raise ValueError(f"memory_bytes must be None or a positive int, got {memory_bytes!r}")
         if start_method is None:
-            start_method = "fork" if "fork" in multiprocessing.get_all_start_methods() and not environment else "spawn"
+            start_method = (
+                "fork"
+                if "fork" in multiprocessing.get_all_start_methods() and not environment
+                else "spawn"
+            )
         if start_method not in ("fork", "spawn"):
             raise ValueError(f"start_method must be 'fork' or 'spawn', got {start_method!r}")
         if environment and start_method != "spawn":
@@ -539,7 +578,11 @@ class BoundedWorker:
         _WORKERS.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"start_method": self.start_method, "environment": self.environment, "memory_bytes": self.memory_bytes}
+        return {
+            "start_method": self.start_method,
+            "environment": self.environment,
+            "memory_bytes": self.memory_bytes,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state)  # type: ignore[misc]
@@ -551,7 +594,12 @@ class BoundedWorker:
             return
         context = multiprocessing.get_context("fork")
         parent, child = context.Pipe()
-        process = context.Process(target=_worker_loop, args=(child, self.memory_bytes), daemon=True, name="verigym-verifier")
+        process = context.Process(
+            target=_worker_loop,
+            args=(child, self.memory_bytes),
+            daemon=True,
+            name="verigym-verifier",
+        )
         process.start()
         child.close()
         self._process, self._connection = process, parent
@@ -560,7 +608,9 @@ class BoundedWorker:
         if self._process is not None:
             pid = self._pid()
             used = _cpu_seconds(pid) if pid is not None else None
-            _retired["cpu_seconds"] += used or 0.0  # (read just before the kill: it stops computing)
+            _retired["cpu_seconds"] += (
+                used or 0.0
+            )  # (read just before the kill: it stops computing)
             self._process.kill()
             self._process.join(timeout=5)
             self._connection.close()
@@ -581,7 +631,9 @@ class BoundedWorker:
         except (OSError, EOFError, BrokenPipeError):
             pass
         self._kill()
-        raise VerifierTimeout(f"the verifier worker did not start within {WORKER_START_SECONDS:g} s")
+        raise VerifierTimeout(
+            f"the verifier worker did not start within {WORKER_START_SECONDS:g} s"
+        )
 
     def _pid(self) -> int | None:
         process = self._process
@@ -663,7 +715,9 @@ def _parse_whole(text: str) -> list[Any]:
     """
     from math_verify import LatexExtractionConfig, parse
 
-    return parse(f"${_TRAILING_STOP.sub('', text.strip())}$", extraction_config=[LatexExtractionConfig()])
+    return parse(
+        f"${_TRAILING_STOP.sub('', text.strip())}$", extraction_config=[LatexExtractionConfig()]
+    )
 
 
 _UNEVALUATED = ("Sum", "Product", "Limit", "Integral", "Derivative")
@@ -674,7 +728,13 @@ def _unevaluated(parsed: list[Any]) -> set[str]:
     import sympy
 
     kinds = [getattr(sympy, name) for name in _UNEVALUATED]
-    return {kind.__name__ for item in parsed if isinstance(item, sympy.Basic) for kind in kinds if item.has(kind)}
+    return {
+        kind.__name__
+        for item in parsed
+        if isinstance(item, sympy.Basic)
+        for kind in kinds
+        if item.has(kind)
+    }
 
 
 def _math_verify_equal(answer: str, reference: str) -> bool:
@@ -693,7 +753,9 @@ def _math_verify_equal(answer: str, reference: str) -> bool:
     return bool(verify(gold, target))
 
 
-def symbolic_equal(answer: str, reference: str, *, timeout: float = 2.0, max_length: int = 1000) -> bool:
+def symbolic_equal(
+    answer: str, reference: str, *, timeout: float = 2.0, max_length: int = 1000
+) -> bool:
     """Whether ``answer`` and ``reference`` are mathematically equal (math-verify), time-bounded.
 
     Both strings may be LaTeX (``\\frac{1}{2}``) or plain (``0.5``). The comparison runs in the
@@ -723,7 +785,9 @@ def symbolic_equal(answer: str, reference: str, *, timeout: float = 2.0, max_len
     if len(answer) > max_length or _max_brace_depth(answer) > MAX_BRACE_DEPTH:
         return False
     hedge = _hedge_form(answer)
-    if (_HEDGE_WORDS.search(hedge) and not _HEDGE_WORDS.search(_hedge_form(reference))) or ("\u00b1" in hedge and "\u00b1" not in _hedge_form(reference)):
+    if (_HEDGE_WORDS.search(hedge) and not _HEDGE_WORDS.search(_hedge_form(reference))) or (
+        "\u00b1" in hedge and "\u00b1" not in _hedge_form(reference)
+    ):
         return False  # "41 or 42", "\\text{41 or 42}", "\\pm 42": a hedge is never equal
     if len(alternatives(answer, reference, separators=_LIST_SEPARATORS)) >= 2:
         return False  # "41, 42", "[41, 42]", "41 \\\\ 42": several values where one is asked for

@@ -87,10 +87,16 @@ class LanguageWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         self.max_invalid_actions = max_invalid_actions
         self.precision = precision
         inner = env.unwrapped
-        self._native_text = isinstance(env.observation_space, spaces.Text) and isinstance(env.action_space, spaces.Text)
+        self._native_text = isinstance(env.observation_space, spaces.Text) and isinstance(
+            env.action_space, spaces.Text
+        )
         self._interface: TextInterface | None = inner if isinstance(inner, TextInterface) else None
-        self.observation_space = env.observation_space if self._native_text else UnicodeText(1 << 20)
-        self.action_space = env.action_space if self._native_text else UnicodeText(max_action_length)
+        self.observation_space = (
+            env.observation_space if self._native_text else UnicodeText(1 << 20)
+        )
+        self.action_space = (
+            env.action_space if self._native_text else UnicodeText(max_action_length)
+        )
         self._last_text = ""
         self._invalid_streak = 0
 
@@ -101,7 +107,9 @@ class LanguageWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         if self._interface is not None:
             rules = self._interface.instructions()
         else:
-            name = self.env.spec.id if self.env.spec is not None else type(self.env.unwrapped).__name__
+            name = (
+                self.env.spec.id if self.env.spec is not None else type(self.env.unwrapped).__name__
+            )
             rules = (
                 f"You are playing the environment {name}. "
                 f"{describe_observation_space(self.env.observation_space)} "
@@ -119,7 +127,11 @@ class LanguageWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         limits = [getattr(self.env.unwrapped, name, None) for name in ("max_steps", "max_turns")]
         if self.env.spec is not None:
             limits.append(self.env.spec.max_episode_steps)
-        found = [int(v) for v in limits if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0]
+        found = [
+            int(v)
+            for v in limits
+            if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0
+        ]
         return min(found) if found else None
 
     def episode_end_text(self) -> str:
@@ -132,11 +144,17 @@ class LanguageWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         if limit is not None:
             ends.append(f"after {limit} {'replies' if self._native_text else 'moves'} at most")
         if not self._native_text and self.max_invalid_actions is not None:
-            streak = "1 invalid reply" if self.max_invalid_actions == 1 else f"{self.max_invalid_actions} invalid replies in a row"
+            streak = (
+                "1 invalid reply"
+                if self.max_invalid_actions == 1
+                else f"{self.max_invalid_actions} invalid replies in a row"
+            )
             ends.append(f"after {streak} (unsolved, score 0)")
         text = f"The episode also ends {' or '.join(ends)}." if ends else ""
         if not self._native_text:
-            text += f" An invalid reply gets reward {self.invalid_action_reward:g} and is not a move."
+            text += (
+                f" An invalid reply gets reward {self.invalid_action_reward:g} and is not a move."
+            )
         return f"Episode end: {text.strip()}" if text else ""
 
     def observation_text(self, observation: Any) -> str:
@@ -147,7 +165,10 @@ class LanguageWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
             return self._interface.observation_text(observation)
         space = self.env.observation_space
         if isinstance(space, spaces.Dict):
-            return "\n".join(f"{k}: {format_value(sub, observation[k], precision=self.precision)}" for k, sub in space.spaces.items())
+            return "\n".join(
+                f"{k}: {format_value(sub, observation[k], precision=self.precision)}"
+                for k, sub in space.spaces.items()
+            )
         return format_value(space, observation, precision=self.precision)
 
     def parse_action(self, text: str) -> Any:
@@ -158,11 +179,15 @@ class LanguageWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
             ActionParseError: the text is not a valid action.
         """
         if not isinstance(text, str):
-            raise TypeError(f"LanguageWrapper takes str actions, got {type(text).__name__}: {text!r:.80}")
+            raise TypeError(
+                f"LanguageWrapper takes str actions, got {type(text).__name__}: {text!r:.80}"
+            )
         if self._native_text:
             return text
         if len(text) > self.action_space.max_length:
-            raise ActionParseError(f"the action has {len(text)} characters; at most {self.action_space.max_length} are read")
+            raise ActionParseError(
+                f"the action has {len(text)} characters; at most {self.action_space.max_length} are read"
+            )
         if self._interface is not None:
             return self._interface.parse_action(text)
         return parse_value(self.env.action_space, text)
@@ -172,7 +197,9 @@ class LanguageWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         return format_value(self.env.action_space, action)
 
     # -- Gymnasium API ---------------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         observation, info = self.env.reset(seed=seed, options=options)
         self._invalid_streak = 0
         self._last_text = self.observation_text(observation)
@@ -188,7 +215,10 @@ class LanguageWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         except ActionParseError as exc:
             self._invalid_streak += 1
             info = action_error_info(str(exc))
-            truncated = self.max_invalid_actions is not None and self._invalid_streak >= self.max_invalid_actions
+            truncated = (
+                self.max_invalid_actions is not None
+                and self._invalid_streak >= self.max_invalid_actions
+            )
             if truncated:
                 episode_end(info, success=False, score=0.0)
             return self._last_text, self.invalid_action_reward, False, truncated, info

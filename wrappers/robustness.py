@@ -54,7 +54,9 @@ class _SeededWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
 
     def _reseed(self, seed: int | None) -> None:
         if seed is not None:
-            self._rng = np.random.default_rng(np.random.SeedSequence([int(seed) & 0xFFFFFFFF, self.SALT]))
+            self._rng = np.random.default_rng(
+                np.random.SeedSequence([int(seed) & 0xFFFFFFFF, self.SALT])
+            )
 
 
 class ActionDelay(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
@@ -76,16 +78,29 @@ class ActionDelay(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         ValueError: ``delay`` is negative, or no default no-op exists for the action space.
     """
 
-    def __init__(self, env: gym.Env, *, delay: int = 1, noop_action: Any = None, invalid_action_penalty: float = 1.0):
+    def __init__(
+        self,
+        env: gym.Env,
+        *,
+        delay: int = 1,
+        noop_action: Any = None,
+        invalid_action_penalty: float = 1.0,
+    ):
         if isinstance(delay, bool) or not isinstance(delay, int) or delay < 0:
             raise ValueError(f"delay must be an int >= 0, got {delay!r}")
-        RecordConstructorArgs.__init__(self, delay=delay, invalid_action_penalty=invalid_action_penalty)
+        RecordConstructorArgs.__init__(
+            self, delay=delay, invalid_action_penalty=invalid_action_penalty
+        )
         gym.Wrapper.__init__(self, env)
         self.delay = delay
         self.invalid_action_penalty = float(invalid_action_penalty)
-        self.noop_action = self._default_noop(env.action_space) if noop_action is None else noop_action
+        self.noop_action = (
+            self._default_noop(env.action_space) if noop_action is None else noop_action
+        )
         if not env.action_space.contains(self.noop_action):
-            raise ValueError(f"noop_action {self.noop_action!r} is not in the action space {env.action_space}")
+            raise ValueError(
+                f"noop_action {self.noop_action!r} is not in the action space {env.action_space}"
+            )
         self._queue: deque[Any] = deque()
 
     @staticmethod
@@ -100,7 +115,9 @@ class ActionDelay(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
             return np.zeros(space.shape, dtype=space.dtype)
         raise ValueError(f"no default no-op action for {space}; pass noop_action=")
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         observation, info = self.env.reset(seed=seed, options=options)
         self._queue = deque([self.noop_action] * self.delay)
         return observation, _record(info, {"action_delay": self.delay})
@@ -116,7 +133,13 @@ class ActionDelay(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         if error is not None:
             action_error_info(error, info)
             reward = float(reward) - self.invalid_action_penalty
-        return observation, reward, terminated, truncated, _record(info, {"action_delay": self.delay})
+        return (
+            observation,
+            reward,
+            terminated,
+            truncated,
+            _record(info, {"action_delay": self.delay}),
+        )
 
 
 class ObservationNoise(_SeededWrapper):
@@ -139,8 +162,15 @@ class ObservationNoise(_SeededWrapper):
 
     SALT = 1
 
-    def __init__(self, env: gym.Env, *, std: float = 0.01, exclude: tuple[str, ...] = ("desired_goal",)):
-        if isinstance(std, bool) or not isinstance(std, (int, float)) or not np.isfinite(std) or std < 0:
+    def __init__(
+        self, env: gym.Env, *, std: float = 0.01, exclude: tuple[str, ...] = ("desired_goal",)
+    ):
+        if (
+            isinstance(std, bool)
+            or not isinstance(std, (int, float))
+            or not np.isfinite(std)
+            or std < 0
+        ):
             raise ValueError(f"std must be a finite number >= 0, got {std!r}")
         super().__init__(env, std=std, exclude=tuple(exclude))
         self.std = float(std)
@@ -148,7 +178,9 @@ class ObservationNoise(_SeededWrapper):
 
     def _noisy(self, space: spaces.Space, value: Any) -> Any:
         if isinstance(space, spaces.Dict):
-            return {k: v if k in self.exclude else self._noisy(space[k], v) for k, v in value.items()}
+            return {
+                k: v if k in self.exclude else self._noisy(space[k], v) for k, v in value.items()
+            }
         if isinstance(space, spaces.Tuple):
             return tuple(self._noisy(s, v) for s, v in zip(space.spaces, value))
         if isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating):
@@ -156,14 +188,24 @@ class ObservationNoise(_SeededWrapper):
             return np.clip(noisy, space.low, space.high).astype(space.dtype)
         return value
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         self._reseed(seed)
         observation, info = self.env.reset(seed=seed, options=options)
-        return self._noisy(self.observation_space, observation), _record(info, {"observation_noise_std": self.std})
+        return self._noisy(self.observation_space, observation), _record(
+            info, {"observation_noise_std": self.std}
+        )
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         observation, reward, terminated, truncated, info = self.env.step(action)
-        return self._noisy(self.observation_space, observation), reward, terminated, truncated, _record(info, {"observation_noise_std": self.std})
+        return (
+            self._noisy(self.observation_space, observation),
+            reward,
+            terminated,
+            truncated,
+            _record(info, {"observation_noise_std": self.std}),
+        )
 
 
 class DynamicsPerturbation(_SeededWrapper):
@@ -189,7 +231,11 @@ class DynamicsPerturbation(_SeededWrapper):
     """
 
     SALT = 2
-    FIELDS = {"mass_scale": ("body_mass", "body_inertia"), "friction_scale": ("geom_friction",), "damping_scale": ("dof_damping",)}
+    FIELDS = {
+        "mass_scale": ("body_mass", "body_inertia"),
+        "friction_scale": ("geom_friction",),
+        "damping_scale": ("dof_damping",),
+    }
 
     def __init__(
         self,
@@ -202,18 +248,28 @@ class DynamicsPerturbation(_SeededWrapper):
         import mujoco
 
         if not isinstance(getattr(env.unwrapped, "model", None), mujoco.MjModel):
-            raise TypeError(f"DynamicsPerturbation needs an env with a mujoco.MjModel at env.unwrapped.model; {type(env.unwrapped).__name__} has none")
-        ranges = {"mass_scale": mass_scale, "friction_scale": friction_scale, "damping_scale": damping_scale}
+            raise TypeError(
+                f"DynamicsPerturbation needs an env with a mujoco.MjModel at env.unwrapped.model; {type(env.unwrapped).__name__} has none"
+            )
+        ranges = {
+            "mass_scale": mass_scale,
+            "friction_scale": friction_scale,
+            "damping_scale": damping_scale,
+        }
         for name, (low, high) in ranges.items():
             if not 0 < float(low) <= float(high) or not np.isfinite(high):
-                raise ValueError(f"{name} must be a range (low, high) with 0 < low <= high, got {(low, high)!r}")
+                raise ValueError(
+                    f"{name} must be a range (low, high) with 0 < low <= high, got {(low, high)!r}"
+                )
         super().__init__(env, **{k: [float(v[0]), float(v[1])] for k, v in ranges.items()})
         self.ranges = {k: (float(v[0]), float(v[1])) for k, v in ranges.items()}
         self.scales = {k: 1.0 for k in ranges}
         self._model: Any = None
         self._nominal: dict[str, np.ndarray] = {}
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         import mujoco
 
         self._reseed(seed)
@@ -222,8 +278,12 @@ class DynamicsPerturbation(_SeededWrapper):
         model = unwrapped.model
         if model is not self._model:  # a new model (first reset, or one rebuilt by the env)
             self._model = model
-            self._nominal = {f: getattr(model, f).copy() for fields in self.FIELDS.values() for f in fields}
-        self.scales = {k: float(self._rng.uniform(low, high)) for k, (low, high) in self.ranges.items()}
+            self._nominal = {
+                f: getattr(model, f).copy() for fields in self.FIELDS.values() for f in fields
+            }
+        self.scales = {
+            k: float(self._rng.uniform(low, high)) for k, (low, high) in self.ranges.items()
+        }
         for key, fields in self.FIELDS.items():
             for f in fields:
                 getattr(model, f)[:] = self._nominal[f] * self.scales[key]

@@ -37,7 +37,12 @@ from verigym.core import (
 )
 from verigym.envs.text.base import CANDIDATE_MASK
 
-__all__ = ["CandidateActionWrapper", "HashedNGramObservation", "ScreenshotClickWrapper", "hashed_ngrams"]
+__all__ = [
+    "CandidateActionWrapper",
+    "HashedNGramObservation",
+    "ScreenshotClickWrapper",
+    "hashed_ngrams",
+]
 
 
 class CandidateActionWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
@@ -70,13 +75,27 @@ class CandidateActionWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         ValueError: ``max_candidates`` < 1, or ``None`` and the env lists no candidates.
     """
 
-    def __init__(self, env: gym.Env, *, max_candidates: int | None = None, invalid_action_reward: float = -1.0):
+    def __init__(
+        self,
+        env: gym.Env,
+        *,
+        max_candidates: int | None = None,
+        invalid_action_reward: float = -1.0,
+    ):
         if max_candidates is None:
             max_candidates = self._candidate_count(env)
-        if isinstance(max_candidates, bool) or not isinstance(max_candidates, (int, np.integer)) or max_candidates < 1:
-            raise ValueError(f"max_candidates must be an int >= 1 (or None: from the env), got {max_candidates!r}")
+        if (
+            isinstance(max_candidates, bool)
+            or not isinstance(max_candidates, (int, np.integer))
+            or max_candidates < 1
+        ):
+            raise ValueError(
+                f"max_candidates must be an int >= 1 (or None: from the env), got {max_candidates!r}"
+            )
         max_candidates = int(max_candidates)
-        RecordConstructorArgs.__init__(self, max_candidates=max_candidates, invalid_action_reward=invalid_action_reward)
+        RecordConstructorArgs.__init__(
+            self, max_candidates=max_candidates, invalid_action_reward=invalid_action_reward
+        )
         gym.Wrapper.__init__(self, env)
         self.max_candidates = max_candidates
         self.invalid_action_reward = float(invalid_action_reward)
@@ -152,7 +171,9 @@ class CandidateActionWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         try:
             index = int(coerce_action(self.action_space, action))
             if index >= len(self._candidates):
-                raise ActionParseError(f"action {index} names no candidate; {len(self._candidates)} candidates are available")
+                raise ActionParseError(
+                    f"action {index} names no candidate; {len(self._candidates)} candidates are available"
+                )
         except ActionParseError as exc:
             info = action_error_info(str(exc))
             info[ACTION_MASK] = self.action_mask()
@@ -214,7 +235,9 @@ class HashedNGramObservation(EpisodeGuard, gym.ObservationWrapper, RecordConstru
 
     def observation(self, observation: Any) -> np.ndarray:
         if not isinstance(observation, str):
-            raise TypeError(f"HashedNGramObservation needs str observations, got {type(observation).__name__}")
+            raise TypeError(
+                f"HashedNGramObservation needs str observations, got {type(observation).__name__}"
+            )
         return hashed_ngrams(observation, self.dim, self.ngram_range)
 
 
@@ -266,8 +289,13 @@ class ScreenshotClickWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         if not (1 <= rows <= 64 and 1 <= cols <= 64):
             raise ValueError(f"grid must be (rows, cols) with each in 1..64, got {grid!r}")
         observation_space = env.observation_space
-        if not isinstance(observation_space, spaces.Dict) or "screenshot" not in observation_space.spaces:
-            raise ValueError(f"ScreenshotClickWrapper needs a GUI env with a 'screenshot' observation, got {observation_space}")
+        if (
+            not isinstance(observation_space, spaces.Dict)
+            or "screenshot" not in observation_space.spaces
+        ):
+            raise ValueError(
+                f"ScreenshotClickWrapper needs a GUI env with a 'screenshot' observation, got {observation_space}"
+            )
         shot = observation_space["screenshot"]
         viewport = (int(shot.shape[0]), int(shot.shape[1]))
         if size is not None:
@@ -299,14 +327,20 @@ class ScreenshotClickWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
             return shot.copy()
         from PIL import Image
 
-        resized = Image.fromarray(shot).resize((self.size[1], self.size[0]), Image.Resampling.BILINEAR)
+        resized = Image.fromarray(shot).resize(
+            (self.size[1], self.size[0]), Image.Resampling.BILINEAR
+        )
         return np.array(resized, dtype=np.uint8)  # writable (torch warns on read-only arrays)
 
-    def _wrap(self, observation: dict[str, Any], info: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
+    def _wrap(
+        self, observation: dict[str, Any], info: dict[str, Any]
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         self._last_obs = self._image(observation)
         info = dict(info)
         if self.mode == "elements":
-            self._elements = sum(1 for line in str(observation.get("text", "")).splitlines() if line.startswith("["))
+            self._elements = sum(
+                1 for line in str(observation.get("text", "")).splitlines() if line.startswith("[")
+            )
         info[ACTION_MASK] = self.action_mask()
         return self._last_obs, info
 
@@ -336,7 +370,11 @@ class ScreenshotClickWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
             info = action_error_info(f"{exc}; choose an action in 0..{self.action_space.n - 1}")
             info[ACTION_MASK] = self.action_mask()
             return self._last_obs, 0.0, False, False, info  # the page is not touched (reward 0)
-        gui_action = make_action("click_xy", xy=self.cell_centre(index)) if self.mode == "grid" else make_action("click", element=index)
+        gui_action = (
+            make_action("click_xy", xy=self.cell_centre(index))
+            if self.mode == "grid"
+            else make_action("click", element=index)
+        )
         observation, reward, terminated, truncated, info = self.env.step(gui_action)
         wrapped, info = self._wrap(observation, info)
         return wrapped, reward, terminated, truncated, info

@@ -10,7 +10,15 @@ import numpy as np
 __all__ = ["ReplayBuffer", "RunningMeanStd", "gae"]
 
 
-def gae(rewards: np.ndarray, values: np.ndarray, dones: np.ndarray, last_value: np.ndarray, last_done: np.ndarray, gamma: float, gae_lambda: float) -> tuple[np.ndarray, np.ndarray]:
+def gae(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    dones: np.ndarray,
+    last_value: np.ndarray,
+    last_done: np.ndarray,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """Generalized advantage estimation (Schulman et al. 2016, "High-Dimensional Continuous Control
     Using Generalized Advantage Estimation").
 
@@ -51,7 +59,9 @@ class RunningMeanStd:
         delta = mean - self.mean
         total = self.count + count
         self.mean = self.mean + delta * count / total
-        self.var = (self.var * self.count + var * count + delta**2 * self.count * count / total) / total
+        self.var = (
+            self.var * self.count + var * count + delta**2 * self.count * count / total
+        ) / total
         self.count = total
 
     def normalize(self, x: np.ndarray, clip: float = 10.0) -> np.ndarray:
@@ -93,10 +103,23 @@ class ReplayBuffer:
     def _alloc(self, name: str, value: np.ndarray) -> None:
         self.data[name] = np.zeros((self.capacity, *value.shape[1:]), dtype=value.dtype)
 
-    def add(self, obs: dict[str, np.ndarray], actions: np.ndarray, rewards: np.ndarray, next_obs: dict[str, np.ndarray], terminated: np.ndarray) -> None:
+    def add(
+        self,
+        obs: dict[str, np.ndarray],
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: dict[str, np.ndarray],
+        terminated: np.ndarray,
+    ) -> None:
         """Add ``N`` transitions (leading axis of every array)."""
-        columns = {f"obs/{k}": v for k, v in obs.items()} | {f"next_obs/{k}": v for k, v in next_obs.items()}
-        columns |= {"actions": np.asarray(actions), "rewards": np.asarray(rewards, dtype=np.float32), "terminated": np.asarray(terminated, dtype=np.float32)}
+        columns = {f"obs/{k}": v for k, v in obs.items()} | {
+            f"next_obs/{k}": v for k, v in next_obs.items()
+        }
+        columns |= {
+            "actions": np.asarray(actions),
+            "rewards": np.asarray(rewards, dtype=np.float32),
+            "terminated": np.asarray(terminated, dtype=np.float32),
+        }
         n = len(columns["actions"])
         if not self.data:
             for name, value in columns.items():
@@ -131,16 +154,31 @@ class HindsightRelabeller:
         rng: numpy generator for the future goal choice.
     """
 
-    def __init__(self, num_envs: int, her_k: int, compute_reward: Callable[..., Any], rng: np.random.Generator):
+    def __init__(
+        self,
+        num_envs: int,
+        her_k: int,
+        compute_reward: Callable[..., Any],
+        rng: np.random.Generator,
+    ):
         self.her_k = her_k
         self.compute_reward = compute_reward
         self.rng = rng
         self.episodes: list[list[tuple[Any, Any, Any, bool]]] = [[] for _ in range(num_envs)]
 
-    def record(self, i: int, obs: dict[str, np.ndarray], action: np.ndarray, next_obs: dict[str, np.ndarray], terminated: bool) -> None:
+    def record(
+        self,
+        i: int,
+        obs: dict[str, np.ndarray],
+        action: np.ndarray,
+        next_obs: dict[str, np.ndarray],
+        terminated: bool,
+    ) -> None:
         self.episodes[i].append((obs, action, next_obs, terminated))
 
-    def finish(self, i: int) -> list[tuple[dict[str, np.ndarray], np.ndarray, float, dict[str, np.ndarray], bool]]:
+    def finish(
+        self, i: int
+    ) -> list[tuple[dict[str, np.ndarray], np.ndarray, float, dict[str, np.ndarray], bool]]:
         """End env ``i``'s episode; returns relabelled ``(obs, action, reward, next_obs, terminated)``."""
         episode, self.episodes[i] = self.episodes[i], []
         out = []
@@ -150,6 +188,8 @@ class HindsightRelabeller:
                 goal = episode[future][2]["achieved_goal"]
                 new_obs = dict(obs, desired_goal=goal)
                 new_next = dict(next_obs, desired_goal=goal)
-                reward = float(self.compute_reward(next_obs["achieved_goal"][None], goal[None], [{}])[0])
+                reward = float(
+                    self.compute_reward(next_obs["achieved_goal"][None], goal[None], [{}])[0]
+                )
                 out.append((new_obs, action, reward, new_next, False))
         return out

@@ -25,7 +25,9 @@ __all__ = ["EvalStop", "MetricsLogger", "ProgressBar", "evaluate"]
 log = logging.getLogger(__name__)
 
 
-def evaluate(agent: Any, env: Any, *, episodes: int = 10, seed: int = 10_000, deterministic: bool = True) -> dict[str, Any]:
+def evaluate(
+    agent: Any, env: Any, *, episodes: int = 10, seed: int = 10_000, deterministic: bool = True
+) -> dict[str, Any]:
     """Run ``episodes`` episodes (reset seeds ``seed, seed + 1, ...``) with ``agent.act``.
 
     Args:
@@ -52,7 +54,9 @@ def evaluate(agent: Any, env: Any, *, episodes: int = 10, seed: int = 10_000, de
         agent.reset(seed=seed + episode)
         total, done = 0.0, False
         while not done:
-            obs, reward, terminated, truncated, info = env.step(agent.act(obs, info, deterministic=deterministic))
+            obs, reward, terminated, truncated, info = env.step(
+                agent.act(obs, info, deterministic=deterministic)
+            )
             total += float(reward)
             done = terminated or truncated
         returns.append(total)
@@ -63,7 +67,9 @@ def evaluate(agent: Any, env: Any, *, episodes: int = 10, seed: int = 10_000, de
     return _summary(returns, successes, scores)
 
 
-def _evaluate_parallel(agent: Any, env: Any, episodes: int, seed: int, deterministic: bool) -> dict[str, Any]:
+def _evaluate_parallel(
+    agent: Any, env: Any, episodes: int, seed: int, deterministic: bool
+) -> dict[str, Any]:
     returns, successes, scores = [], [], []
     for episode in range(episodes):
         observations, infos = env.reset(seed=seed + episode)
@@ -71,15 +77,21 @@ def _evaluate_parallel(agent: Any, env: Any, episodes: int, seed: int, determini
         totals = dict.fromkeys(env.possible_agents, 0.0)
         verdicts: dict[str, Mapping[str, Any]] = {}
         while env.agents:
-            actions = agent.act({a: observations[a] for a in env.agents}, infos, deterministic=deterministic)
-            observations, rewards, terminations, truncations, infos = env.step({a: actions[a] for a in env.agents})
+            actions = agent.act(
+                {a: observations[a] for a in env.agents}, infos, deterministic=deterministic
+            )
+            observations, rewards, terminations, truncations, infos = env.step(
+                {a: actions[a] for a in env.agents}
+            )
             for name, reward in rewards.items():
                 totals[name] += float(reward)
                 if terminations.get(name) or truncations.get(name):
                     verdicts[name] = infos.get(name, {})
         returns.append(float(np.mean(list(totals.values()))))
         if any(SUCCESS in v for v in verdicts.values()):
-            successes.append(float(np.mean([bool(v.get(SUCCESS, False)) for v in verdicts.values()])))
+            successes.append(
+                float(np.mean([bool(v.get(SUCCESS, False)) for v in verdicts.values()]))
+            )
         if any(SCORE in v for v in verdicts.values()):
             scores.append(float(np.mean([float(v.get(SCORE, 0.0)) for v in verdicts.values()])))
     return _summary(returns, successes, scores)
@@ -112,9 +124,26 @@ class EvalStop:
         global step of the first evaluation at or above the threshold, else None.
     """
 
-    def __init__(self, agent: Any, env: Any, *, threshold: float | None, every: int, episodes: int = 5, metric: str = "mean_return", seed: int = 10_000, deterministic: bool = True):
+    def __init__(
+        self,
+        agent: Any,
+        env: Any,
+        *,
+        threshold: float | None,
+        every: int,
+        episodes: int = 5,
+        metric: str = "mean_return",
+        seed: int = 10_000,
+        deterministic: bool = True,
+    ):
         self.agent, self.env, self.deterministic = agent, make_env(env), deterministic
-        self.threshold, self.every, self.episodes, self.metric, self.seed = threshold, every, episodes, metric, seed
+        self.threshold, self.every, self.episodes, self.metric, self.seed = (
+            threshold,
+            every,
+            episodes,
+            metric,
+            seed,
+        )
         self.history: list[tuple[int, float]] = []
         self.best = -math.inf
         self.reached_at: int | None = None
@@ -126,7 +155,13 @@ class EvalStop:
             return True
         while self._next <= step:
             self._next += self.every
-        value = evaluate(self.agent, self.env, episodes=self.episodes, seed=self.seed, deterministic=self.deterministic)[self.metric]
+        value = evaluate(
+            self.agent,
+            self.env,
+            episodes=self.episodes,
+            seed=self.seed,
+            deterministic=self.deterministic,
+        )[self.metric]
         self.history.append((step, value))
         self.best = max(self.best, value)
         if self.threshold is not None and value >= self.threshold:
@@ -174,9 +209,13 @@ class MetricsLogger:
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError:
-                log.warning("tensorboard is not installed (pip install tensorboard); logging to metrics.jsonl only")
+                log.warning(
+                    "tensorboard is not installed (pip install tensorboard); logging to metrics.jsonl only"
+                )
             else:
-                self._tb = SummaryWriter(str(directory if tensorboard_dir is None else tensorboard_dir))
+                self._tb = SummaryWriter(
+                    str(directory if tensorboard_dir is None else tensorboard_dir)
+                )
 
     def __call__(self, metrics: Mapping[str, float]) -> None:
         if self._file is not None:
@@ -227,8 +266,13 @@ class ProgressBar:
         from verigym.progress import Progress  # prints whole lines, not a live bar, in a log
 
         self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[sps]:>7.0f} steps/s"),
-            TextColumn("return {task.fields[ret]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[sps]:>7.0f} steps/s"),
+            TextColumn("return {task.fields[ret]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
         )
         self.task = self.progress.add_task(description, total=total_steps, sps=0.0, ret="-")
         self.recent: deque[float] = deque(maxlen=20)
@@ -238,7 +282,12 @@ class ProgressBar:
         if "charts/episodic_return" in metrics:
             self.recent.append(float(metrics["charts/episodic_return"]))
         ret = f"{np.mean(self.recent):.2f}" if self.recent else "-"
-        self.progress.update(self.task, completed=int(metrics["global_step"]) - self.start, sps=float(metrics.get("charts/SPS", 0.0)), ret=ret)
+        self.progress.update(
+            self.task,
+            completed=int(metrics["global_step"]) - self.start,
+            sps=float(metrics.get("charts/SPS", 0.0)),
+            ret=ret,
+        )
 
     def close(self) -> None:
         self.progress.stop()

@@ -115,8 +115,14 @@ class AgentConfig:
         for f in dataclasses.fields(self):
             value = _check_type(f.name, getattr(self, f.name), hints[f.name])
             object.__setattr__(self, f.name, value)
-        require(self.torch_threads is None or self.torch_threads >= 1, f"torch_threads must be None or >= 1, got {self.torch_threads}")
-        require(self.device == "auto" or self.device.split(":")[0] in {"cpu", "cuda", "mps"}, f"device must be 'auto', 'cpu', 'cuda[:N]' or 'mps', got {self.device!r}")
+        require(
+            self.torch_threads is None or self.torch_threads >= 1,
+            f"torch_threads must be None or >= 1, got {self.torch_threads}",
+        )
+        require(
+            self.device == "auto" or self.device.split(":")[0] in {"cpu", "cuda", "mps"},
+            f"device must be 'auto', 'cpu', 'cuda[:N]' or 'mps', got {self.device!r}",
+        )
         self.check()
 
     def check(self) -> None:
@@ -124,7 +130,10 @@ class AgentConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The config as a JSON-serializable dict (tuples become lists)."""
-        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in dataclasses.fields(self)}
+        return {
+            f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
+            for f in dataclasses.fields(self)
+        }
 
     @classmethod
     def from_dict(cls: type[C], data: Mapping[str, Any]) -> C:
@@ -137,7 +146,9 @@ class AgentConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
-            raise TypeError(f"unknown {cls.__name__} option(s) {unknown}; valid options: {sorted(names)}")
+            raise TypeError(
+                f"unknown {cls.__name__} option(s) {unknown}; valid options: {sorted(names)}"
+            )
         return cls(**dict(data))
 
     def replace(self: C, **changes: Any) -> C:

@@ -55,7 +55,9 @@ class MultiCategorical:
 
     def __init__(self, logits: torch.Tensor, nvec: Sequence[int], mask: torch.Tensor | None = None):
         masks = torch.split(mask, list(nvec), dim=-1) if mask is not None else [None] * len(nvec)
-        self.dists = [Categorical(lg, m) for lg, m in zip(torch.split(logits, list(nvec), dim=-1), masks)]
+        self.dists = [
+            Categorical(lg, m) for lg, m in zip(torch.split(logits, list(nvec), dim=-1), masks)
+        ]
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
         return torch.stack([d.sample(generator) for d in self.dists], dim=-1)
@@ -78,7 +80,9 @@ class DiagGaussian:
         self.log_std = log_std.expand_as(mean)
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
-        noise = torch.randn(self.mean.shape, generator=generator, device=self.mean.device, dtype=self.mean.dtype)
+        noise = torch.randn(
+            self.mean.shape, generator=generator, device=self.mean.device, dtype=self.mean.dtype
+        )
         return self.mean + noise * self.log_std.exp()
 
     def mode(self) -> torch.Tensor:
@@ -92,12 +96,16 @@ class DiagGaussian:
         return (self.log_std + 0.5 * (1.0 + LOG_2PI)).sum(-1)
 
 
-def squashed_gaussian_sample(mean: torch.Tensor, log_std: torch.Tensor, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def squashed_gaussian_sample(
+    mean: torch.Tensor, log_std: torch.Tensor, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Reparameterized sample ``tanh(mean + std * eps)`` in ``(-1, 1)`` and its log-probability ``(N,)``."""
     noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
     pre = mean + noise * log_std.exp()
     action = torch.tanh(pre)
     log_prob = (-0.5 * noise.pow(2) - log_std - 0.5 * LOG_2PI).sum(-1)
     # log(1 - tanh(x)^2) = 2 * (log 2 - x - softplus(-2x)), numerically stable
-    log_prob = log_prob - (2.0 * (math.log(2.0) - pre - torch.nn.functional.softplus(-2.0 * pre))).sum(-1)
+    log_prob = log_prob - (
+        2.0 * (math.log(2.0) - pre - torch.nn.functional.softplus(-2.0 * pre))
+    ).sum(-1)
     return action, log_prob

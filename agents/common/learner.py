@@ -37,8 +37,18 @@ from verigym.core import ACTION_MASK
 from verigym.provenance import git_sha
 
 __all__ = [
-    "SMALL_NETWORK_PARAMETERS", "Callback", "TorchLearner", "choose_threads", "emit", "env_id_of", "episode_metrics", "final_batch",
-    "flush_denormal", "resolve_device", "stack_masks", "torch_threads",
+    "SMALL_NETWORK_PARAMETERS",
+    "Callback",
+    "TorchLearner",
+    "choose_threads",
+    "emit",
+    "env_id_of",
+    "episode_metrics",
+    "final_batch",
+    "flush_denormal",
+    "resolve_device",
+    "stack_masks",
+    "torch_threads",
 ]
 
 log = logging.getLogger(__name__)
@@ -138,7 +148,14 @@ def _training_session(learn: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a learner's ``learn``: pinned torch threads and an optional progress bar around it."""
 
     @functools.wraps(learn)
-    def wrapper(self: TorchLearner, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = (), progress: bool | None = None) -> Any:
+    def wrapper(
+        self: TorchLearner,
+        env: Any,
+        total_steps: int,
+        *,
+        callbacks: Sequence[Callback] = (),
+        progress: bool | None = None,
+    ) -> Any:
         if self._learning:  # a learn calling another learn: the outer one owns threads and bar
             return learn(self, env, total_steps, callbacks=callbacks)
         callbacks = list(callbacks)
@@ -146,7 +163,11 @@ def _training_session(learn: Callable[..., Any]) -> Callable[..., Any]:
         if _show_progress(progress):
             from verigym.agents.common.callbacks import ProgressBar
 
-            bar = ProgressBar(total_steps, f"{self.name} on {env_id_of(env) or type(env).__name__}", start=self.global_step)
+            bar = ProgressBar(
+                total_steps,
+                f"{self.name} on {env_id_of(env) or type(env).__name__}",
+                start=self.global_step,
+            )
             callbacks.append(bar)
         self._learning = True
         try:
@@ -158,7 +179,9 @@ def _training_session(learn: Callable[..., Any]) -> Callable[..., Any]:
                 bar.close()
 
     signature = inspect.signature(learn)
-    extra = inspect.Parameter("progress", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="bool | None")
+    extra = inspect.Parameter(
+        "progress", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="bool | None"
+    )
     wrapper.__signature__ = signature.replace(parameters=[*signature.parameters.values(), extra])  # type: ignore[attr-defined]
     wrapper._training_session = True  # type: ignore[attr-defined]
     return wrapper
@@ -195,7 +218,9 @@ def stack_masks(infos: Sequence[Mapping[str, Any]]) -> np.ndarray | None:
     return None if any(m is None for m in masks) else np.stack(masks)
 
 
-def final_batch(batcher: ObservationBatcher, next_batch: dict[str, np.ndarray], finals: Sequence[Any]) -> dict[str, np.ndarray]:
+def final_batch(
+    batcher: ObservationBatcher, next_batch: dict[str, np.ndarray], finals: Sequence[Any]
+) -> dict[str, np.ndarray]:
     """``next_batch`` with the true last observation where an episode ended (``finals[i]`` set).
 
     The pool's observation there already belongs to the next episode; targets and bootstraps need
@@ -234,7 +259,14 @@ class TorchLearner:
         if callable(learn) and not getattr(learn, "_training_session", False):
             cls.learn = _training_session(learn)  # type: ignore[method-assign]
 
-    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, config: AgentConfig, *, env_id: str | None = None):
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        config: AgentConfig,
+        *,
+        env_id: str | None = None,
+    ):
         self.config = config
         self.observation_space = observation_space
         self.action_space = action_space
@@ -283,8 +315,17 @@ class TorchLearner:
         """
         size = self.num_parameters()
         threads = choose_threads(self.config.torch_threads, self.device, size)
-        log.debug("%s trains with torch_threads=%s (%d parameters on %s)", self.name, threads, size, self.device)
-        with torch_threads(threads), (flush_denormal() if self.device.type == "cpu" else contextlib.nullcontext()):
+        log.debug(
+            "%s trains with torch_threads=%s (%d parameters on %s)",
+            self.name,
+            threads,
+            size,
+            self.device,
+        )
+        with (
+            torch_threads(threads),
+            flush_denormal() if self.device.type == "cpu" else contextlib.nullcontext(),
+        ):
             yield
 
     # -- acting -------------------------------------------------------------------------------
@@ -294,7 +335,13 @@ class TorchLearner:
             self.generator.manual_seed(seed)
             self.rng = np.random.default_rng(seed)
 
-    def act(self, obs: Any, info: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None, *, deterministic: bool = False) -> Any:
+    def act(
+        self,
+        obs: Any,
+        info: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        *,
+        deterministic: bool = False,
+    ) -> Any:
         """The action for one observation, or an array of actions for a batch of them.
 
         Args:
@@ -311,7 +358,9 @@ class TorchLearner:
         actions = self._act_batch(batch, mask, deterministic)
         return actions if batched else actions[0]
 
-    def _act_batch(self, batch: dict[str, np.ndarray], mask: np.ndarray | None, deterministic: bool) -> np.ndarray:
+    def _act_batch(
+        self, batch: dict[str, np.ndarray], mask: np.ndarray | None, deterministic: bool
+    ) -> np.ndarray:
         raise NotImplementedError
 
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
@@ -367,10 +416,21 @@ class TorchLearner:
         path = Path(path)
         meta = json.loads((path / "meta.json").read_text())
         if meta.get("agent") != cls.name:
-            raise ValueError(f"{path} holds a {meta.get('agent')!r} agent, not {cls.name!r}; load it with verigym.agents.load({meta.get('agent')!r}, path)")
-        config = cls.config_class.from_dict({**json.loads((path / "config.json").read_text()), "device": device})
-        agent = cls(space_from_json(meta["observation_space"]), space_from_json(meta["action_space"]), config, env_id=meta.get("env_id"))
-        agent.load_state_tensors(load_file(str(path / "model.safetensors"), device=str(agent.device)))
+            raise ValueError(
+                f"{path} holds a {meta.get('agent')!r} agent, not {cls.name!r}; load it with verigym.agents.load({meta.get('agent')!r}, path)"
+            )
+        config = cls.config_class.from_dict(
+            {**json.loads((path / "config.json").read_text()), "device": device}
+        )
+        agent = cls(
+            space_from_json(meta["observation_space"]),
+            space_from_json(meta["action_space"]),
+            config,
+            env_id=meta.get("env_id"),
+        )
+        agent.load_state_tensors(
+            load_file(str(path / "model.safetensors"), device=str(agent.device))
+        )
         agent.global_step = int(meta.get("global_step", 0))
         return agent
 

@@ -21,19 +21,42 @@ from torch import nn
 
 from verigym.agents.common.spaces import Part
 
-__all__ = ["ACTIVATIONS", "EnsembleMLP", "ObservationEncoder", "adam", "layer_init", "mlp", "to_tensors"]
+__all__ = [
+    "ACTIVATIONS",
+    "EnsembleMLP",
+    "ObservationEncoder",
+    "adam",
+    "layer_init",
+    "mlp",
+    "to_tensors",
+]
 
-ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "tanh": nn.Tanh,
+    "relu": nn.ReLU,
+    "elu": nn.ELU,
+    "gelu": nn.GELU,
+}
 
 
-def layer_init(layer: nn.Linear | nn.Conv2d, gain: float = math.sqrt(2), bias: float = 0.0) -> nn.Module:
+def layer_init(
+    layer: nn.Linear | nn.Conv2d, gain: float = math.sqrt(2), bias: float = 0.0
+) -> nn.Module:
     """Orthogonal weights with ``gain``, constant bias; returns the layer."""
     nn.init.orthogonal_(layer.weight, gain)
     nn.init.constant_(layer.bias, bias)
     return layer
 
 
-def mlp(in_dim: int, hidden: Sequence[int], out_dim: int | None, activation: str = "tanh", *, out_gain: float = 1.0, init: bool = True) -> nn.Sequential:
+def mlp(
+    in_dim: int,
+    hidden: Sequence[int],
+    out_dim: int | None,
+    activation: str = "tanh",
+    *,
+    out_gain: float = 1.0,
+    init: bool = True,
+) -> nn.Sequential:
     """An MLP ``in_dim -> hidden... -> out_dim`` (no output layer when ``out_dim`` is None).
 
     Args:
@@ -73,8 +96,11 @@ class _GridEncoder(nn.Module):
         self.embed = nn.Embedding(self.num_values * channels, embed_dim)
         self.register_buffer("offsets", torch.arange(channels) * self.num_values, persistent=False)
         self.conv = nn.Sequential(
-            layer_init(nn.Conv2d(embed_dim * channels, 32, 2)), nn.ReLU(),
-            layer_init(nn.Conv2d(32, 64, 2)), nn.ReLU(), nn.Flatten(),
+            layer_init(nn.Conv2d(embed_dim * channels, 32, 2)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(32, 64, 2)),
+            nn.ReLU(),
+            nn.Flatten(),
         )
         self.out_dim = 64 * max(height - 2, 1) * max(width - 2, 1)
         if height < 3 or width < 3:
@@ -93,9 +119,13 @@ class _ImageEncoder(nn.Module):
         super().__init__()
         h, w, c = part.shape
         self.conv = nn.Sequential(
-            layer_init(nn.Conv2d(c, 32, 8, stride=4)), nn.ReLU(),
-            layer_init(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),
-            layer_init(nn.Conv2d(64, 64, 3, stride=1)), nn.ReLU(), nn.Flatten(),
+            layer_init(nn.Conv2d(c, 32, 8, stride=4)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(32, 64, 4, stride=2)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(64, 64, 3, stride=1)),
+            nn.ReLU(),
+            nn.Flatten(),
         )
         with torch.no_grad():
             self.out_dim = int(self.conv(torch.zeros(1, c, h, w)).shape[1])
@@ -138,7 +168,15 @@ class ObservationEncoder(nn.Module):
             elif part.kind == "discrete":
                 features.append(nn.functional.one_hot(x.long(), part.n[0]).float())
             elif part.kind == "multi":
-                features.append(torch.cat([nn.functional.one_hot(x[:, i].long(), k).float() for i, k in enumerate(part.n)], dim=1))
+                features.append(
+                    torch.cat(
+                        [
+                            nn.functional.one_hot(x[:, i].long(), k).float()
+                            for i, k in enumerate(part.n)
+                        ],
+                        dim=1,
+                    )
+                )
             else:
                 features.append(self.encoders[part.key or "obs"](x))
         return features[0] if len(features) == 1 else torch.cat(features, dim=1)
@@ -151,7 +189,9 @@ class EnsembleMLP(nn.Module):
     ``nn.Linear`` (uniform, fan-in), each member independently.
     """
 
-    def __init__(self, k: int, in_dim: int, hidden: Sequence[int], out_dim: int, activation: str = "relu"):
+    def __init__(
+        self, k: int, in_dim: int, hidden: Sequence[int], out_dim: int, activation: str = "relu"
+    ):
         super().__init__()
         self.k = k
         sizes = [in_dim, *hidden, out_dim]
@@ -159,7 +199,9 @@ class EnsembleMLP(nn.Module):
         self.biases = nn.ParameterList()
         for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
             bound = 1.0 / math.sqrt(fan_in)
-            self.weights.append(nn.Parameter(torch.empty(k, fan_in, fan_out).uniform_(-bound, bound)))
+            self.weights.append(
+                nn.Parameter(torch.empty(k, fan_in, fan_out).uniform_(-bound, bound))
+            )
             self.biases.append(nn.Parameter(torch.empty(k, 1, fan_out).uniform_(-bound, bound)))
         self.activation = ACTIVATIONS[activation]()
 

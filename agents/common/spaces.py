@@ -48,12 +48,24 @@ def space_to_json(space: spaces.Space) -> dict[str, Any]:
     if isinstance(space, spaces.MultiBinary):
         return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
     if isinstance(space, spaces.Box):
-        return {"type": "Box", "low": space.low.tolist(), "high": space.high.tolist(), "shape": list(space.shape), "dtype": str(space.dtype)}
+        return {
+            "type": "Box",
+            "low": space.low.tolist(),
+            "high": space.high.tolist(),
+            "shape": list(space.shape),
+            "dtype": str(space.dtype),
+        }
     if isinstance(space, spaces.Text):
-        return {"type": "Text", "max_length": int(space.max_length), "min_length": int(space.min_length)}
+        return {
+            "type": "Text",
+            "max_length": int(space.max_length),
+            "min_length": int(space.min_length),
+        }
     if isinstance(space, spaces.Dict):
         return {"type": "Dict", "spaces": {k: space_to_json(s) for k, s in space.spaces.items()}}
-    raise TypeError(f"cannot serialize {space!r}; supported: Discrete, MultiDiscrete, MultiBinary, Box, Text, Dict")
+    raise TypeError(
+        f"cannot serialize {space!r}; supported: Discrete, MultiDiscrete, MultiBinary, Box, Text, Dict"
+    )
 
 
 def space_from_json(data: Mapping[str, Any]) -> spaces.Space:
@@ -67,7 +79,11 @@ def space_from_json(data: Mapping[str, Any]) -> spaces.Space:
         return spaces.MultiBinary(data["n"])
     if kind == "Box":
         dtype = np.dtype(data["dtype"])
-        return spaces.Box(np.array(data["low"], dtype=dtype).reshape(data["shape"]), np.array(data["high"], dtype=dtype).reshape(data["shape"]), dtype=dtype)
+        return spaces.Box(
+            np.array(data["low"], dtype=dtype).reshape(data["shape"]),
+            np.array(data["high"], dtype=dtype).reshape(data["shape"]),
+            dtype=dtype,
+        )
     if kind == "Text":
         return UnicodeText(data["max_length"], min_length=data["min_length"])
     if kind == "Dict":
@@ -96,7 +112,9 @@ def _part(key: str, space: spaces.Space) -> Part:
     if isinstance(space, spaces.Discrete):
         return Part(key, "discrete", (), n=(int(space.n),), start=int(space.start))
     if isinstance(space, spaces.MultiDiscrete):
-        return Part(key, "multi", (int(space.nvec.size),), n=tuple(int(v) for v in space.nvec.ravel()))
+        return Part(
+            key, "multi", (int(space.nvec.size),), n=tuple(int(v) for v in space.nvec.ravel())
+        )
     if isinstance(space, spaces.MultiBinary):
         return Part(key, "vector", tuple(np.atleast_1d(space.n)), size=int(np.prod(space.n)))
     if isinstance(space, spaces.Text):
@@ -106,10 +124,22 @@ def _part(key: str, space: spaces.Space) -> Part:
         integer = np.issubdtype(space.dtype, np.integer)
         if integer and len(shape) == 3 and shape[-1] in (1, 3, 4) and int(space.high.max()) == 255:
             return Part(key, "image", shape)
-        if integer and len(shape) in (2, 3) and int(space.low.min()) >= 0 and int(space.high.max()) < 64:
-            return Part(key, "grid", shape if len(shape) == 3 else (*shape, 1), n=(int(space.high.max()) + 1,))
+        if (
+            integer
+            and len(shape) in (2, 3)
+            and int(space.low.min()) >= 0
+            and int(space.high.max()) < 64
+        ):
+            return Part(
+                key,
+                "grid",
+                shape if len(shape) == 3 else (*shape, 1),
+                n=(int(space.high.max()) + 1,),
+            )
         return Part(key, "vector", shape, size=int(np.prod(shape)) if shape else 1)
-    raise TypeError(f"observation space {space!r} is not supported; use Box, Discrete, MultiDiscrete, MultiBinary, Text or a Dict of those")
+    raise TypeError(
+        f"observation space {space!r} is not supported; use Box, Discrete, MultiDiscrete, MultiBinary, Text or a Dict of those"
+    )
 
 
 class ObservationBatcher:
@@ -154,7 +184,9 @@ class ObservationBatcher:
         if part.kind == "text":
             from verigym.wrappers.tensor_view import hashed_ngrams
 
-            return np.stack([hashed_ngrams(str(v), TEXT_DIM) for v in values]).astype(np.float32, copy=False)
+            return np.stack([hashed_ngrams(str(v), TEXT_DIM) for v in values]).astype(
+                np.float32, copy=False
+            )
         array = np.asarray(values)
         if part.kind == "vector":
             return array.reshape(len(array), -1).astype(np.float32, copy=False)

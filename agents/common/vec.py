@@ -23,7 +23,14 @@ from gymnasium import spaces
 
 from verigym.core import ACTION_MASK, SCORE, SUCCESS
 
-__all__ = ["EnvPool", "ParallelEnvPool", "add_agent_id", "agent_id_space", "is_parallel_env", "make_env"]
+__all__ = [
+    "EnvPool",
+    "ParallelEnvPool",
+    "add_agent_id",
+    "agent_id_space",
+    "is_parallel_env",
+    "make_env",
+]
 
 
 def make_env(env: str | Any) -> Any:
@@ -49,7 +56,9 @@ def make_env(env: str | Any) -> Any:
     if api == "parallel":
         return registration.make(env)
     if api == "aec":
-        raise ValueError(f"{env} is a turn-based (AEC) game; train on its one-seat Gymnasium view (verigym list --family multiagent) or a parallel env")
+        raise ValueError(
+            f"{env} is a turn-based (AEC) game; train on its one-seat Gymnasium view (verigym list --family multiagent) or a parallel env"
+        )
     return gym.make(env)
 
 
@@ -106,8 +115,13 @@ class EnvPool:
         self.observation_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
         for env in self.envs[1:]:
-            if env.observation_space != self.observation_space or env.action_space != self.action_space:
-                raise ValueError("all envs of a pool must have the same observation and action spaces")
+            if (
+                env.observation_space != self.observation_space
+                or env.action_space != self.action_space
+            ):
+                raise ValueError(
+                    "all envs of a pool must have the same observation and action spaces"
+                )
         self.seed = seed
         self.num_envs = len(self.envs)
         self._returns = np.zeros(self.num_envs)
@@ -117,7 +131,9 @@ class EnvPool:
         self.infos: list[dict[str, Any]] = []
 
     @classmethod
-    def build(cls, env: str | gym.Env | EnvPool, num_envs: int, *, seed: int | None = None) -> EnvPool:
+    def build(
+        cls, env: str | gym.Env | EnvPool, num_envs: int, *, seed: int | None = None
+    ) -> EnvPool:
         """A pool of ``num_envs`` copies of ``env`` (an id, an env, or a pool -- also a
         :class:`ParallelEnvPool` -- returned as is).
 
@@ -152,7 +168,9 @@ class EnvPool:
         self._lengths[:] = 0
         return self.observations, self.infos
 
-    def step(self, actions: Sequence[Any]) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]], list[Any]]:
+    def step(
+        self, actions: Sequence[Any]
+    ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]], list[Any]]:
         """Step env ``i`` with ``actions[i]``.
 
         Returns:
@@ -220,7 +238,9 @@ class ParallelEnvPool:
             observation spaces differ.
     """
 
-    def __init__(self, envs: Sequence[Any], *, seed: int | None = None, agent_indicator: bool = False):
+    def __init__(
+        self, envs: Sequence[Any], *, seed: int | None = None, agent_indicator: bool = False
+    ):
         if not envs:
             raise ValueError("ParallelEnvPool needs at least one env")
         self.envs = list(envs)
@@ -230,13 +250,17 @@ class ParallelEnvPool:
         self.num_agents = len(self.agents)
         self.num_envs = len(self.envs) * self.num_agents
         self._index = {agent: i for i, agent in enumerate(self.agents)}
-        self._id_index = {agent: i for i, agent in enumerate(sorted(self.agents))}  # one-hot position
+        self._id_index = {
+            agent: i for i, agent in enumerate(sorted(self.agents))
+        }  # one-hot position
         raw = {a: self.envs[0].observation_space(a) for a in self.agents}
         self.action_spaces = {a: self.envs[0].action_space(a) for a in self.agents}
         self.agent_indicator = agent_indicator
         if agent_indicator:
             if any(space != raw[self.agents[0]] for space in raw.values()):
-                raise ValueError("agent_indicator needs agents with equal observation spaces; train independent policies instead")
+                raise ValueError(
+                    "agent_indicator needs agents with equal observation spaces; train independent policies instead"
+                )
             raw = dict.fromkeys(self.agents, agent_id_space(raw[self.agents[0]], self.num_agents))
         self.observation_spaces = raw
         self.observation_space = _common(list(raw.values()))
@@ -250,7 +274,14 @@ class ParallelEnvPool:
         self._finished: list[dict[str, float]] = []
 
     @classmethod
-    def build(cls, env: str | Any, num_copies: int, *, seed: int | None = None, agent_indicator: bool = False) -> ParallelEnvPool:
+    def build(
+        cls,
+        env: str | Any,
+        num_copies: int,
+        *,
+        seed: int | None = None,
+        agent_indicator: bool = False,
+    ) -> ParallelEnvPool:
         """A pool of ``num_copies`` copies of ``env`` (a parallel env id or instance; a pool is
         returned as is). Copies of an instance are deep copies (verigym envs pickle)."""
         if isinstance(env, ParallelEnvPool):
@@ -258,7 +289,10 @@ class ParallelEnvPool:
         first = make_env(env)
         if not is_parallel_env(first):
             raise ValueError(f"{env!r} is not a PettingZoo ParallelEnv")
-        envs = [first] + [make_env(env) if isinstance(env, str) else copy.deepcopy(first) for _ in range(num_copies - 1)]
+        envs = [first] + [
+            make_env(env) if isinstance(env, str) else copy.deepcopy(first)
+            for _ in range(num_copies - 1)
+        ]
         return cls(envs, seed=seed, agent_indicator=agent_indicator)
 
     def slots(self, agent: str) -> np.ndarray:
@@ -267,7 +301,11 @@ class ParallelEnvPool:
 
     def with_indicator(self, agent: str, observation: Any) -> Any:
         """``observation`` of ``agent`` as the pool presents it (with the one-hot when asked)."""
-        return add_agent_id(observation, self._id_index[agent], self.num_agents) if self.agent_indicator else observation
+        return (
+            add_agent_id(observation, self._id_index[agent], self.num_agents)
+            if self.agent_indicator
+            else observation
+        )
 
     def _start(self, e: int, seed: int | None) -> None:
         observations, infos = self.envs[e].reset(seed=seed)
@@ -290,7 +328,9 @@ class ParallelEnvPool:
         self.seed = None
         return self.observations, self.infos
 
-    def step(self, actions: Sequence[Any]) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]], list[Any]]:
+    def step(
+        self, actions: Sequence[Any]
+    ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]], list[Any]]:
         """Step every copy with ``actions[s]`` for each active slot ``s``.
 
         Returns:
@@ -304,22 +344,32 @@ class ParallelEnvPool:
         for e, env in enumerate(self.envs):
             base = e * self.num_agents
             acting = [a for a in env.agents if self.active[base + self._index[a]]]
-            observations, reward, term, trunc, infos = env.step({a: actions[base + self._index[a]] for a in acting})
+            observations, reward, term, trunc, infos = env.step(
+                {a: actions[base + self._index[a]] for a in acting}
+            )
             for agent in acting:
                 s = base + self._index[agent]
                 info = infos.get(agent, {})
                 rewards[s] = reward.get(agent, 0.0)
-                terminated[s], truncated[s] = bool(term.get(agent, False)), bool(trunc.get(agent, False))
+                terminated[s], truncated[s] = (
+                    bool(term.get(agent, False)),
+                    bool(trunc.get(agent, False)),
+                )
                 self._returns[s] += float(rewards[s])
                 self._lengths[s] += 1
                 if terminated[s] or truncated[s]:
                     self._finished.append(_episode(self._returns[s], self._lengths[s], info))
                     finals[s] = self.with_indicator(agent, observations[agent])
                     self.active[s] = False
-                    mask = self.infos[s].get(ACTION_MASK)  # an inactive slot keeps a mask for batching
+                    mask = self.infos[s].get(
+                        ACTION_MASK
+                    )  # an inactive slot keeps a mask for batching
                     self.infos[s] = {} if mask is None else {ACTION_MASK: mask}
                 else:
-                    self.observations[s], self.infos[s] = self.with_indicator(agent, observations[agent]), dict(info)
+                    self.observations[s], self.infos[s] = (
+                        self.with_indicator(agent, observations[agent]),
+                        dict(info),
+                    )
             if not env.agents:
                 self._start(e, None)
         return self.observations, rewards, terminated, truncated, self.infos, finals

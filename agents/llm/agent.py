@@ -63,7 +63,7 @@ class ChatHistory:
     def _trim(self) -> None:
         head = 2 if self.messages and self.messages[0]["role"] == "system" else 1
         while self.measure(self.messages) > self.budget and len(self.messages) > head + 2:
-            del self.messages[head:head + 2]
+            del self.messages[head : head + 2]
 
 
 @dataclass(frozen=True)
@@ -86,11 +86,17 @@ class LLMConfig(AgentConfig):
     """use the tokenizer's chat template when it has one (else a plain User:/Assistant: layout)"""
 
     def check(self) -> None:
-        require(bool(self.model_path), "model_path must be a local model directory, a .gguf file or a short name, e.g. model_path='smollm2'")
+        require(
+            bool(self.model_path),
+            "model_path must be a local model directory, a .gguf file or a short name, e.g. model_path='smollm2'",
+        )
         require(self.max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         require(self.temperature >= 0, f"temperature must be >= 0, got {self.temperature}")
         require(0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}")
-        require(self.max_context_tokens > self.max_new_tokens, "max_context_tokens must exceed max_new_tokens")
+        require(
+            self.max_context_tokens > self.max_new_tokens,
+            "max_context_tokens must exceed max_new_tokens",
+        )
 
 
 class LLMAgent:
@@ -111,13 +117,21 @@ class LLMAgent:
 
         self.config = config
         self.policy = policy or TransformersPolicy.from_pretrained(
-            config.model_path, device=config.device, use_chat_template=None if config.use_chat_template else False
+            config.model_path,
+            device=config.device,
+            use_chat_template=None if config.use_chat_template else False,
         )
         self.generator = torch.Generator(device=self.policy.device)
         self.generator.manual_seed(config.seed)
-        budget = min(config.max_context_tokens, self.policy.max_context_tokens) - config.max_new_tokens
-        self.history = ChatHistory(lambda messages: len(self.policy.encode_messages(messages)), budget)
-        self.last_generation: Any = None  # the last reply's tokens/usage, read by the trajectory recorder
+        budget = (
+            min(config.max_context_tokens, self.policy.max_context_tokens) - config.max_new_tokens
+        )
+        self.history = ChatHistory(
+            lambda messages: len(self.policy.encode_messages(messages)), budget
+        )
+        self.last_generation: Any = (
+            None  # the last reply's tokens/usage, read by the trajectory recorder
+        )
 
     @classmethod
     def from_env(cls, env: Any = None, **config: Any) -> LLMAgent:
@@ -129,19 +143,27 @@ class LLMAgent:
         if seed is not None:
             self.generator.manual_seed(seed)
 
-    def act(self, obs: Any, info: Mapping[str, Any] | None = None, *, deterministic: bool = False) -> str:
+    def act(
+        self, obs: Any, info: Mapping[str, Any] | None = None, *, deterministic: bool = False
+    ) -> str:
         """The reply to ``obs`` (a str) given the episode so far."""
         messages = self.history.observe(obs, info)
         cfg = self.config
         reply = self.policy.chat_complete(
-            [messages], max_new_tokens=cfg.max_new_tokens, temperature=0.0 if deterministic else cfg.temperature,
-            top_p=cfg.top_p, stop=cfg.stop, generator=self.generator,
+            [messages],
+            max_new_tokens=cfg.max_new_tokens,
+            temperature=0.0 if deterministic else cfg.temperature,
+            top_p=cfg.top_p,
+            stop=cfg.stop,
+            generator=self.generator,
         )[0]
         self.last_generation = reply  # its token_ids go into the recorded trajectory
         self.history.reply(reply.text)
         return reply.text
 
-    def learn(self, env: Any, total_steps: int, *, callbacks: Sequence[Any] = (), **grpo: Any) -> LLMAgent:
+    def learn(
+        self, env: Any, total_steps: int, *, callbacks: Sequence[Any] = (), **grpo: Any
+    ) -> LLMAgent:
         """Train with GRPO on ``env`` (an env, an id or a factory) for ``total_steps`` GRPO steps.
 
         ``grpo`` holds :class:`~verigym.agents.llm.grpo.GRPOConfig` overrides.
@@ -149,8 +171,13 @@ class LLMAgent:
         from verigym.agents.llm.grpo import GRPOTrainer
 
         trainer = GRPOTrainer(
-            self.policy, env, callbacks=callbacks, seed=self.config.seed, max_new_tokens=self.config.max_new_tokens,
-            max_context_tokens=self.config.max_context_tokens, **grpo,
+            self.policy,
+            env,
+            callbacks=callbacks,
+            seed=self.config.seed,
+            max_new_tokens=self.config.max_new_tokens,
+            max_context_tokens=self.config.max_context_tokens,
+            **grpo,
         )
         try:
             trainer.train(total_steps)
@@ -162,7 +189,9 @@ class LLMAgent:
         """Write the model and tokenizer (HF format) and ``agent_config.json`` to ``path``."""
         path = Path(path)
         self.policy.save_pretrained(path)
-        (path / "agent_config.json").write_text(self.config.replace(model_path=str(path)).to_json() + "\n")
+        (path / "agent_config.json").write_text(
+            self.config.replace(model_path=str(path)).to_json() + "\n"
+        )
 
     @classmethod
     def load(cls, path: str | Path, *, device: str = "auto") -> LLMAgent:

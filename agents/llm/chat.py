@@ -67,7 +67,9 @@ class ChatFormat:
     def __init__(self, tokenizer: Any, *, use_template: bool | None = None):
         self.tokenizer = tokenizer
         has_template = bool(getattr(tokenizer, "chat_template", None))
-        self.use_template = has_template if use_template is None else bool(use_template and has_template)
+        self.use_template = (
+            has_template if use_template is None else bool(use_template and has_template)
+        )
 
     @property
     def stop_strings(self) -> tuple[str, ...]:
@@ -78,7 +80,9 @@ class ChatFormat:
         """The prompt text of ``messages`` (ending with the assistant header when asked)."""
         if self.use_template:
             return self.tokenizer.apply_chat_template(
-                [dict(m) for m in messages], tokenize=False, add_generation_prompt=add_generation_prompt
+                [dict(m) for m in messages],
+                tokenize=False,
+                add_generation_prompt=add_generation_prompt,
             )
         parts = [f"{m['role'].capitalize()}: {m['content']}" for m in messages]
         text = "\n\n".join(parts)
@@ -102,10 +106,10 @@ class ChatFormat:
             {"role": "user", "content": observation},
         ]
         text = self.render(messages, add_generation_prompt=True)
-        tail = text[text.index(_SENTINEL) + len(_SENTINEL):]
+        tail = text[text.index(_SENTINEL) + len(_SENTINEL) :]
         eos = getattr(self.tokenizer, "eos_token", None)
         if reply_ended and eos and tail.startswith(eos):
-            tail = tail[len(eos):]
+            tail = tail[len(eos) :]
         return tail
 
     def encode(self, text: str) -> list[int]:

@@ -34,7 +34,14 @@ class UCBCurriculum:
         ValueError: an argument out of range.
     """
 
-    def __init__(self, num_arms: int, *, window: int = 300, temperature: float = 0.1, exploration: float = 1.0):
+    def __init__(
+        self,
+        num_arms: int,
+        *,
+        window: int = 300,
+        temperature: float = 0.1,
+        exploration: float = 1.0,
+    ):
         if num_arms < 1:
             raise ValueError(f"num_arms must be >= 1, got {num_arms}")
         if window < 1:

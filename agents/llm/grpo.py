@@ -135,16 +135,32 @@ class GRPOConfig(AgentConfig):
     """also log metrics to TensorBoard in output_dir (needs the tensorboard package)"""
 
     def check(self) -> None:
-        for name in ("num_generations", "groups_per_step", "max_new_tokens", "max_turns", "max_context_tokens",
-                     "num_iterations", "micro_batch_size", "curriculum_window"):
+        for name in (
+            "num_generations",
+            "groups_per_step",
+            "max_new_tokens",
+            "max_turns",
+            "max_context_tokens",
+            "num_iterations",
+            "micro_batch_size",
+            "curriculum_window",
+        ):
             require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
-        require(self.num_generations >= 2, f"num_generations must be >= 2 (a group needs a baseline), got {self.num_generations}")
-        require(self.temperature > 0, f"temperature must be > 0 for GRPO rollouts, got {self.temperature}")
+        require(
+            self.num_generations >= 2,
+            f"num_generations must be >= 2 (a group needs a baseline), got {self.num_generations}",
+        )
+        require(
+            self.temperature > 0,
+            f"temperature must be > 0 for GRPO rollouts, got {self.temperature}",
+        )
         require(0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}")
         require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
         require(self.clip_eps_low >= 0 and self.clip_eps_high >= 0, "clip epsilons must be >= 0")
         require(self.beta >= 0, f"beta must be >= 0, got {self.beta}")
-        require(self.overlong_buffer >= 0, f"overlong_buffer must be >= 0, got {self.overlong_buffer}")
+        require(
+            self.overlong_buffer >= 0, f"overlong_buffer must be >= 0, got {self.overlong_buffer}"
+        )
         require(self.save_every >= 0, f"save_every must be >= 0, got {self.save_every}")
         require(self.curriculum_temperature > 0, "curriculum_temperature must be > 0")
 
@@ -255,9 +271,12 @@ def rollout(
         if not live:
             break
         replies = policy.generate(
-            [episodes[i].token_ids for i in live], max_new_tokens=config.max_new_tokens,
-            temperature=config.temperature if temperature is None else temperature, top_p=config.top_p,
-            stop=chat.stop_strings, generator=generator,
+            [episodes[i].token_ids for i in live],
+            max_new_tokens=config.max_new_tokens,
+            temperature=config.temperature if temperature is None else temperature,
+            top_p=config.top_p,
+            stop=chat.stop_strings,
+            generator=generator,
         )
         for i, reply in zip(live, replies):
             episode, env = episodes[i], envs[i]
@@ -275,7 +294,9 @@ def rollout(
                 _finish(episode, None, config)
             else:
                 ended = bool(reply.token_ids) and reply.token_ids[-1] in policy.eos_token_ids
-                following = chat.encode(chat.continuation(feedback_text(observation, info), reply_ended=ended))
+                following = chat.encode(
+                    chat.continuation(feedback_text(observation, info), reply_ended=ended)
+                )
                 if len(episode.token_ids) + len(following) + config.max_new_tokens > context:
                     _finish(episode, None, config)  # no room for another reply
                 else:
@@ -289,7 +310,11 @@ def _finish(episode: Episode, info: Mapping[str, Any] | None, config: GRPOConfig
     if info is not None:
         episode.success = bool(info.get(SUCCESS, False))
         episode.score = float(info.get(SCORE, 0.0))
-    reward = episode.score if config.reward == "score" else (episode.env_return if info is not None else 0.0)
+    reward = (
+        episode.score
+        if config.reward == "score"
+        else (episode.env_return if info is not None else 0.0)
+    )
     if config.format_reward and episode.turns:
         reward += config.format_reward * (1.0 - episode.invalid / episode.turns)
     if config.overlong_penalty:
@@ -322,8 +347,14 @@ def group_advantages(rewards: np.ndarray, *, scale: bool = True, eps: float = 1e
 
 
 def token_log_probs(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, temperature: float = 1.0,
-    with_entropy: bool = False, start: int = 0, shared_prefix: int = 0,
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    start: int = 0,
+    shared_prefix: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-prob of each next token under ``softmax(logits / temperature)``, in one forward pass.
 
@@ -347,17 +378,31 @@ def token_log_probs(
         is about token ``start + t + 1``. ``entropy`` is ``None`` unless asked for.
     """
     if shared_prefix > start:
-        raise ValueError(f"shared_prefix ({shared_prefix}) must be <= start ({start}): the prefix carries no targets")
+        raise ValueError(
+            f"shared_prefix ({shared_prefix}) must be <= start ({start}): the prefix carries no targets"
+        )
     if shared_prefix and input_ids.shape[0] > 1:
-        logits = _suffix_logits(model, input_ids, attention_mask, shared_prefix)[:, start - shared_prefix:-1]
+        logits = _suffix_logits(model, input_ids, attention_mask, shared_prefix)[
+            :, start - shared_prefix : -1
+        ]
     else:
         positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-        extra = {"logits_to_keep": input_ids.shape[1] - start} if start and _accepts_logits_to_keep(type(model)) else {}
-        logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=False, **extra).logits
-        logits = logits[:, -(input_ids.shape[1] - start):-1]
+        extra = (
+            {"logits_to_keep": input_ids.shape[1] - start}
+            if start and _accepts_logits_to_keep(type(model))
+            else {}
+        )
+        logits = model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=positions,
+            use_cache=False,
+            **extra,
+        ).logits
+        logits = logits[:, -(input_ids.shape[1] - start) : -1]
     logits = logits.float() / temperature
     log_p = torch.log_softmax(logits, dim=-1)
-    chosen = log_p.gather(-1, input_ids[:, start + 1:, None])[..., 0]
+    chosen = log_p.gather(-1, input_ids[:, start + 1 :, None])[..., 0]
     entropy = None
     if with_entropy:
         with torch.no_grad():
@@ -365,20 +410,29 @@ def token_log_probs(
     return chosen, entropy
 
 
-def _suffix_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, prefix: int) -> torch.Tensor:
+def _suffix_logits(
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, prefix: int
+) -> torch.Tensor:
     """Logits (batch, length - prefix, vocab) of positions ``prefix..`` when the first ``prefix``
     tokens of every row are equal (left-aligned, not padded): one batch-1 pass over the prefix
     with its KV cache (and its autograd graph) repeated to the batch, then the batched suffixes."""
     batch, length = input_ids.shape
-    if not bool((input_ids[:, :prefix] == input_ids[:1, :prefix]).all()) or not bool(attention_mask[:, :prefix].all()):
+    if not bool((input_ids[:, :prefix] == input_ids[:1, :prefix]).all()) or not bool(
+        attention_mask[:, :prefix].all()
+    ):
         raise ValueError("shared_prefix: the rows differ (or are padded) within the prefix")
-    head = model(input_ids=input_ids[:1, :prefix], attention_mask=attention_mask[:1, :prefix], use_cache=True)
+    head = model(
+        input_ids=input_ids[:1, :prefix], attention_mask=attention_mask[:1, :prefix], use_cache=True
+    )
     cache = output_cache(head)
     cache.batch_repeat_interleave(batch)
     positions = torch.arange(prefix, length, device=input_ids.device).expand(batch, -1)
     out = model(
-        input_ids=input_ids[:, prefix:], attention_mask=attention_mask, position_ids=positions,
-        use_cache=True, **with_cache(model, cache),
+        input_ids=input_ids[:, prefix:],
+        attention_mask=attention_mask,
+        position_ids=positions,
+        use_cache=True,
+        **with_cache(model, cache),
     )
     return out.logits
 
@@ -447,7 +501,9 @@ def grpo_loss(
     return loss * mask, stats
 
 
-def _pad_batch(episodes: Sequence[Episode], pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
+def _pad_batch(
+    episodes: Sequence[Episode], pad_id: int, device: torch.device
+) -> dict[str, torch.Tensor]:
     """Right-padded tensors of a micro-batch: ids/attention (B, L), mask/old log-probs (B, L-1)."""
     width = max(len(e.token_ids) for e in episodes)
     ids = torch.full((len(episodes), width), pad_id, dtype=torch.long)
@@ -461,8 +517,10 @@ def _pad_batch(episodes: Sequence[Episode], pad_id: int, device: torch.device) -
         mask[i, :n] = torch.tensor(e.loss_mask, dtype=torch.float32)
         old[i, :n] = torch.tensor(e.log_probs, dtype=torch.float32)
     return {
-        "input_ids": ids.to(device), "attention_mask": attention.to(device),
-        "mask": mask[:, 1:].to(device), "old_log_probs": old[:, 1:].to(device),
+        "input_ids": ids.to(device),
+        "attention_mask": attention.to(device),
+        "mask": mask[:, 1:].to(device),
+        "old_log_probs": old[:, 1:].to(device),
     }
 
 
@@ -498,10 +556,18 @@ class GRPOTrainer:
         config = GRPOConfig.from_dict(overrides) if config is None else config.replace(**overrides)
         self.config = config
         self.policy = policy
-        self.tasks: list[Task] = [tasks] if isinstance(tasks, (str, gym.Env)) or (callable(tasks) and not isinstance(tasks, Sequence)) else list(tasks)
+        self.tasks: list[Task] = (
+            [tasks]
+            if isinstance(tasks, (str, gym.Env))
+            or (callable(tasks) and not isinstance(tasks, Sequence))
+            else list(tasks)
+        )
         if not self.tasks:
             raise ValueError("GRPOTrainer needs at least one task")
-        self.task_names = [t if isinstance(t, str) else getattr(t, "__name__", type(t).__name__) for t in self.tasks]
+        self.task_names = [
+            t if isinstance(t, str) else getattr(t, "__name__", type(t).__name__)
+            for t in self.tasks
+        ]
         self.callbacks = list(callbacks)
         self.device = policy.device
         self.rng = np.random.default_rng(config.seed)
@@ -513,7 +579,10 @@ class GRPOTrainer:
         if model.dtype != torch.float32:
             model.float()
         if config.gradient_checkpointing:
-            enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+            enable = (
+                getattr(model, "activation_checkpointing_enable", None)
+                or model.gradient_checkpointing_enable
+            )
             enable()
         self.ref_model = None
         if config.beta > 0:
@@ -522,15 +591,21 @@ class GRPOTrainer:
                 self.ref_model.to(torch.bfloat16)
             self.ref_model.requires_grad_(False)
         self.optimizer = torch.optim.AdamW(
-            [p for p in model.parameters() if p.requires_grad], lr=config.learning_rate, weight_decay=config.weight_decay
+            [p for p in model.parameters() if p.requires_grad],
+            lr=config.learning_rate,
+            weight_decay=config.weight_decay,
         )
         self.curriculum = UCBCurriculum(
-            len(self.tasks), window=config.curriculum_window, temperature=config.curriculum_temperature
+            len(self.tasks),
+            window=config.curriculum_window,
+            temperature=config.curriculum_temperature,
         )
         self._envs: dict[int, list[gym.Env]] = {}
         self.global_step = 0
         self._next_seed = config.train_seed_offset
-        self._writers = MetricsLogger(config.output_dir, tensorboard=config.tensorboard, step_key="step", prefix="grpo/")
+        self._writers = MetricsLogger(
+            config.output_dir, tensorboard=config.tensorboard, step_key="step", prefix="grpo/"
+        )
 
     # -- sampling -------------------------------------------------------------------------------------
     def _autocast(self) -> Any:
@@ -563,8 +638,10 @@ class GRPOTrainer:
             tasks.extend([task] * g)
         self.policy.model.eval()
         with self._autocast():
-            episodes = rollout(self.policy, envs, seeds, tasks, self.config, generator=self.generator)
-        return [episodes[k * g:(k + 1) * g] for k in range(len(drawn))]
+            episodes = rollout(
+                self.policy, envs, seeds, tasks, self.config, generator=self.generator
+            )
+        return [episodes[k * g : (k + 1) * g] for k in range(len(drawn))]
 
     # -- one step -----------------------------------------------------------------------------------
     def step(self) -> dict[str, float]:
@@ -576,7 +653,9 @@ class GRPOTrainer:
         rewards = np.array([[e.reward for e in group] for group in groups], dtype=np.float64)
         advantages = group_advantages(rewards, scale=cfg.scale_rewards)
         for k, group in enumerate(groups):
-            self.curriculum.update(group[0].task, np.abs(advantages[k]).tolist(), [e.success for e in group])
+            self.curriculum.update(
+                group[0].task, np.abs(advantages[k]).tolist(), [e.success for e in group]
+            )
         keep = [k for k in range(len(groups)) if not cfg.dynamic_sampling or rewards[k].std() > 0]
         batch = [(e, float(advantages[k, j])) for k in keep for j, e in enumerate(groups[k])]
         every = [e for group in groups for e in group]
@@ -588,8 +667,12 @@ class GRPOTrainer:
             "groups_kept": len(keep) / len(groups),
             "response_length": float(np.mean([sum(e.loss_mask) / max(1, e.turns) for e in every])),
             "turns": float(np.mean([e.turns for e in every])),
-            "invalid_action_rate": float(sum(e.invalid for e in every) / max(1, sum(e.turns for e in every))),
-            "truncated_reply_rate": float(sum(e.truncated_replies for e in every) / max(1, sum(e.turns for e in every))),
+            "invalid_action_rate": float(
+                sum(e.invalid for e in every) / max(1, sum(e.turns for e in every))
+            ),
+            "truncated_reply_rate": float(
+                sum(e.truncated_replies for e in every) / max(1, sum(e.turns for e in every))
+            ),
             "rollout_time": rollout_time,
             "rollout_cpu_time": rollout_cpu,
         }
@@ -621,7 +704,7 @@ class GRPOTrainer:
         for _ in range(cfg.num_iterations):
             members = [groups[key] for key in groups]
             chunks = [
-                [batch[i] for i in shuffled[s:s + cfg.micro_batch_size]]
+                [batch[i] for i in shuffled[s : s + cfg.micro_batch_size]]
                 for g in self.rng.permutation(len(members))
                 for shuffled in [list(self.rng.permutation(members[g]))]
                 for s in range(0, len(shuffled), cfg.micro_batch_size)
@@ -629,25 +712,48 @@ class GRPOTrainer:
             self.optimizer.zero_grad(set_to_none=True)
             for chunk in chunks:
                 tensors = _pad_batch([e for e, _ in chunk], pad, self.device)
-                advantages = torch.tensor([a for _, a in chunk], dtype=torch.float32, device=self.device)
+                advantages = torch.tensor(
+                    [a for _, a in chunk], dtype=torch.float32, device=self.device
+                )
                 start = int(tensors["mask"].any(0).float().argmax())
                 prefix = min(start, shared_prefix_length([e for e, _ in chunk])) if share else 0
                 ids, attention = tensors["input_ids"], tensors["attention_mask"]
                 with self._autocast():
                     log_probs, entropy = token_log_probs(
-                        model, ids, attention, temperature=cfg.temperature, with_entropy=True, start=start, shared_prefix=prefix
+                        model,
+                        ids,
+                        attention,
+                        temperature=cfg.temperature,
+                        with_entropy=True,
+                        start=start,
+                        shared_prefix=prefix,
                     )
                 mask = tensors["mask"][:, start:]
-                old = log_probs.detach() if cfg.num_iterations == 1 else tensors["old_log_probs"][:, start:]
+                old = (
+                    log_probs.detach()
+                    if cfg.num_iterations == 1
+                    else tensors["old_log_probs"][:, start:]
+                )
                 ref = None
                 if self.ref_model is not None:
                     with torch.no_grad(), self._autocast():
                         ref, _ = token_log_probs(
-                            self.ref_model, ids, attention, temperature=cfg.temperature, start=start, shared_prefix=prefix
+                            self.ref_model,
+                            ids,
+                            attention,
+                            temperature=cfg.temperature,
+                            start=start,
+                            shared_prefix=prefix,
                         )
                 per_token, stats = grpo_loss(
-                    log_probs, old, advantages, mask, clip_eps_low=cfg.clip_eps_low,
-                    clip_eps_high=cfg.clip_eps_high, ref_log_probs=ref, beta=cfg.beta,
+                    log_probs,
+                    old,
+                    advantages,
+                    mask,
+                    clip_eps_low=cfg.clip_eps_low,
+                    clip_eps_high=cfg.clip_eps_high,
+                    ref_log_probs=ref,
+                    beta=cfg.beta,
                 )
                 loss = self._aggregate(per_token, mask, total_tokens, len(batch))
                 loss.backward()
@@ -657,12 +763,16 @@ class GRPOTrainer:
                 if "kl" in stats:
                     sums["kl"] += float(stats["kl"].sum()) / total_tokens
             if cfg.max_grad_norm > 0:
-                sums["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+                sums["grad_norm"] += float(
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                )
             self.optimizer.step()
         model.eval()
         return {k: v / cfg.num_iterations for k, v in sums.items()}
 
-    def _aggregate(self, per_token: torch.Tensor, mask: torch.Tensor, total_tokens: int, num_episodes: int) -> torch.Tensor:
+    def _aggregate(
+        self, per_token: torch.Tensor, mask: torch.Tensor, total_tokens: int, num_episodes: int
+    ) -> torch.Tensor:
         """This micro-batch's share of the batch loss (so accumulated gradients equal the full batch's)."""
         how = self.config.loss_aggregation
         if how == "token-mean":
@@ -680,7 +790,12 @@ class GRPOTrainer:
             for _ in range(num_steps):
                 metrics = self.step()
                 history.append(metrics)
-                logger.info("step %d reward %.3f success %.3f", self.global_step, metrics["reward"], metrics["success"])
+                logger.info(
+                    "step %d reward %.3f success %.3f",
+                    self.global_step,
+                    metrics["reward"],
+                    metrics["success"],
+                )
                 if any(cb(metrics) is False for cb in self.callbacks):
                     break
         finally:
@@ -689,17 +804,28 @@ class GRPOTrainer:
             self.save(self.config.output_dir)
         return history
 
-    def evaluate(self, seeds: Sequence[int], *, task: int = 0, temperature: float = 0.0) -> dict[str, float]:
+    def evaluate(
+        self, seeds: Sequence[int], *, task: int = 0, temperature: float = 0.0
+    ) -> dict[str, float]:
         """Success and score of the policy on ``seeds`` of task ``task`` (greedy by default)."""
         envs = [make_env(self.tasks[task]) for _ in seeds]
         self.policy.model.eval()
         with self._autocast():
             episodes = rollout(
-                self.policy, envs, seeds, [task] * len(seeds), self.config, generator=self.generator, temperature=temperature
+                self.policy,
+                envs,
+                seeds,
+                [task] * len(seeds),
+                self.config,
+                generator=self.generator,
+                temperature=temperature,
             )
         for env in envs:
             env.close()
-        return {"success": float(np.mean([e.success for e in episodes])), "score": float(np.mean([e.score for e in episodes]))}
+        return {
+            "success": float(np.mean([e.success for e in episodes])),
+            "score": float(np.mean([e.score for e in episodes])),
+        }
 
     # -- persistence ------------------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
@@ -726,4 +852,3 @@ class GRPOTrainer:
                 env.close()
         self._envs.clear()
         self._writers.close()
-

@@ -29,7 +29,11 @@ def _config_flags(parser: argparse.ArgumentParser, config_class: type, skip: set
         hint = hints[f.name]
         is_union = get_origin(hint) in (typing.Union, types.UnionType)
         base = next(a for a in get_args(hint) if a is not type(None)) if is_union else hint
-        kwargs: dict[str, Any] = {"default": None, "dest": f.name, "help": f"{docs.get(f.name, '')} (default: {f.default})".replace("%", "%%")}
+        kwargs: dict[str, Any] = {
+            "default": None,
+            "dest": f.name,
+            "help": f"{docs.get(f.name, '')} (default: {f.default})".replace("%", "%%"),
+        }
         if base is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         elif get_origin(base) is Literal:
@@ -43,12 +47,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The GRPO flags (for ``verigym train grpo``)."""
     from verigym.agents.llm.grpo import GRPOConfig
 
-    parser.add_argument("--env", action="append", required=True, metavar="ID",
-                        help="a registered env id to train on; repeat for several (the curriculum picks among them)")
-    parser.add_argument("--model", required=True, metavar="DIR", help="local model directory (save_pretrained layout), a .gguf file, or smollm2")
+    parser.add_argument(
+        "--env",
+        action="append",
+        required=True,
+        metavar="ID",
+        help="a registered env id to train on; repeat for several (the curriculum picks among them)",
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="DIR",
+        help="local model directory (save_pretrained layout), a .gguf file, or smollm2",
+    )
     parser.add_argument("--steps", type=int, default=100, help="GRPO steps (default: 100)")
-    parser.add_argument("--eval-episodes", type=int, default=0,
-                        help="after training, greedy success on this many held-out seeds of each env (default: 0)")
+    parser.add_argument(
+        "--eval-episodes",
+        type=int,
+        default=0,
+        help="after training, greedy success on this many held-out seeds of each env (default: 0)",
+    )
     _config_flags(parser, GRPOConfig, skip=set())
 
 
@@ -72,9 +90,16 @@ def run(args: argparse.Namespace) -> int:
         if api is None:
             return 2
         if api != "gymnasium":
-            return usage_error(command, f"{env_id} is a multi-agent env; train on one of its single-agent seats "
-                                        "(verigym list --family multiagent, e.g. verigym/TicTacToe-Random-v0)")
-    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(GRPOConfig) if getattr(args, f.name, None) is not None}
+            return usage_error(
+                command,
+                f"{env_id} is a multi-agent env; train on one of its single-agent seats "
+                "(verigym list --family multiagent, e.g. verigym/TicTacToe-Random-v0)",
+            )
+    overrides = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(GRPOConfig)
+        if getattr(args, f.name, None) is not None
+    }
     try:
         config = GRPOConfig.from_dict(overrides)
     except (TypeError, ValueError) as exc:
@@ -90,8 +115,13 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:  # transformers could not read the folder (no tokenizer, say)
         return usage_error(command, f"{args.model}: {str(exc).strip().splitlines()[0]}")
     trainer = GRPOTrainer(policy, args.env, config)
-    columns = (TextColumn("[bold]GRPO"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-               TextColumn("reward {task.fields[reward]:.3f} success {task.fields[success]:.2f}"), TimeElapsedColumn())
+    columns = (
+        TextColumn("[bold]GRPO"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("reward {task.fields[reward]:.3f} success {task.fields[success]:.2f}"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns) as progress:
         bar = progress.add_task("grpo", total=args.steps, reward=0.0, success=0.0)
 
@@ -104,7 +134,9 @@ def run(args: argparse.Namespace) -> int:
         if args.eval_episodes:
             seeds = range(1_000_000, 1_000_000 + args.eval_episodes)
             result = trainer.evaluate(seeds, task=index)
-            print(f"{env_id}: greedy success {result['success']:.3f}, score {result['score']:.3f} on {args.eval_episodes} held-out seeds")
+            print(
+                f"{env_id}: greedy success {result['success']:.3f}, score {result['score']:.3f} on {args.eval_episodes} held-out seeds"
+            )
     trainer.close()
     if config.output_dir:
         print(f"saved to {config.output_dir}; serve it with: verigym serve {config.output_dir}")

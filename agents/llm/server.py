@@ -77,7 +77,9 @@ def _is_number(value: Any) -> bool:
 class RequestError(ValueError):
     """A client error, answered with HTTP 400 (or ``status``) and an OpenAI error ``code``."""
 
-    def __init__(self, message: str, *, status: int = 400, code: str | None = None, param: str | None = None):
+    def __init__(
+        self, message: str, *, status: int = 400, code: str | None = None, param: str | None = None
+    ):
         super().__init__(message)
         self.status, self.code, self.param = status, code, param
 
@@ -116,7 +118,9 @@ class _Batcher:
         self.thread = threading.Thread(target=self._loop, name="verigym-serve-batcher", daemon=True)
         self.thread.start()
 
-    def submit(self, job: _Job, timeout: float, client_gone: Callable[[], bool] | None = None) -> list[Generation]:
+    def submit(
+        self, job: _Job, timeout: float, client_gone: Callable[[], bool] | None = None
+    ) -> list[Generation]:
         """Queue ``job`` and wait for it; a job whose client left (``client_gone()``) or timed out
         is marked abandoned, so a batch that has not started skips it."""
         self.jobs.put(job)
@@ -124,7 +128,9 @@ class _Batcher:
         while not job.done.wait(min(_CLIENT_POLL_SECONDS, max(0.0, deadline - time.monotonic()))):
             if time.monotonic() >= deadline or (client_gone is not None and client_gone()):
                 job.abandoned = True
-                raise TimeoutError(f"generation did not finish within {timeout:.0f} s, or the client left")
+                raise TimeoutError(
+                    f"generation did not finish within {timeout:.0f} s, or the client left"
+                )
         if job.error is not None:
             raise RuntimeError(job.error)
         return job.result or []
@@ -161,8 +167,15 @@ class _Batcher:
                     return [job.abandoned for job in jobs for _ in range(job.n)]
 
                 try:
-                    out = self.policy.generate(prompts, max_new_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                                               stop=stop, top_logprobs=top_logprobs, stop_rows=gone)
+                    out = self.policy.generate(
+                        prompts,
+                        max_new_tokens=max_tokens,
+                        temperature=temperature,
+                        top_p=top_p,
+                        stop=stop,
+                        top_logprobs=top_logprobs,
+                        stop_rows=gone,
+                    )
                 except Exception as exc:  # report to the waiting clients, keep serving
                     logger.exception("generation failed")
                     for job in jobs:
@@ -170,7 +183,7 @@ class _Batcher:
                         job.done.set()
                     continue
                 for job in jobs:
-                    job.result, out = out[:job.n], out[job.n:]
+                    job.result, out = out[: job.n], out[job.n :]
                     job.done.set()
 
 
@@ -195,11 +208,26 @@ class ChatServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], policy: TransformersPolicy, *, model_name: str,
-                 max_batch_size: int = 16, max_tokens_limit: int = 4096, max_n: int = 16, max_prompts: int = 16,
-                 max_request_tokens: int = 65536, request_timeout: float = 600.0):
-        limits = {"max_batch_size": max_batch_size, "max_tokens_limit": max_tokens_limit, "max_n": max_n,
-                  "max_prompts": max_prompts, "max_request_tokens": max_request_tokens}
+    def __init__(
+        self,
+        address: tuple[str, int],
+        policy: TransformersPolicy,
+        *,
+        model_name: str,
+        max_batch_size: int = 16,
+        max_tokens_limit: int = 4096,
+        max_n: int = 16,
+        max_prompts: int = 16,
+        max_request_tokens: int = 65536,
+        request_timeout: float = 600.0,
+    ):
+        limits = {
+            "max_batch_size": max_batch_size,
+            "max_tokens_limit": max_tokens_limit,
+            "max_n": max_n,
+            "max_prompts": max_prompts,
+            "max_request_tokens": max_request_tokens,
+        }
         for name, value in limits.items():
             if not _is_int(value) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -230,10 +258,17 @@ class ChatServer(ThreadingHTTPServer):
         if not isinstance(model, str):
             raise RequestError("'model' must be a string", param="model")
         if model != self.model_name:
-            raise RequestError(f"The model `{model}` does not exist or you do not have access to it. "
-                               f"This server serves `{self.model_name}`.", status=404, code="model_not_found", param="model")
+            raise RequestError(
+                f"The model `{model}` does not exist or you do not have access to it. "
+                f"This server serves `{self.model_name}`.",
+                status=404,
+                code="model_not_found",
+                param="model",
+            )
 
-    def _sampling(self, request: dict[str, Any], *, top_logprobs: int) -> tuple[int, float, float, tuple[str, ...], int, int]:
+    def _sampling(
+        self, request: dict[str, Any], *, top_logprobs: int
+    ) -> tuple[int, float, float, tuple[str, ...], int, int]:
         """(max_tokens, temperature, top_p, stop, top_logprobs, n) of a request, validated.
 
         ``max_tokens`` is 0 when the request leaves it out: :meth:`_check_size` then picks the
@@ -250,12 +285,17 @@ class ChatServer(ThreadingHTTPServer):
         elif not _is_int(max_tokens) or max_tokens < 1:
             raise RequestError("max_tokens must be an integer >= 1", param="max_tokens")
         elif max_tokens > self.max_tokens_limit:
-            raise RequestError(f"max_tokens={max_tokens} is above this server's limit of {self.max_tokens_limit} "
-                               "(verigym serve --max-tokens raises it)", param="max_tokens")
+            raise RequestError(
+                f"max_tokens={max_tokens} is above this server's limit of {self.max_tokens_limit} "
+                "(verigym serve --max-tokens raises it)",
+                param="max_tokens",
+            )
         if temperature is None:
             temperature = 1.0
         if not _is_number(temperature) or not 0 <= temperature <= 10:
-            raise RequestError("temperature must be a finite number in [0, 10]", param="temperature")
+            raise RequestError(
+                "temperature must be a finite number in [0, 10]", param="temperature"
+            )
         if top_p is None:
             top_p = 1.0
         if not _is_number(top_p) or not 0 < top_p <= 1:
@@ -263,14 +303,23 @@ class ChatServer(ThreadingHTTPServer):
         if not _is_int(n) or n < 1:
             raise RequestError("n must be an integer >= 1", param="n")
         if n > self.max_n:
-            raise RequestError(f"n={n} is above this server's limit of {self.max_n} (verigym serve --max-n raises it)",
-                               param="n")
+            raise RequestError(
+                f"n={n} is above this server's limit of {self.max_n} (verigym serve --max-n raises it)",
+                param="n",
+            )
         if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop) or len(stop) > 8:
             raise RequestError("stop must be a string or a list of at most 8 strings", param="stop")
         return max_tokens, float(temperature), float(top_p), tuple(stop), top_logprobs, n
 
-    def _check_size(self, prompts: list[list[int]], max_tokens: int, n: int, *, default_max_tokens: int,
-                    param: str) -> int:
+    def _check_size(
+        self,
+        prompts: list[list[int]],
+        max_tokens: int,
+        n: int,
+        *,
+        default_max_tokens: int,
+        param: str,
+    ) -> int:
         """The request's ``max_tokens`` (its default when 0), checked against the model's context
         and this server's token limit before anything is generated.
 
@@ -282,22 +331,35 @@ class ChatServer(ThreadingHTTPServer):
         longest = max(len(p) for p in prompts)
         room = context - longest
         if room < 1:
-            raise RequestError(f"the prompt has {longest} tokens, which fills the model's context of {context} tokens; "
-                               "shorten it", param=param)
+            raise RequestError(
+                f"the prompt has {longest} tokens, which fills the model's context of {context} tokens; "
+                "shorten it",
+                param=param,
+            )
         if not max_tokens:
             max_tokens = min(default_max_tokens, room, self.max_tokens_limit)
         elif max_tokens > room:
-            raise RequestError(f"the prompt has {longest} tokens; with max_tokens={max_tokens} it exceeds the model's "
-                               f"context of {context} tokens: ask for max_tokens <= {room}", param="max_tokens")
+            raise RequestError(
+                f"the prompt has {longest} tokens; with max_tokens={max_tokens} it exceeds the model's "
+                f"context of {context} tokens: ask for max_tokens <= {room}",
+                param="max_tokens",
+            )
         total = n * sum(len(p) + max_tokens for p in prompts)
         if total > self.max_request_tokens:
-            raise RequestError(f"the request holds {total} tokens (n x (prompt + max_tokens), summed over its prompts), "
-                               f"above this server's limit of {self.max_request_tokens} (verigym serve "
-                               "--max-request-tokens raises it); lower n or max_tokens", param="max_tokens")
+            raise RequestError(
+                f"the request holds {total} tokens (n x (prompt + max_tokens), summed over its prompts), "
+                f"above this server's limit of {self.max_request_tokens} (verigym serve "
+                "--max-request-tokens raises it); lower n or max_tokens",
+                param="max_tokens",
+            )
         return max_tokens
 
-    def _generate(self, prompt: list[int], sampling: tuple[int, float, float, tuple[str, ...], int, int],
-                  client_gone: Callable[[], bool] | None = None) -> list[Generation]:
+    def _generate(
+        self,
+        prompt: list[int],
+        sampling: tuple[int, float, float, tuple[str, ...], int, int],
+        client_gone: Callable[[], bool] | None = None,
+    ) -> list[Generation]:
         """Sample ``n`` replies to ``prompt`` (already checked by :meth:`_check_size`)."""
         max_tokens, temperature, top_p, stop, top_logprobs, n = sampling
         job = _Job(prompt, n, (max_tokens, temperature, top_p, stop, top_logprobs))
@@ -313,24 +375,44 @@ class ChatServer(ThreadingHTTPServer):
 
         messages = request.get("messages")
         if not isinstance(messages, list) or not messages:
-            raise RequestError("'messages' must be a non-empty list of {role, content} objects", param="messages")
+            raise RequestError(
+                "'messages' must be a non-empty list of {role, content} objects", param="messages"
+            )
         out = []
         for m in messages:
             role = m.get("role") if isinstance(m, dict) else None
             if role == "developer":
                 role = "system"
             if role not in {"system", "user", "assistant", "tool"}:
-                raise RequestError("each message needs a role (system, developer, user, assistant or tool) and a content", param="messages")
+                raise RequestError(
+                    "each message needs a role (system, developer, user, assistant or tool) and a content",
+                    param="messages",
+                )
             content = m.get("content")
             if content is None and not (role == "assistant" and m.get("tool_calls")):
                 raise RequestError(f"a {role} message needs a content", param="messages")
             if isinstance(content, list):
-                if not all(isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str) for part in content):
-                    raise RequestError("list content may hold only {type: text, text} parts (this server reads text)", param="messages")
+                if not all(
+                    isinstance(part, dict)
+                    and part.get("type") == "text"
+                    and isinstance(part.get("text"), str)
+                    for part in content
+                ):
+                    raise RequestError(
+                        "list content may hold only {type: text, text} parts (this server reads text)",
+                        param="messages",
+                    )
             elif content is not None and not isinstance(content, str):
-                raise RequestError("a message content is a string or a list of text parts", param="messages")
+                raise RequestError(
+                    "a message content is a string or a list of text parts", param="messages"
+                )
             try:
-                text = message_to_text({"content": content, "tool_calls": m.get("tool_calls") if role == "assistant" else None})
+                text = message_to_text(
+                    {
+                        "content": content,
+                        "tool_calls": m.get("tool_calls") if role == "assistant" else None,
+                    }
+                )
             except ActionParseError as exc:
                 raise RequestError(f"bad assistant tool_calls: {exc}", param="messages") from None
             if role == "tool":
@@ -342,23 +424,39 @@ class ChatServer(ThreadingHTTPServer):
         tools = request.get("tools") or []
         choice = request.get("tool_choice", "auto")
         if not isinstance(tools, list) or not all(
-            isinstance(t, dict) and t.get("type", "function") == "function" and isinstance(t.get("function"), dict)
-            and isinstance(t["function"].get("name"), str) for t in tools
+            isinstance(t, dict)
+            and t.get("type", "function") == "function"
+            and isinstance(t.get("function"), dict)
+            and isinstance(t["function"].get("name"), str)
+            for t in tools
         ):
-            raise RequestError("tools must be a list of {type: function, function: {name, description, parameters}}", param="tools")
+            raise RequestError(
+                "tools must be a list of {type: function, function: {name, description, parameters}}",
+                param="tools",
+            )
         if choice not in ("auto", "none", "required", None) and not isinstance(choice, dict):
-            raise RequestError("tool_choice must be none, auto, required or a {type: function, function: {name}} object", param="tool_choice")
+            raise RequestError(
+                "tool_choice must be none, auto, required or a {type: function, function: {name}} object",
+                param="tool_choice",
+            )
         return [] if choice == "none" else tools
 
-    def _chat_prompt(self, messages: list[dict[str, str]], tools: list[dict[str, Any]]) -> list[int]:
+    def _chat_prompt(
+        self, messages: list[dict[str, str]], tools: list[dict[str, Any]]
+    ) -> list[int]:
         if not tools:
             return self.policy.encode_messages(messages)
         if self._template_reads_tools:
-            text = self.policy.tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
+            text = self.policy.tokenizer.apply_chat_template(
+                messages, tools=tools, tokenize=False, add_generation_prompt=True
+            )
             return self.policy.chat.encode(text)
         section = _HERMES.format(tools="\n".join(json.dumps(t) for t in tools))
         if messages[0]["role"] == "system":
-            messages = [{"role": "system", "content": f"{messages[0]['content']}\n\n{section}"}, *messages[1:]]
+            messages = [
+                {"role": "system", "content": f"{messages[0]['content']}\n\n{section}"},
+                *messages[1:],
+            ]
         else:
             messages = [{"role": "system", "content": section}, *messages]
         return self.policy.encode_messages(messages)
@@ -377,8 +475,11 @@ class ChatServer(ThreadingHTTPServer):
         cut = text.find("<tool_call>")
         content = text[:cut].strip() if cut >= 0 else ""
         return content or None, [
-            {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-             "function": {"name": name, "arguments": json.dumps(arguments)}}
+            {
+                "id": f"call_{uuid.uuid4().hex[:24]}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
             for name, arguments in calls
         ]
 
@@ -390,10 +491,19 @@ class ChatServer(ThreadingHTTPServer):
                 {"token": (t := self._token_text(i)), "logprob": lp, "bytes": list(t.encode())}
                 for i, lp in (reply.top_log_probs[k] if reply.top_log_probs else [])
             ]
-            content.append({"token": token, "logprob": log_prob, "bytes": list(token.encode()), "top_logprobs": top})
+            content.append(
+                {
+                    "token": token,
+                    "logprob": log_prob,
+                    "bytes": list(token.encode()),
+                    "top_logprobs": top,
+                }
+            )
         return {"content": content, "refusal": None}
 
-    def complete(self, request: Any, client_gone: Callable[[], bool] | None = None) -> dict[str, Any]:
+    def complete(
+        self, request: Any, client_gone: Callable[[], bool] | None = None
+    ) -> dict[str, Any]:
         """Answer a chat-completions request body (``stream`` is handled by the handler).
 
         Raises:
@@ -410,13 +520,24 @@ class ChatServer(ThreadingHTTPServer):
         top_logprobs = request.get("top_logprobs") or 0
         if not isinstance(logprobs, bool):
             raise RequestError("logprobs must be a boolean", param="logprobs")
-        if not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20 or (top_logprobs and not logprobs):
-            raise RequestError("top_logprobs must be an integer in [0, 20], with logprobs=true", param="top_logprobs")
+        if (
+            not isinstance(top_logprobs, int)
+            or not 0 <= top_logprobs <= 20
+            or (top_logprobs and not logprobs)
+        ):
+            raise RequestError(
+                "top_logprobs must be an integer in [0, 20], with logprobs=true",
+                param="top_logprobs",
+            )
         sampling = self._sampling(request, top_logprobs=top_logprobs)
         prompt = self._chat_prompt(messages, tools)
-        max_tokens = self._check_size([prompt], sampling[0], sampling[5], default_max_tokens=256, param="messages")
+        max_tokens = self._check_size(
+            [prompt], sampling[0], sampling[5], default_max_tokens=256, param="messages"
+        )
         stop = sampling[3] + self.policy.chat.stop_strings
-        replies = self._generate(prompt, (max_tokens, sampling[1], sampling[2], stop, *sampling[4:]), client_gone)
+        replies = self._generate(
+            prompt, (max_tokens, sampling[1], sampling[2], stop, *sampling[4:]), client_gone
+        )
         choices = []
         for i, r in enumerate(replies):
             content, calls = self._tool_calls(r.text) if tools else (r.text, [])
@@ -424,8 +545,11 @@ class ChatServer(ThreadingHTTPServer):
             if calls:
                 message["tool_calls"] = calls
             choice: dict[str, Any] = {
-                "index": i, "message": message, "finish_reason": "tool_calls" if calls else r.finish_reason,
-                "logprobs": self._chat_logprobs(r) if logprobs else None, "token_ids": list(r.token_ids),
+                "index": i,
+                "message": message,
+                "finish_reason": "tool_calls" if calls else r.finish_reason,
+                "logprobs": self._chat_logprobs(r) if logprobs else None,
+                "token_ids": list(r.token_ids),
             }
             choices.append(choice)
         completion_tokens = sum(len(r.token_ids) for r in replies)
@@ -435,44 +559,96 @@ class ChatServer(ThreadingHTTPServer):
             "created": int(time.time()),
             "model": self.model_name,
             "choices": choices,
-            "usage": {"prompt_tokens": len(prompt), "completion_tokens": completion_tokens,
-                      "total_tokens": len(prompt) + completion_tokens},
+            "usage": {
+                "prompt_tokens": len(prompt),
+                "completion_tokens": completion_tokens,
+                "total_tokens": len(prompt) + completion_tokens,
+            },
         }
 
-    def stream_chunks(self, request: dict[str, Any], answer: dict[str, Any]) -> list[dict[str, Any]]:
+    def stream_chunks(
+        self, request: dict[str, Any], answer: dict[str, Any]
+    ) -> list[dict[str, Any]]:
         """The ``chat.completion.chunk`` events of a finished answer: the role, the content token by
         token, the tool calls, the finish reason, and the usage when ``stream_options.include_usage``."""
-        base = {"id": answer["id"], "object": "chat.completion.chunk", "created": answer["created"], "model": answer["model"]}
+        base = {
+            "id": answer["id"],
+            "object": "chat.completion.chunk",
+            "created": answer["created"],
+            "model": answer["model"],
+        }
         chunks = []
         for choice in answer["choices"]:
             i, message = choice["index"], choice["message"]
-            chunks.append({**base, "choices": [{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+            chunks.append(
+                {
+                    **base,
+                    "choices": [
+                        {
+                            "index": i,
+                            "delta": {"role": "assistant", "content": ""},
+                            "finish_reason": None,
+                        }
+                    ],
+                }
+            )
             content = message["content"] or ""
             said = ""
             ids = choice["token_ids"]
             logprobs = (choice["logprobs"] or {}).get("content") or []
             for k in range(len(ids)):
-                upto = self.policy.tokenizer.decode(ids[:k + 1], skip_special_tokens=True)
-                piece = content[len(said):len(upto)] if upto.startswith(said) else ""
+                upto = self.policy.tokenizer.decode(ids[: k + 1], skip_special_tokens=True)
+                piece = content[len(said) : len(upto)] if upto.startswith(said) else ""
                 if not piece and not logprobs:
                     continue
                 said += piece
                 delta = {"index": i, "delta": {"content": piece}, "finish_reason": None}
                 if logprobs:
-                    delta["logprobs"] = {"content": logprobs[k:k + 1], "refusal": None}
+                    delta["logprobs"] = {"content": logprobs[k : k + 1], "refusal": None}
                 chunks.append({**base, "choices": [delta]})
             if len(said) < len(content):
-                chunks.append({**base, "choices": [{"index": i, "delta": {"content": content[len(said):]}, "finish_reason": None}]})
+                chunks.append(
+                    {
+                        **base,
+                        "choices": [
+                            {
+                                "index": i,
+                                "delta": {"content": content[len(said) :]},
+                                "finish_reason": None,
+                            }
+                        ],
+                    }
+                )
             for j, call in enumerate(message.get("tool_calls") or []):
-                chunks.append({**base, "choices": [{"index": i, "delta": {"tool_calls": [{"index": j, **call}]}, "finish_reason": None}]})
-            chunks.append({**base, "choices": [{"index": i, "delta": {}, "finish_reason": choice["finish_reason"]}]})
+                chunks.append(
+                    {
+                        **base,
+                        "choices": [
+                            {
+                                "index": i,
+                                "delta": {"tool_calls": [{"index": j, **call}]},
+                                "finish_reason": None,
+                            }
+                        ],
+                    }
+                )
+            chunks.append(
+                {
+                    **base,
+                    "choices": [
+                        {"index": i, "delta": {}, "finish_reason": choice["finish_reason"]}
+                    ],
+                }
+            )
         options = request.get("stream_options") or {}
         if isinstance(options, dict) and options.get("include_usage"):
             chunks.append({**base, "choices": [], "usage": answer["usage"]})
         return chunks
 
     # -- legacy completions ---------------------------------------------------------------------------
-    def text_complete(self, request: Any, client_gone: Callable[[], bool] | None = None) -> dict[str, Any]:
+    def text_complete(
+        self, request: Any, client_gone: Callable[[], bool] | None = None
+    ) -> dict[str, Any]:
         """Answer a ``/v1/completions`` request body.
 
         Raises:
@@ -487,17 +663,34 @@ class ChatServer(ThreadingHTTPServer):
         if request.get("echo") or request.get("suffix"):
             raise RequestError("echo and suffix are not supported by verigym serve", param="echo")
         prompt = request.get("prompt")
-        if isinstance(prompt, str) or (isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt)):
+        if isinstance(prompt, str) or (
+            isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt)
+        ):
             prompts = [prompt]
-        elif isinstance(prompt, list) and prompt and all(isinstance(p, str) or (isinstance(p, list) and p and all(isinstance(t, int) for t in p)) for p in prompt):
+        elif (
+            isinstance(prompt, list)
+            and prompt
+            and all(
+                isinstance(p, str)
+                or (isinstance(p, list) and p and all(isinstance(t, int) for t in p))
+                for p in prompt
+            )
+        ):
             prompts = list(prompt)
         else:
-            raise RequestError("prompt must be a string, a list of strings, or token ids", param="prompt")
+            raise RequestError(
+                "prompt must be a string, a list of strings, or token ids", param="prompt"
+            )
         if len(prompts) > self.max_prompts:
-            raise RequestError(f"the request sends {len(prompts)} prompts, above this server's limit of {self.max_prompts} "
-                               "(verigym serve --max-prompts raises it)", param="prompt")
+            raise RequestError(
+                f"the request sends {len(prompts)} prompts, above this server's limit of {self.max_prompts} "
+                "(verigym serve --max-prompts raises it)",
+                param="prompt",
+            )
         logprobs = request.get("logprobs")
-        if logprobs is not None and (not isinstance(logprobs, int) or isinstance(logprobs, bool) or not 0 <= logprobs <= 5):
+        if logprobs is not None and (
+            not isinstance(logprobs, int) or isinstance(logprobs, bool) or not 0 <= logprobs <= 5
+        ):
             raise RequestError("logprobs must be an integer in [0, 5]", param="logprobs")
         sampling = self._sampling(request, top_logprobs=logprobs or 0)
         vocab = self.policy.model.config.vocab_size
@@ -505,9 +698,13 @@ class ChatServer(ThreadingHTTPServer):
         for p in prompts:
             ids = list(self.policy.tokenizer(p)["input_ids"]) if isinstance(p, str) else list(p)
             if not ids or not all(_is_int(t) and 0 <= t < vocab for t in ids):
-                raise RequestError(f"a prompt is empty or has token ids outside [0, {vocab})", param="prompt")
+                raise RequestError(
+                    f"a prompt is empty or has token ids outside [0, {vocab})", param="prompt"
+                )
             encoded.append(ids)
-        max_tokens = self._check_size(encoded, sampling[0], sampling[5], default_max_tokens=16, param="prompt")
+        max_tokens = self._check_size(
+            encoded, sampling[0], sampling[5], default_max_tokens=16, param="prompt"
+        )
         sampling = (max_tokens, *sampling[1:])
         choices, prompt_tokens, completion_tokens = [], 0, 0
         for ids in encoded:
@@ -516,8 +713,13 @@ class ChatServer(ThreadingHTTPServer):
             prompt_tokens += len(ids)
             for r in self._generate(ids, sampling, client_gone):
                 completion_tokens += len(r.token_ids)
-                choice: dict[str, Any] = {"index": len(choices), "text": r.text, "finish_reason": r.finish_reason,
-                                          "logprobs": None, "token_ids": list(r.token_ids)}
+                choice: dict[str, Any] = {
+                    "index": len(choices),
+                    "text": r.text,
+                    "finish_reason": r.finish_reason,
+                    "logprobs": None,
+                    "token_ids": list(r.token_ids),
+                }
                 if logprobs is not None:
                     tokens = [self._token_text(t) for t in r.token_ids]
                     offsets, at = [], 0
@@ -525,15 +727,28 @@ class ChatServer(ThreadingHTTPServer):
                         offsets.append(at)
                         at += len(token)
                     choice["logprobs"] = {
-                        "tokens": tokens, "token_logprobs": list(r.log_probs), "text_offset": offsets,
-                        "top_logprobs": [{self._token_text(i): lp for i, lp in top} for top in (r.top_log_probs or [])] if logprobs else None,
+                        "tokens": tokens,
+                        "token_logprobs": list(r.log_probs),
+                        "text_offset": offsets,
+                        "top_logprobs": [
+                            {self._token_text(i): lp for i, lp in top}
+                            for top in (r.top_log_probs or [])
+                        ]
+                        if logprobs
+                        else None,
                     }
                 choices.append(choice)
         return {
-            "id": f"cmpl-{uuid.uuid4().hex[:24]}", "object": "text_completion", "created": int(time.time()),
-            "model": self.model_name, "choices": choices,
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
+            "id": f"cmpl-{uuid.uuid4().hex[:24]}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": self.model_name,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
         }
 
 
@@ -556,8 +771,18 @@ class _Handler(BaseHTTPRequestHandler):
             logger.info("client %s left before the answer", self.address_string())
             self.close_connection = True
 
-    def _error(self, status: int, message: str, kind: str = "invalid_request_error", *, code: Any = None, param: str | None = None) -> None:
-        self._send(status, {"error": {"message": message, "type": kind, "param": param, "code": code}})
+    def _error(
+        self,
+        status: int,
+        message: str,
+        kind: str = "invalid_request_error",
+        *,
+        code: Any = None,
+        param: str | None = None,
+    ) -> None:
+        self._send(
+            status, {"error": {"message": message, "type": kind, "param": param, "code": code}}
+        )
 
     def _client_gone(self) -> bool:
         """Whether the client closed its connection while its request waits (an eval worker killed
@@ -587,7 +812,15 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         path = self.path.split("?")[0].rstrip("/")
         if path in ("/v1/models", "/models"):
-            self._send(200, {"object": "list", "data": [{"id": self.server.model_name, "object": "model", "owned_by": "verigym"}]})
+            self._send(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": self.server.model_name, "object": "model", "owned_by": "verigym"}
+                    ],
+                },
+            )
         elif path == "/health":
             self._send(200, {"status": "ok"})
         else:
@@ -595,8 +828,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         path = self.path.split("?")[0].rstrip("/")
-        if path not in ("/v1/chat/completions", "/chat/completions", "/v1/completions", "/completions"):
-            self._error(404, f"no route {self.path}; use POST /v1/chat/completions or /v1/completions", "not_found")
+        if path not in (
+            "/v1/chat/completions",
+            "/chat/completions",
+            "/v1/completions",
+            "/completions",
+        ):
+            self._error(
+                404,
+                f"no route {self.path}; use POST /v1/chat/completions or /v1/completions",
+                "not_found",
+            )
             return
         try:
             length = int(self.headers.get("Content-Length", "0"))
@@ -643,6 +885,14 @@ def make_server(
     Raises:
         ValueError: a limit is below 1.
     """
-    return ChatServer((host, port), policy, model_name=model_name, max_batch_size=max_batch_size,
-                      max_tokens_limit=max_tokens, max_n=max_n, max_prompts=max_prompts,
-                      max_request_tokens=max_request_tokens, request_timeout=request_timeout)
+    return ChatServer(
+        (host, port),
+        policy,
+        model_name=model_name,
+        max_batch_size=max_batch_size,
+        max_tokens_limit=max_tokens,
+        max_n=max_n,
+        max_prompts=max_prompts,
+        max_request_tokens=max_request_tokens,
+        request_timeout=request_timeout,
+    )

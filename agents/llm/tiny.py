@@ -20,7 +20,9 @@ from verigym.core import ActionParseError, UnicodeText, action_error_info, episo
 
 __all__ = ["CHATML_TEMPLATE", "DEFAULT_ALPHABET", "EchoLetterEnv", "build_tiny_model"]
 
-DEFAULT_ALPHABET = string.ascii_lowercase + string.digits + " .,:;?!'-=+*/()<>\n" + string.ascii_uppercase
+DEFAULT_ALPHABET = (
+    string.ascii_lowercase + string.digits + " .,:;?!'-=+*/()<>\n" + string.ascii_uppercase
+)
 """The characters the default tiny tokenizer knows (others become ``<unk>``)."""
 
 CHATML_TEMPLATE = (
@@ -78,16 +80,26 @@ def build_tiny_model(
     backend = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
     backend.decoder = decoders.Fuse()
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>", eos_token="<|im_end|>",
+        tokenizer_object=backend,
+        pad_token="<pad>",
+        unk_token="<unk>",
+        eos_token="<|im_end|>",
         additional_special_tokens=["<|im_start|>"],
     )
     if chat_template is not None:
         tokenizer.chat_template = chat_template
     config = LlamaConfig(
-        vocab_size=len(vocab), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-        num_hidden_layers=num_layers, num_attention_heads=num_heads, num_key_value_heads=num_heads,
-        max_position_embeddings=max_position_embeddings, tie_word_embeddings=True,
-        bos_token_id=None, eos_token_id=vocab["<|im_end|>"], pad_token_id=vocab["<pad>"],
+        vocab_size=len(vocab),
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_heads,
+        max_position_embeddings=max_position_embeddings,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=vocab["<|im_end|>"],
+        pad_token_id=vocab["<pad>"],
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)

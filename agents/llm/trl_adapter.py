@@ -62,7 +62,9 @@ def _as_list(tasks: Task | Sequence[Task]) -> list[Task]:
     return list(tasks) if isinstance(tasks, (list, tuple)) else [tasks]
 
 
-def verigym_dataset(tasks: Task | Sequence[Task], seeds: Iterable[int], *, tokenizer: Any = None) -> Any:
+def verigym_dataset(
+    tasks: Task | Sequence[Task], seeds: Iterable[int], *, tokenizer: Any = None
+) -> Any:
     """A ``datasets.Dataset`` of prompts, one row per (task, seed).
 
     Columns: ``prompt`` (list of chat messages: the env's instructions and first observation),
@@ -85,7 +87,9 @@ def verigym_dataset(tasks: Task | Sequence[Task], seeds: Iterable[int], *, token
         try:
             for seed in seeds:
                 observation, info = env.reset(seed=int(seed))
-                rows["prompt"].append(initial_messages(str(info.get("instructions", "")), str(observation)))
+                rows["prompt"].append(
+                    initial_messages(str(info.get("instructions", "")), str(observation))
+                )
                 if tokenizer is not None and not getattr(tokenizer, "chat_template", None):
                     # TRL applies a chat template to conversational prompts and raises without one:
                     # give it the plain layout verigym's own trainer uses (ChatFormat) as text
@@ -111,7 +115,9 @@ class VerigymReward:
         unfinished_reward: reward when the reply does not end the episode (multi-turn envs).
     """
 
-    def __init__(self, tasks: Task | Sequence[Task], *, reward: str = "score", unfinished_reward: float = 0.0):
+    def __init__(
+        self, tasks: Task | Sequence[Task], *, reward: str = "score", unfinished_reward: float = 0.0
+    ):
         if reward not in ("score", "return"):
             raise ValueError(f"reward must be 'score' or 'return', got {reward!r}")
         self.tasks = _as_list(tasks)
@@ -125,14 +131,22 @@ class VerigymReward:
             self._envs[task] = make_env(self.tasks[task])
         return self._envs[task]
 
-    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float]:
+    def __call__(
+        self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any
+    ) -> list[float]:
         seeds = columns.get(SEED_COLUMN)
         if seeds is None:
-            raise KeyError(f"the dataset has no {SEED_COLUMN!r} column; build it with verigym_dataset()")
+            raise KeyError(
+                f"the dataset has no {SEED_COLUMN!r} column; build it with verigym_dataset()"
+            )
         tasks = columns.get(TASK_COLUMN) or [0] * len(completions)
         rewards = []
         for completion, seed, task in zip(completions, seeds, tasks):
-            text = completion if isinstance(completion, str) else "".join(m.get("content", "") for m in completion)
+            text = (
+                completion
+                if isinstance(completion, str)
+                else "".join(m.get("content", "") for m in completion)
+            )
             env = self._env(int(task))
             env.reset(seed=int(seed))
             _, step_reward, terminated, truncated, info = env.step(text)
@@ -151,7 +165,14 @@ class VerigymReward:
 
 
 # -- multi-turn: verigym envs as TRL environments ------------------------------------------------------
-_PY_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list, "object": dict}
+_PY_TYPES = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+}
 
 
 def _tool_method(name: str, schema: dict[str, Any]) -> Callable[..., str]:
@@ -172,7 +193,9 @@ def _tool_method(name: str, schema: dict[str, Any]) -> Callable[..., str]:
     for arg, spec in properties.items():
         kind = _PY_TYPES.get(spec.get("type", "string"), str)
         default = inspect.Parameter.empty if arg in required else spec.get("default")
-        params.append(inspect.Parameter(arg, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind))
+        params.append(
+            inspect.Parameter(arg, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind)
+        )
         annotations[arg] = kind
         lines.append(f"    {arg}: {spec.get('description') or arg}")
     if not properties:
@@ -201,7 +224,9 @@ class _VerigymEnvironment:
         """Start an episode (seed: the row's ``verigym_seed``, else the next training seed); returns
         the instructions and the first observation, which TRL appends to the prompt."""
         seed = row.get(SEED_COLUMN)
-        observation, info = self._env.reset(seed=int(seed) if seed is not None else next(self._seeds))
+        observation, info = self._env.reset(
+            seed=int(seed) if seed is not None else next(self._seeds)
+        )
         self._done, self._score = False, 0.0
         instructions = str(info.get("instructions", ""))
         return f"{instructions}\n\n{observation}" if instructions else str(observation)
@@ -248,7 +273,9 @@ _answer.__name__ = _answer.__qualname__ = "answer"  # TRL names a tool by its __
 _act.__name__ = _act.__qualname__ = "act"
 
 
-def environment_factory(env_id: str, *, seed_start: int = 0, unfinished_reward: float = 0.0, **env_kwargs: Any) -> Callable[[], Any]:
+def environment_factory(
+    env_id: str, *, seed_start: int = 0, unfinished_reward: float = 0.0, **env_kwargs: Any
+) -> Callable[[], Any]:
     """The zero-argument factory TRL's ``GRPOTrainer(environment_factory=...)`` expects, for a verigym env.
 
     The generated class's public methods are the tools TRL offers the model: a tool env's own
@@ -280,11 +307,19 @@ def environment_factory(env_id: str, *, seed_start: int = 0, unfinished_reward: 
         schemas = list(info.get("tools") or [])
     finally:
         probe.close()
-    namespace: dict[str, Any] = {"_task": task, "_seed_start": int(seed_start), "_unfinished_reward": float(unfinished_reward)}
+    namespace: dict[str, Any] = {
+        "_task": task,
+        "_seed_start": int(seed_start),
+        "_unfinished_reward": float(unfinished_reward),
+    }
     if schemas:
         for schema in schemas:
             name = schema.get("function", schema).get("name", "")
-            if not name.isidentifier() or name.startswith("_") or name in ("reset", "get_reward", "answer"):
+            if (
+                not name.isidentifier()
+                or name.startswith("_")
+                or name in ("reset", "get_reward", "answer")
+            ):
                 raise ValueError(f"{env_id}: tool {name!r} cannot be a method of a TRL environment")
             namespace[name] = _tool_method(name, schema)
         namespace["answer"] = _answer

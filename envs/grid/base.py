@@ -86,7 +86,11 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
     :class:`verigym.core.EpisodeEndedError` until ``reset`` (:class:`verigym.core.EpisodeGuard`).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 10, "family": "grid"}
+    metadata: ClassVar[dict[str, Any]] = {
+        "render_modes": ["ansi", "rgb_array"],
+        "render_fps": 10,
+        "family": "grid",
+    }
     default_action_set: ClassVar[str] = "minigrid"
     spl: ClassVar[bool] = True
     """Whether ``score`` is SPL (deterministic tasks) or plain success (stochastic ones)."""
@@ -128,7 +132,9 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         self.render_mode = render_mode
         self.action_space = spaces.Discrete(len(self.action_names))
         shape = (view_size, view_size, 3) if observation == "partial" else (height, width, 3)
-        high = np.broadcast_to(np.array([NUM_TYPES - 1, NUM_TYPES - 1, MAX_STATE], dtype=np.uint8), shape).copy()
+        high = np.broadcast_to(
+            np.array([NUM_TYPES - 1, NUM_TYPES - 1, MAX_STATE], dtype=np.uint8), shape
+        ).copy()
         self.observation_space = spaces.Box(np.zeros(shape, np.uint8), high, dtype=np.uint8)
         self.grid = Grid(height, width, pad=max(view_size - 1, 1))
         self.agent_pos = (1, 1)
@@ -174,7 +180,16 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         self._entered = int(self.grid.cells[r, c, 0])
 
     # -- placement helpers for _gen_grid -------------------------------------------------------
-    def place_obj(self, kind: int, color: int = 0, state: int = 0, *, top: tuple[int, int] = (0, 0), size: tuple[int, int] | None = None, reject: Callable[[int, int], bool] | None = None) -> tuple[int, int]:
+    def place_obj(
+        self,
+        kind: int,
+        color: int = 0,
+        state: int = 0,
+        *,
+        top: tuple[int, int] = (0, 0),
+        size: tuple[int, int] | None = None,
+        reject: Callable[[int, int], bool] | None = None,
+    ) -> tuple[int, int]:
         """Put an object on a random empty cell of the rectangle ``top``/``size`` (not the agent's).
 
         Raises:
@@ -184,7 +199,13 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         self.grid.set(r, c, kind, color, state)
         return r, c
 
-    def random_empty_cell(self, *, top: tuple[int, int] = (0, 0), size: tuple[int, int] | None = None, reject: Callable[[int, int], bool] | None = None) -> tuple[int, int]:
+    def random_empty_cell(
+        self,
+        *,
+        top: tuple[int, int] = (0, 0),
+        size: tuple[int, int] | None = None,
+        reject: Callable[[int, int], bool] | None = None,
+    ) -> tuple[int, int]:
         """A uniformly drawn empty cell of the rectangle (excluding the agent's cell).
 
         Raises:
@@ -193,12 +214,16 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         h, w = size if size is not None else (self.height - top[0], self.width - top[1])
         window = self.grid.cells[top[0] : top[0] + h, top[1] : top[1] + w, 0] == EMPTY
         free = [(int(r) + top[0], int(c) + top[1]) for r, c in np.argwhere(window)]
-        free = [p for p in free if p != tuple(self.agent_pos) and (reject is None or not reject(*p))]
+        free = [
+            p for p in free if p != tuple(self.agent_pos) and (reject is None or not reject(*p))
+        ]
         if not free:
             raise RuntimeError(f"no empty cell in rectangle top={top} size={size}")
         return free[int(self.np_random.integers(len(free)))]
 
-    def place_agent(self, *, top: tuple[int, int] = (0, 0), size: tuple[int, int] | None = None) -> None:
+    def place_agent(
+        self, *, top: tuple[int, int] = (0, 0), size: tuple[int, int] | None = None
+    ) -> None:
         """Put the agent on a random empty cell with a random direction."""
         self.agent_pos = (-1, -1)
         self.agent_pos = self.random_empty_cell(top=top, size=size)
@@ -232,7 +257,12 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
                 raise RuntimeError("call reset() first")
             saved = (self.grid, self.agent_pos, self.agent_dir, self.carrying)
             grid, pos, direction, carrying = self._start
-            self.grid, self.agent_pos, self.agent_dir, self.carrying = grid.copy(), pos, direction, carrying
+            self.grid, self.agent_pos, self.agent_dir, self.carrying = (
+                grid.copy(),
+                pos,
+                direction,
+                carrying,
+            )
             try:
                 plan = self._oracle_plan()
             finally:
@@ -255,9 +285,20 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
             key = (r, c, self.agent_dir)
             hidden = self._hidden_cache.get(key)
             if hidden is None:
-                hidden = self._hidden_cache[key] = self.grid.hidden_cells(r, c, self.agent_dir, self.view_size)
-        obs = self.grid.ego_view(r, c, self.agent_dir, self.view_size, see_through_walls=self.see_through_walls, hidden=hidden)
-        obs[self.view_size - 1, self.view_size // 2] = self.carrying if self.carrying[0] else (EMPTY, 0, 0)
+                hidden = self._hidden_cache[key] = self.grid.hidden_cells(
+                    r, c, self.agent_dir, self.view_size
+                )
+        obs = self.grid.ego_view(
+            r,
+            c,
+            self.agent_dir,
+            self.view_size,
+            see_through_walls=self.see_through_walls,
+            hidden=hidden,
+        )
+        obs[self.view_size - 1, self.view_size // 2] = (
+            self.carrying if self.carrying[0] else (EMPTY, 0, 0)
+        )
         return obs
 
     def action_mask(self) -> np.ndarray:
@@ -277,14 +318,19 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
             fr, fc = self.front_pos
             kind, color, state = self.grid.cells[fr, fc].tolist()
             if self.action_set == "minigrid":
-                if type(self)._can_step is GridEnv._can_step:  # the plain rule: skip a second lookup
+                if (
+                    type(self)._can_step is GridEnv._can_step
+                ):  # the plain rule: skip a second lookup
                     mask[2] = int(ENTERABLE_LIST[kind][min(state, MAX_STATE)])
                 else:
                     mask[2] = int(self._can_step(fr, fc, self.agent_dir))
             carrying = self.carrying[0]
             mask[turn_offset + 1] = int(PICKABLE_LIST[kind] and not carrying)
             mask[turn_offset + 2] = int(bool(carrying) and kind == EMPTY)
-            mask[turn_offset + 3] = int(kind == DOOR and (state != LOCKED or (carrying == KEY and self.carrying[1] == color)))
+            mask[turn_offset + 3] = int(
+                kind == DOOR
+                and (state != LOCKED or (carrying == KEY and self.carrying[1] == color))
+            )
         mask[turn_offset + 4] = 1
         return np.array(mask, dtype=np.int8)
 
@@ -304,7 +350,9 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         return state != LOCKED or (self.carrying[0] == KEY and self.carrying[1] == color)
 
     # -- Gymnasium API --------------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         for _ in range(1000):
             self.agent_pos, self.agent_dir = (-1, -1), 0
@@ -340,7 +388,11 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
             try:
                 index = int(coerce_action(self.action_space, action))
             except ActionParseError as exc:
-                action_error_info(f"{exc}; actions are " + ", ".join(f"{i} {n}" for i, n in enumerate(self.action_names)), info)
+                action_error_info(
+                    f"{exc}; actions are "
+                    + ", ".join(f"{i} {n}" for i, n in enumerate(self.action_names)),
+                    info,
+                )
             else:
                 self._apply(self.action_names[index])
         status = self._status()
@@ -412,12 +464,19 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         if self.observation_mode == "partial":
             highlight = self._view_cells()
         r, c = self.agent_pos
-        return render_rgb(self.grid.cells, tile_size=tile_size, agents=[(r, c, self.agent_dir, RED)], highlight=highlight)
+        return render_rgb(
+            self.grid.cells,
+            tile_size=tile_size,
+            agents=[(r, c, self.agent_dir, RED)],
+            highlight=highlight,
+        )
 
     def _view_cells(self) -> np.ndarray:
         """``bool (H, W)``: the cells inside the agent's view window (visible or not)."""
         mark = np.zeros((self.height, self.width), dtype=bool)
-        offsets = ego_offsets(self.view_size, self.grid.padded.shape[1], self.grid.pad)[self.agent_dir]
+        offsets = ego_offsets(self.view_size, self.grid.padded.shape[1], self.grid.pad)[
+            self.agent_dir
+        ]
         pw = self.grid.padded.shape[1]
         base = (self.agent_pos[0] + self.grid.pad) * pw + self.agent_pos[1] + self.grid.pad
         rows, cols = np.divmod(offsets + base, pw)
@@ -466,7 +525,9 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
             held = tuple(int(x) for x in shown[v - 1, v // 2])
             shown[v - 1, v // 2] = (AGENT, EMPTY, NORTH)
             lines.append(grid_text(shown))
-            lines.append("Carrying: " + (object_name(*held) if held[0] not in (UNSEEN, EMPTY) else "nothing"))
+            lines.append(
+                "Carrying: " + (object_name(*held) if held[0] not in (UNSEEN, EMPTY) else "nothing")
+            )
         else:
             lines.append(grid_text(obs))
         return "\n".join(lines)
@@ -486,7 +547,9 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
                 return np.int64(self.action_names.index(word))
             if word.isdigit() and int(word) < len(self.action_names):
                 return np.int64(int(word))
-        raise ActionParseError("no action found; reply with one of: " + ", ".join(self.action_names))
+        raise ActionParseError(
+            "no action found; reply with one of: " + ", ".join(self.action_names)
+        )
 
     def action_text(self, action: Any) -> str:
         return self.action_names[int(action)]
@@ -502,7 +565,12 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         self._plan_at = self.step_count + 1
         return np.int64(self._plan.pop(0))
 
-    def plan_to(self, goal: np.ndarray, passable: np.ndarray | None = None, start: tuple[int, int, int] | None = None) -> list[int] | None:
+    def plan_to(
+        self,
+        goal: np.ndarray,
+        passable: np.ndarray | None = None,
+        start: tuple[int, int, int] | None = None,
+    ) -> list[int] | None:
         """A shortest plan from ``start`` (default: the agent's state) to a goal state.
 
         ``passable`` defaults to the cells that can be entered safely (no lava, no hole). Plans

@@ -75,11 +75,26 @@ class CoverageEnv(GridEnv):
     }
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
-    def __init__(self, *, size: int = 8, obstacle_density: float = 0.1, decay: float = 0.5, max_steps: int | None = None, observation: str = "full", **kwargs: Any):
+    def __init__(
+        self,
+        *,
+        size: int = 8,
+        obstacle_density: float = 0.1,
+        decay: float = 0.5,
+        max_steps: int | None = None,
+        observation: str = "full",
+        **kwargs: Any,
+    ):
         self.size = check_int("size", size, 5, 20)
         self.obstacle_density = check_number("obstacle_density", obstacle_density, 0.0, 0.3)
         self.decay = check_number("decay", decay, 0.0, 1.0)
-        super().__init__(height=size, width=size, max_steps=3 * size * size if max_steps is None else max_steps, observation=observation, **kwargs)
+        super().__init__(
+            height=size,
+            width=size,
+            max_steps=3 * size * size if max_steps is None else max_steps,
+            observation=observation,
+            **kwargs,
+        )
         self._num_free = 1
         self._gain = 0.0
 
@@ -133,7 +148,12 @@ class CoverageEnv(GridEnv):
         state = (self.agent_pos[0], self.agent_pos[1], self.agent_dir)
         plan: list[int] = []
         while unvisited.any():
-            path = bfs_plan(passable, state, standing_goal(self.height, self.width, np.argwhere(unvisited)), self.action_set)
+            path = bfs_plan(
+                passable,
+                state,
+                standing_goal(self.height, self.width, np.argwhere(unvisited)),
+                self.action_set,
+            )
             if path is None:
                 return plan or None
             for action in path:

@@ -49,7 +49,9 @@ def _plan_door_stage(plan: Planner, door: tuple[int, int], color: int) -> None:
     r, c = door
     if plan.cells[r, c, 2] == OPEN:
         return
-    if plan.cells[r, c, 2] == LOCKED and not (plan.carrying[0] == KEY and plan.carrying[1] == color):
+    if plan.cells[r, c, 2] == LOCKED and not (
+        plan.carrying[0] == KEY and plan.carrying[1] == color
+    ):
         if plan.carrying[0]:
             _drop_somewhere(plan)
         keys = np.argwhere((plan.cells[..., 0] == KEY) & (plan.cells[..., 1] == color))
@@ -70,14 +72,17 @@ def _drop_somewhere(plan: Planner) -> None:
 
 
 class DoorKeyEnv(GridEnv):
-    """Pick up the key, unlock the door, and reach the goal behind the wall.
+    (
+        """Pick up the key, unlock the door, and reach the goal behind the wall.
 
     ## Description
     MiniGrid's ``DoorKey`` (Chevalier-Boisvert et al. 2023): a ``size x size`` room split by a
     vertical wall at a random column with one locked yellow door at a random row. The agent
     (random cell and direction) and the yellow key are left of the wall, the goal is in the
     bottom-right corner. A sparse-reward exploration benchmark.
-""" + _VIEW_DOC + """
+"""
+        + _VIEW_DOC
+        + """
     ## Rewards
     ``1 - 0.9 * steps / max_steps`` on reaching the goal (MiniGrid's formula), else 0.
 
@@ -99,13 +104,19 @@ class DoorKeyEnv(GridEnv):
     ## Version History
     * v0: initial version.
     """
+    )
 
     remote_kwargs = {"size": client(IntRange(5, 32))}
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(self, *, size: int = 8, max_steps: int | None = None, **kwargs: Any):
         self.size = check_int("size", size, 5, 32)
-        super().__init__(height=size, width=size, max_steps=10 * size * size if max_steps is None else max_steps, **kwargs)
+        super().__init__(
+            height=size,
+            width=size,
+            max_steps=10 * size * size if max_steps is None else max_steps,
+            **kwargs,
+        )
 
     def _gen_grid(self, height: int, width: int) -> None:
         rng = self.np_random
@@ -129,14 +140,17 @@ class DoorKeyEnv(GridEnv):
 
 
 class MultiRoomEnv(GridEnv):
-    """Walk through a chain of rooms, opening the closed door of each, to the goal in the last.
+    (
+        """Walk through a chain of rooms, opening the closed door of each, to the goal in the last.
 
     ## Description
     MiniGrid's ``MultiRoom``: ``num_rooms`` rectangular rooms (sides 4..``max_room_size``, walls
     included) placed one after another in random directions on a ``size x size`` grid, each joined
     to the next by a closed (not locked) door of a random color. The agent starts in the first
     room, the goal is in the last. Long horizon with sparse reward.
-""" + _VIEW_DOC + """
+"""
+        + _VIEW_DOC
+        + """
     ## Rewards
     ``1 - 0.9 * steps / max_steps`` on reaching the goal, else 0.
 
@@ -153,6 +167,7 @@ class MultiRoomEnv(GridEnv):
     ## Version History
     * v0: initial version.
     """
+    )
 
     remote_kwargs = {
         "num_rooms": client(IntRange(2, 8)),
@@ -161,11 +176,24 @@ class MultiRoomEnv(GridEnv):
     }
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
-    def __init__(self, *, num_rooms: int = 2, max_room_size: int = 4, size: int = 25, max_steps: int | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        *,
+        num_rooms: int = 2,
+        max_room_size: int = 4,
+        size: int = 25,
+        max_steps: int | None = None,
+        **kwargs: Any,
+    ):
         self.num_rooms = check_int("num_rooms", num_rooms, 2, 8)
         self.max_room_size = check_int("max_room_size", max_room_size, 4, 10)
         self.size = check_int("size", size, 10, 32)
-        super().__init__(height=size, width=size, max_steps=20 * num_rooms if max_steps is None else max_steps, **kwargs)
+        super().__init__(
+            height=size,
+            width=size,
+            max_steps=20 * num_rooms if max_steps is None else max_steps,
+            **kwargs,
+        )
         self._doors: list[tuple[int, int]] = []
 
     def _gen_grid(self, height: int, width: int) -> None:
@@ -184,18 +212,27 @@ class MultiRoomEnv(GridEnv):
                 side = int(rng.integers(4))  # 0 east, 1 south, 2 west, 3 north
                 nh, nw = (int(rng.integers(4, self.max_room_size + 1)) for _ in range(2))
                 if side in (0, 2):
-                    door = (int(rng.integers(ptop + 1, ptop + ph - 1)), pleft + pw - 1 if side == 0 else pleft)
+                    door = (
+                        int(rng.integers(ptop + 1, ptop + ph - 1)),
+                        pleft + pw - 1 if side == 0 else pleft,
+                    )
                     ntop = int(rng.integers(door[0] - nh + 2, door[0]))
                     nleft = door[1] if side == 0 else door[1] - nw + 1
                 else:
-                    door = (ptop + ph - 1 if side == 1 else ptop, int(rng.integers(pleft + 1, pleft + pw - 1)))
+                    door = (
+                        ptop + ph - 1 if side == 1 else ptop,
+                        int(rng.integers(pleft + 1, pleft + pw - 1)),
+                    )
                     nleft = int(rng.integers(door[1] - nw + 2, door[1]))
                     ntop = door[0] if side == 1 else door[0] - nh + 1
                 if ntop < 0 or nleft < 0 or ntop + nh > height or nleft + nw > width:
                     continue
                 # the new room's interior must not touch any earlier room (walls may be shared)
                 if any(
-                    ntop < t + rh - 1 and t < ntop + nh - 1 and nleft < lf + rw - 1 and lf < nleft + nw - 1
+                    ntop < t + rh - 1
+                    and t < ntop + nh - 1
+                    and nleft < lf + rw - 1
+                    and lf < nleft + nw - 1
                     for t, lf, rh, rw in rooms
                 ):
                     continue
@@ -232,14 +269,17 @@ class MultiRoomEnv(GridEnv):
 
 
 class KeyCorridorEnv(GridEnv):
-    """Find the key in a side room, unlock the locked room, and pick up the ball inside it.
+    (
+        """Find the key in a side room, unlock the locked room, and pick up the ball inside it.
 
     ## Description
     MiniGrid's ``KeyCorridor`` (after BabyAI): ``num_rows x 3`` rooms; the middle column is one
     corridor, the side rooms open onto it through closed doors. One room on the right is locked
     and holds the ball; the key of its color lies in a room on the left. The agent starts in the
     corridor. Success is picking up the ball. Long horizon: open, fetch, unlock, drop, fetch.
-""" + _VIEW_DOC + """
+"""
+        + _VIEW_DOC
+        + """
     ## Rewards
     ``1 - 0.9 * steps / max_steps`` when the ball is picked up, else 0.
 
@@ -258,17 +298,22 @@ class KeyCorridorEnv(GridEnv):
     ## Version History
     * v0: initial version.
     """
+    )
 
     remote_kwargs = {"num_rows": client(IntRange(1, 4)), "room_size": client(IntRange(3, 7))}
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
-    def __init__(self, *, num_rows: int = 1, room_size: int = 3, max_steps: int | None = None, **kwargs: Any):
+    def __init__(
+        self, *, num_rows: int = 1, room_size: int = 3, max_steps: int | None = None, **kwargs: Any
+    ):
         self.num_rows = check_int("num_rows", num_rows, 1, 4)
         self.room_size = check_int("room_size", room_size, 3, 7)
         side = room_size - 1  # neighbouring rooms share a wall
         super().__init__(
-            height=side * num_rows + 1, width=side * 3 + 1,
-            max_steps=30 * room_size**2 if max_steps is None else max_steps, **kwargs,
+            height=side * num_rows + 1,
+            width=side * 3 + 1,
+            max_steps=30 * room_size**2 if max_steps is None else max_steps,
+            **kwargs,
         )
         self._locked = self._key_door = (0, 0)
 

@@ -20,16 +20,32 @@ from __future__ import annotations
 
 import numpy as np
 
-UNSEEN, EMPTY, WALL, FLOOR, DOOR, KEY, BALL, BOX, GOAL, LAVA, AGENT, ICE, HOLE, CRATE, TARGET = range(15)
+UNSEEN, EMPTY, WALL, FLOOR, DOOR, KEY, BALL, BOX, GOAL, LAVA, AGENT, ICE, HOLE, CRATE, TARGET = (
+    range(15)
+)
 OBJECT_NAMES: tuple[str, ...] = (
-    "unseen", "empty", "wall", "floor", "door", "key", "ball", "box", "goal", "lava", "agent",
-    "ice", "hole", "crate", "target",
+    "unseen",
+    "empty",
+    "wall",
+    "floor",
+    "door",
+    "key",
+    "ball",
+    "box",
+    "goal",
+    "lava",
+    "agent",
+    "ice",
+    "hole",
+    "crate",
+    "target",
 )
 NUM_TYPES = len(OBJECT_NAMES)
 RED, GREEN, BLUE, PURPLE, YELLOW, GREY = range(6)
 COLOR_NAMES: tuple[str, ...] = ("red", "green", "blue", "purple", "yellow", "grey")
 COLOR_RGB = np.array(
-    [[255, 0, 0], [0, 255, 0], [0, 0, 255], [112, 39, 195], [255, 255, 0], [100, 100, 100]], dtype=np.uint8
+    [[255, 0, 0], [0, 255, 0], [0, 0, 255], [112, 39, 195], [255, 255, 0], [100, 100, 100]],
+    dtype=np.uint8,
 )
 OPEN, CLOSED, LOCKED = 0, 1, 2
 DOOR_STATES: tuple[str, ...] = ("open", "closed", "locked")

@@ -68,10 +68,17 @@ class GoToObjectEnv(GridEnv):
     remote_kwargs = {"size": client(IntRange(5, 16)), "num_objects": client(IntRange(1, 8))}
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
-    def __init__(self, *, size: int = 8, num_objects: int = 3, max_steps: int | None = None, **kwargs: Any):
+    def __init__(
+        self, *, size: int = 8, num_objects: int = 3, max_steps: int | None = None, **kwargs: Any
+    ):
         self.size = check_int("size", size, 5, 16)
         self.num_objects = check_int("num_objects", num_objects, 1, min(8, (size - 2) ** 2 - 2))
-        super().__init__(height=size, width=size, max_steps=5 * size * size if max_steps is None else max_steps, **kwargs)
+        super().__init__(
+            height=size,
+            width=size,
+            max_steps=5 * size * size if max_steps is None else max_steps,
+            **kwargs,
+        )
         self.target = (BALL, 0)
 
     def _gen_grid(self, height: int, width: int) -> None:
@@ -108,4 +115,3 @@ class GoToObjectEnv(GridEnv):
 
     def _task_rules(self) -> str:
         return f"Mission: {self.mission}. You win by standing next to that object and facing it."
-

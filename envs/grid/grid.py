@@ -33,7 +33,9 @@ class Grid:
 
     def __init__(self, height: int, width: int, *, pad: int = 6):
         if height < 3 or width < 3 or pad < 0:
-            raise ValueError(f"grid must be at least 3x3 with pad >= 0, got {height}x{width}, pad {pad}")
+            raise ValueError(
+                f"grid must be at least 3x3 with pad >= 0, got {height}x{width}, pad {pad}"
+            )
         self.height, self.width, self.pad = int(height), int(width), int(pad)
         self.padded = np.zeros((height + 2 * pad, width + 2 * pad, 3), dtype=np.uint8)
         self.padded[..., 0] = WALL
@@ -42,12 +44,19 @@ class Grid:
         self._flat = self.padded.reshape(-1, 3)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"height": self.height, "width": self.width, "pad": self.pad, "padded": self.padded.copy()}
+        return {
+            "height": self.height,
+            "width": self.width,
+            "pad": self.pad,
+            "padded": self.padded.copy(),
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.height, self.width, self.pad = state["height"], state["width"], state["pad"]
         self.padded = state["padded"]
-        self.cells = self.padded[self.pad : self.pad + self.height, self.pad : self.pad + self.width]
+        self.cells = self.padded[
+            self.pad : self.pad + self.height, self.pad : self.pad + self.width
+        ]
         self._flat = self.padded.reshape(-1, 3)
 
     def copy(self) -> Grid:
@@ -82,7 +91,13 @@ class Grid:
 
     # views
     def ego_view(
-        self, r: int, c: int, direction: int, view_size: int = 7, *, see_through_walls: bool = False,
+        self,
+        r: int,
+        c: int,
+        direction: int,
+        view_size: int = 7,
+        *,
+        see_through_walls: bool = False,
         hidden: np.ndarray | None = None,
     ) -> np.ndarray:
         """The egocentric view of an agent at ``(r, c)`` facing ``direction``.

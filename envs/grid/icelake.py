@@ -83,15 +83,27 @@ class IceLakeEnv(GridEnv):
     }
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
-    def __init__(self, *, size: int = 4, hole_density: float = 0.2, slip: float = 2 / 3, max_steps: int | None = None, observation: str = "full", **kwargs: Any):
+    def __init__(
+        self,
+        *,
+        size: int = 4,
+        hole_density: float = 0.2,
+        slip: float = 2 / 3,
+        max_steps: int | None = None,
+        observation: str = "full",
+        **kwargs: Any,
+    ):
         self.size = check_int("size", size, 3, 20)
         self.hole_density = check_number("hole_density", hole_density, 0.0, 0.4)
         self.slip = check_number("slip", slip, 0.0, 1.0)
         self.spl = self.slip == 0.0
         default_steps = 100 if size <= 4 else 25 * size
         super().__init__(
-            height=size + 2, width=size + 2, max_steps=default_steps if max_steps is None else max_steps,
-            observation=observation, **kwargs,
+            height=size + 2,
+            width=size + 2,
+            max_steps=default_steps if max_steps is None else max_steps,
+            observation=observation,
+            **kwargs,
         )
         self._policy: np.ndarray | None = None
         self._success_probability = 0.0
@@ -120,12 +132,20 @@ class IceLakeEnv(GridEnv):
         )
 
     def _apply(self, name: str) -> None:
-        if self.action_set == "cardinal" and name in ("up", "right", "down", "left") or name == "forward":
+        if (
+            self.action_set == "cardinal"
+            and name in ("up", "right", "down", "left")
+            or name == "forward"
+        ):
             r, c = self.agent_pos
             if self.slip > 0.0 and self.grid.cells[r, c, 0] == ICE:
                 u = float(self.np_random.random())
                 if u < self.slip:
-                    direction = _MOVE_DIRS[("up", "right", "down", "left").index(name)] if name != "forward" else self.agent_dir
+                    direction = (
+                        _MOVE_DIRS[("up", "right", "down", "left").index(name)]
+                        if name != "forward"
+                        else self.agent_dir
+                    )
                     side = 1 if u < self.slip / 2 else -1
                     slid = (direction + side) % 4
                     nr, nc = r + int(DIR_VEC[slid, 0]), c + int(DIR_VEC[slid, 1])
@@ -156,7 +176,9 @@ class IceLakeEnv(GridEnv):
         for _ in range(self.max_steps):
             for a, d in enumerate(_MOVE_DIRS):
                 left, right = (d - 1) % 4, (d + 1) % 4
-                q[a] = (1 - self.slip) * value[nxt[d]] + self.slip / 2 * (value[nxt[left]] + value[nxt[right]])
+                q[a] = (1 - self.slip) * value[nxt[d]] + self.slip / 2 * (
+                    value[nxt[left]] + value[nxt[right]]
+                )
             new = np.where(goal, 1.0, np.where(hole, 0.0, q.max(axis=0)))
             if np.array_equal(new, value):
                 break
@@ -181,7 +203,11 @@ class IceLakeEnv(GridEnv):
         """Length of a shortest hole-free path (the slip-free optimum); a lower bound with slip."""
         if self._optimal is None:
             grid, pos, direction, _ = self._start
-            plan = self.plan_to(standing_goal(self.height, self.width, grid.find(GOAL)), safe_mask(grid.cells), (pos[0], pos[1], direction))
+            plan = self.plan_to(
+                standing_goal(self.height, self.width, grid.find(GOAL)),
+                safe_mask(grid.cells),
+                (pos[0], pos[1], direction),
+            )
             self._optimal = max(len(plan or []), 1)
         return self._optimal
 

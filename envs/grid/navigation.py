@@ -85,7 +85,12 @@ class EmptyEnv(_ReachGoal):
 
     def __init__(self, *, size: int = 8, max_steps: int | None = None, **kwargs: Any):
         self.size = check_int("size", size, 5, 32)
-        super().__init__(height=size, width=size, max_steps=4 * size * size if max_steps is None else max_steps, **kwargs)
+        super().__init__(
+            height=size,
+            width=size,
+            max_steps=4 * size * size if max_steps is None else max_steps,
+            **kwargs,
+        )
 
     def _gen_grid(self, height: int, width: int) -> None:
         self.grid.wall_rect(0, 0, height, width)
@@ -122,7 +127,9 @@ class FourRoomsEnv(_ReachGoal):
 
     def __init__(self, *, size: int = 19, max_steps: int | None = None, **kwargs: Any):
         self.size = check_int("size", size, 7, 32)
-        super().__init__(height=size, width=size, max_steps=100 if max_steps is None else max_steps, **kwargs)
+        super().__init__(
+            height=size, width=size, max_steps=100 if max_steps is None else max_steps, **kwargs
+        )
 
     def _gen_grid(self, height: int, width: int) -> None:
         grid = self.grid
@@ -178,8 +185,11 @@ class MazeEnv(EmptyEnv):
         while stack:
             r, c = stack[-1]
             options = [
-                (r + dr, c + dc) for dr, dc in ((-2, 0), (0, 2), (2, 0), (0, -2))
-                if 0 < r + dr < height - 1 and 0 < c + dc < width - 1 and cells[r + dr, c + dc, 0] == WALL
+                (r + dr, c + dc)
+                for dr, dc in ((-2, 0), (0, 2), (2, 0), (0, -2))
+                if 0 < r + dr < height - 1
+                and 0 < c + dc < width - 1
+                and cells[r + dr, c + dc, 0] == WALL
             ]
             if not options:
                 stack.pop()
@@ -223,7 +233,9 @@ class LavaCrossingEnv(EmptyEnv):
     remote_kwargs = {"num_crossings": client(IntRange(1, 15))}
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
-    def __init__(self, *, size: int = 9, num_crossings: int = 1, max_steps: int | None = None, **kwargs: Any):
+    def __init__(
+        self, *, size: int = 9, num_crossings: int = 1, max_steps: int | None = None, **kwargs: Any
+    ):
         check_odd_int("size", size, 7, 31)
         self.num_crossings = check_int("num_crossings", num_crossings, 1, 2 * ((size - 3) // 2))
         super().__init__(size=size, max_steps=max_steps, **kwargs)

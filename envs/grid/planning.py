@@ -51,7 +51,9 @@ def bfs_plan(
     r0, c0, d0 = start
     if goal[d0, r0, c0]:
         return []
-    parent: dict[tuple[int, int, int], tuple[tuple[int, int, int], int]] = {(r0, c0, d0): ((r0, c0, d0), -1)}
+    parent: dict[tuple[int, int, int], tuple[tuple[int, int, int], int]] = {
+        (r0, c0, d0): ((r0, c0, d0), -1)
+    }
     queue = deque([(r0, c0, d0)])
     while queue:
         state = queue.popleft()
@@ -160,7 +162,9 @@ class Planner:
             self.cells[fr, fc, 2] = CLOSED if self.cells[fr, fc, 2] == OPEN else OPEN
 
 
-def simulate_plan(agent: tuple[int, int, int], plan: Sequence[int], passable: np.ndarray, action_set: str) -> tuple[int, int, int]:
+def simulate_plan(
+    agent: tuple[int, int, int], plan: Sequence[int], passable: np.ndarray, action_set: str
+) -> tuple[int, int, int]:
     """The ``(row, col, direction)`` reached by following a movement ``plan`` from ``agent``."""
     r, c, d = agent
     height, width = passable.shape

@@ -38,8 +38,15 @@ from verigym.envs.grid.encoding import (
 
 # -- text ---------------------------------------------------------------------------------------
 _SYMBOL = {
-    UNSEEN: "??", EMPTY: ". ", WALL: "##", FLOOR: ". ", GOAL: "G ", LAVA: "~~", ICE: "__",
-    HOLE: "OO", TARGET: "x ",
+    UNSEEN: "??",
+    EMPTY: ". ",
+    WALL: "##",
+    FLOOR: ". ",
+    GOAL: "G ",
+    LAVA: "~~",
+    ICE: "__",
+    HOLE: "OO",
+    TARGET: "x ",
 }
 _OBJECT_LETTER = {KEY: "K", BALL: "B", BOX: "X"}
 _DOOR_LETTER = ("/", "D", "L")
@@ -70,7 +77,10 @@ def cell_text(kind: int, color: int, state: int) -> str:
 
 def grid_text(observation: np.ndarray) -> str:
     """The ASCII map of an encoded ``uint8 (H, W, 3)`` array, one text line per row."""
-    return "\n".join("".join(cell_text(*map(int, cell)) for cell in row).rstrip() for row in observation)
+    return "\n".join(
+        "".join(cell_text(*map(int, cell)) for cell in row).rstrip() for row in observation
+    )
+
 
 def object_name(kind: int, color: int, state: int) -> str:
     """How the text view names an object: ``"a red key"``, ``"a wall"``."""
@@ -106,7 +116,10 @@ def _tile(kind: int, color: int, state: int, size: int) -> np.ndarray:
     elif kind == TARGET:
         paint(np.abs(x - 0.5) + np.abs(y - 0.5) < 0.25, (220, 60, 60))
     elif kind == CRATE:
-        paint((np.abs(x - 0.5) < 0.4) & (np.abs(y - 0.5) < 0.4), (0, 170, 80) if state else (150, 100, 40))
+        paint(
+            (np.abs(x - 0.5) < 0.4) & (np.abs(y - 0.5) < 0.4),
+            (0, 170, 80) if state else (150, 100, 40),
+        )
         paint((np.abs(x - y) < 0.05) | (np.abs(x + y - 1) < 0.05), (60, 40, 10))
     elif kind == DOOR:
         frame = (np.abs(x - 0.5) < 0.47) & (np.abs(y - 0.5) < 0.47)
@@ -169,7 +182,12 @@ def render_rgb(
         for c in range(width):
             kind, color, state = (int(v) for v in cells[r, c])
             block = image[r * tile_size : (r + 1) * tile_size, c * tile_size : (c + 1) * tile_size]
-            block[:] = _tile(kind if kind != AGENT else color, 0 if kind == AGENT else color, 0 if kind == AGENT else state, tile_size)
+            block[:] = _tile(
+                kind if kind != AGENT else color,
+                0 if kind == AGENT else color,
+                0 if kind == AGENT else state,
+                tile_size,
+            )
             if kind == AGENT:
                 block[_agent_mask(state % 4, tile_size)] = COLOR_RGB[RED]
     for r, c, direction, color in agents:

@@ -28,7 +28,12 @@ _MOVE_DIRS = (NORTH, EAST, SOUTH, WEST)  # cardinal actions 0..3
 
 
 def solve_sokoban(
-    walls: np.ndarray, boxes: frozenset[int], targets: frozenset[int], player: int, *, max_nodes: int = 200_000
+    walls: np.ndarray,
+    boxes: frozenset[int],
+    targets: frozenset[int],
+    player: int,
+    *,
+    max_nodes: int = 200_000,
 ) -> list[int] | None:
     """A move-optimal Sokoban solution by breadth-first search over (player, crates) states.
 
@@ -164,14 +169,27 @@ class SokobanEnv(GridEnv):
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
     def __init__(
-        self, *, size: int = 7, num_boxes: int = 2, reverse_steps: int = 100, max_steps: int | None = None,
-        max_solver_nodes: int = 200_000, observation: str = "full", **kwargs: Any,
+        self,
+        *,
+        size: int = 7,
+        num_boxes: int = 2,
+        reverse_steps: int = 100,
+        max_steps: int | None = None,
+        max_solver_nodes: int = 200_000,
+        observation: str = "full",
+        **kwargs: Any,
     ):
         self.size = check_int("size", size, 5, 10)
         self.num_boxes = check_int("num_boxes", num_boxes, 1, 4)
         self.reverse_steps = check_int("reverse_steps", reverse_steps, 4, 500)
         self.max_solver_nodes = check_int("max_solver_nodes", max_solver_nodes, 100, 10_000_000)
-        super().__init__(height=size, width=size, max_steps=120 if max_steps is None else max_steps, observation=observation, **kwargs)
+        super().__init__(
+            height=size,
+            width=size,
+            max_steps=120 if max_steps is None else max_steps,
+            observation=observation,
+            **kwargs,
+        )
         self._targets = np.zeros((size, size), dtype=bool)
         self._witness: list[int] = []
         self._pushed = 0
@@ -229,7 +247,9 @@ class SokobanEnv(GridEnv):
         if cells[r, c, 0] != CRATE:
             return cells[r, c, 0] in (EMPTY, TARGET)
         br, bc = r + int(DIR_VEC[direction, 0]), c + int(DIR_VEC[direction, 1])
-        return 0 <= br < self.height and 0 <= bc < self.width and cells[br, bc, 0] in (EMPTY, TARGET)
+        return (
+            0 <= br < self.height and 0 <= bc < self.width and cells[br, bc, 0] in (EMPTY, TARGET)
+        )
 
     def _move(self, r: int, c: int) -> None:
         cells = self.grid.cells

@@ -13,21 +13,29 @@ ROWS: list[EnvRow] = [
         description="Walk to the treasure on a grid with random walls (the tensor tutorial env).",
     ),
     *variants(
-        "verigym/Empty-{}-v0", f"{_GRID}.navigation:EmptyEnv", family="grid",
+        "verigym/Empty-{}-v0",
+        f"{_GRID}.navigation:EmptyEnv",
+        family="grid",
         rows={"5x5": {"size": 5}, "8x8": {"size": 8}, "16x16": {"size": 16}},
         description="MiniGrid Empty: reach the goal in an empty room (random start).",
     ),
     EnvRow(
-        "verigym/FourRooms-v0", f"{_GRID}.navigation:FourRoomsEnv", family="grid",
+        "verigym/FourRooms-v0",
+        f"{_GRID}.navigation:FourRoomsEnv",
+        family="grid",
         description="MiniGrid FourRooms: reach the goal through the gaps of four rooms.",
     ),
     *variants(
-        "verigym/DoorKey-{}-v0", f"{_GRID}.doorkey:DoorKeyEnv", family="grid",
+        "verigym/DoorKey-{}-v0",
+        f"{_GRID}.doorkey:DoorKeyEnv",
+        family="grid",
         rows={"5x5": {"size": 5}, "6x6": {"size": 6}, "8x8": {"size": 8}, "16x16": {"size": 16}},
         description="MiniGrid DoorKey: pick up the key, unlock the door, reach the goal.",
     ),
     *variants(
-        "verigym/MultiRoom-{}-v0", f"{_GRID}.doorkey:MultiRoomEnv", family="grid",
+        "verigym/MultiRoom-{}-v0",
+        f"{_GRID}.doorkey:MultiRoomEnv",
+        family="grid",
         rows={
             "N2-S4": {"num_rooms": 2, "max_room_size": 4},
             "N4-S5": {"num_rooms": 4, "max_room_size": 5},
@@ -36,7 +44,9 @@ ROWS: list[EnvRow] = [
         description="MiniGrid MultiRoom: open the door of each room in a chain (long horizon).",
     ),
     *variants(
-        "verigym/KeyCorridor-{}-v0", f"{_GRID}.doorkey:KeyCorridorEnv", family="grid",
+        "verigym/KeyCorridor-{}-v0",
+        f"{_GRID}.doorkey:KeyCorridorEnv",
+        family="grid",
         rows={
             "S3R1": {"room_size": 3, "num_rows": 1},
             "S4R3": {"room_size": 4, "num_rows": 3},
@@ -45,7 +55,9 @@ ROWS: list[EnvRow] = [
         description="MiniGrid KeyCorridor: fetch a key, unlock a room, pick up the ball (long horizon).",
     ),
     *variants(
-        "verigym/LavaCrossing-{}-v0", f"{_GRID}.navigation:LavaCrossingEnv", family="grid",
+        "verigym/LavaCrossing-{}-v0",
+        f"{_GRID}.navigation:LavaCrossingEnv",
+        family="grid",
         rows={
             "S9N1": {"size": 9, "num_crossings": 1},
             "S9N3": {"size": 9, "num_crossings": 3},
@@ -54,17 +66,23 @@ ROWS: list[EnvRow] = [
         description="MiniGrid LavaCrossing: cross rivers of lava through their gaps to the goal.",
     ),
     *variants(
-        "verigym/Maze-{}-v0", f"{_GRID}.navigation:MazeEnv", family="grid",
+        "verigym/Maze-{}-v0",
+        f"{_GRID}.navigation:MazeEnv",
+        family="grid",
         rows={"11x11": {"size": 11}, "21x21": {"size": 21}},
         description="A perfect maze (recursive backtracker); the goal is at the farthest cell.",
     ),
     *variants(
-        "verigym/IceLake-{}-v0", f"{_GRID}.icelake:IceLakeEnv", family="grid",
+        "verigym/IceLake-{}-v0",
+        f"{_GRID}.icelake:IceLakeEnv",
+        family="grid",
         rows={"4x4": {"size": 4}, "8x8": {"size": 8}},
         description="A procedural slippery frozen lake (FrozenLake kind), always solvable.",
     ),
     *variants(
-        "verigym/Sokoban-{}-v0", f"{_GRID}.sokoban:SokobanEnv", family="grid",
+        "verigym/Sokoban-{}-v0",
+        f"{_GRID}.sokoban:SokobanEnv",
+        family="grid",
         rows={
             "6x6-B1": {"size": 6, "num_boxes": 1, "reverse_steps": 60},
             "7x7-B2": {"size": 7, "num_boxes": 2, "reverse_steps": 100},
@@ -73,12 +91,16 @@ ROWS: list[EnvRow] = [
         description="Sokoban by reverse play (always solvable); BFS solver for the optimum.",
     ),
     *variants(
-        "verigym/GoToObject-{}-v0", f"{_GRID}.goto:GoToObjectEnv", family="grid",
+        "verigym/GoToObject-{}-v0",
+        f"{_GRID}.goto:GoToObjectEnv",
+        family="grid",
         rows={"6x6-N2": {"size": 6, "num_objects": 2}, "8x8-N4": {"size": 8, "num_objects": 4}},
         description='BabyAI-style language mission: "go to the red ball" among distractors.',
     ),
     *variants(
-        "verigym/Coverage-{}-v0", f"{_GRID}.coverage:CoverageEnv", family="grid",
+        "verigym/Coverage-{}-v0",
+        f"{_GRID}.coverage:CoverageEnv",
+        family="grid",
         rows={"6x6": {"size": 6}, "10x10": {"size": 10, "obstacle_density": 0.15}},
         description="Visit every free cell; the reward of a revisit decays (diminishing returns).",
     ),

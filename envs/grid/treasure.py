@@ -72,11 +72,22 @@ class TreasureEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
     }
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
-    def __init__(self, *, size: int = 7, wall_density: float = 0.2, max_steps: int | None = None, render_mode: str | None = None):
+    def __init__(
+        self,
+        *,
+        size: int = 7,
+        wall_density: float = 0.2,
+        max_steps: int | None = None,
+        render_mode: str | None = None,
+    ):
         self.size = check_int("size", size, 4, 32)
         self.wall_density = check_number("wall_density", wall_density, 0.0, 0.4)
-        self.max_steps = 4 * size * size if max_steps is None else check_int("max_steps", max_steps, 1)
-        self.render_mode = check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        self.max_steps = (
+            4 * size * size if max_steps is None else check_int("max_steps", max_steps, 1)
+        )
+        self.render_mode = check_choice(
+            "render_mode", render_mode, (None, *self.metadata["render_modes"])
+        )
         self.observation_space = spaces.Box(0, 3, shape=(size, size), dtype=np.uint8)
         self.action_space = spaces.Discrete(4)
         self._walls = np.zeros((size, size), dtype=bool)
@@ -95,7 +106,12 @@ class TreasureEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
             r, c = queue.popleft()
             for dr, dc in MOVES:
                 nr, nc = r + dr, c + dc
-                if 0 <= nr < self.size and 0 <= nc < self.size and not self._walls[nr, nc] and dist[nr, nc] < 0:
+                if (
+                    0 <= nr < self.size
+                    and 0 <= nc < self.size
+                    and not self._walls[nr, nc]
+                    and dist[nr, nc] < 0
+                ):
                     dist[nr, nc] = dist[r, c] + 1
                     queue.append((nr, nc))
         return dist
@@ -119,7 +135,9 @@ class TreasureEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         return self._mask().astype(bool)
 
     # -- Gymnasium API -------------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         while True:
             self._walls = self.np_random.random((self.size, self.size)) < self.wall_density
@@ -158,7 +176,9 @@ class TreasureEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         if self.render_mode == "ansi":
             return self.observation_text(self._observation())
         if self.render_mode == "rgb_array":
-            palette = np.array([[240, 240, 240], [60, 60, 60], [230, 190, 30], [200, 40, 40]], dtype=np.uint8)
+            palette = np.array(
+                [[240, 240, 240], [60, 60, 60], [230, 190, 30], [200, 40, 40]], dtype=np.uint8
+            )
             cells = palette[self._observation()]
             return np.repeat(np.repeat(cells, 16, axis=0), 16, axis=1)
         return None

@@ -45,14 +45,22 @@ class GridVectorEnv(VectorEnv):
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "family": "grid"}
 
-    def __init__(self, env_fns: str | Sequence[Callable[[], gym.Env]], num_envs: int | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        env_fns: str | Sequence[Callable[[], gym.Env]],
+        num_envs: int | None = None,
+        **kwargs: Any,
+    ):
         if isinstance(env_fns, str):
             env_id = env_fns
             if num_envs is None or num_envs < 1:
                 raise ValueError(f"num_envs must be >= 1 with an env id, got {num_envs!r}")
             import verigym  # noqa: F401  (registers the ids)
 
-            env_fns = [lambda: gym.make(env_id, disable_env_checker=True, **kwargs) for _ in range(num_envs)]
+            env_fns = [
+                lambda: gym.make(env_id, disable_env_checker=True, **kwargs)
+                for _ in range(num_envs)
+            ]
         self.envs: list[GridEnv] = []
         for make in env_fns:
             env = make().unwrapped
@@ -63,8 +71,13 @@ class GridVectorEnv(VectorEnv):
             raise ValueError("GridVectorEnv needs at least one env")
         first = self.envs[0]
         for env in self.envs[1:]:
-            if env.observation_space != first.observation_space or env.action_space != first.action_space:
-                raise ValueError("all envs of a GridVectorEnv must share their observation and action spaces")
+            if (
+                env.observation_space != first.observation_space
+                or env.action_space != first.action_space
+            ):
+                raise ValueError(
+                    "all envs of a GridVectorEnv must share their observation and action spaces"
+                )
         self.num_envs = len(self.envs)
         self.single_observation_space = first.observation_space
         self.single_action_space = first.action_space
@@ -75,8 +88,17 @@ class GridVectorEnv(VectorEnv):
         self._masks = np.zeros((self.num_envs, first.action_space.n), dtype=np.int8)
         self._done = np.zeros(self.num_envs, dtype=bool)
 
-    def reset(self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
-        seeds = [None if seed is None else seed + i for i in range(self.num_envs)] if not isinstance(seed, Sequence) else list(seed)
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        seeds = (
+            [None if seed is None else seed + i for i in range(self.num_envs)]
+            if not isinstance(seed, Sequence)
+            else list(seed)
+        )
         if len(seeds) != self.num_envs:
             raise ValueError(f"expected {self.num_envs} seeds, got {len(seeds)}")
         for i, (env, s) in enumerate(zip(self.envs, seeds)):
@@ -84,9 +106,14 @@ class GridVectorEnv(VectorEnv):
             self._obs[i] = obs
             self._masks[i] = info[ACTION_MASK]
         self._done[:] = False
-        return self._obs.copy(), {ACTION_MASK: self._masks.copy(), "mission": np.array([e.mission for e in self.envs], dtype=object)}
+        return self._obs.copy(), {
+            ACTION_MASK: self._masks.copy(),
+            "mission": np.array([e.mission for e in self.envs], dtype=object),
+        }
 
-    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(
+        self, actions: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         actions = np.asarray(actions)
         if actions.shape != (self.num_envs,):
             raise ValueError(f"expected actions of shape ({self.num_envs},), got {actions.shape}")
@@ -101,7 +128,10 @@ class GridVectorEnv(VectorEnv):
                 obs, rewards[i], terminated[i], truncated[i], info = env.step(int(actions[i]))
                 if terminated[i] or truncated[i]:
                     if ended is None:
-                        success, score = np.zeros(self.num_envs, dtype=bool), np.zeros(self.num_envs)
+                        success, score = (
+                            np.zeros(self.num_envs, dtype=bool),
+                            np.zeros(self.num_envs),
+                        )
                         ended = np.zeros(self.num_envs, dtype=bool)
                     success[i], score[i], ended[i] = info[SUCCESS], info[SCORE], True
             self._obs[i] = obs
@@ -109,7 +139,9 @@ class GridVectorEnv(VectorEnv):
         self._done = terminated | truncated
         infos: dict[str, Any] = {ACTION_MASK: self._masks.copy()}
         if ended is not None:
-            infos.update({SUCCESS: success, "_" + SUCCESS: ended, SCORE: score, "_" + SCORE: ended.copy()})
+            infos.update(
+                {SUCCESS: success, "_" + SUCCESS: ended, SCORE: score, "_" + SCORE: ended.copy()}
+            )
         return self._obs.copy(), rewards, terminated, truncated, infos
 
     def close_extras(self, **kwargs: Any) -> None:

@@ -32,7 +32,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Browser", "BrowserCrashed", "chromium_executable", "probe", "shared_chromium", "shutdown"]
+__all__ = [
+    "Browser",
+    "BrowserCrashed",
+    "chromium_executable",
+    "probe",
+    "shared_chromium",
+    "shutdown",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -69,9 +76,15 @@ def chromium_executable() -> str:
     Raises:
         RuntimeError: no Chromium is installed (says how to install it).
     """
-    path = os.environ.get("VERIGYM_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    path = (
+        os.environ.get("VERIGYM_CHROMIUM")
+        or shutil.which("chromium")
+        or shutil.which("chromium-browser")
+    )
     if not path:
-        raise RuntimeError("the GUI envs need the system Chromium: apt-get install -y chromium (and pip install 'verigym[gui]')")
+        raise RuntimeError(
+            "the GUI envs need the system Chromium: apt-get install -y chromium (and pip install 'verigym[gui]')"
+        )
     return path
 
 
@@ -109,7 +122,9 @@ def shared_chromium() -> Any:
         raise RuntimeError("the GUI envs need playwright: pip install 'verigym[gui]'") from exc
     driver = entry[1] if entry is not None else sync_playwright().start()
     try:
-        chromium = driver.chromium.launch(executable_path=executable, headless=True, args=list(CHROMIUM_ARGS))
+        chromium = driver.chromium.launch(
+            executable_path=executable, headless=True, args=list(CHROMIUM_ARGS)
+        )
     except Exception:
         if entry is None:
             _stop(driver)
@@ -117,7 +132,9 @@ def shared_chromium() -> Any:
         _stop(driver)  # the driver may have died with the browser: start a new one, once
         driver = sync_playwright().start()
         try:
-            chromium = driver.chromium.launch(executable_path=executable, headless=True, args=list(CHROMIUM_ARGS))
+            chromium = driver.chromium.launch(
+                executable_path=executable, headless=True, args=list(CHROMIUM_ARGS)
+            )
         except Exception:
             _SHARED.pop(key, None)
             _stop(driver)
@@ -212,7 +229,9 @@ class Browser:
     @property
     def alive(self) -> bool:
         """True when the page is open and its Chromium connected."""
-        return self._page is not None and self._browser.is_connected() and not self._page.is_closed()
+        return (
+            self._page is not None and self._browser.is_connected() and not self._page.is_closed()
+        )
 
     def launch(self) -> None:
         """Open this browser's context and page in the shared Chromium (no-op when open)."""
@@ -264,8 +283,15 @@ class Browser:
         except BrowserCrashed:
             raise
         except Exception as exc:
-            if not self.alive or self._page.is_closed() or "closed" in str(exc).lower() or "crash" in str(exc).lower():
-                raise BrowserCrashed(f"the browser died: {type(exc).__name__}: {str(exc)[:200]}") from exc
+            if (
+                not self.alive
+                or self._page.is_closed()
+                or "closed" in str(exc).lower()
+                or "crash" in str(exc).lower()
+            ):
+                raise BrowserCrashed(
+                    f"the browser died: {type(exc).__name__}: {str(exc)[:200]}"
+                ) from exc
             raise
 
     def evaluate(self, script: str, argument: Any = None) -> Any:
@@ -282,7 +308,11 @@ class Browser:
             BrowserCrashed: the browser died.
         """
         expression = f"({script})({json.dumps(argument)})"
-        reply = self._call(self._cdp.send, "Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
+        reply = self._call(
+            self._cdp.send,
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+        )
         if "exceptionDetails" in reply:
             details = reply["exceptionDetails"]
             message = details.get("exception", {}).get("description") or details.get("text", "")
@@ -315,7 +345,9 @@ class Browser:
         """The viewport as a ``uint8`` array of shape ``(height, width, 3)`` (RGB)."""
         from PIL import Image
 
-        reply = self._call(self._cdp.send, "Page.captureScreenshot", {"format": "png", "optimizeForSpeed": True})
+        reply = self._call(
+            self._cdp.send, "Page.captureScreenshot", {"format": "png", "optimizeForSpeed": True}
+        )
         with Image.open(io.BytesIO(base64.b64decode(reply["data"]))) as image:
             array = np.asarray(image.convert("RGB"), dtype=np.uint8)
         if array.shape != (self.height, self.width, 3):  # never expected; keep the space contract
@@ -348,7 +380,16 @@ def probe() -> Any:
         version = browser._browser.version
         pixels = browser.screenshot()
     except Exception as exc:
-        return Probe("GUI envs (headless Chromium)", False, f"{type(exc).__name__}: {str(exc)[:200]}", "apt-get install -y chromium; pip install 'verigym[gui]'")
+        return Probe(
+            "GUI envs (headless Chromium)",
+            False,
+            f"{type(exc).__name__}: {str(exc)[:200]}",
+            "apt-get install -y chromium; pip install 'verigym[gui]'",
+        )
     finally:
         browser.close()
-    return Probe("GUI envs (headless Chromium)", True, f"Chromium {version} launched offline via playwright, screenshot {pixels.shape}")
+    return Probe(
+        "GUI envs (headless Chromium)",
+        True,
+        f"Chromium {version} launched offline via playwright, screenshot {pixels.shape}",
+    )

@@ -174,8 +174,13 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
         check_int("max_elements", max_elements, 8, 256)
         check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
         self._kwargs = {
-            "task": task, "num_items": num_items, "max_steps": max_steps, "viewport_width": viewport_width,
-            "viewport_height": viewport_height, "max_elements": max_elements, "render_mode": render_mode,
+            "task": task,
+            "num_items": num_items,
+            "max_steps": max_steps,
+            "viewport_width": viewport_width,
+            "viewport_height": viewport_height,
+            "max_elements": max_elements,
+            "render_mode": render_mode,
         }
         self.task = spec
         self.num_items = default if num_items is None else num_items
@@ -183,21 +188,29 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
         self.width, self.height = viewport_width, viewport_height
         self.max_elements = max_elements
         self.render_mode = render_mode
-        self.observation_space = spaces.Dict({
-            "screenshot": spaces.Box(0, 255, shape=(viewport_height, viewport_width, 3), dtype=np.uint8),
-            "text": UnicodeText(MAX_TREE_LENGTH),
-            "instruction": UnicodeText(1024),
-        })
-        self.action_space = GuiActionSpace({
-            "op": spaces.Discrete(len(OPS)),
-            "element": spaces.Discrete(max_elements),
-            "xy": spaces.MultiDiscrete([viewport_width, viewport_height]),
-            "text": spaces.Text(MAX_TYPE_LENGTH, min_length=1, charset=TYPE_CHARSET),
-            "key": spaces.Discrete(len(KEYS)),
-        })
+        self.observation_space = spaces.Dict(
+            {
+                "screenshot": spaces.Box(
+                    0, 255, shape=(viewport_height, viewport_width, 3), dtype=np.uint8
+                ),
+                "text": UnicodeText(MAX_TREE_LENGTH),
+                "instruction": UnicodeText(1024),
+            }
+        )
+        self.action_space = GuiActionSpace(
+            {
+                "op": spaces.Discrete(len(OPS)),
+                "element": spaces.Discrete(max_elements),
+                "xy": spaces.MultiDiscrete([viewport_width, viewport_height]),
+                "text": spaces.Text(MAX_TYPE_LENGTH, min_length=1, charset=TYPE_CHARSET),
+                "key": spaces.Discrete(len(KEYS)),
+            }
+        )
         self._browser = Browser(viewport_width, viewport_height)
         self._spec: dict[str, Any] | None = None
-        self._log: list[dict[str, Any]] = []  # the applied actions of this episode (replayed by copies)
+        self._log: list[
+            dict[str, Any]
+        ] = []  # the applied actions of this episode (replayed by copies)
         self._steps = 0
         self._over = False
         self._elements: list[dict[str, Any]] = []
@@ -244,7 +257,9 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
 
     def _element(self, index: int) -> dict[str, Any]:
         if index >= len(self._elements):
-            raise ActionParseError(f"there is no element {index} on the page; the ids are 0..{len(self._elements) - 1}")
+            raise ActionParseError(
+                f"there is no element {index} on the page; the ids are 0..{len(self._elements) - 1}"
+            )
         return self._elements[index]
 
     def _apply(self, action: dict[str, Any]) -> None:
@@ -258,7 +273,9 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
         if op in ("click", "type"):
             element = self._element(int(action["element"]))
             if op == "type" and element["role"] != "textbox":
-                raise ActionParseError(f"element {element['id']} is a {element['role']}, not a textbox; type into a textbox")
+                raise ActionParseError(
+                    f"element {element['id']} is a {element['role']}, not a textbox; type into a textbox"
+                )
             left, top, right, bottom = element["box"]
             if 0 <= left and 0 <= top and right <= self.width and bottom <= self.height:
                 centre = [(left + right) / 2, (top + bottom) / 2]
@@ -277,7 +294,9 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
         elif op in ("scroll_down", "scroll_up"):
             self._browser.scroll(SCROLL_PIXELS if op == "scroll_down" else -SCROLL_PIXELS)
 
-    def _crashed(self, info: dict[str, Any], exc: Exception) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+    def _crashed(
+        self, info: dict[str, Any], exc: Exception
+    ) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
         logger.warning("the browser of %s crashed: %s", self.task.name, exc)
         self._browser.close()
         self._over = True
@@ -290,7 +309,9 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
         return observation, 0.0, False, True, info
 
     # -- Gymnasium API -------------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         super().reset(seed=seed)
         self._spec = self.task.generate(self.np_random, self.num_items, self.width, self.height)
         self._log, self._steps, self._over = [], 0, False
@@ -303,7 +324,10 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
                 self._browser.close()
                 if attempt:
                     raise
-        return self._observation(), {"task": self.task.name, "blocked_requests": len(self._browser.blocked)}
+        return self._observation(), {
+            "task": self.task.name,
+            "blocked_requests": len(self._browser.blocked),
+        }
 
     def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
         if self._spec is None:
@@ -387,7 +411,7 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
     def instructions(self) -> str:
         return (
             f"You operate a web page of {self.width}x{self.height} pixels. Each observation gives the task and "
-            "the page's elements, one a line: [id] role \"name\", its value and state, and its box "
+            'the page\'s elements, one a line: [id] role "name", its value and state, and its box '
             "@(left,top,right,bottom) in pixels. Reply with one action:\n"
             "  click <id>            click element <id>\n"
             "  click_xy <x> <y>      click at pixel (x, y)\n"
@@ -416,7 +440,9 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
         if m["op"]:
             x, y = int(m["x"]), int(m["y"])
             if not (0 <= x < self.width and 0 <= y < self.height):
-                raise ActionParseError(f"click_xy {x} {y} is outside the {self.width}x{self.height} page")
+                raise ActionParseError(
+                    f"click_xy {x} {y} is outside the {self.width}x{self.height} page"
+                )
             return make_action("click_xy", xy=(x, y))
         if m["op2"] or m["op3"]:
             index = int(m["element"] or m["field"])
@@ -427,9 +453,13 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
             try:
                 typed = json.loads(m["text"])
             except ValueError:
-                raise ActionParseError('write the text as a JSON string in double quotes, e.g. type 2 "hello"') from None
+                raise ActionParseError(
+                    'write the text as a JSON string in double quotes, e.g. type 2 "hello"'
+                ) from None
             if not 1 <= len(typed) <= MAX_TYPE_LENGTH or any(c not in TYPE_CHARSET for c in typed):
-                raise ActionParseError(f"typed text must be 1 to {MAX_TYPE_LENGTH} printable ASCII characters")
+                raise ActionParseError(
+                    f"typed text must be 1 to {MAX_TYPE_LENGTH} printable ASCII characters"
+                )
             return make_action("type", element=index, text=typed)
         if m["op4"]:
             names = {k.lower(): k for k in KEYS}
@@ -461,4 +491,3 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
         if self._spec is None or self._over:
             return make_action("done")
         return self.task.oracle(self._spec, self._state, self._elements)
-

@@ -29,7 +29,20 @@ __all__ = ["KEYS", "OPS", "TASKS", "Task", "make_action"]
 
 OPS = ("click", "click_xy", "type", "press", "scroll_down", "scroll_up", "done")
 """Action kinds (``action["op"]`` indexes this tuple)."""
-KEYS = ("Enter", "Tab", "Backspace", "Escape", "Delete", "ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "Home", "End", "Space")
+KEYS = (
+    "Enter",
+    "Tab",
+    "Backspace",
+    "Escape",
+    "Delete",
+    "ArrowUp",
+    "ArrowDown",
+    "ArrowLeft",
+    "ArrowRight",
+    "Home",
+    "End",
+    "Space",
+)
 """Keys of the ``press`` action (``action["key"]`` indexes this tuple); Playwright key names."""
 NO_TEXT = " "
 """The ``text`` field of actions that type nothing (the space's texts have at least one character)."""
@@ -40,25 +53,143 @@ Elements = list[dict[str, Any]]
 Action = dict[str, Any]
 
 WORDS = (
-    "amber", "apple", "berry", "birch", "cedar", "coral", "delta", "dune", "echo", "ember", "fern",
-    "fjord", "glade", "grape", "harbor", "hazel", "indigo", "iris", "jade", "juniper", "kiwi", "lemon",
-    "lotus", "maple", "mint", "nectar", "nova", "olive", "pearl", "quartz", "raven", "sage", "tulip",
-    "umber", "violet", "willow", "xenon", "yarrow", "zephyr", "cobalt",
+    "amber",
+    "apple",
+    "berry",
+    "birch",
+    "cedar",
+    "coral",
+    "delta",
+    "dune",
+    "echo",
+    "ember",
+    "fern",
+    "fjord",
+    "glade",
+    "grape",
+    "harbor",
+    "hazel",
+    "indigo",
+    "iris",
+    "jade",
+    "juniper",
+    "kiwi",
+    "lemon",
+    "lotus",
+    "maple",
+    "mint",
+    "nectar",
+    "nova",
+    "olive",
+    "pearl",
+    "quartz",
+    "raven",
+    "sage",
+    "tulip",
+    "umber",
+    "violet",
+    "willow",
+    "xenon",
+    "yarrow",
+    "zephyr",
+    "cobalt",
 )
 PEOPLE = (
-    "Alice", "Bruno", "Chen", "Dana", "Emeka", "Fatima", "Goran", "Hana", "Ivan", "Jia", "Kofi", "Lena",
-    "Mateo", "Nora", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tariq", "Uma", "Viktor", "Wen", "Yara",
+    "Alice",
+    "Bruno",
+    "Chen",
+    "Dana",
+    "Emeka",
+    "Fatima",
+    "Goran",
+    "Hana",
+    "Ivan",
+    "Jia",
+    "Kofi",
+    "Lena",
+    "Mateo",
+    "Nora",
+    "Omar",
+    "Priya",
+    "Quinn",
+    "Rosa",
+    "Sven",
+    "Tariq",
+    "Uma",
+    "Viktor",
+    "Wen",
+    "Yara",
 )
-SURNAMES = ("Stone", "Rivera", "Okafor", "Novak", "Tanaka", "Berg", "Haddad", "Costa", "Larsen", "Moreau")
-COLORS = {"red": "#c62828", "blue": "#1565c0", "green": "#2e7d32", "purple": "#6a1b9a", "orange": "#e65100", "black": "#212121"}
-PRODUCTS = ("mug", "pen", "notebook", "lamp", "scarf", "kettle", "backpack", "candle", "plant", "clock", "towel", "bottle")
-PHRASES = ("Thanks, got it", "See you Monday", "Sounds good", "I will call you", "Please send the file", "Works for me")
-SUBJECTS = ("Lunch plans", "Project update", "Invoice", "Weekend trip", "Meeting notes", "Quick question", "Photos", "Schedule")
+SURNAMES = (
+    "Stone",
+    "Rivera",
+    "Okafor",
+    "Novak",
+    "Tanaka",
+    "Berg",
+    "Haddad",
+    "Costa",
+    "Larsen",
+    "Moreau",
+)
+COLORS = {
+    "red": "#c62828",
+    "blue": "#1565c0",
+    "green": "#2e7d32",
+    "purple": "#6a1b9a",
+    "orange": "#e65100",
+    "black": "#212121",
+}
+PRODUCTS = (
+    "mug",
+    "pen",
+    "notebook",
+    "lamp",
+    "scarf",
+    "kettle",
+    "backpack",
+    "candle",
+    "plant",
+    "clock",
+    "towel",
+    "bottle",
+)
+PHRASES = (
+    "Thanks, got it",
+    "See you Monday",
+    "Sounds good",
+    "I will call you",
+    "Please send the file",
+    "Works for me",
+)
+SUBJECTS = (
+    "Lunch plans",
+    "Project update",
+    "Invoice",
+    "Weekend trip",
+    "Meeting notes",
+    "Quick question",
+    "Photos",
+    "Schedule",
+)
 
 
-def make_action(op: str, *, element: int = 0, xy: tuple[int, int] = (0, 0), text: str = NO_TEXT, key: str = KEYS[0]) -> Action:
+def make_action(
+    op: str,
+    *,
+    element: int = 0,
+    xy: tuple[int, int] = (0, 0),
+    text: str = NO_TEXT,
+    key: str = KEYS[0],
+) -> Action:
     """A canonical action dict (unused fields at their defaults), e.g. ``make_action("click", element=3)``."""
-    return {"op": OPS.index(op), "element": int(element), "xy": np.asarray(xy, dtype=np.int64), "text": text, "key": KEYS.index(key)}
+    return {
+        "op": OPS.index(op),
+        "element": int(element),
+        "xy": np.asarray(xy, dtype=np.int64),
+        "text": text,
+        "key": KEYS.index(key),
+    }
 
 
 def _find(elements: Elements, role: str, name: str | None = None) -> dict[str, Any] | None:
@@ -86,14 +217,24 @@ def _pick(rng: np.random.Generator, pool: tuple[str, ...] | list[str], k: int) -
     return [str(pool[i]) for i in rng.choice(len(pool), size=k, replace=False)]
 
 
-def _cells(rng: np.random.Generator, k: int, width: int, height: int, cell: tuple[int, int]) -> tuple[list[tuple[int, int]], int]:
+def _cells(
+    rng: np.random.Generator, k: int, width: int, height: int, cell: tuple[int, int]
+) -> tuple[list[tuple[int, int]], int]:
     """``k`` distinct random cells of a grid over the task area: top-left pixels, and the area height."""
     area_height = max(cell[1], height - 46)
     columns, rows = max(1, (width - 8) // cell[0]), max(1, area_height // cell[1])
     if k > columns * rows:
-        raise ValueError(f"{k} elements do not fit a {width}x{height} viewport; use a larger viewport or fewer items")
+        raise ValueError(
+            f"{k} elements do not fit a {width}x{height} viewport; use a larger viewport or fewer items"
+        )
     chosen = rng.choice(columns * rows, size=k, replace=False)
-    return [(int(c % columns) * cell[0] + int(rng.integers(0, 6)), int(c // columns) * cell[1] + int(rng.integers(0, 4))) for c in chosen], area_height
+    return [
+        (
+            int(c % columns) * cell[0] + int(rng.integers(0, 6)),
+            int(c // columns) * cell[1] + int(rng.integers(0, 4)),
+        )
+        for c in chosen
+    ], area_height
 
 
 @dataclass(frozen=True)
@@ -124,9 +265,19 @@ class Task:
 TASKS: dict[str, Task] = {}
 
 
-def _task(name: str, items: tuple[int, int, int], max_steps: int, *, ends_on_done: bool = False) -> Callable:
+def _task(
+    name: str, items: tuple[int, int, int], max_steps: int, *, ends_on_done: bool = False
+) -> Callable:
     def register(functions: type) -> type:
-        TASKS[name] = Task(name, functions.generate, functions.verify, functions.oracle, items, max_steps, ends_on_done)
+        TASKS[name] = Task(
+            name,
+            functions.generate,
+            functions.verify,
+            functions.oracle,
+            items,
+            max_steps,
+            ends_on_done,
+        )
         return functions
 
     return register
@@ -140,8 +291,15 @@ class _ClickButton:
         labels = _pick(rng, WORDS, n)
         cells, area = _cells(rng, n, width, height, (80, 24))
         target = labels[int(rng.integers(n))]
-        buttons = [{"label": label.capitalize(), "x": x, "y": y} for label, (x, y) in zip(labels, cells)]
-        return {"instruction": f'Click the button "{target.capitalize()}".', "buttons": buttons, "target": target.capitalize(), "height": area}
+        buttons = [
+            {"label": label.capitalize(), "x": x, "y": y} for label, (x, y) in zip(labels, cells)
+        ]
+        return {
+            "instruction": f'Click the button "{target.capitalize()}".',
+            "buttons": buttons,
+            "target": target.capitalize(),
+            "height": area,
+        }
 
     @staticmethod
     def verify(spec, state):
@@ -161,7 +319,12 @@ class _ClickCheckboxes:
         targets = sorted(_pick(rng, items, int(rng.integers(1, n + 1))))
         initial = [bool(b) for b in rng.random(n) < 0.3]
         quoted = ", ".join(f'"{t}"' for t in targets)
-        return {"instruction": f"Select exactly {quoted} and click Submit.", "items": items, "initial": initial, "targets": targets}
+        return {
+            "instruction": f"Select exactly {quoted} and click Submit.",
+            "items": items,
+            "initial": initial,
+            "targets": targets,
+        }
 
     @staticmethod
     def verify(spec, state):
@@ -182,7 +345,11 @@ class _EnterText:
     def generate(rng, n, width, height):
         phrase = " ".join(_pick(rng, WORDS, n))
         label = str(rng.choice(["Your answer", "Text", "Note", "Word"]))
-        return {"instruction": f'Enter "{phrase}" into the text box and click Submit.', "phrase": phrase, "label": label}
+        return {
+            "instruction": f'Enter "{phrase}" into the text box and click Submit.',
+            "phrase": phrase,
+            "label": label,
+        }
 
     @staticmethod
     def verify(spec, state):
@@ -203,7 +370,11 @@ class _Login:
         user = f"{str(rng.choice(PEOPLE)).lower()}{int(rng.integers(10, 100))}"
         alphabet = "abcdefghijkmnpqrstuvwxyz23456789"
         password = "".join(alphabet[i] for i in rng.integers(0, len(alphabet), size=n))
-        return {"instruction": f'Log in with username "{user}" and password "{password}".', "username": user, "password": password}
+        return {
+            "instruction": f'Log in with username "{user}" and password "{password}".',
+            "username": user,
+            "password": password,
+        }
 
     @staticmethod
     def verify(spec, state):
@@ -225,7 +396,12 @@ class _ChooseDropdown:
         options = [w.capitalize() for w in _pick(rng, WORDS, n)]
         target = options[int(rng.integers(n))]
         label = str(rng.choice(["Favourite colour", "Category", "Size", "Country", "Plan"]))
-        return {"instruction": f'Choose "{target}" from the "{label}" list and click Submit.', "options": options, "target": target, "label": label}
+        return {
+            "instruction": f'Choose "{target}" from the "{label}" list and click Submit.',
+            "options": options,
+            "target": target,
+            "label": label,
+        }
 
     @staticmethod
     def verify(spec, state):
@@ -268,7 +444,9 @@ class _PickDate:
             return _click(elements, "combobox", "Date")
         shown = state["view"][0] * 12 + state["view"][1]
         if shown != year * 12 + month:
-            return _click(elements, "button", "Next month" if shown < year * 12 + month else "Previous month")
+            return _click(
+                elements, "button", "Next month" if shown < year * 12 + month else "Previous month"
+            )
         return _click(elements, "gridcell", str(day))
 
 
@@ -281,10 +459,16 @@ class _NavigateTabs:
     @staticmethod
     def generate(rng, n, width, height):
         titles = _pick(rng, TAB_TITLES, n)
-        tabs = [{"title": t, "links": _pick(rng, WORDS[:12], int(rng.integers(2, 5)))} for t in titles]
+        tabs = [
+            {"title": t, "links": _pick(rng, WORDS[:12], int(rng.integers(2, 5)))} for t in titles
+        ]
         tab = int(rng.integers(1, n)) if n > 1 else 0
         link = tabs[tab]["links"][int(rng.integers(len(tabs[tab]["links"])))]
-        return {"instruction": f'Open the "{titles[tab]}" tab and click the link "{link}" there.', "tabs": tabs, "target": [titles[tab], link]}
+        return {
+            "instruction": f'Open the "{titles[tab]}" tab and click the link "{link}" there.',
+            "tabs": tabs,
+            "target": [titles[tab], link],
+        }
 
     @staticmethod
     def verify(spec, state):
@@ -325,7 +509,11 @@ class _NavigateMenu:
             node = nodes[int(rng.integers(len(nodes)))]
             path.append(node["label"])
             nodes = node.get("children")
-        return {"instruction": "Choose " + " > ".join(path) + " from the menu.", "menu": menu, "path": path}
+        return {
+            "instruction": "Choose " + " > ".join(path) + " from the menu.",
+            "menu": menu,
+            "path": path,
+        }
 
     @staticmethod
     def verify(spec, state):
@@ -346,9 +534,19 @@ class _SearchList:
     @staticmethod
     def generate(rng, n, width, height):
         first, second = _pick(rng, WORDS, n), [w.capitalize() for w in _pick(rng, WORDS, n)]
-        items = [{"name": f"{a.capitalize()} {b}", "desc": f"Item {int(rng.integers(100, 1000))}, rated {int(rng.integers(1, 6))}/5"} for a, b in zip(first, second)]
+        items = [
+            {
+                "name": f"{a.capitalize()} {b}",
+                "desc": f"Item {int(rng.integers(100, 1000))}, rated {int(rng.integers(1, 6))}/5",
+            }
+            for a, b in zip(first, second)
+        ]
         target = items[int(rng.integers(n))]["name"]
-        return {"instruction": f'Search for "{target}" and open that result.', "items": items, "target": target}
+        return {
+            "instruction": f'Search for "{target}" and open that result.',
+            "items": items,
+            "target": target,
+        }
 
     @staticmethod
     def verify(spec, state):
@@ -370,7 +568,12 @@ class _EmailInbox:
     def generate(rng, n, width, height):
         senders = _pick(rng, PEOPLE, n + 1)
         emails = [
-            {"id": i, "sender": s, "subject": str(rng.choice(SUBJECTS)), "body": f"Hi, {str(rng.choice(PHRASES)).lower()}."}
+            {
+                "id": i,
+                "sender": s,
+                "subject": str(rng.choice(SUBJECTS)),
+                "body": f"Hi, {str(rng.choice(PHRASES)).lower()}.",
+            }
             for i, s in enumerate(senders[:n])
         ]
         target = emails[int(rng.integers(n))]
@@ -378,7 +581,9 @@ class _EmailInbox:
         goal: dict[str, Any] = {"kind": kind, "id": target["id"]}
         if kind == "reply":
             goal["body"] = str(rng.choice(PHRASES))
-            instruction = f'Reply to the email from {target["sender"]} with the message "{goal["body"]}".'
+            instruction = (
+                f'Reply to the email from {target["sender"]} with the message "{goal["body"]}".'
+            )
         elif kind == "forward":
             goal["to"] = f"{senders[n].lower()}@mail.com"
             instruction = f"Forward the email from {target['sender']} to {goal['to']}."
@@ -425,11 +630,25 @@ class _FormValidation:
     @staticmethod
     def generate(rng, n, width, height):
         first, last = str(rng.choice(PEOPLE)), str(rng.choice(SURNAMES))
-        target = {"name": f"{first} {last}", "email": f"{first.lower()}.{last.lower()}@example.com", "age": str(int(rng.integers(18, 100)))}
+        target = {
+            "name": f"{first} {last}",
+            "email": f"{first.lower()}.{last.lower()}@example.com",
+            "age": str(int(rng.integers(18, 100))),
+        }
         broken = {
             "name": "",
-            "email": str(rng.choice([f"{first.lower()}.{last.lower()}example.com", f"{first.lower()}@", f"{first.lower()} {last.lower()}@example.com"])),
-            "age": str(rng.choice(["abc", str(int(rng.integers(1, 18))), str(int(rng.integers(100, 200)))])),
+            "email": str(
+                rng.choice(
+                    [
+                        f"{first.lower()}.{last.lower()}example.com",
+                        f"{first.lower()}@",
+                        f"{first.lower()} {last.lower()}@example.com",
+                    ]
+                )
+            ),
+            "age": str(
+                rng.choice(["abc", str(int(rng.integers(1, 18))), str(int(rng.integers(100, 200)))])
+            ),
         }
         wrong = set(_pick(rng, ("name", "email", "age"), n))
         initial = {field: broken[field] if field in wrong else target[field] for field in target}
@@ -450,7 +669,13 @@ class _FormValidation:
 
 # -- phone-settings ----------------------------------------------------------------------------
 APPS = ("Settings", "Clock", "Camera", "Messages", "Maps", "Music", "Photos", "Weather")
-BACK_FROM = {"settings": "home", "clock": "home", "wifi": "settings", "bluetooth": "settings", "alarm": "clock"}
+BACK_FROM = {
+    "settings": "home",
+    "clock": "home",
+    "wifi": "settings",
+    "bluetooth": "settings",
+    "alarm": "clock",
+}
 
 
 @_task("phone-settings", items=(6, 2, 8), max_steps=25, ends_on_done=True)
@@ -462,7 +687,10 @@ class _PhoneSettings:
         apps = ["Settings", "Clock", *_pick(rng, APPS[2:], n - 2)]
         apps = [apps[i] for i in rng.permutation(len(apps))]
         initial = {"wifi": bool(rng.random() < 0.5), "bluetooth": bool(rng.random() < 0.5)}
-        others = [f"{int(h):02d}:{int(m) * 5:02d}" for h, m in zip(rng.integers(0, 24, size=2), rng.integers(0, 12, size=2))]
+        others = [
+            f"{int(h):02d}:{int(m) * 5:02d}"
+            for h, m in zip(rng.integers(0, 24, size=2), rng.integers(0, 12, size=2))
+        ]
         initial["alarms"] = sorted(set(others[: int(rng.integers(0, 3))]))
         goal = {"wifi": initial["wifi"], "bluetooth": initial["bluetooth"], "alarm": None}
         kind = str(rng.choice(["wifi", "bluetooth", "alarm"]))
@@ -482,7 +710,9 @@ class _PhoneSettings:
     def verify(spec, state):
         goal = spec["goal"]
         alarm_ok = goal["alarm"] is None or goal["alarm"] in state["alarms"]
-        return state["wifi"] == goal["wifi"] and state["bluetooth"] == goal["bluetooth"] and alarm_ok
+        return (
+            state["wifi"] == goal["wifi"] and state["bluetooth"] == goal["bluetooth"] and alarm_ok
+        )
 
     @staticmethod
     def oracle(spec, state, elements):
@@ -500,9 +730,17 @@ class _PhoneSettings:
             if screen == "alarm":
                 hour, minute = (int(v) for v in goal["alarm"].split(":"))
                 if state["hour"] != hour:
-                    return _click(elements, "button", "Hour up" if (hour - state["hour"]) % 24 <= 12 else "Hour down")
+                    return _click(
+                        elements,
+                        "button",
+                        "Hour up" if (hour - state["hour"]) % 24 <= 12 else "Hour down",
+                    )
                 if state["minute"] != minute:
-                    return _click(elements, "button", "Minute up" if (minute - state["minute"]) % 60 <= 30 else "Minute down")
+                    return _click(
+                        elements,
+                        "button",
+                        "Minute up" if (minute - state["minute"]) % 60 <= 30 else "Minute down",
+                    )
                 return _click(elements, "button", "Save")
             if screen == "clock":
                 return _click(elements, "button", "Add alarm")
@@ -518,13 +756,22 @@ class _ShoppingCart:
     @staticmethod
     def generate(rng, n, width, height):
         colors = list(COLORS)
-        names = sorted({f"{colors[int(rng.integers(len(colors)))].capitalize()} {p}" for p in _pick(rng, PRODUCTS, n)})
+        names = sorted(
+            {
+                f"{colors[int(rng.integers(len(colors)))].capitalize()} {p}"
+                for p in _pick(rng, PRODUCTS, n)
+            }
+        )
         products = [{"name": name, "price": int(rng.integers(2, 100))} for name in names]
         products = [products[i] for i in rng.permutation(len(products))]
         chosen = _pick(rng, names, int(rng.integers(1, min(3, len(names)) + 1)))
         order = {name: int(rng.integers(1, 3)) for name in sorted(chosen)}
         wanted = " and ".join(f"{q} x {name}" for name, q in order.items())
-        return {"instruction": f"Buy {wanted} (nothing else): add them to the cart and check out.", "products": products, "order": order}
+        return {
+            "instruction": f"Buy {wanted} (nothing else): add them to the cart and check out.",
+            "products": products,
+            "order": order,
+        }
 
     @staticmethod
     def verify(spec, state):
@@ -563,17 +810,36 @@ class _Grounding:
         elements = []
         for x, y in cells:
             while True:
-                kind, label = kinds[int(rng.integers(len(kinds)))], str(rng.choice(WORDS[:10])).capitalize()
+                kind, label = (
+                    kinds[int(rng.integers(len(kinds)))],
+                    str(rng.choice(WORDS[:10])).capitalize(),
+                )
                 if (kind, label) not in seen:
                     break
             seen.add((kind, label))
             color = colors[int(rng.integers(len(colors)))]
-            elements.append({"kind": kind, "label": label, "color": COLORS[color], "color_name": color, "x": x, "y": y})
+            elements.append(
+                {
+                    "kind": kind,
+                    "label": label,
+                    "color": COLORS[color],
+                    "color_name": color,
+                    "x": x,
+                    "y": y,
+                }
+            )
         target = int(rng.integers(n))
         e = elements[target]
-        what = {"button": "button", "link": "link", "icon": "round icon", "label": "text label"}[e["kind"]]
+        what = {"button": "button", "link": "link", "icon": "round icon", "label": "text label"}[
+            e["kind"]
+        ]
         named = f'named "{e["label"]}"' if e["kind"] == "icon" else f'"{e["label"]}"'
-        return {"instruction": f"Click the {e['color_name']} {what} {named}.", "elements": elements, "target": target, "height": area}
+        return {
+            "instruction": f"Click the {e['color_name']} {what} {named}.",
+            "elements": elements,
+            "target": target,
+            "height": area,
+        }
 
     @staticmethod
     def verify(spec, state):

@@ -49,12 +49,21 @@ from verigym.kwargs_policy import IntRange, OneOf, client, operator_only
 from verigym.textview import format_value, parse_value
 from verigym.validation import check_choice, check_int
 
-__all__ = ["MujocoGoalEnv", "REWARD_TYPES", "SCENE_XML", "planar_body_xml", "top_camera_xml", "planar_motors_xml"]
+__all__ = [
+    "MujocoGoalEnv",
+    "REWARD_TYPES",
+    "SCENE_XML",
+    "planar_body_xml",
+    "top_camera_xml",
+    "planar_motors_xml",
+]
 
 logger = logging.getLogger(__name__)
 
 REWARD_TYPES = ("dense", "sparse")
-_UNSTABLE_WARNINGS = slice(int(mujoco.mjtWarning.mjWARN_BADQPOS), int(mujoco.mjtWarning.mjWARN_BADQACC) + 1)
+_UNSTABLE_WARNINGS = slice(
+    int(mujoco.mjtWarning.mjWARN_BADQPOS), int(mujoco.mjtWarning.mjWARN_BADQACC) + 1
+)
 """MuJoCo's warnings of a state it found unstable and reset (BADQPOS, BADQVEL, BADQACC: consecutive)."""
 _WITHIN_ONE = (1.0).__ge__  # abs(x) <= 1 on Python floats; False for NaN
 _FLOAT32 = np.dtype(np.float32)
@@ -104,12 +113,14 @@ def planar_body_xml(name: str, height: float, joint_attributes: str, geom: str) 
 
 def planar_motors_xml(name: str, gear: float) -> str:
     """MJCF motors (control range [-1, 1], ``gear`` newtons) on the slide joints of ``name``."""
-    return "".join(f'<motor joint="{name}_{axis}" gear="{gear}" ctrlrange="-1 1" ctrllimited="true"/>' for axis in "xy")
+    return "".join(
+        f'<motor joint="{name}_{axis}" gear="{gear}" ctrlrange="-1 1" ctrllimited="true"/>'
+        for axis in "xy"
+    )
 
 
 def _format_numbers(values: np.ndarray, precision: int = 4) -> str:
     return "[" + ", ".join(f"{float(v):.{precision}g}" for v in np.ravel(values)) + "]"
-
 
 
 def _euclidean(achieved: list[float], desired: list[float]) -> float:
@@ -121,6 +132,7 @@ def _euclidean(achieved: list[float], desired: list[float]) -> float:
         difference = a - b
         total += difference * difference
     return math.sqrt(total)
+
 
 class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
     """Base class of the goal-conditioned MuJoCo tasks (see the module docstring).
@@ -183,7 +195,9 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def goal_distance(self, achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
         """Euclidean distance over the last axis (vectorized), in the goal's unit."""
-        difference = np.asarray(achieved_goal, dtype=np.float64) - np.asarray(desired_goal, dtype=np.float64)
+        difference = np.asarray(achieved_goal, dtype=np.float64) - np.asarray(
+            desired_goal, dtype=np.float64
+        )
         return np.sqrt(np.sum(difference * difference, axis=-1))
 
     def goal_reached(self, achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
@@ -203,11 +217,21 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
     distance_threshold: float = 0.05
 
     # -- setup ---------------------------------------------------------------------------------
-    def _setup(self, *, max_steps: int, reward_type: str, render_mode: str | None, width: int = 480, height: int = 480) -> None:
+    def _setup(
+        self,
+        *,
+        max_steps: int,
+        reward_type: str,
+        render_mode: str | None,
+        width: int = 480,
+        height: int = 480,
+    ) -> None:
         """Validate the common arguments, build the first model and the spaces."""
         self.max_steps = check_int("max_steps", max_steps, 1, 1_000_000)
         self.reward_type = check_choice("reward_type", reward_type, REWARD_TYPES)
-        self.render_mode = check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        self.render_mode = check_choice(
+            "render_mode", render_mode, (None, *self.metadata["render_modes"])
+        )
         self.width = check_int("width", width, 16, 4096)
         self.height = check_int("height", height, 16, 4096)
         self._xml: str | None = None
@@ -286,7 +310,9 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
             "desired_goal": self._desired_goal(),
         }
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         super().reset(seed=seed)
         self._load(self._model_xml())
         mujoco.mj_resetData(self.model, self.data)
@@ -299,14 +325,26 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def _step_info(self, observation: dict[str, np.ndarray]) -> tuple[dict[str, Any], float]:
         """The per-step ``info`` entries and the reward of ``observation``'s goals."""
-        if self._plain_goals:  # Euclidean distance and threshold on Python floats, bit-equal to goal_distance
-            distance = _euclidean(observation["achieved_goal"].tolist(), observation["desired_goal"].tolist())
+        if (
+            self._plain_goals
+        ):  # Euclidean distance and threshold on Python floats, bit-equal to goal_distance
+            distance = _euclidean(
+                observation["achieved_goal"].tolist(), observation["desired_goal"].tolist()
+            )
             reached = self._goal_reached(distance)
             reward = (float(reached) - 1.0) if self.reward_type == "sparse" else -distance
-            return {"distance": distance, "is_success": float(reached), "time": self.data.time}, reward
+            return {
+                "distance": distance,
+                "is_success": float(reached),
+                "time": self.data.time,
+            }, reward
         distance = self.goal_distance(observation["achieved_goal"], observation["desired_goal"])
         reached = self.within_tolerance(distance)
-        info = {"distance": float(distance), "is_success": float(reached), "time": float(self.data.time)}
+        info = {
+            "distance": float(distance),
+            "is_success": float(reached),
+            "time": float(self.data.time),
+        }
         return info, float(self._reward(distance, reached))
 
     _plain_goals = True
@@ -317,10 +355,19 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         base = MujocoGoalEnv
-        scalar_tolerance = (cls.within_tolerance is base.within_tolerance) == (cls._goal_reached is base._goal_reached)
-        cls._plain_goals = cls.goal_distance is base.goal_distance and cls._reward is base._reward and scalar_tolerance
+        scalar_tolerance = (cls.within_tolerance is base.within_tolerance) == (
+            cls._goal_reached is base._goal_reached
+        )
+        cls._plain_goals = (
+            cls.goal_distance is base.goal_distance
+            and cls._reward is base._reward
+            and scalar_tolerance
+        )
         cls._custom_status = cls._status is not MujocoGoalEnv._status
-        cls._physics_hooks = any(getattr(cls, name) is not getattr(MujocoGoalEnv, name) for name in ("_before_physics", "_after_physics"))
+        cls._physics_hooks = any(
+            getattr(cls, name) is not getattr(MujocoGoalEnv, name)
+            for name in ("_before_physics", "_after_physics")
+        )
 
     _custom_status = False
     """The class overrides :meth:`_status` (else success is the goal predicate and nothing fails)."""
@@ -334,13 +381,20 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def _unit_action(self, action: Any, info: dict[str, Any]) -> np.ndarray:
         """The action as float64 in [-1, 1]; zeros and ``info["action_error"]`` if malformed."""
-        if type(action) is np.ndarray and action.shape == self.action_space.shape and action.dtype == np.float32 and bool((np.abs(action) <= 1.0).all()):
+        if (
+            type(action) is np.ndarray
+            and action.shape == self.action_space.shape
+            and action.dtype == np.float32
+            and bool((np.abs(action) <= 1.0).all())
+        ):
             return action.astype(np.float64)  # fast path; NaN fails the bound test
         try:
             return coerce_action(self.action_space, action).astype(np.float64)
         except ActionParseError as exc:
             example = format_value(self.action_space, np.zeros(self.model.nu, np.float32))
-            action_error_info(f"{exc}; send {self.model.nu} numbers in [-1, 1], e.g. {example}", info)
+            action_error_info(
+                f"{exc}; send {self.model.nu} numbers in [-1, 1], e.g. {example}", info
+            )
             return np.zeros(self.model.nu)
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
@@ -348,7 +402,12 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         # floats (benchmarks/mujoco_step.py compares it with a bare mj_step loop); the common case
         # (a valid float32 action, the base's goals and status) takes no branch it does not need.
         # fast path: a float32 array of the right shape, every entry in [-1, 1] (NaN fails)
-        if type(action) is np.ndarray and action.dtype is _FLOAT32 and action.shape == self._ctrl_shape and all(map(_WITHIN_ONE, map(abs, action.tolist()))):
+        if (
+            type(action) is np.ndarray
+            and action.dtype is _FLOAT32
+            and action.shape == self._ctrl_shape
+            and all(map(_WITHIN_ONE, map(abs, action.tolist())))
+        ):
             unit, error = action, None
         else:
             error = {}
@@ -371,7 +430,9 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
             return self._diverged_step(error)
         observation = self._observation()
         if self._plain_goals:  # the base's Euclidean goals, on Python floats (as in _step_info)
-            distance = _euclidean(observation["achieved_goal"].tolist(), observation["desired_goal"].tolist())
+            distance = _euclidean(
+                observation["achieved_goal"].tolist(), observation["desired_goal"].tolist()
+            )
             reached = self._goal_reached(distance)
             reward = -distance if self.reward_type == "dense" else float(reached) - 1.0
             info = {"distance": distance, "is_success": float(reached), "time": self.data.time}
@@ -391,14 +452,24 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
             return self._end(observation, reward, info, False, truncated=True)
         return observation, reward, False, False, info
 
-    def _end(self, observation: dict[str, np.ndarray], reward: float, info: dict[str, Any], success: bool, *, truncated: bool = False) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+    def _end(
+        self,
+        observation: dict[str, np.ndarray],
+        reward: float,
+        info: dict[str, Any],
+        success: bool,
+        *,
+        truncated: bool = False,
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """The last step of an episode (terminated, or ``truncated`` at the step limit): the verdict
         in ``info``, score 1 on success, else half the progress."""
         score = 1.0 if success else 0.5 * min(1.0, max(0.0, float(self._progress())))
         episode_end(info, success=success, score=score)
         return observation, reward, not truncated, truncated, info
 
-    def _diverged_step(self, error: dict[str, Any] | None) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+    def _diverged_step(
+        self, error: dict[str, Any] | None
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """The simulation blew up: end the episode as a failure, with a finite observation."""
         logger.warning("MuJoCo state diverged in %s; ending the episode", type(self).__name__)
         mujoco.mj_resetData(self.model, self.data)
@@ -417,7 +488,9 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
     def _after_physics(self) -> None:
         """Called after the physics steps, before the observation (subclass hook)."""
 
-    def compute_reward(self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> np.ndarray | float:
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any
+    ) -> np.ndarray | float:
         """The reward for goals, vectorized over leading axes (hindsight relabelling).
 
         ``dense``: ``-distance(achieved_goal, desired_goal)``; ``sparse``: ``0`` where the goal is
@@ -478,7 +551,9 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
 
         clone = type(self).__new__(type(self))
         memo[id(self)] = clone
-        clone.__setstate__({key: copy.deepcopy(value, memo) for key, value in self.__getstate__().items()})
+        clone.__setstate__(
+            {key: copy.deepcopy(value, memo) for key, value in self.__getstate__().items()}
+        )
         return clone
 
     # -- TextInterface -------------------------------------------------------------------------
@@ -495,9 +570,17 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def observation_text(self, observation: dict[str, np.ndarray]) -> str:
         lines = []
-        for key, fields in (("observation", self.OBSERVATION_FIELDS), ("achieved_goal", self.GOAL_FIELDS), ("desired_goal", self.GOAL_FIELDS)):
+        for key, fields in (
+            ("observation", self.OBSERVATION_FIELDS),
+            ("achieved_goal", self.GOAL_FIELDS),
+            ("desired_goal", self.GOAL_FIELDS),
+        ):
             vector = np.asarray(observation[key], dtype=np.float64)
-            prefix = {"observation": "", "achieved_goal": "achieved goal, ", "desired_goal": "desired goal, "}[key]
+            prefix = {
+                "observation": "",
+                "achieved_goal": "achieved goal, ",
+                "desired_goal": "desired goal, ",
+            }[key]
             start = 0
             for name, size, unit in fields:
                 part = vector[start : start + size]
@@ -506,7 +589,9 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
                 lines.append(f"{prefix}{name}{unit_text}: {_format_numbers(part)}")
             if start < vector.size:
                 lines.append(f"{prefix}{key} (rest): {_format_numbers(vector[start:])}")
-        distance = float(self.goal_distance(observation["achieved_goal"], observation["desired_goal"]))
+        distance = float(
+            self.goal_distance(observation["achieved_goal"], observation["desired_goal"])
+        )
         lines.append(f"distance to the goal: {distance:.4g}")
         return "\n".join(lines)
 

@@ -34,12 +34,17 @@ class GoalEnvApi(gym.Wrapper, RecordConstructorArgs):
     def __init__(self, env: gym.Env):
         space = env.observation_space
         if not callable(getattr(env.unwrapped, "compute_reward", None)) or not (
-            isinstance(space, gym.spaces.Dict) and {"achieved_goal", "desired_goal"} <= set(space.spaces)
+            isinstance(space, gym.spaces.Dict)
+            and {"achieved_goal", "desired_goal"} <= set(space.spaces)
         ):
-            raise TypeError(f"{type(env.unwrapped).__name__} is not a goal-conditioned env (Dict achieved_goal/desired_goal and compute_reward)")
+            raise TypeError(
+                f"{type(env.unwrapped).__name__} is not a goal-conditioned env (Dict achieved_goal/desired_goal and compute_reward)"
+            )
         RecordConstructorArgs.__init__(self)
         gym.Wrapper.__init__(self, env)
 
-    def compute_reward(self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> np.ndarray | float:
+    def compute_reward(
+        self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any
+    ) -> np.ndarray | float:
         """The wrapped env's ``compute_reward`` (vectorized over leading axes); see the env class."""
         return self.env.unwrapped.compute_reward(achieved_goal, desired_goal, info)

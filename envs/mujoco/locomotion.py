@@ -106,7 +106,9 @@ class LocomotionTargetEnv(MujocoGoalEnv):
     remote_kwargs = {
         "robot": client(OneOf(tuple(ROBOTS))),
         "distance": client(FloatRange(0.5, 100.0)),
-        "seconds": operator_only(FloatRange(1.0, 100.0), why="raises the simulated time of an episode"),
+        "seconds": operator_only(
+            FloatRange(1.0, 100.0), why="raises the simulated time of an episode"
+        ),
     }
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
     GOAL_FIELDS = (("torso x", 1, "m"),)
@@ -124,8 +126,12 @@ class LocomotionTargetEnv(MujocoGoalEnv):
     ):
         self.robot = check_choice("robot", robot, tuple(ROBOTS))
         spec = ROBOTS[robot]
-        self.distance = check_number("distance", spec.distance if distance is None else distance, 0.5, 100.0)
-        self.seconds = check_number("seconds", spec.seconds if seconds is None else seconds, 1.0, 100.0)
+        self.distance = check_number(
+            "distance", spec.distance if distance is None else distance, 0.5, 100.0
+        )
+        self.seconds = check_number(
+            "seconds", spec.seconds if seconds is None else seconds, 1.0, 100.0
+        )
         self.frame_skip = spec.frame_skip
         self._spec = spec
         self._xml_text = (ASSETS / spec.xml).read_text()
@@ -135,7 +141,13 @@ class LocomotionTargetEnv(MujocoGoalEnv):
             f"within {self.seconds:g} s without falling. Each action entry is the torque of one "
             "actuator, as a share of its limit."
         )
-        self._setup(max_steps=1, reward_type=reward_type, render_mode=render_mode, width=width, height=height)
+        self._setup(
+            max_steps=1,
+            reward_type=reward_type,
+            render_mode=render_mode,
+            width=width,
+            height=height,
+        )
         self.max_steps = int(round(self.seconds / self.dt))
         nq, nv = self.model.nq, self.model.nv
         self.OBSERVATION_FIELDS = (
@@ -160,7 +172,9 @@ class LocomotionTargetEnv(MujocoGoalEnv):
 
     def _reset_task(self) -> None:
         noise = self._spec.reset_noise
-        self.data.qpos[:] = self.model.qpos0 + self.np_random.uniform(-noise, noise, size=self.model.nq)
+        self.data.qpos[:] = self.model.qpos0 + self.np_random.uniform(
+            -noise, noise, size=self.model.nq
+        )
         self.data.qvel[:] = self.np_random.uniform(-noise, noise, size=self.model.nv)
         self._start_x = float(self.data.qpos[0])
 
@@ -186,7 +200,9 @@ class LocomotionTargetEnv(MujocoGoalEnv):
 
     def goal_distance(self, achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
         """Metres still to go along +x, ``max(0, desired - achieved)`` (vectorized)."""
-        gap = np.asarray(desired_goal, dtype=np.float64) - np.asarray(achieved_goal, dtype=np.float64)
+        gap = np.asarray(desired_goal, dtype=np.float64) - np.asarray(
+            achieved_goal, dtype=np.float64
+        )
         return np.maximum(gap[..., 0], 0.0)
 
     def within_tolerance(self, distance: np.ndarray) -> np.ndarray:
@@ -196,7 +212,10 @@ class LocomotionTargetEnv(MujocoGoalEnv):
     def _step_info(self, observation: dict[str, np.ndarray]) -> tuple[dict[str, Any], float]:
         # goal_distance, within_tolerance and _reward on the step's two Python floats (the same
         # values: one subtraction and a comparison; compute_reward stays vectorized)
-        achieved, desired = observation["achieved_goal"].item(0), observation["desired_goal"].item(0)
+        achieved, desired = (
+            observation["achieved_goal"].item(0),
+            observation["desired_goal"].item(0),
+        )
         gap = desired - achieved
         distance = 0.0 if gap <= 0.0 else gap  # np.maximum(gap, 0.0): -0.0 gives 0.0, NaN stays NaN
         reached = distance <= 0.0
@@ -208,7 +227,11 @@ class LocomotionTargetEnv(MujocoGoalEnv):
         q = self._qpos.tolist()
         if self.robot == "hopper":
             z, pitch = q[1], q[2]
-            return not (z > 0.7 and abs(pitch) < 0.2 and all(abs(value) < 100.0 for value in (*q[2:], *self._qvel.tolist())))
+            return not (
+                z > 0.7
+                and abs(pitch) < 0.2
+                and all(abs(value) < 100.0 for value in (*q[2:], *self._qvel.tolist()))
+            )
         if self.robot == "ant":
             return not 0.2 <= q[2] <= 1.0
         return abs(q[2]) > 1.0

@@ -50,7 +50,11 @@ def generate_maze(size: int, rng: np.random.Generator) -> np.ndarray:
     grid[2 * start[0] + 1, 2 * start[1] + 1] = False
     while stack:
         r, c = stack[-1]
-        options = [(r + dr, c + dc) for dr, dc in ((-1, 0), (0, 1), (1, 0), (0, -1)) if 0 <= r + dr < size and 0 <= c + dc < size and not visited[r + dr, c + dc]]
+        options = [
+            (r + dr, c + dc)
+            for dr, dc in ((-1, 0), (0, 1), (1, 0), (0, -1))
+            if 0 <= r + dr < size and 0 <= c + dc < size and not visited[r + dr, c + dc]
+        ]
         if not options:
             stack.pop()
             continue
@@ -70,7 +74,9 @@ def _maze_xml(grid: np.ndarray) -> str:
         x, y = j * CELL / 2 - half, half - i * CELL / 2
         sx = WALL / 2 if j % 2 == 0 else CELL / 2
         sy = WALL / 2 if i % 2 == 0 else CELL / 2
-        walls.append(f'<geom type="box" pos="{x:.3f} {y:.3f} 0.1" size="{sx:.3f} {sy:.3f} 0.1" rgba="0.35 0.3 0.25 1"/>')
+        walls.append(
+            f'<geom type="box" pos="{x:.3f} {y:.3f} 0.1" size="{sx:.3f} {sy:.3f} 0.1" rgba="0.35 0.3 0.25 1"/>'
+        )
     return f"""<mujoco model="point_maze">
   <option timestep="0.01" gravity="0 0 0"/>
   {SCENE_XML}
@@ -79,7 +85,7 @@ def _maze_xml(grid: np.ndarray) -> str:
     <geom type="plane" size="{half + 0.2:.2f} {half + 0.2:.2f} 0.01" material="floor" contype="0" conaffinity="0"/>
     {top_camera_xml(half + 0.15)}
     <site name="goal" pos="0 0 0.02" size="{BALL:.2f} 0.005" type="cylinder" rgba="0.1 0.8 0.1 0.8"/>
-    {''.join(walls)}
+    {"".join(walls)}
     {planar_body_xml("ball", BALL, f'damping="{DAMPING}"', f'<geom type="sphere" size="{BALL}" mass="1" rgba="0.8 0.2 0.2 1"/>')}
   </worldbody>
   <actuator>{planar_motors_xml("ball", GEAR)}</actuator>
@@ -141,7 +147,10 @@ class PointMazeEnv(MujocoGoalEnv):
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20, "family": "mujoco"}
 
-    remote_kwargs = {"size": client(IntRange(2, 12)), "distance_threshold": client(FloatRange(0.05, 0.45))}
+    remote_kwargs = {
+        "size": client(IntRange(2, 12)),
+        "distance_threshold": client(FloatRange(0.05, 0.45)),
+    }
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
     frame_skip = 5
     OBSERVATION_FIELDS = (("ball x, y", 2, "m"), ("ball velocity x, y", 2, "m/s"))
@@ -172,7 +181,13 @@ class PointMazeEnv(MujocoGoalEnv):
             "ball, G the goal; north is up."
         )
         steps = 20 * self.size**2 + 100 if max_steps is None else max_steps
-        self._setup(max_steps=steps, reward_type=reward_type, render_mode=render_mode, width=width, height=height)
+        self._setup(
+            max_steps=steps,
+            reward_type=reward_type,
+            render_mode=render_mode,
+            width=width,
+            height=height,
+        )
 
     # -- geometry ------------------------------------------------------------------------------
     def cell_center(self, cell: tuple[int, int] | np.ndarray) -> np.ndarray:
@@ -193,7 +208,11 @@ class PointMazeEnv(MujocoGoalEnv):
         out = []
         for dr, dc in ((-1, 0), (0, 1), (1, 0), (0, -1)):
             nr, nc = r + dr, c + dc
-            if 0 <= nr < self.size and 0 <= nc < self.size and not self.grid[2 * r + 1 + dr, 2 * c + 1 + dc]:
+            if (
+                0 <= nr < self.size
+                and 0 <= nc < self.size
+                and not self.grid[2 * r + 1 + dr, 2 * c + 1 + dc]
+            ):
                 out.append((nr, nc))
         return out
 
@@ -214,7 +233,9 @@ class PointMazeEnv(MujocoGoalEnv):
     def _model_xml(self) -> str:
         return _maze_xml(self.grid)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         # the maze is drawn before the model is built, so it needs the seeded generator first
         if seed is not None:
             super(MujocoGoalEnv, self).reset(seed=seed)
@@ -255,7 +276,10 @@ class PointMazeEnv(MujocoGoalEnv):
         side = 2 * self.size + 1
         grid = vector[4 : 4 + side * side].reshape(side, side) > 0.5
         chars = np.where(grid, "#", " ").astype("<U1")
-        for mark, point in (("G", observation["desired_goal"]), ("B", observation["achieved_goal"])):
+        for mark, point in (
+            ("G", observation["desired_goal"]),
+            ("B", observation["achieved_goal"]),
+        ):
             r, c = self.cell_of(np.asarray(point))
             chars[2 * r + 1, 2 * c + 1] = mark
         numbers = super().observation_text(observation)

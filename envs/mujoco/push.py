@@ -123,7 +123,13 @@ class PushEnv(MujocoGoalEnv):
             f"a table from -{TABLE} to {TABLE} m in x and y, seen from above. The action is the "
             f"force on the pusher along x and y in units of {GEAR:g} N."
         )
-        self._setup(max_steps=max_steps, reward_type=reward_type, render_mode=render_mode, width=width, height=height)
+        self._setup(
+            max_steps=max_steps,
+            reward_type=reward_type,
+            render_mode=render_mode,
+            width=width,
+            height=height,
+        )
 
     def _model_xml(self) -> str:
         return PUSH_XML
@@ -155,7 +161,9 @@ class PushEnv(MujocoGoalEnv):
         return self._target.copy()
 
     def _progress(self) -> float:
-        return 1.0 - float(np.linalg.norm(self.data.qpos[2:4] - self._target)) / self._initial_distance
+        return (
+            1.0 - float(np.linalg.norm(self.data.qpos[2:4] - self._target)) / self._initial_distance
+        )
 
     def _camera(self) -> Any:
         return "top"
@@ -173,7 +181,9 @@ class PushEnv(MujocoGoalEnv):
         tangential = np.array([-radial[1], radial[0]])  # counter-clockwise around the block
         # angle still to go around the block to reach the pushing side (the side facing away from
         # the target), wrapped to (-pi, pi]
-        turn = float(np.angle(np.exp(1j * (np.arctan2(-u[1], -u[0]) - np.arctan2(radial[1], radial[0])))))
+        turn = float(
+            np.angle(np.exp(1j * (np.arctan2(-u[1], -u[0]) - np.arctan2(radial[1], radial[0]))))
+        )
         reach = PUSHER + BLOCK
         orbit = 0.35 * np.clip(2.0 * turn, -1.0, 1.0) * tangential
         if abs(turn) < 0.4 and r < reach + 0.04:

@@ -31,7 +31,10 @@ def _arm_xml(lengths: tuple[float, ...]) -> str:
         )
         close.append("</body>")
     tip = f'<site name="fingertip" pos="{lengths[-1]} 0 0" size="0.012" rgba="0.9 0.3 0.2 1"/>'
-    motors = "".join(f'<motor joint="j{i}" gear="0.05" ctrlrange="-1 1" ctrllimited="true"/>' for i in range(len(lengths)))
+    motors = "".join(
+        f'<motor joint="j{i}" gear="0.05" ctrlrange="-1 1" ctrllimited="true"/>'
+        for i in range(len(lengths))
+    )
     return f"""<mujoco model="reach{len(lengths)}">
   <option timestep="0.005" gravity="0 0 0" integrator="implicitfast"/>
   {SCENE_XML}
@@ -41,7 +44,7 @@ def _arm_xml(lengths: tuple[float, ...]) -> str:
     {top_camera_xml(0.27)}
     <geom type="cylinder" size="0.015 0.01" rgba="0.3 0.3 0.3 1"/>
     <site name="target" pos="0.1 0 0.01" size="0.015" rgba="0.1 0.8 0.1 0.8"/>
-    <body name="arm" pos="0 0 0.02">{''.join(bodies)}{tip}{''.join(close)}</body>
+    <body name="arm" pos="0 0 0.02">{"".join(bodies)}{tip}{"".join(close)}</body>
   </worldbody>
   <actuator>{motors}</actuator>
 </mujoco>"""
@@ -101,7 +104,10 @@ class ReachEnv(MujocoGoalEnv):
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50, "family": "mujoco"}
 
-    remote_kwargs = {"num_links": client(OneOf((2, 3))), "distance_threshold": client(FloatRange(0.005, 0.05))}
+    remote_kwargs = {
+        "num_links": client(OneOf((2, 3))),
+        "distance_threshold": client(FloatRange(0.005, 0.05)),
+    }
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
     frame_skip = 4
     TASK_TEXT = ""
@@ -122,7 +128,9 @@ class ReachEnv(MujocoGoalEnv):
         self.num_links = num_links
         self.lengths = LINK_LENGTHS[num_links]
         self.reach = float(sum(self.lengths))
-        self.distance_threshold = check_number("distance_threshold", distance_threshold, 0.005, 0.05)
+        self.distance_threshold = check_number(
+            "distance_threshold", distance_threshold, 0.005, 0.05
+        )
         self._target = np.zeros(2)
         self._initial_distance = 1.0
         self._ik: tuple[tuple[float, float], np.ndarray] | None = None
@@ -138,7 +146,13 @@ class ReachEnv(MujocoGoalEnv):
             f"origin, reach {self.reach:.2f} m) to within {self.distance_threshold} m of the target. "
             "Each action entry is the torque of one joint from base to tip, in units of 0.05 N m."
         )
-        self._setup(max_steps=max_steps, reward_type=reward_type, render_mode=render_mode, width=width, height=height)
+        self._setup(
+            max_steps=max_steps,
+            reward_type=reward_type,
+            render_mode=render_mode,
+            width=width,
+            height=height,
+        )
 
     def _model_xml(self) -> str:
         return _arm_xml(self.lengths)
@@ -165,7 +179,9 @@ class ReachEnv(MujocoGoalEnv):
     def _observation_vector(self) -> np.ndarray:
         # one array from Python floats: cheaper than two ufuncs and a concatenate on 2-3 joints
         q = self._qpos.tolist()
-        return np.array([*map(math.cos, q), *map(math.sin, q), *self._qvel.tolist(), *self._tip_xy.tolist()])
+        return np.array(
+            [*map(math.cos, q), *map(math.sin, q), *self._qvel.tolist(), *self._tip_xy.tolist()]
+        )
 
     def _achieved_goal(self) -> np.ndarray:
         return self._fingertip()
@@ -174,7 +190,9 @@ class ReachEnv(MujocoGoalEnv):
         return self._target.copy()
 
     def _progress(self) -> float:
-        return 1.0 - float(np.linalg.norm(self._fingertip() - self._target)) / self._initial_distance
+        return (
+            1.0 - float(np.linalg.norm(self._fingertip() - self._target)) / self._initial_distance
+        )
 
     def _camera(self) -> Any:
         return "top"
@@ -187,7 +205,11 @@ class ReachEnv(MujocoGoalEnv):
         jac = np.zeros((3, self.model.nv))
         best, best_error = self.data.qpos.copy(), np.inf
         for attempt in range(8):
-            data.qpos[:] = self.data.qpos if attempt == 0 else best + np.linspace(0.7, 1.9, self.num_links) * attempt
+            data.qpos[:] = (
+                self.data.qpos
+                if attempt == 0
+                else best + np.linspace(0.7, 1.9, self.num_links) * attempt
+            )
             for _ in range(100):
                 mujoco.mj_kinematics(self.model, data)
                 error = self._target - data.site_xpos[site, :2]

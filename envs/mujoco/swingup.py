@@ -97,7 +97,10 @@ class SwingupEnv(MujocoGoalEnv):
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50, "family": "mujoco"}
 
-    remote_kwargs = {"hold_seconds": client(FloatRange(0.1, 10.0)), "upright_angle": client(FloatRange(0.05, 0.5))}
+    remote_kwargs = {
+        "hold_seconds": client(FloatRange(0.1, 10.0)),
+        "upright_angle": client(FloatRange(0.05, 0.5)),
+    }
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
     frame_skip = 2
     OBSERVATION_FIELDS = (
@@ -132,7 +135,13 @@ class SwingupEnv(MujocoGoalEnv):
             f"it within {self.upright_angle} rad of upright for {self.hold_seconds:g} s in a row. "
             f"The action is the horizontal force on the cart in units of {GEAR:g} N (positive = +x)."
         )
-        self._setup(max_steps=max_steps, reward_type=reward_type, render_mode=render_mode, width=width, height=height)
+        self._setup(
+            max_steps=max_steps,
+            reward_type=reward_type,
+            render_mode=render_mode,
+            width=width,
+            height=height,
+        )
 
     def _model_xml(self) -> str:
         return SWINGUP_XML
@@ -156,7 +165,9 @@ class SwingupEnv(MujocoGoalEnv):
     def _observation_vector(self) -> np.ndarray:
         x, angle = self._qpos.tolist()
         velocity, rate = self._qvel.tolist()
-        return np.array([x, math.cos(angle), math.sin(angle), velocity, rate, self._held_steps * self._dt])
+        return np.array(
+            [x, math.cos(angle), math.sin(angle), velocity, rate, self._held_steps * self._dt]
+        )
 
     def _achieved_goal(self) -> np.ndarray:
         return np.array([POLE * math.cos(self._qpos[1])])

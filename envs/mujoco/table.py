@@ -28,7 +28,7 @@ ROWS.append(
         id="verigym/Push-v0",
         entry_point="verigym.envs.mujoco.push:PushEnv",
         family="mujoco",
-    additional_wrappers=GOAL_API,
+        additional_wrappers=GOAL_API,
         description="Push a block into a target zone on a table (goal-conditioned).",
     )
 )
@@ -37,7 +37,7 @@ ROWS.append(
         id="verigym/Swingup-v0",
         entry_point="verigym.envs.mujoco.swingup:SwingupEnv",
         family="mujoco",
-    additional_wrappers=GOAL_API,
+        additional_wrappers=GOAL_API,
         description="Cart-pole swing-up; success = upright for 2 s in a row.",
     )
 )
@@ -46,6 +46,10 @@ ROWS += variants(
     "verigym.envs.mujoco.locomotion:LocomotionTargetEnv",
     family="mujoco",
     additional_wrappers=GOAL_API,
-    rows={"Hopper": {"robot": "hopper"}, "HalfCheetah": {"robot": "half_cheetah"}, "Ant": {"robot": "ant"}},
+    rows={
+        "Hopper": {"robot": "hopper"},
+        "HalfCheetah": {"robot": "half_cheetah"},
+        "Ant": {"robot": "ant"},
+    },
     description="Gymnasium's locomotion robot must run D metres within T seconds without falling.",
 )

@@ -128,7 +128,9 @@ class ParallelGame(AgentSpaces, ParallelEnv):
             ValueError: it names unknown agents or misses live ones; the message lists both sets.
         """
         if not self.agents:
-            raise EpisodeEndedError(f"{type(self).__name__}.step() was called with no live agents: the game is over (or was never reset); call reset()")
+            raise EpisodeEndedError(
+                f"{type(self).__name__}.step() was called with no live agents: the game is over (or was never reset); call reset()"
+            )
         if not isinstance(actions, Mapping):
             raise TypeError(
                 f"a joint action is a dict mapping each live agent {self.agents} to its action, "
@@ -136,7 +138,9 @@ class ParallelGame(AgentSpaces, ParallelEnv):
             )
         unknown = [agent for agent in actions if agent not in self.possible_agents]
         if unknown:
-            raise ValueError(f"the joint action names unknown agents {_short(unknown)}; the agents are {self.possible_agents}")
+            raise ValueError(
+                f"the joint action names unknown agents {_short(unknown)}; the agents are {self.possible_agents}"
+            )
         missing = [agent for agent in self.agents if agent not in actions]
         if missing:
             raise ValueError(
@@ -161,7 +165,9 @@ class AECView(parallel_to_aec_wrapper):
 
     def step(self, action: Any) -> None:
         if not self.agents:
-            raise EpisodeEndedError(f"the {type(self.env).__name__} game is over and every agent has stepped out (or it was never reset); call reset()")
+            raise EpisodeEndedError(
+                f"the {type(self.env).__name__} game is over and every agent has stepped out (or it was never reset); call reset()"
+            )
         super().step(action)
 
     def __getattr__(self, name: str) -> Any:
@@ -200,7 +206,11 @@ class TurnBasedGame(AgentSpaces, AECEnv):
             (``render`` writes it to stdout).
     """
 
-    metadata: dict[str, Any] = {"render_modes": ["ansi", "human"], "is_parallelizable": False, "family": "multiagent"}
+    metadata: dict[str, Any] = {
+        "render_modes": ["ansi", "human"],
+        "is_parallelizable": False,
+        "family": "multiagent",
+    }
     forfeit_reward = 1.0
     """Reward of the other agents when one forfeits by an illegal move."""
 
@@ -279,7 +289,9 @@ class TurnBasedGame(AgentSpaces, AECEnv):
     def step(self, action: Any) -> None:
         agent = self.agent_selection
         if agent not in getattr(self, "terminations", {}):
-            raise EpisodeEndedError("the game is over and every agent has stepped out (or it was never reset); call reset() first")
+            raise EpisodeEndedError(
+                "the game is over and every agent has stepped out (or it was never reset); call reset() first"
+            )
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
             return
@@ -289,10 +301,15 @@ class TurnBasedGame(AgentSpaces, AECEnv):
         try:
             move = int(coerce_action(self.action_space(agent), action))
             if not self._legal_mask(agent)[move]:
-                raise ActionParseError(f"{self.action_text(move, agent)!r} is not a legal move now; {self.legal_moves_text(agent)}")
+                raise ActionParseError(
+                    f"{self.action_text(move, agent)!r} is not a legal move now; {self.legal_moves_text(agent)}"
+                )
         except ActionParseError as exc:
             action_error_info(str(exc), self.infos[agent])
-            payoffs = {a: (self.illegal_move_reward if a == agent else self.forfeit_reward) for a in self.agents}
+            payoffs = {
+                a: (self.illegal_move_reward if a == agent else self.forfeit_reward)
+                for a in self.agents
+            }
             self._finish(payoffs, truncated=False, forfeit=agent)
         else:
             self._moves[agent] += 1
@@ -322,7 +339,9 @@ class TurnBasedGame(AgentSpaces, AECEnv):
         """Nothing to release; safe to call twice."""
 
     # -- helpers --------------------------------------------------------------------------------
-    def _finish(self, payoffs: dict[str, float], *, truncated: bool, forfeit: str | None = None) -> None:
+    def _finish(
+        self, payoffs: dict[str, float], *, truncated: bool, forfeit: str | None = None
+    ) -> None:
         for a in self.agents:
             payoff = float(payoffs.get(a, 0.0))
             self.rewards[a] = payoff
@@ -343,11 +362,16 @@ class TurnBasedGame(AgentSpaces, AECEnv):
         for a in self.agents:
             n = int(self.action_space(a).n)
             live = not (self.terminations[a] or self.truncations[a]) and a == self.agent_selection
-            self.infos[a][ACTION_MASK] = self._legal_mask(a).astype(np.int8) if live else np.zeros(n, dtype=np.int8)
+            self.infos[a][ACTION_MASK] = (
+                self._legal_mask(a).astype(np.int8) if live else np.zeros(n, dtype=np.int8)
+            )
 
     def game_over(self) -> bool:
         """Whether the current game has ended (all agents terminated or truncated)."""
-        return all(self.terminations.get(a, True) or self.truncations.get(a, True) for a in self.possible_agents)
+        return all(
+            self.terminations.get(a, True) or self.truncations.get(a, True)
+            for a in self.possible_agents
+        )
 
     def legal_moves_text(self, agent: str) -> str:
         """``"legal moves: a, b, c"`` for ``agent`` (at most 20 listed)."""

@@ -71,7 +71,13 @@ class ConnectFourEnv(TurnBasedGame):
 
     metadata = {**TurnBasedGame.metadata, "name": "connect_four_v0"}
 
-    def __init__(self, *, max_cycles: int | None = None, illegal_move_reward: float = -1.0, render_mode: str | None = None):
+    def __init__(
+        self,
+        *,
+        max_cycles: int | None = None,
+        illegal_move_reward: float = -1.0,
+        render_mode: str | None = None,
+    ):
         agents = ["player_0", "player_1"]
         self._setup(
             agents,
@@ -110,11 +116,16 @@ class ConnectFourEnv(TurnBasedGame):
         return self.possible_agents[1 - self.possible_agents.index(agent)]
 
     def _payoffs(self) -> dict[str, float]:
-        return {a: 0.0 if not self._winner else (1.0 if self._mark(a) == self._winner else -1.0) for a in self.possible_agents}
+        return {
+            a: 0.0 if not self._winner else (1.0 if self._mark(a) == self._winner else -1.0)
+            for a in self.possible_agents
+        }
 
     def observe(self, agent: str) -> np.ndarray:
         mine = self._mark(agent)
-        return np.stack([self.board == mine, self.board == 3 - mine, self.board == 0], axis=-1).astype(np.int8)
+        return np.stack(
+            [self.board == mine, self.board == 3 - mine, self.board == 0], axis=-1
+        ).astype(np.int8)
 
     def heuristic_action(self, agent: str, rng: np.random.Generator) -> int:
         """Win now if possible, else block the opponent's immediate win, else a random column that
@@ -155,8 +166,16 @@ class ConnectFourEnv(TurnBasedGame):
 
     def observation_text(self, observation: np.ndarray, agent: str) -> str:
         mine, theirs = DISCS[self._mark(agent)], DISCS[3 - self._mark(agent)]
-        rows = [" ".join(mine if cell[0] else theirs if cell[1] else "." for cell in row) for row in observation]
-        return f"Board (you are {mine}; top row first):\n" + "\n".join(rows) + "\n" + " ".join(str(c) for c in range(COLUMNS))
+        rows = [
+            " ".join(mine if cell[0] else theirs if cell[1] else "." for cell in row)
+            for row in observation
+        ]
+        return (
+            f"Board (you are {mine}; top row first):\n"
+            + "\n".join(rows)
+            + "\n"
+            + " ".join(str(c) for c in range(COLUMNS))
+        )
 
     def parse_action(self, text: str, agent: str) -> int:
         """The column in ``text`` (the last standalone digit 0-6).

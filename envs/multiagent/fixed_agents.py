@@ -67,7 +67,9 @@ class FixedAgents(ParallelEnv):
     def action_space(self, agent: str) -> spaces.Space:
         return self.env.action_space(agent)
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         observations, infos = self.env.reset(seed=seed, options=options)
         self.agents = list(self.possible_agents)
         self._final = {}
@@ -78,13 +80,21 @@ class FixedAgents(ParallelEnv):
         if not self.agents:
             raise EpisodeEndedError("the game is over (or was never reset); call reset()")
         if not isinstance(actions, dict):
-            raise TypeError(f"a joint action is a dict mapping each agent {self.agents} to its action, got {type(actions).__name__}")
+            raise TypeError(
+                f"a joint action is a dict mapping each agent {self.agents} to its action, got {type(actions).__name__}"
+            )
         live = list(self.env.agents)
-        observations, rewards, terminations, truncations, infos = self.env.step({a: actions.get(a) for a in live})
+        observations, rewards, terminations, truncations, infos = self.env.step(
+            {a: actions.get(a) for a in live}
+        )
         self._last.update(observations)
         for agent in observations:
             if terminations.get(agent) or truncations.get(agent):
-                self._final[agent] = (bool(terminations.get(agent)), bool(truncations.get(agent)), dict(infos.get(agent, {})))
+                self._final[agent] = (
+                    bool(terminations.get(agent)),
+                    bool(truncations.get(agent)),
+                    dict(infos.get(agent, {})),
+                )
         over = not self.env.agents
         out: tuple[dict, dict, dict, dict, dict] = ({}, {}, {}, {}, {})
         for agent in self.agents:

@@ -83,7 +83,16 @@ class GridGame(ParallelGame):
         "family": "multiagent",
     }
 
-    def _setup(self, agents: list[str], *, size: int, wall_density: float, view_size: int, max_cycles: int, render_mode: str | None) -> None:
+    def _setup(
+        self,
+        agents: list[str],
+        *,
+        size: int,
+        wall_density: float,
+        view_size: int,
+        max_cycles: int,
+        render_mode: str | None,
+    ) -> None:
         check_int("size", size, 5, 32)
         check_number("wall_density", wall_density, 0.0, 0.3)
         check_odd_int("view_size", view_size, 3, 7)
@@ -129,7 +138,9 @@ class GridGame(ParallelGame):
         raise NotImplementedError
 
     # -- PettingZoo API -------------------------------------------------------------------------
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
         self._reseed(seed)
         free = self._make_map()
         order = self.np_random.permutation(len(free))
@@ -147,7 +158,10 @@ class GridGame(ParallelGame):
             try:
                 move = int(coerce_action(self.action_spaces[agent], actions[agent]))
             except ActionParseError as exc:
-                action_error_info(f"{exc}; {agent} stays. Actions: 0 stay, 1 up, 2 right, 3 down, 4 left", infos[agent])
+                action_error_info(
+                    f"{exc}; {agent} stays. Actions: 0 stay, 1 up, 2 right, 3 down, 4 left",
+                    infos[agent],
+                )
             self._move(agent, move)
         self.cycle += 1
         rewards, terminations = self._resolve(acting)
@@ -183,7 +197,11 @@ class GridGame(ParallelGame):
         if self.render_mode is None:
             return None
         if self.render_mode == "rgb_array":
-            drawn = [(r, c, self.facing[a], self.team_color(a)) for a, (r, c) in self.position.items() if a in self.agents]
+            drawn = [
+                (r, c, self.facing[a], self.team_color(a))
+                for a, (r, c) in self.position.items()
+                if a in self.agents
+            ]
             return render_rgb(self._scene(with_agents=False).cells, tile_size=16, agents=drawn)
         text = self.map_text()
         if self.render_mode == "human":
@@ -209,7 +227,11 @@ class GridGame(ParallelGame):
         """
         found = last_match(_MOVE, text, "no move found; reply with stay, up, right, down or left")
         word = found.group().lower()
-        return int(word) if word.isdigit() else _ALIASES.get(word, MOVE_NAMES.index(word) if word in MOVE_NAMES else 0)
+        return (
+            int(word)
+            if word.isdigit()
+            else _ALIASES.get(word, MOVE_NAMES.index(word) if word in MOVE_NAMES else 0)
+        )
 
     def action_text(self, action: Any, agent: str) -> str:
         return MOVE_NAMES[int(action)]
@@ -264,7 +286,12 @@ class GridGame(ParallelGame):
             r, c = queue.popleft()
             for dr, dc in DIR_VEC:
                 nr, nc = r + int(dr), c + int(dc)
-                if 0 <= nr < walls.shape[0] and 0 <= nc < walls.shape[1] and not walls[nr, nc] and not seen[nr, nc]:
+                if (
+                    0 <= nr < walls.shape[0]
+                    and 0 <= nc < walls.shape[1]
+                    and not walls[nr, nc]
+                    and not seen[nr, nc]
+                ):
                     seen[nr, nc] = True
                     count += 1
                     queue.append((nr, nc))

@@ -16,7 +16,15 @@ __all__ = ["KuhnPokerEnv", "equilibrium_bet_probability", "exploitability"]
 CARDS = "JQK"
 PASS, BET = 0, 1
 _WORD = re.compile(r"\b(pass|check|fold|bet|call|0|1)\b", re.IGNORECASE)
-_WORD_ACTION = {"pass": PASS, "check": PASS, "fold": PASS, "0": PASS, "bet": BET, "call": BET, "1": BET}
+_WORD_ACTION = {
+    "pass": PASS,
+    "check": PASS,
+    "fold": PASS,
+    "0": PASS,
+    "bet": BET,
+    "call": BET,
+    "1": BET,
+}
 
 # Kuhn's equilibrium family (alpha in [0, 1/3]); probability of BET by card and history.
 _ALPHA = 1.0 / 3.0
@@ -63,17 +71,26 @@ def exploitability(policy: Callable[[int, tuple[int, ...]], float]) -> float:
         # expected chips of `seat` (summed over opponent cards, weighted by their reach)
         if history in _ENDS:
             sign = 1.0 if seat == 0 else -1.0
-            return sum(w * sign * _showdown(history, (mine, c) if seat == 0 else (c, mine)) for c, w in reach.items())
+            return sum(
+                w * sign * _showdown(history, (mine, c) if seat == 0 else (c, mine))
+                for c, w in reach.items()
+            )
         if len(history) % 2 == seat:  # the best responder moves: best action for this info set
             return max(value(history + (a,), seat, mine, reach) for a in (PASS, BET))
         total = 0.0
         for action in (PASS, BET):
-            weights = {c: w * (policy(c, history) if action == BET else 1.0 - policy(c, history)) for c, w in reach.items()}
+            weights = {
+                c: w * (policy(c, history) if action == BET else 1.0 - policy(c, history))
+                for c, w in reach.items()
+            }
             total += value(history + (action,), seat, mine, weights)
         return total
 
     best = [
-        sum(value((), seat, mine, {c: 1.0 / 6.0 for c in range(3) if c != mine}) for mine in range(3))
+        sum(
+            value((), seat, mine, {c: 1.0 / 6.0 for c in range(3) if c != mine})
+            for mine in range(3)
+        )
         for seat in (0, 1)
     ]
     return (best[0] + best[1]) / 2.0
@@ -122,7 +139,13 @@ class KuhnPokerEnv(TurnBasedGame):
     metadata = {**TurnBasedGame.metadata, "name": "kuhn_poker_v0"}
     forfeit_reward = 2.0
 
-    def __init__(self, *, max_cycles: int | None = None, illegal_move_reward: float = -2.0, render_mode: str | None = None):
+    def __init__(
+        self,
+        *,
+        max_cycles: int | None = None,
+        illegal_move_reward: float = -2.0,
+        render_mode: str | None = None,
+    ):
         agents = ["player_0", "player_1"]
         self._setup(
             agents,
@@ -155,10 +178,15 @@ class KuhnPokerEnv(TurnBasedGame):
         first = _showdown(tuple(self.history), self.cards)
         return {"player_0": first, "player_1": -first}
 
-    def _finish(self, payoffs: dict[str, float], *, truncated: bool, forfeit: str | None = None) -> None:
+    def _finish(
+        self, payoffs: dict[str, float], *, truncated: bool, forfeit: str | None = None
+    ) -> None:
         super()._finish(payoffs, truncated=truncated, forfeit=forfeit)
         for a in self.agents:
-            self.infos[a]["cards"] = {"player_0": CARDS[self.cards[0]], "player_1": CARDS[self.cards[1]]}
+            self.infos[a]["cards"] = {
+                "player_0": CARDS[self.cards[0]],
+                "player_1": CARDS[self.cards[1]],
+            }
 
     def _verdict(self, agent: str, payoff: float) -> tuple[bool, float]:
         return payoff > 0, (payoff + 2.0) / 4.0
@@ -177,7 +205,9 @@ class KuhnPokerEnv(TurnBasedGame):
 
         With ``rng`` the mixed strategy is sampled; without, the more likely action is returned.
         """
-        p_bet = equilibrium_bet_probability(self.cards[self.possible_agents.index(agent)], tuple(self.history))
+        p_bet = equilibrium_bet_probability(
+            self.cards[self.possible_agents.index(agent)], tuple(self.history)
+        )
         if rng is None:
             return BET if p_bet > 0.5 else PASS
         return BET if rng.random() < p_bet else PASS
@@ -195,11 +225,19 @@ class KuhnPokerEnv(TurnBasedGame):
 
     def observation_text(self, observation: np.ndarray, agent: str) -> str:
         card = CARDS[int(np.argmax(observation[:3]))]
-        actions = [("pass", "bet")[int(np.argmax(observation[3 + 2 * i : 5 + 2 * i]))] for i in range(3) if observation[3 + 2 * i : 5 + 2 * i].any()]
+        actions = [
+            ("pass", "bet")[int(np.argmax(observation[3 + 2 * i : 5 + 2 * i]))]
+            for i in range(3)
+            if observation[3 + 2 * i : 5 + 2 * i].any()
+        ]
         first = bool(observation[9])
-        history = ", ".join(
-            f"{'you' if (i % 2 == 0) == first else 'opponent'}: {a}" for i, a in enumerate(actions)
-        ) or "no actions yet"
+        history = (
+            ", ".join(
+                f"{'you' if (i % 2 == 0) == first else 'opponent'}: {a}"
+                for i, a in enumerate(actions)
+            )
+            or "no actions yet"
+        )
         return f"Your card: {card}. You act {'first' if first else 'second'}. Betting so far: {history}."
 
     def parse_action(self, text: str, agent: str) -> int:

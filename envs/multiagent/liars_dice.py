@@ -125,10 +125,14 @@ class LiarsDiceEnv(TurnBasedGame):
         loser = self.caller if holds else self.bidder
         return {a: (-1.0 if i == loser else 1.0) for i, a in enumerate(self.possible_agents)}
 
-    def _finish(self, payoffs: dict[str, float], *, truncated: bool, forfeit: str | None = None) -> None:
+    def _finish(
+        self, payoffs: dict[str, float], *, truncated: bool, forfeit: str | None = None
+    ) -> None:
         super()._finish(payoffs, truncated=truncated, forfeit=forfeit)
         for a in self.agents:
-            self.infos[a]["dice"] = {p: [int(v) for v in self.dice[i]] for i, p in enumerate(self.possible_agents)}
+            self.infos[a]["dice"] = {
+                p: [int(v) for v in self.dice[i]] for i, p in enumerate(self.possible_agents)
+            }
 
     def observe(self, agent: str) -> np.ndarray:
         seat = self.possible_agents.index(agent)
@@ -186,7 +190,9 @@ class LiarsDiceEnv(TurnBasedGame):
             TypeError: ``text`` is not a ``str``.
             ActionParseError: no bid or call found, or a quantity outside 1..total_dice.
         """
-        found = last_match(_BID, text, "no bid found; reply with a bid like '3x5' (three fives) or 'liar'")
+        found = last_match(
+            _BID, text, "no bid found; reply with a bid like '3x5' (three fives) or 'liar'"
+        )
         if found.group(3):
             return self.liar
         quantity, face = int(found.group(1)), int(found.group(2))
@@ -202,6 +208,9 @@ class LiarsDiceEnv(TurnBasedGame):
         return f"{quantity}x{face}"
 
     def board_text(self) -> str:
-        dice = "; ".join(f"{a}: {' '.join(str(int(v)) for v in self.dice[i])}" for i, a in enumerate(self.possible_agents))
+        dice = "; ".join(
+            f"{a}: {' '.join(str(int(v)) for v in self.dice[i])}"
+            for i, a in enumerate(self.possible_agents)
+        )
         bid = self.action_text(self.bid, "player_0") if self.bid >= 0 else "none"
         return f"dice {dice}; standing bid {bid}"

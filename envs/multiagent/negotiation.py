@@ -20,10 +20,15 @@ ITEMS = ("book", "hat", "ball")
 MAX_COUNT = 4
 TOTAL_VALUE = 10
 NUM_PROPOSALS = (MAX_COUNT + 1) ** len(ITEMS)
-_MOVE = re.compile(r"\b(accept)\b|\bpropose\b\s*:?\s*(\d{1,3})\s*[,; ]\s*(\d{1,3})\s*[,; ]\s*(\d{1,3})", re.IGNORECASE)
+_MOVE = re.compile(
+    r"\b(accept)\b|\bpropose\b\s*:?\s*(\d{1,3})\s*[,; ]\s*(\d{1,3})\s*[,; ]\s*(\d{1,3})",
+    re.IGNORECASE,
+)
 
 
-def deal_payoffs(counts: Sequence[int], values: Sequence[Sequence[int]], first_keeps: Sequence[int]) -> tuple[float, float]:
+def deal_payoffs(
+    counts: Sequence[int], values: Sequence[Sequence[int]], first_keeps: Sequence[int]
+) -> tuple[float, float]:
     """Payoffs of a deal: each agent's value of what it receives, divided by ``TOTAL_VALUE``.
 
     Args:
@@ -107,10 +112,19 @@ class NegotiationEnv(TurnBasedGame):
     metadata = {**TurnBasedGame.metadata, "name": "negotiation_v0"}
     forfeit_reward = 0.0
 
-    def __init__(self, *, max_cycles: int = 5, illegal_move_reward: float = -1.0, render_mode: str | None = None):
+    def __init__(
+        self,
+        *,
+        max_cycles: int = 5,
+        illegal_move_reward: float = -1.0,
+        render_mode: str | None = None,
+    ):
         check_int("max_cycles", max_cycles, 1, 50)  # an int: negotiations must end
         agents = ["player_0", "player_1"]
-        high = np.array([MAX_COUNT] * 3 + [TOTAL_VALUE] * 3 + [MAX_COUNT] * 3 + [1, 2 * max_cycles, 1], dtype=np.int8)
+        high = np.array(
+            [MAX_COUNT] * 3 + [TOTAL_VALUE] * 3 + [MAX_COUNT] * 3 + [1, 2 * max_cycles, 1],
+            dtype=np.int8,
+        )
         self._setup(
             agents,
             spaces.Box(np.zeros(12, dtype=np.int8), high, dtype=np.int8),
@@ -141,7 +155,10 @@ class NegotiationEnv(TurnBasedGame):
         first = valid[int(self.np_random.integers(len(valid)))]
         second_pool = valid[np.all((valid > 0) | (first > 0), axis=1)]
         second = second_pool[int(self.np_random.integers(len(second_pool)))]
-        self.counts, self.values = counts.astype(np.int64), np.stack([first, second]).astype(np.int64)
+        self.counts, self.values = (
+            counts.astype(np.int64),
+            np.stack([first, second]).astype(np.int64),
+        )
         self.offer, self.deal, self.turn = None, None, 0
         return "player_0"
 
@@ -160,7 +177,11 @@ class NegotiationEnv(TurnBasedGame):
             if self.offer is None:  # excluded by the mask
                 raise RuntimeError("accept without a standing offer")
             proposer, keeps = self.offer
-            self.deal = tuple(keeps) if proposer == 0 else tuple(int(c - k) for c, k in zip(self.counts, keeps))
+            self.deal = (
+                tuple(keeps)
+                if proposer == 0
+                else tuple(int(c - k) for c, k in zip(self.counts, keeps))
+            )
             return None
         self.offer = (seat, _proposal(action))
         return self.possible_agents[1 - seat]
@@ -170,12 +191,23 @@ class NegotiationEnv(TurnBasedGame):
         return {"player_0": first, "player_1": second}
 
     def _verdict(self, agent: str, payoff: float) -> tuple[bool, float]:
-        return self.deal is not None and not self.truncations.get(agent, False), payoff if payoff > 0 else 0.0
+        return self.deal is not None and not self.truncations.get(
+            agent, False
+        ), payoff if payoff > 0 else 0.0
 
-    def _finish(self, payoffs: dict[str, float], *, truncated: bool, forfeit: str | None = None) -> None:
+    def _finish(
+        self, payoffs: dict[str, float], *, truncated: bool, forfeit: str | None = None
+    ) -> None:
         super()._finish(payoffs, truncated=truncated, forfeit=forfeit)
         for a in self.agents:
-            self.infos[a]["deal"] = None if self.deal is None else {"player_0": list(self.deal), "player_1": [int(c - k) for c, k in zip(self.counts, self.deal)]}
+            self.infos[a]["deal"] = (
+                None
+                if self.deal is None
+                else {
+                    "player_0": list(self.deal),
+                    "player_1": [int(c - k) for c, k in zip(self.counts, self.deal)],
+                }
+            )
 
     def observe(self, agent: str) -> np.ndarray:
         seat = self.possible_agents.index(agent)
@@ -184,7 +216,9 @@ class NegotiationEnv(TurnBasedGame):
         obs[3:6] = self.values[seat]
         if self.offer is not None:
             proposer, keeps = self.offer
-            receive = keeps if proposer == seat else tuple(int(c - k) for c, k in zip(self.counts, keeps))
+            receive = (
+                keeps if proposer == seat else tuple(int(c - k) for c, k in zip(self.counts, keeps))
+            )
             obs[6:9] = receive
             obs[9] = int(proposer != seat)
         obs[10] = self.turn
@@ -216,7 +250,9 @@ class NegotiationEnv(TurnBasedGame):
         return (
             "You negotiate with another agent over a pool of books, hats and balls. You each value the "
             f"items privately: your values of the whole pool add up to {TOTAL_VALUE}, the other's too, "
-            "but the values differ. You move " + ("first" if first else "second") + "; turns alternate. "
+            "but the values differ. You move "
+            + ("first" if first else "second")
+            + "; turns alternate. "
             "On your turn reply 'propose B H A' to propose that YOU receive B books, H hats and A balls "
             "(the other agent gets the rest), or 'accept' to accept the other agent's standing "
             f"proposal. Each of you may propose at most {self.max_cycles} times; without agreement both "
@@ -230,7 +266,9 @@ class NegotiationEnv(TurnBasedGame):
         if obs[9]:
             standing = f"The other agent proposes that you receive {obs[6]} books, {obs[7]} hats, {obs[8]} balls."
         elif any(obs[6:9]) or obs[10]:
-            standing = f"Your standing proposal gives you {obs[6]} books, {obs[7]} hats, {obs[8]} balls."
+            standing = (
+                f"Your standing proposal gives you {obs[6]} books, {obs[7]} hats, {obs[8]} balls."
+            )
         else:
             standing = "No proposal yet."
         return f"Pool: {pool}. Your value per item: {values}. Turn {obs[10]}. {standing}"
@@ -242,7 +280,9 @@ class NegotiationEnv(TurnBasedGame):
             TypeError: ``text`` is not a ``str``.
             ActionParseError: neither found, or a count above 4.
         """
-        found = last_match(_MOVE, text, "no move found; reply 'propose B H A' (what you receive) or 'accept'")
+        found = last_match(
+            _MOVE, text, "no move found; reply 'propose B H A' (what you receive) or 'accept'"
+        )
         if found.group(1):
             return self.accept
         keeps = [int(found.group(i)) for i in (2, 3, 4)]
@@ -257,7 +297,9 @@ class NegotiationEnv(TurnBasedGame):
         return "propose " + " ".join(str(k) for k in _proposal(action))
 
     def board_text(self) -> str:
-        offer = "none" if self.offer is None else f"player_{self.offer[0]} keeps {list(self.offer[1])}"
+        offer = (
+            "none" if self.offer is None else f"player_{self.offer[0]} keeps {list(self.offer[1])}"
+        )
         return (
             f"pool {self.counts.tolist()}; values player_0 {self.values[0].tolist()}, player_1 "
             f"{self.values[1].tolist()}; turn {self.turn}; standing offer: {offer}"

@@ -30,7 +30,9 @@ def proposer_reward(solved: int, attempts: int) -> float:
         ValueError: ``solved`` is outside ``0..attempts``.
     """
     if not 0 <= solved <= attempts or attempts < 1:
-        raise ValueError(f"solved must be in 0..attempts with attempts >= 1, got {solved}/{attempts}")
+        raise ValueError(
+            f"solved must be in 0..attempts with attempts >= 1, got {solved}/{attempts}"
+        )
     rate = solved / attempts
     return 1.0 - rate if 0.0 < rate < 1.0 else 0.0
 
@@ -100,7 +102,11 @@ class ProposerSolverEnv(TurnBasedGame):
         check_int("max_operand", max_operand, min_operand, min(999, min_operand + 199))
         check_int("num_attempts", num_attempts, 1, 16)
         self.operation, self.symbol = operation, OPERATIONS[operation]
-        self.min_operand, self.max_operand, self.num_attempts = min_operand, max_operand, num_attempts
+        self.min_operand, self.max_operand, self.num_attempts = (
+            min_operand,
+            max_operand,
+            num_attempts,
+        )
         self.span = max_operand - min_operand + 1
         self.max_answer = 2 * max_operand if operation == "add" else max_operand * max_operand
         agents = ["proposer_0", "solver_0"]
@@ -108,7 +114,10 @@ class ProposerSolverEnv(TurnBasedGame):
         self._setup(
             agents,
             spaces.Box(np.zeros(6, dtype=np.int64), high, dtype=np.int64),
-            {"proposer_0": spaces.Discrete(self.span * self.span), "solver_0": spaces.Discrete(self.max_answer + 1)},
+            {
+                "proposer_0": spaces.Discrete(self.span * self.span),
+                "solver_0": spaces.Discrete(self.max_answer + 1),
+            },
             max_cycles=max_cycles,
             illegal_move_reward=illegal_move_reward,
             render_mode=render_mode,
@@ -157,10 +166,14 @@ class ProposerSolverEnv(TurnBasedGame):
             return self.solved == self.num_attempts, rate
         return 0.0 < rate < 1.0, proposer_reward(self.solved, self.num_attempts)
 
-    def _finish(self, payoffs: dict[str, float], *, truncated: bool, forfeit: str | None = None) -> None:
+    def _finish(
+        self, payoffs: dict[str, float], *, truncated: bool, forfeit: str | None = None
+    ) -> None:
         super()._finish(payoffs, truncated=truncated, forfeit=forfeit)
         for a in self.agents:
-            self.infos[a]["task"] = None if self.task is None else f"{self.task[0]} {self.symbol} {self.task[1]}"
+            self.infos[a]["task"] = (
+                None if self.task is None else f"{self.task[0]} {self.symbol} {self.task[1]}"
+            )
             self.infos[a]["solve_rate"] = self.solved / self.num_attempts
 
     def observe(self, agent: str) -> np.ndarray:
@@ -178,13 +191,21 @@ class ProposerSolverEnv(TurnBasedGame):
         if agent == "proposer_0":
             return int(rng.integers(self.span * self.span))
         a, b = self.task if self.task is not None else (0, 0)
-        steps = len(str(a)) * len(str(b)) if self.operation == "multiply" else max(len(str(a)), len(str(b)))
+        steps = (
+            len(str(a)) * len(str(b))
+            if self.operation == "multiply"
+            else max(len(str(a)), len(str(b)))
+        )
         answer = self.answer()
         if rng.random() < 0.85**steps or self.max_answer == 0:
             return answer
         offset = int(rng.choice([-10, -1, 1, 10]))
         wrong = answer + offset if 0 <= answer + offset <= self.max_answer else answer - offset
-        return int(min(max(wrong, 0), self.max_answer)) if wrong != answer else (answer + 1) % (self.max_answer + 1)
+        return (
+            int(min(max(wrong, 0), self.max_answer))
+            if wrong != answer
+            else (answer + 1) % (self.max_answer + 1)
+        )
 
     def solver_action(self, agent: str, rng: np.random.Generator | None = None) -> int:
         """Solver: the exact answer. Proposer: the task whose operands are largest (the hardest)."""
@@ -225,8 +246,13 @@ class ProposerSolverEnv(TurnBasedGame):
         if agent == "proposer_0":
             found = last_match(_TASK, text, f"no task found; reply like '12 {self.symbol} 34'")
             a, b = int(found.group(1)), int(found.group(3))
-            if not (self.min_operand <= a <= self.max_operand and self.min_operand <= b <= self.max_operand):
-                raise ActionParseError(f"operands must be in {self.min_operand}..{self.max_operand}, got {a} and {b}")
+            if not (
+                self.min_operand <= a <= self.max_operand
+                and self.min_operand <= b <= self.max_operand
+            ):
+                raise ActionParseError(
+                    f"operands must be in {self.min_operand}..{self.max_operand}, got {a} and {b}"
+                )
             return (a - self.min_operand) * self.span + (b - self.min_operand)
         found = last_match(_INTEGER, text, "no integer found; reply with the result")
         value = int(found.group())
@@ -242,5 +268,9 @@ class ProposerSolverEnv(TurnBasedGame):
         return str(action)
 
     def board_text(self) -> str:
-        task = "none" if self.task is None else f"{self.task[0]} {self.symbol} {self.task[1]} = {self.answer()}"
+        task = (
+            "none"
+            if self.task is None
+            else f"{self.task[0]} {self.symbol} {self.task[1]} = {self.answer()}"
+        )
         return f"task: {task}; attempts {self.attempts}/{self.num_attempts}, solved {self.solved}"

@@ -74,7 +74,14 @@ class PursuitEnv(GridGame):
         check_int("catch_size", catch_size, 1, 4)
         check_number("step_cost", step_cost, 0.0, 10.0)
         self.num_prey, self.catch_size, self.step_cost = num_prey, catch_size, float(step_cost)
-        self._setup([f"predator_{i}" for i in range(num_predators)], size=size, wall_density=wall_density, view_size=view_size, max_cycles=max_cycles, render_mode=render_mode)
+        self._setup(
+            [f"predator_{i}" for i in range(num_predators)],
+            size=size,
+            wall_density=wall_density,
+            view_size=view_size,
+            max_cycles=max_cycles,
+            render_mode=render_mode,
+        )
         self.prey: list[tuple[int, int]] = []
 
     def team_color(self, agent: str) -> int:
@@ -89,13 +96,21 @@ class PursuitEnv(GridGame):
             self.position[agent] = cell
             self.facing[agent] = int(self.np_random.integers(4))
         rest = free[len(predators) :]
-        far = [cell for cell in rest if min(abs(cell[0] - r) + abs(cell[1] - c) for r, c in predators) >= 3]
+        far = [
+            cell
+            for cell in rest
+            if min(abs(cell[0] - r) + abs(cell[1] - c) for r, c in predators) >= 3
+        ]
         pool = far if len(far) >= self.num_prey else rest
         self.prey = pool[: self.num_prey]
 
     def _caught(self, cell: tuple[int, int]) -> bool:
         r, c = cell
-        near = sum(1 for a in self.agents if abs(self.position[a][0] - r) + abs(self.position[a][1] - c) <= 1)
+        near = sum(
+            1
+            for a in self.agents
+            if abs(self.position[a][0] - r) + abs(self.position[a][1] - c) <= 1
+        )
         return near >= self.catch_size
 
     def _resolve(self, acting: list[str]) -> tuple[dict[str, float], dict[str, bool]]:
@@ -142,4 +157,3 @@ class PursuitEnv(GridGame):
                     best, best_distance = action, distance
             actions[agent] = best
         return actions
-

@@ -104,7 +104,9 @@ class SpreadEnv(ParallelGame):
         size = 4 + 2 * num_agents + 2 * (num_agents - 1)
         observation_space = spaces.Box(-2.0, 2.0, shape=(size,), dtype=np.float32)
         self.observation_spaces = dict.fromkeys(self.possible_agents, observation_space)
-        self.action_spaces = {a: spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32) for a in self.possible_agents}
+        self.action_spaces = {
+            a: spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32) for a in self.possible_agents
+        }
         self.np_random, self.np_random_seed = seeding.np_random(None)
         self.position = np.zeros((num_agents, 2))
         self.velocity = np.zeros((num_agents, 2))
@@ -112,7 +114,9 @@ class SpreadEnv(ParallelGame):
         self.cycle = 0
 
     # -- dynamics -------------------------------------------------------------------------------
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
         self._reseed(seed)
         self.position = self.np_random.uniform(-0.9, 0.9, size=(self.n, 2))
         self.velocity = np.zeros((self.n, 2))
@@ -126,13 +130,17 @@ class SpreadEnv(ParallelGame):
         infos: dict[str, dict[str, Any]] = {a: {} for a in acting}
         commands = np.zeros((self.n, 2))
         for i, agent in enumerate(self.possible_agents):
-            if agent not in acting:  # every live agent has an entry (ParallelGame.check_joint_action)
+            if (
+                agent not in acting
+            ):  # every live agent has an entry (ParallelGame.check_joint_action)
                 continue
             try:
                 commands[i] = coerce_action(self.action_spaces[agent], actions[agent])
             except ActionParseError as exc:
                 action_error_info(f"{exc}; the action counts as (0, 0)", infos[agent])
-        self.velocity = self.damping * self.velocity + (1.0 - self.damping) * self.max_speed * commands
+        self.velocity = (
+            self.damping * self.velocity + (1.0 - self.damping) * self.max_speed * commands
+        )
         self.position = self.position + self.velocity * self.dt
         outside = np.abs(self.position) > 1.0
         self.position = np.clip(self.position, -1.0, 1.0)
@@ -142,7 +150,11 @@ class SpreadEnv(ParallelGame):
         shared = -float(distances.min(axis=0).mean())
         gaps = np.linalg.norm(self.position[:, None] - self.position[None], axis=-1)
         overlaps = (gaps < 2 * self.agent_radius).sum(axis=1) - 1
-        rewards = {a: shared - self.collision_penalty * float(overlaps[i]) for i, a in enumerate(self.possible_agents) if a in acting}
+        rewards = {
+            a: shared - self.collision_penalty * float(overlaps[i])
+            for i, a in enumerate(self.possible_agents)
+            if a in acting
+        }
         covered = self.covered()
         done = bool(covered.all())
         out_of_time = self.cycle >= self.max_cycles and not done
@@ -168,20 +180,30 @@ class SpreadEnv(ParallelGame):
     def observe(self, agent: str) -> np.ndarray:
         i = self.possible_agents.index(agent)
         others = np.delete(self.position, i, axis=0) - self.position[i]
-        parts = [self.velocity[i], self.position[i], (self.landmarks - self.position[i]).ravel(), others.ravel()]
+        parts = [
+            self.velocity[i],
+            self.position[i],
+            (self.landmarks - self.position[i]).ravel(),
+            others.ravel(),
+        ]
         return np.clip(np.concatenate(parts), -2.0, 2.0).astype(np.float32)
 
     def greedy_actions(self) -> dict[str, np.ndarray]:
         """Each agent heads at full speed to its landmark under the assignment that minimizes the
         total distance (brute force over permutations); a scripted team for demos and tests."""
         distances = self.landmark_distances()
-        best = min(itertools.permutations(range(self.n)), key=lambda p: sum(distances[i, p[i]] for i in range(self.n)))
+        best = min(
+            itertools.permutations(range(self.n)),
+            key=lambda p: sum(distances[i, p[i]] for i in range(self.n)),
+        )
         actions = {}
         for i, agent in enumerate(self.possible_agents):
             delta = self.landmarks[best[i]] - self.position[i]
             norm = float(np.linalg.norm(delta))
             speed = min(1.0, norm / (self.max_speed * self.dt * 2.0))
-            actions[agent] = (delta / norm * speed if norm > 1e-9 else np.zeros(2)).astype(np.float32)
+            actions[agent] = (delta / norm * speed if norm > 1e-9 else np.zeros(2)).astype(
+                np.float32
+            )
         return {a: actions[a] for a in self.agents}
 
     # -- rendering ------------------------------------------------------------------------------
@@ -197,7 +219,9 @@ class SpreadEnv(ParallelGame):
         return text
 
     def _text(self) -> str:
-        agents = "; ".join(f"{a} ({x:+.2f}, {y:+.2f})" for a, (x, y) in zip(self.possible_agents, self.position))
+        agents = "; ".join(
+            f"{a} ({x:+.2f}, {y:+.2f})" for a, (x, y) in zip(self.possible_agents, self.position)
+        )
         marks = "; ".join(f"L{j} ({x:+.2f}, {y:+.2f})" for j, (x, y) in enumerate(self.landmarks))
         return f"step {self.cycle}: {agents} | landmarks {marks} | covered {int(self.covered().sum())}/{self.n}"
 
@@ -208,7 +232,11 @@ class SpreadEnv(ParallelGame):
         scale = (pixels - 1) / 2
         for landmark in self.landmarks:
             cx, cy = to_px(landmark)
-            image[(x - cx) ** 2 + (y - cy) ** 2 <= (self.cover_radius * scale) ** 2] = (200, 200, 200)
+            image[(x - cx) ** 2 + (y - cy) ** 2 <= (self.cover_radius * scale) ** 2] = (
+                200,
+                200,
+                200,
+            )
             image[(x - cx) ** 2 + (y - cy) ** 2 <= (0.02 * scale) ** 2] = (40, 40, 40)
         for point in self.position:
             cx, cy = to_px(point)
@@ -229,9 +257,14 @@ class SpreadEnv(ParallelGame):
 
     def observation_text(self, observation: np.ndarray, agent: str) -> str:
         values = [float(v) for v in observation]
-        landmarks = ", ".join(f"({values[4 + 2 * j]:+.3f}, {values[5 + 2 * j]:+.3f})" for j in range(self.n))
+        landmarks = ", ".join(
+            f"({values[4 + 2 * j]:+.3f}, {values[5 + 2 * j]:+.3f})" for j in range(self.n)
+        )
         start = 4 + 2 * self.n
-        others = ", ".join(f"({values[start + 2 * j]:+.3f}, {values[start + 2 * j + 1]:+.3f})" for j in range(self.n - 1))
+        others = ", ".join(
+            f"({values[start + 2 * j]:+.3f}, {values[start + 2 * j + 1]:+.3f})"
+            for j in range(self.n - 1)
+        )
         return (
             f"Your position ({values[2]:+.3f}, {values[3]:+.3f}), velocity ({values[0]:+.3f}, {values[1]:+.3f}). "
             f"Landmarks relative to you: {landmarks}. Other agents relative to you: {others}."
@@ -244,7 +277,9 @@ class SpreadEnv(ParallelGame):
             TypeError: ``text`` is not a ``str``.
             ActionParseError: no pair found, or a number outside [-1, 1].
         """
-        found = last_match(_PAIR, text, "no velocity found; reply with two numbers 'vx vy' in [-1, 1]")
+        found = last_match(
+            _PAIR, text, "no velocity found; reply with two numbers 'vx vy' in [-1, 1]"
+        )
         action = np.array([float(found.group(1)), float(found.group(2))], dtype=np.float32)
         if not np.all(np.abs(action) <= 1.0):
             raise ActionParseError(f"both numbers must be in [-1, 1], got {action.tolist()}")

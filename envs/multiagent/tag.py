@@ -67,7 +67,14 @@ class TagEnv(GridGame):
         check_int("num_runners", num_runners, 1, 6)
         self.num_runners = num_runners
         agents = ["chaser_0", *(f"runner_{i}" for i in range(num_runners))]
-        self._setup(agents, size=size, wall_density=wall_density, view_size=view_size, max_cycles=max_cycles, render_mode=render_mode)
+        self._setup(
+            agents,
+            size=size,
+            wall_density=wall_density,
+            view_size=view_size,
+            max_cycles=max_cycles,
+            render_mode=render_mode,
+        )
         self.tagged: set[str] = set()
 
     def team_color(self, agent: str) -> int:
@@ -75,7 +82,9 @@ class TagEnv(GridGame):
 
     def _place(self, free: list[tuple[int, int]]) -> None:
         chaser = free[0]
-        far = [cell for cell in free[1:] if abs(cell[0] - chaser[0]) + abs(cell[1] - chaser[1]) >= 4]
+        far = [
+            cell for cell in free[1:] if abs(cell[0] - chaser[0]) + abs(cell[1] - chaser[1]) >= 4
+        ]
         pool = far if len(far) >= self.num_runners else free[1:]
         for agent, cell in zip(self.possible_agents, [chaser, *pool[: self.num_runners]]):
             self.position[agent] = cell

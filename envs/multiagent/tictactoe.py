@@ -106,7 +106,13 @@ class TicTacToeEnv(TurnBasedGame):
 
     metadata = {**TurnBasedGame.metadata, "name": "tictactoe_v0"}
 
-    def __init__(self, *, max_cycles: int | None = None, illegal_move_reward: float = -1.0, render_mode: str | None = None):
+    def __init__(
+        self,
+        *,
+        max_cycles: int | None = None,
+        illegal_move_reward: float = -1.0,
+        render_mode: str | None = None,
+    ):
         agents = ["player_0", "player_1"]
         self._setup(
             agents,
@@ -137,7 +143,10 @@ class TicTacToeEnv(TurnBasedGame):
 
     def _payoffs(self) -> dict[str, float]:
         winner = _winner(tuple(int(v) for v in self.board))
-        return {a: 0.0 if not winner else (1.0 if self._mark(a) == winner else -1.0) for a in self.possible_agents}
+        return {
+            a: 0.0 if not winner else (1.0 if self._mark(a) == winner else -1.0)
+            for a in self.possible_agents
+        }
 
     def observe(self, agent: str) -> np.ndarray:
         mine = self._mark(agent)
@@ -182,7 +191,10 @@ class TicTacToeEnv(TurnBasedGame):
         mine, theirs = MARKS[self._mark(agent)], MARKS[3 - self._mark(agent)]
         rows = []
         for r in range(3):
-            cells = [mine if observation[r, c, 0] else theirs if observation[r, c, 1] else str(3 * r + c) for c in range(3)]
+            cells = [
+                mine if observation[r, c, 0] else theirs if observation[r, c, 1] else str(3 * r + c)
+                for c in range(3)
+            ]
             rows.append(" ".join(cells))
         return f"Board (you are {mine}; digits are empty cells):\n" + "\n".join(rows)
 
@@ -193,7 +205,9 @@ class TicTacToeEnv(TurnBasedGame):
             TypeError: ``text`` is not a ``str``.
             ActionParseError: no cell number found.
         """
-        found = last_match(_CELL, text, "no cell found; reply with the number (0-8) of an empty cell")
+        found = last_match(
+            _CELL, text, "no cell found; reply with the number (0-8) of an empty cell"
+        )
         return int(found.group())
 
     def action_text(self, action: Any, agent: str) -> str:

@@ -90,7 +90,9 @@ class VersusEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         "game": client(OneOf(tuple(GAMES))),
         "opponent": client(OneOf(tuple(OPPONENTS))),
         "seat": client(IntRange(0, 7)),
-        "game_kwargs": operator_only(why="passed unchecked to the game's constructor (max_cycles, sizes)"),
+        "game_kwargs": operator_only(
+            why="passed unchecked to the game's constructor (max_cycles, sizes)"
+        ),
     }
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
@@ -146,7 +148,9 @@ class VersusEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         return self._mask().astype(bool)
 
     # -- Gymnasium API --------------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         self.game.reset(seed=int(self.np_random.integers(2**31)))
         self._play_opponents()
@@ -173,7 +177,9 @@ class VersusEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
 
     # -- TextInterface --------------------------------------------------------------------------
     def instructions(self) -> str:
-        return f"{self.game.instructions(self.seat)}\nYour opponent plays {OPPONENTS[self.opponent]}."
+        return (
+            f"{self.game.instructions(self.seat)}\nYour opponent plays {OPPONENTS[self.opponent]}."
+        )
 
     def observation_text(self, observation: np.ndarray) -> str:
         return self.game.observation_text(observation, self.seat)
@@ -200,4 +206,3 @@ class VersusEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
             return self.game.heuristic_action(self.seat, np.random.default_rng(0))
         legal = np.flatnonzero(self._mask())
         return int(legal[0]) if len(legal) else 0
-

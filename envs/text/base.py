@@ -51,7 +51,10 @@ class ReplySpace(UnicodeText):
         if mask is not None or probability is not None:
             return super().sample(mask=mask, probability=probability)
         length = int(self.np_random.integers(1, 65))
-        return "".join(self.character_list[int(i)] for i in self.np_random.integers(len(self.character_list), size=length))
+        return "".join(
+            self.character_list[int(i)]
+            for i in self.np_random.integers(len(self.character_list), size=length)
+        )
 
 
 def visible_text(text: Any, limit: int = MAX_REPLY) -> str:
@@ -94,7 +97,9 @@ class TextGameEnv(EpisodeGuard, gym.Env[str, str]):
     partial_reward_on_loss = False
     """When True, a move that loses the game is rewarded with :meth:`_partial_score` (Shop)."""
 
-    def _init_base(self, *, max_turns: int, invalid_action_reward: float, render_mode: str | None) -> None:
+    def _init_base(
+        self, *, max_turns: int, invalid_action_reward: float, render_mode: str | None
+    ) -> None:
         self.max_turns = check_int("max_turns", max_turns, 1)
         self.invalid_action_reward = check_number("invalid_action_reward", invalid_action_reward)
         self.render_mode = check_choice("render_mode", render_mode, (None, "ansi"))
@@ -153,15 +158,21 @@ class TextGameEnv(EpisodeGuard, gym.Env[str, str]):
         if candidates is not None:
             info[ACTION_CANDIDATES] = candidates
             legal = set(self.legal_candidates() or ())
-            info[CANDIDATE_MASK] = np.fromiter((c in legal for c in candidates), dtype=np.int8, count=len(candidates))
+            info[CANDIDATE_MASK] = np.fromiter(
+                (c in legal for c in candidates), dtype=np.int8, count=len(candidates)
+            )
         return info
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self._turn = 0
         self._last = f"{self._new_task()}\nYou have {self.max_turns} turns."
         info = self._info()
-        info["instructions"] = self.instructions()  # docs/design.md 2: rules in the reset info, no wrapper needed
+        info["instructions"] = (
+            self.instructions()
+        )  # docs/design.md 2: rules in the reset info, no wrapper needed
         return self._last, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -184,7 +195,11 @@ class TextGameEnv(EpisodeGuard, gym.Env[str, str]):
             feedback = f"Invalid move: {error}"
             reward = self.invalid_action_reward
         else:
-            reward = 1.0 if solved else (self._partial_score() if lost and self.partial_reward_on_loss else 0.0)
+            reward = (
+                1.0
+                if solved
+                else (self._partial_score() if lost and self.partial_reward_on_loss else 0.0)
+            )
         terminated = solved or lost
         truncated = not terminated and self._turn >= self.max_turns
         if terminated or truncated:

@@ -35,7 +35,9 @@ def evaluate_arithmetic(text: str, *, max_length: int = 200) -> tuple[Fraction, 
     """
     text = text.strip()
     if not text or len(text) > max_length or not _EXPRESSION.fullmatch(text):
-        raise ActionParseError(f"write an expression of at most {max_length} characters with numbers, + - * / and parentheses")
+        raise ActionParseError(
+            f"write an expression of at most {max_length} characters with numbers, + - * / and parentheses"
+        )
     try:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, RecursionError, MemoryError, ValueError):
@@ -59,7 +61,9 @@ def evaluate_arithmetic(text: str, *, max_length: int = 200) -> tuple[Fraction, 
             if right == 0:
                 raise ActionParseError("division by zero")
             return left / right
-        raise ActionParseError("only numbers, + - * / and parentheses are allowed (no unary minus, no **)")
+        raise ActionParseError(
+            "only numbers, + - * / and parentheses are allowed (no unary minus, no **)"
+        )
 
     return walk(tree.body), numbers
 
@@ -102,17 +106,27 @@ class CountdownEnv(TextGameEnv):
     * v0: initial version.
     """
 
-    def __init__(self, *, difficulty: str = "easy", invalid_action_reward: float = -0.1, render_mode: str | None = None):
+    def __init__(
+        self,
+        *,
+        difficulty: str = "easy",
+        invalid_action_reward: float = -0.1,
+        render_mode: str | None = None,
+    ):
         self.difficulty = check_choice("difficulty", difficulty, DIFFICULTIES)
         self.count, self.largest, self.target_range, attempts = _LEVELS[difficulty]
-        self._init_base(max_turns=attempts, invalid_action_reward=invalid_action_reward, render_mode=render_mode)
+        self._init_base(
+            max_turns=attempts, invalid_action_reward=invalid_action_reward, render_mode=render_mode
+        )
         self._numbers: list[int] = []
         self._target = 24
         self._solution = ""
         self._best = 0.0
 
     def instructions(self) -> str:
-        use = "each number exactly once" if self.target_range is None else "each number at most once"
+        use = (
+            "each number exactly once" if self.target_range is None else "each number at most once"
+        )
         return (
             f"Reach the target with the given numbers, using {use}, + - * / and parentheses. "
             "Reply with the expression alone, e.g. (8 - 4) * 6. You get its value after each attempt."
@@ -120,8 +134,14 @@ class CountdownEnv(TextGameEnv):
 
     def _new_task(self) -> str:
         for _ in range(1000):
-            numbers = [int(x) for x in self.np_random.integers(1, self.largest + 1, size=self.count)]
-            used = self.count if self.target_range is None else int(self.np_random.integers(3, self.count + 1))
+            numbers = [
+                int(x) for x in self.np_random.integers(1, self.largest + 1, size=self.count)
+            ]
+            used = (
+                self.count
+                if self.target_range is None
+                else int(self.np_random.integers(3, self.count + 1))
+            )
             order = [int(i) for i in self.np_random.permutation(self.count)[:used]]
             value, text = Fraction(numbers[order[0]]), str(numbers[order[0]])
             for index in order[1:]:
@@ -131,11 +151,20 @@ class CountdownEnv(TextGameEnv):
                     op = "*"
                 if op == "-" and value - number <= 0:
                     op = "+"
-                value = {"+": value + number, "-": value - number, "*": value * number, "/": value / number}[op]
+                value = {
+                    "+": value + number,
+                    "-": value - number,
+                    "*": value * number,
+                    "/": value / number,
+                }[op]
                 text = f"({text} {op} {number})"
             low, high = (24, 24) if self.target_range is None else self.target_range
             if value.denominator == 1 and low <= value <= high:
-                self._numbers, self._target, self._solution = numbers, int(value), text[1:-1] if text.startswith("(") else text
+                self._numbers, self._target, self._solution = (
+                    numbers,
+                    int(value),
+                    text[1:-1] if text.startswith("(") else text,
+                )
                 break
         else:  # pragma: no cover - every level finds a task within a few draws
             raise RuntimeError("could not generate a Countdown task")
@@ -148,18 +177,28 @@ class CountdownEnv(TextGameEnv):
         pool = list(self._numbers)
         for number in used:
             if number not in pool:
-                raise ActionParseError(f"{number} is not one of the numbers left ({' '.join(map(str, self._numbers))}); each number may be used once")
+                raise ActionParseError(
+                    f"{number} is not one of the numbers left ({' '.join(map(str, self._numbers))}); each number may be used once"
+                )
             pool.remove(number)
         if self.target_range is None and pool:
-            raise ActionParseError(f"use all four numbers exactly once; unused: {' '.join(map(str, pool))}")
+            raise ActionParseError(
+                f"use all four numbers exactly once; unused: {' '.join(map(str, pool))}"
+            )
         return value, line
 
     def _play(self, move: Any) -> tuple[str, bool, bool]:
         value, line = move
         hit = value == self._target
         if value.denominator == 1:
-            self._best = max(self._best, max(0.0, 1.0 - abs(float(value) - self._target) / self._target))
-        shown = str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+            self._best = max(
+                self._best, max(0.0, 1.0 - abs(float(value) - self._target) / self._target)
+            )
+        shown = (
+            str(value.numerator)
+            if value.denominator == 1
+            else f"{value.numerator}/{value.denominator}"
+        )
         feedback = f"{line} = {shown}" + ("!" if hit else f", not {self._target}.")
         return feedback, hit, False
 

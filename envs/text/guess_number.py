@@ -85,7 +85,9 @@ class GuessNumberEnv(EpisodeGuard, gym.Env[str, str]):
         render_mode: str | None = None,
     ):
         self.max_number = check_int("max_number", max_number, 2)
-        self.max_turns = math.ceil(math.log2(max_number + 1)) + check_int("slack_turns", slack_turns, 0)
+        self.max_turns = math.ceil(math.log2(max_number + 1)) + check_int(
+            "slack_turns", slack_turns, 0
+        )
         self.invalid_action_reward = check_number("invalid_action_reward", invalid_action_reward)
         self.render_mode = check_choice("render_mode", render_mode, (None, "ansi"))
         self.observation_space = UnicodeText(512)
@@ -114,9 +116,13 @@ class GuessNumberEnv(EpisodeGuard, gym.Env[str, str]):
             ActionParseError: no integer, or one outside ``[1, max_number]``.
         """
         if not isinstance(text, str):
-            raise TypeError(f"GuessNumberEnv takes str actions, got {type(text).__name__}: {text!r:.80}")
+            raise TypeError(
+                f"GuessNumberEnv takes str actions, got {type(text).__name__}: {text!r:.80}"
+            )
         if len(text) > self.action_space.max_length:
-            raise ActionParseError(f"your reply has {len(text)} characters; at most {self.action_space.max_length} are read")
+            raise ActionParseError(
+                f"your reply has {len(text)} characters; at most {self.action_space.max_length} are read"
+            )
         guess = extract_final_integer(text)
         if not 1 <= guess <= self.max_number:
             raise ActionParseError(f"{guess} is outside 1..{self.max_number}")
@@ -128,7 +134,9 @@ class GuessNumberEnv(EpisodeGuard, gym.Env[str, str]):
         return str((self._low + self._high) // 2)
 
     # -- Gymnasium API ----------------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self._secret = int(self.np_random.integers(1, self.max_number + 1))
         self._turn = 0

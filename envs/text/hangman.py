@@ -50,9 +50,17 @@ class HangmanEnv(TextGameEnv):
     * v0: initial version.
     """
 
-    def __init__(self, *, difficulty: str = "medium", invalid_action_reward: float = -0.1, render_mode: str | None = None):
+    def __init__(
+        self,
+        *,
+        difficulty: str = "medium",
+        invalid_action_reward: float = -0.1,
+        render_mode: str | None = None,
+    ):
         self.difficulty = check_choice("difficulty", difficulty, DIFFICULTIES)
-        self._init_base(max_turns=26, invalid_action_reward=invalid_action_reward, render_mode=render_mode)
+        self._init_base(
+            max_turns=26, invalid_action_reward=invalid_action_reward, render_mode=render_mode
+        )
         self.lives = _LIVES[difficulty]
         self._word = ""
         self._tried: list[str] = []
@@ -117,10 +125,16 @@ class HangmanEnv(TextGameEnv):
         wrong = {c for c in self._tried if c not in self._word}
         pattern = [c if c in self._tried else None for c in self._word]
         candidates = [
-            w for w in FIVE_LETTER_WORDS
-            if not wrong & set(w) and all((p is None and c not in self._tried) or p == c for p, c in zip(pattern, w))
+            w
+            for w in FIVE_LETTER_WORDS
+            if not wrong & set(w)
+            and all((p is None and c not in self._tried) or p == c for p, c in zip(pattern, w))
         ]
         if len(candidates) == 1:
             return candidates[0]
-        counts = {letter: sum(letter in w for w in candidates) for letter in string.ascii_lowercase if letter not in self._tried}
+        counts = {
+            letter: sum(letter in w for w in candidates)
+            for letter in string.ascii_lowercase
+            if letter not in self._tried
+        }
         return max(sorted(counts), key=lambda letter: counts[letter])

@@ -13,14 +13,39 @@ __all__ = ["HouseholdEnv"]
 
 # receptacle kind -> openable
 _RECEPTACLES = {
-    "cabinet": True, "drawer": True, "fridge": True, "microwave": True, "countertop": False,
-    "table": False, "shelf": False, "sinkbasin": False, "stoveburner": False, "dresser": False,
+    "cabinet": True,
+    "drawer": True,
+    "fridge": True,
+    "microwave": True,
+    "countertop": False,
+    "table": False,
+    "shelf": False,
+    "sinkbasin": False,
+    "stoveburner": False,
+    "dresser": False,
 }
-_OBJECTS = ("mug", "plate", "bowl", "cup", "apple", "tomato", "potato", "egg", "knife", "spoon", "pan", "bread")
+_OBJECTS = (
+    "mug",
+    "plate",
+    "bowl",
+    "cup",
+    "apple",
+    "tomato",
+    "potato",
+    "egg",
+    "knife",
+    "spoon",
+    "pan",
+    "bread",
+)
 _APPLIANCE = {"clean": "sinkbasin", "heat": "microwave", "cool": "fridge"}
 _ADJECTIVE = {"clean": "clean", "heat": "hot", "cool": "cold"}
 # difficulty -> (receptacles besides the appliances, objects, goal transforms, step limit)
-_LEVELS = {"easy": (4, 6, ("none",), 30), "medium": (6, 9, ("none", "clean", "heat", "cool"), 40), "hard": (9, 14, ("clean", "heat", "cool"), 50)}
+_LEVELS = {
+    "easy": (4, 6, ("none",), 30),
+    "medium": (6, 9, ("none", "clean", "heat", "cool"), 40),
+    "hard": (9, 14, ("clean", "heat", "cool"), 50),
+}
 _PLACES = ("cabinet", "drawer", "countertop", "table", "shelf", "dresser", "stoveburner")
 
 
@@ -69,10 +94,18 @@ class HouseholdEnv(TextGameEnv):
     Interactive Learning", ICLR 2021; M.-A. Côté et al., "TextWorld", 2018.
     """
 
-    def __init__(self, *, difficulty: str = "medium", invalid_action_reward: float = -0.05, render_mode: str | None = None):
+    def __init__(
+        self,
+        *,
+        difficulty: str = "medium",
+        invalid_action_reward: float = -0.05,
+        render_mode: str | None = None,
+    ):
         self.difficulty = check_choice("difficulty", difficulty, DIFFICULTIES)
         self.receptacle_count, self.object_count, self.transforms, limit = _LEVELS[difficulty]
-        self._init_base(max_turns=limit, invalid_action_reward=invalid_action_reward, render_mode=render_mode)
+        self._init_base(
+            max_turns=limit, invalid_action_reward=invalid_action_reward, render_mode=render_mode
+        )
         self._where: dict[str, str] = {}  # object -> receptacle or "agent"
         self._open: dict[str, bool] = {}
         self._clean: dict[str, bool] = {}
@@ -82,7 +115,10 @@ class HouseholdEnv(TextGameEnv):
 
     # -- world ---------------------------------------------------------------------------------------
     def _new_task(self) -> str:
-        kinds = [_PLACES[int(i)] for i in self.np_random.integers(len(_PLACES), size=self.receptacle_count)]
+        kinds = [
+            _PLACES[int(i)]
+            for i in self.np_random.integers(len(_PLACES), size=self.receptacle_count)
+        ]
         counts: dict[str, int] = {}
         receptacles = []
         for kind in ["sinkbasin", "microwave", "fridge", *kinds]:
@@ -125,7 +161,12 @@ class HouseholdEnv(TextGameEnv):
         return name.split()[0] == kind and self._in_state(name, transform)
 
     def _in_state(self, name: str, transform: str) -> bool:
-        return {"none": True, "clean": self._clean[name], "heat": self._temperature[name] == "hot", "cool": self._temperature[name] == "cold"}[transform]
+        return {
+            "none": True,
+            "clean": self._clean[name],
+            "heat": self._temperature[name] == "hot",
+            "cool": self._temperature[name] == "cold",
+        }[transform]
 
     def _solved(self) -> bool:
         return any(self._where[o] == self._goal[2] and self._holds(o) for o in self._where)
@@ -179,7 +220,9 @@ class HouseholdEnv(TextGameEnv):
         line = re.sub(r"\s+", " ", line)
         line = re.sub(r"^put (\w+ \d+) (?:in|on|in/on) ", r"put \1 in/on ", line)
         if line not in self.admissible_commands():
-            raise ActionParseError(f"Nothing happens: {line[:60]!r} is not an admissible command here")
+            raise ActionParseError(
+                f"Nothing happens: {line[:60]!r} is not an admissible command here"
+            )
         return line
 
     def _play(self, move: Any) -> tuple[str, bool, bool]:
@@ -197,7 +240,9 @@ class HouseholdEnv(TextGameEnv):
             feedback = self._describe(self._at)
         elif verb in ("open", "close"):
             self._open[self._at] = verb == "open"
-            feedback = f"You {verb} the {self._at}. " + (self._describe(self._at) if verb == "open" else "")
+            feedback = f"You {verb} the {self._at}. " + (
+                self._describe(self._at) if verb == "open" else ""
+            )
         elif verb == "take":
             name = " ".join(words[1:3])
             self._where[name] = "agent"
@@ -224,19 +269,31 @@ class HouseholdEnv(TextGameEnv):
         kind, transform, target = self._goal
         held = self._held()
         if held is not None and held.split()[0] != kind:
-            return self._toward(self._at if self._open.get(self._at) and self._at.split()[0] not in ("microwave", "sinkbasin") else self._drop_place(), f"put {held} in/on {{}}")
+            return self._toward(
+                self._at
+                if self._open.get(self._at)
+                and self._at.split()[0] not in ("microwave", "sinkbasin")
+                else self._drop_place(),
+                f"put {held} in/on {{}}",
+            )
         if held is None:
             candidates = sorted(o for o in self._where if o.split()[0] == kind)
             ready = [o for o in candidates if self._in_state(o, transform)]
             name = (ready or candidates)[0]
             return self._toward(self._where[name], f"take {name} from {{}}")
         if not self._in_state(held, transform):
-            appliance = next(r for r in self._receptacles() if r.split()[0] == _APPLIANCE[transform])
+            appliance = next(
+                r for r in self._receptacles() if r.split()[0] == _APPLIANCE[transform]
+            )
             return self._toward(appliance, f"{transform} {held} with {{}}", need_open=False)
         return self._toward(target, f"put {held} in/on {{}}")
 
     def _drop_place(self) -> str:
-        return next(r for r in self._receptacles() if not _RECEPTACLES[r.split()[0]] and r.split()[0] not in ("sinkbasin",))
+        return next(
+            r
+            for r in self._receptacles()
+            if not _RECEPTACLES[r.split()[0]] and r.split()[0] not in ("sinkbasin",)
+        )
 
     def _toward(self, receptacle: str, command: str, *, need_open: bool = True) -> str:
         if self._at != receptacle:

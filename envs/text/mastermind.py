@@ -62,7 +62,11 @@ def _knuth_guess(candidates: np.ndarray, pegs: int, colours: int) -> int:
         black = (codes[chunk][:, None, :] == codes[candidates][None, :, :]).sum(axis=2)
         common = np.minimum(counts[chunk][:, None, :], counts[candidates][None, :, :]).sum(axis=2)
         keys = black * (pegs + 1) + (common - black) + classes * np.arange(len(chunk))[:, None]
-        worst[start : start + len(chunk)] = np.bincount(keys.ravel(), minlength=classes * len(chunk)).reshape(len(chunk), classes).max(axis=1)
+        worst[start : start + len(chunk)] = (
+            np.bincount(keys.ravel(), minlength=classes * len(chunk))
+            .reshape(len(chunk), classes)
+            .max(axis=1)
+        )
     not_candidate = ~np.isin(pool, candidates)
     return int(pool[np.lexsort((pool, not_candidate, worst))[0]])
 
@@ -109,12 +113,22 @@ class MastermindEnv(TextGameEnv):
     References: D. E. Knuth, "The computer as master mind", J. Recreational Mathematics 9 (1976).
     """
 
-    def __init__(self, *, difficulty: str = "medium", invalid_action_reward: float = -0.1, render_mode: str | None = None):
+    def __init__(
+        self,
+        *,
+        difficulty: str = "medium",
+        invalid_action_reward: float = -0.1,
+        render_mode: str | None = None,
+    ):
         self.difficulty = check_choice("difficulty", difficulty, DIFFICULTIES)
         self.pegs, self.colours, turns = _LEVELS[difficulty]
-        self._init_base(max_turns=turns, invalid_action_reward=invalid_action_reward, render_mode=render_mode)
+        self._init_base(
+            max_turns=turns, invalid_action_reward=invalid_action_reward, render_mode=render_mode
+        )
         self._letters = _COLOURS[: self.colours]
-        self._pattern = re.compile(rf"[{self._letters.lower()}](?:\s*[{self._letters.lower()}]){{{self.pegs - 1}}}(?![a-z])")
+        self._pattern = re.compile(
+            rf"[{self._letters.lower()}](?:\s*[{self._letters.lower()}]){{{self.pegs - 1}}}(?![a-z])"
+        )
         self._secret = 0
         self._candidates = np.arange(1)
 
@@ -138,7 +152,9 @@ class MastermindEnv(TextGameEnv):
     def _parse(self, text: str) -> int:
         found = self._pattern.findall(text)
         if not found:
-            raise ActionParseError(f"no code of {self.pegs} letters from {self._letters} found, e.g. {'A' * self.pegs}")
+            raise ActionParseError(
+                f"no code of {self.pegs} letters from {self._letters} found, e.g. {'A' * self.pegs}"
+            )
         letters = [self._letters.index(c.upper()) for c in found[-1] if not c.isspace()]
         index = 0
         for letter in letters:
@@ -148,11 +164,15 @@ class MastermindEnv(TextGameEnv):
     def _play(self, move: Any) -> tuple[str, bool, bool]:
         black, white = mastermind_feedback(self._code_text(move), self._code_text(self._secret))
         observed = _feedback_codes(move, np.array([self._secret]), self.pegs, self.colours)[0]
-        self._candidates = self._candidates[_feedback_codes(move, self._candidates, self.pegs, self.colours) == observed]
+        self._candidates = self._candidates[
+            _feedback_codes(move, self._candidates, self.pegs, self.colours) == observed
+        ]
         return f"{self._code_text(move)} -> black {black}, white {white}", black == self.pegs, False
 
     def oracle_action(self) -> str:
         """Knuth's minimax guess over the codes still consistent with the feedback."""
         if len(self._candidates) == len(_codes(self.pegs, self.colours)[0]):
             return self._code_text(FIRST_GUESS[(self.pegs, self.colours)])
-        return self._code_text(_cached_guess(tuple(self._candidates.tolist()), self.pegs, self.colours))
+        return self._code_text(
+            _cached_guess(tuple(self._candidates.tolist()), self.pegs, self.colours)
+        )

@@ -16,7 +16,9 @@ __all__ = ["MinesweeperEnv", "deduce"]
 
 # difficulty -> (rows, cols, mines)
 _LEVELS = {"easy": (6, 6, 5), "medium": (8, 8, 10), "hard": (9, 9, 14)}
-_MOVE = re.compile(r"(reveal|flag|open|click)?\s*\(?\s*(?<!\d)(\d{1,4})\s*[, ]\s*(\d{1,4})(?!\d)\s*\)?")
+_MOVE = re.compile(
+    r"(reveal|flag|open|click)?\s*\(?\s*(?<!\d)(\d{1,4})\s*[, ]\s*(\d{1,4})(?!\d)\s*\)?"
+)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -29,7 +31,9 @@ def _neighbours(r: int, c: int, rows: int, cols: int) -> tuple[tuple[int, int], 
     )
 
 
-def deduce(revealed: np.ndarray, numbers: np.ndarray) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
+def deduce(
+    revealed: np.ndarray, numbers: np.ndarray
+) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
     """Cells provably safe and provably mines, from the revealed numbers alone.
 
     Uses the single-cell rule (a number equal to its known mines makes the other unknown
@@ -52,7 +56,9 @@ def deduce(revealed: np.ndarray, numbers: np.ndarray) -> tuple[set[tuple[int, in
         constraints = []
         for r, c in zip(*np.nonzero(revealed)):
             around = _neighbours(int(r), int(c), rows, cols)
-            unknown = frozenset(n for n in around if not revealed[n] and n not in safe and n not in mines)
+            unknown = frozenset(
+                n for n in around if not revealed[n] and n not in safe and n not in mines
+            )
             if not unknown:
                 continue
             left = int(numbers[r, c]) - sum(n in mines for n in around)
@@ -125,10 +131,20 @@ class MinesweeperEnv(TextGameEnv):
     * v0: initial version.
     """
 
-    def __init__(self, *, difficulty: str = "easy", invalid_action_reward: float = -0.1, render_mode: str | None = None):
+    def __init__(
+        self,
+        *,
+        difficulty: str = "easy",
+        invalid_action_reward: float = -0.1,
+        render_mode: str | None = None,
+    ):
         self.difficulty = check_choice("difficulty", difficulty, DIFFICULTIES)
         self.rows, self.cols, self.mines = _LEVELS[difficulty]
-        self._init_base(max_turns=self.rows * self.cols - self.mines + 10, invalid_action_reward=invalid_action_reward, render_mode=render_mode)
+        self._init_base(
+            max_turns=self.rows * self.cols - self.mines + 10,
+            invalid_action_reward=invalid_action_reward,
+            render_mode=render_mode,
+        )
         self._mine = np.zeros((self.rows, self.cols), dtype=bool)
         self._numbers = np.zeros((self.rows, self.cols), dtype=np.int8)
         self._open = np.zeros((self.rows, self.cols), dtype=bool)
@@ -163,13 +179,23 @@ class MinesweeperEnv(TextGameEnv):
             self._open[cell] = True
             self._flag[cell] = False
             if self._numbers[cell] == 0:
-                stack.extend(n for n in _neighbours(*cell, self.rows, self.cols) if not self._open[n])
+                stack.extend(
+                    n for n in _neighbours(*cell, self.rows, self.cols) if not self._open[n]
+                )
 
     def _new_task(self) -> str:
         for _ in range(2000):
-            start = (int(self.np_random.integers(self.rows)), int(self.np_random.integers(self.cols)))
+            start = (
+                int(self.np_random.integers(self.rows)),
+                int(self.np_random.integers(self.cols)),
+            )
             forbidden = {start, *_neighbours(*start, self.rows, self.cols)}
-            cells = [(r, c) for r in range(self.rows) for c in range(self.cols) if (r, c) not in forbidden]
+            cells = [
+                (r, c)
+                for r in range(self.rows)
+                for c in range(self.cols)
+                if (r, c) not in forbidden
+            ]
             chosen = self.np_random.choice(len(cells), size=self.mines, replace=False)
             self._mine[:] = False
             for index in chosen:
@@ -177,7 +203,9 @@ class MinesweeperEnv(TextGameEnv):
             padded = np.pad(self._mine, 1).astype(np.int8)
             self._numbers = sum(
                 padded[1 + dr : 1 + dr + self.rows, 1 + dc : 1 + dc + self.cols]
-                for dr in (-1, 0, 1) for dc in (-1, 0, 1) if dr or dc
+                for dr in (-1, 0, 1)
+                for dc in (-1, 0, 1)
+                if dr or dc
             ).astype(np.int8)
             self._open[:] = False
             self._flag[:] = False
@@ -218,16 +246,26 @@ class MinesweeperEnv(TextGameEnv):
             raise ActionParseError(f"cell ({r}, {c}) is already open")
         if verb == "flag":
             self._flag[r, c] = not self._flag[r, c]
-            return f"{'Flagged' if self._flag[r, c] else 'Unflagged'} ({r}, {c}).\n{self._board()}", False, False
+            return (
+                f"{'Flagged' if self._flag[r, c] else 'Unflagged'} ({r}, {c}).\n{self._board()}",
+                False,
+                False,
+            )
         if self._mine[r, c]:
             self._open[r, c] = True
             return f"Boom: ({r}, {c}) was a mine.\n{self._board()}", False, True
         self._flood(r, c)
         won = self._won()
-        return f"Opened ({r}, {c}).{' All safe cells are open!' if won else ''}\n{self._board()}", won, False
+        return (
+            f"Opened ({r}, {c}).{' All safe cells are open!' if won else ''}\n{self._board()}",
+            won,
+            False,
+        )
 
     def _partial_score(self) -> float:
-        return float(self._open.sum() - self._mine[self._open].sum()) / (self.rows * self.cols - self.mines)
+        return float(self._open.sum() - self._mine[self._open].sum()) / (
+            self.rows * self.cols - self.mines
+        )
 
     def oracle_action(self) -> str:
         """Open a cell the deduction solver proves safe (the first in row-major order)."""

@@ -32,7 +32,14 @@ from verigym.verifiers import (
     safe_expression,
 )
 
-__all__ = ["ANSWER_FORMAT", "LINEAR_SCORED", "STRICT_RULES", "ReasoningGymEnv", "score_reply", "scored_in_process"]
+__all__ = [
+    "ANSWER_FORMAT",
+    "LINEAR_SCORED",
+    "STRICT_RULES",
+    "ReasoningGymEnv",
+    "score_reply",
+    "scored_in_process",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -52,12 +59,30 @@ SIZE_CAPS = {"word_ladder": 20_000}
 """Datasets whose ``size`` reasoning-gym caps: item ``k`` is ``dataset(seed=0, size=cap)[k % cap]``
 (word_ladder builds its word graph in the constructor, so one dataset per item would cost 76 ms)."""
 
-HASH_SEEDED_DATASETS = frozenset({"codeio", "isomorphic_strings", "knight_swap", "list_functions", "polynomial_multiplication", "ransom_note", "word_ladder"})
+HASH_SEEDED_DATASETS = frozenset(
+    {
+        "codeio",
+        "isomorphic_strings",
+        "knight_swap",
+        "list_functions",
+        "polynomial_multiplication",
+        "ransom_note",
+        "word_ladder",
+    }
+)
 """Datasets whose items depend on ``PYTHONHASHSEED`` (set iteration order): generated in a worker
 process started with ``PYTHONHASHSEED=0`` so that the same seed gives the same item in every
 process (found by generating items under two hash seeds)."""
 
-SYMPY_SCORED = frozenset({"countdown", "intermediate_integration", "polynomial_multiplication", "puzzle24", "simple_integration"})
+SYMPY_SCORED = frozenset(
+    {
+        "countdown",
+        "intermediate_integration",
+        "polynomial_multiplication",
+        "puzzle24",
+        "simple_integration",
+    }
+)
 """Datasets whose scorer passes the answer to ``sympy.parse_expr`` (which evaluates Python): the
 answer must pass :func:`verigym.verifiers.safe_expression` and the scorer runs in the verifier
 worker process under ``score_timeout``."""
@@ -67,7 +92,9 @@ EVAL_SCORED = frozenset({"binary_matrix", "n_queens", "spiral_matrix", "string_i
 underscores, whitespace and ``[ ] , ' " -`` (list literals nested at most 16 deep, boards like
 ``_ Q _``) reaches it; without parentheses, dots or double underscores nothing can be called."""
 
-LINEAR_SCORED = frozenset({"chain_sum", "decimal_chain_sum", "knights_knaves", "spell_backward", "word_sorting"})
+LINEAR_SCORED = frozenset(
+    {"chain_sum", "decimal_chain_sum", "knights_knaves", "spell_backward", "word_sorting"}
+)
 """Datasets with their own scorer that are scored in this process: each scorer was read and does
 work linear (or ``n log n``) in the answer's length with no number built from the answer's digits
 (``Decimal`` equality, string comparison, splitting, sorting), so a reply of at most 65536
@@ -137,9 +164,23 @@ def first_integer(seed: int, high: int) -> int:
     # little-endian uint64 s0 = w1:w0, s1 = w3:w2, s2 = w5:w4, s3 = w7:w6; PCG64 takes
     # initstate = s0:s1 and initseq = s2:s3. Each word's final ``w ^ w >> 16`` is done on the
     # packed 128-bit value, lane by lane.
-    initial = (((p0 ^ h0) * h1) & 0xFFFFFFFF) << 64 | (((p1 ^ h2) * h3) & 0xFFFFFFFF) << 96 | ((p2 ^ h4) * h5) & 0xFFFFFFFF | (((p3 ^ h6) * h7) & 0xFFFFFFFF) << 32
-    sequence = (((p0 ^ h8) * h9) & 0xFFFFFFFF) << 64 | (((p1 ^ h10) * h11) & 0xFFFFFFFF) << 96 | ((p2 ^ h12) * h13) & 0xFFFFFFFF | (((p3 ^ h14) * h15) & 0xFFFFFFFF) << 32
-    state = ((initial ^ initial >> 16 & _LOW_HALVES) * _STEP_INITIAL + (sequence ^ sequence >> 16 & _LOW_HALVES) * _STEP_SEQUENCE + _STEP_CONSTANT) & _MASK128
+    initial = (
+        (((p0 ^ h0) * h1) & 0xFFFFFFFF) << 64
+        | (((p1 ^ h2) * h3) & 0xFFFFFFFF) << 96
+        | ((p2 ^ h4) * h5) & 0xFFFFFFFF
+        | (((p3 ^ h6) * h7) & 0xFFFFFFFF) << 32
+    )
+    sequence = (
+        (((p0 ^ h8) * h9) & 0xFFFFFFFF) << 64
+        | (((p1 ^ h10) * h11) & 0xFFFFFFFF) << 96
+        | ((p2 ^ h12) * h13) & 0xFFFFFFFF
+        | (((p3 ^ h14) * h15) & 0xFFFFFFFF) << 32
+    )
+    state = (
+        (initial ^ initial >> 16 & _LOW_HALVES) * _STEP_INITIAL
+        + (sequence ^ sequence >> 16 & _LOW_HALVES) * _STEP_SEQUENCE
+        + _STEP_CONSTANT
+    ) & _MASK128
     rotation = state >> 122
     mixed = ((state >> 64) ^ state) & _MASK64
     output = (mixed >> rotation | mixed << (64 - rotation)) & _MASK64  # XSL-RR
@@ -167,7 +208,9 @@ def _dataset(name: str, config_json: str, item_seed: int | None) -> Any:
     if spec["level"] is not None:
         curriculum = factory.create_curriculum(name)
         curriculum.set_global_level(spec["level"])
-        config = curriculum.generate_configuration(defaults={**overrides, "seed": seed, "size": size})
+        config = curriculum.generate_configuration(
+            defaults={**overrides, "seed": seed, "size": size}
+        )
     else:
         config = config_cls(**{**overrides, "seed": seed, "size": size})
     dataset = dataset_cls(config=config)
@@ -225,8 +268,13 @@ def _generate(name: str, config_json: str, item_seed: int, restore: bool = True)
     finally:
         if seeded is not None:
             _probed[name] = _probed.get(name, 0) + 1
-            if random.getstate() != seeded[0] or not np.array_equal(np.random.get_state()[1], seeded[1]):
-                logger.warning("reasoning-gym dataset %s draws from a global RNG; its items are generated with seeded globals from now on", name)
+            if random.getstate() != seeded[0] or not np.array_equal(
+                np.random.get_state()[1], seeded[1]
+            ):
+                logger.warning(
+                    "reasoning-gym dataset %s draws from a global RNG; its items are generated with seeded globals from now on",
+                    name,
+                )
                 GLOBAL_RNG_DATASETS.add(name)
         if restore:
             random.setstate(python_state)
@@ -256,7 +304,9 @@ overran stopped it), the shared verifier worker scores: a new interpreter takes 
 and import reasoning-gym, which must not count against a reply's time; the next generation starts
 it again."""
 
-_SCORING_GENERATOR = BoundedWorker(start_method="spawn", environment={"PYTHONHASHSEED": "0"}, memory_bytes=MEMORY_CAP_BYTES)
+_SCORING_GENERATOR = BoundedWorker(
+    start_method="spawn", environment={"PYTHONHASHSEED": "0"}, memory_bytes=MEMORY_CAP_BYTES
+)
 
 
 def _call_scorer(name: str, function: Any, *args: Any, timeout: float) -> Any:
@@ -313,20 +363,30 @@ def scored_in_process(name: str) -> bool:
 
     if name in SYMPY_SCORED:
         return False
-    return name in LINEAR_SCORED or factory.DATASETS[name][0].score_answer is ProceduralDataset.score_answer
+    return (
+        name in LINEAR_SCORED
+        or factory.DATASETS[name][0].score_answer is ProceduralDataset.score_answer
+    )
 
 
 def _raw_score(name: str, config_json: str, answer: str, entry: dict[str, Any]) -> float:
     """The dataset's own score of an (already screened) answer, with the stricter rules of
     :data:`STRICT_RULES`; 0.0 when the scorer raises."""
-    dataset = _dataset(name, config_json, entry["_verigym_seed"] if name in RESEED_DATASETS else None)
+    dataset = _dataset(
+        name, config_json, entry["_verigym_seed"] if name in RESEED_DATASETS else None
+    )
     try:
         if name == "game_of_life_halting":
             return float(normalize_answer(answer) == normalize_answer(str(entry["answer"])))
         value = float(dataset.score_answer(answer, entry))
-        if name == "propositional_logic" and value > 0.0 and (
-            value < 0.25  # reasoning-gym's 0.05 for any formula that parses but does not follow
-            or _is_tautology(answer, entry) or (value >= 1.0 and _restates_premises(answer, entry))
+        if (
+            name == "propositional_logic"
+            and value > 0.0
+            and (
+                value < 0.25  # reasoning-gym's 0.05 for any formula that parses but does not follow
+                or _is_tautology(answer, entry)
+                or (value >= 1.0 and _restates_premises(answer, entry))
+            )
         ):
             return 0.0
     except Exception as exc:  # a dataset scorer that crashes on odd input scores it 0
@@ -407,7 +467,14 @@ def _propositional_conclusion(entry: dict[str, Any]) -> str:
     return entry["metadata"].get("example_answer", "")
 
 
-def score_reply(name: str, config_json: str, entry: dict[str, Any], reply: str, *, timeout: float = SCORE_SECONDS) -> tuple[float, str | None]:
+def score_reply(
+    name: str,
+    config_json: str,
+    entry: dict[str, Any],
+    reply: str,
+    *,
+    timeout: float = SCORE_SECONDS,
+) -> tuple[float, str | None]:
     """Score an agent's whole reply against a reasoning-gym item.
 
     Steps: :func:`~verigym.verifiers.extract_answer` (with fallback to the visible reply);
@@ -429,14 +496,21 @@ def score_reply(name: str, config_json: str, entry: dict[str, Any], reply: str, 
         raise ActionParseError("no answer found; put your final answer inside <answer>...</answer>")
     oracle = entry.get("answer")
     oracle = oracle if isinstance(oracle, str) else None
-    if oracle is not None and not answer.isascii() and has_lookalikes(answer, oracle):  # (ASCII: none)
+    if (
+        oracle is not None and not answer.isascii() and has_lookalikes(answer, oracle)
+    ):  # (ASCII: none)
         return 0.0, "the answer has non-ASCII look-alike characters"
     raw, refusal = _scored(name, config_json, entry, answer, timeout)
     if refusal is not None:
         return 0.0, refusal
     if 0.0 < raw < 1.0 and raw <= _question_independent_score(name, config_json, entry, timeout):
         return 0.0, "partial credit no higher than a reply that ignores the question earns"
-    if oracle is not None and raw > 0 and answer != oracle and normalize_answer(answer) != normalize_answer(oracle):
+    if (
+        oracle is not None
+        and raw > 0
+        and answer != oracle
+        and normalize_answer(answer) != normalize_answer(oracle)
+    ):
         # (an answer equal to the oracle once normalized neither hedges nor contains more)
         if is_hedged(answer, oracle):
             return 0.0, "the answer hedges between alternatives"
@@ -445,11 +519,15 @@ def score_reply(name: str, config_json: str, entry: dict[str, Any], reply: str, 
     return raw, None
 
 
-def _scored(name: str, config_json: str, entry: dict[str, Any], answer: str, timeout: float) -> tuple[float, str | None]:
+def _scored(
+    name: str, config_json: str, entry: dict[str, Any], answer: str, timeout: float
+) -> tuple[float, str | None]:
     """``(raw score, None)`` of an extracted answer, or ``(0.0, why)`` when a screen refuses it or
     its check is stopped: the screens of :data:`EVAL_SCORED` and :data:`SYMPY_SCORED`, then the
     dataset's scorer in this process or in the verifier worker."""
-    if name in EVAL_SCORED and (not _LITERAL.fullmatch(answer) or "__" in answer or _nesting(answer) > 16):
+    if name in EVAL_SCORED and (
+        not _LITERAL.fullmatch(answer) or "__" in answer or _nesting(answer) > 16
+    ):
         return 0.0, "the answer is not a plain list literal"
     if name in SYMPY_SCORED:
         try:
@@ -462,10 +540,16 @@ def _scored(name: str, config_json: str, entry: dict[str, Any], answer: str, tim
         return 0.0, refusal
     else:
         try:
-            raw = _call_scorer(name, _worker_score, name, config_json, answer, entry, timeout=timeout)
+            raw = _call_scorer(
+                name, _worker_score, name, config_json, answer, entry, timeout=timeout
+            )
             if raw is None:  # a new worker: build the dataset there (trusted work, generous limit)
-                _call_scorer(name, _worker_build, *_dataset_key(name, config_json, entry), timeout=600.0)
-                raw = _call_scorer(name, _worker_score, name, config_json, answer, entry, timeout=timeout)
+                _call_scorer(
+                    name, _worker_build, *_dataset_key(name, config_json, entry), timeout=600.0
+                )
+                raw = _call_scorer(
+                    name, _worker_score, name, config_json, answer, entry, timeout=timeout
+                )
         except (VerifierTimeout, RuntimeError) as exc:
             return 0.0, f"the check was stopped: {exc}"
         if raw is None:  # pragma: no cover - the worker died between the two calls
@@ -480,7 +564,9 @@ QUESTION_INDEPENDENT_REPLIES = ("", "0", "none", "[]", "{}")
 partial credit (see :func:`score_reply`)."""
 
 
-def _question_independent_score(name: str, config_json: str, entry: dict[str, Any], timeout: float) -> float:
+def _question_independent_score(
+    name: str, config_json: str, entry: dict[str, Any], timeout: float
+) -> float:
     """The most that a reply which ignores the question (:data:`QUESTION_INDEPENDENT_REPLIES`, or
     the question echoed) earns on this item: many reasoning-gym scorers give flat credit (0.01,
     0.05, 0.1) to any answer, or credit to the question restated."""
@@ -519,7 +605,11 @@ def _screen(name: str, answer: str, entry: dict[str, Any]) -> str | None:
     work (the worker's deadline would stop it, but the screen answers at once).
     """
     metadata = entry.get("metadata", {})
-    reference = entry.get("answer") if isinstance(entry.get("answer"), str) else metadata.get("example_answer")
+    reference = (
+        entry.get("answer")
+        if isinstance(entry.get("answer"), str)
+        else metadata.get("example_answer")
+    )
     limit = max(8 * len(reference if isinstance(reference, str) else ""), MIN_SCREEN_LENGTH)
     if len(answer) > limit:
         return f"the answer has {len(answer)} characters; at most {limit} are read for this task"
@@ -648,7 +738,9 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
         import reasoning_gym.factory as factory
 
         if not isinstance(dataset, str) or dataset not in factory.DATASETS:
-            raise ValueError(f"unknown reasoning-gym dataset {dataset!r}; see reasoning_gym.factory.DATASETS")
+            raise ValueError(
+                f"unknown reasoning-gym dataset {dataset!r}; see reasoning_gym.factory.DATASETS"
+            )
         config = {} if config is None else dict(config)
         try:
             json.dumps(config)
@@ -658,10 +750,19 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
         if dataset in factory.CURRICULA:
             attributes = factory.create_curriculum(dataset).attributes.values()
             self.levels = max((len(a.levels) for a in attributes), default=0)
-        if level is not None and (not isinstance(level, int) or isinstance(level, bool) or not 0 <= level < max(self.levels, 1) or not self.levels):
-            raise ValueError(f"level must be None or an int in [0, {self.levels - 1}] for {dataset}, got {level!r}")
+        if level is not None and (
+            not isinstance(level, int)
+            or isinstance(level, bool)
+            or not 0 <= level < max(self.levels, 1)
+            or not self.levels
+        ):
+            raise ValueError(
+                f"level must be None or an int in [0, {self.levels - 1}] for {dataset}, got {level!r}"
+            )
         if not isinstance(score_timeout, (int, float)) or not score_timeout > 0:
-            raise ValueError(f"score_timeout must be a positive number of seconds, got {score_timeout!r}")
+            raise ValueError(
+                f"score_timeout must be a positive number of seconds, got {score_timeout!r}"
+            )
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self.dataset = dataset
@@ -694,9 +795,13 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
             ActionParseError: the reply is longer than 65536 characters.
         """
         if not isinstance(text, str):
-            raise TypeError(f"ReasoningGymEnv takes str actions, got {type(text).__name__}: {text!r:.80}")
+            raise TypeError(
+                f"ReasoningGymEnv takes str actions, got {type(text).__name__}: {text!r:.80}"
+            )
         if len(text) > _MAX_REPLY:
-            raise ActionParseError(f"your reply has {len(text)} characters; at most {_MAX_REPLY} are read")
+            raise ActionParseError(
+                f"your reply has {len(text)} characters; at most {_MAX_REPLY} are read"
+            )
         return text
 
     def oracle_action(self) -> str:
@@ -732,7 +837,9 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
             generator, _ = seeding.np_random(pending)
             generator.integers(0, _INDEX_SIZE)
             self.__dict__["_generator"], self.__dict__["_pending_seed"] = generator, None
-        if "_generator" not in self.__dict__:  # unpickled from a version that stored Gymnasium's attribute
+        if (
+            "_generator" not in self.__dict__
+        ):  # unpickled from a version that stored Gymnasium's attribute
             self.__dict__["_generator"] = self.__dict__.pop("_np_random", None)
         return self.__dict__["_generator"]
 
@@ -740,9 +847,13 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
     def _np_random(self, value: np.random.Generator | None) -> None:
         self.__dict__["_generator"], self.__dict__["_pending_seed"] = value, None
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         state = self.__dict__
-        if type(seed) is int and seed >= 0:  # the common seeded reset: no generator built (see _np_random)
+        if (
+            type(seed) is int and seed >= 0
+        ):  # the common seeded reset: no generator built (see _np_random)
             item_seed = first_integer(seed, _INDEX_SIZE)
             state["_pending_seed"] = state["_np_random_seed"] = seed
         else:  # unseeded, or a seed Gymnasium validates (and refuses)
@@ -751,7 +862,11 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
         entry = {**_item(self.dataset, self._config_json, item_seed), "_verigym_seed": item_seed}
         state["_item_seed"], state["_entry"], state["_reference"] = item_seed, entry, None
         self._last = observation = f"{entry['question']}\n\n{ANSWER_FORMAT}"
-        return observation, {"dataset": self.dataset, "item_seed": item_seed, "instructions": self.instructions()}
+        return observation, {
+            "dataset": self.dataset,
+            "item_seed": item_seed,
+            "instructions": self.instructions(),
+        }
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if not self._entry:
@@ -759,7 +874,9 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
         info: dict[str, Any] = {"dataset": self.dataset, "item_seed": self._item_seed}
         try:
             reply = self.parse_action(action)
-            score, note = score_reply(self.dataset, self._config_json, self._entry, reply, timeout=self.score_timeout)
+            score, note = score_reply(
+                self.dataset, self._config_json, self._entry, reply, timeout=self.score_timeout
+            )
         except ActionParseError as exc:
             action_error_info(str(exc), info)
             score, note = 0.0, str(exc)
@@ -771,7 +888,9 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
         if score == 1.0 and not note:  # the verdict of a right answer is a constant
             self._last = _CORRECT
         else:
-            self._last = f"{'Correct' if success else 'Not correct'} (score {score:.3f})." + (f" {note}." if note else "")
+            self._last = f"{'Correct' if success else 'Not correct'} (score {score:.3f})." + (
+                f" {note}." if note else ""
+            )
         return self._last, info["score"], True, False, info
 
     def render(self) -> str | None:

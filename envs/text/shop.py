@@ -19,7 +19,11 @@ _COLOURS = ("red", "blue", "black", "white", "green", "grey", "navy", "beige")
 _SIZES = ("xs", "s", "m", "l", "xl")
 _BRANDS = ("Northwind", "Aster", "Kestrel", "Lumen", "Orchid", "Quarry", "Tidal", "Vela")
 # difficulty -> (catalog size, uses size option, uses a feature attribute, step limit)
-_LEVELS = {"easy": (30, False, False, 15), "medium": (60, True, False, 20), "hard": (120, True, True, 25)}
+_LEVELS = {
+    "easy": (30, False, False, 15),
+    "medium": (60, True, False, 20),
+    "hard": (120, True, True, 25),
+}
 _PAGE = 5
 _ACTION = re.compile(r"(search|click)\s*\[(.*?)\]|\b(buy)\b", re.DOTALL)
 _TOKEN = re.compile(r"[a-z0-9\-]+")
@@ -92,10 +96,18 @@ class ShopEnv(TextGameEnv):
 
     partial_reward_on_loss = True
 
-    def __init__(self, *, difficulty: str = "medium", invalid_action_reward: float = -0.05, render_mode: str | None = None):
+    def __init__(
+        self,
+        *,
+        difficulty: str = "medium",
+        invalid_action_reward: float = -0.05,
+        render_mode: str | None = None,
+    ):
         self.difficulty = check_choice("difficulty", difficulty, DIFFICULTIES)
         self.catalog_size, self.use_size, self.use_feature, limit = _LEVELS[difficulty]
-        self._init_base(max_turns=limit, invalid_action_reward=invalid_action_reward, render_mode=render_mode)
+        self._init_base(
+            max_turns=limit, invalid_action_reward=invalid_action_reward, render_mode=render_mode
+        )
         self._catalog: list[Product] = []
         self._tokens: dict[str, set[str]] = {}
         self._by_id: dict[str, Product] = {}
@@ -110,9 +122,27 @@ class ShopEnv(TextGameEnv):
         picks = self.np_random.choice(len(options), size=k, replace=False)
         return [options[int(i)] for i in sorted(picks)]
 
-    def _product(self, index: int, category: str, material: str, features: tuple[str, ...], colours: list[str], sizes: list[str], price: float) -> Product:
+    def _product(
+        self,
+        index: int,
+        category: str,
+        material: str,
+        features: tuple[str, ...],
+        colours: list[str],
+        sizes: list[str],
+        price: float,
+    ) -> Product:
         brand = _BRANDS[int(self.np_random.integers(len(_BRANDS)))]
-        return Product(f"p{index:03d}", brand, category, material, features, tuple(colours), tuple(sizes), round(price, 2))
+        return Product(
+            f"p{index:03d}",
+            brand,
+            category,
+            material,
+            features,
+            tuple(colours),
+            tuple(sizes),
+            round(price, 2),
+        )
 
     def _new_task(self) -> str:
         category, material = self._choice(_CATEGORIES)[0], self._choice(_MATERIALS)[0]
@@ -130,30 +160,100 @@ class ShopEnv(TextGameEnv):
 
         products = []
         target_price = budget * float(self.np_random.uniform(0.5, 0.95))
-        products.append(("target", category, material, features, options(colour, _COLOURS, 2), options(size, _SIZES, 3), target_price))
+        products.append(
+            (
+                "target",
+                category,
+                material,
+                features,
+                options(colour, _COLOURS, 2),
+                options(size, _SIZES, 3),
+                target_price,
+            )
+        )
         # near misses: over budget twin, other material, other category, missing colour/feature
-        products.append(("near", category, material, features, options(colour, _COLOURS, 2), options(size, _SIZES, 3), budget * float(self.np_random.uniform(1.1, 1.6))))
-        other_material = [m for m in _MATERIALS if m != material][int(self.np_random.integers(len(_MATERIALS) - 1))]
-        products.append(("near", category, other_material, features, options(colour, _COLOURS, 2), options(size, _SIZES, 3), target_price * 0.9))
-        other_category = [c for c in _CATEGORIES if c != category][int(self.np_random.integers(len(_CATEGORIES) - 1))]
-        products.append(("near", other_category, material, features, options(colour, _COLOURS, 2), options(size, _SIZES, 3), target_price * 0.8))
-        products.append(("near", category, material, (), options(None, tuple(c for c in _COLOURS if c != colour), 2), options(size, _SIZES, 3), target_price * 0.85))
+        products.append(
+            (
+                "near",
+                category,
+                material,
+                features,
+                options(colour, _COLOURS, 2),
+                options(size, _SIZES, 3),
+                budget * float(self.np_random.uniform(1.1, 1.6)),
+            )
+        )
+        other_material = [m for m in _MATERIALS if m != material][
+            int(self.np_random.integers(len(_MATERIALS) - 1))
+        ]
+        products.append(
+            (
+                "near",
+                category,
+                other_material,
+                features,
+                options(colour, _COLOURS, 2),
+                options(size, _SIZES, 3),
+                target_price * 0.9,
+            )
+        )
+        other_category = [c for c in _CATEGORIES if c != category][
+            int(self.np_random.integers(len(_CATEGORIES) - 1))
+        ]
+        products.append(
+            (
+                "near",
+                other_category,
+                material,
+                features,
+                options(colour, _COLOURS, 2),
+                options(size, _SIZES, 3),
+                target_price * 0.8,
+            )
+        )
+        products.append(
+            (
+                "near",
+                category,
+                material,
+                (),
+                options(None, tuple(c for c in _COLOURS if c != colour), 2),
+                options(size, _SIZES, 3),
+                target_price * 0.85,
+            )
+        )
         while len(products) < self.catalog_size:
-            products.append((
-                "random", self._choice(_CATEGORIES)[0], self._choice(_MATERIALS)[0],
-                tuple(self._choice(_FEATURES)) if self.use_feature and self.np_random.random() < 0.5 else (),
-                options(None, _COLOURS, 3), options(None, _SIZES, 3) if self.use_size else [],
-                float(self.np_random.uniform(5, 80)),
-            ))
+            products.append(
+                (
+                    "random",
+                    self._choice(_CATEGORIES)[0],
+                    self._choice(_MATERIALS)[0],
+                    tuple(self._choice(_FEATURES))
+                    if self.use_feature and self.np_random.random() < 0.5
+                    else (),
+                    options(None, _COLOURS, 3),
+                    options(None, _SIZES, 3) if self.use_size else [],
+                    float(self.np_random.uniform(5, 80)),
+                )
+            )
         order = self.np_random.permutation(len(products))
         self._catalog = []
         for index, position in enumerate(order):
             _, cat, mat, feats, cols, sizes, price = products[int(position)]
-            self._catalog.append(self._product(index, cat, mat, feats, cols, sizes if self.use_size else [], price))
+            self._catalog.append(
+                self._product(index, cat, mat, feats, cols, sizes if self.use_size else [], price)
+            )
         self._tokens = {p.pid: p.tokens() for p in self._catalog}
         self._by_id = {p.pid: p for p in self._catalog}
         self._search_cache: dict[str, list[Product]] = {}
-        self._goal = {"category": category, "material": material, "feature": feature, "colour": colour, "size": size, "budget": budget}
+        self._goal = {
+            "category": category,
+            "material": material,
+            "feature": feature,
+            "colour": colour,
+            "size": size,
+            "budget": budget,
+        }
         self._page = ("search",)
         self._selected = {}
         self._score = 0.0
@@ -180,7 +280,9 @@ class ShopEnv(TextGameEnv):
         if query not in self._search_cache:
             words = set(_TOKEN.findall(query.lower()))
             overlap = {p.pid: len(words & self._tokens[p.pid]) for p in self._catalog}
-            ranked = sorted((p for p in self._catalog if overlap[p.pid]), key=lambda p: (-overlap[p.pid], p.pid))
+            ranked = sorted(
+                (p for p in self._catalog if overlap[p.pid]), key=lambda p: (-overlap[p.pid], p.pid)
+            )
             self._search_cache[query] = ranked[: 3 * _PAGE]
         return self._search_cache[query]
 
@@ -193,19 +295,25 @@ class ShopEnv(TextGameEnv):
             hits = self._results(query)
             shown = hits[page * _PAGE : (page + 1) * _PAGE]
             lines = [f"[Results for {query!r}, page {page + 1}] [back to search]"]
-            lines += [f"[{p.pid}] {p.title} - ${p.price:.2f}" for p in shown] or ["No products found."]
+            lines += [f"[{p.pid}] {p.title} - ${p.price:.2f}" for p in shown] or [
+                "No products found."
+            ]
             if page > 0:
                 lines.append("[< prev]")
             if (page + 1) * _PAGE < len(hits):
                 lines.append("[next >]")
             return "\n".join(lines)
         product = self._product_by_id(self._page[1])
-        lines = [f"[Product {product.pid}] {product.title} - ${product.price:.2f} [< prev] [back to search]"]
+        lines = [
+            f"[Product {product.pid}] {product.title} - ${product.price:.2f} [< prev] [back to search]"
+        ]
         lines.append("colour: " + " ".join(f"[{c}]" for c in product.colours))
         if product.sizes:
             lines.append("size: " + " ".join(f"[{s}]" for s in product.sizes))
         if self._selected:
-            lines.append("selected: " + ", ".join(f"{k} {v}" for k, v in sorted(self._selected.items())))
+            lines.append(
+                "selected: " + ", ".join(f"{k} {v}" for k, v in sorted(self._selected.items()))
+            )
         lines.append("[buy now]")
         return "\n".join(lines)
 
@@ -247,7 +355,9 @@ class ShopEnv(TextGameEnv):
         verb, argument = move
         if verb == "search":
             if self._page[0] != "search":
-                raise ActionParseError("search[...] works on the search page; click[back to search] first")
+                raise ActionParseError(
+                    "search[...] works on the search page; click[back to search] first"
+                )
             if not argument:
                 raise ActionParseError("search[...] needs a query")
             self._page = ("results", argument, 0)
@@ -269,7 +379,11 @@ class ShopEnv(TextGameEnv):
             self._page, self._selected = self._page[2], {}
         elif argument == "buy now":
             self._score = self._verify(self._product_by_id(self._page[1]))
-            return f"You bought {self._page[1]} (score {self._score:.2f}).", self._score >= 1.0, self._score < 1.0
+            return (
+                f"You bought {self._page[1]} (score {self._score:.2f}).",
+                self._score >= 1.0,
+                self._score < 1.0,
+            )
         else:
             self._selected["size" if argument in _SIZES else "colour"] = argument
         return self._render_page(), False, False
@@ -277,7 +391,12 @@ class ShopEnv(TextGameEnv):
     def _verify(self, product: Product) -> float:
         """Share of requirements met by the bought product and the selected options."""
         g = self._goal
-        checks = [product.category == g["category"], product.material == g["material"], self._selected.get("colour") == g["colour"], product.price <= g["budget"]]
+        checks = [
+            product.category == g["category"],
+            product.material == g["material"],
+            self._selected.get("colour") == g["colour"],
+            product.price <= g["budget"],
+        ]
         if g["feature"]:
             checks.append(g["feature"] in product.features)
         if g["size"]:
@@ -312,7 +431,10 @@ class ShopEnv(TextGameEnv):
     def _matches(self, product: Product) -> bool:
         g = self._goal
         return (
-            product.category == g["category"] and product.material == g["material"] and product.price <= g["budget"]
-            and g["colour"] in product.colours and (not g["size"] or g["size"] in product.sizes)
+            product.category == g["category"]
+            and product.material == g["material"]
+            and product.price <= g["budget"]
+            and g["colour"] in product.colours
+            and (not g["size"] or g["size"] in product.sizes)
             and (not g["feature"] or g["feature"] in product.features)
         )

@@ -63,10 +63,18 @@ class TwentyQuestionsEnv(TextGameEnv):
     * v0: initial version.
     """
 
-    def __init__(self, *, difficulty: str = "medium", invalid_action_reward: float = -0.1, render_mode: str | None = None):
+    def __init__(
+        self,
+        *,
+        difficulty: str = "medium",
+        invalid_action_reward: float = -0.1,
+        render_mode: str | None = None,
+    ):
         self.difficulty = check_choice("difficulty", difficulty, DIFFICULTIES)
         count, values, turns = _LEVELS[difficulty]
-        self._init_base(max_turns=turns, invalid_action_reward=invalid_action_reward, render_mode=render_mode)
+        self._init_base(
+            max_turns=turns, invalid_action_reward=invalid_action_reward, render_mode=render_mode
+        )
         self.schema = tuple((name, options[:values]) for name, options in ATTRIBUTES[:count])
         self._owner = {value: name for name, options in self.schema for value in options}
         self._secret: dict[str, str] = {}
@@ -84,7 +92,10 @@ class TwentyQuestionsEnv(TextGameEnv):
         )
 
     def _new_task(self) -> str:
-        self._secret = {name: options[int(self.np_random.integers(len(options)))] for name, options in self.schema}
+        self._secret = {
+            name: options[int(self.np_random.integers(len(options)))]
+            for name, options in self.schema
+        }
         self._possible = {name: list(options) for name, options in self.schema}
         self._last_guess_share = 0.0
         return self.instructions()
@@ -96,9 +107,13 @@ class TwentyQuestionsEnv(TextGameEnv):
             if word in self._owner:
                 named.setdefault(self._owner[word], set()).add(word)
         if not named:
-            raise ActionParseError(f"name at least one value ({', '.join(list(self._owner)[:6])}, ...)")
+            raise ActionParseError(
+                f"name at least one value ({', '.join(list(self._owner)[:6])}, ...)"
+            )
         kind = "guess" if words and words[0] == "guess" else "question"
-        if kind == "guess" and (len(named) != len(self.schema) or any(len(v) != 1 for v in named.values())):
+        if kind == "guess" and (
+            len(named) != len(self.schema) or any(len(v) != 1 for v in named.values())
+        ):
             raise ActionParseError("a guess names exactly one value of every attribute")
         return kind, named
 
@@ -111,7 +126,7 @@ class TwentyQuestionsEnv(TextGameEnv):
             return f"Guess: {'right' if solved else 'wrong'}.", solved, False
         answer = all(self._secret[name] in values for name, values in named.items())
         if len(named) == 1:
-            (name, values), = named.items()
+            ((name, values),) = named.items()
             keep = [v for v in self._possible[name] if (v in values) == answer]
             self._possible[name] = keep or self._possible[name]
         asked = " and ".join(" or ".join(sorted(values)) for _, values in sorted(named.items()))

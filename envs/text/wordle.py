@@ -99,9 +99,19 @@ class WordleEnv(TextGameEnv):
     * v0: initial version.
     """
 
-    def __init__(self, *, difficulty: str = "medium", invalid_action_reward: float = -0.1, render_mode: str | None = None):
+    def __init__(
+        self,
+        *,
+        difficulty: str = "medium",
+        invalid_action_reward: float = -0.1,
+        render_mode: str | None = None,
+    ):
         self.difficulty = check_choice("difficulty", difficulty, DIFFICULTIES)
-        self._init_base(max_turns=_TURNS[difficulty], invalid_action_reward=invalid_action_reward, render_mode=render_mode)
+        self._init_base(
+            max_turns=_TURNS[difficulty],
+            invalid_action_reward=invalid_action_reward,
+            render_mode=render_mode,
+        )
         self._secret = 0
         self._candidates: tuple[int, ...] = ()
         self._index = {w: i for i, w in enumerate(FIVE_LETTER_WORDS)}

@@ -53,7 +53,9 @@ class ToolEnv(EpisodeGuard, gym.Env[str, str]):
     remote_kwargs = {
         "invalid_action_reward": client(FloatRange(-1.0, 0.0)),
         "max_turns": operator_only(IntRange(1, 64), why="raises the cost of an episode"),
-        "max_action_length": operator_only(IntRange(16, 1 << 20), why="raises the size of what the env executes"),
+        "max_action_length": operator_only(
+            IntRange(16, 1 << 20), why="raises the size of what the env executes"
+        ),
         "unsafe": never("it runs agent code outside the sandbox, as the server's user"),
     }
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
@@ -129,7 +131,9 @@ class ToolEnv(EpisodeGuard, gym.Env[str, str]):
         return parse_reply(text, self._tools(), max_length=self.max_action_length)
 
     # -- Gymnasium API ----------------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self._turn = 0
         self._tool_calls = 0
@@ -139,12 +143,21 @@ class ToolEnv(EpisodeGuard, gym.Env[str, str]):
         self._question = self._generate()
         self._last = f"{self._question}\n\n(Turn 0/{self.max_turns}.)"
         info = self._info()
-        info["instructions"] = self.instructions()  # docs/design.md 2: rules and tool schemas in the reset info
-        info["tools"] = [tool.schema() for tool in self._tools()]  # OpenAI `tools`, for native tool calling
+        info["instructions"] = (
+            self.instructions()
+        )  # docs/design.md 2: rules and tool schemas in the reset info
+        info["tools"] = [
+            tool.schema() for tool in self._tools()
+        ]  # OpenAI `tools`, for native tool calling
         return self._last, info
 
     def _info(self) -> dict[str, Any]:
-        return {"turn": self._turn, "tool_calls": self._tool_calls, "tool_cost": self._tool_cost, "tool_time_s": self._tool_time}
+        return {
+            "turn": self._turn,
+            "tool_calls": self._tool_calls,
+            "tool_cost": self._tool_cost,
+            "tool_time_s": self._tool_time,
+        }
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self._turn += 1

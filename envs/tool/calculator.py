@@ -34,7 +34,11 @@ CALCULATOR_TOOL = Tool(
         "// % ** and parentheses, and the functions abs, min, max, gcd, lcm, factorial. "
         f"Intermediate values are limited to {MAX_BITS} bits."
     ),
-    parameters={"type": "object", "properties": {"expression": {"type": "string", "description": "e.g. (12 + 7) * 3 // 4"}}, "required": ["expression"]},
+    parameters={
+        "type": "object",
+        "properties": {"expression": {"type": "string", "description": "e.g. (12 + 7) * 3 // 4"}},
+        "required": ["expression"],
+    },
 )
 
 
@@ -108,7 +112,9 @@ def _eval(node: ast.AST) -> Fraction:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
         if type(node.value) is float and not abs(node.value) < float("inf"):
             raise CalculatorError("numbers must be finite")
-        return _bounded(Fraction(str(node.value)) if type(node.value) is float else Fraction(node.value))
+        return _bounded(
+            Fraction(str(node.value)) if type(node.value) is float else Fraction(node.value)
+        )
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
         value = _eval(node.operand)
         return -value if isinstance(node.op, ast.USub) else value
@@ -125,7 +131,12 @@ def _eval(node: ast.AST) -> Fraction:
             return _bounded(_divide(left, right, op))
         if op is ast.Pow:
             return _power(left, right)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS and not node.keywords:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _FUNCTIONS
+        and not node.keywords
+    ):
         result = _FUNCTIONS[node.func.id]([_eval(arg) for arg in node.args])
         if result is None:
             raise CalculatorError(f"wrong number of arguments for {node.func.id}")
@@ -227,14 +238,18 @@ class CalculatorEnv(ToolEnv):
         self._oracle_output: str | None = None
 
     def _task_instructions(self) -> str:
-        return ("Compute the value of the integer expression (// is floor division, % the remainder with the sign of "
-                "the divisor, as in Python). Answer with the integer only: <answer>-42</answer>.")
+        return (
+            "Compute the value of the integer expression (// is floor division, % the remainder with the sign of "
+            "the divisor, as in Python). Answer with the integer only: <answer>-42</answer>."
+        )
 
     def _tools(self) -> Sequence[Tool]:
         return (CALCULATOR_TOOL,)
 
     def _generate(self) -> str:
-        self._expression = _random_expression(self.np_random, self.difficulty + 1, self.difficulty + 2)
+        self._expression = _random_expression(
+            self.np_random, self.difficulty + 1, self.difficulty + 2
+        )
         self._gold = _integer(evaluate(self._expression), "the task")
         self._oracle_output = None
         return f"Compute: {self._expression}"
@@ -247,7 +262,9 @@ class CalculatorEnv(ToolEnv):
 
     def _verify(self, answer: str) -> tuple[bool, float]:
         # spaces inside a number only as thousands separators: "0 0" or "12 12" is not 0 or 1212
-        if _SPACED_DIGITS.search(answer) and not _GROUPED_INTEGER.fullmatch(answer.strip().rstrip(".")):
+        if _SPACED_DIGITS.search(answer) and not _GROUPED_INTEGER.fullmatch(
+            answer.strip().rstrip(".")
+        ):
             return False, 0.0
         return verify_integer(answer, self._gold)
 

@@ -23,7 +23,9 @@ __all__ = ["CodeUnitTestsEnv", "strict_equal"]
 class _Problem:
     name: str
     spec: str
-    reference: str  # source of the reference solution (trusted, run in the parent and by the oracle)
+    reference: (
+        str  # source of the reference solution (trusted, run in the parent and by the oracle)
+    )
     inputs: Callable[[np.random.Generator], list]  # one test's argument list
 
 
@@ -31,52 +33,109 @@ def _ints(rng: np.random.Generator, low: int, high: int, size_high: int) -> list
     return [int(v) for v in rng.integers(low, high, size=int(rng.integers(0, size_high)))]
 
 
-_WORDS = ("ox", "tree", "amber", "sky", "lantern", "a", "harbour", "mint", "yes", "calendar", "io", "pebble")
+_WORDS = (
+    "ox",
+    "tree",
+    "amber",
+    "sky",
+    "lantern",
+    "a",
+    "harbour",
+    "mint",
+    "yes",
+    "calendar",
+    "io",
+    "pebble",
+)
 
 
 def _text(rng: np.random.Generator, words: int) -> str:
-    return " ".join(_WORDS[int(rng.integers(len(_WORDS)))] for _ in range(int(rng.integers(0, words))))
+    return " ".join(
+        _WORDS[int(rng.integers(len(_WORDS)))] for _ in range(int(rng.integers(0, words)))
+    )
 
 
 def _problems(rng: np.random.Generator, difficulty: int) -> _Problem:
     k = int(rng.integers(2, 7))
     table: dict[int, list[Callable[[], _Problem]]] = {
         1: [
-            lambda: _Problem("sum_divisible", f"sum_divisible(xs: list[int]) -> int: the sum of the elements of xs divisible by {k} (0 for none).",
-                             f"def sum_divisible(xs):\n    return sum(x for x in xs if x % {k} == 0)\n",
-                             lambda r: [_ints(r, -50, 50, 12)]),
-            lambda: _Problem("count_long_words", f"count_long_words(text: str) -> int: how many whitespace-separated words of text have more than {k} characters.",
-                             f"def count_long_words(text):\n    return sum(1 for w in text.split() if len(w) > {k})\n",
-                             lambda r: [_text(r, 10)]),
-            lambda: _Problem("rotate", f"rotate(xs: list[int]) -> list[int]: xs rotated right by {k} positions (the last {k} elements, cyclically, come first); [] stays [].",
-                             f"def rotate(xs):\n    if not xs:\n        return []\n    s = {k} % len(xs)\n    return xs[-s:] + xs[:-s] if s else list(xs)\n",
-                             lambda r: [_ints(r, 0, 100, 9)]),
+            lambda: _Problem(
+                "sum_divisible",
+                f"sum_divisible(xs: list[int]) -> int: the sum of the elements of xs divisible by {k} (0 for none).",
+                f"def sum_divisible(xs):\n    return sum(x for x in xs if x % {k} == 0)\n",
+                lambda r: [_ints(r, -50, 50, 12)],
+            ),
+            lambda: _Problem(
+                "count_long_words",
+                f"count_long_words(text: str) -> int: how many whitespace-separated words of text have more than {k} characters.",
+                f"def count_long_words(text):\n    return sum(1 for w in text.split() if len(w) > {k})\n",
+                lambda r: [_text(r, 10)],
+            ),
+            lambda: _Problem(
+                "rotate",
+                f"rotate(xs: list[int]) -> list[int]: xs rotated right by {k} positions (the last {k} elements, cyclically, come first); [] stays [].",
+                f"def rotate(xs):\n    if not xs:\n        return []\n    s = {k} % len(xs)\n    return xs[-s:] + xs[:-s] if s else list(xs)\n",
+                lambda r: [_ints(r, 0, 100, 9)],
+            ),
         ],
         2: [
-            lambda: _Problem("remove_every", f"remove_every(s: str) -> str: s without its characters at 1-based positions {k}, {2 * k}, {3 * k}, ...",
-                             f"def remove_every(s):\n    return ''.join(c for i, c in enumerate(s, 1) if i % {k})\n",
-                             lambda r: [_text(r, 6)]),
-            lambda: _Problem("run_length", "run_length(s: str) -> list: run-length encoding of s as a list of [character, count] pairs, e.g. 'aab' -> [['a', 2], ['b', 1]].",
-                             "def run_length(s):\n    out = []\n    for c in s:\n        if out and out[-1][0] == c:\n            out[-1][1] += 1\n        else:\n            out.append([c, 1])\n    return out\n",
-                             lambda r: ["".join("ab"[int(v)] * int(n) for v, n in zip(r.integers(0, 2, 6), r.integers(1, 4, 6)))[: int(r.integers(0, 14))]]),
-            lambda: _Problem("caesar", f"caesar(s: str) -> str: shift every lowercase ASCII letter of s forward by {k} places in the alphabet (z wraps to a); other characters unchanged.",
-                             f"def caesar(s):\n    return ''.join(chr((ord(c) - 97 + {k}) % 26 + 97) if 'a' <= c <= 'z' else c for c in s)\n",
-                             lambda r: [_text(r, 5) + "!Z" * int(r.integers(0, 2))]),
-            lambda: _Problem("digit_sum_count", f"digit_sum_count(n: int) -> int: how many integers in [1, n] have a decimal digit sum divisible by {k}.",
-                             f"def digit_sum_count(n):\n    return sum(1 for i in range(1, n + 1) if sum(map(int, str(i))) % {k} == 0)\n",
-                             lambda r: [int(r.integers(0, 800))]),
+            lambda: _Problem(
+                "remove_every",
+                f"remove_every(s: str) -> str: s without its characters at 1-based positions {k}, {2 * k}, {3 * k}, ...",
+                f"def remove_every(s):\n    return ''.join(c for i, c in enumerate(s, 1) if i % {k})\n",
+                lambda r: [_text(r, 6)],
+            ),
+            lambda: _Problem(
+                "run_length",
+                "run_length(s: str) -> list: run-length encoding of s as a list of [character, count] pairs, e.g. 'aab' -> [['a', 2], ['b', 1]].",
+                "def run_length(s):\n    out = []\n    for c in s:\n        if out and out[-1][0] == c:\n            out[-1][1] += 1\n        else:\n            out.append([c, 1])\n    return out\n",
+                lambda r: [
+                    "".join(
+                        "ab"[int(v)] * int(n)
+                        for v, n in zip(r.integers(0, 2, 6), r.integers(1, 4, 6))
+                    )[: int(r.integers(0, 14))]
+                ],
+            ),
+            lambda: _Problem(
+                "caesar",
+                f"caesar(s: str) -> str: shift every lowercase ASCII letter of s forward by {k} places in the alphabet (z wraps to a); other characters unchanged.",
+                f"def caesar(s):\n    return ''.join(chr((ord(c) - 97 + {k}) % 26 + 97) if 'a' <= c <= 'z' else c for c in s)\n",
+                lambda r: [_text(r, 5) + "!Z" * int(r.integers(0, 2))],
+            ),
+            lambda: _Problem(
+                "digit_sum_count",
+                f"digit_sum_count(n: int) -> int: how many integers in [1, n] have a decimal digit sum divisible by {k}.",
+                f"def digit_sum_count(n):\n    return sum(1 for i in range(1, n + 1) if sum(map(int, str(i))) % {k} == 0)\n",
+                lambda r: [int(r.integers(0, 800))],
+            ),
         ],
         3: [
-            lambda: _Problem("top_distinct", f"top_distinct(xs: list[int]) -> list[int]: the {k} largest distinct values of xs in descending order (all of them if there are fewer).",
-                             f"def top_distinct(xs):\n    return sorted(set(xs), reverse=True)[:{k}]\n",
-                             lambda r: [_ints(r, -9, 9, 15)]),
-            lambda: _Problem("balanced", "balanced(s: str) -> bool: whether the brackets ()[]{} in s are balanced and properly nested (other characters are ignored).",
-                             "def balanced(s):\n    pairs = {')': '(', ']': '[', '}': '{'}\n    stack = []\n    for c in s:\n        if c in '([{':\n            stack.append(c)\n"
-                             "        elif c in pairs:\n            if not stack or stack.pop() != pairs[c]:\n                return False\n    return not stack\n",
-                             lambda r: ["".join("()[]{}x"[int(v)] for v in r.integers(0, 7, int(r.integers(0, 12))))]),
-            lambda: _Problem("merge_intervals", "merge_intervals(pairs: list[list[int]]) -> list[list[int]]: merge overlapping or touching closed intervals [a, b] (a <= b) and return them sorted by start.",
-                             "def merge_intervals(pairs):\n    out = []\n    for a, b in sorted(pairs):\n        if out and a <= out[-1][1]:\n            out[-1][1] = max(out[-1][1], b)\n        else:\n            out.append([a, b])\n    return out\n",
-                             lambda r: [[sorted(int(v) for v in r.integers(0, 30, 2)) for _ in range(int(r.integers(0, 6)))]]),
+            lambda: _Problem(
+                "top_distinct",
+                f"top_distinct(xs: list[int]) -> list[int]: the {k} largest distinct values of xs in descending order (all of them if there are fewer).",
+                f"def top_distinct(xs):\n    return sorted(set(xs), reverse=True)[:{k}]\n",
+                lambda r: [_ints(r, -9, 9, 15)],
+            ),
+            lambda: _Problem(
+                "balanced",
+                "balanced(s: str) -> bool: whether the brackets ()[]{} in s are balanced and properly nested (other characters are ignored).",
+                "def balanced(s):\n    pairs = {')': '(', ']': '[', '}': '{'}\n    stack = []\n    for c in s:\n        if c in '([{':\n            stack.append(c)\n"
+                "        elif c in pairs:\n            if not stack or stack.pop() != pairs[c]:\n                return False\n    return not stack\n",
+                lambda r: [
+                    "".join("()[]{}x"[int(v)] for v in r.integers(0, 7, int(r.integers(0, 12))))
+                ],
+            ),
+            lambda: _Problem(
+                "merge_intervals",
+                "merge_intervals(pairs: list[list[int]]) -> list[list[int]]: merge overlapping or touching closed intervals [a, b] (a <= b) and return them sorted by start.",
+                "def merge_intervals(pairs):\n    out = []\n    for a, b in sorted(pairs):\n        if out and a <= out[-1][1]:\n            out[-1][1] = max(out[-1][1], b)\n        else:\n            out.append([a, b])\n    return out\n",
+                lambda r: [
+                    [
+                        sorted(int(v) for v in r.integers(0, 30, 2))
+                        for _ in range(int(r.integers(0, 6)))
+                    ]
+                ],
+            ),
         ],
     }
     pool = table[difficulty]
@@ -142,12 +201,22 @@ class CodeUnitTestsEnv(ToolEnv):
         "difficulty": client(IntRange(1, 3)),
         "partial_credit": client(FLAG),
         "num_tests": operator_only(IntRange(1, 50), why="each hidden test is a sandbox call"),
-        "timeout_s": operator_only(FloatRange(0.001, 600.0), why="wall-clock seconds of each code call"),
+        "timeout_s": operator_only(
+            FloatRange(0.001, 600.0), why="wall-clock seconds of each code call"
+        ),
     }
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
-    def __init__(self, *, difficulty: int = 2, num_tests: int = 12, partial_credit: bool = False,
-                 timeout_s: float = 5.0, unsafe: bool = False, **kwargs: Any):
+    def __init__(
+        self,
+        *,
+        difficulty: int = 2,
+        num_tests: int = 12,
+        partial_credit: bool = False,
+        timeout_s: float = 5.0,
+        unsafe: bool = False,
+        **kwargs: Any,
+    ):
         super().__init__(**kwargs)
         self.difficulty = check_int("difficulty", difficulty, 1, 3)
         self.num_tests = check_int("num_tests", num_tests, 1, 50)
@@ -162,9 +231,11 @@ class CodeUnitTestsEnv(ToolEnv):
         self._examples: list[tuple[list, Any]] = []
 
     def _task_instructions(self) -> str:
-        return ("Write the Python function described below (standard library only). You may run code with the python "
-                "tool. Submit the complete source of the function: <answer>```python\ndef ...\n```</answer>. It is run "
-                "on hidden tests; the return values must match exactly (types included).")
+        return (
+            "Write the Python function described below (standard library only). You may run code with the python "
+            "tool. Submit the complete source of the function: <answer>```python\ndef ...\n```</answer>. It is run "
+            "on hidden tests; the return values must match exactly (types included)."
+        )
 
     def _tools(self) -> Sequence[Tool]:
         return (PYTHON_TOOL,)
@@ -177,10 +248,15 @@ class CodeUnitTestsEnv(ToolEnv):
         exec(problem.reference, namespace)  # our own reference source, never agent text
         reference = namespace[problem.name]
         cases = [problem.inputs(rng) for _ in range(self.num_tests + 2)]
-        normalized = [(args, json.loads(json.dumps(reference(*json.loads(json.dumps(args)))))) for args in cases]
+        normalized = [
+            (args, json.loads(json.dumps(reference(*json.loads(json.dumps(args))))))
+            for args in cases
+        ]
         self._examples, self._tests = normalized[:2], normalized[2:]
         self._problem_name, self._reference = problem.name, problem.reference
-        shown = "\n".join(f"  {problem.name}(*{json.dumps(a)}) == {json.dumps(out)}" for a, out in self._examples)
+        shown = "\n".join(
+            f"  {problem.name}(*{json.dumps(a)}) == {json.dumps(out)}" for a, out in self._examples
+        )
         return f"Write {problem.spec}\nExamples (arguments as a JSON list):\n{shown}"
 
     def _call_tool(self, call: ToolCall) -> str:
@@ -197,7 +273,11 @@ class CodeUnitTestsEnv(ToolEnv):
         passed = 0
         if loaded.ok:
             results = checker.call_many(self._problem_name, [args for args, _ in self._tests])
-            passed = sum(1 for result, (_, expected) in zip(results, self._tests) if result.ok and strict_equal(result.value, expected))
+            passed = sum(
+                1
+                for result, (_, expected) in zip(results, self._tests)
+                if result.ok and strict_equal(result.value, expected)
+            )
         return passed == len(self._tests), passed / len(self._tests)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:

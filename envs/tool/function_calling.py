@@ -19,34 +19,103 @@ __all__ = ["FUNCTIONS", "FunctionCallingEnv", "calls_score"]
 
 
 def _fn(name: str, description: str, properties: dict[str, Any], required: Sequence[str]) -> Tool:
-    return Tool(name, description, {"type": "object", "properties": properties, "required": list(required)})
+    return Tool(
+        name, description, {"type": "object", "properties": properties, "required": list(required)}
+    )
 
 
-_CITIES = ("Oslo", "Lima", "Hanoi", "Nairobi", "Lisbon", "Quito", "Perth", "Tunis", "Seoul", "Dakar")
+_CITIES = (
+    "Oslo",
+    "Lima",
+    "Hanoi",
+    "Nairobi",
+    "Lisbon",
+    "Quito",
+    "Perth",
+    "Tunis",
+    "Seoul",
+    "Dakar",
+)
 _CURRENCIES = ("USD", "EUR", "JPY", "GBP", "INR", "BRL", "KES")
-_PEOPLE = ("ana@example.com", "bo@example.org", "chen@example.net", "dara@example.com", "emil@example.org")
+_PEOPLE = (
+    "ana@example.com",
+    "bo@example.org",
+    "chen@example.net",
+    "dara@example.com",
+    "emil@example.org",
+)
 _SUBJECTS = ("budget review", "team lunch", "quarterly report", "travel plans", "server outage")
 _LANGUAGES = ("French", "German", "Japanese", "Swahili", "Portuguese")
-_PHRASES = ("good morning", "where is the station", "thank you very much", "the meeting is cancelled")
+_PHRASES = (
+    "good morning",
+    "where is the station",
+    "thank you very much",
+    "the meeting is cancelled",
+)
 _SYMBOLS = ("ACME", "GLOBX", "INITECH", "UMBR", "WAYNE")
 
-FUNCTIONS: dict[str, Tool] = {t.name: t for t in (
-    _fn("get_weather", "Current weather for a city.", {
-        "city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"}}, ["city"]),
-    _fn("convert_currency", "Convert an amount of money between currencies.", {
-        "amount": {"type": "number"}, "from_currency": {"type": "string", "enum": list(_CURRENCIES)},
-        "to_currency": {"type": "string", "enum": list(_CURRENCIES)}}, ["amount", "from_currency", "to_currency"]),
-    _fn("set_timer", "Start a countdown timer.", {
-        "minutes": {"type": "integer"}, "label": {"type": "string", "default": ""}}, ["minutes"]),
-    _fn("send_email", "Send an e-mail.", {
-        "to": {"type": "string"}, "subject": {"type": "string"}}, ["to", "subject"]),
-    _fn("search_flights", "Search flights between two cities on a date (YYYY-MM-DD).", {
-        "origin": {"type": "string"}, "destination": {"type": "string"}, "date": {"type": "string"},
-        "passengers": {"type": "integer", "default": 1}}, ["origin", "destination", "date"]),
-    _fn("get_stock_price", "Latest price of a stock by ticker symbol.", {"symbol": {"type": "string"}}, ["symbol"]),
-    _fn("translate", "Translate a text into a language.", {
-        "text": {"type": "string"}, "target_language": {"type": "string", "enum": list(_LANGUAGES)}}, ["text", "target_language"]),
-)}
+FUNCTIONS: dict[str, Tool] = {
+    t.name: t
+    for t in (
+        _fn(
+            "get_weather",
+            "Current weather for a city.",
+            {
+                "city": {"type": "string"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"},
+            },
+            ["city"],
+        ),
+        _fn(
+            "convert_currency",
+            "Convert an amount of money between currencies.",
+            {
+                "amount": {"type": "number"},
+                "from_currency": {"type": "string", "enum": list(_CURRENCIES)},
+                "to_currency": {"type": "string", "enum": list(_CURRENCIES)},
+            },
+            ["amount", "from_currency", "to_currency"],
+        ),
+        _fn(
+            "set_timer",
+            "Start a countdown timer.",
+            {"minutes": {"type": "integer"}, "label": {"type": "string", "default": ""}},
+            ["minutes"],
+        ),
+        _fn(
+            "send_email",
+            "Send an e-mail.",
+            {"to": {"type": "string"}, "subject": {"type": "string"}},
+            ["to", "subject"],
+        ),
+        _fn(
+            "search_flights",
+            "Search flights between two cities on a date (YYYY-MM-DD).",
+            {
+                "origin": {"type": "string"},
+                "destination": {"type": "string"},
+                "date": {"type": "string"},
+                "passengers": {"type": "integer", "default": 1},
+            },
+            ["origin", "destination", "date"],
+        ),
+        _fn(
+            "get_stock_price",
+            "Latest price of a stock by ticker symbol.",
+            {"symbol": {"type": "string"}},
+            ["symbol"],
+        ),
+        _fn(
+            "translate",
+            "Translate a text into a language.",
+            {
+                "text": {"type": "string"},
+                "target_language": {"type": "string", "enum": list(_LANGUAGES)},
+            },
+            ["text", "target_language"],
+        ),
+    )
+}
 
 Call = tuple[str, dict[str, Any]]
 _Pick = Callable[[Sequence[Any]], Any]
@@ -62,28 +131,50 @@ def _request(name: str, rng: np.random.Generator) -> tuple[str, Call]:
         amount = int(rng.integers(5, 5000)) + pick((0.0, 0.5, 0.25))
         a, b = rng.choice(len(_CURRENCIES), size=2, replace=False)
         shown = f"{amount:g}"
-        return f"convert {shown} {_CURRENCIES[a]} to {_CURRENCIES[b]}", (name, {"amount": amount, "from_currency": _CURRENCIES[a], "to_currency": _CURRENCIES[b]})
+        return f"convert {shown} {_CURRENCIES[a]} to {_CURRENCIES[b]}", (
+            name,
+            {"amount": amount, "from_currency": _CURRENCIES[a], "to_currency": _CURRENCIES[b]},
+        )
     if name == "set_timer":
         minutes, label = int(rng.integers(1, 120)), pick(("tea", "laundry", "pasta", "stretch"))
-        return f"set a {minutes}-minute timer labelled {label}", (name, {"minutes": minutes, "label": label})
+        return f"set a {minutes}-minute timer labelled {label}", (
+            name,
+            {"minutes": minutes, "label": label},
+        )
     if name == "send_email":
         to, subject = pick(_PEOPLE), pick(_SUBJECTS)
-        return f"email {to} with the subject \"{subject}\"", (name, {"to": to, "subject": subject})
+        return f'email {to} with the subject "{subject}"', (name, {"to": to, "subject": subject})
     if name == "search_flights":
         a, b = rng.choice(len(_CITIES), size=2, replace=False)
         date = f"2026-{int(rng.integers(1, 13)):02d}-{int(rng.integers(1, 29)):02d}"
         passengers = int(rng.integers(1, 5))
         who = "" if passengers == 1 else f" for {passengers} passengers"
-        return f"find flights from {_CITIES[a]} to {_CITIES[b]} on {date}{who}", (name, {"origin": _CITIES[a], "destination": _CITIES[b], "date": date, "passengers": passengers})
+        return f"find flights from {_CITIES[a]} to {_CITIES[b]} on {date}{who}", (
+            name,
+            {
+                "origin": _CITIES[a],
+                "destination": _CITIES[b],
+                "date": date,
+                "passengers": passengers,
+            },
+        )
     if name == "get_stock_price":
         symbol = pick(_SYMBOLS)
         return f"look up the stock price of {symbol}", (name, {"symbol": symbol})
     text, language = pick(_PHRASES), pick(_LANGUAGES)
-    return f"translate \"{text}\" into {language}", (name, {"text": text, "target_language": language})
+    return f'translate "{text}" into {language}', (
+        name,
+        {"text": text, "target_language": language},
+    )
 
 
-_IRRELEVANT = ("book a table for two at an Italian restaurant tonight", "play some jazz in the living room",
-               "turn off the kitchen lights", "order a large pizza with mushrooms", "what is the capital of Peru")
+_IRRELEVANT = (
+    "book a table for two at an Italian restaurant tonight",
+    "play some jazz in the living room",
+    "turn off the kitchen lights",
+    "order a large pizza with mushrooms",
+    "what is the capital of Peru",
+)
 _NEEDED_BY_IRRELEVANT = ("get_weather", "set_timer", "send_email", "get_stock_price")
 
 
@@ -100,7 +191,11 @@ def _same_value(a: Any, b: Any) -> bool:
 
 
 def _same_call(a: Call, b: Call) -> bool:
-    return a[0] == b[0] and a[1].keys() == b[1].keys() and all(_same_value(a[1][k], b[1][k]) for k in a[1])
+    return (
+        a[0] == b[0]
+        and a[1].keys() == b[1].keys()
+        and all(_same_value(a[1][k], b[1][k]) for k in a[1])
+    )
 
 
 def calls_score(predicted: Sequence[Call], gold: Sequence[Call]) -> float:
@@ -179,10 +274,12 @@ class FunctionCallingEnv(ToolEnv):
         self._kind = "simple"
 
     def _task_instructions(self) -> str:
-        return ("Fulfil the user's request by calling the available functions: reply with one "
-                '<tool_call>{"name": ..., "arguments": {...}}</tool_call> block per call (several blocks for several '
-                "calls). If no available function fits the request, reply without any call, e.g. "
-                "<answer>None of the functions can do that.</answer>")
+        return (
+            "Fulfil the user's request by calling the available functions: reply with one "
+            '<tool_call>{"name": ..., "arguments": {...}}</tool_call> block per call (several blocks for several '
+            "calls). If no available function fits the request, reply without any call, e.g. "
+            "<answer>None of the functions can do that.</answer>"
+        )
 
     def _tools(self) -> Sequence[Tool]:
         return [FUNCTIONS[name] for name in self._available]
@@ -192,7 +289,11 @@ class FunctionCallingEnv(ToolEnv):
 
     def _generate(self) -> str:
         rng = self.np_random
-        kinds = ["simple"] + (["multiple", "parallel"] if self.difficulty >= 2 else []) + (["irrelevance"] if self.difficulty >= 3 else [])
+        kinds = (
+            ["simple"]
+            + (["multiple", "parallel"] if self.difficulty >= 2 else [])
+            + (["irrelevance"] if self.difficulty >= 3 else [])
+        )
         self._kind = kinds[int(rng.integers(len(kinds)))]
         names = sorted(FUNCTIONS)
         if self._kind == "irrelevance":
@@ -213,7 +314,12 @@ class FunctionCallingEnv(ToolEnv):
                     self._gold.append(call)
             request = " and ".join(phrases)
         others = [n for n in names if n not in chosen]
-        extra = [str(n) for n in rng.choice(others, size=min(len(others), int(rng.integers(1, 3))), replace=False)]
+        extra = [
+            str(n)
+            for n in rng.choice(
+                others, size=min(len(others), int(rng.integers(1, 3))), replace=False
+            )
+        ]
         self._available = sorted(set(map(str, chosen)) | set(extra))
         schemas = "\n".join(json.dumps(FUNCTIONS[n].schema()) for n in self._available)
         return f"Available functions:\n{schemas}\n\nUser: Please {request}."
@@ -221,11 +327,17 @@ class FunctionCallingEnv(ToolEnv):
     def _parse_calls(self, text: str) -> tuple[list[Call], list[str]]:
         """(checked calls, problems); malformed JSON raises ActionParseError."""
         if not isinstance(text, str):
-            raise TypeError(f"FunctionCallingEnv takes str actions, got {type(text).__name__}: {text!r:.80}")
+            raise TypeError(
+                f"FunctionCallingEnv takes str actions, got {type(text).__name__}: {text!r:.80}"
+            )
         if len(text) > self.max_action_length:
-            raise ActionParseError(f"your reply has {len(text)} characters; at most {self.max_action_length} are read")
+            raise ActionParseError(
+                f"your reply has {len(text)} characters; at most {self.max_action_length} are read"
+            )
         if not text.strip():
-            raise ActionParseError("the reply is empty; make the calls, or say in <answer>...</answer> why none fits")
+            raise ActionParseError(
+                "the reply is empty; make the calls, or say in <answer>...</answer> why none fits"
+            )
         calls, problems = [], []
         for name, arguments in tool_calls_in(text):
             if name not in self._available:
@@ -289,5 +401,7 @@ class FunctionCallingEnv(ToolEnv):
         """The gold calls, or a plain refusal when no function fits."""
         if not self._gold:
             return "<answer>None of the available functions can do that.</answer>"
-        return "\n".join("<tool_call>" + json.dumps({"name": n, "arguments": a}) + "</tool_call>" for n, a in self._gold)
-
+        return "\n".join(
+            "<tool_call>" + json.dumps({"name": n, "arguments": a}) + "</tool_call>"
+            for n, a in self._gold
+        )

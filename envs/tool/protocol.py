@@ -33,7 +33,14 @@ from typing import Any
 from verigym.core import ActionParseError
 
 __all__ = [
-    "FinalAnswer", "Tool", "ToolCall", "check_arguments", "message_to_text", "parse_reply", "strip_think", "tool_calls_in",
+    "FinalAnswer",
+    "Tool",
+    "ToolCall",
+    "check_arguments",
+    "message_to_text",
+    "parse_reply",
+    "strip_think",
+    "tool_calls_in",
 ]
 
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
@@ -64,12 +71,21 @@ class Tool:
 
     name: str
     description: str
-    parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
     cost: float = 1.0
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI function-calling description of this tool."""
-        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)}}
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters),
+            },
+        }
 
 
 @dataclass(frozen=True)
@@ -101,10 +117,14 @@ def _loads_calls(raw: str) -> list[tuple[str, dict[str, Any]]]:
     try:
         data = json.loads(raw)
     except ValueError as exc:
-        raise ActionParseError(f'the tool call is not valid JSON ({exc}); write {{"name": "<tool>", "arguments": {{...}}}}') from None
+        raise ActionParseError(
+            f'the tool call is not valid JSON ({exc}); write {{"name": "<tool>", "arguments": {{...}}}}'
+        ) from None
     if isinstance(data, list):
         if not data:
-            raise ActionParseError('the tool call is an empty list; write {"name": "<tool>", "arguments": {...}}')
+            raise ActionParseError(
+                'the tool call is an empty list; write {"name": "<tool>", "arguments": {...}}'
+            )
         return [_call_object(item) for item in data]
     return [_call_object(data)]
 
@@ -113,15 +133,21 @@ def _call_object(data: Any) -> tuple[str, dict[str, Any]]:
     if isinstance(data, dict) and "function" in data and isinstance(data["function"], dict):
         data = data["function"]  # {"type": "function", "function": {...}}
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
-        raise ActionParseError('a tool call is a JSON object {"name": "<tool>", "arguments": {...}}')
+        raise ActionParseError(
+            'a tool call is a JSON object {"name": "<tool>", "arguments": {...}}'
+        )
     arguments = data.get("arguments", data.get("parameters", {}))
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
         except ValueError:
-            raise ActionParseError(f"the arguments of {data['name']!r} are a string that is not a JSON object") from None
+            raise ActionParseError(
+                f"the arguments of {data['name']!r} are a string that is not a JSON object"
+            ) from None
     if not isinstance(arguments, dict):
-        raise ActionParseError(f"the arguments of {data['name']!r} must be a JSON object, got {type(arguments).__name__}")
+        raise ActionParseError(
+            f"the arguments of {data['name']!r} must be a JSON object, got {type(arguments).__name__}"
+        )
     return data["name"], arguments
 
 
@@ -154,12 +180,18 @@ def message_to_text(message: Mapping[str, Any]) -> str:
     """
     content = message.get("content") or ""
     if isinstance(content, list):  # list of parts: keep the text ones
-        content = "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+        content = "".join(
+            str(part.get("text", "")) for part in content if isinstance(part, Mapping)
+        )
     if not isinstance(content, str):
-        raise ActionParseError(f"the message content must be a string, got {type(content).__name__}")
+        raise ActionParseError(
+            f"the message content must be a string, got {type(content).__name__}"
+        )
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
-        raise ActionParseError("tool_calls must be a list of {type: function, function: {name, arguments}}")
+        raise ActionParseError(
+            "tool_calls must be a list of {type: function, function: {name, arguments}}"
+        )
     blocks = []
     for call in calls:
         function = call.get("function") if isinstance(call, Mapping) else None
@@ -168,7 +200,9 @@ def message_to_text(message: Mapping[str, Any]) -> str:
         arguments = function.get("arguments", {})
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments)
-        blocks.append(f'<tool_call>{{"name": {json.dumps(function["name"])}, "arguments": {arguments}}}</tool_call>')
+        blocks.append(
+            f'<tool_call>{{"name": {json.dumps(function["name"])}, "arguments": {arguments}}}</tool_call>'
+        )
     return "\n".join([content, *blocks]) if blocks else content
 
 
@@ -181,7 +215,11 @@ def _as_message(text: str) -> Mapping[str, Any] | None:
         data = json.loads(stripped)
     except ValueError:
         return None
-    if isinstance(data, dict) and ("tool_calls" in data or data.get("role") == "assistant") and "name" not in data:
+    if (
+        isinstance(data, dict)
+        and ("tool_calls" in data or data.get("role") == "assistant")
+        and "name" not in data
+    ):
         return data
     return None
 
@@ -194,7 +232,12 @@ def _check_value(value: Any, schema: Mapping[str, Any], where: str) -> Any:
             raise ValueError(f"unsupported schema type {kind!r} at {where}")
         if isinstance(value, bool) and kind != "boolean":
             raise ActionParseError(f"{where} must be of type {kind}, got a boolean")
-        if kind == "integer" and isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        if (
+            kind == "integer"
+            and isinstance(value, float)
+            and math.isfinite(value)
+            and value.is_integer()
+        ):
             value = int(value)
         if not isinstance(value, allowed):
             raise ActionParseError(f"{where} must be of type {kind}, got {type(value).__name__}")
@@ -203,7 +246,9 @@ def _check_value(value: Any, schema: Mapping[str, Any], where: str) -> Any:
     if "enum" in schema and value not in schema["enum"]:
         raise ActionParseError(f"{where} must be one of {list(schema['enum'])}, got {value!r}")
     if kind == "array" and "items" in schema:
-        value = [_check_value(item, schema["items"], f"{where}[{i}]") for i, item in enumerate(value)]
+        value = [
+            _check_value(item, schema["items"], f"{where}[{i}]") for i, item in enumerate(value)
+        ]
     return value
 
 
@@ -221,8 +266,13 @@ def check_arguments(tool: Tool, arguments: Mapping[str, Any]) -> dict[str, Any]:
         raise ActionParseError(f"{tool.name} is missing required argument(s) {missing}")
     unknown = [name for name in arguments if name not in properties]
     if unknown:
-        raise ActionParseError(f"{tool.name} has no argument(s) {unknown}; its arguments are {list(properties)}")
-    checked = {name: _check_value(value, properties[name], f"{tool.name}.{name}") for name, value in arguments.items()}
+        raise ActionParseError(
+            f"{tool.name} has no argument(s) {unknown}; its arguments are {list(properties)}"
+        )
+    checked = {
+        name: _check_value(value, properties[name], f"{tool.name}.{name}")
+        for name, value in arguments.items()
+    }
     for name, schema in properties.items():
         if name not in checked and "default" in schema:
             checked[name] = schema["default"]
@@ -244,14 +294,20 @@ def parse_reply(text: str, tools: Sequence[Tool], *, max_length: int) -> ToolCal
     if isinstance(text, Mapping):
         text = message_to_text(text)
     if not isinstance(text, str):
-        raise TypeError(f"tool envs take str actions (or an assistant message mapping), got {type(text).__name__}: {text!r:.80}")
+        raise TypeError(
+            f"tool envs take str actions (or an assistant message mapping), got {type(text).__name__}: {text!r:.80}"
+        )
     if len(text) > max_length:
-        raise ActionParseError(f"your reply has {len(text)} characters; at most {max_length} are read")
+        raise ActionParseError(
+            f"your reply has {len(text)} characters; at most {max_length} are read"
+        )
     message = _as_message(text)
     if message is not None:
         text = message_to_text(message)
     if len(text) > max_length:
-        raise ActionParseError(f"your reply has {len(text)} characters; at most {max_length} are read")
+        raise ActionParseError(
+            f"your reply has {len(text)} characters; at most {max_length} are read"
+        )
     calls = tool_calls_in(text)
     if len(calls) > 1:
         raise ActionParseError("make one tool call per turn")

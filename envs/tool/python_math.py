@@ -24,7 +24,11 @@ PYTHON_TOOL = Tool(
         "State persists between calls like a notebook. Returns what the code printed; the value of a "
         "final expression is printed like in a notebook."
     ),
-    parameters={"type": "object", "properties": {"code": {"type": "string", "description": "Python source"}}, "required": ["code"]},
+    parameters={
+        "type": "object",
+        "properties": {"code": {"type": "string", "description": "Python source"}},
+        "required": ["code"],
+    },
 )
 
 _INTEGER_ANSWER = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+$|^[-+]?\d+$")
@@ -72,24 +76,50 @@ Problem = tuple[str, int, str]
 
 
 def _boxes(rng: np.random.Generator) -> Problem:
-    rows, trees, apples, box = (int(rng.integers(lo, hi)) for lo, hi in ((12, 90), (15, 60), (40, 400), (6, 48)))
-    question = (f"An orchard has {rows} rows of {trees} apple trees, and each tree gives {apples} apples. "
-                f"The apples are packed in boxes of {box}. How many boxes can be filled completely?")
+    rows, trees, apples, box = (
+        int(rng.integers(lo, hi)) for lo, hi in ((12, 90), (15, 60), (40, 400), (6, 48))
+    )
+    question = (
+        f"An orchard has {rows} rows of {trees} apple trees, and each tree gives {apples} apples. "
+        f"The apples are packed in boxes of {box}. How many boxes can be filled completely?"
+    )
     return question, rows * trees * apples // box, f"print({rows} * {trees} * {apples} // {box})"
 
 
 def _savings(rng: np.random.Generator) -> Problem:
-    start, weekly, weeks, spend = int(rng.integers(100, 5000)), int(rng.integers(100, 400)), int(rng.integers(20, 160)), int(rng.integers(5, 90))
-    question = (f"Mia has {start} dollars. Every week she earns {weekly} dollars and spends {spend} dollars. "
-                f"How many dollars does she have after {weeks} weeks?")
-    return question, start + weeks * (weekly - spend), f"print({start} + {weeks} * ({weekly} - {spend}))"
+    start, weekly, weeks, spend = (
+        int(rng.integers(100, 5000)),
+        int(rng.integers(100, 400)),
+        int(rng.integers(20, 160)),
+        int(rng.integers(5, 90)),
+    )
+    question = (
+        f"Mia has {start} dollars. Every week she earns {weekly} dollars and spends {spend} dollars. "
+        f"How many dollars does she have after {weeks} weeks?"
+    )
+    return (
+        question,
+        start + weeks * (weekly - spend),
+        f"print({start} + {weeks} * ({weekly} - {spend}))",
+    )
 
 
 def _multiples(rng: np.random.Generator) -> Problem:
-    p, q, n = int(rng.integers(3, 13)), int(rng.integers(13, 40)), int(rng.integers(10_000, 150_000))
-    question = f"What is the sum of all positive integers below {n} that are multiples of {p} or {q}?"
-    gold = sum(k for k in range(n) if k % p == 0 or k % q == 0) if n < 50_000 else (
-        _sum_multiples(p, n) + _sum_multiples(q, n) - _sum_multiples(p * q // math.gcd(p, q), n))
+    p, q, n = (
+        int(rng.integers(3, 13)),
+        int(rng.integers(13, 40)),
+        int(rng.integers(10_000, 150_000)),
+    )
+    question = (
+        f"What is the sum of all positive integers below {n} that are multiples of {p} or {q}?"
+    )
+    gold = (
+        sum(k for k in range(n) if k % p == 0 or k % q == 0)
+        if n < 50_000
+        else (
+            _sum_multiples(p, n) + _sum_multiples(q, n) - _sum_multiples(p * q // math.gcd(p, q), n)
+        )
+    )
     return question, gold, f"print(sum(k for k in range({n}) if k % {p} == 0 or k % {q} == 0))"
 
 
@@ -102,16 +132,26 @@ def _primes(rng: np.random.Generator) -> Problem:
     low = int(rng.integers(1, 50_000))
     high = low + int(rng.integers(1_000, 150_000))
     question = f"How many prime numbers are there between {low} and {high}, inclusive?"
-    code = (f"n = {high}\ns = bytearray([1]) * (n + 1)\ns[0] = s[1] = 0\n"
-            "for p in range(2, int(n ** 0.5) + 1):\n    if s[p]:\n        s[p*p::p] = bytearray(len(s[p*p::p]))\n"
-            f"print(sum(s[{low}:n + 1]))")
+    code = (
+        f"n = {high}\ns = bytearray([1]) * (n + 1)\ns[0] = s[1] = 0\n"
+        "for p in range(2, int(n ** 0.5) + 1):\n    if s[p]:\n        s[p*p::p] = bytearray(len(s[p*p::p]))\n"
+        f"print(sum(s[{low}:n + 1]))"
+    )
     return question, _primes_between(low, high), code
 
 
 def _power_digits(rng: np.random.Generator) -> Problem:
-    base, exponent, digits = int(rng.integers(2, 999)), int(rng.integers(1000, 10**9)), int(rng.integers(4, 10))
+    base, exponent, digits = (
+        int(rng.integers(2, 999)),
+        int(rng.integers(1000, 10**9)),
+        int(rng.integers(4, 10)),
+    )
     question = f"What number do the last {digits} digits of {base}^{exponent} form (leading zeros dropped)?"
-    return question, pow(base, exponent, 10**digits), f"print(pow({base}, {exponent}, 10**{digits}))"
+    return (
+        question,
+        pow(base, exponent, 10**digits),
+        f"print(pow({base}, {exponent}, 10**{digits}))",
+    )
 
 
 def _fibonacci(rng: np.random.Generator) -> Problem:
@@ -173,15 +213,21 @@ class PythonMathEnv(ToolEnv):
 
     remote_kwargs = {
         "difficulty": client(IntRange(1, 3)),
-        "timeout_s": operator_only(FloatRange(0.001, 600.0), why="wall-clock seconds of each code call"),
+        "timeout_s": operator_only(
+            FloatRange(0.001, 600.0), why="wall-clock seconds of each code call"
+        ),
     }
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
-    def __init__(self, *, difficulty: int = 2, timeout_s: float = 10.0, unsafe: bool = False, **kwargs: Any):
+    def __init__(
+        self, *, difficulty: int = 2, timeout_s: float = 10.0, unsafe: bool = False, **kwargs: Any
+    ):
         super().__init__(**kwargs)
         self.difficulty = check_int("difficulty", difficulty, 1, 3)
         timeout_s = check_number("timeout_s", timeout_s, 0, 600, low_open=True)
-        self.sandbox = PythonSandbox(Limits(timeout_s=timeout_s), unsafe=check_bool("unsafe", unsafe))
+        self.sandbox = PythonSandbox(
+            Limits(timeout_s=timeout_s), unsafe=check_bool("unsafe", unsafe)
+        )
         self._gold = 0
         self._oracle_code = ""
         self._oracle_output: str | None = None
@@ -195,7 +241,9 @@ class PythonMathEnv(ToolEnv):
     def _generate(self) -> str:
         self.sandbox.fresh()
         generators = LEVELS[self.difficulty]
-        question, self._gold, self._oracle_code = generators[int(self.np_random.integers(len(generators)))](self.np_random)
+        question, self._gold, self._oracle_code = generators[
+            int(self.np_random.integers(len(generators)))
+        ](self.np_random)
         self._oracle_output = None
         return question
 
@@ -217,4 +265,3 @@ class PythonMathEnv(ToolEnv):
     def close(self) -> None:
         self.sandbox.close()
         super().close()
-

@@ -22,19 +22,67 @@ TOP_K = 5
 SEARCH_TOOL = Tool(
     name="search",
     description=f"BM25 search over the encyclopedia; returns the titles and first sentences of the top {TOP_K} articles.",
-    parameters={"type": "object", "properties": {"query": {"type": "string", "description": "keywords"}}, "required": ["query"]},
+    parameters={
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "keywords"}},
+        "required": ["query"],
+    },
 )
 OPEN_TOOL = Tool(
     name="open",
     description="Return the full text of the article with this exact title.",
-    parameters={"type": "object", "properties": {"title": {"type": "string", "description": "an article title"}}, "required": ["title"]},
+    parameters={
+        "type": "object",
+        "properties": {"title": {"type": "string", "description": "an article title"}},
+        "required": ["title"],
+    },
 )
 
-_ONSETS = ("b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr", "kr", "st", "th", "vel", "mor", "tal")
+_ONSETS = (
+    "b",
+    "d",
+    "f",
+    "g",
+    "k",
+    "l",
+    "m",
+    "n",
+    "p",
+    "r",
+    "s",
+    "t",
+    "v",
+    "z",
+    "br",
+    "dr",
+    "kr",
+    "st",
+    "th",
+    "vel",
+    "mor",
+    "tal",
+)
 _VOWELS = ("a", "e", "i", "o", "u", "ae", "ia", "ou")
 _CODAS = ("", "", "n", "r", "s", "th", "l", "nd", "x")
-_PROFESSIONS = ("cartographer", "glassblower", "astronomer", "composer", "shipwright", "botanist", "archivist", "engineer")
-_ORG_KINDS = ("guild", "observatory", "trading company", "conservatory", "foundry", "library society", "shipyard")
+_PROFESSIONS = (
+    "cartographer",
+    "glassblower",
+    "astronomer",
+    "composer",
+    "shipwright",
+    "botanist",
+    "archivist",
+    "engineer",
+)
+_ORG_KINDS = (
+    "guild",
+    "observatory",
+    "trading company",
+    "conservatory",
+    "foundry",
+    "library society",
+    "shipyard",
+)
 _FILLER = (
     "Local records describe the place as unusually quiet in winter.",
     "Several later chronicles mention it only in passing.",
@@ -71,7 +119,9 @@ class _World:
         def name(parts: int) -> str:
             while True:
                 word = "".join(
-                    _ONSETS[int(rng.integers(len(_ONSETS)))] + _VOWELS[int(rng.integers(len(_VOWELS)))] + _CODAS[int(rng.integers(len(_CODAS)))]
+                    _ONSETS[int(rng.integers(len(_ONSETS)))]
+                    + _VOWELS[int(rng.integers(len(_VOWELS)))]
+                    + _CODAS[int(rng.integers(len(_CODAS)))]
                     for _ in range(parts)
                 ).capitalize()
                 if word not in used and len(word) >= 4:
@@ -80,29 +130,46 @@ class _World:
 
         self.countries = [name(2) for _ in range(max(3, size // 3))]
         self.cities = [name(2) for _ in range(size)]
-        self.city_country = {c: self.countries[int(rng.integers(len(self.countries)))] for c in self.cities}
+        self.city_country = {
+            c: self.countries[int(rng.integers(len(self.countries)))] for c in self.cities
+        }
         self.people = [f"{name(2)} {name(2)}" for _ in range(size)]
         self.born_in = {p: self.cities[int(rng.integers(len(self.cities)))] for p in self.people}
         self.born_year = {p: int(rng.integers(1650, 1900)) for p in self.people}
-        self.profession = {p: _PROFESSIONS[int(rng.integers(len(_PROFESSIONS)))] for p in self.people}
-        self.orgs = [f"{name(2)} {_ORG_KINDS[int(rng.integers(len(_ORG_KINDS)))].title()}" for _ in range(size)]
+        self.profession = {
+            p: _PROFESSIONS[int(rng.integers(len(_PROFESSIONS)))] for p in self.people
+        }
+        self.orgs = [
+            f"{name(2)} {_ORG_KINDS[int(rng.integers(len(_ORG_KINDS)))].title()}"
+            for _ in range(size)
+        ]
         self.founder = {o: self.people[int(rng.integers(len(self.people)))] for o in self.orgs}
         self.seat = {o: self.cities[int(rng.integers(len(self.cities)))] for o in self.orgs}
-        self.founded = {o: self.born_year[self.founder[o]] + int(rng.integers(20, 60)) for o in self.orgs}
+        self.founded = {
+            o: self.born_year[self.founder[o]] + int(rng.integers(20, 60)) for o in self.orgs
+        }
         filler = lambda: _FILLER[int(rng.integers(len(_FILLER)))]  # noqa: E731
         self.articles: dict[str, str] = {}
         for country in self.countries:
             members = sorted(c for c in self.cities if self.city_country[c] == country)
             listed = ", ".join(members) if members else "no large cities"
-            self.articles[country] = f"{country} is a country. Its principal cities are {listed}. {filler()}"
+            self.articles[country] = (
+                f"{country} is a country. Its principal cities are {listed}. {filler()}"
+            )
         for city in self.cities:
-            self.articles[city] = f"{city} is a city in the country of {self.city_country[city]}. {filler()}"
+            self.articles[city] = (
+                f"{city} is a city in the country of {self.city_country[city]}. {filler()}"
+            )
         for person in self.people:
-            self.articles[person] = (f"{person} (born {self.born_year[person]}) was a {self.profession[person]} "
-                                     f"born in the city of {self.born_in[person]}. {filler()}")
+            self.articles[person] = (
+                f"{person} (born {self.born_year[person]}) was a {self.profession[person]} "
+                f"born in the city of {self.born_in[person]}. {filler()}"
+            )
         for org in self.orgs:
-            self.articles[org] = (f"The {org} was founded in {self.founded[org]} by {self.founder[org]}. "
-                                  f"Its seat is in {self.seat[org]}. {filler()}")
+            self.articles[org] = (
+                f"The {org} was founded in {self.founded[org]} by {self.founder[org]}. "
+                f"Its seat is in {self.seat[org]}. {filler()}"
+            )
 
 
 class SearchQAEnv(ToolEnv):
@@ -154,7 +221,15 @@ class SearchQAEnv(ToolEnv):
     }
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
 
-    def __init__(self, *, hops: int = 2, corpus_size: int = 24, reward: str = "em", max_turns: int = 10, **kwargs: Any):
+    def __init__(
+        self,
+        *,
+        hops: int = 2,
+        corpus_size: int = 24,
+        reward: str = "em",
+        max_turns: int = 10,
+        **kwargs: Any,
+    ):
         super().__init__(max_turns=max_turns, **kwargs)
         self.hops = check_int("hops", hops, 2, 3)
         self.corpus_size = check_int("corpus_size", corpus_size, 6, 200)
@@ -175,8 +250,10 @@ class SearchQAEnv(ToolEnv):
         return state
 
     def _task_instructions(self) -> str:
-        return ("Answer the question using the encyclopedia of a fictional world: search it, open articles, follow the "
-                "facts from article to article. Answer with the name only: <answer>Name</answer>.")
+        return (
+            "Answer the question using the encyclopedia of a fictional world: search it, open articles, follow the "
+            "facts from article to article. Answer with the name only: <answer>Name</answer>."
+        )
 
     def _tools(self) -> Sequence[Tool]:
         return (SEARCH_TOOL, OPEN_TOOL)
@@ -188,13 +265,28 @@ class SearchQAEnv(ToolEnv):
         founder = world.founder[org]
         kind = int(rng.integers(2))
         if self.hops == 2 and kind == 0:
-            question, self._chain, self._gold = f"In which city was the founder of the {org} born?", [org, founder], world.born_in[founder]
+            question, self._chain, self._gold = (
+                f"In which city was the founder of the {org} born?",
+                [org, founder],
+                world.born_in[founder],
+            )
         elif self.hops == 2:
-            question, self._chain, self._gold = f"In which country is the seat of the {org}?", [org, world.seat[org]], world.city_country[world.seat[org]]
+            question, self._chain, self._gold = (
+                f"In which country is the seat of the {org}?",
+                [org, world.seat[org]],
+                world.city_country[world.seat[org]],
+            )
         else:
             city = world.born_in[founder]
-            phrasing = ("In which country was the founder of the {} born?", "The {} was founded by someone born in a city. In which country is that city?")[kind]
-            question, self._chain, self._gold = phrasing.format(org), [org, founder, city], world.city_country[city]
+            phrasing = (
+                "In which country was the founder of the {} born?",
+                "The {} was founded by someone born in a city. In which country is that city?",
+            )[kind]
+            question, self._chain, self._gold = (
+                phrasing.format(org),
+                [org, founder, city],
+                world.city_country[city],
+            )
         self._articles = world.articles
         self._titles = sorted(self._articles)
         self._retriever = None
@@ -217,7 +309,14 @@ class SearchQAEnv(ToolEnv):
             self._searches += 1
             return self._search(call.arguments["query"])
         title = call.arguments["title"].strip()
-        match = next((t for t in self._titles if t.lower() == title.lower() or t.lower() == f"the {title.lower()}"), None)
+        match = next(
+            (
+                t
+                for t in self._titles
+                if t.lower() == title.lower() or t.lower() == f"the {title.lower()}"
+            ),
+            None,
+        )
         if match is None:
             raise ActionParseError(f"no article titled {title[:100]!r}; use search to find titles")
         self._opened.add(match)
@@ -229,7 +328,9 @@ class SearchQAEnv(ToolEnv):
         tokens = bm25s.tokenize([query[:1000]], return_ids=False, show_progress=False)
         if not tokens[0]:
             return "No results (the query has no searchable words)."
-        documents, scores = self._index().retrieve(tokens, k=min(TOP_K, len(self._titles)), show_progress=False, n_threads=1)
+        documents, scores = self._index().retrieve(
+            tokens, k=min(TOP_K, len(self._titles)), show_progress=False, n_threads=1
+        )
         hits = [(int(d), float(s)) for d, s in zip(documents[0], scores[0]) if s > 0]
         if not hits:
             return "No results."

@@ -18,7 +18,15 @@ from verigym.kwargs_policy import IntRange, client
 from verigym.validation import check_int
 from verigym.verifiers import BoundedWorker, VerifierTimeout
 
-__all__ = ["EXECUTE_TOOL", "QUERY_MEMORY_BYTES", "QueryError", "SQLEnv", "SQLITE_LIMITS", "run_query", "run_query_bounded"]
+__all__ = [
+    "EXECUTE_TOOL",
+    "QUERY_MEMORY_BYTES",
+    "QueryError",
+    "SQLEnv",
+    "SQLITE_LIMITS",
+    "run_query",
+    "run_query_bounded",
+]
 
 ROW_CAP = 200
 """Rows a query may return (the tool shows at most ``SHOWN_ROWS`` of them)."""
@@ -56,7 +64,11 @@ and arguments are bounded too."""
 EXECUTE_TOOL = Tool(
     name="execute",
     description=f"Run a read-only SQLite query on the database and see up to {SHOWN_ROWS} result rows.",
-    parameters={"type": "object", "properties": {"query": {"type": "string", "description": "one SQL SELECT statement"}}, "required": ["query"]},
+    parameters={
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "one SQL SELECT statement"}},
+        "required": ["query"],
+    },
 )
 
 _SCHEMA = """
@@ -68,13 +80,69 @@ CREATE TABLE projects (id INTEGER PRIMARY KEY, name TEXT NOT NULL, department_id
 """.strip()
 
 _CITIES = ("Lisbon", "Oslo", "Nairobi", "Lima", "Hanoi", "Quito", "Tunis", "Perth")
-_DEPARTMENTS = ("Research", "Sales", "Legal", "Support", "Design", "Finance", "Logistics", "Marketing", "Security")
-_FIRST = ("Ada", "Bela", "Chen", "Dara", "Emil", "Farah", "Goran", "Hana", "Ivo", "Jun", "Kemal", "Lena", "Mira", "Noor",
-          "Omar", "Pia", "Quinn", "Rui", "Sana", "Tomas", "Uma", "Vik", "Wen", "Yara", "Zoe")
-_LAST = ("Abe", "Berg", "Costa", "Diaz", "Eze", "Fox", "Gray", "Holm", "Ito", "Jain", "Kerr", "Lund", "Moss", "Nash", "Ortiz")
+_DEPARTMENTS = (
+    "Research",
+    "Sales",
+    "Legal",
+    "Support",
+    "Design",
+    "Finance",
+    "Logistics",
+    "Marketing",
+    "Security",
+)
+_FIRST = (
+    "Ada",
+    "Bela",
+    "Chen",
+    "Dara",
+    "Emil",
+    "Farah",
+    "Goran",
+    "Hana",
+    "Ivo",
+    "Jun",
+    "Kemal",
+    "Lena",
+    "Mira",
+    "Noor",
+    "Omar",
+    "Pia",
+    "Quinn",
+    "Rui",
+    "Sana",
+    "Tomas",
+    "Uma",
+    "Vik",
+    "Wen",
+    "Yara",
+    "Zoe",
+)
+_LAST = (
+    "Abe",
+    "Berg",
+    "Costa",
+    "Diaz",
+    "Eze",
+    "Fox",
+    "Gray",
+    "Holm",
+    "Ito",
+    "Jain",
+    "Kerr",
+    "Lund",
+    "Moss",
+    "Nash",
+    "Ortiz",
+)
 _STATUS = ("active", "paused", "done")
 
-_ALLOWED_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+_ALLOWED_ACTIONS = {
+    sqlite3.SQLITE_SELECT,
+    sqlite3.SQLITE_READ,
+    sqlite3.SQLITE_FUNCTION,
+    sqlite3.SQLITE_RECURSIVE,
+}
 
 
 class QueryError(ActionParseError):
@@ -82,12 +150,20 @@ class QueryError(ActionParseError):
 
 
 def _authorizer(action: int, arg1: Any, arg2: Any, database: Any, trigger: Any) -> int:
-    if action in _ALLOWED_ACTIONS and not (action == sqlite3.SQLITE_FUNCTION and arg2 in ("load_extension", "readfile", "writefile")):
+    if action in _ALLOWED_ACTIONS and not (
+        action == sqlite3.SQLITE_FUNCTION and arg2 in ("load_extension", "readfile", "writefile")
+    ):
         return sqlite3.SQLITE_OK
     return sqlite3.SQLITE_DENY
 
 
-def run_query(connection: sqlite3.Connection, query: str, *, row_cap: int = ROW_CAP, seconds: float = QUERY_SECONDS) -> tuple[list[str], list[tuple]]:
+def run_query(
+    connection: sqlite3.Connection,
+    query: str,
+    *,
+    row_cap: int = ROW_CAP,
+    seconds: float = QUERY_SECONDS,
+) -> tuple[list[str], list[tuple]]:
     """Run one read-only query with a row cap and a time limit.
 
     Args:
@@ -105,7 +181,9 @@ def run_query(connection: sqlite3.Connection, query: str, *, row_cap: int = ROW_
     """
     if not isinstance(query, str) or not query.strip():
         raise QueryError("the query is empty")
-    if not sqlite3.complete_statement(query.strip().rstrip(";") + ";") or query.strip().rstrip(";").count(";"):
+    if not sqlite3.complete_statement(query.strip().rstrip(";") + ";") or query.strip().rstrip(
+        ";"
+    ).count(";"):
         raise QueryError("give exactly one complete SQL statement")
     clock = time.process_time
     deadline = clock() + seconds
@@ -151,12 +229,16 @@ _WORKER_CONNECTIONS: OrderedDict[str, sqlite3.Connection] = OrderedDict()
 _SQL_WORKER = BoundedWorker(start_method="fork", memory_bytes=QUERY_MEMORY_BYTES + (64 << 20))
 
 
-def _query_in_worker(key: str, rows: dict[str, list[tuple]], query: str, row_cap: int, seconds: float) -> tuple[Any, ...]:
+def _query_in_worker(
+    key: str, rows: dict[str, list[tuple]], query: str, row_cap: int, seconds: float
+) -> tuple[Any, ...]:
     """Worker side of :func:`run_query_bounded`: ``("ok", columns, rows)`` or ``("error", message)``."""
     connection = _WORKER_CONNECTIONS.get(key)
     if connection is None:
         if not _WORKER_CONNECTIONS:  # first call in this worker: SQLite's own heap limit
-            sqlite3.connect(":memory:").execute(f"PRAGMA hard_heap_limit = {QUERY_MEMORY_BYTES}").close()
+            sqlite3.connect(":memory:").execute(
+                f"PRAGMA hard_heap_limit = {QUERY_MEMORY_BYTES}"
+            ).close()
         connection = _WORKER_CONNECTIONS[key] = _limited_connection(rows)
         while len(_WORKER_CONNECTIONS) > 8:
             _WORKER_CONNECTIONS.popitem(last=False)[1].close()
@@ -169,7 +251,11 @@ def _query_in_worker(key: str, rows: dict[str, list[tuple]], query: str, row_cap
 
 
 def run_query_bounded(
-    rows: dict[str, list[tuple]], query: str, *, row_cap: int = ROW_CAP, seconds: float = QUERY_SECONDS
+    rows: dict[str, list[tuple]],
+    query: str,
+    *,
+    row_cap: int = ROW_CAP,
+    seconds: float = QUERY_SECONDS,
 ) -> tuple[list[str], list[tuple]]:
     """:func:`run_query` on a database of ``rows``, in a worker process with a hard deadline and a
     memory cap, so that no query (one huge function call included) can stall or exhaust the caller.
@@ -191,12 +277,18 @@ def run_query_bounded(
         raise QueryError("the query is empty")
     key = hashlib.sha256(repr(sorted(rows.items())).encode()).hexdigest()
     try:
-        answer = _SQL_WORKER.call(_query_in_worker, (key, rows, query, row_cap, seconds), seconds + HARD_DEADLINE_MARGIN)
+        answer = _SQL_WORKER.call(
+            _query_in_worker, (key, rows, query, row_cap, seconds), seconds + HARD_DEADLINE_MARGIN
+        )
     except VerifierTimeout:
-        raise QueryError(f"SQL error: the query took longer than {seconds:g} s of CPU time and was stopped") from None
+        raise QueryError(
+            f"SQL error: the query took longer than {seconds:g} s of CPU time and was stopped"
+        ) from None
     except RuntimeError as exc:
         if "MemoryError" in str(exc):
-            raise QueryError(f"SQL error: the query needed more than {QUERY_MEMORY_BYTES >> 20} MiB of memory") from None
+            raise QueryError(
+                f"SQL error: the query needed more than {QUERY_MEMORY_BYTES >> 20} MiB of memory"
+            ) from None
         raise QueryError(f"SQL error: {exc}") from None
     if answer[0] == "error":
         raise QueryError(answer[1])
@@ -225,44 +317,65 @@ Template = Callable[[np.random.Generator, Facts], tuple[str, str, bool]]
 
 def _count_in_department(rng: np.random.Generator, facts: Facts) -> tuple[str, str, bool]:
     dept = facts["departments"][int(rng.integers(len(facts["departments"])))]
-    return (f"How many employees work in the {dept} department?",
-            f"SELECT COUNT(*) FROM employees e JOIN departments d ON e.department_id = d.id WHERE d.name = '{dept}'", False)
+    return (
+        f"How many employees work in the {dept} department?",
+        f"SELECT COUNT(*) FROM employees e JOIN departments d ON e.department_id = d.id WHERE d.name = '{dept}'",
+        False,
+    )
 
 
 def _hired_after(rng: np.random.Generator, facts: Facts) -> tuple[str, str, bool]:
     year = int(rng.integers(2005, 2020))
-    return (f"List the names of employees hired after {year} with a salary above 60000.",
-            f"SELECT name FROM employees WHERE hire_year > {year} AND salary > 60000", False)
+    return (
+        f"List the names of employees hired after {year} with a salary above 60000.",
+        f"SELECT name FROM employees WHERE hire_year > {year} AND salary > 60000",
+        False,
+    )
 
 
 def _average_by_city(rng: np.random.Generator, facts: Facts) -> tuple[str, str, bool]:
-    return ("For each city, give the city and the average salary of the employees working in departments there, "
-            "ordered from the highest average to the lowest.",
-            "SELECT d.city, AVG(e.salary) FROM employees e JOIN departments d ON e.department_id = d.id "
-            "GROUP BY d.city ORDER BY AVG(e.salary) DESC", True)
+    return (
+        "For each city, give the city and the average salary of the employees working in departments there, "
+        "ordered from the highest average to the lowest.",
+        "SELECT d.city, AVG(e.salary) FROM employees e JOIN departments d ON e.department_id = d.id "
+        "GROUP BY d.city ORDER BY AVG(e.salary) DESC",
+        True,
+    )
 
 
 def _top_paid(rng: np.random.Generator, facts: Facts) -> tuple[str, str, bool]:
     k = int(rng.integers(3, 7))
-    return (f"Give the names and salaries of the {k} best-paid employees, highest salary first (ties broken by name A to Z).",
-            f"SELECT name, salary FROM employees ORDER BY salary DESC, name ASC LIMIT {k}", True)
+    return (
+        f"Give the names and salaries of the {k} best-paid employees, highest salary first (ties broken by name A to Z).",
+        f"SELECT name, salary FROM employees ORDER BY salary DESC, name ASC LIMIT {k}",
+        True,
+    )
 
 
 def _project_budget(rng: np.random.Generator, facts: Facts) -> tuple[str, str, bool]:
     status = _STATUS[int(rng.integers(len(_STATUS)))]
-    return (f"For each department that has at least one {status} project, give the department name and the total budget of its {status} projects.",
-            f"SELECT d.name, SUM(p.budget) FROM projects p JOIN departments d ON p.department_id = d.id "
-            f"WHERE p.status = '{status}' GROUP BY d.name", False)
+    return (
+        f"For each department that has at least one {status} project, give the department name and the total budget of its {status} projects.",
+        f"SELECT d.name, SUM(p.budget) FROM projects p JOIN departments d ON p.department_id = d.id "
+        f"WHERE p.status = '{status}' GROUP BY d.name",
+        False,
+    )
 
 
 def _without_projects(rng: np.random.Generator, facts: Facts) -> tuple[str, str, bool]:
-    return ("Which departments (names) have no projects at all?",
-            "SELECT name FROM departments WHERE id NOT IN (SELECT department_id FROM projects)", False)
+    return (
+        "Which departments (names) have no projects at all?",
+        "SELECT name FROM departments WHERE id NOT IN (SELECT department_id FROM projects)",
+        False,
+    )
 
 
 def _above_department_average(rng: np.random.Generator, facts: Facts) -> tuple[str, str, bool]:
-    return ("How many employees earn more than the average salary of their own department?",
-            "SELECT COUNT(*) FROM employees e WHERE e.salary > (SELECT AVG(salary) FROM employees WHERE department_id = e.department_id)", False)
+    return (
+        "How many employees earn more than the average salary of their own department?",
+        "SELECT COUNT(*) FROM employees e WHERE e.salary > (SELECT AVG(salary) FROM employees WHERE department_id = e.department_id)",
+        False,
+    )
 
 
 LEVELS: dict[int, Sequence[Template]] = {
@@ -339,9 +452,11 @@ class SQLEnv(ToolEnv):
         return self._connection
 
     def _task_instructions(self) -> str:
-        return ("Answer the question about the SQLite database with ONE SQL query. Explore with the execute tool, then "
-                "give the final query: <answer>SELECT ...</answer>. Your query's result is compared with the correct "
-                "result (row order matters only when the question asks for an order).")
+        return (
+            "Answer the question about the SQLite database with ONE SQL query. Explore with the execute tool, then "
+            "give the final query: <answer>SELECT ...</answer>. Your query's result is compared with the correct "
+            "result (row order matters only when the question asks for an order)."
+        )
 
     def _tools(self) -> Sequence[Tool]:
         return (EXECUTE_TOOL,)
@@ -350,20 +465,50 @@ class SQLEnv(ToolEnv):
         rng = self.np_random
         cities = list(rng.choice(_CITIES, size=4, replace=False))
         names = list(rng.choice(_DEPARTMENTS, size=int(rng.integers(5, 10)), replace=False))
-        departments = [(i + 1, str(n), str(cities[int(rng.integers(len(cities)))])) for i, n in enumerate(names)]
-        people = sorted({f"{_FIRST[int(rng.integers(len(_FIRST)))]} {_LAST[int(rng.integers(len(_LAST)))]}" for _ in range(int(rng.integers(30, 81)))})
-        employees = [(i + 1, p, int(rng.integers(1, len(departments) + 1)), int(rng.integers(30, 140)) * 1000 + int(rng.integers(0, 10)) * 100,
-                      int(rng.integers(2000, 2025))) for i, p in enumerate(people)]
-        with_projects = rng.choice(len(departments), size=max(1, len(departments) - int(rng.integers(1, 3))), replace=False)
-        projects = [(i + 1, f"Project {chr(65 + i % 26)}{i // 26 + 1}", int(with_projects[int(rng.integers(len(with_projects)))]) + 1,
-                     int(rng.integers(5, 500)) * 1000, _STATUS[int(rng.integers(len(_STATUS)))]) for i in range(int(rng.integers(8, 25)))]
+        departments = [
+            (i + 1, str(n), str(cities[int(rng.integers(len(cities)))]))
+            for i, n in enumerate(names)
+        ]
+        people = sorted(
+            {
+                f"{_FIRST[int(rng.integers(len(_FIRST)))]} {_LAST[int(rng.integers(len(_LAST)))]}"
+                for _ in range(int(rng.integers(30, 81)))
+            }
+        )
+        employees = [
+            (
+                i + 1,
+                p,
+                int(rng.integers(1, len(departments) + 1)),
+                int(rng.integers(30, 140)) * 1000 + int(rng.integers(0, 10)) * 100,
+                int(rng.integers(2000, 2025)),
+            )
+            for i, p in enumerate(people)
+        ]
+        with_projects = rng.choice(
+            len(departments), size=max(1, len(departments) - int(rng.integers(1, 3))), replace=False
+        )
+        projects = [
+            (
+                i + 1,
+                f"Project {chr(65 + i % 26)}{i // 26 + 1}",
+                int(with_projects[int(rng.integers(len(with_projects)))]) + 1,
+                int(rng.integers(5, 500)) * 1000,
+                _STATUS[int(rng.integers(len(_STATUS)))],
+            )
+            for i in range(int(rng.integers(8, 25)))
+        ]
         self._rows = {"departments": departments, "employees": employees, "projects": projects}
         if self._connection is not None:
             self._connection.close()
             self._connection = None
         templates = LEVELS[self.difficulty]
-        for _ in range(20):  # a question whose answer is empty (or all zero) is redrawn: too easy to match
-            question, self._gold_sql, self._ordered = templates[int(rng.integers(len(templates)))](rng, {"departments": names})
+        for _ in range(
+            20
+        ):  # a question whose answer is empty (or all zero) is redrawn: too easy to match
+            question, self._gold_sql, self._ordered = templates[int(rng.integers(len(templates)))](
+                rng, {"departments": names}
+            )
             self._gold = run_query(self._db(), self._gold_sql)[1]
             if self._gold and self._gold != [(0,)]:
                 break
@@ -375,7 +520,9 @@ class SQLEnv(ToolEnv):
         columns, rows = run_query_bounded(self._rows, query)
         if query == self._gold_sql:
             self._explored = True
-        lines = [" | ".join(columns)] + [" | ".join(str(v) for v in row) for row in rows[:SHOWN_ROWS]]
+        lines = [" | ".join(columns)] + [
+            " | ".join(str(v) for v in row) for row in rows[:SHOWN_ROWS]
+        ]
         if len(rows) > SHOWN_ROWS:
             lines.append(f"... {len(rows) - SHOWN_ROWS} more rows")
         return "\n".join(lines) + f"\n({len(rows)} rows)"

@@ -17,8 +17,20 @@ from verigym.agents.common.config import field_docs
 from verigym.agents.common.spaces import ObservationBatcher, space_from_json, space_to_json
 
 CLASSIC = ["ppo", "sac", "dqn", "qlearning", "option-critic"]
-ENV_FOR = {"ppo": "CartPole-v1", "sac": "Pendulum-v1", "dqn": "CartPole-v1", "qlearning": "FrozenLake-v1", "option-critic": "CartPole-v1"}
-SMALL = {"ppo": {"num_envs": 2, "num_steps": 16}, "sac": {"learning_starts": 20, "batch_size": 16, "hidden_sizes": [16]}, "dqn": {"learning_starts": 20, "batch_size": 16}, "qlearning": {}, "option-critic": {"num_envs": 2, "num_steps": 8}}
+ENV_FOR = {
+    "ppo": "CartPole-v1",
+    "sac": "Pendulum-v1",
+    "dqn": "CartPole-v1",
+    "qlearning": "FrozenLake-v1",
+    "option-critic": "CartPole-v1",
+}
+SMALL = {
+    "ppo": {"num_envs": 2, "num_steps": 16},
+    "sac": {"learning_starts": 20, "batch_size": 16, "hidden_sizes": [16]},
+    "dqn": {"learning_starts": 20, "batch_size": 16},
+    "qlearning": {},
+    "option-critic": {"num_envs": 2, "num_steps": 8},
+}
 
 
 @pytest.mark.parametrize("name", [*CLASSIC, "ippo"])
@@ -26,7 +38,9 @@ def test_registered_and_documented(name):
     cls = agents.agent_class(name)
     assert cls.name == name
     module_doc = importlib.import_module(cls.__module__).__doc__
-    assert cls.__doc__ and module_doc and " et al. " in module_doc + " " or "Watkins" in module_doc  # cites the paper
+    assert (
+        cls.__doc__ and module_doc and " et al. " in module_doc + " " or "Watkins" in module_doc
+    )  # cites the paper
     docs = field_docs(cls.config_class)
     missing = [f.name for f in dataclasses.fields(cls.config_class) if f.name not in docs]
     assert not missing, f"{name} config fields without a docstring: {missing}"
@@ -64,7 +78,11 @@ def test_act_single_and_batched_and_save_load(name, tmp_path):
     actions = agent.act(batch, deterministic=True)
     assert len(actions) == 2 and all(env.action_space.contains(a) for a in actions)
     agent.save(tmp_path / "agent")
-    assert {p.name for p in (tmp_path / "agent").iterdir()} == {"config.json", "model.safetensors", "meta.json"}
+    assert {p.name for p in (tmp_path / "agent").iterdir()} == {
+        "config.json",
+        "model.safetensors",
+        "meta.json",
+    }
     meta = json.loads((tmp_path / "agent" / "meta.json").read_text())
     assert meta["agent"] == name and meta["env_id"] == ENV_FOR[name]
     loaded = agents.load(name, tmp_path / "agent", device="cpu")
@@ -74,7 +92,9 @@ def test_act_single_and_batched_and_save_load(name, tmp_path):
         if name == "option-critic":
             agent.reset()
             loaded.reset()
-        np.testing.assert_array_equal(agent.act(o, deterministic=True), loaded.act(o, deterministic=True))
+        np.testing.assert_array_equal(
+            agent.act(o, deterministic=True), loaded.act(o, deterministic=True)
+        )
     with pytest.raises(ValueError, match="holds a"):
         agents.load("ppo" if name != "ppo" else "dqn", tmp_path / "agent")
 
@@ -105,9 +125,19 @@ def test_action_mask_is_respected():
 
 
 def test_grid_and_dict_observations():
-    space = spaces.Dict({"image": spaces.Box(0, 10, (5, 5, 3), np.uint8), "direction": spaces.Discrete(4), "mission": verigym.UnicodeText(64)})
+    space = spaces.Dict(
+        {
+            "image": spaces.Box(0, 10, (5, 5, 3), np.uint8),
+            "direction": spaces.Discrete(4),
+            "mission": verigym.UnicodeText(64),
+        }
+    )
     batcher = ObservationBatcher(space)
-    assert {p.key: p.kind for p in batcher.parts} == {"image": "grid", "direction": "discrete", "mission": "text"}
+    assert {p.key: p.kind for p in batcher.parts} == {
+        "image": "grid",
+        "direction": "discrete",
+        "mission": "text",
+    }
     assert space_from_json(json.loads(json.dumps(space_to_json(space)))) == space
     assert ObservationBatcher(spaces.Discrete(3, start=5))([5, 7])[""].tolist() == [0, 2]
 
@@ -117,7 +147,11 @@ def test_grid_and_dict_observations():
 
         def reset(self, *, seed=None, options=None):
             super().reset(seed=seed)
-            return {"image": np.zeros((5, 5, 3), np.uint8), "direction": 1, "mission": "go to the key"}, {}
+            return {
+                "image": np.zeros((5, 5, 3), np.uint8),
+                "direction": 1,
+                "mission": "go to the key",
+            }, {}
 
         def step(self, action):
             return self.reset()[0], 0.0, True, False, {}
@@ -147,8 +181,16 @@ def test_hindsight_relabelling_uses_future_achieved_goals():
     her = HindsightRelabeller(1, 4, compute_reward, np.random.default_rng(0))
     achieved = [np.array([float(t), 0.0]) for t in range(6)]
     for t in range(5):
-        obs = {"observation": np.zeros(3), "achieved_goal": achieved[t], "desired_goal": np.array([9.0, 9.0])}
-        nxt = {"observation": np.zeros(3), "achieved_goal": achieved[t + 1], "desired_goal": np.array([9.0, 9.0])}
+        obs = {
+            "observation": np.zeros(3),
+            "achieved_goal": achieved[t],
+            "desired_goal": np.array([9.0, 9.0]),
+        }
+        nxt = {
+            "observation": np.zeros(3),
+            "achieved_goal": achieved[t + 1],
+            "desired_goal": np.array([9.0, 9.0]),
+        }
         her.record(0, obs, np.zeros(2), nxt, False)
     out = her.finish(0)
     assert len(out) == 5 * 4

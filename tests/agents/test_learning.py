@@ -15,10 +15,30 @@ from tests.agents import rl_zoo
 from verigym.agents.common.callbacks import EvalStop
 
 
-def _train_until(name: str, env_id: str, budget: int, threshold: float, every: int, *, metric: str = "mean_return", episodes: int = 5, deterministic: bool = True, env_kwargs: dict | None = None, **config) -> EvalStop:
+def _train_until(
+    name: str,
+    env_id: str,
+    budget: int,
+    threshold: float,
+    every: int,
+    *,
+    metric: str = "mean_return",
+    episodes: int = 5,
+    deterministic: bool = True,
+    env_kwargs: dict | None = None,
+    **config,
+) -> EvalStop:
     make = (lambda: gym.make(env_id, **env_kwargs)) if env_kwargs else (lambda: env_id)
     agent = agents.make(name, make(), **config)
-    stop = EvalStop(agent, make(), threshold=threshold, every=every, episodes=episodes, metric=metric, deterministic=deterministic)
+    stop = EvalStop(
+        agent,
+        make(),
+        threshold=threshold,
+        every=every,
+        episodes=episodes,
+        metric=metric,
+        deterministic=deterministic,
+    )
     agent.learn(make(), budget, callbacks=[stop])
     return stop
 
@@ -61,9 +81,25 @@ def test_qlearning_slippery_frozenlake():
 
 
 def test_ppo_doorkey():
-    stop = _train_until("ppo", "verigym/DoorKey-5x5-v0", 60_000, 0.9, 10_240, metric="success_rate", episodes=20, seed=0,
-                        num_envs=8, num_steps=128, batch_size=256, num_epochs=4, learning_rate=7e-4, ent_coef=0.01)
-    assert stop.reached_at is not None, f"PPO DoorKey-5x5 best success {stop.best} < 0.9: {stop.history}"
+    stop = _train_until(
+        "ppo",
+        "verigym/DoorKey-5x5-v0",
+        60_000,
+        0.9,
+        10_240,
+        metric="success_rate",
+        episodes=20,
+        seed=0,
+        num_envs=8,
+        num_steps=128,
+        batch_size=256,
+        num_epochs=4,
+        learning_rate=7e-4,
+        ent_coef=0.01,
+    )
+    assert stop.reached_at is not None, (
+        f"PPO DoorKey-5x5 best success {stop.best} < 0.9: {stop.history}"
+    )
 
 
 def test_option_critic_fourrooms():
@@ -71,17 +107,52 @@ def test_option_critic_fourrooms():
     # steps: mean |advantage| is ~0.05 and the intra-option policies stay near uniform (entropy
     # ~1.45 of ln 5). gamma 0.95, ent_coef 0.001, vf_coef 1 and a larger step reach 0.9 (50
     # sampled episodes) at 102k/102k/82k steps on seeds 0/1/2, 34-42 s of training on one core
-    stop = _train_until("option-critic", "verigym/FourRooms-v0", 150_000, 0.9, 20_480, metric="success_rate", episodes=50, deterministic=False,
-                        env_kwargs={"size": 7, "observation": "full", "action_set": "cardinal"}, seed=0,
-                        num_envs=16, num_steps=8, learning_rate=2e-3, gamma=0.95, ent_coef=0.001, vf_coef=1.0,
-                        exploration_fraction=0.1, option_eps_final=0.01)
-    assert stop.reached_at is not None, f"option-critic FourRooms best success {stop.best} < 0.9: {stop.history}"
+    stop = _train_until(
+        "option-critic",
+        "verigym/FourRooms-v0",
+        150_000,
+        0.9,
+        20_480,
+        metric="success_rate",
+        episodes=50,
+        deterministic=False,
+        env_kwargs={"size": 7, "observation": "full", "action_set": "cardinal"},
+        seed=0,
+        num_envs=16,
+        num_steps=8,
+        learning_rate=2e-3,
+        gamma=0.95,
+        ent_coef=0.001,
+        vf_coef=1.0,
+        exploration_fraction=0.1,
+        option_eps_final=0.01,
+    )
+    assert stop.reached_at is not None, (
+        f"option-critic FourRooms best success {stop.best} < 0.9: {stop.history}"
+    )
 
 
 def test_ppo_pendulum():
     # rl-zoo reaches this with gSDE, which verigym's PPO does not implement; without it, a lower
     # initial std and shorter rollouts with an annealed, larger step do (-400 by about 65k steps
     # on seeds 0-2; -130 to -190 at 120k)
-    stop = _train_until("ppo", "Pendulum-v1", 120_000, -400, 16_384, seed=0, num_envs=8, num_steps=128, batch_size=256, gae_lambda=0.95, gamma=0.9,
-                        num_epochs=10, learning_rate=3e-3, anneal_lr=True, log_std_init=-1.0, normalize_observation=True, normalize_reward=True)
+    stop = _train_until(
+        "ppo",
+        "Pendulum-v1",
+        120_000,
+        -400,
+        16_384,
+        seed=0,
+        num_envs=8,
+        num_steps=128,
+        batch_size=256,
+        gae_lambda=0.95,
+        gamma=0.9,
+        num_epochs=10,
+        learning_rate=3e-3,
+        anneal_lr=True,
+        log_std_init=-1.0,
+        normalize_observation=True,
+        normalize_reward=True,
+    )
     assert stop.reached_at is not None, f"PPO Pendulum best {stop.best} < -400: {stop.history}"

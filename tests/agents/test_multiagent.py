@@ -24,7 +24,10 @@ class Relay(ParallelEnv):
 
     def __init__(self, late_space: spaces.Space | None = None):
         self.possible_agents = ["early", "late"]
-        self.spaces = {"early": spaces.Box(-1, 1, (3,), np.float32), "late": late_space or spaces.Box(-1, 1, (3,), np.float32)}
+        self.spaces = {
+            "early": spaces.Box(-1, 1, (3,), np.float32),
+            "late": late_space or spaces.Box(-1, 1, (3,), np.float32),
+        }
         self.agents: list[str] = []
         self.t = 0
 
@@ -39,14 +42,25 @@ class Relay(ParallelEnv):
 
     def reset(self, seed=None, options=None):
         self.agents, self.t = list(self.possible_agents), 0
-        return {a: self._obs(a) for a in self.agents}, {a: {"action_mask": np.ones(2, np.int8)} for a in self.agents}
+        return {a: self._obs(a) for a in self.agents}, {
+            a: {"action_mask": np.ones(2, np.int8)} for a in self.agents
+        }
 
     def step(self, actions):
         self.t += 1
         acting = list(self.agents)
         done = {a: self.t >= (2 if a == "early" else 4) for a in acting}
-        infos = {a: {"success": True, "score": 1.0} if done[a] else {"action_mask": np.ones(2, np.int8)} for a in acting}
-        out = ({a: self._obs(a) for a in acting}, {a: float(actions[a]) for a in acting}, done, dict.fromkeys(acting, False), infos)
+        infos = {
+            a: {"success": True, "score": 1.0} if done[a] else {"action_mask": np.ones(2, np.int8)}
+            for a in acting
+        }
+        out = (
+            {a: self._obs(a) for a in acting},
+            {a: float(actions[a]) for a in acting},
+            done,
+            dict.fromkeys(acting, False),
+            infos,
+        )
         self.agents = [a for a in acting if not done[a]]
         return out
 
@@ -67,7 +81,9 @@ def test_pool_slots_and_agents_that_finish_early():
             assert rewards.tolist() == [0, 1, 0, 1] and terminated[0] and "action_mask" in infos[0]
     assert pool.active.all(), "a copy restarts once all its agents are done"
     episodes = pool.pop_episodes()
-    assert sorted(e["length"] for e in episodes) == [2, 2, 4, 4] and all(e["success"] == 1.0 for e in episodes)
+    assert sorted(e["length"] for e in episodes) == [2, 2, 4, 4] and all(
+        e["success"] == 1.0 for e in episodes
+    )
 
 
 def test_agent_indicator_adds_a_one_hot():
@@ -90,7 +106,10 @@ def test_agent_indicator_survives_agents_listed_out_of_order(tmp_path):
     assert loaded.agents == ["early", "late"]
     pool = ParallelEnvPool([env], agent_indicator=True)
     observations, _ = pool.reset()
-    assert observations[0]["agent_id"].tolist() == [0, 1]  # slot 0 is "late", second in sorted order
+    assert observations[0]["agent_id"].tolist() == [
+        0,
+        1,
+    ]  # slot 0 is "late", second in sorted order
     loaded.learn(env, 32)
 
 
@@ -117,20 +136,26 @@ def test_plain_ppo_steps_a_pool_of_agent_slots():
 def test_ippo_act_save_load(share, tmp_path):
     env_id = "verigym/Pursuit-v0"
     agent = agents.make("ippo", env_id, share_parameters=share, **SMALL)
-    assert list(agent.policies) == (["shared"] if share else ["predator_0", "predator_1", "predator_2"])
+    assert list(agent.policies) == (
+        ["shared"] if share else ["predator_0", "predator_1", "predator_2"]
+    )
     agent.learn(env_id, 96)
     assert agent.global_step == 96
     env = make(env_id)
     observations, infos = env.reset(seed=1)
     actions = agent.act(observations, infos, deterministic=True)
-    assert set(actions) == set(env.agents) and all(env.action_space(a).contains(int(actions[a])) for a in actions)
+    assert set(actions) == set(env.agents) and all(
+        env.action_space(a).contains(int(actions[a])) for a in actions
+    )
     agent.save(tmp_path / "ippo")
     meta = json.loads((tmp_path / "ippo" / "meta.json").read_text())
     assert meta["agent"] == "ippo" and meta["env_id"] == env_id
     loaded = agents.load("ippo", tmp_path / "ippo", device="cpu")
     for seed in range(5):
         observations, infos = env.reset(seed=seed)
-        assert agent.act(observations, infos, deterministic=True) == loaded.act(observations, infos, deterministic=True)
+        assert agent.act(observations, infos, deterministic=True) == loaded.act(
+            observations, infos, deterministic=True
+        )
     result = evaluate(loaded, env_id, episodes=2)
     assert 0.0 <= result["success_rate"] <= 1.0
 
@@ -138,7 +163,9 @@ def test_ippo_act_save_load(share, tmp_path):
 def test_independent_policies_learn_apart():
     agent = agents.make("ippo", "verigym/Spread-v0", share_parameters=False, **SMALL)
     a, b = (agent.policies[k].state_tensors() for k in ("agent_0", "agent_1"))
-    assert any(not np.array_equal(a[k].numpy(), b[k].numpy()) for k in a), "per-agent networks start from different seeds"
+    assert any(not np.array_equal(a[k].numpy(), b[k].numpy()) for k in a), (
+        "per-agent networks start from different seeds"
+    )
 
 
 def test_ippo_errors():
@@ -148,7 +175,9 @@ def test_ippo_errors():
         agents.make("ippo", Relay(), share_parameters=False, agent_indicator=True)
     with pytest.raises(ValueError, match="equal observation"):
         agents.make("ippo", Relay(late_space=spaces.Box(-1, 1, (4,), np.float32)))
-    agents.make("ippo", Relay(late_space=spaces.Box(-1, 1, (4,), np.float32)), share_parameters=False)
+    agents.make(
+        "ippo", Relay(late_space=spaces.Box(-1, 1, (4,), np.float32)), share_parameters=False
+    )
     agent = agents.make("ippo", Relay())
     with pytest.raises(KeyError, match="unknown agent"):
         agent.act({"nobody": np.zeros(3, np.float32)})
@@ -160,7 +189,18 @@ def test_parameter_shared_ppo_learns_spread():
     """Two agents, continuous actions: random play scores about -16.7 over 25 steps (the scripted
     assignment team about -4.0); shared-parameter PPO must reach -11.5 within 60k transitions."""
     env = lambda: make("verigym/Spread-v0", num_agents=2, max_cycles=25)  # noqa: E731
-    agent = agents.make("ippo", env(), seed=0, num_envs=8, num_steps=32, batch_size=256, num_epochs=10, learning_rate=3e-3, gamma=0.95, log_std_init=-0.5)
+    agent = agents.make(
+        "ippo",
+        env(),
+        seed=0,
+        num_envs=8,
+        num_steps=32,
+        batch_size=256,
+        num_epochs=10,
+        learning_rate=3e-3,
+        gamma=0.95,
+        log_std_init=-0.5,
+    )
     stop = EvalStop(agent, env(), threshold=-11.5, every=10_240, episodes=20)
     agent.learn(env(), 60_000, callbacks=[stop])
     assert stop.reached_at is not None, f"IPPO Spread best {stop.best:.2f} < -11.5: {stop.history}"

@@ -29,14 +29,19 @@ def two_threads():
 
 def _threads_seen(agent, steps: int, **kwargs) -> list[int]:
     seen: list[int] = []
-    agent.learn(CARTPOLE, steps, callbacks=[lambda m: seen.append(torch.get_num_threads())], **kwargs)
+    agent.learn(
+        CARTPOLE, steps, callbacks=[lambda m: seen.append(torch.get_num_threads())], **kwargs
+    )
     return seen
 
 
-@pytest.mark.parametrize(("name", "config"), [
-    ("ppo", {"num_envs": 2, "num_steps": 16, "num_epochs": 1, "log_interval": 1}),
-    ("dqn", {"learning_starts": 10, "log_interval": 50}),
-])
+@pytest.mark.parametrize(
+    ("name", "config"),
+    [
+        ("ppo", {"num_envs": 2, "num_steps": 16, "num_epochs": 1, "log_interval": 1}),
+        ("dqn", {"learning_starts": 10, "log_interval": 50}),
+    ],
+)
 def test_learn_pins_one_thread_for_a_small_network_and_restores(two_threads, name, config):
     agent = agents.make(name, CARTPOLE, **config)
     assert agent.num_parameters() < SMALL_NETWORK_PARAMETERS
@@ -46,7 +51,9 @@ def test_learn_pins_one_thread_for_a_small_network_and_restores(two_threads, nam
 
 
 def test_torch_threads_option_wins_and_is_restored_after_an_error(two_threads):
-    agent = agents.make("ppo", CARTPOLE, num_envs=2, num_steps=16, num_epochs=1, log_interval=1, torch_threads=3)
+    agent = agents.make(
+        "ppo", CARTPOLE, num_envs=2, num_steps=16, num_epochs=1, log_interval=1, torch_threads=3
+    )
     assert set(_threads_seen(agent, 64, progress=False)) == {3}
     assert torch.get_num_threads() == 2
 
@@ -68,7 +75,9 @@ def test_learn_flushes_subnormals_on_the_cpu_and_restores_the_mode():
     agent = agents.make("dqn", CARTPOLE, learning_starts=10, log_interval=50)
     seen: list[bool] = []
     assert _subnormal_survives()
-    agent.learn(CARTPOLE, 100, callbacks=[lambda m: seen.append(_subnormal_survives())], progress=False)
+    agent.learn(
+        CARTPOLE, 100, callbacks=[lambda m: seen.append(_subnormal_survives())], progress=False
+    )
     assert seen and not any(seen)  # flushed while learning
     assert _subnormal_survives()  # torch's default mode is back
     torch.set_flush_denormal(True)

@@ -17,15 +17,40 @@ from verigym.leaderboards.suite import Suite, Task
 from verigym.leaderboards.viewer import write_viewer
 
 LONG = "llm:/home/someone/models/HuggingFaceTB/SmolLM2-1.7B-Instruct-finetuned-on-verigym?temperature=0.7&max_new_tokens=512&families=text,tool"
-TASKS = ("verigym/GuessNumber-v0", "verigym/Treasure-7x7-v0", "verigym/DoorKey-5x5-v0", "verigym/DoorKey-6x6-v0", "verigym/Empty-5x5-v0",
-         "verigym/Empty-8x8-v0", "verigym/FourRooms-v0", "verigym/IceLake-4x4-v0", "verigym/Maze-11x11-v0", "verigym/Sokoban-6x6-B1-v0",
-         "verigym/LavaCrossing-S9N1-v0", "verigym/TicTacToe-Random-v0")
+TASKS = (
+    "verigym/GuessNumber-v0",
+    "verigym/Treasure-7x7-v0",
+    "verigym/DoorKey-5x5-v0",
+    "verigym/DoorKey-6x6-v0",
+    "verigym/Empty-5x5-v0",
+    "verigym/Empty-8x8-v0",
+    "verigym/FourRooms-v0",
+    "verigym/IceLake-4x4-v0",
+    "verigym/Maze-11x11-v0",
+    "verigym/Sokoban-6x6-B1-v0",
+    "verigym/LavaCrossing-S9N1-v0",
+    "verigym/TicTacToe-Random-v0",
+)
 SUITE = Suite("wide", tuple(Task(env_id, episodes=1) for env_id in TASKS))
 
 
 def _row(agent: str, env_id: str, seed: int, score: float) -> EpisodeRow:
-    return EpisodeRow(suite="wide", env_id=env_id, env_version=0, seed=seed, agent_spec=agent, config_hash=f"{abs(hash(agent)):016x}"[:16],
-                      status="ok", score=score, success=score == 1.0, episode_return=score, length=5, time_s=0.1, error="", **provenance())
+    return EpisodeRow(
+        suite="wide",
+        env_id=env_id,
+        env_version=0,
+        seed=seed,
+        agent_spec=agent,
+        config_hash=f"{abs(hash(agent)):016x}"[:16],
+        status="ok",
+        score=score,
+        success=score == 1.0,
+        episode_return=score,
+        length=5,
+        time_s=0.1,
+        error="",
+        **provenance(),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -33,24 +58,35 @@ def site(tmp_path_factory) -> Path:
     """A leaderboard page and its episode viewer: two complete entries (one with a long spec) and a
     partial one that played one task (so the others are "—")."""
     out = tmp_path_factory.mktemp("site")
-    plays = {"random": TASKS, LONG: TASKS, "ppo:runs/ppo-guess-number-from-a-long-training-run": TASKS[:1]}
+    plays = {
+        "random": TASKS,
+        LONG: TASKS,
+        "ppo:runs/ppo-guess-number-from-a-long-training-run": TASKS[:1],
+    }
     with ResultsStore(out) as store:
         for agent, tasks in plays.items():
             for task in SUITE:
                 if task.env_id in tasks:
-                    assert store.add(_row(agent, task.env_id, task.seeds[0], 1.0 if agent == LONG else 0.25))
+                    assert store.add(
+                        _row(agent, task.env_id, task.seeds[0], 1.0 if agent == LONG else 0.25)
+                    )
         standings = compute_standings(store, SUITE)
         viewer = write_viewer(store, out)
-    (out / "leaderboard.html").write_text(render_html(standings, episodes_href=viewer.relative_to(out).as_posix()), encoding="utf-8")
+    (out / "leaderboard.html").write_text(
+        render_html(standings, episodes_href=viewer.relative_to(out).as_posix()), encoding="utf-8"
+    )
     return out
 
 
-@pytest.mark.parametrize(("spec", "label"), [
-    ("random", "random"),
-    ("ppo:runs/ppo-doorkey", "ppo:ppo-doorkey"),
-    ("openai:http://127.0.0.1:8000/v1#Qwen/Qwen2.5-7B", "openai:Qwen2.5-7B"),
-    ("llm:/models/SmolLM2?temperature=0.7", "llm:SmolLM2?…"),
-])
+@pytest.mark.parametrize(
+    ("spec", "label"),
+    [
+        ("random", "random"),
+        ("ppo:runs/ppo-doorkey", "ppo:ppo-doorkey"),
+        ("openai:http://127.0.0.1:8000/v1#Qwen/Qwen2.5-7B", "openai:Qwen2.5-7B"),
+        ("llm:/models/SmolLM2?temperature=0.7", "llm:SmolLM2?…"),
+    ],
+)
 def test_agent_label_keeps_the_kind_and_the_last_part(spec: str, label: str) -> None:
     assert agent_label(spec) == label
 
@@ -89,7 +125,9 @@ def test_pages_fit_1280_px_in_chromium(site: Path) -> None:
         label = page.locator("#standings .agent", has_text=agent_label(LONG))
         assert label.inner_text() == agent_label(LONG) and len(label.inner_text()) <= LABEL_LENGTH
         assert label.get_attribute("title").startswith(LONG)
-        for cell in page.locator("#per-task tbody td").all()[:6]:  # a number never breaks over lines
+        for cell in page.locator("#per-task tbody td").all()[
+            :6
+        ]:  # a number never breaks over lines
             assert cell.evaluate("e => getComputedStyle(e).whiteSpace") == "nowrap"
         page.screenshot(path=str(site / "leaderboard.png"), full_page=True)
         label.click()  # the agent's page: its episodes, with the full spec
@@ -101,7 +139,9 @@ def test_pages_fit_1280_px_in_chromium(site: Path) -> None:
         page.locator("#episodes tbody tr:visible a").first.click()
         page.wait_for_load_state()
         assert page.evaluate("document.scrollingElement.scrollWidth") <= 1280
-        assert page.evaluate("document.querySelector('h1').scrollWidth <= document.querySelector('h1').clientWidth")
+        assert page.evaluate(
+            "document.querySelector('h1').scrollWidth <= document.querySelector('h1').clientWidth"
+        )
         assert LONG in page.inner_text("#agent")
         page.screenshot(path=str(site / "episode.png"), full_page=True)
         browser.close()

@@ -25,9 +25,22 @@ ONE = Suite("one", (Task("verigym/GuessNumber-v0", episodes=4),))
 
 
 def _row(**overrides) -> EpisodeRow:
-    values = dict(suite="s", env_id="verigym/GuessNumber-v0", env_version=0, seed=EVAL_SEED_START, agent_spec="random",
-                  config_hash="abc", status="ok", score=1.0, success=True, episode_return=1.0, length=3, time_s=0.1, error="",
-                  **provenance())
+    values = dict(
+        suite="s",
+        env_id="verigym/GuessNumber-v0",
+        env_version=0,
+        seed=EVAL_SEED_START,
+        agent_spec="random",
+        config_hash="abc",
+        status="ok",
+        score=1.0,
+        success=True,
+        episode_return=1.0,
+        length=3,
+        time_s=0.1,
+        error="",
+        **provenance(),
+    )
     values.update(overrides)
     return EpisodeRow(**values)
 
@@ -47,14 +60,30 @@ def _cli(capsys, *argv: str) -> tuple[int, str]:
 
 def _both_commands(capsys, out: pathlib.Path) -> list[tuple[str, int, str]]:
     runs = []
-    for command, argv in (("eval", ["eval", "--agent", "random", "--suite", "starter", "--resume", "--no-progress", "--out", str(out)]),
-                          ("leaderboard", ["leaderboard", "--out", str(out)])):
+    for command, argv in (
+        (
+            "eval",
+            [
+                "eval",
+                "--agent",
+                "random",
+                "--suite",
+                "starter",
+                "--resume",
+                "--no-progress",
+                "--out",
+                str(out),
+            ],
+        ),
+        ("leaderboard", ["leaderboard", "--out", str(out)]),
+    ):
         code, text = _cli(capsys, *argv)
         runs.append((command, code, text))
     return runs
 
 
 # ---- the store is checked before it is trusted ------------------------------------------------------
+
 
 def test_a_damaged_store_stops_eval_and_leaderboard_with_a_message(tmp_path, capsys):
     database = _fill(tmp_path)
@@ -76,12 +105,19 @@ def test_a_damaged_store_stops_eval_and_leaderboard_with_a_message(tmp_path, cap
 def test_a_file_that_is_not_a_database_is_refused(tmp_path, capsys):
     (tmp_path / "results.sqlite").write_bytes(b"this is not SQLite" * 100)
     for command, code, text in _both_commands(capsys, tmp_path):
-        assert code == 2 and f"verigym {command}:" in text and "results.sqlite" in text and "Traceback" not in text, text
+        assert (
+            code == 2
+            and f"verigym {command}:" in text
+            and "results.sqlite" in text
+            and "Traceback" not in text
+        ), text
 
 
 def test_misplaced_stores_are_refused(tmp_path, capsys):
     database = _fill(tmp_path / "good", rows=2)
-    for command, code, text in _both_commands(capsys, database):  # --out names the file, not its folder
+    for command, code, text in _both_commands(
+        capsys, database
+    ):  # --out names the file, not its folder
         assert code == 2 and f"--out {database.parent}" in text, (command, text)
     other = tmp_path / "other"
     other.mkdir()
@@ -107,14 +143,32 @@ def test_an_unwritable_store_is_refused(tmp_path, capsys):
 
 # ---- strict rows ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("field, value, message", [
-    ("episode_return", math.nan, "finite"), ("episode_return", math.inf, "finite"), ("time_s", math.nan, "finite"),
-    ("score", math.nan, "finite"), ("score", 1.5, r"\[0, 1\]"), ("score", -0.1, r"\[0, 1\]"), ("score", "1", "number"),
-    ("success", 1, "bool"), ("success", "yes", "bool"), ("seed", True, "int"), ("seed", "1000000", "int"),
-    ("length", -1, ">= 0"), ("time_s", -2.0, ">= 0"), ("length", 3.0, "int"), ("created_at", "yesterday", "ISO 8601"),
-    ("created_at", "2026-01-31T12:00:00", "time zone"), ("status", "fine", "status"), ("packages", '{"numpy": 2}', "packages"),
-    ("suite", None, "str"), ("status", "error", "cannot be a success"),
-])
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("episode_return", math.nan, "finite"),
+        ("episode_return", math.inf, "finite"),
+        ("time_s", math.nan, "finite"),
+        ("score", math.nan, "finite"),
+        ("score", 1.5, r"\[0, 1\]"),
+        ("score", -0.1, r"\[0, 1\]"),
+        ("score", "1", "number"),
+        ("success", 1, "bool"),
+        ("success", "yes", "bool"),
+        ("seed", True, "int"),
+        ("seed", "1000000", "int"),
+        ("length", -1, ">= 0"),
+        ("time_s", -2.0, ">= 0"),
+        ("length", 3.0, "int"),
+        ("created_at", "yesterday", "ISO 8601"),
+        ("created_at", "2026-01-31T12:00:00", "time zone"),
+        ("status", "fine", "status"),
+        ("packages", '{"numpy": 2}', "packages"),
+        ("suite", None, "str"),
+        ("status", "error", "cannot be a success"),
+    ],
+)
 def test_every_field_is_validated_and_nothing_is_written(tmp_path, field, value, message):
     with ResultsStore(tmp_path) as store:
         with pytest.raises(ValueError, match=message):
@@ -125,12 +179,18 @@ def test_every_field_is_validated_and_nothing_is_written(tmp_path, field, value,
 
 def test_refused_results_are_recorded_as_errors_that_say_why(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
-    summary = evaluate("tests.leaderboards.agents:bad_results", ONE, out=tmp_path, workers=1, progress=False)
+    summary = evaluate(
+        "tests.leaderboards.agents:bad_results", ONE, out=tmp_path, workers=1, progress=False
+    )
     rows = ResultsStore(tmp_path).rows()
     assert len(rows) == ONE.episodes, "a row was dropped"
     for row in rows:
         if row.seed % 3 == 1:
-            assert row.status == "error" and "episode_return is nan" in row.error and "finite" in row.error, row
+            assert (
+                row.status == "error"
+                and "episode_return is nan" in row.error
+                and "finite" in row.error
+            ), row
         elif row.seed % 3 == 2:
             assert row.status == "error" and "success must be a bool, got int" in row.error, row
         else:
@@ -139,6 +199,7 @@ def test_refused_results_are_recorded_as_errors_that_say_why(tmp_path, monkeypat
 
 
 # ---- resume retries errors; two runs each report their own ----------------------------------------
+
 
 def test_resume_retries_error_rows(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
@@ -162,7 +223,9 @@ def test_two_evaluations_on_one_store_each_report_their_own(tmp_path, monkeypatc
     summaries = []
 
     def run():  # both plan all six episodes before either has written one (the workers take seconds to start)
-        summaries.append(evaluate("random", suite, out=tmp_path, workers=1, progress=False, resume=True))
+        summaries.append(
+            evaluate("random", suite, out=tmp_path, workers=1, progress=False, resume=True)
+        )
 
     threads = [threading.Thread(target=run) for _ in range(2)]
     for thread in threads:
@@ -177,6 +240,7 @@ def test_two_evaluations_on_one_store_each_report_their_own(tmp_path, monkeypatc
 
 # ---- a killed parent takes its workers (and what they started) with it -----------------------------
 
+
 def _ended(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as handle:
@@ -185,15 +249,41 @@ def _ended(pid: int) -> bool:
         return True
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's"
+)
 def test_sigkill_of_the_eval_parent_ends_workers_and_their_children_within_2_s(tmp_path):
     pids = tmp_path / "pids"
     pids.mkdir()
     suite_file = tmp_path / "suite.json"
-    suite_file.write_text(json.dumps({"name": "hang", "tasks": [{"env_id": "verigym/GuessNumber-v0", "episodes": 2, "time_limit_s": 600}]}))
-    process = subprocess.Popen([sys.executable, "-m", "verigym", "eval", "--agent", "tests.leaderboards.agents:spawns_and_hangs",
-                                "--suite", str(suite_file), "--workers", "2", "--no-progress", "--out", str(tmp_path / "out")],
-                               cwd=ROOT, start_new_session=True, env={**os.environ, "VERIGYM_TEST_PIDS": str(pids)})
+    suite_file.write_text(
+        json.dumps(
+            {
+                "name": "hang",
+                "tasks": [{"env_id": "verigym/GuessNumber-v0", "episodes": 2, "time_limit_s": 600}],
+            }
+        )
+    )
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "verigym",
+            "eval",
+            "--agent",
+            "tests.leaderboards.agents:spawns_and_hangs",
+            "--suite",
+            str(suite_file),
+            "--workers",
+            "2",
+            "--no-progress",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        cwd=ROOT,
+        start_new_session=True,
+        env={**os.environ, "VERIGYM_TEST_PIDS": str(pids)},
+    )
     survivors: list[int] = []
     try:
         deadline = time.monotonic() + 120
@@ -222,7 +312,9 @@ def test_sigkill_of_the_eval_parent_ends_workers_and_their_children_within_2_s(t
 def test_a_write_that_fails_mid_run_is_a_store_error_not_a_traceback(tmp_path):
     with ResultsStore(tmp_path) as store:
         assert store.add(_row())
-        store._db.execute("PRAGMA query_only = 1")  # what a disk that turned read-only looks like to SQLite
+        store._db.execute(
+            "PRAGMA query_only = 1"
+        )  # what a disk that turned read-only looks like to SQLite
         with pytest.raises(StoreError, match="could not write to .*results.sqlite.*--resume"):
             store.add(_row(seed=EVAL_SEED_START + 1))
         store._db.execute("PRAGMA query_only = 0")
@@ -231,6 +323,12 @@ def test_a_write_that_fails_mid_run_is_a_store_error_not_a_traceback(tmp_path):
 
 def test_envs_that_start_their_own_processes_run_in_eval_workers(tmp_path):
     """Eval workers are not daemonic: the SQL verifier runs each query in a child process."""
-    summary = evaluate("oracle", Suite("sql", (Task("verigym/SQL-v0", episodes=1),)), out=tmp_path, workers=1, progress=False)
+    summary = evaluate(
+        "oracle",
+        Suite("sql", (Task("verigym/SQL-v0", episodes=1),)),
+        out=tmp_path,
+        workers=1,
+        progress=False,
+    )
     rows = ResultsStore(tmp_path).rows()
     assert summary.statuses == {"ok": 1} and rows[0].success, rows[0].error

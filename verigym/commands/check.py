@@ -16,12 +16,24 @@ HELP = "run the conformance checks on one env id, or on every registered id"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("env_id", nargs="?", help="a registered id (verigym's or any Gymnasium id)")
     parser.add_argument("--all", action="store_true", help="check every registered verigym id")
-    parser.add_argument("--family", choices=FAMILIES, help="check every registered id of this family (implies --all)")
+    parser.add_argument(
+        "--family",
+        choices=FAMILIES,
+        help="check every registered id of this family (implies --all)",
+    )
     parser.add_argument("--steps", type=int, default=200, help="length of the determinism rollouts")
     parser.add_argument("--seed", type=int, default=0, help="first reset seed")
-    parser.add_argument("--verbose-pass", action="store_true", help="show details of passing checks too")
-    parser.add_argument("--url", default=None, help="check ENV_ID as served by verigym serve-env at this URL (through verigym.remote)")
-    parser.add_argument("--token", default=None, help="with --url: the server's token (default: $VERIGYM_TOKEN)")
+    parser.add_argument(
+        "--verbose-pass", action="store_true", help="show details of passing checks too"
+    )
+    parser.add_argument(
+        "--url",
+        default=None,
+        help="check ENV_ID as served by verigym serve-env at this URL (through verigym.remote)",
+    )
+    parser.add_argument(
+        "--token", default=None, help="with --url: the server's token (default: $VERIGYM_TOKEN)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
 
     every = bool(args.all or args.family)
     if every == bool(args.env_id):
-        return usage_error("check", "give either ENV_ID or --all/--family (see verigym check --help)")
+        return usage_error(
+            "check", "give either ENV_ID or --all/--family (see verigym check --help)"
+        )
     api = lookup_env("check", args.env_id) if args.env_id else None
     if args.env_id and api is None:
         return 2
@@ -41,10 +55,19 @@ def run(args: argparse.Namespace) -> int:
 
     if args.url:  # the env as a verigym.remote client sees it (verigym serve-env)
         if every or api != "gymnasium":
-            return usage_error("check", "--url checks one Gymnasium ENV_ID (not --all, --family or a PettingZoo id)")
+            return usage_error(
+                "check",
+                "--url checks one Gymnasium ENV_ID (not --all, --family or a PettingZoo id)",
+            )
         from verigym.remote import make as remote_make
 
-        reports = [check_env(lambda: remote_make(args.env_id, url=args.url, token=args.token), steps=args.steps, seed=args.seed)]
+        reports = [
+            check_env(
+                lambda: remote_make(args.env_id, url=args.url, token=args.token),
+                steps=args.steps,
+                seed=args.seed,
+            )
+        ]
         reports[0].env_id = f"{args.env_id} at {args.url}"
         show(reports[0])
     elif every:
@@ -58,5 +81,8 @@ def run(args: argparse.Namespace) -> int:
         reports = [check_env(args.env_id, steps=args.steps, seed=args.seed)]
         show(reports[0])
     failed = [r.env_id for r in reports if not r.passed]
-    print(f"{len(reports) - len(failed)} passed, {len(failed)} failed" + (f": {', '.join(failed)}" if failed else ""))
+    print(
+        f"{len(reports) - len(failed)} passed, {len(failed)} failed"
+        + (f": {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0

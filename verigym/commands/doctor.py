@@ -22,6 +22,11 @@ def run(args: argparse.Namespace) -> int:
     for column in ("part", "status", "detail", "fix"):
         table.add_column(column, overflow="fold")
     for probe in run_probes():
-        table.add_row(escape(probe.part), "[green]ok[/green]" if probe.ok else "[red]missing[/red]", escape(probe.detail), escape(probe.fix))
+        table.add_row(
+            escape(probe.part),
+            "[green]ok[/green]" if probe.ok else "[red]missing[/red]",
+            escape(probe.detail),
+            escape(probe.fix),
+        )
     Console().print(table)
     return 0

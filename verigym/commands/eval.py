@@ -12,25 +12,71 @@ HELP = "evaluate an agent on a leaderboard suite, recording one row per episode 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--agent", required=True, action="append", help="random | oracle | <plugin agent name> | <agent>:<checkpoint dir> | llm:<model dir> | openai:<base url>#<model> | <module>:<factory>; repeat it to evaluate several agents (a competitive suite needs two or more entrants)")
+    parser.add_argument(
+        "--agent",
+        required=True,
+        action="append",
+        help="random | oracle | <plugin agent name> | <agent>:<checkpoint dir> | llm:<model dir> | openai:<base url>#<model> | <module>:<factory>; repeat it to evaluate several agents (a competitive suite needs two or more entrants)",
+    )
     target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--suite", help="a suite name (verigym leaderboard --list-suites) or a path to a suite .json file")
-    target.add_argument("--env", help="evaluate on this one registered id instead of a suite (held-out seeds; --episodes, default 20)")
+    target.add_argument(
+        "--suite",
+        help="a suite name (verigym leaderboard --list-suites) or a path to a suite .json file",
+    )
+    target.add_argument(
+        "--env",
+        help="evaluate on this one registered id instead of a suite (held-out seeds; --episodes, default 20)",
+    )
     parser.add_argument("--out", default=None, help="results folder (default: ./verigym-results)")
-    parser.add_argument("--workers", type=int, default=None, help="parallel episodes (default: CPU cores)")
-    parser.add_argument("--backend", choices=("local", "ray"), default="local", help="local processes or a Ray cluster (RAY_ADDRESS)")
-    parser.add_argument("--resume", action="store_true", help="finish a run that was interrupted: run only the missing episodes")
-    parser.add_argument("--episodes", type=int, default=None, help="override every task's episode count")
-    parser.add_argument("--time-limit-scale", type=float, default=1.0, metavar="X",
-                        help="multiply every task's time limit by X (> 0) for an agent slower than the suite assumes, "
-                             "e.g. an LLM served on a CPU; only which episodes time out can change")
-    parser.add_argument("--device", default="cpu", help="torch device for learned agents (auto, cpu, cuda)")
-    parser.add_argument("--export", default=None, help="also export every row to this .json or .csv file")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="parallel episodes (default: CPU cores)"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="local processes or a Ray cluster (RAY_ADDRESS)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="finish a run that was interrupted: run only the missing episodes",
+    )
+    parser.add_argument(
+        "--episodes", type=int, default=None, help="override every task's episode count"
+    )
+    parser.add_argument(
+        "--time-limit-scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="multiply every task's time limit by X (> 0) for an agent slower than the suite assumes, "
+        "e.g. an LLM served on a CPU; only which episodes time out can change",
+    )
+    parser.add_argument(
+        "--device", default="cpu", help="torch device for learned agents (auto, cpu, cuda)"
+    )
+    parser.add_argument(
+        "--export", default=None, help="also export every row to this .json or .csv file"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--env-url", default=None, help="play on the envs served by verigym serve-env at this URL (verigym.remote; local backend)")
-    parser.add_argument("--env-token", default=None, help="with --env-url: the server's token (default: $VERIGYM_TOKEN)")
-    parser.add_argument("--record-frames", type=int, default=0, metavar="K",
-                        help="also store a rendered frame (PNG) every K steps of each episode (default 0: none; trajectories are always stored)")
+    parser.add_argument(
+        "--env-url",
+        default=None,
+        help="play on the envs served by verigym serve-env at this URL (verigym.remote; local backend)",
+    )
+    parser.add_argument(
+        "--env-token",
+        default=None,
+        help="with --env-url: the server's token (default: $VERIGYM_TOKEN)",
+    )
+    parser.add_argument(
+        "--record-frames",
+        type=int,
+        default=0,
+        metavar="K",
+        help="also store a rendered frame (PNG) every K steps of each episode (default 0: none; trajectories are always stored)",
+    )
 
 
 logger = logging.getLogger(__name__)
@@ -58,15 +104,23 @@ def _check_openai(spec: Any) -> None:
             listing = json.loads(response.read(1 << 20).decode())
     except urllib.error.HTTPError as exc:
         if exc.code in (404, 405):
-            logger.warning("%s answered HTTP %d; cannot check that it serves %r", url, exc.code, model)
+            logger.warning(
+                "%s answered HTTP %d; cannot check that it serves %r", url, exc.code, model
+            )
             return
         raise ValueError(f"{spec.text}: GET {url} answered HTTP {exc.code}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise ValueError(f"{spec.text}: cannot reach {url} ({getattr(exc, 'reason', exc)}); is the server running?") from None
+        raise ValueError(
+            f"{spec.text}: cannot reach {url} ({getattr(exc, 'reason', exc)}); is the server running?"
+        ) from None
     data = listing.get("data") if isinstance(listing, dict) else None
-    served = [str(m.get("id")) for m in data if isinstance(m, dict)] if isinstance(data, list) else []
+    served = (
+        [str(m.get("id")) for m in data if isinstance(m, dict)] if isinstance(data, list) else []
+    )
     if model not in served:
-        raise ValueError(f"{spec.text}: {base_url} does not serve model {model!r}; it serves: {', '.join(served[:20]) or 'nothing'}")
+        raise ValueError(
+            f"{spec.text}: {base_url} does not serve model {model!r}; it serves: {', '.join(served[:20]) or 'nothing'}"
+        )
 
 
 def _check_envs(spec: Any, env_ids: list[str], env_url: str | None, token: str | None) -> None:
@@ -88,12 +142,21 @@ def _check_envs(spec: Any, env_ids: list[str], env_url: str | None, token: str |
 
             try:
                 env = make(env_id, url=env_url, token=token, timeout=30.0)
-            except (RuntimeError, OSError, TypeError, ValueError) as exc:  # RemoteEnvError is a RuntimeError
-                raise ValueError(f"--env-url {env_url}: cannot play {env_id} there: {exc}") from None
+            except (
+                RuntimeError,
+                OSError,
+                TypeError,
+                ValueError,
+            ) as exc:  # RemoteEnvError is a RuntimeError
+                raise ValueError(
+                    f"--env-url {env_url}: cannot play {env_id} there: {exc}"
+                ) from None
             try:
                 if spec.kind == "oracle" and not isinstance(env.unwrapped, OracleInterface):
-                    raise ValueError(f"oracle cannot play {env_id} through --env-url: a remote env has no oracle_action(); "
-                                     "evaluate random, a saved agent or an LLM there, or drop --env-url")
+                    raise ValueError(
+                        f"oracle cannot play {env_id} through --env-url: a remote env has no oracle_action(); "
+                        "evaluate random, a saved agent or an LLM there, or drop --env-url"
+                    )
             finally:
                 env.close()
         elif spec.kind == "oracle":
@@ -104,13 +167,20 @@ def _check_envs(spec: Any, env_ids: list[str], env_url: str | None, token: str |
                 module, _, name = entry.partition(":")
                 try:
                     entry = getattr(importlib.import_module(module), name)
-                except (ImportError, AttributeError):  # an optional part is missing: the episodes will say which
+                except (
+                    ImportError,
+                    AttributeError,
+                ):  # an optional part is missing: the episodes will say which
                     continue
             if isinstance(entry, type) and not hasattr(entry, "oracle_action"):
-                raise ValueError(f"oracle cannot play {env_id}: its env has no scripted solver (oracle_action)")
+                raise ValueError(
+                    f"oracle cannot play {env_id}: its env has no scripted solver (oracle_action)"
+                )
 
 
-def _preflight(agents: list[str], env_ids: list[str], env_url: str | None, token: str | None) -> None:
+def _preflight(
+    agents: list[str], env_ids: list[str], env_url: str | None, token: str | None
+) -> None:
     """What can be checked before any episode: the specs parse, an ``llm:`` model exists, an
     ``openai:`` server serves its model, the envs answer (``--env-url``) and the agent plays them.
 
@@ -139,10 +209,19 @@ def _all_errors(out: str, summary: Any, tasks: list[Any]) -> list[str]:
         rows = store.rows(env_ids=[t.env_id for t in tasks], agent_spec=summary.agent_spec)
     for task in tasks:
         seeds = set(task.seeds)
-        mine = [r for r in rows if r.env_id == task.env_id and r.config_hash == summary.config_hash and r.seed in seeds]
+        mine = [
+            r
+            for r in rows
+            if r.env_id == task.env_id and r.config_hash == summary.config_hash and r.seed in seeds
+        ]
         if mine and all(r.status == "error" for r in mine):
-            reason = next((line.strip() for line in (mine[0].error or "").splitlines() if line.strip()), "no message")[:300]
-            lines.append(f"every episode of {summary.agent_spec} on {task.env_id} is an error ({len(mine)} of {len(mine)}), e.g.: {reason}")
+            reason = next(
+                (line.strip() for line in (mine[0].error or "").splitlines() if line.strip()),
+                "no message",
+            )[:300]
+            lines.append(
+                f"every episode of {summary.agent_spec} on {task.env_id} is an error ({len(mine)} of {len(mine)}), e.g.: {reason}"
+            )
     return lines
 
 
@@ -157,9 +236,14 @@ def run(args: argparse.Namespace) -> int:
 
     out = args.out or DEFAULT_DIR
     failures: list[str] = []
-    if args.env_url:  # read by the runner's env factory in every worker process (leaderboards/runner.py)
+    if (
+        args.env_url
+    ):  # read by the runner's env factory in every worker process (leaderboards/runner.py)
         if args.backend == "ray":
-            return usage_error("eval", "--env-url works with the local backend (Ray workers do not see this process's environment)")
+            return usage_error(
+                "eval",
+                "--env-url works with the local backend (Ray workers do not see this process's environment)",
+            )
         os.environ["VERIGYM_ENV_URL"] = args.env_url
         if args.env_token:
             os.environ["VERIGYM_TOKEN"] = args.env_token
@@ -170,29 +254,64 @@ def run(args: argparse.Namespace) -> int:
 
             if lookup_env("eval", args.env) is None:
                 return 2
-            suite = Suite(args.env, (Task(args.env, args.episodes or Task.episodes),), description=f"the one env {args.env}")
+            suite = Suite(
+                args.env,
+                (Task(args.env, args.episodes or Task.episodes),),
+                description=f"the one env {args.env}",
+            )
         else:
             suite = load_suite(args.suite)
         if suite.kind == "single":
-            _preflight(args.agent, [t.env_id for t in suite], args.env_url, args.env_token or os.environ.get("VERIGYM_TOKEN"))
+            _preflight(
+                args.agent,
+                [t.env_id for t in suite],
+                args.env_url,
+                args.env_token or os.environ.get("VERIGYM_TOKEN"),
+            )
         if suite.kind == "competitive":
-            arena = play_arena(args.agent, suite, out=out, resume=args.resume, progress=not args.no_progress)
-            print(f"{', '.join(arena.entrants)} on {arena.suite}: played {arena.ran} matches, {arena.skipped} already recorded")
+            arena = play_arena(
+                args.agent, suite, out=out, resume=args.resume, progress=not args.no_progress
+            )
+            print(
+                f"{', '.join(arena.entrants)} on {arena.suite}: played {arena.ran} matches, {arena.skipped} already recorded"
+            )
             for note in arena.unavailable:
                 print(f"  skipped: {note}")
         for agent in args.agent if suite.kind == "single" else ():
-            summary = evaluate(agent, suite, out=out, workers=args.workers, backend=args.backend, resume=args.resume,
-                               device=args.device, episodes=args.episodes, progress=not args.no_progress, record_frames=args.record_frames,
-                               time_limit_scale=args.time_limit_scale)
-            statuses = ", ".join(f"{n} {s}" for s, n in sorted(summary.statuses.items())) or "nothing new"
-            print(f"{summary.agent_spec} on {summary.suite}: ran {summary.ran} episodes ({statuses}), {summary.skipped} already recorded; results in {summary.store_path}")
+            summary = evaluate(
+                agent,
+                suite,
+                out=out,
+                workers=args.workers,
+                backend=args.backend,
+                resume=args.resume,
+                device=args.device,
+                episodes=args.episodes,
+                progress=not args.no_progress,
+                record_frames=args.record_frames,
+                time_limit_scale=args.time_limit_scale,
+            )
+            statuses = (
+                ", ".join(f"{n} {s}" for s, n in sorted(summary.statuses.items())) or "nothing new"
+            )
+            print(
+                f"{summary.agent_spec} on {summary.suite}: ran {summary.ran} episodes ({statuses}), {summary.skipped} already recorded; results in {summary.store_path}"
+            )
             if summary.recorded_elsewhere:
-                print(f"  {summary.recorded_elsewhere} more episodes were played but another run on this store had recorded them first (not counted above)")
+                print(
+                    f"  {summary.recorded_elsewhere} more episodes were played but another run on this store had recorded them first (not counted above)"
+                )
             if summary.rejected:
-                print(f"  {summary.rejected} results were refused by validation and recorded as errors (see their error column); --resume retries them")
+                print(
+                    f"  {summary.rejected} results were refused by validation and recorded as errors (see their error column); --resume retries them"
+                )
             if summary.not_covered:
                 print(f"  not covered (no saved agent for): {', '.join(summary.not_covered)}")
-            tasks = [dataclasses.replace(t, episodes=args.episodes) if args.episodes else t for t in suite if t.env_id not in summary.not_covered]
+            tasks = [
+                dataclasses.replace(t, episodes=args.episodes) if args.episodes else t
+                for t in suite
+                if t.env_id not in summary.not_covered
+            ]
             failures += _all_errors(out, summary, tasks)
     except (ValueError, TypeError, FileNotFoundError, ResultsExistError, RuntimeError) as exc:
         return usage_error("eval", str(exc))

@@ -10,13 +10,27 @@ HELP = "write the stored trajectories as a Hugging Face datasets table (chat mes
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None, help="results folder (default: ./verigym-results)")
-    parser.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl", help="JSON Lines or Parquet")
+    parser.add_argument(
+        "--format", choices=("jsonl", "parquet"), default="jsonl", help="JSON Lines or Parquet"
+    )
     parser.add_argument("--path", required=True, help="the file to write")
-    parser.add_argument("--success", choices=("any", "only", "failed"), default="any",
-                        help="keep every episode, only the successes (rejection sampling / SFT), or only the failures")
-    parser.add_argument("--suite", default=None, help="only the tasks, seeds and kwargs of this suite (name or .json path)")
+    parser.add_argument(
+        "--success",
+        choices=("any", "only", "failed"),
+        default="any",
+        help="keep every episode, only the successes (rejection sampling / SFT), or only the failures",
+    )
+    parser.add_argument(
+        "--suite",
+        default=None,
+        help="only the tasks, seeds and kwargs of this suite (name or .json path)",
+    )
     parser.add_argument("--agent", default=None, help="only the episodes of this agent spec")
-    parser.add_argument("--include-errors", action="store_true", help="also episodes whose status is error or timeout")
+    parser.add_argument(
+        "--include-errors",
+        action="store_true",
+        help="also episodes whose status is error or timeout",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,15 +51,27 @@ def run(args: argparse.Namespace) -> int:
                 rows = [r for r in rows if r.status == "ok"]
             if args.success != "any":
                 rows = [r for r in rows if r.success == (args.success == "only")]
-            path, count = export_dataset(dataset_records(store, rows, refused_trajectories), args.path, args.format)
-    except (RuntimeError, ValueError, FileNotFoundError, OSError) as exc:  # StoreError is a RuntimeError
+            path, count = export_dataset(
+                dataset_records(store, rows, refused_trajectories), args.path, args.format
+            )
+    except (
+        RuntimeError,
+        ValueError,
+        FileNotFoundError,
+        OSError,
+    ) as exc:  # StoreError is a RuntimeError
         return usage_error("export", str(exc))
     for row in refused_rows:
         print(f"verigym export: refused {row}", file=sys.stderr)
     for _, why in refused_trajectories:
         print(f"verigym export: refused the trajectory of {why}", file=sys.stderr)
-    print(f"wrote {count} episodes to {path} (load it with datasets.load_dataset({args.format if args.format == 'parquet' else 'json'!r}, data_files={str(path)!r}))")
+    print(
+        f"wrote {count} episodes to {path} (load it with datasets.load_dataset({args.format if args.format == 'parquet' else 'json'!r}, data_files={str(path)!r}))"
+    )
     if refused_rows or refused_trajectories:
-        print(f"verigym export: {len(refused_rows) + len(refused_trajectories)} episodes were refused and not written", file=sys.stderr)
+        print(
+            f"verigym export: {len(refused_rows) + len(refused_trajectories)} episodes were refused and not written",
+            file=sys.stderr,
+        )
         return 1
     return 0

@@ -9,10 +9,21 @@ HELP = "print the standings and write them as Markdown and a static HTML page"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--suite", default=None, help="rank on this suite's tasks and seeds (default: everything recorded)")
+    parser.add_argument(
+        "--suite",
+        default=None,
+        help="rank on this suite's tasks and seeds (default: everything recorded)",
+    )
     parser.add_argument("--out", default=None, help="results folder (default: ./verigym-results)")
-    parser.add_argument("--train-logs", nargs="*", default=(), help="training metrics .jsonl files (or folders) for learning curves")
-    parser.add_argument("--list-suites", action="store_true", help="list the shipped suites and exit")
+    parser.add_argument(
+        "--train-logs",
+        nargs="*",
+        default=(),
+        help="training metrics .jsonl files (or folders) for learning curves",
+    )
+    parser.add_argument(
+        "--list-suites", action="store_true", help="list the shipped suites and exit"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,11 +42,15 @@ def run(args: argparse.Namespace) -> int:
     if args.list_suites:
         for name in list_suites():
             suite = load_suite(name)
-            print(f"{name:12s} {len(suite.tasks):3d} tasks {suite.episodes:5d} episodes  {suite.description}")
+            print(
+                f"{name:12s} {len(suite.tasks):3d} tasks {suite.episodes:5d} episodes  {suite.description}"
+            )
         return 0
     out = pathlib.Path(args.out or DEFAULT_DIR)
     if out.is_dir() and not (out / "results.sqlite").exists():
-        return usage_error("leaderboard", f"no results in {out}; run verigym eval first (or give --out)")
+        return usage_error(
+            "leaderboard", f"no results in {out}; run verigym eval first (or give --out)"
+        )
     try:
         suite = load_suite(args.suite) if args.suite else None
         with ResultsStore(out, create=False) as store:
@@ -53,10 +68,17 @@ def run(args: argparse.Namespace) -> int:
     standings.curves = load_curves(logs)
     if not standings.entries and not standings.ratings:
         where = f"suite {suite.name}" if suite else "any suite"
-        return usage_error("leaderboard", f"no results for {where} in {out} yet; run verigym eval first")
+        return usage_error(
+            "leaderboard", f"no results for {where} in {out} yet; run verigym eval first"
+        )
     render_table(standings)
     stem = f"leaderboard-{suite.name}" if suite else "leaderboard"
     (out / f"{stem}.md").write_text(render_markdown(standings))
-    (out / f"{stem}.html").write_text(render_html(standings, episodes_href=viewer.relative_to(out).as_posix() if viewer else None))
-    print(f"wrote {out / (stem + '.md')} and {out / (stem + '.html')}" + (f"; episodes in {viewer}" if viewer else ""))
+    (out / f"{stem}.html").write_text(
+        render_html(standings, episodes_href=viewer.relative_to(out).as_posix() if viewer else None)
+    )
+    print(
+        f"wrote {out / (stem + '.md')} and {out / (stem + '.html')}"
+        + (f"; episodes in {viewer}" if viewer else "")
+    )
     return 0

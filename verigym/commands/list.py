@@ -23,9 +23,13 @@ HELP = "list the registered environment ids with family, spaces and step limit"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--family", choices=FAMILIES, help="only this family")
-    parser.add_argument("--spaces", action="store_true", help="also make each env to show its spaces (slower)")
+    parser.add_argument(
+        "--spaces", action="store_true", help="also make each env to show its spaces (slower)"
+    )
     parser.add_argument("--ids", action="store_true", help="print bare ids, one per line")
-    parser.add_argument("--json", action="store_true", help="print a JSON list of the rows (for scripts)")
+    parser.add_argument(
+        "--json", action="store_true", help="print a JSON list of the rows (for scripts)"
+    )
 
 
 def _limit_of(env: Any) -> int | None:
@@ -130,7 +134,9 @@ def made_limits(selected: list[EnvRow]) -> dict[str, str]:
     if missing:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as file:
+            with tempfile.NamedTemporaryFile(
+                "w", dir=path.parent, delete=False, suffix=".tmp"
+            ) as file:
                 json.dump({"key": key, "limits": limits}, file)
             os.replace(file.name, path)
         except OSError:  # a read-only cache: the limits are just made again next time
@@ -182,21 +188,36 @@ def run(args: argparse.Namespace) -> int:
         records = []
         for r in selected:
             cells = _cells(r, args.spaces, made)
-            record = {"id": r.id, "family": r.family, "api": r.api, "step_limit": cells[3], "description": r.description,
-                      "entry_point": r.entry_point, "kwargs": dict(r.kwargs)}
+            record = {
+                "id": r.id,
+                "family": r.family,
+                "api": r.api,
+                "step_limit": cells[3],
+                "description": r.description,
+                "entry_point": r.entry_point,
+                "kwargs": dict(r.kwargs),
+            }
             if args.spaces:
                 record["observation_space"], record["action_space"] = cells[5:]
             records.append(record)
         print(json.dumps(records, indent=1, default=str))
         return 0
     if not sys.stdout.isatty():  # piped: one plain line a row, nothing wrapped or cut
-        header = ["id", "family", "api", "step limit", "description"] + (["observation space", "action space"] if args.spaces else [])
+        header = ["id", "family", "api", "step limit", "description"] + (
+            ["observation space", "action space"] if args.spaces else []
+        )
         lines = ["\t".join(header)]
         for r in selected:
-            lines.append("\t".join(c.replace("\t", " ").replace("\n", " ") for c in _cells(r, args.spaces, made)))
+            lines.append(
+                "\t".join(
+                    c.replace("\t", " ").replace("\n", " ") for c in _cells(r, args.spaces, made)
+                )
+            )
         print("\n".join(lines))  # no legend: a pipe or a file gets the data alone
         return 0
-    table = Table(title=f"verigym environments ({len(selected)})", caption=COLUMNS, show_lines=False)
+    table = Table(
+        title=f"verigym environments ({len(selected)})", caption=COLUMNS, show_lines=False
+    )
     for column in ("id", "family", "api", "step limit", "description"):
         table.add_column(column, overflow="fold")
     if args.spaces:

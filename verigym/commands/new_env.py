@@ -26,13 +26,19 @@ ENV_PATTERN = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", help="package name and id namespace, lowercase (e.g. acme: ids acme/<Env>-v0)")
+    parser.add_argument(
+        "name", help="package name and id namespace, lowercase (e.g. acme: ids acme/<Env>-v0)"
+    )
     parser.add_argument("--env", default="Sum", help="CamelCase env name (default: Sum)")
-    parser.add_argument("--dir", default=".", help="parent folder; the package is written to DIR/NAME (default: .)")
-    parser.add_argument("--force", action="store_true", help="overwrite the files of an existing DIR/NAME")
+    parser.add_argument(
+        "--dir", default=".", help="parent folder; the package is written to DIR/NAME (default: .)"
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="overwrite the files of an existing DIR/NAME"
+    )
 
 
-_PYPROJECT = '''\
+_PYPROJECT = """\
 [build-system]
 requires = ["setuptools>=61"]
 build-backend = "setuptools.build_meta"
@@ -54,7 +60,7 @@ packages = ["{name}"]
 # `verigym eval --agent {name}-solver`, `verigym.agents.make("{name}-solver", env)`
 [project.entry-points."verigym.agents"]
 {name}-solver = "{name}.agent:SolverAgent"
-'''
+"""
 
 _INIT = '''\
 """{env}: a verigym plugin (see table.py for its ids)."""
@@ -192,7 +198,7 @@ class SolverAgent:
         return f"The answer is {{sum(numbers[-2:])}}"
 '''
 
-_TEST = '''\
+_TEST = """\
 import gymnasium as gym
 
 from verigym import agents
@@ -210,10 +216,12 @@ def test_solver_agent_wins():
     obs, info = env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step(agent.act(obs, info))
     assert terminated and info["success"] and reward == 1.0
-'''
+"""
 
 
-def write_skeleton(name: str, env: str = "Sum", parent: str | pathlib.Path = ".", *, force: bool = False) -> pathlib.Path:
+def write_skeleton(
+    name: str, env: str = "Sum", parent: str | pathlib.Path = ".", *, force: bool = False
+) -> pathlib.Path:
     """Write the plugin package skeleton to ``parent/name``.
 
     Args:
@@ -229,7 +237,9 @@ def write_skeleton(name: str, env: str = "Sum", parent: str | pathlib.Path = "."
         ValueError: a bad name, or the folder exists and ``force`` is false.
     """
     if not NAME_PATTERN.match(name) or name == "verigym":
-        raise ValueError(f"name {name!r} must be lowercase letters, digits and '_', start with a letter, and not be 'verigym'")
+        raise ValueError(
+            f"name {name!r} must be lowercase letters, digits and '_', start with a letter, and not be 'verigym'"
+        )
     if not ENV_PATTERN.match(env):
         raise ValueError(f"env name {env!r} must be CamelCase letters and digits (e.g. Sum)")
     root = pathlib.Path(parent) / name

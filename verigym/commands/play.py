@@ -26,7 +26,9 @@ _GLYPHS = {"A": "\u2191", "B": "\u2193", "C": "\u2192", "D": "\u2190"}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("env_id", help="a registered id (verigym's or Gymnasium's)")
-    parser.add_argument("--seed", type=int, default=None, help="reset seed (the same seed replays the same task)")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="reset seed (the same seed replays the same task)"
+    )
     parser.add_argument("--episodes", type=int, default=1, help="episodes to play")
 
 
@@ -89,7 +91,15 @@ def read_line(prompt: str, *, arrows: bool) -> str:
             char = decoder.decode(data)
             if char == "\x1b":
                 intro = os.read(fd, 1).decode("ascii", errors="replace")
-                sequence = char + intro + (os.read(fd, 1).decode("ascii", errors="replace") if intro in ("[", "O") else "")
+                sequence = (
+                    char
+                    + intro
+                    + (
+                        os.read(fd, 1).decode("ascii", errors="replace")
+                        if intro in ("[", "O")
+                        else ""
+                    )
+                )
                 if not line and _ARROW.fullmatch(sequence):
                     sys.stdout.write(_GLYPHS[sequence[-1]] + "\n")
                     return sequence
@@ -137,7 +147,10 @@ def run(args: argparse.Namespace) -> int:
     if api is None:
         return 2
     if api != "gymnasium":
-        return usage_error("play", f"{args.env_id} is a multi-agent env; play one of its single-agent views instead (verigym list --family multiagent)")
+        return usage_error(
+            "play",
+            f"{args.env_id} is a multi-agent env; play one of its single-agent views instead (verigym list --family multiagent)",
+        )
     if args.episodes < 1:
         return usage_error("play", f"--episodes must be >= 1, got {args.episodes}")
     env = LanguageWrapper(gym.make(args.env_id))
@@ -181,7 +194,9 @@ def run(args: argparse.Namespace) -> int:
                     done = terminated or truncated
                     if done:
                         break
-            print(f"Episode over: success={info.get('success')} score={info.get('score')} return={total:+.3f}\n")
+            print(
+                f"Episode over: success={info.get('success')} score={info.get('score')} return={total:+.3f}\n"
+            )
     finally:
         env.close()
     sys.stdout.flush()

@@ -5,17 +5,27 @@ from __future__ import annotations
 import argparse
 import os
 
-HELP = ("replay every stored result from its row's own env id, seed and kwargs in the current env versions; "
-        "exit 1 naming each result whose verdict changed or that could not be replayed")
+HELP = (
+    "replay every stored result from its row's own env id, seed and kwargs in the current env versions; "
+    "exit 1 naming each result whose verdict changed or that could not be replayed"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None, help="results folder (default: ./verigym-results)")
-    parser.add_argument("--suite", default=None, help="only the tasks, seeds and kwargs of this suite (name or .json path)")
+    parser.add_argument(
+        "--suite",
+        default=None,
+        help="only the tasks, seeds and kwargs of this suite (name or .json path)",
+    )
     parser.add_argument("--agent", default=None, help="only the episodes of this agent spec")
-    parser.add_argument("--allow-kwargs", default="", metavar="NAMES",
-                        help="comma-separated operator-only env kwargs a stored row may replay with (as serve-env --allow-kwargs); "
-                             "kwargs declared never-settable stay refused")
+    parser.add_argument(
+        "--allow-kwargs",
+        default="",
+        metavar="NAMES",
+        help="comma-separated operator-only env kwargs a stored row may replay with (as serve-env --allow-kwargs); "
+        "kwargs declared never-settable stay refused",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,7 +41,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {reason}")
 
     def show_unverifiable(row, why):
-        where = f"{row.agent_spec} {row.env_id} seed {row.seed}" if hasattr(row, "seed") else f"row {row.rowid} ({row.key})"
+        where = (
+            f"{row.agent_spec} {row.env_id} seed {row.seed}"
+            if hasattr(row, "seed")
+            else f"row {row.rowid} ({row.key})"
+        )
         print(f"UNVERIFIABLE {where}: {why}")
 
     allow = tuple(name.strip() for name in args.allow_kwargs.split(",") if name.strip())
@@ -41,8 +55,16 @@ def run(args: argparse.Namespace) -> int:
         with ResultsStore(args.out or DEFAULT_DIR, create=False) as store:
             refused: list = []
             rows = store.suite_rows(suite, agent_spec=args.agent, refused=refused)
-            report = reverify(store, rows, lambda env_id, kwargs, text_view: make_env(env_id, kwargs, text_view), current=provenance(),
-                              on_row=show, on_unverifiable=show_unverifiable, refused=refused, allow_kwargs=allow)
+            report = reverify(
+                store,
+                rows,
+                lambda env_id, kwargs, text_view: make_env(env_id, kwargs, text_view),
+                current=provenance(),
+                on_row=show,
+                on_unverifiable=show_unverifiable,
+                refused=refused,
+                allow_kwargs=allow,
+            )
     except (RuntimeError, ValueError, FileNotFoundError) as exc:  # StoreError is a RuntimeError
         return usage_error("reverify", str(exc))
     finally:

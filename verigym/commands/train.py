@@ -28,8 +28,14 @@ HELP = "train an agent (ppo, sac, dqn, qlearning, option-critic, ippo, grpo) on 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("agent", help="agent name: ppo, sac, dqn, qlearning, option-critic, ippo, or grpo")
-    options = parser.add_argument("options", nargs=argparse.REMAINDER, help="--env ID --steps N --out DIR and the agent's options (verigym train AGENT --help)")
+    parser.add_argument(
+        "agent", help="agent name: ppo, sac, dqn, qlearning, option-critic, ippo, or grpo"
+    )
+    options = parser.add_argument(
+        "options",
+        nargs=argparse.REMAINDER,
+        help="--env ID --steps N --out DIR and the agent's options (verigym train AGENT --help)",
+    )
     options.required = False  # "verigym train" alone: only the agent is missing
 
 
@@ -52,14 +58,30 @@ def _add_config_flags(parser: argparse.ArgumentParser, config_class: type) -> No
         text = f"{docs.get(f.name, '')} (default: {f.default!r})"
         args = get_args(hint)
         if hint is bool:
-            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=text)
+            group.add_argument(
+                flag,
+                dest=f.name,
+                action=argparse.BooleanOptionalAction,
+                default=argparse.SUPPRESS,
+                help=text,
+            )
         elif get_origin(hint) is tuple:
-            group.add_argument(flag, dest=f.name, nargs="+", type=args[0], default=argparse.SUPPRESS, help=text)
+            group.add_argument(
+                flag, dest=f.name, nargs="+", type=args[0], default=argparse.SUPPRESS, help=text
+            )
         elif get_origin(hint) is Literal:
-            group.add_argument(flag, dest=f.name, choices=list(args), default=argparse.SUPPRESS, help=text)
+            group.add_argument(
+                flag, dest=f.name, choices=list(args), default=argparse.SUPPRESS, help=text
+            )
         elif get_origin(hint) in (typing.Union, types.UnionType):
             inner = next(a for a in args if a is not type(None))
-            group.add_argument(flag, dest=f.name, type=_optional(inner), default=argparse.SUPPRESS, help=text + "; 'none' for None")
+            group.add_argument(
+                flag,
+                dest=f.name,
+                type=_optional(inner),
+                default=argparse.SUPPRESS,
+                help=text + "; 'none' for None",
+            )
         else:
             group.add_argument(flag, dest=f.name, type=hint, default=argparse.SUPPRESS, help=text)
 
@@ -67,7 +89,11 @@ def _add_config_flags(parser: argparse.ArgumentParser, config_class: type) -> No
 def _plot(metrics_path: Path, out: Path, title: str) -> bool:
     """Learning curve (episodic return against env steps) as a PNG; False when nothing to plot."""
     rows = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
-    points = [(r["global_step"], r["charts/episodic_return"]) for r in rows if "charts/episodic_return" in r]
+    points = [
+        (r["global_step"], r["charts/episodic_return"])
+        for r in rows
+        if "charts/episodic_return" in r
+    ]
     if not points:
         return False
     import matplotlib
@@ -91,7 +117,9 @@ def _run_grpo(options: list[str]) -> int:
     from verigym.agents.llm import grpo_cli
     from verigym.cli import ArgumentParser
 
-    parser = ArgumentParser(prog="verigym train grpo", description=grpo_cli.HELP, allow_abbrev=False)
+    parser = ArgumentParser(
+        prog="verigym train grpo", description=grpo_cli.HELP, allow_abbrev=False
+    )
     grpo_cli.add_arguments(parser)
     return int(grpo_cli.run(parser.parse_args(options)) or 0)
 
@@ -116,9 +144,11 @@ def _what_fits(agent: str, env_id: str) -> str:
     except KeyError:  # a Gymnasium id: its own error says enough
         return ""
     if family in ("text", "tool"):
-        return (f"; {env_id} is a {family} env (text actions): train an LLM on it (verigym train grpo --env {env_id} --model DIR), "
-                f"or, for a game with a finite answer set (Wordle, Hangman), wrap it in verigym.wrappers.CandidateActionWrapper "
-                f"and HashedNGramObservation for a classic agent")
+        return (
+            f"; {env_id} is a {family} env (text actions): train an LLM on it (verigym train grpo --env {env_id} --model DIR), "
+            f"or, for a game with a finite answer set (Wordle, Hangman), wrap it in verigym.wrappers.CandidateActionWrapper "
+            f"and HashedNGramObservation for a classic agent"
+        )
     if family == "gui":
         return f"; {env_id} is a GUI env: wrap it in verigym.wrappers.ScreenshotClickWrapper for pixels and a Discrete click"
     if family == "multiagent" and agent != "ippo":
@@ -140,14 +170,35 @@ def run(args: argparse.Namespace) -> int:
     config_class = getattr(cls, "config_class", None)
     if config_class is None or not hasattr(cls, "learn"):
         learners = sorted(n for n in AGENTS if n not in {"random", "oracle", "llm", "openai"})
-        return usage_error("train", f"agent {args.agent!r} does not learn; trainable agents: {', '.join(learners)}, grpo")
+        return usage_error(
+            "train",
+            f"agent {args.agent!r} does not learn; trainable agents: {', '.join(learners)}, grpo",
+        )
     from verigym.cli import ArgumentParser
 
-    parser = ArgumentParser(prog=f"verigym train {args.agent}", description=(cls.__doc__ or "").strip().splitlines()[0], allow_abbrev=False)
-    parser.add_argument("--env", required=True, help="env id to train on, e.g. CartPole-v1 or verigym/DoorKey-5x5-v0")
+    parser = ArgumentParser(
+        prog=f"verigym train {args.agent}",
+        description=(cls.__doc__ or "").strip().splitlines()[0],
+        allow_abbrev=False,
+    )
+    parser.add_argument(
+        "--env",
+        required=True,
+        help="env id to train on, e.g. CartPole-v1 or verigym/DoorKey-5x5-v0",
+    )
     parser.add_argument("--steps", type=int, required=True, help="env steps to train for")
-    parser.add_argument("--out", type=Path, required=True, help="output directory (agent, metrics.jsonl, tb/, learning_curve.png)")
-    parser.add_argument("--eval-episodes", type=int, default=10, help="deterministic evaluation episodes after training (0: none)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output directory (agent, metrics.jsonl, tb/, learning_curve.png)",
+    )
+    parser.add_argument(
+        "--eval-episodes",
+        type=int,
+        default=10,
+        help="deterministic evaluation episodes after training (0: none)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_config_flags(parser, config_class)
     opts = vars(parser.parse_args(args.options))
@@ -181,14 +232,20 @@ def run(args: argparse.Namespace) -> int:
 
         callbacks.append(ProgressBar(steps, f"{args.agent} on {env_id}"))
     try:
-        agent.learn(env_id, steps, callbacks=callbacks, **({"progress": not no_progress} if session else {}))
+        agent.learn(
+            env_id, steps, callbacks=callbacks, **({"progress": not no_progress} if session else {})
+        )
     finally:
         for callback in callbacks:
             callback.close()
     agent.save(out)
     _plot(metrics_path, out / "learning_curve.png", f"{args.agent} on {env_id}")
     if eval_episodes > 0:
-        threads = agent.training_threads() if hasattr(agent, "training_threads") else contextlib.nullcontext()
+        threads = (
+            agent.training_threads()
+            if hasattr(agent, "training_threads")
+            else contextlib.nullcontext()
+        )
         with threads:
             result = evaluate(agent, env_id, episodes=eval_episodes)
         (out / "eval.json").write_text(json.dumps(result, indent=2) + "\n")

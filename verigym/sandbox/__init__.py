@@ -30,7 +30,15 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["ExecResult", "Limits", "PythonSandbox", "SandboxError", "check_available", "doctor_probe", "run_code"]
+__all__ = [
+    "ExecResult",
+    "Limits",
+    "PythonSandbox",
+    "SandboxError",
+    "check_available",
+    "doctor_probe",
+    "run_code",
+]
 
 if TYPE_CHECKING:
     from verigym.doctor import Probe
@@ -45,7 +53,14 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    if name in {"ExecResult", "Limits", "PythonSandbox", "SandboxError", "check_available", "run_code"}:
+    if name in {
+        "ExecResult",
+        "Limits",
+        "PythonSandbox",
+        "SandboxError",
+        "check_available",
+        "run_code",
+    }:
         from verigym.sandbox import supervisor
 
         return getattr(supervisor, name)
@@ -66,7 +81,9 @@ def doctor_probe() -> Probe:
     part = "code sandbox (bubblewrap)"
     binary, disable_userns = supervisor._bwrap_features()
     if binary is None:
-        return Probe(part, False, "bwrap not found; code execution refuses to run", supervisor.INSTALL_HINT)
+        return Probe(
+            part, False, "bwrap not found; code execution refuses to run", supervisor.INSTALL_HINT
+        )
     code = (
         "import os\n"
         "def creatable(place):\n"
@@ -84,20 +101,41 @@ def doctor_probe() -> Probe:
             result = box.run(code)
             stopped = supervisor._state(f"/proc/{box.notebook_pid}/stat") in ("T", "t")
     except supervisor.SandboxError as exc:
-        return Probe(part, False, str(exc)[:300], "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) or run where namespaces are permitted")
+        return Probe(
+            part,
+            False,
+            str(exc)[:300],
+            "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) or run where namespaces are permitted",
+        )
     if not result.ok:
-        return Probe(part, False, f"the sandbox started but failed: {result.text(300)}", supervisor.INSTALL_HINT)
+        return Probe(
+            part,
+            False,
+            f"the sandbox started but failed: {result.text(300)}",
+            supervisor.INSTALL_HINT,
+        )
     uid, root_writable, dev_writable, tmp_mb, shm_mb = result.output.split()
     has_cgroup, cgroup_detail = cgroups.available()
     as_root = os.geteuid() == 0
     holds = [
-        f"code runs as uid {uid}" + (" (host uid nobody)" if as_root else f" (host uid {os.geteuid()}: the caller's own)"),
+        f"code runs as uid {uid}"
+        + (" (host uid nobody)" if as_root else f" (host uid {os.geteuid()}: the caller's own)"),
         "own namespaces, no network",
-        cgroup_detail if has_cgroup else "process limit RLIMIT_NPROC (no writable cgroup); memory limit RLIMIT_AS per process only",
-        "seccomp filter on" if seccomp.program() is not None else "seccomp filter OFF (no table for this machine)",
-        "nested user namespaces disabled" if disable_userns else "nested user namespaces NOT disabled (bwrap < 0.8)",
-        "read-only root and /dev" if root_writable == dev_writable == "0" else "root or /dev WRITABLE",
+        cgroup_detail
+        if has_cgroup
+        else "process limit RLIMIT_NPROC (no writable cgroup); memory limit RLIMIT_AS per process only",
+        "seccomp filter on"
+        if seccomp.program() is not None
+        else "seccomp filter OFF (no table for this machine)",
+        "nested user namespaces disabled"
+        if disable_userns
+        else "nested user namespaces NOT disabled (bwrap < 0.8)",
+        "read-only root and /dev"
+        if root_writable == dev_writable == "0"
+        else "root or /dev WRITABLE",
         f"writable only /tmp ({tmp_mb} MiB) and /dev/shm ({shm_mb} MiB), new each episode",
-        "notebook stopped and other processes killed between calls" if stopped else "the notebook is NOT stopped between calls",
+        "notebook stopped and other processes killed between calls"
+        if stopped
+        else "the notebook is NOT stopped between calls",
     ]
     return Probe(part, True, f"{binary}; " + "; ".join(holds))

@@ -52,7 +52,7 @@ def _send(fd, message):
     body = json.dumps(message).encode("utf-8", "surrogatepass")
     data = _HEADER.pack(len(body)) + body
     while data:
-        data = data[os.write(fd, data):]
+        data = data[os.write(fd, data) :]
 
 
 class _NotPrimitive(TypeError):
@@ -89,7 +89,10 @@ def _call_one(function, args):
     try:
         return {"ok": True, "value": _primitive(function(*args))}
     except SystemExit as exc:
-        return {"ok": False, "error": "SystemExit: the code called exit(" + repr(exc.code)[:50] + ")"}
+        return {
+            "ok": False,
+            "error": "SystemExit: the code called exit(" + repr(exc.code)[:50] + ")",
+        }
     except Exception as exc:  # noqa: BLE001
         return {"ok": False, "error": _error_text(exc)}
 
@@ -155,12 +158,18 @@ def _serve(request_fd, answer_fd, isolated):
             else:
                 raise ValueError("unknown op " + repr(request["op"]))
         except SystemExit as exc:
-            answer = {"id": request["id"], "ok": False, "error": "SystemExit: the code called exit(" + repr(exc.code)[:50] + ")"}
+            answer = {
+                "id": request["id"],
+                "ok": False,
+                "error": "SystemExit: the code called exit(" + repr(exc.code)[:50] + ")",
+            }
         except BaseException as exc:  # noqa: BLE001 -- everything the agent's code raises is reported
             answer = {"id": request["id"], "ok": False, "error": _error_text(exc)}
             try:
                 lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
-                sys.stderr.write("".join(line for line in lines if 'File "<string>"' not in line)[-4000:])
+                sys.stderr.write(
+                    "".join(line for line in lines if 'File "<string>"' not in line)[-4000:]
+                )
             except BaseException:  # noqa: BLE001
                 pass
         try:

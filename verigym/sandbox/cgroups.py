@@ -59,13 +59,17 @@ class CgroupSet:
         name = f"verigym-sandbox-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         made = cls()
         if "pids" in own and os.path.isdir(f"{_ROOT}/pids"):  # cgroup v1
-            for controller, files in (("pids", {"pids.max": str(max_processes)}),
-                                      ("memory", {"memory.limit_in_bytes": str(memory_bytes)})):
+            for controller, files in (
+                ("pids", {"pids.max": str(max_processes)}),
+                ("memory", {"memory.limit_in_bytes": str(memory_bytes)}),
+            ):
                 base = f"{_ROOT}/{controller}{own.get(controller, '/')}".rstrip("/")
                 made._make(f"{base}/{name}", files)
         elif "" in own and os.path.exists(f"{_ROOT}/cgroup.controllers"):  # cgroup v2
             base = f"{_ROOT}{own['']}".rstrip("/")
-            made._make(f"{base}/{name}", {"pids.max": str(max_processes), "memory.max": str(memory_bytes)})
+            made._make(
+                f"{base}/{name}", {"pids.max": str(max_processes), "memory.max": str(memory_bytes)}
+            )
         return made
 
     def _make(self, directory: str, files: dict[str, str]) -> None:
@@ -141,7 +145,9 @@ def available() -> tuple[bool, str]:
     group = CgroupSet.create(max_processes=8, memory_bytes=1 << 30)
     try:
         if group.limits_processes:
-            return True, "cgroup pids.max and " + ("memory limit" if len(group.limits) > 1 else "no memory limit")
+            return True, "cgroup pids.max and " + (
+                "memory limit" if len(group.limits) > 1 else "no memory limit"
+            )
         return False, "cgroup filesystem not writable; the process limit relies on RLIMIT_NPROC"
     finally:
         group.remove()

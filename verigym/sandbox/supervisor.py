@@ -131,7 +131,9 @@ def _bwrap_features() -> tuple[str | None, bool]:
     if binary is None:
         return None, False
     try:
-        helptext = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=10).stdout
+        helptext = subprocess.run(
+            [binary, "--help"], capture_output=True, text=True, timeout=10
+        ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return binary, False
     return binary, "--disable-userns" in helptext
@@ -164,11 +166,19 @@ def _interpreter(for_other_uid: bool) -> tuple[str, str]:
     """
     candidates = [sys.executable]
     if for_other_uid:
-        candidates += [p for p in (shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin"),) if p]
+        candidates += [
+            p for p in (shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin"),) if p
+        ]
     for candidate in candidates:
         executable = os.path.realpath(candidate)
-        prefix = os.path.realpath(sys.base_prefix) if candidate == sys.executable else os.path.dirname(os.path.dirname(executable))
-        if not for_other_uid or (_traversable_by_others(executable) and _traversable_by_others(prefix)):
+        prefix = (
+            os.path.realpath(sys.base_prefix)
+            if candidate == sys.executable
+            else os.path.dirname(os.path.dirname(executable))
+        )
+        if not for_other_uid or (
+            _traversable_by_others(executable) and _traversable_by_others(prefix)
+        ):
             return executable, prefix
     raise SandboxError(
         f"the Python at {sys.executable} is not readable by uid {UNPRIVILEGED_UID} and there is no system python3; "
@@ -237,10 +247,14 @@ class _Worker:
         answer_read, answer_write = os.pipe()
         output_read, output_write = os.pipe()
         info_read, info_write = os.pipe()
-        cgroup = CgroupSet.create(max_processes=limits.max_processes, memory_bytes=limits.memory_mb << 20)
+        cgroup = CgroupSet.create(
+            max_processes=limits.max_processes, memory_bytes=limits.memory_mb << 20
+        )
         if not as_root:  # RLIMIT_NPROC counts all processes of the user
             nproc = _count_processes(os.getuid()) + limits.max_processes
-        elif cgroup.limits_processes:  # pids.max bounds this sandbox; the uid is shared by all sandboxes
+        elif (
+            cgroup.limits_processes
+        ):  # pids.max bounds this sandbox; the uid is shared by all sandboxes
             nproc = 4096
         else:
             nproc = limits.max_processes + 8
@@ -267,15 +281,35 @@ class _Worker:
             os.write(seccomp_fd, filter_program)
             os.lseek(seccomp_fd, 0, os.SEEK_SET)
         try:
-            command = _command(limits, self.unsafe, answer_write, request_read, info_write, drop, seccomp_fd)
-            pass_fds = [request_read, answer_write] + ([info_write, seccomp_fd] if seccomp_fd is not None else [info_write])
+            command = _command(
+                limits, self.unsafe, answer_write, request_read, info_write, drop, seccomp_fd
+            )
+            pass_fds = [request_read, answer_write] + (
+                [info_write, seccomp_fd] if seccomp_fd is not None else [info_write]
+            )
             self.process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=output_write, stderr=output_write,
-                pass_fds=pass_fds, env={}, cwd="/", start_new_session=True, preexec_fn=setup_child,
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=output_write,
+                stderr=output_write,
+                pass_fds=pass_fds,
+                env={},
+                cwd="/",
+                start_new_session=True,
+                preexec_fn=setup_child,
             )
         except BaseException:
             cgroup.remove()
-            for fd in (request_read, request_write, answer_read, answer_write, output_read, output_write, info_read, info_write):
+            for fd in (
+                request_read,
+                request_write,
+                answer_read,
+                answer_write,
+                output_read,
+                output_write,
+                info_read,
+                info_write,
+            ):
                 os.close(fd)
             raise
         finally:
@@ -315,16 +349,28 @@ class _Worker:
             self.info_fd = -1
         result = self.exchange(None, timeout=max(0.0, deadline - time.monotonic()))
         if self.host_pid is None and not result.killed:
-            result = ExecResult(False, result.output, "ProtocolError: bubblewrap did not report the sandbox's pid", killed="died")
+            result = ExecResult(
+                False,
+                result.output,
+                "ProtocolError: bubblewrap did not report the sandbox's pid",
+                killed="died",
+            )
         self.ready = not result.killed
         if self.ready and not self.unsafe:
             # The sandbox's own /proc, opened before any agent code runs: later listings need no
             # access to the worker's root, which agent code could revoke (a non-dumpable worker).
             try:
-                self.proc_fd = os.open(f"/proc/{self.host_pid}/root/proc", os.O_RDONLY | os.O_DIRECTORY)
+                self.proc_fd = os.open(
+                    f"/proc/{self.host_pid}/root/proc", os.O_RDONLY | os.O_DIRECTORY
+                )
             except OSError as exc:
                 self.ready = False
-                result = ExecResult(False, result.output, f"ProtocolError: cannot open the sandbox's /proc ({exc})", killed="died")
+                result = ExecResult(
+                    False,
+                    result.output,
+                    f"ProtocolError: cannot open the sandbox's /proc ({exc})",
+                    killed="died",
+                )
         return result
 
     def resume(self) -> None:
@@ -360,10 +406,14 @@ class _Worker:
             return False
         for _ in range(200):
             try:
-                others = [entry for entry in os.listdir(self.proc_fd) if entry.isdigit() and entry != "1"]
+                others = [
+                    entry for entry in os.listdir(self.proc_fd) if entry.isdigit() and entry != "1"
+                ]
             except OSError:
                 return False
-            living = [pid for pid in others if _state(f"{pid}/stat", self.proc_fd) not in ("Z", "X", None)]
+            living = [
+                pid for pid in others if _state(f"{pid}/stat", self.proc_fd) not in ("Z", "X", None)
+            ]
             if not living:
                 return True
             for pid in living:
@@ -411,7 +461,10 @@ class _Worker:
                 while len(buffer) >= _HEADER.size:  # complete messages received so far
                     (size,) = _HEADER.unpack(buffer[: _HEADER.size])
                     if size > 1 << 26:
-                        killed, error = "died", "ProtocolError: an oversized message came from the sandbox"
+                        killed, error = (
+                            "died",
+                            "ProtocolError: an oversized message came from the sandbox",
+                        )
                         break
                     if len(buffer) < _HEADER.size + size:
                         break
@@ -434,16 +487,22 @@ class _Worker:
                             status = self.process.wait(timeout=5)
                         except subprocess.TimeoutExpired:
                             pass
-                    killed, error = "died", f"WorkerDied: the Python process exited (status {status})"
+                    killed, error = (
+                        "died",
+                        f"WorkerDied: the Python process exited (status {status})",
+                    )
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    killed, error = "timeout", f"TimeoutError: the code ran longer than {timeout:g} s and was killed"
+                    killed, error = (
+                        "timeout",
+                        f"TimeoutError: the code ran longer than {timeout:g} s and was killed",
+                    )
                     break
                 for key, _ in selector.select(min(remaining, 1.0)):
                     if key.data == "request":
                         try:
-                            pending = pending[os.write(self.request_fd, pending):]
+                            pending = pending[os.write(self.request_fd, pending) :]
                         except BlockingIOError:
                             continue
                         except BrokenPipeError:
@@ -533,7 +592,9 @@ class _Worker:
 def _state(stat_path: str, dir_fd: int | None = None) -> str | None:
     """The state letter of a ``/proc/<pid>/stat`` file, or None when the process is gone."""
     try:
-        with open(stat_path, opener=lambda path, flags: os.open(path, flags, dir_fd=dir_fd)) as handle:
+        with open(
+            stat_path, opener=lambda path, flags: os.open(path, flags, dir_fd=dir_fd)
+        ) as handle:
             return handle.read().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return None
@@ -547,18 +608,36 @@ def _wait_stopped(pid: int, timeout: float = 2.0) -> bool:
             tasks = os.listdir(f"/proc/{pid}/task")
         except OSError:
             return True
-        if all(_state(f"/proc/{pid}/task/{tid}/stat") in ("T", "t", "Z", "X", None) for tid in tasks):
+        if all(
+            _state(f"/proc/{pid}/task/{tid}/stat") in ("T", "t", "Z", "X", None) for tid in tasks
+        ):
             return True
         if time.monotonic() > deadline:
             return False
         time.sleep(0.00005)  # a stop takes effect within microseconds once the worker is scheduled
 
 
-def _command(limits: Limits, unsafe: bool, answer_fd: int, request_fd: int, info_fd: int, drop: bool,
-             seccomp_fd: int | None = None) -> list[str]:
+def _command(
+    limits: Limits,
+    unsafe: bool,
+    answer_fd: int,
+    request_fd: int,
+    info_fd: int,
+    drop: bool,
+    seccomp_fd: int | None = None,
+) -> list[str]:
     """The command line of one worker: ``bwrap ... -- python -I -S -c <worker>`` (or the bare worker)."""
     executable, prefix = _interpreter(drop)
-    python = [executable, "-I", "-S", "-c", _WORKER_SOURCE, str(request_fd), str(answer_fd), "0" if unsafe else "1"]
+    python = [
+        executable,
+        "-I",
+        "-S",
+        "-c",
+        _WORKER_SOURCE,
+        str(request_fd),
+        str(answer_fd),
+        "0" if unsafe else "1",
+    ]
     if unsafe:
         return python
     binary, disable_userns = _bwrap_features()
@@ -567,9 +646,22 @@ def _command(limits: Limits, unsafe: bool, answer_fd: int, request_fd: int, info
             "bubblewrap (bwrap) is not installed, so agent code will not run. Install it: "
             f"{INSTALL_HINT} (or pass unsafe=True to run code without a sandbox, at your own risk)"
         )
-    args = [binary, "--unshare-all", "--unshare-user", "--as-pid-1", "--die-with-parent", "--new-session",
-            "--cap-drop", "ALL", "--uid", str(UNPRIVILEGED_UID), "--gid", str(UNPRIVILEGED_UID),
-            "--info-fd", str(info_fd)]
+    args = [
+        binary,
+        "--unshare-all",
+        "--unshare-user",
+        "--as-pid-1",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--uid",
+        str(UNPRIVILEGED_UID),
+        "--gid",
+        str(UNPRIVILEGED_UID),
+        "--info-fd",
+        str(info_fd),
+    ]
     if disable_userns:
         args.append("--disable-userns")
     if seccomp_fd is not None:
@@ -578,11 +670,35 @@ def _command(limits: Limits, unsafe: bool, answer_fd: int, request_fd: int, info
     if not prefix.startswith("/usr/"):
         args += ["--ro-bind", prefix, prefix]
         for site in Path(prefix).glob("lib/python3*/site-packages"):
-            args += ["--tmpfs", str(site), "--remount-ro", str(site)]  # installed packages stay outside
+            args += [
+                "--tmpfs",
+                str(site),
+                "--remount-ro",
+                str(site),
+            ]  # installed packages stay outside
     size = str(limits.tmp_mb << 20)
     # Writable: only /tmp and /dev/shm, each a size-capped tmpfs; the root and /dev are read-only.
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
-             "--size", size, "--tmpfs", "/tmp", "--remount-ro", "/", "--chdir", "/tmp", "--"]
+    args += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        size,
+        "--tmpfs",
+        "/dev/shm",
+        "--remount-ro",
+        "/dev",
+        "--size",
+        size,
+        "--tmpfs",
+        "/tmp",
+        "--remount-ro",
+        "/",
+        "--chdir",
+        "/tmp",
+        "--",
+    ]
     return args + python
 
 
@@ -625,7 +741,9 @@ class PythonSandbox:
         self.history: list[str] = []
         self._worker: _Worker | None = None
         self._spare: _Worker | None = None
-        self._renewal: threading.Thread | None = None  # kills the last episode's sandbox, starts a spare
+        self._renewal: threading.Thread | None = (
+            None  # kills the last episode's sandbox, starts a spare
+        )
         self._replay: list[str] = []
         self._restarted: str | None = None
         self.calls = 0
@@ -634,7 +752,12 @@ class PythonSandbox:
 
     # -- pickling: drop the process, keep the notebook ------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
-        return {"limits": self.limits, "unsafe": self.unsafe, "history": list(self.history), "calls": self.calls}
+        return {
+            "limits": self.limits,
+            "unsafe": self.unsafe,
+            "history": list(self.history),
+            "calls": self.calls,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["limits"], unsafe=state["unsafe"])
@@ -694,7 +817,9 @@ class PythonSandbox:
             self.history.append(code)
         return result
 
-    def call(self, name: str, args: list[Any] | tuple[Any, ...] = (), *, timeout: float | None = None) -> ExecResult:
+    def call(
+        self, name: str, args: list[Any] | tuple[Any, ...] = (), *, timeout: float | None = None
+    ) -> ExecResult:
         """Call ``name(*args)`` defined in the namespace; ``value`` holds the JSON-primitive result.
 
         The value is converted inside the worker with exact type checks (no subclasses, no custom
@@ -710,7 +835,9 @@ class PythonSandbox:
             raise TypeError(f"args must be JSON-serializable: {exc}") from None
         return self._request({"op": "call", "name": str(name), "args": list(args)}, timeout)
 
-    def call_many(self, name: str, args_list: list[list[Any]], *, timeout: float | None = None) -> list[ExecResult]:
+    def call_many(
+        self, name: str, args_list: list[list[Any]], *, timeout: float | None = None
+    ) -> list[ExecResult]:
         """``call`` for many argument lists in one round trip, under one deadline.
 
         Returns one :class:`ExecResult` per argument list; when the batch is killed (deadline,
@@ -724,16 +851,35 @@ class PythonSandbox:
             json.dumps(args_list)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"args_list must be JSON-serializable: {exc}") from None
-        batch = self._request({"op": "call_many", "name": str(name), "args_list": [list(a) for a in args_list]}, timeout)
-        values = batch.value if isinstance(batch.value, list) and len(batch.value) == len(args_list) else None
+        batch = self._request(
+            {"op": "call_many", "name": str(name), "args_list": [list(a) for a in args_list]},
+            timeout,
+        )
+        values = (
+            batch.value
+            if isinstance(batch.value, list) and len(batch.value) == len(args_list)
+            else None
+        )
         if not batch.ok or values is None:
             error = batch.error or "ProtocolError: the batch answer does not match the request"
-            return [ExecResult(False, batch.output, error, killed=batch.killed, duration_s=batch.duration_s) for _ in args_list]
+            return [
+                ExecResult(
+                    False, batch.output, error, killed=batch.killed, duration_s=batch.duration_s
+                )
+                for _ in args_list
+            ]
         results = []
         for item in values:
             item = item if isinstance(item, dict) else {}
             error = item.get("error")
-            results.append(ExecResult(item.get("ok") is True, "", error if isinstance(error, str) else None, value=item.get("value")))
+            results.append(
+                ExecResult(
+                    item.get("ok") is True,
+                    "",
+                    error if isinstance(error, str) else None,
+                    value=item.get("value"),
+                )
+            )
         return results
 
     def fresh(self) -> None:
@@ -764,7 +910,12 @@ class PythonSandbox:
         except (OSError, SandboxError) as exc:  # the next fresh() starts one itself
             logger.warning("could not start a spare sandbox: %s", exc)
             successor = None
-        self._renewal = threading.Thread(target=self._renew, args=(worker, successor), name="verigym-sandbox-renewal", daemon=True)
+        self._renewal = threading.Thread(
+            target=self._renew,
+            args=(worker, successor),
+            name="verigym-sandbox-renewal",
+            daemon=True,
+        )
         self._renewal.start()
 
     def _renew(self, old: _Worker, successor: _Worker | None) -> None:
@@ -776,8 +927,11 @@ class PythonSandbox:
         old.kill()
         if successor is None:
             return
-        if successor.wait_ready().killed or successor.exchange({"op": "exec", "code": "pass"}, timeout=30.0).killed \
-                or not successor.pause():
+        if (
+            successor.wait_ready().killed
+            or successor.exchange({"op": "exec", "code": "pass"}, timeout=30.0).killed
+            or not successor.pause()
+        ):
             successor.kill()  # fresh() starts one itself; a failure to start is reported there
             return
         self._spare = successor
@@ -838,12 +992,18 @@ class PythonSandbox:
         if ready.killed:
             worker.kill()
             self._worker = None
-            hint = "" if self.unsafe else (
-                " bubblewrap could not create the sandbox's namespaces: allow unprivileged user namespaces "
-                "(sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0) or run where they "
-                "are permitted, or pass unsafe=True at your own risk."
+            hint = (
+                ""
+                if self.unsafe
+                else (
+                    " bubblewrap could not create the sandbox's namespaces: allow unprivileged user namespaces "
+                    "(sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0) or run where they "
+                    "are permitted, or pass unsafe=True at your own risk."
+                )
             )
-            raise SandboxError(f"the sandbox did not start ({ready.error}): {ready.output.strip()[-500:]}.{hint}")
+            raise SandboxError(
+                f"the sandbox did not start ({ready.error}): {ready.output.strip()[-500:]}.{hint}"
+            )
         replay, self._replay = self._replay, []
         for code in replay:
             worker.used = True
@@ -855,7 +1015,9 @@ class PythonSandbox:
 
     def _request(self, message: dict[str, Any], timeout: float | None) -> ExecResult:
         if self._aborted:
-            raise SandboxError("this sandbox was closed while a call ran (its owner gave up on it); make a new one")
+            raise SandboxError(
+                "this sandbox was closed while a call ran (its owner gave up on it); make a new one"
+            )
         self.calls += 1
         self._caller = threading.current_thread()
         try:
@@ -864,7 +1026,9 @@ class PythonSandbox:
                 raise SandboxError("this sandbox was closed while it started; make a new one")
             worker.used = True
             worker.resume()
-            result = worker.exchange(message, timeout=self.limits.timeout_s if timeout is None else float(timeout))
+            result = worker.exchange(
+                message, timeout=self.limits.timeout_s if timeout is None else float(timeout)
+            )
         except BaseException:
             if self._aborted:
                 self._kill_current()
@@ -877,9 +1041,13 @@ class PythonSandbox:
         if result.killed:
             worker.kill()
             self._worker = None
-            result.error = f"{result.error}; the Python session was restarted, so earlier definitions are gone"
+            result.error = (
+                f"{result.error}; the Python session was restarted, so earlier definitions are gone"
+            )
         elif not worker.pause():
-            logger.warning("the sandbox's leftover processes could not be stopped; it restarts cold")
+            logger.warning(
+                "the sandbox's leftover processes could not be stopped; it restarts cold"
+            )
             worker.kill()
             self._worker = None
         return result
@@ -910,4 +1078,3 @@ def run_code(code: str, *, limits: Limits | None = None, unsafe: bool = False) -
     """
     with PythonSandbox(limits, unsafe=unsafe) as sandbox:
         return sandbox.run(code)
-

@@ -20,7 +20,16 @@ from typing import Any
 
 from verigym.serve.app import INLINE_FAMILIES, ServeConfig, create_app
 
-__all__ = ["INLINE_FAMILIES", "ServeConfig", "ServerHandle", "check_exposure", "create_app", "is_loopback", "serve", "start"]
+__all__ = [
+    "INLINE_FAMILIES",
+    "ServeConfig",
+    "ServerHandle",
+    "check_exposure",
+    "create_app",
+    "is_loopback",
+    "serve",
+    "start",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +80,8 @@ def _uvicorn_server(config: ServeConfig, host: str) -> Any:
         app,
         host=host,
         log_level="warning",
-        ws_max_size=config.max_message_bytes * 4 + 4096,  # larger frames: close 1009; between: MESSAGE_TOO_LARGE
+        ws_max_size=config.max_message_bytes * 4
+        + 4096,  # larger frames: close 1009; between: MESSAGE_TOO_LARGE
         ws_ping_interval=20.0,
         ws_ping_timeout=60.0,
         timeout_keep_alive=30,
@@ -80,7 +90,9 @@ def _uvicorn_server(config: ServeConfig, host: str) -> Any:
     return uvicorn.Server(settings)
 
 
-def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, ready: Any = None) -> None:
+def serve(
+    config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, ready: Any = None
+) -> None:
     """Serve ``config`` on ``host:port`` until interrupted (SIGINT/SIGTERM).
 
     Args:
@@ -119,7 +131,12 @@ class ServerHandle:
         self._server = _uvicorn_server(config, host)
         self.app = self._server.config.app
         self.url = _url(host, self._sock.getsockname()[1])
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, name="verigym-serve", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [self._sock]},
+            name="verigym-serve",
+            daemon=True,
+        )
         self._thread.start()
         import time
 

@@ -79,8 +79,15 @@ import gymnasium as gym
 
 from verigym.serve.wire import WireError, decode, encode, space_json_schema, space_to_json
 
-__all__ = ["AUTH_FAILURE_LIMIT", "AUTH_TRACKED_ADDRESSES", "AUTH_WINDOW_SECONDS", "INLINE_FAMILIES", "SCHEMA_CACHE_SIZE",
-           "ServeConfig", "create_app"]
+__all__ = [
+    "AUTH_FAILURE_LIMIT",
+    "AUTH_TRACKED_ADDRESSES",
+    "AUTH_WINDOW_SECONDS",
+    "INLINE_FAMILIES",
+    "SCHEMA_CACHE_SIZE",
+    "ServeConfig",
+    "create_app",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +108,14 @@ AUTH_WINDOW_SECONDS = 60.0
 AUTH_TRACKED_ADDRESSES = 4096
 """Client addresses with failures remembered at most (the oldest is forgotten first)."""
 
-_RECOVERABLE = (TypeError, ValueError, LookupError, NotImplementedError, RuntimeError, gym.error.Error)
+_RECOVERABLE = (
+    TypeError,
+    ValueError,
+    LookupError,
+    NotImplementedError,
+    RuntimeError,
+    gym.error.Error,
+)
 """Errors an env raises on purpose (bad argument, step after the end, ...): the session goes on."""
 
 
@@ -144,9 +158,13 @@ class ServeConfig:
         object.__setattr__(self, "allow_kwargs", tuple(self.allow_kwargs))
         never = sorted(set(self.allow_kwargs) & set(NEVER_REMOTE))
         if never:
-            raise ValueError(f"--allow-kwargs cannot allow {', '.join(never)}: it is never accepted from a client")
+            raise ValueError(
+                f"--allow-kwargs cannot allow {', '.join(never)}: it is never accepted from a client"
+            )
         if self.max_sessions < 1 or self.workers < 1:
-            raise ValueError(f"max_sessions and workers must be >= 1, got {self.max_sessions}, {self.workers}")
+            raise ValueError(
+                f"max_sessions and workers must be >= 1, got {self.max_sessions}, {self.workers}"
+            )
         if self.idle_timeout < 0 or self.step_timeout < 0:
             raise ValueError("idle_timeout and step_timeout must be >= 0 (0 disables)")
         if self.max_message_bytes < 1024:
@@ -161,7 +179,9 @@ class ProtocolError(Exception):
         self.code, self.fatal, self.extra = code, fatal, extra
 
     def frame(self) -> str:
-        return json.dumps({"type": "error", "data": {"message": str(self), "code": self.code, **self.extra}})
+        return json.dumps(
+            {"type": "error", "data": {"message": str(self), "code": self.code, **self.extra}}
+        )
 
 
 class _Worker:
@@ -303,7 +323,9 @@ class _Session:
     last_active: float = field(default_factory=time.monotonic)
     busy: bool = False  # a message is being handled (never reaped meanwhile)
     close_reason: ProtocolError | None = None
-    timed_out: bool = False  # a call overran --step-timeout: the env is closed at once, not after it
+    timed_out: bool = (
+        False  # a call overran --step-timeout: the env is closed at once, not after it
+    )
 
 
 class _Server:
@@ -321,34 +343,59 @@ class _Server:
         self.families = {r.id: r.family for r in rows() if r.api == "gymnasium"}
         self.sessions: dict[str, tuple[_Session, Any]] = {}
         self.pool = _Pool(config.workers)
-        self.inline_pool = concurrent.futures.ThreadPoolExecutor(config.workers, thread_name_prefix="verigym-env-call")
-        self.abandoned: set[concurrent.futures.Future] = set()  # calls of ended sessions still running
+        self.inline_pool = concurrent.futures.ThreadPoolExecutor(
+            config.workers, thread_name_prefix="verigym-env-call"
+        )
+        self.abandoned: set[concurrent.futures.Future] = (
+            set()
+        )  # calls of ended sessions still running
         self.schema_cache: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
-        self.auth_failures = _FailureLimiter(AUTH_FAILURE_LIMIT, AUTH_WINDOW_SECONDS, AUTH_TRACKED_ADDRESSES)
+        self.auth_failures = _FailureLimiter(
+            AUTH_FAILURE_LIMIT, AUTH_WINDOW_SECONDS, AUTH_TRACKED_ADDRESSES
+        )
         self.reaper: asyncio.Task | None = None
         self.steps = 0
 
     # --- env ids ---------------------------------------------------------------------------
     @property
     def default_id(self) -> str | None:
-        return next(iter(self.allowed)) if self.allowed is not None and len(self.allowed) == 1 else None
+        return (
+            next(iter(self.allowed))
+            if self.allowed is not None and len(self.allowed) == 1
+            else None
+        )
 
     def resolve(self, env_id: Any) -> str:
         if env_id is None:
             env_id = self.default_id
             if env_id is None:
-                raise ProtocolError("VALIDATION_ERROR", "this server serves several ids; name one with data.env_id (GET /metadata lists them)")
+                raise ProtocolError(
+                    "VALIDATION_ERROR",
+                    "this server serves several ids; name one with data.env_id (GET /metadata lists them)",
+                )
         if not isinstance(env_id, str):
-            raise ProtocolError("VALIDATION_ERROR", f"env_id must be a string, got {type(env_id).__name__}")
+            raise ProtocolError(
+                "VALIDATION_ERROR", f"env_id must be a string, got {type(env_id).__name__}"
+            )
         if self.allowed is not None:
             if env_id not in self.allowed:
-                raise ProtocolError("UNKNOWN_ENV", f"{env_id} is not served here; served ids: {', '.join(sorted(self.allowed)[:20])}")
+                raise ProtocolError(
+                    "UNKNOWN_ENV",
+                    f"{env_id} is not served here; served ids: {', '.join(sorted(self.allowed)[:20])}",
+                )
         elif env_id not in self.families:
             from verigym.registration import unknown_id_message
 
-            raise ProtocolError("UNKNOWN_ENV", unknown_id_message(env_id) if env_id.startswith("verigym/") else f"{env_id} is not a verigym Gymnasium id")
+            raise ProtocolError(
+                "UNKNOWN_ENV",
+                unknown_id_message(env_id)
+                if env_id.startswith("verigym/")
+                else f"{env_id} is not a verigym Gymnasium id",
+            )
         if env_id not in gym.registry:
-            raise ProtocolError("UNKNOWN_ENV", f"{env_id} is not registered in this server's Gymnasium registry")
+            raise ProtocolError(
+                "UNKNOWN_ENV", f"{env_id} is not registered in this server's Gymnasium registry"
+            )
         return env_id
 
     def inline(self, env_id: str) -> bool:
@@ -380,7 +427,9 @@ class _Server:
                 self.abandoned.add(pending)
                 pending.add_done_callback(self.abandoned.discard)
             raise ProtocolError(
-                "STEP_TIMEOUT", f"the env did not answer within --step-timeout {self.config.step_timeout:g} s; this session is closed and its env with it", fatal=True
+                "STEP_TIMEOUT",
+                f"the env did not answer within --step-timeout {self.config.step_timeout:g} s; this session is closed and its env with it",
+                fatal=True,
             ) from None
 
     def decode(self, value: Any) -> Any:
@@ -409,7 +458,9 @@ class _Server:
         if kwargs is None:
             kwargs = {}
         if not isinstance(kwargs, dict):
-            raise ProtocolError("VALIDATION_ERROR", f"kwargs must be an object, got {type(kwargs).__name__}")
+            raise ProtocolError(
+                "VALIDATION_ERROR", f"kwargs must be an object, got {type(kwargs).__name__}"
+            )
         kwargs = self.checked_kwargs(env_id, kwargs)
         key = json.dumps(kwargs, sort_keys=True, default=repr)
         if session.env is not None and (session.env_id, session.kwargs_key) == (env_id, key):
@@ -423,10 +474,15 @@ class _Server:
             raise
         except (TypeError, ValueError, WireError) as exc:
             await self.drop_env(session)
-            raise ProtocolError("FACTORY_ERROR", f"gym.make({env_id!r}, **{kwargs}) raised {type(exc).__name__}: {exc}") from None
+            raise ProtocolError(
+                "FACTORY_ERROR",
+                f"gym.make({env_id!r}, **{kwargs}) raised {type(exc).__name__}: {exc}",
+            ) from None
         except Exception as exc:
             await self.drop_env(session)
-            raise ProtocolError("FACTORY_ERROR", f"making {env_id} failed: {type(exc).__name__}: {exc}") from None
+            raise ProtocolError(
+                "FACTORY_ERROR", f"making {env_id} failed: {type(exc).__name__}: {exc}"
+            ) from None
         session.env_id, session.kwargs_key = env_id, key
         session.reset_done = False
 
@@ -437,7 +493,9 @@ class _Server:
         session.env, session.worker, session.reset_done = None, None, False
         if env is not None:
             if session.timed_out:
-                threading.Thread(target=_quiet(env.close), name="verigym-env-close", daemon=True).start()
+                threading.Thread(
+                    target=_quiet(env.close), name="verigym-env-close", daemon=True
+                ).start()
             elif worker is not None:
                 worker.later(env.close)
             else:
@@ -452,7 +510,9 @@ class _Server:
         if data is None:
             data = {}
         if not isinstance(data, dict):
-            raise ProtocolError("VALIDATION_ERROR", f"'data' must be an object, got {type(data).__name__}")
+            raise ProtocolError(
+                "VALIDATION_ERROR", f"'data' must be an object, got {type(data).__name__}"
+            )
         if kind == "step":
             return await self.step(session, data)
         if kind == "reset":
@@ -463,40 +523,72 @@ class _Server:
         if kind == "text":
             return await self.text(session, data)
         if kind == "state":
-            return json.dumps({"type": "state", "data": {
-                "episode_id": session.episode_id, "step_count": session.step_count, "env_id": session.env_id,
-                "kwargs": json.loads(session.kwargs_key), "seed": session.seed, "episode_over": session.episode_over}})
+            return json.dumps(
+                {
+                    "type": "state",
+                    "data": {
+                        "episode_id": session.episode_id,
+                        "step_count": session.step_count,
+                        "env_id": session.env_id,
+                        "kwargs": json.loads(session.kwargs_key),
+                        "seed": session.seed,
+                        "episode_over": session.episode_over,
+                    },
+                }
+            )
         if kind == "close":
             return None
-        raise ProtocolError("UNKNOWN_TYPE", f"Unknown message type: {kind!r} (use reset, step, state, make or close)")
+        raise ProtocolError(
+            "UNKNOWN_TYPE",
+            f"Unknown message type: {kind!r} (use reset, step, state, make or close)",
+        )
 
     async def reset(self, session: _Session, data: dict[str, Any]) -> str:
         seed = data.get("seed")
         if seed is not None and (type(seed) is not int or seed < 0):
-            raise ProtocolError("VALIDATION_ERROR", f"seed must be a non-negative integer or null, got {seed!r}")
+            raise ProtocolError(
+                "VALIDATION_ERROR", f"seed must be a non-negative integer or null, got {seed!r}"
+            )
         env_id = data.get("env_id", session.env_id if session.env is not None else None)
-        kwargs = data.get("kwargs", json.loads(session.kwargs_key) if session.env is not None and "env_id" not in data else None)
+        kwargs = data.get(
+            "kwargs",
+            json.loads(session.kwargs_key)
+            if session.env is not None and "env_id" not in data
+            else None,
+        )
         await self.make(session, env_id, kwargs)
         try:
             options = self.decode(data.get("options"))
         except WireError as exc:
             raise ProtocolError("VALIDATION_ERROR", f"options: {exc}") from None
-        observation, info = await self.guarded(session, session.env.reset, seed, options, reset=True)
+        observation, info = await self.guarded(
+            session, session.env.reset, seed, options, reset=True
+        )
         session.reset_done, session.episode_over, session.seed = True, False, seed
-        session.episode_id = data.get("episode_id") if isinstance(data.get("episode_id"), str) else uuid.uuid4().hex
+        session.episode_id = (
+            data.get("episode_id") if isinstance(data.get("episode_id"), str) else uuid.uuid4().hex
+        )
         session.step_count = 0
         return _observation_frame(observation, None, False, False, info)
 
     async def step(self, session: _Session, data: dict[str, Any]) -> str:
         if session.env is None or not session.reset_done:
-            raise ProtocolError("NOT_RESET", "step before reset: send {\"type\": \"reset\", \"data\": {\"seed\": ..., \"env_id\": ...}} first")
+            raise ProtocolError(
+                "NOT_RESET",
+                'step before reset: send {"type": "reset", "data": {"seed": ..., "env_id": ...}} first',
+            )
         if "action" not in data:
-            raise ProtocolError("VALIDATION_ERROR", "a step needs data.action (text, number, nested list or an encoded array)")
+            raise ProtocolError(
+                "VALIDATION_ERROR",
+                "a step needs data.action (text, number, nested list or an encoded array)",
+            )
         try:
             action = self.decode(data["action"])
         except WireError as exc:
             raise ProtocolError("VALIDATION_ERROR", f"action: {exc}") from None
-        observation, reward, terminated, truncated, info = await self.guarded(session, session.env.step, action)
+        observation, reward, terminated, truncated, info = await self.guarded(
+            session, session.env.step, action
+        )
         session.step_count += 1
         self.steps += 1
         if terminated or truncated:
@@ -512,8 +604,14 @@ class _Server:
             raise ProtocolError("NOT_RESET", "no env yet: send make or reset first")
         inner = session.env.unwrapped
         method = data.get("method")
-        if method not in _TEXT_METHODS or not isinstance(inner, TextInterface) or not callable(getattr(inner, method, None)):
-            raise ProtocolError("VALIDATION_ERROR", f"{session.env_id} has no text method {method!r}")
+        if (
+            method not in _TEXT_METHODS
+            or not isinstance(inner, TextInterface)
+            or not callable(getattr(inner, method, None))
+        ):
+            raise ProtocolError(
+                "VALIDATION_ERROR", f"{session.env_id} has no text method {method!r}"
+            )
         try:
             args = () if method == "instructions" else (self.decode(data.get("value")),)
         except WireError as exc:
@@ -521,7 +619,9 @@ class _Server:
         value = await self.guarded(session, getattr(inner, method), *args)
         return json.dumps({"type": "text", "data": {"value": encode(value)}})
 
-    async def guarded(self, session: _Session, fn: Callable, *args: Any, reset: bool = False) -> Any:
+    async def guarded(
+        self, session: _Session, fn: Callable, *args: Any, reset: bool = False
+    ) -> Any:
         try:
             if reset:
                 return await self.call(session, lambda s, o: fn(seed=s, options=o), *args)
@@ -531,9 +631,16 @@ class _Server:
         except Exception as exc:
             name = f"{type(exc).__module__}:{type(exc).__qualname__}"
             if isinstance(exc, _RECOVERABLE) and not isinstance(exc, RecursionError):
-                raise ProtocolError("EXECUTION_ERROR", str(exc) or type(exc).__name__, exception=name) from None
+                raise ProtocolError(
+                    "EXECUTION_ERROR", str(exc) or type(exc).__name__, exception=name
+                ) from None
             logger.warning("session %s: %s crashed", session.id, session.env_id, exc_info=True)
-            raise ProtocolError("ENV_CRASHED", f"the env crashed ({name}: {exc}); this session is closed", fatal=True, exception=name) from None
+            raise ProtocolError(
+                "ENV_CRASHED",
+                f"the env crashed ({name}: {exc}); this session is closed",
+                fatal=True,
+                exception=name,
+            ) from None
 
     # --- lifecycle -------------------------------------------------------------------------------
     async def reap(self) -> None:
@@ -543,7 +650,11 @@ class _Server:
             now = time.monotonic()
             for session, websocket in list(self.sessions.values()):
                 if not session.busy and now - session.last_active > self.config.idle_timeout:
-                    session.close_reason = ProtocolError("IDLE_TIMEOUT", f"no message for --idle-timeout {self.config.idle_timeout:g} s; session closed", fatal=True)
+                    session.close_reason = ProtocolError(
+                        "IDLE_TIMEOUT",
+                        f"no message for --idle-timeout {self.config.idle_timeout:g} s; session closed",
+                        fatal=True,
+                    )
                     try:
                         await websocket.send_text(session.close_reason.frame())
                         await websocket.close(code=1000)
@@ -558,10 +669,17 @@ def _make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
     return gym.make(env_id, disable_env_checker=True, **kwargs)
 
 
-def _observation_frame(observation: Any, reward: Any, terminated: Any, truncated: Any, info: Any) -> str:
+def _observation_frame(
+    observation: Any, reward: Any, terminated: Any, truncated: Any, info: Any
+) -> str:
     done = bool(terminated) or bool(truncated)
     payload = {
-        "observation": {"observation": encode(observation), "info": encode(info), "terminated": bool(terminated), "truncated": bool(truncated)},
+        "observation": {
+            "observation": encode(observation),
+            "info": encode(info),
+            "terminated": bool(terminated),
+            "truncated": bool(truncated),
+        },
         "reward": None if reward is None else float(reward),
         "done": done,
     }
@@ -577,8 +695,14 @@ def _describe(env: gym.Env, env_id: str | None) -> dict[str, Any]:
         "metadata": encode(dict(env.unwrapped.metadata)),
         "max_episode_steps": getattr(spec, "max_episode_steps", None),
         "nondeterministic": bool(getattr(spec, "nondeterministic", False)),
-        "text_interface": [m for m in _TEXT_METHODS if _is_text_interface(env) and callable(getattr(env.unwrapped, m, None))],
-        "reward_range": encode(tuple(float(x) for x in getattr(env, "reward_range", (float("-inf"), float("inf"))))),
+        "text_interface": [
+            m
+            for m in _TEXT_METHODS
+            if _is_text_interface(env) and callable(getattr(env.unwrapped, m, None))
+        ],
+        "reward_range": encode(
+            tuple(float(x) for x in getattr(env, "reward_range", (float("-inf"), float("inf"))))
+        ),
     }
 
 
@@ -618,7 +742,9 @@ class _FailureLimiter:
 
     def __init__(self, limit: int, window: float, capacity: int) -> None:
         self.limit, self.window, self.capacity = limit, window, capacity
-        self._failures: OrderedDict[str, tuple[float, int]] = OrderedDict()  # address -> (window start, count)
+        self._failures: OrderedDict[str, tuple[float, int]] = (
+            OrderedDict()
+        )  # address -> (window start, count)
 
     def _current(self, address: str, now: float) -> int:
         entry = self._failures.get(address)
@@ -667,10 +793,18 @@ def create_app(config: ServeConfig | None = None) -> Any:
 
     async def ws_endpoint(websocket: WebSocket) -> None:
         if len(server.sessions) >= config.max_sessions:
-            full = ProtocolError("CAPACITY_REACHED", f"server full: {config.max_sessions} sessions are open (--max-sessions); retry later",
-                                 active_sessions=len(server.sessions), max_sessions=config.max_sessions)
-            if "websocket.http.response" in (websocket.scope.get("extensions") or {}):  # refuse the upgrade: HTTP 503
-                await websocket.send_denial_response(JSONResponse({"detail": str(full), "code": full.code}, status_code=503))
+            full = ProtocolError(
+                "CAPACITY_REACHED",
+                f"server full: {config.max_sessions} sessions are open (--max-sessions); retry later",
+                active_sessions=len(server.sessions),
+                max_sessions=config.max_sessions,
+            )
+            if "websocket.http.response" in (
+                websocket.scope.get("extensions") or {}
+            ):  # refuse the upgrade: HTTP 503
+                await websocket.send_denial_response(
+                    JSONResponse({"detail": str(full), "code": full.code}, status_code=503)
+                )
             else:
                 await websocket.accept()
                 await websocket.send_text(full.frame())
@@ -691,18 +825,28 @@ def create_app(config: ServeConfig | None = None) -> Any:
                 text = message.get("text")
                 if text is None:
                     raw = message.get("bytes") or b""
-                    text = raw.decode("utf-8", "replace") if len(raw) <= config.max_message_bytes else None
+                    text = (
+                        raw.decode("utf-8", "replace")
+                        if len(raw) <= config.max_message_bytes
+                        else None
+                    )
                     if text is None:
                         text = " " * (config.max_message_bytes + 1)
                 try:
                     if len(text) > config.max_message_bytes:
-                        raise ProtocolError("MESSAGE_TOO_LARGE", f"a {len(text)}-character message is over the {config.max_message_bytes}-byte limit (--max-message-bytes)")
+                        raise ProtocolError(
+                            "MESSAGE_TOO_LARGE",
+                            f"a {len(text)}-character message is over the {config.max_message_bytes}-byte limit (--max-message-bytes)",
+                        )
                     try:
                         request = json.loads(text)
                     except ValueError as exc:
                         raise ProtocolError("INVALID_JSON", f"Invalid JSON: {exc}") from None
                     if not isinstance(request, dict):
-                        raise ProtocolError("VALIDATION_ERROR", f"a message must be a JSON object with a 'type', got {type(request).__name__}")
+                        raise ProtocolError(
+                            "VALIDATION_ERROR",
+                            f"a message must be a JSON object with a 'type', got {type(request).__name__}",
+                        )
                     session.busy = True
                     try:
                         reply = await server.handle(session, request)
@@ -714,7 +858,9 @@ def create_app(config: ServeConfig | None = None) -> Any:
                         break
                     continue
                 except RecursionError:
-                    await websocket.send_text(ProtocolError("VALIDATION_ERROR", "message nested too deeply").frame())
+                    await websocket.send_text(
+                        ProtocolError("VALIDATION_ERROR", "message nested too deeply").frame()
+                    )
                     continue
                 if reply is None:  # close
                     break
@@ -729,16 +875,33 @@ def create_app(config: ServeConfig | None = None) -> Any:
                 pass
 
     async def health(request: Request) -> JSONResponse:
-        return JSONResponse({"status": "healthy", "sessions": len(server.sessions), "max_sessions": config.max_sessions,
-                             "workers": len(server.pool.workers), "stuck_workers": server.stuck_calls(), "steps": server.steps})
+        return JSONResponse(
+            {
+                "status": "healthy",
+                "sessions": len(server.sessions),
+                "max_sessions": config.max_sessions,
+                "workers": len(server.pool.workers),
+                "stuck_workers": server.stuck_calls(),
+                "steps": server.steps,
+            }
+        )
 
     async def metadata(request: Request) -> JSONResponse:
         from verigym import __version__
 
         ids = sorted(server.allowed if server.allowed is not None else server.families)
         name = ids[0] if len(ids) == 1 else "verigym"
-        return JSONResponse({"name": name, "description": "verigym environments with verifiable rewards over the OpenEnv protocol",
-                             "version": __version__, "env_ids": ids, "readme_content": None, "author": "verigym", "documentation_url": None})
+        return JSONResponse(
+            {
+                "name": name,
+                "description": "verigym environments with verifiable rewards over the OpenEnv protocol",
+                "version": __version__,
+                "env_ids": ids,
+                "readme_content": None,
+                "author": "verigym",
+                "documentation_url": None,
+            }
+        )
 
     async def schema(request: Request) -> JSONResponse:
         try:
@@ -754,26 +917,53 @@ def create_app(config: ServeConfig | None = None) -> Any:
                 try:
                     await server.make(session, env_id, kwargs)
                     described = _describe(session.env, env_id)
-                    action_space, observation_space = session.env.action_space, session.env.observation_space
+                    action_space, observation_space = (
+                        session.env.action_space,
+                        session.env.observation_space,
+                    )
                 finally:
                     await server.drop_env(session)
                 server.schema_cache[key] = {
-                    "action": {"title": f"{env_id} action", "type": "object", "properties": {"action": space_json_schema(action_space)},
-                               "required": ["action"], "x-gymnasium-space": described["action_space"]},
-                    "observation": {"title": f"{env_id} observation", "type": "object",
-                                    "properties": {"observation": space_json_schema(observation_space), "info": {"type": "object"},
-                                                   "terminated": {"type": "boolean"}, "truncated": {"type": "boolean"}},
-                                    "x-gymnasium-space": described["observation_space"], "x-metadata": described["metadata"]},
-                    "state": {"type": "object", "properties": {"episode_id": {"type": ["string", "null"]}, "step_count": {"type": "integer"},
-                                                               "env_id": {"type": ["string", "null"]}}},
+                    "action": {
+                        "title": f"{env_id} action",
+                        "type": "object",
+                        "properties": {"action": space_json_schema(action_space)},
+                        "required": ["action"],
+                        "x-gymnasium-space": described["action_space"],
+                    },
+                    "observation": {
+                        "title": f"{env_id} observation",
+                        "type": "object",
+                        "properties": {
+                            "observation": space_json_schema(observation_space),
+                            "info": {"type": "object"},
+                            "terminated": {"type": "boolean"},
+                            "truncated": {"type": "boolean"},
+                        },
+                        "x-gymnasium-space": described["observation_space"],
+                        "x-metadata": described["metadata"],
+                    },
+                    "state": {
+                        "type": "object",
+                        "properties": {
+                            "episode_id": {"type": ["string", "null"]},
+                            "step_count": {"type": "integer"},
+                            "env_id": {"type": ["string", "null"]},
+                        },
+                    },
                 }
                 while len(server.schema_cache) > SCHEMA_CACHE_SIZE:
                     server.schema_cache.popitem(last=False)
             return JSONResponse(server.schema_cache[key])
         except ProtocolError as exc:
-            return JSONResponse({"detail": str(exc), "code": exc.code}, status_code=404 if exc.code == "UNKNOWN_ENV" else 400)
+            return JSONResponse(
+                {"detail": str(exc), "code": exc.code},
+                status_code=404 if exc.code == "UNKNOWN_ENV" else 400,
+            )
         except ValueError as exc:
-            return JSONResponse({"detail": f"bad kwargs: {exc}", "code": "VALIDATION_ERROR"}, status_code=400)
+            return JSONResponse(
+                {"detail": f"bad kwargs: {exc}", "code": "VALIDATION_ERROR"}, status_code=400
+            )
 
     async def http_reset(request: Request) -> JSONResponse:
         session = _Session("http")
@@ -787,15 +977,25 @@ def create_app(config: ServeConfig | None = None) -> Any:
             frame = json.loads(await server.reset(session, data))
             return JSONResponse(frame["data"])
         except ProtocolError as exc:
-            return JSONResponse({"detail": str(exc), "code": exc.code}, status_code=404 if exc.code == "UNKNOWN_ENV" else 400)
+            return JSONResponse(
+                {"detail": str(exc), "code": exc.code},
+                status_code=404 if exc.code == "UNKNOWN_ENV" else 400,
+            )
         except ValueError as exc:
-            return JSONResponse({"detail": f"Invalid JSON: {exc}", "code": "INVALID_JSON"}, status_code=400)
+            return JSONResponse(
+                {"detail": f"Invalid JSON: {exc}", "code": "INVALID_JSON"}, status_code=400
+            )
         finally:
             await server.drop_env(session)
 
     async def http_step(request: Request) -> JSONResponse:
-        return JSONResponse({"detail": "HTTP requests have no session, so there is nothing to step: open the WebSocket /ws, send reset, then step",
-                             "code": "NOT_RESET"}, status_code=409)
+        return JSONResponse(
+            {
+                "detail": "HTTP requests have no session, so there is nothing to step: open the WebSocket /ws, send reset, then step",
+                "code": "NOT_RESET",
+            },
+            status_code=409,
+        )
 
     async def http_state(request: Request) -> JSONResponse:
         return JSONResponse({"episode_id": None, "step_count": 0})
@@ -833,23 +1033,49 @@ def create_app(config: ServeConfig | None = None) -> Any:
             address = (scope.get("client") or ("unknown",))[0]
             wait = server.auth_failures.blocked(address)
             if wait:
-                await deny(scope, receive, send, 429, f"too many wrong tokens from {address}; retry in {wait:.0f} s",
-                           {"Retry-After": str(int(wait) + 1)})
+                await deny(
+                    scope,
+                    receive,
+                    send,
+                    429,
+                    f"too many wrong tokens from {address}; retry in {wait:.0f} s",
+                    {"Retry-After": str(int(wait) + 1)},
+                )
                 return
             if not _authorized(config.token, list(scope.get("headers") or ())):
                 server.auth_failures.fail(address)
-                await deny(scope, receive, send, 401, "missing or wrong token (send Authorization: Bearer <token>)", None)
+                await deny(
+                    scope,
+                    receive,
+                    send,
+                    401,
+                    "missing or wrong token (send Authorization: Bearer <token>)",
+                    None,
+                )
                 return
         await inner(scope, receive, send)
 
-    async def deny(scope: dict, receive: Callable, send: Callable, status: int, detail: str, headers: dict[str, str] | None) -> None:
+    async def deny(
+        scope: dict,
+        receive: Callable,
+        send: Callable,
+        status: int,
+        detail: str,
+        headers: dict[str, str] | None,
+    ) -> None:
         if scope["type"] == "websocket":
-            if "websocket.http.response" in (scope.get("extensions") or {}):  # refuse the upgrade with this status
-                await WebSocket(scope, receive, send).send_denial_response(JSONResponse({"detail": detail}, status_code=status, headers=headers))
+            if "websocket.http.response" in (
+                scope.get("extensions") or {}
+            ):  # refuse the upgrade with this status
+                await WebSocket(scope, receive, send).send_denial_response(
+                    JSONResponse({"detail": detail}, status_code=status, headers=headers)
+                )
             else:
                 await send({"type": "websocket.close", "code": 1008, "reason": detail[:120]})
             return
-        await JSONResponse({"detail": detail}, status_code=status, headers=headers)(scope, receive, send)
+        await JSONResponse({"detail": detail}, status_code=status, headers=headers)(
+            scope, receive, send
+        )
 
     app.state = inner.state  # type: ignore[attr-defined]
     return app

@@ -26,7 +26,14 @@ logger = logging.getLogger(__name__)
 APP_NAME = "verigym-envs"
 
 
-def deploy(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, replicas: int = 1, address: str | None = None) -> str:
+def deploy(
+    config: ServeConfig,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    replicas: int = 1,
+    address: str | None = None,
+) -> str:
     """Start (or join) Ray, and run ``config`` as ``replicas`` replicas behind Ray Serve's proxy.
 
     Args:
@@ -48,10 +55,14 @@ def deploy(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, re
         import ray
         from ray import serve
     except ImportError as exc:
-        raise RuntimeError('verigym serve-env --ray needs Ray Serve: pip install "ray[serve]"') from exc
+        raise RuntimeError(
+            'verigym serve-env --ray needs Ray Serve: pip install "ray[serve]"'
+        ) from exc
 
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(
+            address=address, include_dashboard=False, log_to_driver=False, configure_logging=False
+        )
     serve.start(http_options={"host": host, "port": port}, logging_config={"log_level": "WARNING"})
 
     def build_app() -> Any:  # runs on each replica

@@ -78,7 +78,9 @@ def encode(value: Any) -> Any:
         return value
     if kind is dict:
         if all(type(k) is str for k in value):
-            return {("__key__" + k if k.startswith("__") else k): encode(v) for k, v in value.items()}
+            return {
+                ("__key__" + k if k.startswith("__") else k): encode(v) for k, v in value.items()
+            }
         return {"__items__": [[encode(k), encode(v)] for k, v in value.items()]}
     if kind is list:
         return [encode(v) for v in value]
@@ -88,7 +90,11 @@ def encode(value: Any) -> Any:
         return _encode_array(value)
     if isinstance(value, np.generic):
         if value.dtype.kind in "biuf":
-            return {"__ndarray__": value.item(), "dtype": value.dtype.str.lstrip("<>|="), "shape": []}
+            return {
+                "__ndarray__": value.item(),
+                "dtype": value.dtype.str.lstrip("<>|="),
+                "shape": [],
+            }
         return _encode_array(np.asarray(value))
     if isinstance(value, (bytes, bytearray)):
         return {"__bytes__": base64.b64encode(bytes(value)).decode("ascii")}
@@ -105,14 +111,22 @@ def encode(value: Any) -> Any:
 def _encode_array(array: np.ndarray) -> dict[str, Any]:
     if array.dtype.kind not in "biufcU":
         if array.dtype == object:
-            return {"__ndarray__": [encode(v) for v in array.ravel().tolist()], "dtype": "object", "shape": list(array.shape)}
+            return {
+                "__ndarray__": [encode(v) for v in array.ravel().tolist()],
+                "dtype": "object",
+                "shape": list(array.shape),
+            }
         raise WireError(f"arrays of dtype {array.dtype} cannot be sent; use numbers or strings")
     dtype = array.dtype.newbyteorder("<") if array.dtype.byteorder == ">" else array.dtype
     name = np.dtype(dtype).str.lstrip("<>|=")
     if array.size <= INLINE_ELEMENTS and array.dtype.kind in "biuf":
         return {"__ndarray__": array.tolist(), "dtype": name, "shape": list(array.shape)}
     data = np.ascontiguousarray(array, dtype=np.dtype(dtype)).tobytes()
-    return {"__ndarray__": base64.b64encode(data).decode("ascii"), "dtype": name, "shape": list(array.shape)}
+    return {
+        "__ndarray__": base64.b64encode(data).decode("ascii"),
+        "dtype": name,
+        "shape": list(array.shape),
+    }
 
 
 def decode(value: Any, *, max_bytes: int = MAX_DECODED_BYTES) -> Any:
@@ -179,8 +193,14 @@ class _Decoder:
 
     def array(self, value: dict[str, Any]) -> Any:
         data, dtype_name, shape = value["__ndarray__"], value.get("dtype"), value.get("shape")
-        if not isinstance(dtype_name, str) or not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
-            raise WireError("an __ndarray__ needs a dtype string and a shape list of non-negative ints")
+        if (
+            not isinstance(dtype_name, str)
+            or not isinstance(shape, list)
+            or not all(type(n) is int and n >= 0 for n in shape)
+        ):
+            raise WireError(
+                "an __ndarray__ needs a dtype string and a shape list of non-negative ints"
+            )
         if len(shape) > 32:
             raise WireError(f"an __ndarray__ of {len(shape)} dimensions")
         count = math.prod(shape)
@@ -206,7 +226,11 @@ class _Decoder:
                 raw = _b64(data)
                 if len(raw) != count * dtype.itemsize:
                     raise WireError(f"{len(raw)} bytes do not fill shape {shape} of {dtype_name}")
-                return np.frombuffer(raw, dtype=dtype.newbyteorder("<")).astype(dtype, copy=True).reshape(shape)
+                return (
+                    np.frombuffer(raw, dtype=dtype.newbyteorder("<"))
+                    .astype(dtype, copy=True)
+                    .reshape(shape)
+                )
             if not shape:
                 if type(data) not in (int, float, bool):
                     raise WireError("a NumPy scalar needs a number")
@@ -217,7 +241,9 @@ class _Decoder:
                 raise
             raise WireError(f"bad __ndarray__ data: {exc}") from None
         if list(array.shape) != shape:
-            raise WireError(f"__ndarray__ data of shape {list(array.shape)} does not match shape {shape}")
+            raise WireError(
+                f"__ndarray__ data of shape {list(array.shape)} does not match shape {shape}"
+            )
         return array
 
 
@@ -254,19 +280,42 @@ def space_to_json(space: spaces.Space) -> dict[str, Any]:
     if isinstance(space, spaces.Discrete):
         out = {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
     elif isinstance(space, spaces.Box):
-        out = {"type": "Box", "low": encode(space.low), "high": encode(space.high), "shape": list(space.shape), "dtype": np.dtype(space.dtype).name}
+        out = {
+            "type": "Box",
+            "low": encode(space.low),
+            "high": encode(space.high),
+            "shape": list(space.shape),
+            "dtype": np.dtype(space.dtype).name,
+        }
     elif isinstance(space, spaces.MultiDiscrete):
-        out = {"type": "MultiDiscrete", "nvec": encode(space.nvec), "start": encode(space.start), "dtype": np.dtype(space.dtype).name}
+        out = {
+            "type": "MultiDiscrete",
+            "nvec": encode(space.nvec),
+            "start": encode(space.start),
+            "dtype": np.dtype(space.dtype).name,
+        }
     elif isinstance(space, spaces.MultiBinary):
         out = {"type": "MultiBinary", "n": encode(np.asarray(space.n).tolist())}
     elif isinstance(space, spaces.Text):
-        out = {"type": "Text", "min_length": int(space.min_length), "max_length": int(space.max_length), "charset": "".join(space.character_list)}
+        out = {
+            "type": "Text",
+            "min_length": int(space.min_length),
+            "max_length": int(space.max_length),
+            "charset": "".join(space.character_list),
+        }
     elif isinstance(space, spaces.Dict):
-        out = {"type": "Dict", "spaces": [[key, space_to_json(sub)] for key, sub in space.spaces.items()]}
+        out = {
+            "type": "Dict",
+            "spaces": [[key, space_to_json(sub)] for key, sub in space.spaces.items()],
+        }
     elif isinstance(space, spaces.Tuple):
         out = {"type": "Tuple", "spaces": [space_to_json(sub) for sub in space.spaces]}
     elif isinstance(space, spaces.Sequence):
-        out = {"type": "Sequence", "feature_space": space_to_json(space.feature_space), "stack": bool(space.stack)}
+        out = {
+            "type": "Sequence",
+            "feature_space": space_to_json(space.feature_space),
+            "stack": bool(space.stack),
+        }
     else:
         raise WireError(f"{type(space).__name__} spaces cannot be served yet ({space})")
     if type(space) is not getattr(spaces, out["type"]):
@@ -287,25 +336,42 @@ def space_from_json(description: dict[str, Any]) -> spaces.Space:
     try:
         kind = description["type"]
         if kind == "Discrete":
-            space: spaces.Space = spaces.Discrete(int(description["n"]), start=int(description["start"]))
+            space: spaces.Space = spaces.Discrete(
+                int(description["n"]), start=int(description["start"])
+            )
         elif kind == "Box":
             dtype = np.dtype(description["dtype"])
             _check_space_size(description["shape"], dtype.itemsize)
-            space = spaces.Box(low=decode(description["low"]), high=decode(description["high"]), shape=tuple(description["shape"]), dtype=dtype)
+            space = spaces.Box(
+                low=decode(description["low"]),
+                high=decode(description["high"]),
+                shape=tuple(description["shape"]),
+                dtype=dtype,
+            )
         elif kind == "MultiDiscrete":
-            space = spaces.MultiDiscrete(decode(description["nvec"]), dtype=np.dtype(description["dtype"]), start=decode(description["start"]))
+            space = spaces.MultiDiscrete(
+                decode(description["nvec"]),
+                dtype=np.dtype(description["dtype"]),
+                start=decode(description["start"]),
+            )
         elif kind == "MultiBinary":
             n = description["n"]
             _check_space_size(n if isinstance(n, list) else [n], 1)
             space = spaces.MultiBinary(n)
         elif kind == "Text":
-            space = spaces.Text(max_length=int(description["max_length"]), min_length=int(description["min_length"]), charset=description["charset"])
+            space = spaces.Text(
+                max_length=int(description["max_length"]),
+                min_length=int(description["min_length"]),
+                charset=description["charset"],
+            )
         elif kind == "Dict":
             space = spaces.Dict({key: space_from_json(sub) for key, sub in description["spaces"]})
         elif kind == "Tuple":
             space = spaces.Tuple([space_from_json(sub) for sub in description["spaces"]])
         elif kind == "Sequence":
-            space = spaces.Sequence(space_from_json(description["feature_space"]), stack=bool(description["stack"]))
+            space = spaces.Sequence(
+                space_from_json(description["feature_space"]), stack=bool(description["stack"])
+            )
         else:
             raise WireError(f"unknown space type {kind!r}")
     except (KeyError, TypeError, ValueError) as exc:
@@ -322,8 +388,14 @@ def space_from_json(description: dict[str, Any]) -> spaces.Space:
 
 def _check_space_size(shape: Any, itemsize: int) -> None:
     """Refuse a space shape whose bounds would take more than :data:`MAX_DECODED_BYTES`."""
-    if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape) or len(shape) > 32:
-        raise WireError(f"a space shape must be a list of at most 32 non-negative ints, got {str(shape)[:80]}")
+    if (
+        not isinstance(shape, list)
+        or not all(type(n) is int and n >= 0 for n in shape)
+        or len(shape) > 32
+    ):
+        raise WireError(
+            f"a space shape must be a list of at most 32 non-negative ints, got {str(shape)[:80]}"
+        )
     if math.prod(shape) * itemsize > MAX_DECODED_BYTES:
         raise WireError(f"a space of shape {shape} takes more than {MAX_DECODED_BYTES} bytes")
 
@@ -350,14 +422,26 @@ def space_json_schema(space: spaces.Space) -> dict[str, Any]:
     the enclosing schema.
     """
     if isinstance(space, spaces.Discrete):
-        return {"type": "integer", "minimum": int(space.start), "maximum": int(space.start + space.n - 1)}
+        return {
+            "type": "integer",
+            "minimum": int(space.start),
+            "maximum": int(space.start + space.n - 1),
+        }
     if isinstance(space, spaces.Text):
-        return {"type": "string", "minLength": int(space.min_length), "maxLength": int(space.max_length)}
+        return {
+            "type": "string",
+            "minLength": int(space.min_length),
+            "maxLength": int(space.max_length),
+        }
     if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
         return {
             "type": "object",
             "description": f"a NumPy array of shape {list(space.shape)} and dtype {np.dtype(space.dtype).name}",
-            "properties": {"__ndarray__": {"type": ["array", "string", "number"]}, "dtype": {"const": np.dtype(space.dtype).name}, "shape": {"const": list(space.shape)}},
+            "properties": {
+                "__ndarray__": {"type": ["array", "string", "number"]},
+                "dtype": {"const": np.dtype(space.dtype).name},
+                "shape": {"const": list(space.shape)},
+            },
             "required": ["__ndarray__", "dtype", "shape"],
         }
     if isinstance(space, spaces.Dict):
@@ -367,5 +451,13 @@ def space_json_schema(space: spaces.Space) -> dict[str, Any]:
             "required": list(space.spaces),
         }
     if isinstance(space, spaces.Tuple):
-        return {"type": "object", "properties": {"__tuple__": {"type": "array", "prefixItems": [space_json_schema(s) for s in space.spaces]}}}
+        return {
+            "type": "object",
+            "properties": {
+                "__tuple__": {
+                    "type": "array",
+                    "prefixItems": [space_json_schema(s) for s in space.spaces],
+                }
+            },
+        }
     return {"description": str(space)}

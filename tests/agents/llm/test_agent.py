@@ -14,8 +14,14 @@ from verigym.wrappers.language import LanguageWrapper
 
 def test_llm_agent_plays_a_tensor_env_through_the_text_view(tiny_model_dir):
     env = LanguageWrapper(gym.make("verigym/Treasure-7x7-v0"))
-    agent = verigym.agents.make("llm", env, model_path=str(tiny_model_dir), device="cpu", max_new_tokens=4,
-                                max_context_tokens=768)
+    agent = verigym.agents.make(
+        "llm",
+        env,
+        model_path=str(tiny_model_dir),
+        device="cpu",
+        max_new_tokens=4,
+        max_context_tokens=768,
+    )
     observation, info = env.reset(seed=1)
     agent.reset(seed=1)
     replies = []
@@ -48,8 +54,15 @@ def test_config_is_validated():
 def test_learn_save_load(tmp_path, learn_model_dir):
     agent = LLMAgent.from_env(None, model_path=str(learn_model_dir), device="cpu", max_new_tokens=2)
     seen = []
-    agent.learn(EchoLetterEnv, total_steps=2, callbacks=[seen.append], num_generations=4, groups_per_step=2,
-                learning_rate=1e-3, dynamic_sampling=False)
+    agent.learn(
+        EchoLetterEnv,
+        total_steps=2,
+        callbacks=[seen.append],
+        num_generations=4,
+        groups_per_step=2,
+        learning_rate=1e-3,
+        dynamic_sampling=False,
+    )
     assert len(seen) == 2 and "loss" in seen[-1]
     agent.save(tmp_path / "agent")
     loaded = verigym.agents.load("llm", tmp_path / "agent", device="cpu")

@@ -50,9 +50,27 @@ def test_loss_clips_asymmetrically_and_masks():
 def test_k3_kl_is_zero_at_the_reference_and_positive_elsewhere():
     logp = torch.log(torch.tensor([[0.5, 0.2]]))
     mask = torch.ones(1, 2)
-    _, same = grpo_loss(logp, logp, torch.zeros(1), mask, clip_eps_low=0.2, clip_eps_high=0.2, ref_log_probs=logp, beta=0.1)
+    _, same = grpo_loss(
+        logp,
+        logp,
+        torch.zeros(1),
+        mask,
+        clip_eps_low=0.2,
+        clip_eps_high=0.2,
+        ref_log_probs=logp,
+        beta=0.1,
+    )
     assert torch.allclose(same["kl"], torch.zeros(1, 2))
-    _, other = grpo_loss(logp, logp, torch.zeros(1), mask, clip_eps_low=0.2, clip_eps_high=0.2, ref_log_probs=logp - 0.3, beta=0.1)
+    _, other = grpo_loss(
+        logp,
+        logp,
+        torch.zeros(1),
+        mask,
+        clip_eps_low=0.2,
+        clip_eps_high=0.2,
+        ref_log_probs=logp - 0.3,
+        beta=0.1,
+    )
     assert torch.all(other["kl"] > 0)
     with pytest.raises(ValueError, match="ref_log_probs"):
         grpo_loss(logp, logp, torch.zeros(1), mask, clip_eps_low=0.2, clip_eps_high=0.2, beta=0.1)
@@ -65,13 +83,17 @@ def test_config_validation():
         GRPOConfig(loss_aggregation="mean")
     with pytest.raises(TypeError, match="unknown"):
         GRPOConfig.from_dict({"num_generation": 4})
-    assert GRPOConfig.from_dict(json.loads(GRPOConfig(beta=0.01).to_json())) == GRPOConfig(beta=0.01)
+    assert GRPOConfig.from_dict(json.loads(GRPOConfig(beta=0.01).to_json())) == GRPOConfig(
+        beta=0.01
+    )
 
 
 def _multi_turn_episodes(policy, n=3, turns=3):
     config = GRPOConfig(max_new_tokens=4, temperature=1.0)
     envs = [make_env(lambda: CountdownEnv(turns=turns)) for _ in range(n)]
-    return rollout(policy, envs, [0] * n, [0] * n, config, generator=torch.Generator().manual_seed(0))
+    return rollout(
+        policy, envs, [0] * n, [0] * n, config, generator=torch.Generator().manual_seed(0)
+    )
 
 
 def test_multi_turn_rollout_masks_env_tokens(policy):
@@ -93,13 +115,17 @@ def test_rollout_log_probs_match_training_forward(policy):
     episodes = _multi_turn_episodes(policy)
     batch = _pad_batch(episodes, policy.tokenizer.pad_token_id, torch.device("cpu"))
     with torch.no_grad():
-        logp, _ = token_log_probs(policy.model, batch["input_ids"], batch["attention_mask"], temperature=1.0)
+        logp, _ = token_log_probs(
+            policy.model, batch["input_ids"], batch["attention_mask"], temperature=1.0
+        )
     mask = batch["mask"].bool()
     assert mask.sum() > 0
     assert torch.allclose(logp[mask], batch["old_log_probs"][mask], atol=1e-4)
     start = int(mask.any(0).float().argmax())  # skipping the prompt's logits changes nothing
     with torch.no_grad():
-        tail, _ = token_log_probs(policy.model, batch["input_ids"], batch["attention_mask"], start=start)
+        tail, _ = token_log_probs(
+            policy.model, batch["input_ids"], batch["attention_mask"], start=start
+        )
     assert start > 0 and torch.allclose(tail, logp[:, start:], atol=1e-5)
 
 
@@ -116,7 +142,14 @@ def test_env_tokens_get_zero_gradient(policy):
     handle = policy.model.lm_head.register_forward_hook(keep)
     try:
         logp, _ = token_log_probs(policy.model, batch["input_ids"], batch["attention_mask"])
-        loss, _ = grpo_loss(logp, logp.detach(), torch.tensor([1.0, -0.5, 0.25]), batch["mask"], clip_eps_low=0.2, clip_eps_high=0.28)
+        loss, _ = grpo_loss(
+            logp,
+            logp.detach(),
+            torch.tensor([1.0, -0.5, 0.25]),
+            batch["mask"],
+            clip_eps_low=0.2,
+            clip_eps_high=0.28,
+        )
         loss.sum().backward()
     finally:
         handle.remove()
@@ -130,7 +163,7 @@ def test_curriculum_prefers_tasks_with_learning_signal():
     curriculum = UCBCurriculum(3, temperature=0.1, exploration=0.1)
     assert curriculum.probabilities().tolist() == pytest.approx([1 / 3] * 3)
     for _ in range(20):
-        curriculum.update(0, [0.0] * 8, [True] * 8)   # solved: no signal
+        curriculum.update(0, [0.0] * 8, [True] * 8)  # solved: no signal
         curriculum.update(1, [1.0] * 8, [True, False] * 4)  # half solved: signal
         curriculum.update(2, [0.0] * 8, [False] * 8)  # hopeless: no signal
     p = curriculum.probabilities()
@@ -141,8 +174,14 @@ def test_curriculum_prefers_tasks_with_learning_signal():
 
 def test_dynamic_sampling_skips_groups_without_variance(policy):
     """All-fail groups (a random model on a hard task) are dropped: no update, weights unchanged."""
-    trainer = GRPOTrainer(policy, lambda: EchoLetterEnv(letters="z"), num_generations=2, groups_per_step=2,
-                          max_new_tokens=1, seed=0)
+    trainer = GRPOTrainer(
+        policy,
+        lambda: EchoLetterEnv(letters="z"),
+        num_generations=2,
+        groups_per_step=2,
+        max_new_tokens=1,
+        seed=0,
+    )
     before = [p.detach().clone() for p in policy.model.parameters()]
     metrics = trainer.step()
     if metrics["groups_kept"] == 0:
@@ -156,8 +195,16 @@ def test_grpo_lifts_success_on_a_small_task(learn_model_dir):
     """From < 20% to >= 90% greedy success on held-out seeds within 200 GRPO steps (CPU, ~15 s)."""
     torch.manual_seed(0)
     policy = TransformersPolicy.from_pretrained(learn_model_dir, device="cpu")
-    trainer = GRPOTrainer(policy, EchoLetterEnv, num_generations=8, groups_per_step=8, max_new_tokens=2,
-                          learning_rate=3e-3, micro_batch_size=64, seed=0)
+    trainer = GRPOTrainer(
+        policy,
+        EchoLetterEnv,
+        num_generations=8,
+        groups_per_step=8,
+        max_new_tokens=2,
+        learning_rate=3e-3,
+        micro_batch_size=64,
+        seed=0,
+    )
     held_out = range(100_000, 100_100)
     before = trainer.evaluate(held_out)["success"]
     sampled_before = trainer.evaluate(held_out, temperature=1.0)["success"]
@@ -175,24 +222,53 @@ def test_grpo_lifts_success_on_a_small_task(learn_model_dir):
 
 
 def test_save_load_round_trip(tmp_path, policy):
-    trainer = GRPOTrainer(policy, EchoLetterEnv, num_generations=2, groups_per_step=1, max_new_tokens=2,
-                          learning_rate=1e-3, output_dir=str(tmp_path / "run"), dynamic_sampling=False,
-                          tensorboard=importlib.util.find_spec("tensorboard") is not None, save_every=1)
+    trainer = GRPOTrainer(
+        policy,
+        EchoLetterEnv,
+        num_generations=2,
+        groups_per_step=1,
+        max_new_tokens=2,
+        learning_rate=1e-3,
+        output_dir=str(tmp_path / "run"),
+        dynamic_sampling=False,
+        tensorboard=importlib.util.find_spec("tensorboard") is not None,
+        save_every=1,
+    )
     trainer.train(2)
     trainer.close()
     out = tmp_path / "run"
-    assert {"config.json", "model.safetensors", "grpo_config.json", "meta.json", "metrics.jsonl"} <= {p.name for p in out.iterdir()}
-    assert GRPOConfig.from_dict(json.loads((out / "grpo_config.json").read_text())) == trainer.config
+    assert {
+        "config.json",
+        "model.safetensors",
+        "grpo_config.json",
+        "meta.json",
+        "metrics.jsonl",
+    } <= {p.name for p in out.iterdir()}
+    assert (
+        GRPOConfig.from_dict(json.loads((out / "grpo_config.json").read_text())) == trainer.config
+    )
     lines = (out / "metrics.jsonl").read_text().splitlines()
-    assert len(lines) == 2 and {"reward", "success", "kl", "clip_fraction", "entropy", "response_length"} <= set(json.loads(lines[0]))
+    assert len(lines) == 2 and {
+        "reward",
+        "success",
+        "kl",
+        "clip_fraction",
+        "entropy",
+        "response_length",
+    } <= set(json.loads(lines[0]))
     assert (out / "checkpoint-1" / "model.safetensors").exists()
     if trainer.config.tensorboard:
         assert list(out.glob("events.out.tfevents.*"))
     loaded = TransformersPolicy.from_pretrained(out, device="cpu")
-    for (name, a), (_, b) in zip(policy.model.state_dict().items(), loaded.model.state_dict().items()):
+    for (name, a), (_, b) in zip(
+        policy.model.state_dict().items(), loaded.model.state_dict().items()
+    ):
         assert torch.equal(a, b), name
     prompt = policy.encode_messages([{"role": "user", "content": "say b"}])
-    assert policy.generate([prompt], max_new_tokens=5, temperature=0)[0].token_ids == loaded.generate([prompt], max_new_tokens=5, temperature=0)[0].token_ids
+    assert (
+        policy.generate([prompt], max_new_tokens=5, temperature=0)[0].token_ids
+        == loaded.generate([prompt], max_new_tokens=5, temperature=0)[0].token_ids
+    )
 
 
 def test_train_grpo_command_line(tmp_path, tiny_model_dir, capsys):
@@ -204,17 +280,37 @@ def test_train_grpo_command_line(tmp_path, tiny_model_dir, capsys):
     parser = argparse.ArgumentParser()
     grpo_cli.add_arguments(parser)
     out = tmp_path / "cli-run"
-    args = parser.parse_args([
-        "--env", "verigym/GuessNumber-v0", "--model", str(tiny_model_dir), "--steps", "1", "--num-generations", "2",
-        "--groups-per-step", "1", "--max-new-tokens", "3", "--no-dynamic-sampling", "--out", str(out),
-        "--device", "cpu", "--eval-episodes", "1",
-    ])
+    args = parser.parse_args(
+        [
+            "--env",
+            "verigym/GuessNumber-v0",
+            "--model",
+            str(tiny_model_dir),
+            "--steps",
+            "1",
+            "--num-generations",
+            "2",
+            "--groups-per-step",
+            "1",
+            "--max-new-tokens",
+            "3",
+            "--no-dynamic-sampling",
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--eval-episodes",
+            "1",
+        ]
+    )
     assert args.dynamic_sampling is False and args.learning_rate is None
     assert grpo_cli.run(args) == 0
     assert "greedy success" in capsys.readouterr().out
     saved = json.loads((out / "grpo_config.json").read_text())
     assert saved["num_generations"] == 2 and saved["dynamic_sampling"] is False
-    assert TransformersPolicy.from_pretrained(out, device="cpu").generate([[2, 5]], max_new_tokens=2)
+    assert TransformersPolicy.from_pretrained(out, device="cpu").generate(
+        [[2, 5]], max_new_tokens=2
+    )
     with pytest.raises(SystemExit):
         parser.parse_args(["--env", "x", "--model", "m", "--loss-aggregation", "nonsense"])
 
@@ -222,11 +318,15 @@ def test_train_grpo_command_line(tmp_path, tiny_model_dir, capsys):
 def test_reward_shaping_format_and_overlong():
     from verigym.agents.llm.grpo import Episode, _finish
 
-    config = GRPOConfig(max_new_tokens=10, format_reward=0.5, overlong_penalty=1.0, overlong_buffer=4)
+    config = GRPOConfig(
+        max_new_tokens=10, format_reward=0.5, overlong_penalty=1.0, overlong_buffer=4
+    )
     clean = Episode(task=0, seed=0, turns=2, invalid=0, max_reply_tokens=5)
     _finish(clean, {"success": True, "score": 1.0}, config)
     assert clean.reward == pytest.approx(1.5) and clean.success
-    soft = Episode(task=0, seed=0, turns=2, invalid=1, max_reply_tokens=8)  # 2 tokens into the 4-token buffer
+    soft = Episode(
+        task=0, seed=0, turns=2, invalid=1, max_reply_tokens=8
+    )  # 2 tokens into the 4-token buffer
     _finish(soft, {"success": False, "score": 0.0}, config)
     assert soft.reward == pytest.approx(0.25 - 0.5)
     cut = Episode(task=0, seed=0, turns=1, truncated_replies=1, max_reply_tokens=10)
@@ -245,8 +345,18 @@ def test_context_budget_ends_long_episodes(policy):
 def test_bf16_autocast_keeps_float32_master_weights_and_kl(tiny_model_dir):
     """bf16 (autocast) with a KL reference: weights and optimizer stay float32 and still move."""
     policy = TransformersPolicy.from_pretrained(tiny_model_dir, device="cpu", dtype=torch.bfloat16)
-    trainer = GRPOTrainer(policy, EchoLetterEnv, num_generations=4, groups_per_step=1, max_new_tokens=2, bf16=True,
-                          beta=0.01, learning_rate=1e-3, dynamic_sampling=False, seed=0)
+    trainer = GRPOTrainer(
+        policy,
+        EchoLetterEnv,
+        num_generations=4,
+        groups_per_step=1,
+        max_new_tokens=2,
+        bf16=True,
+        beta=0.01,
+        learning_rate=1e-3,
+        dynamic_sampling=False,
+        seed=0,
+    )
     assert policy.model.dtype == torch.float32 and trainer.ref_model.dtype == torch.bfloat16
     before = policy.model.model.embed_tokens.weight.detach().clone()
     metrics = trainer.step()
@@ -262,7 +372,14 @@ def test_shared_prefix_pass_equals_the_plain_pass(policy):
 
     config = GRPOConfig(max_new_tokens=6, max_turns=3)
     generator = torch.Generator().manual_seed(3)
-    episodes = rollout(policy, [make_env(CountdownEnv()) for _ in range(4)], [5] * 4, [0] * 4, config, generator=generator)
+    episodes = rollout(
+        policy,
+        [make_env(CountdownEnv()) for _ in range(4)],
+        [5] * 4,
+        [0] * 4,
+        config,
+        generator=generator,
+    )
     batch = _pad_batch(episodes, policy.tokenizer.pad_token_id, torch.device("cpu"))
     start = int(batch["mask"].any(0).float().argmax())
     prefix = min(start, shared_prefix_length(episodes))
@@ -273,9 +390,16 @@ def test_shared_prefix_pass_equals_the_plain_pass(policy):
     for shared in (0, prefix):
         policy.model.zero_grad(set_to_none=True)
         logp, entropy = token_log_probs(
-            policy.model, batch["input_ids"], batch["attention_mask"], start=start, shared_prefix=shared, with_entropy=True
+            policy.model,
+            batch["input_ids"],
+            batch["attention_mask"],
+            start=start,
+            shared_prefix=shared,
+            with_entropy=True,
         )
-        (logp * batch["mask"][:, start:] * torch.tensor([1.0, -0.5, 0.25, 2.0])[:, None]).sum().backward()
+        (
+            logp * batch["mask"][:, start:] * torch.tensor([1.0, -0.5, 0.25, 2.0])[:, None]
+        ).sum().backward()
         results.append((logp.detach(), entropy, [p.grad.clone() for p in params]))
     (plain, plain_entropy, plain_grads), (fast, fast_entropy, fast_grads) = results
     mask = batch["mask"][:, start:].bool()
@@ -285,4 +409,6 @@ def test_shared_prefix_pass_equals_the_plain_pass(policy):
         assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
     assert any(float(g.abs().sum()) > 0 for g in fast_grads)
     with pytest.raises(ValueError, match="shared_prefix"):
-        token_log_probs(policy.model, batch["input_ids"], batch["attention_mask"], start=1, shared_prefix=2)
+        token_log_probs(
+            policy.model, batch["input_ids"], batch["attention_mask"], start=1, shared_prefix=2
+        )

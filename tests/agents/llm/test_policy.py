@@ -11,7 +11,10 @@ from verigym.agents.llm.policy import TransformersPolicy, resolve_device
 
 def test_greedy_batch_equals_single_prompts(policy):
     """Left padding changes nothing: each prompt's greedy reply is the same alone or in a batch."""
-    prompts = [policy.encode_messages([{"role": "user", "content": text}]) for text in ("a", "a much longer prompt", "xyz")]
+    prompts = [
+        policy.encode_messages([{"role": "user", "content": text}])
+        for text in ("a", "a much longer prompt", "xyz")
+    ]
     batched = policy.generate(prompts, max_new_tokens=6, temperature=0)
     for prompt, together in zip(prompts, batched):
         alone = policy.generate([prompt], max_new_tokens=6, temperature=0)[0]
@@ -23,19 +26,27 @@ def test_log_probs_match_a_full_forward_pass(policy):
     """The log-probs returned while sampling (KV cache) equal a fresh forward over the sequence."""
     prompt = policy.encode_messages([{"role": "user", "content": "hello there"}])
     generator = torch.Generator().manual_seed(3)
-    out = policy.generate([prompt, prompt[:5]], max_new_tokens=8, temperature=0.7, generator=generator)
+    out = policy.generate(
+        [prompt, prompt[:5]], max_new_tokens=8, temperature=0.7, generator=generator
+    )
     for p, g in zip([prompt, prompt[:5]], out):
         ids = torch.tensor([p + g.token_ids])
         with torch.no_grad():
-            logits = policy.model(input_ids=ids).logits[0, len(p) - 1:-1].float() / 0.7
-        expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(g.token_ids)[:, None])[:, 0]
+            logits = policy.model(input_ids=ids).logits[0, len(p) - 1 : -1].float() / 0.7
+        expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(g.token_ids)[:, None])[
+            :, 0
+        ]
         assert g.log_probs == pytest.approx(expected.tolist(), abs=1e-4)
 
 
 def test_sampling_is_reproducible_with_a_seeded_generator(policy):
     prompt = policy.encode_messages([{"role": "user", "content": "hi"}])
-    first = policy.generate([prompt] * 3, max_new_tokens=5, generator=torch.Generator().manual_seed(7))
-    second = policy.generate([prompt] * 3, max_new_tokens=5, generator=torch.Generator().manual_seed(7))
+    first = policy.generate(
+        [prompt] * 3, max_new_tokens=5, generator=torch.Generator().manual_seed(7)
+    )
+    second = policy.generate(
+        [prompt] * 3, max_new_tokens=5, generator=torch.Generator().manual_seed(7)
+    )
     assert [g.token_ids for g in first] == [g.token_ids for g in second]
 
 
@@ -54,7 +65,9 @@ def test_stop_strings_cut_the_text_and_end_the_reply(policy):
 
 def test_max_new_tokens_and_finish_reason(policy):
     prompt = policy.encode_messages([{"role": "user", "content": "hi"}])
-    out = policy.generate([prompt] * 4, max_new_tokens=3, generator=torch.Generator().manual_seed(0))
+    out = policy.generate(
+        [prompt] * 4, max_new_tokens=3, generator=torch.Generator().manual_seed(0)
+    )
     for g in out:
         assert 1 <= len(g.token_ids) == len(g.log_probs) <= 3
         ended = g.token_ids[-1] in policy.eos_token_ids
@@ -78,19 +91,30 @@ def test_chat_template_and_plain_fallback(policy, tiny_plain_dir):
     text = template.render([{"role": "user", "content": "hi"}])
     assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
     # the continuation after a reply that ended with EOS does not repeat <|im_end|>
-    assert template.continuation("next", reply_ended=True) == "\n<|im_start|>user\nnext<|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        template.continuation("next", reply_ended=True)
+        == "\n<|im_start|>user\nnext<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert template.continuation("next", reply_ended=False).startswith("<|im_end|>\n")
     plain = TransformersPolicy.from_pretrained(tiny_plain_dir, device="cpu").chat
     assert not plain.use_template
-    assert plain.render(initial_messages("rules", "obs")) == "System: rules\n\nUser: obs\n\nAssistant: "
+    assert (
+        plain.render(initial_messages("rules", "obs"))
+        == "System: rules\n\nUser: obs\n\nAssistant: "
+    )
     assert "\nUser:" in plain.stop_strings
-    assert ChatFormat(policy.tokenizer, use_template=False).render([{"role": "user", "content": "x"}]) == "User: x\n\nAssistant: "
+    assert (
+        ChatFormat(policy.tokenizer, use_template=False).render([{"role": "user", "content": "x"}])
+        == "User: x\n\nAssistant: "
+    )
 
 
 def test_initial_messages_always_give_the_rules_as_system_message():
     # a missing system message lets the template insert the model's default one
     assert initial_messages("rules", "Turn 0. rules") == [
-        {"role": "system", "content": "rules"}, {"role": "user", "content": "Turn 0. rules"}]
+        {"role": "system", "content": "rules"},
+        {"role": "user", "content": "Turn 0. rules"},
+    ]
     assert initial_messages("", "obs") == [{"role": "user", "content": "obs"}]
     assert initial_messages("rules", "obs")[0] == {"role": "system", "content": "rules"}
 
@@ -106,9 +130,13 @@ def test_shared_prompts_are_prefilled_once_with_identical_results(policy):
     b = policy.encode_messages([{"role": "user", "content": "a longer prompt"}])
     prompts = [a, b, a, a, b]
     calls = []
-    handle = policy.model.register_forward_pre_hook(lambda module, args, kwargs: calls.append(kwargs["input_ids"].shape), with_kwargs=True)
+    handle = policy.model.register_forward_pre_hook(
+        lambda module, args, kwargs: calls.append(kwargs["input_ids"].shape), with_kwargs=True
+    )
     try:
-        shared = policy.generate(prompts, max_new_tokens=4, generator=torch.Generator().manual_seed(5))
+        shared = policy.generate(
+            prompts, max_new_tokens=4, generator=torch.Generator().manual_seed(5)
+        )
     finally:
         handle.remove()
     assert calls[0][0] == 2  # one prefill row per distinct prompt
@@ -118,15 +146,20 @@ def test_shared_prompts_are_prefilled_once_with_identical_results(policy):
     for g, p in zip(shared, prompts):
         ids = torch.tensor([p + g.token_ids])
         with torch.no_grad():
-            logits = policy.model(input_ids=ids).logits[0, len(p) - 1:-1].float()
-        expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(g.token_ids)[:, None])[:, 0]
+            logits = policy.model(input_ids=ids).logits[0, len(p) - 1 : -1].float()
+        expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(g.token_ids)[:, None])[
+            :, 0
+        ]
         assert g.log_probs == pytest.approx(expected.tolist(), abs=1e-4)
 
 
 def test_feedback_text_adds_the_action_error_once():
     from verigym.agents.llm.chat import feedback_text
 
-    assert feedback_text("page", {"action_error": "no element 9"}) == "page\n(Your last action was invalid: no element 9)"
+    assert (
+        feedback_text("page", {"action_error": "no element 9"})
+        == "page\n(Your last action was invalid: no element 9)"
+    )
     assert feedback_text("Invalid move: bad", {"action_error": "bad"}) == "Invalid move: bad"
     assert feedback_text("obs", {}) == "obs"
 
@@ -134,26 +167,45 @@ def test_feedback_text_adds_the_action_error_once():
 def test_prefix_cache_reuses_earlier_turns_with_identical_results(tiny_model_dir):
     """A prompt that extends a cached one prefills only its new tokens and samples the same replies."""
     plain = TransformersPolicy.from_pretrained(tiny_model_dir, device="cpu")
-    cached = TransformersPolicy.from_pretrained(tiny_model_dir, device="cpu", prefix_cache_bytes=1 << 24)
-    first = [plain.encode_messages([{"role": "user", "content": text}]) for text in ("guess a number", "hi")]
+    cached = TransformersPolicy.from_pretrained(
+        tiny_model_dir, device="cpu", prefix_cache_bytes=1 << 24
+    )
+    first = [
+        plain.encode_messages([{"role": "user", "content": text}])
+        for text in ("guess a number", "hi")
+    ]
     for pol in (plain, cached):
         pol.generate(first, max_new_tokens=4, temperature=0)
     assert len(cached.prefix_cache) == 2 and cached.prefix_cache.reused_tokens == 0
     # the next turn: each conversation grows; a third, unrelated prompt joins the batch
-    second = [first[0] + plain.chat.encode("ok, lower"), first[1] + plain.chat.encode("more"), first[1][:3]]
-    want = plain.generate(second, max_new_tokens=6, temperature=0.8, generator=torch.Generator().manual_seed(5))
-    got = cached.generate(second, max_new_tokens=6, temperature=0.8, generator=torch.Generator().manual_seed(5))
+    second = [
+        first[0] + plain.chat.encode("ok, lower"),
+        first[1] + plain.chat.encode("more"),
+        first[1][:3],
+    ]
+    want = plain.generate(
+        second, max_new_tokens=6, temperature=0.8, generator=torch.Generator().manual_seed(5)
+    )
+    got = cached.generate(
+        second, max_new_tokens=6, temperature=0.8, generator=torch.Generator().manual_seed(5)
+    )
     assert [g.token_ids for g in got] == [g.token_ids for g in want]
     for g, w in zip(got, want):
         assert g.log_probs == pytest.approx(w.log_probs, abs=1e-4)
-    assert cached.prefix_cache.reused_tokens == len(first[0]) + len(first[1])  # the short one: no stored prefix
+    assert cached.prefix_cache.reused_tokens == len(first[0]) + len(
+        first[1]
+    )  # the short one: no stored prefix
     # an exact repeat reuses all but the last token
     again = cached.generate([second[0]], max_new_tokens=6, temperature=0)[0]
-    assert again.token_ids == plain.generate([second[0]], max_new_tokens=6, temperature=0)[0].token_ids
+    assert (
+        again.token_ids == plain.generate([second[0]], max_new_tokens=6, temperature=0)[0].token_ids
+    )
 
 
 def test_prefix_cache_is_bounded_and_dropped_when_weights_change(tiny_model_dir):
-    pol = TransformersPolicy.from_pretrained(tiny_model_dir, device="cpu", prefix_cache_bytes=1 << 24)
+    pol = TransformersPolicy.from_pretrained(
+        tiny_model_dir, device="cpu", prefix_cache_bytes=1 << 24
+    )
     prompt = pol.encode_messages([{"role": "user", "content": "hello"}])
     pol.generate([prompt], max_new_tokens=2, temperature=0)
     one = pol.prefix_cache.bytes
@@ -165,5 +217,9 @@ def test_prefix_cache_is_bounded_and_dropped_when_weights_change(tiny_model_dir)
     assert pol.prefix_cache.reused_tokens == before  # stale entry dropped, nothing reused
     small = TransformersPolicy(pol.model, pol.tokenizer, prefix_cache_bytes=int(one * 2.5))
     for text in ("a", "b", "c", "d"):  # same length prompts: at most two fit
-        small.generate([small.encode_messages([{"role": "user", "content": text * 3}])], max_new_tokens=1, temperature=0)
+        small.generate(
+            [small.encode_messages([{"role": "user", "content": text * 3}])],
+            max_new_tokens=1,
+            temperature=0,
+        )
     assert len(small.prefix_cache) == 2 and small.prefix_cache.bytes <= small.prefix_cache.max_bytes

@@ -23,7 +23,9 @@ from verigym.wrappers.language import LanguageWrapper
 def server(tiny_model_dir):
     parser = argparse.ArgumentParser()
     serve.add_arguments(parser)
-    args = parser.parse_args([str(tiny_model_dir), "--port", "0", "--device", "cpu", "--model-name", "tiny"])
+    args = parser.parse_args(
+        [str(tiny_model_dir), "--port", "0", "--device", "cpu", "--model-name", "tiny"]
+    )
     httpd = serve.build(args)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -44,18 +46,32 @@ def test_models_and_health(server):
 
 
 def test_chat_completion_shape_and_n(server):
-    answer = chat_completion(server.base_url, {"model": "tiny", "messages": [{"role": "user", "content": "hi"}],
-                                               "max_tokens": 4, "temperature": 0.5, "n": 3})
+    answer = chat_completion(
+        server.base_url,
+        {
+            "model": "tiny",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 4,
+            "temperature": 0.5,
+            "n": 3,
+        },
+    )
     assert answer["object"] == "chat.completion" and len(answer["choices"]) == 3
     for i, choice in enumerate(answer["choices"]):
         assert choice["index"] == i and choice["message"]["role"] == "assistant"
-        assert isinstance(choice["message"]["content"], str) and choice["finish_reason"] in ("stop", "length")
+        assert isinstance(choice["message"]["content"], str) and choice["finish_reason"] in (
+            "stop",
+            "length",
+        )
     assert 0 < answer["usage"]["completion_tokens"] <= 12
 
 
 def test_bad_requests_get_400_without_retries(server):
-    for payload in ({"messages": []}, {"messages": [{"role": "user", "content": "x"}], "max_tokens": 0},
-                    {"messages": [{"role": "user", "content": 3}]}):
+    for payload in (
+        {"messages": []},
+        {"messages": [{"role": "user", "content": "x"}], "max_tokens": 0},
+        {"messages": [{"role": "user", "content": 3}]},
+    ):
         with pytest.raises(ChatCompletionError, match="HTTP 400"):
             chat_completion(server.base_url, payload, max_retries=0)
     with pytest.raises(urllib.error.HTTPError):
@@ -67,7 +83,10 @@ def test_concurrent_requests_are_all_answered(server):
 
     def ask(i):
         try:
-            out = chat_completion(server.base_url, {"messages": [{"role": "user", "content": f"q{i}"}], "max_tokens": 3})
+            out = chat_completion(
+                server.base_url,
+                {"messages": [{"role": "user", "content": f"q{i}"}], "max_tokens": 3},
+            )
             results.append(out["choices"][0]["message"]["content"])
         except Exception as exc:  # collected for the assertion
             errors.append(exc)
@@ -82,8 +101,15 @@ def test_concurrent_requests_are_all_answered(server):
 
 def test_openai_agent_plays_an_env_through_serve(server):
     env = LanguageWrapper(gym.make("verigym/GuessNumber-v0"))
-    agent = verigym.agents.make("openai", env, base_url=server.base_url, model="tiny", max_tokens=4, timeout=30,
-                                max_context_chars=700)
+    agent = verigym.agents.make(
+        "openai",
+        env,
+        base_url=server.base_url,
+        model="tiny",
+        max_tokens=4,
+        timeout=30,
+        max_context_chars=700,
+    )
     assert isinstance(agent, OpenAIAgent)
     observation, info = env.reset(seed=0)
     agent.reset(seed=0)
@@ -125,7 +151,9 @@ def test_dtype_option_loads_bfloat16_weights_and_answers(tiny_model_dir):
     parser = argparse.ArgumentParser()
     serve.add_arguments(parser)
     for option, expected in (([], torch.float32), (["--dtype", "bfloat16"], torch.bfloat16)):
-        httpd = serve.build(parser.parse_args([str(tiny_model_dir), "--port", "0", "--device", "cpu", *option]))
+        httpd = serve.build(
+            parser.parse_args([str(tiny_model_dir), "--port", "0", "--device", "cpu", *option])
+        )
         try:
             policy = httpd.policy
             assert next(policy.model.parameters()).dtype == expected
@@ -140,7 +168,9 @@ def test_dtype_option_loads_bfloat16_weights_and_answers(tiny_model_dir):
 def _post(base_url, path, payload, raw=None):
     """(HTTP status, JSON body) of a POST; ``raw`` sends that body text instead of ``payload``."""
     data = (raw if raw is not None else json.dumps(payload)).encode()
-    request = urllib.request.Request(base_url + path, data=data, headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        base_url + path, data=data, headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, json.loads(response.read())
@@ -153,8 +183,25 @@ def limited(tiny_model_dir):
     """A server started with small per-request limits (the tiny model's context is 1024 tokens)."""
     parser = argparse.ArgumentParser()
     serve.add_arguments(parser)
-    args = parser.parse_args([str(tiny_model_dir), "--port", "0", "--device", "cpu", "--model-name", "tiny",
-                              "--max-n", "4", "--max-tokens", "64", "--max-prompts", "2", "--max-request-tokens", "300"])
+    args = parser.parse_args(
+        [
+            str(tiny_model_dir),
+            "--port",
+            "0",
+            "--device",
+            "cpu",
+            "--model-name",
+            "tiny",
+            "--max-n",
+            "4",
+            "--max-tokens",
+            "64",
+            "--max-prompts",
+            "2",
+            "--max-request-tokens",
+            "300",
+        ]
+    )
     httpd = serve.build(args)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -169,25 +216,48 @@ def test_each_request_limit_is_a_400_naming_its_flag(limited):
     cases = [
         ("/chat/completions", {**chat, "n": 5, "max_tokens": 2}, "n", "--max-n"),
         ("/chat/completions", {**chat, "max_tokens": 65}, "max_tokens", "--max-tokens"),
-        ("/completions", {"model": "tiny", "prompt": ["a", "b", "c"], "max_tokens": 2}, "prompt", "--max-prompts"),
+        (
+            "/completions",
+            {"model": "tiny", "prompt": ["a", "b", "c"], "max_tokens": 2},
+            "prompt",
+            "--max-prompts",
+        ),
         # 4 x (20 prompt tokens + 60) = 320 tokens > 300
-        ("/completions", {"model": "tiny", "prompt": [[5] * 20], "n": 4, "max_tokens": 60}, "max_tokens", "--max-request-tokens"),
-        ("/completions", {"model": "tiny", "prompt": [[5] * 20, [6] * 20], "n": 2, "max_tokens": 60}, "max_tokens", "--max-request-tokens"),
+        (
+            "/completions",
+            {"model": "tiny", "prompt": [[5] * 20], "n": 4, "max_tokens": 60},
+            "max_tokens",
+            "--max-request-tokens",
+        ),
+        (
+            "/completions",
+            {"model": "tiny", "prompt": [[5] * 20, [6] * 20], "n": 2, "max_tokens": 60},
+            "max_tokens",
+            "--max-request-tokens",
+        ),
     ]
     for path, payload, param, flag in cases:
         status, body = _post(limited.base_url, path, payload)
         assert status == 400, (payload, body)
         assert body["error"]["param"] == param and flag in body["error"]["message"], body
     # within every limit: answered
-    status, body = _post(limited.base_url, "/completions", {"model": "tiny", "prompt": [[5] * 20], "n": 3, "max_tokens": 4})
+    status, body = _post(
+        limited.base_url,
+        "/completions",
+        {"model": "tiny", "prompt": [[5] * 20], "n": 3, "max_tokens": 4},
+    )
     assert status == 200 and len(body["choices"]) == 3
 
 
 def test_max_tokens_is_bounded_by_the_context_left_after_the_prompt(server):
     # the tiny model's context is 1024 tokens: a 1000-token prompt leaves room for 24
-    status, body = _post(server.base_url, "/completions", {"model": "tiny", "prompt": [[5] * 1000], "max_tokens": 30})
+    status, body = _post(
+        server.base_url, "/completions", {"model": "tiny", "prompt": [[5] * 1000], "max_tokens": 30}
+    )
     assert status == 400 and "max_tokens <= 24" in body["error"]["message"]
-    status, body = _post(server.base_url, "/completions", {"model": "tiny", "prompt": [[5] * 1024], "max_tokens": 1})
+    status, body = _post(
+        server.base_url, "/completions", {"model": "tiny", "prompt": [[5] * 1024], "max_tokens": 1}
+    )
     assert status == 400 and "context" in body["error"]["message"]
     # left out, max_tokens is the endpoint's default cut to the room the prompt leaves
     status, body = _post(server.base_url, "/completions", {"model": "tiny", "prompt": [[5] * 1020]})
@@ -195,8 +265,16 @@ def test_max_tokens_is_bounded_by_the_context_left_after_the_prompt(server):
 
 
 def test_default_limits_refuse_a_huge_n(server):
-    status, body = _post(server.base_url, "/chat/completions",
-                         {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "n": 17, "max_tokens": 1})
+    status, body = _post(
+        server.base_url,
+        "/chat/completions",
+        {
+            "model": "tiny",
+            "messages": [{"role": "user", "content": "hi"}],
+            "n": 17,
+            "max_tokens": 1,
+        },
+    )
     assert status == 400 and "--max-n" in body["error"]["message"]
 
 
@@ -209,14 +287,32 @@ def test_limits_below_one_are_refused_by_the_flags(tiny_model_dir, capsys):
         assert "below 1" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("options", [
-    {"temperature": float("nan")}, {"temperature": float("inf")}, {"temperature": -0.5}, {"temperature": True},
-    {"top_p": float("nan")}, {"top_p": 0}, {"top_p": -0.1}, {"top_p": 1.5}, {"top_p": float("-inf")},
-    {"n": True}, {"max_tokens": 2.5},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"temperature": float("nan")},
+        {"temperature": float("inf")},
+        {"temperature": -0.5},
+        {"temperature": True},
+        {"top_p": float("nan")},
+        {"top_p": 0},
+        {"top_p": -0.1},
+        {"top_p": 1.5},
+        {"top_p": float("-inf")},
+        {"n": True},
+        {"max_tokens": 2.5},
+    ],
+)
 def test_non_finite_or_out_of_range_sampling_options_are_400(server, options):
-    payload = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, **options}
-    status, body = _post(server.base_url, "/chat/completions", None, raw=json.dumps(payload))  # NaN/Infinity literals
+    payload = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 2,
+        **options,
+    }
+    status, body = _post(
+        server.base_url, "/chat/completions", None, raw=json.dumps(payload)
+    )  # NaN/Infinity literals
     assert status == 400 and body["error"]["param"] == next(iter(options)), body
 
 
@@ -226,8 +322,13 @@ def test_degenerate_but_valid_sampling_options_sample_greedily(server):
     base = {"model": "tiny", "prompt": [[5, 6, 7]], "max_tokens": 6}
     status, greedy = _post(server.base_url, "/completions", {**base, "temperature": 0})
     assert status == 200
-    for options in ({"temperature": 1e-300}, {"temperature": 5e-324}, {"temperature": 1e-40},
-                    {"top_p": 1e-300}, {"top_p": 5e-324}):
+    for options in (
+        {"temperature": 1e-300},
+        {"temperature": 5e-324},
+        {"temperature": 1e-40},
+        {"top_p": 1e-300},
+        {"top_p": 5e-324},
+    ):
         status, body = _post(server.base_url, "/completions", {**base, **options})
         assert status == 200, (options, body)
         assert body["choices"][0]["token_ids"] == greedy["choices"][0]["token_ids"], options
@@ -243,7 +344,9 @@ def test_a_client_that_disconnects_stops_generating(tiny_model_dir):
     from verigym.agents.llm.server import make_server
 
     policy = TransformersPolicy.from_pretrained(tiny_model_dir, device="cpu")
-    policy.eos_token_ids = frozenset()  # never ends by itself: only max_tokens or the disconnect stops it
+    policy.eos_token_ids = (
+        frozenset()
+    )  # never ends by itself: only max_tokens or the disconnect stops it
     forwards = []
     policy.model.register_forward_hook(lambda *_: forwards.append(1))
     httpd = make_server(policy, port=0, model_name="tiny")
@@ -253,13 +356,18 @@ def test_a_client_that_disconnects_stops_generating(tiny_model_dir):
         body = json.dumps({"model": "tiny", "prompt": [[5] * 10], "max_tokens": 1000}).encode()
         host, port = httpd.server_address[:2]
         with socket.create_connection((host, port)) as raw:
-            raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                        + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            raw.sendall(
+                b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
             deadline = time.monotonic() + 30
             while len(forwards) < 3 and time.monotonic() < deadline:  # its batch is decoding
                 time.sleep(0.01)
         # the batcher is one thread: this answer comes once the abandoned batch has ended
-        status, _ = _post(httpd.base_url, "/completions", {"model": "tiny", "prompt": [[5]], "max_tokens": 1})
+        status, _ = _post(
+            httpd.base_url, "/completions", {"model": "tiny", "prompt": [[5]], "max_tokens": 1}
+        )
         assert status == 200
         assert 3 <= len(forwards) - 1 < 900
     finally:

@@ -18,17 +18,32 @@ from verigym.envs.tool.protocol import (
     tool_calls_in,
 )
 
-CALC = Tool("calc", "evaluate", {"type": "object", "properties": {"e": {"type": "string"}}, "required": ["e"]})
+CALC = Tool(
+    "calc",
+    "evaluate",
+    {"type": "object", "properties": {"e": {"type": "string"}}, "required": ["e"]},
+)
 
 
 def _message(name: str, arguments: object, content: str | None = None) -> dict:
-    return {"role": "assistant", "content": content,
-            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": name, "arguments": arguments}}]}
+    return {
+        "role": "assistant",
+        "content": content,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": name, "arguments": arguments}}
+        ],
+    }
 
 
 def test_list_form_call_is_one_call():
-    assert parse_reply('<tool_call>[{"name": "calc", "arguments": {"e": "1+1"}}]</tool_call>', [CALC], max_length=999) == ToolCall("calc", {"e": "1+1"})
-    assert parse_reply('[{"name": "calc", "arguments": {"e": "2"}}]', [CALC], max_length=999) == ToolCall("calc", {"e": "2"})
+    assert parse_reply(
+        '<tool_call>[{"name": "calc", "arguments": {"e": "1+1"}}]</tool_call>',
+        [CALC],
+        max_length=999,
+    ) == ToolCall("calc", {"e": "1+1"})
+    assert parse_reply(
+        '[{"name": "calc", "arguments": {"e": "2"}}]', [CALC], max_length=999
+    ) == ToolCall("calc", {"e": "2"})
     two = '<tool_call>[{"name": "calc", "arguments": {"e": "1"}}, {"name": "calc", "arguments": {"e": "2"}}]</tool_call>'
     with pytest.raises(ActionParseError, match="one tool call per turn"):
         parse_reply(two, [CALC], max_length=999)
@@ -42,7 +57,9 @@ def test_openai_message_with_tool_calls(as_json):
     action = json.dumps(message) if as_json else message
     assert parse_reply(action, [CALC], max_length=999) == ToolCall("calc", {"e": "6*7"})
     answer = {"role": "assistant", "content": [{"type": "text", "text": "<answer>42</answer>"}]}
-    assert parse_reply(json.dumps(answer) if as_json else answer, [CALC], max_length=999) == FinalAnswer("42")
+    assert parse_reply(
+        json.dumps(answer) if as_json else answer, [CALC], max_length=999
+    ) == FinalAnswer("42")
 
 
 def test_bad_message_is_an_action_error_not_a_crash():
@@ -59,13 +76,19 @@ def test_calculator_plays_a_tool_calls_message():
         env.reset(seed=5)
         question = env.unwrapped._question
         expression = question.split(":", 1)[1].strip()
-        obs, reward, terminated, _, info = env.step(json.dumps(_message("calculate", {"expression": expression})))
+        obs, reward, terminated, _, info = env.step(
+            json.dumps(_message("calculate", {"expression": expression}))
+        )
         assert "action_error" not in info and not terminated and "calculate result" in obs
         value = obs.split("]", 1)[1].strip().splitlines()[0]
-        *_, terminated, _, info = env.step({"role": "assistant", "content": f"<answer>{value}</answer>"})
+        *_, terminated, _, info = env.step(
+            {"role": "assistant", "content": f"<answer>{value}</answer>"}
+        )
         assert terminated and info["success"]
         env.reset(seed=5)
-        _, reward, _, _, info = env.step({"role": "assistant", "content": None, "tool_calls": "nope"})
+        _, reward, _, _, info = env.step(
+            {"role": "assistant", "content": None, "tool_calls": "nope"}
+        )
         assert reward < 0 and "tool_calls must be a list" in info["action_error"]
     finally:
         env.close()

@@ -7,7 +7,9 @@ import pytest
 from tests.agents.llm.tasks import EchoLetterEnv
 from verigym.agents.llm.trl_adapter import VerigymReward, verigym_dataset
 
-pytest.importorskip("datasets", reason="the TRL adapter needs the trl extra: pip install 'verigym[trl]'")
+pytest.importorskip(
+    "datasets", reason="the TRL adapter needs the trl extra: pip install 'verigym[trl]'"
+)
 
 
 def test_dataset_and_reward_agree_with_the_env():
@@ -15,9 +17,18 @@ def test_dataset_and_reward_agree_with_the_env():
     assert len(data) == 6 and set(data.column_names) == {"prompt", "verigym_seed", "verigym_task"}
     reward = VerigymReward([EchoLetterEnv])
     targets = [row["prompt"][-1]["content"][-1] for row in data]
-    right = reward(data["prompt"], [[{"role": "assistant", "content": t}] for t in targets],
-                   verigym_seed=data["verigym_seed"], verigym_task=data["verigym_task"])
-    wrong = reward(data["prompt"], ["?" for _ in targets], verigym_seed=data["verigym_seed"], verigym_task=data["verigym_task"])
+    right = reward(
+        data["prompt"],
+        [[{"role": "assistant", "content": t}] for t in targets],
+        verigym_seed=data["verigym_seed"],
+        verigym_task=data["verigym_task"],
+    )
+    wrong = reward(
+        data["prompt"],
+        ["?" for _ in targets],
+        verigym_seed=data["verigym_seed"],
+        verigym_task=data["verigym_task"],
+    )
     assert right == [1.0] * 6 and wrong == [0.0] * 6
     with pytest.raises(KeyError, match="verigym_dataset"):
         reward(data["prompt"], targets)
@@ -32,13 +43,28 @@ def test_trl_grpo_trainer_runs_a_step(tmp_path, learn_model_dir):
     tokenizer = AutoTokenizer.from_pretrained(learn_model_dir)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     args = trl.GRPOConfig(
-        output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=8, max_completion_length=3,
-        max_steps=1, learning_rate=1e-2, use_cpu=True, report_to="none", logging_steps=1, save_strategy="no",
-        bf16=False, dataloader_num_workers=0, seed=0,
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=8,
+        num_generations=8,
+        max_completion_length=3,
+        max_steps=1,
+        learning_rate=1e-2,
+        use_cpu=True,
+        report_to="none",
+        logging_steps=1,
+        save_strategy="no",
+        bf16=False,
+        dataloader_num_workers=0,
+        seed=0,
     )
     reward = VerigymReward([EchoLetterEnv])
-    trainer = trl.GRPOTrainer(model=model, reward_funcs=reward, args=args, processing_class=tokenizer,
-                              train_dataset=verigym_dataset([EchoLetterEnv], seeds=range(16)))
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=args,
+        processing_class=tokenizer,
+        train_dataset=verigym_dataset([EchoLetterEnv], seeds=range(16)),
+    )
     result = trainer.train()
     assert result.global_step == 1
     assert any(k.startswith("rewards/verigym_score") for k in trainer.state.log_history[0])
@@ -57,7 +83,9 @@ def test_environment_factory_plays_tools_and_scores():
     from verigym.agents.llm.trl_adapter import environment_factory
 
     calculator = environment_factory("verigym/Calculator-v0")()
-    assert get_json_schema(calculator.calculate)["function"]["parameters"]["required"] == ["expression"]
+    assert get_json_schema(calculator.calculate)["function"]["parameters"]["required"] == [
+        "expression"
+    ]
     assert get_json_schema(calculator.answer)["function"]["name"] == "answer"
     first = calculator.reset(verigym_seed=4)
     assert "calculate" in first and "Compute:" in first
@@ -66,7 +94,9 @@ def test_environment_factory_plays_tools_and_scores():
     value = result.split("]", 1)[1].strip().splitlines()[0]
     assert calculator.get_reward() == 0.0  # unfinished
     assert "Correct." in calculator.answer(answer=value) and calculator.get_reward() == 1.0
-    assert "ended" in calculator.answer(answer="0") and calculator.get_reward() == 1.0  # the verdict stays
+    assert (
+        "ended" in calculator.answer(answer="0") and calculator.get_reward() == 1.0
+    )  # the verdict stays
     game = environment_factory("verigym/GuessNumber-v0")()
     assert not hasattr(game, "answer") and "integer from 1 to" in game.reset()
     assert "Turn 1/" in game.act(action="50")
@@ -81,16 +111,34 @@ def test_trl_grpo_runs_on_a_multi_turn_env(tmp_path):
     from verigym.agents.llm.trl_adapter import environment_factory
 
     # a tiny model with the Qwen2.5 template, which TRL knows how to parse tool calls from
-    path = build_tiny_model(tmp_path / "model", alphabet=PRINTABLE, chat_template=qwen2_5_chat_template, max_position_embeddings=4096)
+    path = build_tiny_model(
+        tmp_path / "model",
+        alphabet=PRINTABLE,
+        chat_template=qwen2_5_chat_template,
+        max_position_embeddings=4096,
+    )
     model = AutoModelForCausalLM.from_pretrained(path)
     tokenizer = AutoTokenizer.from_pretrained(path)
     args = trl.GRPOConfig(
-        output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4, max_completion_length=16,
-        max_steps=1, learning_rate=1e-3, use_cpu=True, report_to="none", logging_steps=1, save_strategy="no",
-        bf16=False, dataloader_num_workers=0, seed=0, max_tool_calling_iterations=2,
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=16,
+        max_steps=1,
+        learning_rate=1e-3,
+        use_cpu=True,
+        report_to="none",
+        logging_steps=1,
+        save_strategy="no",
+        bf16=False,
+        dataloader_num_workers=0,
+        seed=0,
+        max_tool_calling_iterations=2,
     )
     factory = environment_factory("verigym/GuessNumber-v0")
-    trainer = trl.GRPOTrainer(model=model, args=args, processing_class=tokenizer, environment_factory=factory)
+    trainer = trl.GRPOTrainer(
+        model=model, args=args, processing_class=tokenizer, environment_factory=factory
+    )
     result = trainer.train()
     assert result.global_step == 1
     logged = trainer.state.log_history[0]
@@ -110,12 +158,29 @@ def test_single_turn_adapter_without_chat_template(tmp_path, tiny_plain_dir):
     assert isinstance(data[0]["prompt"], str) and data[0]["prompt"].endswith("Assistant: ")
     env = EchoLetterEnv()
     observation, info = env.reset(seed=0)
-    assert data[0]["prompt"] == ChatFormat(tokenizer).render(initial_messages(info.get("instructions", ""), observation))
-    args = trl.GRPOConfig(
-        output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=4, max_completion_length=3,
-        max_steps=1, learning_rate=1e-2, use_cpu=True, report_to="none", logging_steps=1, save_strategy="no",
-        bf16=False, dataloader_num_workers=0, seed=0,
+    assert data[0]["prompt"] == ChatFormat(tokenizer).render(
+        initial_messages(info.get("instructions", ""), observation)
     )
-    trainer = trl.GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(tiny_plain_dir), reward_funcs=VerigymReward([EchoLetterEnv]),
-                              args=args, processing_class=tokenizer, train_dataset=data)
+    args = trl.GRPOConfig(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=3,
+        max_steps=1,
+        learning_rate=1e-2,
+        use_cpu=True,
+        report_to="none",
+        logging_steps=1,
+        save_strategy="no",
+        bf16=False,
+        dataloader_num_workers=0,
+        seed=0,
+    )
+    trainer = trl.GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(tiny_plain_dir),
+        reward_funcs=VerigymReward([EchoLetterEnv]),
+        args=args,
+        processing_class=tokenizer,
+        train_dataset=data,
+    )
     assert trainer.train().global_step == 1

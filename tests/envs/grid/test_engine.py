@@ -162,7 +162,10 @@ def test_partial_text_view_shows_the_carried_object():
     assert "Carrying: a yellow key" in text and "^" in text.splitlines()[-2]
 
 
-@pytest.mark.parametrize("env_id", ["verigym/DoorKey-6x6-v0", "verigym/MultiRoom-N2-S4-v0", "verigym/KeyCorridor-S3R1-v0"])
+@pytest.mark.parametrize(
+    "env_id",
+    ["verigym/DoorKey-6x6-v0", "verigym/MultiRoom-N2-S4-v0", "verigym/KeyCorridor-S3R1-v0"],
+)
 def test_cached_visibility_equals_a_fresh_computation(env_id):
     env = gym.make(env_id).unwrapped
     rng = np.random.default_rng(0)
@@ -178,20 +181,30 @@ def test_cached_visibility_equals_a_fresh_computation(env_id):
             env.reset(seed=step)
 
 
-@pytest.mark.parametrize("module", ["encoding", "grid", "visibility", "rendering", "planning", "base", "engine"])
+@pytest.mark.parametrize(
+    "module", ["encoding", "grid", "visibility", "rendering", "planning", "base", "engine"]
+)
 def test_each_engine_module_imports_on_its_own(module):
     """The split modules have no import cycle: each one imports first in a fresh interpreter."""
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", f"import verigym.envs.grid.{module}"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", f"import verigym.envs.grid.{module}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_engine_reexports_the_objects_of_the_split_modules():
     import importlib
 
-    homes = [importlib.import_module(f"verigym.envs.grid.{m}") for m in ("encoding", "grid", "visibility", "rendering", "planning", "base")]
+    homes = [
+        importlib.import_module(f"verigym.envs.grid.{m}")
+        for m in ("encoding", "grid", "visibility", "rendering", "planning", "base")
+    ]
     homes.append(importlib.import_module("verigym.validation"))
     for name in engine.__all__:
         owners = [home for home in homes if name in vars(home)]

@@ -14,7 +14,9 @@ from verigym.wrappers import LanguageWrapper
 GRID_IDS = [r.id for r in verigym.rows("grid") if "Treasure" not in r.id]
 STOCHASTIC = {"verigym/IceLake-4x4-v0", "verigym/IceLake-8x8-v0"}
 DETERMINISTIC = [i for i in GRID_IDS if i not in STOCHASTIC]
-HEAVY_ORACLE = {"verigym/Sokoban-8x8-B3-v0": 20}  # BFS solver ~0.2 s a level; 1,000 seeds in the slow run
+HEAVY_ORACLE = {
+    "verigym/Sokoban-8x8-B3-v0": 20
+}  # BFS solver ~0.2 s a level; 1,000 seeds in the slow run
 
 
 def _play_oracle(env: GridEnv, seed: int) -> tuple[dict, int]:
@@ -34,7 +36,9 @@ def _check_oracle(env_id: str, seeds: range) -> None:
         info, steps = _play_oracle(env, seed)
         if not (info["success"] and info["score"] == 1.0 and steps == info["optimal_steps"]):
             failures.append((seed, steps, info.get("optimal_steps"), info["success"]))
-    assert not failures, f"{env_id}: oracle failed on (seed, steps, optimal, success) {failures[:5]}"
+    assert not failures, (
+        f"{env_id}: oracle failed on (seed, steps, optimal, success) {failures[:5]}"
+    )
 
 
 @pytest.mark.parametrize("env_id", DETERMINISTIC)
@@ -49,7 +53,9 @@ def test_oracle_solves_1000_seeds_optimally(env_id):
     _check_oracle(env_id, range(1000))
 
 
-@pytest.mark.parametrize("seeds", [range(200), pytest.param(range(1000), marks=pytest.mark.slow)], ids=["200", "1000"])
+@pytest.mark.parametrize(
+    "seeds", [range(200), pytest.param(range(1000), marks=pytest.mark.slow)], ids=["200", "1000"]
+)
 def test_sokoban_reverse_play_witness_solves_every_level(seeds):
     """The reversed generator play solves each level through the real dynamics (cheap, all variants)."""
     for env_id in [i for i in GRID_IDS if "Sokoban" in i]:
@@ -62,7 +68,9 @@ def test_sokoban_reverse_play_witness_solves_every_level(seeds):
                 *_, terminated, truncated, info = env.step(action)
                 if terminated or truncated:
                     break
-            assert info.get("success"), f"{env_id} seed {seed}: the witness plan did not solve the level"
+            assert info.get("success"), (
+                f"{env_id} seed {seed}: the witness plan did not solve the level"
+            )
 
 
 @pytest.mark.parametrize("env_id", sorted(STOCHASTIC))
@@ -95,7 +103,9 @@ def test_failure_verdicts_lava_and_truncation():
     env.reset(seed=0)
     lava = np.argwhere(env.grid.cells[..., 0] == 9)[0]
     env.agent_pos, env.agent_dir = (int(lava[0]), int(lava[1]) - 1), 0
-    if env.grid.cells[env.agent_pos][0] != 1:  # west neighbour is a wall or lava: come from the north
+    if (
+        env.grid.cells[env.agent_pos][0] != 1
+    ):  # west neighbour is a wall or lava: come from the north
         env.agent_pos, env.agent_dir = (int(lava[0]) - 1, int(lava[1])), 1
     *_, terminated, truncated, info = env.step(2)
     assert terminated and info["success"] is False and info["score"] == 0.0
@@ -127,7 +137,11 @@ def test_coverage_rewards_diminish_on_revisits():
     first = env.step(1)[1]  # right: a new cell
     back = env.step(3)[1]  # left: the start cell again (visited once)
     again = env.step(1)[1]  # right: visited once
-    assert first == pytest.approx(1 / 16) and back == pytest.approx(0.5 / 16) and again == pytest.approx(0.5 / 16)
+    assert (
+        first == pytest.approx(1 / 16)
+        and back == pytest.approx(0.5 / 16)
+        and again == pytest.approx(0.5 / 16)
+    )
     info, _ = _play_oracle(env, 1)
     assert info["success"] and info["covered"] == 1.0
 
@@ -143,20 +157,27 @@ def test_goto_mission_names_the_target():
     assert len(missions) > 5
 
 
-@pytest.mark.parametrize("env_id", ["verigym/DoorKey-8x8-v0", "verigym/Sokoban-7x7-B2-v0", "verigym/KeyCorridor-S3R1-v0"])
+@pytest.mark.parametrize(
+    "env_id", ["verigym/DoorKey-8x8-v0", "verigym/Sokoban-7x7-B2-v0", "verigym/KeyCorridor-S3R1-v0"]
+)
 def test_same_seed_same_task_in_both_observation_modes(env_id):
     full = gym.make(env_id, observation="full").unwrapped
     partial = gym.make(env_id, observation="partial").unwrapped
     a, _ = full.reset(seed=11)
     partial.reset(seed=11)
-    assert np.array_equal(full.grid.cells, partial.grid.cells) and full.agent_pos == partial.agent_pos
+    assert (
+        np.array_equal(full.grid.cells, partial.grid.cells) and full.agent_pos == partial.agent_pos
+    )
     b, _ = full.reset(seed=11)
     assert np.array_equal(a, b)
     c, _ = full.reset(seed=12)
     assert not np.array_equal(a, c)
 
 
-@pytest.mark.parametrize("env_id", ["verigym/DoorKey-6x6-v0", "verigym/Sokoban-6x6-B1-v0", "verigym/GoToObject-6x6-N2-v0"])
+@pytest.mark.parametrize(
+    "env_id",
+    ["verigym/DoorKey-6x6-v0", "verigym/Sokoban-6x6-B1-v0", "verigym/GoToObject-6x6-N2-v0"],
+)
 def test_oracle_wins_through_the_text_view(env_id):
     """An agent that answers in words (the oracle's action names) wins through LanguageWrapper."""
     env = LanguageWrapper(gym.make(env_id))
@@ -197,7 +218,9 @@ def test_tabular_q_learning_solves_empty_5x5_from_the_full_view():
         values = q.setdefault(key, np.zeros(3))
         action = int(rng.integers(3)) if rng.random() < 0.2 else int(np.argmax(values))
         obs, reward, terminated, truncated, _ = env.step(action)
-        target = reward + (0.0 if terminated else 0.95 * q.setdefault(obs.tobytes(), np.zeros(3)).max())
+        target = reward + (
+            0.0 if terminated else 0.95 * q.setdefault(obs.tobytes(), np.zeros(3)).max()
+        )
         values[action] += 0.5 * (target - values[action])
         if terminated or truncated:
             episode += 1
@@ -206,7 +229,9 @@ def test_tabular_q_learning_solves_empty_5x5_from_the_full_view():
     for seed in range(50):
         obs, _ = env.reset(seed=seed)
         for _ in range(20):
-            obs, _, terminated, truncated, info = env.step(int(np.argmax(q.get(obs.tobytes(), np.zeros(3)))))
+            obs, _, terminated, truncated, info = env.step(
+                int(np.argmax(q.get(obs.tobytes(), np.zeros(3))))
+            )
             if terminated or truncated:
                 break
         wins += bool(terminated and info["success"])
@@ -220,7 +245,11 @@ def test_sokoban_solver_on_a_hand_written_level():
     rows = ["######", "#    #", "# $. #", "#@   #", "######"]  # one crate, one target
     walls = np.array([[ch == "#" for ch in row] for row in rows])
     width = len(rows[0])
-    plan = solve_sokoban(walls, frozenset({2 * width + 2}), frozenset({2 * width + 3}), 3 * width + 1)
+    plan = solve_sokoban(
+        walls, frozenset({2 * width + 2}), frozenset({2 * width + 3}), 3 * width + 1
+    )
     assert plan == [0, 1]  # up (to the crate's left), right (push it onto the target)
-    corner = solve_sokoban(walls, frozenset({1 * width + 1}), frozenset({2 * width + 3}), 3 * width + 1)
+    corner = solve_sokoban(
+        walls, frozenset({1 * width + 1}), frozenset({2 * width + 3}), 3 * width + 1
+    )
     assert corner is None  # a crate in a corner is dead

@@ -14,7 +14,9 @@ def test_batched_steps_equal_single_env_steps():
     envs = GridVectorEnv("verigym/DoorKey-5x5-v0", num_envs=3, observation="full")
     singles = [gym.make("verigym/DoorKey-5x5-v0", observation="full") for _ in range(3)]
     obs, info = envs.reset(seed=10)
-    assert obs.shape == (3, 5, 5, 3) and obs.dtype == np.uint8 and info["action_mask"].shape == (3, 7)
+    assert (
+        obs.shape == (3, 5, 5, 3) and obs.dtype == np.uint8 and info["action_mask"].shape == (3, 7)
+    )
     for i, env in enumerate(singles):
         single_obs, _ = env.reset(seed=10 + i)
         assert np.array_equal(obs[i], single_obs)

@@ -31,7 +31,11 @@ from verigym.envs.gui.tasks import TASKS, make_action  # noqa: E402
 
 
 def _browser_processes() -> list[int]:
-    return [pid for pid, command in descendants().items() if "chromium" in command or "playwright" in command or "node" in command.split(" ")[0]]
+    return [
+        pid
+        for pid, command in descendants().items()
+        if "chromium" in command or "playwright" in command or "node" in command.split(" ")[0]
+    ]
 
 
 def _play_oracle(env: gym.Env, seed: int) -> dict:
@@ -81,7 +85,9 @@ def test_page_text_saying_success_scores_zero():
         submit = next(e["id"] for e in env.unwrapped._elements if e["name"] == "Submit")
         _, reward, terminated, _, info = env.step(make_action("click", element=submit))
         spec = env.unwrapped._spec
-        expected = sorted(i for i, on in zip(spec["items"], spec["initial"]) if on) == spec["targets"]
+        expected = (
+            sorted(i for i, on in zip(spec["items"], spec["initial"]) if on) == spec["targets"]
+        )
         assert terminated and info["success"] is expected
     finally:
         env.close()
@@ -128,7 +134,11 @@ def test_killed_browser_ends_the_episode_and_reset_recovers():
 
 
 def _chromium_mains() -> list[int]:
-    return [pid for pid, command in descendants().items() if "chromium" in command and "--type=" not in command]
+    return [
+        pid
+        for pid, command in descendants().items()
+        if "chromium" in command and "--type=" not in command
+    ]
 
 
 def test_envs_and_their_copies_share_one_chromium():
@@ -182,14 +192,19 @@ def test_same_seed_same_screenshot_and_copy_continues():
     try:
         first, _ = env.reset(seed=5)
         again, _ = env.reset(seed=5)
-        assert np.array_equal(first["screenshot"], again["screenshot"]) and first["text"] == again["text"]
+        assert (
+            np.array_equal(first["screenshot"], again["screenshot"])
+            and first["text"] == again["text"]
+        )
         env.step(env.oracle_action())
         clone = pickle.loads(pickle.dumps(env))
         twin = copy.deepcopy(env)
         try:
             action = env.oracle_action()
             results = [e.step(action) for e in (env, clone, twin)]
-            assert all(np.array_equal(r[0]["screenshot"], results[0][0]["screenshot"]) for r in results)
+            assert all(
+                np.array_equal(r[0]["screenshot"], results[0][0]["screenshot"]) for r in results
+            )
             assert len({r[0]["text"] for r in results}) == 1
         finally:
             clone.close()
@@ -207,10 +222,16 @@ def test_change_tracking_sees_scroll_and_focus_before_their_events_fire():
         env.reset(seed=0)
         browser = env._browser
         before = browser.evaluate("n => window.vg.observe(n).version", 64)
-        after = browser.evaluate("n => { window.scrollBy(0, 40); return [window.scrollY, window.vg.observe(n).version]; }", 64)
+        after = browser.evaluate(
+            "n => { window.scrollBy(0, 40); return [window.scrollY, window.vg.observe(n).version]; }",
+            64,
+        )
         assert after[0] > 0, "the page must be scrollable for this test"
         assert after[1] != before
-        focused = browser.evaluate("n => { document.querySelector('#area input').focus({preventScroll: true}); document.querySelector('#area input').blur(); document.querySelector('#area input').focus(); return window.vg.observe(n).version; }", 64)
+        focused = browser.evaluate(
+            "n => { document.querySelector('#area input').focus({preventScroll: true}); document.querySelector('#area input').blur(); document.querySelector('#area input').focus(); return window.vg.observe(n).version; }",
+            64,
+        )
         assert focused != after[1]
     finally:
         env.close()
@@ -224,7 +245,11 @@ def test_text_view_parses_commands():
     assert env.parse_action("press enter")["key"] == 0
     assert env.parse_action("click_xy 10 20")["xy"].tolist() == [10, 20]
     assert env.parse_action("scroll down. no wait: done")["op"] == 6
-    for action in (make_action("click", element=7), make_action("type", element=1, text="a b"), make_action("click_xy", xy=(3, 4))):
+    for action in (
+        make_action("click", element=7),
+        make_action("type", element=1, text="a b"),
+        make_action("click_xy", xy=(3, 4)),
+    ):
         back = env.parse_action(env.action_text(action))
         assert env.action_text(back) == env.action_text(action)
     from verigym.core import ActionParseError
@@ -237,7 +262,13 @@ def test_text_view_parses_commands():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"task": "nope"}, {"task": "login", "num_items": 99}, {"task": "login", "max_steps": 0}, {"task": "login", "viewport_width": 50}, {"task": "login", "max_elements": True}],
+    [
+        {"task": "nope"},
+        {"task": "login", "num_items": 99},
+        {"task": "login", "max_steps": 0},
+        {"task": "login", "viewport_width": 50},
+        {"task": "login", "max_elements": True},
+    ],
 )
 def test_bad_arguments_raise(kwargs):
     with pytest.raises(ValueError):
@@ -249,7 +280,11 @@ def test_malformed_actions_do_not_touch_the_page():
     try:
         env.reset(seed=2)
         button = next(e["id"] for e in env._elements if e["role"] == "button")
-        for action in (make_action("type", element=button, text="x"), make_action("click", element=50), {"op": 9}):
+        for action in (
+            make_action("type", element=button, text="x"),
+            make_action("click", element=50),
+            {"op": 9},
+        ):
             observation, reward, terminated, truncated, info = env.step(action)
             assert info["action_error"] and reward == 0.0 and not terminated
             assert env.observation_space.contains(observation)

@@ -63,7 +63,12 @@ def test_same_seed_same_pixels_and_malformed_index_is_flagged():
     b = ScreenshotClickWrapper(gym.make("verigym/ClickButton-v0"))
     assert np.array_equal(a.reset(seed=9)[0], b.reset(seed=9)[0])
     observation, reward, terminated, _, info = a.step(10_000)
-    assert "action_error" in info and reward == 0.0 and not terminated and a.observation_space.contains(observation)
+    assert (
+        "action_error" in info
+        and reward == 0.0
+        and not terminated
+        and a.observation_space.contains(observation)
+    )
     with pytest.raises(ValueError, match="grid"):
         ScreenshotClickWrapper(gym.make("verigym/ClickButton-v0"), grid=(0, 8))
 

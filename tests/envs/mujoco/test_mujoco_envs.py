@@ -15,7 +15,13 @@ from verigym.envs.mujoco.point_maze import generate_maze
 
 pytestmark = pytest.mark.mujoco
 
-ORACLE_IDS = ["verigym/Reach-2Link-v0", "verigym/Reach-3Link-v0", "verigym/PointMaze-Medium-v0", "verigym/Push-v0", "verigym/Swingup-v0"]
+ORACLE_IDS = [
+    "verigym/Reach-2Link-v0",
+    "verigym/Reach-3Link-v0",
+    "verigym/PointMaze-Medium-v0",
+    "verigym/Push-v0",
+    "verigym/Swingup-v0",
+]
 ALL_IDS = [r.id for r in verigym.rows("mujoco")]
 
 
@@ -39,7 +45,9 @@ def test_oracle_solves_most_seeds(env_id):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("env_id", [*ORACLE_IDS, "verigym/PointMaze-Small-v0", "verigym/PointMaze-Large-v0"])
+@pytest.mark.parametrize(
+    "env_id", [*ORACLE_IDS, "verigym/PointMaze-Small-v0", "verigym/PointMaze-Large-v0"]
+)
 def test_oracle_solves_95_percent_of_200_seeds(env_id):
     assert oracle_success_rate(env_id, range(200)) >= 0.95
 
@@ -135,7 +143,15 @@ def test_locomotion_goal_and_fall():
     assert env.max_steps == int(round(8.0 / env.dt))
 
 
-@pytest.mark.parametrize("env_id", ["verigym/Reach-3Link-v0", "verigym/PointMaze-Small-v0", "verigym/Swingup-v0", "verigym/LocomotionTarget-Ant-v0"])
+@pytest.mark.parametrize(
+    "env_id",
+    [
+        "verigym/Reach-3Link-v0",
+        "verigym/PointMaze-Small-v0",
+        "verigym/Swingup-v0",
+        "verigym/LocomotionTarget-Ant-v0",
+    ],
+)
 @pytest.mark.parametrize("reward_type", ["dense", "sparse"])
 def test_compute_reward_is_vectorized_and_matches_step(env_id, reward_type):
     env = gym.make(env_id, reward_type=reward_type).unwrapped
@@ -229,7 +245,9 @@ def test_blown_up_simulation_ends_the_episode_as_a_failure():
     assert not terminated  # the counters were re-read: the next episode is not failed
 
 
-@pytest.mark.parametrize("env_id", ["verigym/Reach-3Link-v0", "verigym/PointMaze-Small-v0", "verigym/Push-v0"])
+@pytest.mark.parametrize(
+    "env_id", ["verigym/Reach-3Link-v0", "verigym/PointMaze-Small-v0", "verigym/Push-v0"]
+)
 def test_copies_step_their_own_data_and_the_fast_path_matches_the_slow_one(env_id):
     import copy
     import pickle
@@ -255,12 +273,20 @@ def test_headless_backend_is_chosen_before_any_env_module_imports_mujoco():
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY", "WAYLAND_DISPLAY")}
-    code = ("import verigym.envs.mujoco.reach, mujoco\n"
-            "model = mujoco.MjModel.from_xml_string('<mujoco/>')\n"
-            "print(mujoco.Renderer(model, 16, 16).render().shape)")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]  # a renderer on no OpenGL platform raises FatalError
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY", "WAYLAND_DISPLAY")
+    }
+    code = (
+        "import verigym.envs.mujoco.reach, mujoco\n"
+        "model = mujoco.MjModel.from_xml_string('<mujoco/>')\n"
+        "print(mujoco.Renderer(model, 16, 16).render().shape)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[
+        -2000:
+    ]  # a renderer on no OpenGL platform raises FatalError
     assert out.stdout.strip() == "(16, 16, 3)"
 
 
@@ -277,7 +303,9 @@ def test_float32_fast_path_refuses_what_the_validating_path_refuses(bad):
     assert "action_error" in info and reward == pytest.approx(zero[1] - 1.0)
     assert all(np.array_equal(observation[k], zero[0][k]) for k in observation)
     env.reset(seed=1)
-    _, _, _, _, info = env.step(np.array([1.0, -1.0], np.float32))  # the bounds themselves are legal
+    _, _, _, _, info = env.step(
+        np.array([1.0, -1.0], np.float32)
+    )  # the bounds themselves are legal
     assert "action_error" not in info
 
 
@@ -292,7 +320,9 @@ def test_reach_observation_and_reward_match_their_formulas():
         expected = np.concatenate((np.cos(q), np.sin(q), env.data.qvel, tip))
         np.testing.assert_allclose(observation["observation"], expected, rtol=0, atol=1e-15)
         assert observation["observation"].dtype == np.float64
-        np.testing.assert_allclose(reward, -np.linalg.norm(tip - observation["desired_goal"]), rtol=1e-15)
+        np.testing.assert_allclose(
+            reward, -np.linalg.norm(tip - observation["desired_goal"]), rtol=1e-15
+        )
 
 
 def test_step_reward_equals_compute_reward_bit_for_bit():
@@ -303,13 +333,19 @@ def test_step_reward_equals_compute_reward_bit_for_bit():
     goal_ids = []
     for row in rows("mujoco"):
         env = gym.make(row.id).unwrapped
-        if callable(getattr(env, "compute_reward", None)) and isinstance(env.observation_space, gym.spaces.Dict):
+        if callable(getattr(env, "compute_reward", None)) and isinstance(
+            env.observation_space, gym.spaces.Dict
+        ):
             goal_ids.append(row.id)
             env.action_space.seed(0)
             observation, info = env.reset(seed=0)
             for _ in range(150):
-                observation, reward, terminated, truncated, info = env.step(env.action_space.sample())
-                relabelled = env.compute_reward(observation["achieved_goal"], observation["desired_goal"], info)
+                observation, reward, terminated, truncated, info = env.step(
+                    env.action_space.sample()
+                )
+                relabelled = env.compute_reward(
+                    observation["achieved_goal"], observation["desired_goal"], info
+                )
                 assert float(reward) == float(relabelled), row.id
                 if terminated or truncated:
                     observation, info = env.reset()
@@ -328,9 +364,18 @@ def test_scalar_goal_predicate_agrees_with_within_tolerance_at_the_boundary():
         env = gym.make(row.id).unwrapped
         if type(env)._plain_goals:
             threshold = env.distance_threshold
-            near = [threshold, np.nextafter(threshold, 0.0), np.nextafter(threshold, 1.0), threshold + 1e-12, np.nextafter(threshold + 1e-12, 1.0)]
+            near = [
+                threshold,
+                np.nextafter(threshold, 0.0),
+                np.nextafter(threshold, 1.0),
+                threshold + 1e-12,
+                np.nextafter(threshold + 1e-12, 1.0),
+            ]
             for distance in [0.0, *map(float, near), 2 * threshold, 1.0]:
-                assert env._goal_reached(distance) == bool(env.within_tolerance(distance)), (row.id, distance)
+                assert env._goal_reached(distance) == bool(env.within_tolerance(distance)), (
+                    row.id,
+                    distance,
+                )
             checked.append(row.id)
             if type(env).within_tolerance is not MujocoGoalEnv.within_tolerance:
                 assert type(env)._goal_reached is not MujocoGoalEnv._goal_reached
@@ -345,12 +390,34 @@ def test_locomotion_step_goal_values_match_the_vectorized_definitions_at_the_edg
     for reward_type in ("dense", "sparse"):
         env = gym.make("verigym/LocomotionTarget-HalfCheetah-v0", reward_type=reward_type).unwrapped
         env.reset(seed=0)
-        for achieved in (env.distance, env.distance + 0.0, np.nextafter(env.distance, 0.0), env.distance + 1.0, 0.0, np.nan):
-            observation = {"achieved_goal": np.array([achieved]), "desired_goal": np.array([env.distance])}
+        for achieved in (
+            env.distance,
+            env.distance + 0.0,
+            np.nextafter(env.distance, 0.0),
+            env.distance + 1.0,
+            0.0,
+            np.nan,
+        ):
+            observation = {
+                "achieved_goal": np.array([achieved]),
+                "desired_goal": np.array([env.distance]),
+            }
             info, reward = env._step_info(observation)
             distance = env.goal_distance(observation["achieved_goal"], observation["desired_goal"])
             np.testing.assert_equal(info["distance"], float(distance))
             assert info["is_success"] == float(env.within_tolerance(distance))
-            np.testing.assert_equal(reward, float(env.compute_reward(observation["achieved_goal"], observation["desired_goal"], None)))
-        assert env._step_info({"achieved_goal": np.array([np.nan]), "desired_goal": np.array([env.distance])})[0]["is_success"] == 0.0
+            np.testing.assert_equal(
+                reward,
+                float(
+                    env.compute_reward(
+                        observation["achieved_goal"], observation["desired_goal"], None
+                    )
+                ),
+            )
+        assert (
+            env._step_info(
+                {"achieved_goal": np.array([np.nan]), "desired_goal": np.array([env.distance])}
+            )[0]["is_success"]
+            == 0.0
+        )
         env.close()

@@ -46,7 +46,9 @@ def test_every_registered_parallel_game_is_a_parallel_game():
 
 
 @pytest.mark.parametrize("env_class", PARALLEL)
-@pytest.mark.parametrize("joint", [[0, 1, 2], 3, None, "up", (("predator_0", 1),), np.zeros(3)], ids=repr)
+@pytest.mark.parametrize(
+    "joint", [[0, 1, 2], 3, None, "up", (("predator_0", 1),), np.zeros(3)], ids=repr
+)
 def test_a_joint_action_that_is_not_a_mapping_is_a_clear_type_error(env_class, joint):
     env = env_class()
     env.reset(seed=0)
@@ -132,7 +134,9 @@ def test_a_move_for_a_finished_agent_is_refused():
     assert env.board_text() == board
 
 
-@pytest.mark.parametrize("env_id", ["verigym/TicTacToe-Random-v0", "verigym/KuhnPoker-Equilibrium-v0"])
+@pytest.mark.parametrize(
+    "env_id", ["verigym/TicTacToe-Random-v0", "verigym/KuhnPoker-Equilibrium-v0"]
+)
 def test_gymnasium_seat_refuses_step_after_the_game(env_id):
     env = gym.make(env_id)
     _, info = env.reset(seed=0)

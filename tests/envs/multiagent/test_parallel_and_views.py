@@ -45,7 +45,9 @@ def test_malformed_actions_never_raise(env_class):
     observations, _ = env.reset(seed=0)
     agent = env.agents[0]
     for bad in (np.nan, np.full(7, np.inf), "left", 99, None):
-        observations, rewards, _, _, infos = env.step({agent: bad, **{a: env.action_space(a).sample() for a in env.agents[1:]}})
+        observations, rewards, _, _, infos = env.step(
+            {agent: bad, **{a: env.action_space(a).sample() for a in env.agents[1:]}}
+        )
         assert infos[agent]["action_error"]
         assert env.observation_space(agent).contains(observations[agent])
         assert np.isfinite(rewards[agent])
@@ -102,7 +104,9 @@ def test_tag_rewards_are_zero_sum_per_tag():
     env = TagEnv(size=7, wall_density=0.0, num_runners=2)
     env.reset(seed=0)
     env.position = {"chaser_0": (3, 3), "runner_0": (3, 5), "runner_1": (0, 0)}
-    _, rewards, terminations, _, infos = env.step({"chaser_0": 2, "runner_0": 0, "runner_1": 0})  # chaser moves right
+    _, rewards, terminations, _, infos = env.step(
+        {"chaser_0": 2, "runner_0": 0, "runner_1": 0}
+    )  # chaser moves right
     assert rewards == {"chaser_0": 1.0, "runner_0": -1.0, "runner_1": 0.0}
     assert terminations["runner_0"] and not terminations["chaser_0"]
     assert infos["runner_0"]["success"] is False
@@ -119,7 +123,9 @@ def test_tag_view_marks_the_observer_and_others():
 
     assert tuple(view[4, 2]) == (AGENT, RED, 3)
     assert tuple(view[2, 2][:2]) == (BALL, BLUE)
-    assert "Br" not in env.observation_text(view, "chaser_0") and "Bb" in env.observation_text(view, "chaser_0")
+    assert "Br" not in env.observation_text(view, "chaser_0") and "Bb" in env.observation_text(
+        view, "chaser_0"
+    )
 
 
 def test_spread_greedy_team_covers_all_landmarks():
@@ -139,7 +145,9 @@ def test_spread_text_round_trip_and_bounds():
     space.seed(0)
     for _ in range(50):
         action = space.sample()
-        assert np.array_equal(env.parse_action(env.action_text(action, "agent_0"), "agent_0"), action)
+        assert np.array_equal(
+            env.parse_action(env.action_text(action, "agent_0"), "agent_0"), action
+        )
     from verigym.core import ActionParseError
 
     with pytest.raises(ActionParseError):

@@ -24,7 +24,9 @@ def test_sb3_ppo_over_supersuit_vector_envs(env_id):
 
     game = make(env_id)
     agents = len(game.possible_agents)
-    if env_id == "verigym/Tag-v0":  # tagged runners leave the game; SuperSuit needs a fixed agent set
+    if (
+        env_id == "verigym/Tag-v0"
+    ):  # tagged runners leave the game; SuperSuit needs a fixed agent set
         game = FixedAgents(game)
     vec = ss.pettingzoo_env_to_vec_env_v1(game)
     vec = ss.concat_vec_envs_v1(vec, 2, num_cpus=0, base_class="stable_baselines3")
@@ -60,7 +62,9 @@ def test_fixed_agents_keeps_tagged_runners_until_the_end_with_the_same_rewards()
     assert len(raw) == len(fixed)
     for raw_step, fixed_step in zip(raw, fixed):
         assert sorted(fixed_step[0]) == everyone  # every agent on every step
-        assert fixed_step[1] == {a: raw_step[1].get(a, 0.0) for a in everyone}  # the game's own rewards
+        assert fixed_step[1] == {
+            a: raw_step[1].get(a, 0.0) for a in everyone
+        }  # the game's own rewards
     for step in fixed[:-1]:
         assert not any(step[2].values()) and not any(step[3].values())
     last = fixed[-1]

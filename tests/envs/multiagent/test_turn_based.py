@@ -23,7 +23,14 @@ from verigym.envs.multiagent.negotiation import NegotiationEnv, deal_payoffs
 from verigym.envs.multiagent.proposer_solver import ProposerSolverEnv, proposer_reward
 from verigym.envs.multiagent.tictactoe import TicTacToeEnv, _winner, minimax_values
 
-GAMES = [TicTacToeEnv, ConnectFourEnv, KuhnPokerEnv, LiarsDiceEnv, NegotiationEnv, ProposerSolverEnv]
+GAMES = [
+    TicTacToeEnv,
+    ConnectFourEnv,
+    KuhnPokerEnv,
+    LiarsDiceEnv,
+    NegotiationEnv,
+    ProposerSolverEnv,
+]
 
 
 def play(env, policy, seed=0):
@@ -53,7 +60,9 @@ def random_legal(rng):
 def test_perfect_play_always_draws():
     rng = np.random.default_rng(0)
     for seed in range(30):
-        returns, final = play(TicTacToeEnv(), lambda env, agent: env.solver_action(agent, rng), seed)
+        returns, final = play(
+            TicTacToeEnv(), lambda env, agent: env.solver_action(agent, rng), seed
+        )
         assert returns == {"player_0": 0.0, "player_1": 0.0}
         assert all(info["score"] == 0.5 and info["success"] is False for info in final.values())
 
@@ -98,8 +107,13 @@ def test_illegal_or_malformed_move_forfeits(bad):
     env.step(bad)
     assert env.terminations["player_1"] and env.terminations["player_0"]
     assert env.rewards == {"player_0": 1.0, "player_1": -1.0}
-    assert isinstance(env.infos["player_1"]["action_error"], str) and env.infos["player_1"]["action_error"]
-    assert env.infos["player_1"]["success"] is False and env.infos["player_0"]["forfeit"] == "player_1"
+    assert (
+        isinstance(env.infos["player_1"]["action_error"], str)
+        and env.infos["player_1"]["action_error"]
+    )
+    assert (
+        env.infos["player_1"]["success"] is False and env.infos["player_0"]["forfeit"] == "player_1"
+    )
     assert env.observation_space("player_1").contains(env.observe("player_1"))
     env.step(None)
     env.step(None)
@@ -136,7 +150,11 @@ def test_connect_four_heuristic_beats_random():
     for seed in range(20):
         returns, _ = play(
             ConnectFourEnv(),
-            lambda env, agent: env.heuristic_action(agent, rng) if agent == "player_0" else random_legal(rng)(env, agent),
+            lambda env, agent: (
+                env.heuristic_action(agent, rng)
+                if agent == "player_0"
+                else random_legal(rng)(env, agent)
+            ),
             seed,
         )
         wins += returns["player_0"] > 0
@@ -168,7 +186,10 @@ def test_kuhn_payoffs(cards, history, first):
 def test_kuhn_equilibrium_value():
     """Kuhn's equilibrium against itself: player_0 loses 1/18 a hand on average (Kuhn 1950)."""
     rng = np.random.default_rng(0)
-    total = sum(play(KuhnPokerEnv(), lambda env, agent: env.solver_action(agent, rng), seed)[0]["player_0"] for seed in range(6000))
+    total = sum(
+        play(KuhnPokerEnv(), lambda env, agent: env.solver_action(agent, rng), seed)[0]["player_0"]
+        for seed in range(6000)
+    )
     assert abs(total / 6000 + 1 / 18) < 0.04
 
 
@@ -184,7 +205,9 @@ def test_kuhn_equilibrium_family_is_unexploitable(alpha):
     assert abs(exploitability(policy)) < 1e-12
 
 
-@pytest.mark.parametrize(("policy", "expected"), [(lambda c, h: 0.0, 1.0), (lambda c, h: 1.0, 1 / 3)])
+@pytest.mark.parametrize(
+    ("policy", "expected"), [(lambda c, h: 0.0, 1.0), (lambda c, h: 1.0, 1 / 3)]
+)
 def test_kuhn_exploitability_of_pure_strategies(policy, expected):
     assert exploitability(policy) == pytest.approx(expected)
 
@@ -274,7 +297,9 @@ def test_negotiation_values_are_valid():
 
 
 # -- Proposer/solver -------------------------------------------------------------------------------
-@pytest.mark.parametrize(("solved", "expected"), [(0, 0.0), (1, 0.75), (2, 0.5), (3, 0.25), (4, 0.0)])
+@pytest.mark.parametrize(
+    ("solved", "expected"), [(0, 0.0), (1, 0.75), (2, 0.5), (3, 0.25), (4, 0.0)]
+)
 def test_proposer_reward(solved, expected):
     assert proposer_reward(solved, 4) == expected
 
@@ -339,7 +364,11 @@ def test_pickle_and_deepcopy_continue_identically(game):
         for agent in e.agent_iter(40):
             obs, reward, terminated, truncated, _ = e.last()
             trace.append((agent, obs.tobytes(), reward, terminated, truncated))
-            e.step(None if terminated or truncated else int(r.choice(np.flatnonzero(e.infos[agent]["action_mask"]))))
+            e.step(
+                None
+                if terminated or truncated
+                else int(r.choice(np.flatnonzero(e.infos[agent]["action_mask"])))
+            )
         trajectories.append(trace)
     assert trajectories[0] == trajectories[1] == trajectories[2]
 
@@ -352,7 +381,9 @@ def test_text_view_round_trips_every_action(game):
         n = int(env.action_space(agent).n)
         for action in range(0, n, max(1, n // 300)):
             text = env.action_text(action, agent)
-            assert env.parse_action(f"<think>scratch 1 2 3</think> My move: {text}", agent) == action
+            assert (
+                env.parse_action(f"<think>scratch 1 2 3</think> My move: {text}", agent) == action
+            )
         assert env.instructions(agent).strip()
         assert env.observation_text(env.observe(agent), agent).strip()
 
@@ -361,7 +392,12 @@ def test_registered_with_pettingzoo():
     env = pettingzoo.make("aec", "verigym/TicTacToe-v0")
     assert isinstance(env, TicTacToeEnv) and env.metadata["family"] == "multiagent"
     ids = {r.id for r in verigym.rows("multiagent")}
-    assert {"verigym/TicTacToe-v0", "verigym/Pursuit-v0", "verigym/Spread-v0", "verigym/TicTacToe-Minimax-v0"} <= ids
+    assert {
+        "verigym/TicTacToe-v0",
+        "verigym/Pursuit-v0",
+        "verigym/Spread-v0",
+        "verigym/TicTacToe-Minimax-v0",
+    } <= ids
     assert len(ids) >= 8
 
 
@@ -370,7 +406,11 @@ def test_readme_self_play_example(capsys):
     import re
 
     readme = (pathlib.Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8")
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, re.DOTALL) if "verigym/TicTacToe-v0" in b]
+    blocks = [
+        b
+        for b in re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+        if "verigym/TicTacToe-v0" in b
+    ]
     assert blocks, "README lost its self-play example"
     exec(compile(blocks[0], "README.md", "exec"), {})
     assert capsys.readouterr().out.strip().endswith("0.5")

@@ -12,7 +12,9 @@ from tests.envs.text.adversarial import CASES, CHEATS, TABLE_PATH, env_ids, play
 
 TABLE = __import__("json").loads(TABLE_PATH.read_text())
 SCORE_TIMEOUT_S = 3.0
-TIME_BOUND_S = 15.0  # the sandbox deadline of the code envs (10 s) plus start-up on a loaded machine
+TIME_BOUND_S = (
+    15.0  # the sandbox deadline of the code envs (10 s) plus start-up on a loaded machine
+)
 
 
 def test_table_covers_every_case_and_every_text_and_tool_id():

@@ -12,7 +12,16 @@ from verigym.envs.text.mastermind import FIRST_GUESS, _codes, _knuth_guess, mast
 from verigym.envs.text.minesweeper import deduce
 from verigym.envs.text.wordle import wordle_feedback
 
-GAMES = ("Wordle", "Mastermind", "Hangman", "Minesweeper", "Countdown", "TwentyQuestions", "Household", "Shop")
+GAMES = (
+    "Wordle",
+    "Mastermind",
+    "Hangman",
+    "Minesweeper",
+    "Countdown",
+    "TwentyQuestions",
+    "Household",
+    "Shop",
+)
 LEVELS = ("Easy", "Medium", "Hard")
 CANDIDATE_GAMES = ("Wordle", "Hangman", "Household", "Shop")
 
@@ -55,14 +64,21 @@ def test_mastermind_feedback_and_knuth_first_guess():
     assert mastermind_feedback("ABCD", "EEEE") == (0, 0)
     assert FIRST_GUESS[(4, 6)] == 7  # Knuth's AABB
     for (pegs, colours), index in FIRST_GUESS.items():
-        if colours ** pegs <= 1296:
+        if colours**pegs <= 1296:
             assert _knuth_guess(np.arange(len(_codes(pegs, colours)[0])), pegs, colours) == index
 
 
 def test_countdown_expressions_are_parsed_never_evaluated():
     value, numbers = evaluate_arithmetic("(8 - 4) * 6")
     assert value == 24 and numbers == [8, 4, 6]
-    for bad in ("__import__('os')", "2 ** 10", "-3 + 5", "1 / 0", "9" * 7, "(" * 300 + "1" + ")" * 300):
+    for bad in (
+        "__import__('os')",
+        "2 ** 10",
+        "-3 + 5",
+        "1 / 0",
+        "9" * 7,
+        "(" * 300 + "1" + ")" * 300,
+    ):
         with pytest.raises(verigym.ActionParseError):
             evaluate_arithmetic(bad)
 
@@ -131,7 +147,9 @@ def test_tensor_view_plays_wordle_with_the_same_rewards():
     from verigym.wrappers.tensor_view import CandidateActionWrapper, HashedNGramObservation
 
     text_env = gym.make("verigym/Wordle-Easy-v0")
-    tensor_env = HashedNGramObservation(CandidateActionWrapper(gym.make("verigym/Wordle-Easy-v0"), max_candidates=600))
+    tensor_env = HashedNGramObservation(
+        CandidateActionWrapper(gym.make("verigym/Wordle-Easy-v0"), max_candidates=600)
+    )
     observation, info = tensor_env.reset(seed=9)
     text_env.reset(seed=9)
     assert observation.dtype == np.float32 and tensor_env.observation_space.contains(observation)

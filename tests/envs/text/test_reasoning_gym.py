@@ -60,7 +60,7 @@ def test_eval_scored_dataset_never_runs_agent_code(tmp_path):
     target = tmp_path / "pwned"
     env = gym.make("verigym/RG-NQueens-v0")
     env.reset(seed=0)
-    _, reward, *_ , info = env.step(f"<answer>__import__('os').system('touch {target}')</answer>")
+    _, reward, *_, info = env.step(f"<answer>__import__('os').system('touch {target}')</answer>")
     assert reward == 0.0 and not info["success"]
     assert not target.exists()
     env = gym.make("verigym/RG-SimpleIntegration-v0")
@@ -73,7 +73,9 @@ def test_env_pickles_mid_episode():
     env = gym.make("verigym/RG-WordLadder-v0")
     obs, _ = env.reset(seed=2)
     clone = pickle.loads(pickle.dumps(env))
-    assert clone.step(clone.unwrapped.oracle_action())[1] == env.step(env.unwrapped.oracle_action())[1]
+    assert (
+        clone.step(clone.unwrapped.oracle_action())[1] == env.step(env.unwrapped.oracle_action())[1]
+    )
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n not in NO_ORACLE])
@@ -109,7 +111,13 @@ def test_items_do_not_depend_on_the_hash_seed(name):
         "print(hashlib.sha256(''.join(e.reset(seed=s)[0] for s in range(5)).encode()).hexdigest())"
     )
     outputs = {
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": h}, check=True).stdout
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": h},
+            check=True,
+        ).stdout
         for h in ("1", "2")
     }
     assert len(outputs) == 1
@@ -126,7 +134,9 @@ def test_every_scorer_is_bounded_in_process_or_in_the_worker():
     assert LINEAR_SCORED <= set(NAMES)
     for name in NAMES:
         base = factory.DATASETS[name][0].score_answer is ProceduralDataset.score_answer
-        assert scored_in_process(name) == ((base or name in LINEAR_SCORED) and name not in SYMPY_SCORED), name
+        assert scored_in_process(name) == (
+            (base or name in LINEAR_SCORED) and name not in SYMPY_SCORED
+        ), name
 
 
 @pytest.mark.parametrize(
@@ -139,7 +149,14 @@ def test_every_scorer_is_bounded_in_process_or_in_the_worker():
         ("verigym/RG-IntermediateIntegration-v0", "(a + b)**999999"),
         ("verigym/RG-ArcAgi-v0", "9" * 60_000),
     ],
-    ids=["logic-300-variables", "logic-2000-deep", "power-tower", "huge-exponent", "huge-power", "60k-digits"],
+    ids=[
+        "logic-300-variables",
+        "logic-2000-deep",
+        "power-tower",
+        "huge-exponent",
+        "huge-power",
+        "60k-digits",
+    ],
 )
 def test_exponential_replies_score_zero_within_the_bound(env_id, answer):
     import time
@@ -164,7 +181,15 @@ def test_reference_plus_text_never_succeeds_even_at_a_raw_score_of_one():
     gsm_symbolic, knights_knaves, kakurasu, quantum_lock, sokoban, survo, polynomial_equations)."""
     from verigym.envs.text.reasoning_gym_env import _oracle_answer
 
-    for name in ("fraction_simplification", "gsm_symbolic", "knights_knaves", "kakurasu", "quantum_lock", "sokoban", "survo"):
+    for name in (
+        "fraction_simplification",
+        "gsm_symbolic",
+        "knights_knaves",
+        "kakurasu",
+        "quantum_lock",
+        "sokoban",
+        "survo",
+    ):
         env = gym.make(rg_env_id(name))
         for seed in range(2):
             env.reset(seed=seed)
@@ -184,7 +209,13 @@ def test_game_of_life_halting_needs_the_right_boolean():
         env.reset(seed=seed)
         reference = env.unwrapped._entry["answer"]
         other = "False" if reference == "True" else "True"
-        for reply, success in ((reference, True), (reference.lower(), True), (other, False), ("anything at all", False), (f"{reference} x", False)):
+        for reply, success in (
+            (reference, True),
+            (reference.lower(), True),
+            (other, False),
+            ("anything at all", False),
+            (f"{reference} x", False),
+        ):
             env.reset(seed=seed)
             assert env.step(f"<answer>{reply}</answer>")[4]["success"] is success, (seed, reply)
 
@@ -195,13 +226,19 @@ def test_propositional_logic_refuses_restated_premises():
     for seed in range(6):
         env.reset(seed=seed)
         premises = env.unwrapped._entry["metadata"]["premises"]
-        restated = [premises[0], " ∧ ".join(f"({p})" for p in premises), f"({premises[0]} ∧ {premises[0]})"]
+        restated = [
+            premises[0],
+            " ∧ ".join(f"({p})" for p in premises),
+            f"({premises[0]} ∧ {premises[0]})",
+        ]
         for reply in restated:
             env.reset(seed=seed)
             assert not env.step(f"<answer>{reply}</answer>")[4]["success"], (seed, reply)
             checked += 1
         env.reset(seed=seed)
-        assert not env.step("<answer>(P ∨ Z9)</answer>")[4]["success"]  # a name that is not a variable
+        assert not env.step("<answer>(P ∨ Z9)</answer>")[4][
+            "success"
+        ]  # a name that is not a variable
     assert checked == 18
 
 
@@ -235,19 +272,38 @@ def test_lazy_generator_has_the_state_of_an_eager_seeded_reset():
     unwrapped = env.unwrapped
     assert unwrapped.np_random_seed == 11
     clone, restored = copy.deepcopy(unwrapped), pickle.loads(pickle.dumps(unwrapped))
-    for copy_ in (unwrapped, clone, restored):  # built on first read, each advanced past the one draw
+    for copy_ in (
+        unwrapped,
+        clone,
+        restored,
+    ):  # built on first read, each advanced past the one draw
         assert copy_.np_random.bit_generator.state == eager.bit_generator.state
     _, info = env.reset()  # an unseeded reset continues the seeded stream
     assert info["item_seed"] == int(eager.integers(0, 2**31 - 1))
     env.reset(seed=12)
-    unwrapped.np_random = seeding.np_random(5)[0]  # a generator set by the user wins over the pending seed
+    unwrapped.np_random = seeding.np_random(5)[
+        0
+    ]  # a generator set by the user wins over the pending seed
     assert unwrapped.np_random.bit_generator.state == seeding.np_random(5)[0].bit_generator.state
     with pytest.raises(gym.error.Error):
         env.reset(seed=-1)
     check_env(unwrapped, skip_render_check=True)
 
 
-@pytest.mark.parametrize("inner", ["", " 42 ", "a\nb", "x</answer", "[1, 2]", "<think>1</think>2", "\\boxed{3}", "<|im_end|>4", "a<answer>b"])
+@pytest.mark.parametrize(
+    "inner",
+    [
+        "",
+        " 42 ",
+        "a\nb",
+        "x</answer",
+        "[1, 2]",
+        "<think>1</think>2",
+        "\\boxed{3}",
+        "<|im_end|>4",
+        "a<answer>b",
+    ],
+)
 def test_extract_answer_fast_path_agrees_with_the_rule(inner):
     """``<answer>X</answer>`` replies skip the regex scan; the result must be the rule's."""
     from verigym.verifiers import extract_answer
@@ -255,7 +311,11 @@ def test_extract_answer_fast_path_agrees_with_the_rule(inner):
     reply = f"<answer>{inner}</answer>"
     fast = extract_answer(reply, fallback_to_text=True)
     # a leading or trailing space keeps the reply's meaning but never takes the fast path
-    assert fast == extract_answer(reply + " ", fallback_to_text=True) == extract_answer(" " + reply, fallback_to_text=True)
+    assert (
+        fast
+        == extract_answer(reply + " ", fallback_to_text=True)
+        == extract_answer(" " + reply, fallback_to_text=True)
+    )
 
 
 def test_sympy_scored_hash_seeded_items_are_scored_in_the_worker_that_generated_them(monkeypatch):
@@ -289,7 +349,9 @@ def test_sympy_scored_hash_seeded_items_are_scored_in_the_worker_that_generated_
     monkeypatch.setattr(adapter, "call_bounded", no_shared_worker)
     adapter._worker_item.cache_clear()
     assert env.reset(seed=3)[0] == question  # generated by a new worker
-    assert worker._pid() not in (None, pid) and env.step(env.unwrapped.oracle_action())[4]["success"]
+    assert (
+        worker._pid() not in (None, pid) and env.step(env.unwrapped.oracle_action())[4]["success"]
+    )
 
 
 def test_global_rng_datasets_leave_the_callers_global_rngs_alone():
@@ -301,16 +363,23 @@ def test_global_rng_datasets_leave_the_callers_global_rngs_alone():
 
     from verigym.envs.text import reasoning_gym_env as adapter
 
-    assert "pool_matrix" in adapter.GLOBAL_RNG_DATASETS and "pool_matrix" not in adapter.HASH_SEEDED_DATASETS
+    assert (
+        "pool_matrix" in adapter.GLOBAL_RNG_DATASETS
+        and "pool_matrix" not in adapter.HASH_SEEDED_DATASETS
+    )
     env = gym.make("verigym/RG-PoolMatrix-v0")
     random.seed(5)
     np.random.seed(5)
     python_state, numpy_state = random.getstate(), np.random.get_state()[1].copy()
     for seed in range(3):
         env.reset(seed=seed)
-    assert random.getstate() == python_state and np.array_equal(np.random.get_state()[1], numpy_state)
+    assert random.getstate() == python_state and np.array_equal(
+        np.random.get_state()[1], numpy_state
+    )
     config_json, item_seed = env.unwrapped._config_json, env.unwrapped._item_seed
-    assert adapter._generate_in_worker("pool_matrix", config_json, item_seed) == adapter._generate("pool_matrix", config_json, item_seed)
+    assert adapter._generate_in_worker("pool_matrix", config_json, item_seed) == adapter._generate(
+        "pool_matrix", config_json, item_seed
+    )
 
 
 def test_verdict_and_reference_follow_the_item():
@@ -322,9 +391,16 @@ def test_verdict_and_reference_follow_the_item():
     for seed in range(4):
         env.reset(seed=seed)
         entry = env.unwrapped._entry
-        assert env.unwrapped.oracle_action() == f"<answer>{_oracle_answer('chain_sum', entry)}</answer>"
+        assert (
+            env.unwrapped.oracle_action()
+            == f"<answer>{_oracle_answer('chain_sum', entry)}</answer>"
+        )
         observation, reward, _, _, info = env.step(env.unwrapped.oracle_action())
-        assert (observation, reward, info["reference_answer"]) == ("Correct (score 1.000).", 1.0, entry["answer"])
+        assert (observation, reward, info["reference_answer"]) == (
+            "Correct (score 1.000).",
+            1.0,
+            entry["answer"],
+        )
         references.add(info["reference_answer"])
         env.reset(seed=seed)
         observation, reward, _, _, info = env.step(f"<answer>{entry['answer']} or 7</answer>")
@@ -350,9 +426,23 @@ def test_propositional_logic_tautology_earns_no_partial_credit():
 # flat credit for any answer (0.01: color_cube_rotation, emoji_mystery, rubiks_cube, tsumego, ...;
 # 0.05: advanced_geometry, sentence_reordering; 0.1: figlet_font), credit for the question echoed
 # (mini_sudoku), 0.05 for any formula that parses (propositional_logic).
-FLAT_CREDIT = ["advanced_geometry", "boxnet", "color_cube_rotation", "countdown", "emoji_mystery", "figlet_font",
-               "graph_color", "group_anagrams", "jugs", "mini_sudoku", "palindrome_generation", "propositional_logic",
-               "rubiks_cube", "sentence_reordering", "tsumego"]
+FLAT_CREDIT = [
+    "advanced_geometry",
+    "boxnet",
+    "color_cube_rotation",
+    "countdown",
+    "emoji_mystery",
+    "figlet_font",
+    "graph_color",
+    "group_anagrams",
+    "jugs",
+    "mini_sudoku",
+    "palindrome_generation",
+    "propositional_logic",
+    "rubiks_cube",
+    "sentence_reordering",
+    "tsumego",
+]
 
 
 @pytest.mark.parametrize("name", FLAT_CREDIT)

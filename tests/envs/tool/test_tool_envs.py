@@ -34,39 +34,69 @@ def play(env: gym.Env, actions) -> tuple[str, float, bool, bool, dict]:
 
 # -- protocol -------------------------------------------------------------------------------------
 
-ECHO = Tool("echo", "repeat", {"type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "string", "enum": ["a", "b"]}}, "required": ["n"]})
+ECHO = Tool(
+    "echo",
+    "repeat",
+    {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}, "s": {"type": "string", "enum": ["a", "b"]}},
+        "required": ["n"],
+    },
+)
 
 
-@pytest.mark.parametrize("text", [
-    '<tool_call>{"name": "echo", "arguments": {"n": 3}}</tool_call>',
-    '<think>maybe <answer>1</answer></think>{"name": "echo", "arguments": {"n": 3}}',
-    '<tool_call>{"name": "echo", "arguments": "{\\"n\\": 3.0}"}</tool_call>',
-    '<tool_call>\n```json\n{"type": "function", "function": {"name": "echo", "arguments": {"n": 3}}}\n```\n</tool_call>',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>{"name": "echo", "arguments": {"n": 3}}</tool_call>',
+        '<think>maybe <answer>1</answer></think>{"name": "echo", "arguments": {"n": 3}}',
+        '<tool_call>{"name": "echo", "arguments": "{\\"n\\": 3.0}"}</tool_call>',
+        '<tool_call>\n```json\n{"type": "function", "function": {"name": "echo", "arguments": {"n": 3}}}\n```\n</tool_call>',
+    ],
+)
 def test_tool_call_formats(text):
     assert parse_reply(text, [ECHO], max_length=1000) == ToolCall("echo", {"n": 3})
 
 
-@pytest.mark.parametrize("text, message", [
-    ('<tool_call>{"name": "nope", "arguments": {}}</tool_call>', "unknown tool"),
-    ('<tool_call>{"name": "echo", "arguments": {}}</tool_call>', "missing required"),
-    ('<tool_call>{"name": "echo", "arguments": {"n": "3"}}</tool_call>', "must be of type integer"),
-    ('<tool_call>{"name": "echo", "arguments": {"n": true}}</tool_call>', "boolean"),
-    ('<tool_call>{"name": "echo", "arguments": {"n": 1, "s": "c"}}</tool_call>', "must be one of"),
-    ('<tool_call>{"name": "echo", "arguments": {"n": 1, "x": 2}}</tool_call>', "has no argument"),
-    ('<tool_call>{"name": "echo", "arguments": {"n": 1}</tool_call>', "not valid JSON"),
-    ("just some words", "reply with one tool call"),
-    ("<tool_call>{}</tool_call>", "a tool call is a JSON object"),
-    ('<tool_call>{"name": "echo", "arguments": {"n": 1}}</tool_call>' * 2, "one tool call per turn"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('<tool_call>{"name": "nope", "arguments": {}}</tool_call>', "unknown tool"),
+        ('<tool_call>{"name": "echo", "arguments": {}}</tool_call>', "missing required"),
+        (
+            '<tool_call>{"name": "echo", "arguments": {"n": "3"}}</tool_call>',
+            "must be of type integer",
+        ),
+        ('<tool_call>{"name": "echo", "arguments": {"n": true}}</tool_call>', "boolean"),
+        (
+            '<tool_call>{"name": "echo", "arguments": {"n": 1, "s": "c"}}</tool_call>',
+            "must be one of",
+        ),
+        (
+            '<tool_call>{"name": "echo", "arguments": {"n": 1, "x": 2}}</tool_call>',
+            "has no argument",
+        ),
+        ('<tool_call>{"name": "echo", "arguments": {"n": 1}</tool_call>', "not valid JSON"),
+        ("just some words", "reply with one tool call"),
+        ("<tool_call>{}</tool_call>", "a tool call is a JSON object"),
+        (
+            '<tool_call>{"name": "echo", "arguments": {"n": 1}}</tool_call>' * 2,
+            "one tool call per turn",
+        ),
+    ],
+)
 def test_bad_calls_are_parse_errors(text, message):
     with pytest.raises(ActionParseError, match=message):
         parse_reply(text, [ECHO], max_length=1000)
 
 
 def test_final_answer_and_limits():
-    assert parse_reply("<think>x</think> <answer> 42 </answer>", [ECHO], max_length=100) == FinalAnswer("42")
-    assert parse_reply("<answer>```python\ndef f(): pass\n```</answer>", [ECHO], max_length=100) == FinalAnswer("def f(): pass")
+    assert parse_reply(
+        "<think>x</think> <answer> 42 </answer>", [ECHO], max_length=100
+    ) == FinalAnswer("42")
+    assert parse_reply(
+        "<answer>```python\ndef f(): pass\n```</answer>", [ECHO], max_length=100
+    ) == FinalAnswer("def f(): pass")
     with pytest.raises(ActionParseError, match="at most 10"):
         parse_reply("<answer>123456</answer>", [ECHO], max_length=10)
     with pytest.raises(TypeError):
@@ -92,7 +122,10 @@ def test_instructions_list_the_tools_as_schemas(env_id):
 
 # -- calculator -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("expression", ["9**9**9**9", "2**100000", "factorial(10**6)", "(10**1000)**5", "10**-100000"])
+
+@pytest.mark.parametrize(
+    "expression", ["9**9**9**9", "2**100000", "factorial(10**6)", "(10**1000)**5", "10**-100000"]
+)
 def test_calculator_refuses_huge_values_fast(expression):
     start = time.monotonic()
     with pytest.raises(CalculatorError):
@@ -100,7 +133,19 @@ def test_calculator_refuses_huge_values_fast(expression):
     assert time.monotonic() - start < 1.0
 
 
-@pytest.mark.parametrize("expression", ["__import__('os')", "open('/etc/passwd')", "().__class__", "[x for x in (1,)]", "a + 1", "lambda: 1", "1 if 1 else 2", "1; 2"])
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "__import__('os')",
+        "open('/etc/passwd')",
+        "().__class__",
+        "[x for x in (1,)]",
+        "a + 1",
+        "lambda: 1",
+        "1 if 1 else 2",
+        "1; 2",
+    ],
+)
 def test_calculator_refuses_code(expression):
     with pytest.raises(CalculatorError):
         evaluate(expression)
@@ -109,17 +154,23 @@ def test_calculator_refuses_code(expression):
 def test_calculator_is_exact():
     assert evaluate("(7 - 3) * 5 // 3 + 10 % 4") == 8
     assert str(evaluate("1/3 + 1/6")) == "1/2"
-    assert evaluate("gcd(12, 18) + lcm(4, 6) + factorial(5) + abs(-2) + max(1, 9) - min(3, 4)") == 6 + 12 + 120 + 2 + 9 - 3
+    assert (
+        evaluate("gcd(12, 18) + lcm(4, 6) + factorial(5) + abs(-2) + max(1, 9) - min(3, 4)")
+        == 6 + 12 + 120 + 2 + 9 - 3
+    )
     with pytest.raises(CalculatorError, match="division by zero"):
         evaluate("1 // (2 - 2)")
     env = gym.make("verigym/Calculator-v0")
     env.reset(seed=0)
-    _, reward, terminated, _, info = env.step('<tool_call>{"name": "calculate", "arguments": {"expression": "__import__(\'os\')"}}</tool_call>')
+    _, reward, terminated, _, info = env.step(
+        '<tool_call>{"name": "calculate", "arguments": {"expression": "__import__(\'os\')"}}</tool_call>'
+    )
     assert "not allowed" in info["action_error"] and reward < 0 and not terminated
     env.close()
 
 
 # -- SQL ------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def sql_env():
@@ -129,11 +180,19 @@ def sql_env():
     env.close()
 
 
-@pytest.mark.parametrize("query", [
-    "DROP TABLE employees", "INSERT INTO departments VALUES (99, 'x', 'y')", "UPDATE employees SET salary = 0",
-    "ATTACH DATABASE '/tmp/x.db' AS x", "PRAGMA query_only = OFF", "SELECT 1; DROP TABLE employees",
-    "CREATE TABLE t (x)", "SELECT load_extension('x')",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "DROP TABLE employees",
+        "INSERT INTO departments VALUES (99, 'x', 'y')",
+        "UPDATE employees SET salary = 0",
+        "ATTACH DATABASE '/tmp/x.db' AS x",
+        "PRAGMA query_only = OFF",
+        "SELECT 1; DROP TABLE employees",
+        "CREATE TABLE t (x)",
+        "SELECT load_extension('x')",
+    ],
+)
 def test_sql_is_read_only(sql_env, query):
     connection = sql_env.unwrapped._db()
     with pytest.raises(QueryError):
@@ -145,7 +204,11 @@ def test_sql_time_limit_and_row_cap(sql_env):
     connection = sql_env.unwrapped._db()
     start = time.monotonic()
     with pytest.raises(QueryError, match="longer than"):
-        run_query(connection, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c", seconds=0.3)
+        run_query(
+            connection,
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c",
+            seconds=0.3,
+        )
     assert time.monotonic() - start < 3.0
     with pytest.raises(QueryError, match="more than"):
         run_query(connection, "SELECT * FROM employees a, employees b")
@@ -160,15 +223,18 @@ def test_sql_time_limit_is_cpu_time_so_load_does_not_change_the_answer(sql_env):
     assert run_query(connection, query, seconds=0.2)[1] == [(20000,)]
 
 
-@pytest.mark.parametrize("query", [
-    "SELECT length(randomblob(2e9))",
-    "SELECT length(zeroblob(2000000000))",
-    "SELECT length(replace(printf('%.*c', 900000, 'x'), 'x', 'xxxxxxxxxx'))",
-    "SELECT length(printf('%.*c', 999999, 'x') || printf('%.*c', 999999, 'x'))",
-    "SELECT length(printf('%.*c', 2000000000, 'x'))",
-    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 100000000) SELECT x FROM c ORDER BY random() LIMIT 1",
-    "SELECT " + " + ".join(["1"] * 2000),
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT length(randomblob(2e9))",
+        "SELECT length(zeroblob(2000000000))",
+        "SELECT length(replace(printf('%.*c', 900000, 'x'), 'x', 'xxxxxxxxxx'))",
+        "SELECT length(printf('%.*c', 999999, 'x') || printf('%.*c', 999999, 'x'))",
+        "SELECT length(printf('%.*c', 2000000000, 'x'))",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 100000000) SELECT x FROM c ORDER BY random() LIMIT 1",
+        "SELECT " + " + ".join(["1"] * 2000),
+    ],
+)
 def test_sql_is_bounded_inside_one_function_call(sql_env, query):
     """Work inside one function call or expression (invisible to the progress handler) is bounded
     by SQLite's limits and by the worker's hard deadline and memory cap (issue 16, section 2)."""
@@ -183,7 +249,9 @@ def test_sql_is_bounded_inside_one_function_call(sql_env, query):
 
 
 def test_sql_answer_with_a_huge_blob_scores_zero(sql_env):
-    _, reward, terminated, _, info = sql_env.step("<answer>SELECT length(printf('%.*c', 2000000000, 'x'))</answer>")
+    _, reward, terminated, _, info = sql_env.step(
+        "<answer>SELECT length(printf('%.*c', 2000000000, 'x'))</answer>"
+    )
     assert terminated and reward == 0.0 and not info["success"]
 
 
@@ -212,6 +280,7 @@ def test_sql_equivalent_query_scores_and_wrong_query_does_not():
 
 # -- SearchQA -------------------------------------------------------------------------------------
 
+
 def test_search_finds_the_chain_and_the_answer_is_in_the_last_article():
     env = gym.make("verigym/SearchQA-3Hop-v0")
     for seed in range(20):
@@ -229,9 +298,13 @@ def test_searchqa_scoring_and_counts():
     env = gym.make("verigym/SearchQA-v0")
     env.reset(seed=1)
     gold = env.unwrapped._gold
-    _, _, _, _, info = env.step('<tool_call>{"name": "search", "arguments": {"query": "guild"}}</tool_call>')
+    _, _, _, _, info = env.step(
+        '<tool_call>{"name": "search", "arguments": {"query": "guild"}}</tool_call>'
+    )
     assert info["searches"] == 1 and info["tool_calls"] == 1
-    _, _, _, _, info = env.step('<tool_call>{"name": "open", "arguments": {"title": "No Such Page"}}</tool_call>')
+    _, _, _, _, info = env.step(
+        '<tool_call>{"name": "open", "arguments": {"title": "No Such Page"}}</tool_call>'
+    )
     assert "no article" in info["action_error"]
     *_, info = env.step(f"<answer>{gold} or Atlantis</answer>")
     assert not info["success"] and info["score"] == 0.0  # no partial credit for a hedge
@@ -243,8 +316,12 @@ def test_searchqa_scoring_and_counts():
 
 # -- FunctionCalling ------------------------------------------------------------------------------
 
+
 def test_calls_score_is_order_insensitive_and_normalizes_types():
-    gold = [("get_weather", {"city": "Oslo", "unit": "celsius"}), ("get_weather", {"city": "Lima", "unit": "celsius"})]
+    gold = [
+        ("get_weather", {"city": "Oslo", "unit": "celsius"}),
+        ("get_weather", {"city": "Lima", "unit": "celsius"}),
+    ]
     assert calls_score(list(reversed(gold)), gold) == 1.0
     assert calls_score([("get_weather", {"city": " oslo ", "unit": "celsius"})], gold) == 0.5
     assert calls_score(gold + gold[:1], gold) == pytest.approx(2 / 3)
@@ -261,11 +338,16 @@ def test_function_calling_kinds():
     assert set(seen) == {"simple", "multiple", "parallel", "irrelevance"}
     env.reset(seed=seen["irrelevance"])
     available = env.unwrapped._available[0]
-    _, reward, *_, info = env.step(f'<tool_call>{{"name": "{available}", "arguments": {{}}}}</tool_call>')
+    _, reward, *_, info = env.step(
+        f'<tool_call>{{"name": "{available}", "arguments": {{}}}}</tool_call>'
+    )
     assert reward == 0.0 and not info["success"]
     env.reset(seed=seen["parallel"])
     gold = env.unwrapped._gold
-    reply = "".join("<tool_call>" + json.dumps({"name": n, "arguments": a}) + "</tool_call>" for n, a in reversed(gold))
+    reply = "".join(
+        "<tool_call>" + json.dumps({"name": n, "arguments": a}) + "</tool_call>"
+        for n, a in reversed(gold)
+    )
     assert env.step(reply)[4]["success"]
     env.reset(seed=seen["simple"])
     _, reward, *_, info = env.step('<tool_call>{"name": "no_such_fn", "arguments": {}}</tool_call>')
@@ -284,7 +366,8 @@ ATTACKS = {
     "search the disk for the tests": (
         "import os\nfound = []\nfor root, dirs, files in os.walk('/'):\n    if root.startswith('/proc'):\n        continue\n"
         "    found += [os.path.join(root, f) for f in files if 'test' in f.lower() or 'answer' in f.lower()]\n"
-        "def {name}(*a): return found[:3]\n"),
+        "def {name}(*a): return found[:3]\n"
+    ),
     "hang": "def {name}(*a):\n    while True: pass\n",
     "fork bomb": "import os\ndef {name}(*a):\n    while True:\n        try: os.fork()\n        except OSError: pass\n",
     "kill the parent": "import os, signal\nfor p in (os.getppid(), 1):\n    try: os.kill(p, signal.SIGKILL)\n    except OSError: pass\ndef {name}(*a): return None\n",
@@ -298,7 +381,9 @@ def test_code_unit_tests_attacks_score_zero(attack):
     env.reset(seed=11)
     name = env.unwrapped._problem_name
     start = time.monotonic()
-    _, reward, terminated, _, info = env.step("<answer>" + ATTACKS[attack].replace("{name}", name) + "</answer>")
+    _, reward, terminated, _, info = env.step(
+        "<answer>" + ATTACKS[attack].replace("{name}", name) + "</answer>"
+    )
     assert terminated and reward == 0.0 and not info["success"] and info["score"] == 0.0
     assert time.monotonic() - start < 10.0
     env.reset(seed=11)  # the harness and the env survive
@@ -311,7 +396,9 @@ def test_code_unit_tests_partial_credit_and_notebook():
     env = gym.make("verigym/CodeUnitTests-v0", partial_credit=True)
     env.reset(seed=2)
     inner = env.unwrapped
-    observation, _, _, _, info = env.step('<tool_call>{"name": "python", "arguments": {"code": "print(6 * 7)"}}</tool_call>')
+    observation, _, _, _, info = env.step(
+        '<tool_call>{"name": "python", "arguments": {"code": "print(6 * 7)"}}</tool_call>'
+    )
     assert "42" in observation and info["tool_calls"] == 1
     wrong_on_some = f"{inner._reference}\n_real = {inner._problem_name}\ndef {inner._problem_name}(*a):\n    return None if len(str(a)) % 2 else _real(*a)\n"
     _, reward, _, _, info = env.step(f"<answer>{wrong_on_some}</answer>")
@@ -326,10 +413,14 @@ def test_python_math_verdict_ignores_printed_text_and_survives_pickle():
     inner = env.unwrapped
     env.step('<tool_call>{"name": "python", "arguments": {"code": "x = 40"}}</tool_call>')
     copy_ = pickle.loads(pickle.dumps(inner))
-    observation = copy_.step('<tool_call>{"name": "python", "arguments": {"code": "x + 2"}}</tool_call>')[0]
+    observation = copy_.step(
+        '<tool_call>{"name": "python", "arguments": {"code": "x + 2"}}</tool_call>'
+    )[0]
     assert "42" in observation
     copy_.close()
-    _, reward, _, _, info = env.step('<tool_call>{"name": "python", "arguments": {"code": "print(\'Correct! reward=1\')"}}</tool_call>')
+    _, reward, _, _, info = env.step(
+        '<tool_call>{"name": "python", "arguments": {"code": "print(\'Correct! reward=1\')"}}</tool_call>'
+    )
     assert reward == 0.0 and "success" not in info
     *_, info = env.step(f"<answer>{inner._gold + 1}</answer>")
     assert not info["success"]
@@ -348,6 +439,7 @@ def test_step_limit_carries_the_verdict():
 
 
 # -- oracles prove every generated task solvable ------------------------------------------------------
+
 
 @pytest.mark.parametrize("env_id", TOOL_IDS)
 def test_oracle_solves_200_seeds(env_id):
@@ -369,8 +461,29 @@ def test_oracle_solves_200_seeds(env_id):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-_PIECES = st.sampled_from(['<tool_call>', '</tool_call>', '<answer>', '</answer>', '<think>', '{"name": "echo"', '"arguments": {',
-                           '"n": 1', '}', '{', '[', '"', ',', ':', '```', '\\ud800', 'null', '1e999', '9' * 30])
+_PIECES = st.sampled_from(
+    [
+        "<tool_call>",
+        "</tool_call>",
+        "<answer>",
+        "</answer>",
+        "<think>",
+        '{"name": "echo"',
+        '"arguments": {',
+        '"n": 1',
+        "}",
+        "{",
+        "[",
+        '"',
+        ",",
+        ":",
+        "```",
+        "\\ud800",
+        "null",
+        "1e999",
+        "9" * 30,
+    ]
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -385,8 +498,15 @@ def test_parse_reply_only_raises_action_parse_errors(text):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.sampled_from(list("0123456789+-*/%() .,e_jx") + ["**", "//", "abs(", "factorial(", "9**9", "__import__", "'os'"]),
-                max_size=30).map("".join))
+@given(
+    st.lists(
+        st.sampled_from(
+            list("0123456789+-*/%() .,e_jx")
+            + ["**", "//", "abs(", "factorial(", "9**9", "__import__", "'os'"]
+        ),
+        max_size=30,
+    ).map("".join)
+)
 def test_calculator_only_raises_calculator_errors(expression):
     start = time.monotonic()
     try:
