@@ -5,8 +5,8 @@
   thread (tests, notebooks, README examples) and get a handle with ``url`` and ``stop()``.
 * :mod:`verigym.serve.wire` -- the JSON encoding of values and spaces.
 * :mod:`verigym.serve.ray_serve` -- the same app as replicas of a Ray Serve deployment.
-
-The client side is :mod:`verigym.remote`.
+* :mod:`verigym.serve.client` -- the client, a ``gymnasium.Env`` over the protocol (public name
+  :mod:`verigym.remote`).
 """
 
 from __future__ import annotations
