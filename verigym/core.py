@@ -32,6 +32,7 @@ __all__ = [
     "ACTION_CANDIDATES",
     "ACTION_ERROR",
     "ACTION_MASK",
+    "CANDIDATE_MASK",
     "UnicodeText",
     "ActionParseError",
     "EpisodeEndedError",
@@ -63,6 +64,9 @@ ACTION_CANDIDATES = "action_candidates"
 """``info`` key: ``list[str]``, the finite answer set of a text env, for the tensor view."""
 ACTION_MASK = "action_mask"
 """``info`` key: ``int8`` array, 1 where an action is legal."""
+CANDIDATE_MASK = "candidate_mask"
+"""``info`` key: ``int8`` array of shape ``(len(info["action_candidates"]),)``, 1 where that
+candidate is a legal move now (the tensor view's ``action_mask`` comes from it)."""
 
 
 class ActionParseError(ValueError):

@@ -30,12 +30,12 @@ from gymnasium.utils import RecordConstructorArgs
 from verigym.core import (
     ACTION_CANDIDATES,
     ACTION_MASK,
+    CANDIDATE_MASK,
     ActionParseError,
     EpisodeGuard,
     action_error_info,
     coerce_action,
 )
-from verigym.envs.text.base import CANDIDATE_MASK
 
 __all__ = [
     "CandidateActionWrapper",

@@ -199,7 +199,7 @@ class OpenAIAgent:
                 f"unexpected answer from {cfg.base_url}: {str(answer)[:300]}"
             ) from None
         if message.get("tool_calls"):  # the env reads the message; the history keeps its text form
-            from verigym.envs.tool.protocol import message_to_text
+            from verigym.toolcalls import message_to_text
 
             try:
                 self.history.reply(message_to_text(message))

@@ -371,7 +371,7 @@ class ChatServer(ThreadingHTTPServer):
     # -- chat completions -------------------------------------------------------------------------
     def _messages(self, request: dict[str, Any]) -> list[dict[str, str]]:
         """The request's messages as plain {role, content} text (tool calls and results in Hermes form)."""
-        from verigym.envs.tool.protocol import message_to_text
+        from verigym.toolcalls import message_to_text
 
         messages = request.get("messages")
         if not isinstance(messages, list) or not messages:
@@ -464,7 +464,7 @@ class ChatServer(ThreadingHTTPServer):
     @staticmethod
     def _tool_calls(text: str) -> tuple[str | None, list[dict[str, Any]]]:
         """(content before the calls or None, OpenAI tool_calls) of a reply; no calls -> (text, [])."""
-        from verigym.envs.tool.protocol import tool_calls_in
+        from verigym.toolcalls import tool_calls_in
 
         try:
             calls = tool_calls_in(text)

@@ -16,6 +16,7 @@ import numpy as np
 
 from verigym.core import (
     ACTION_CANDIDATES,
+    CANDIDATE_MASK,
     ActionParseError,
     EpisodeGuard,
     UnicodeText,
@@ -26,11 +27,7 @@ from verigym.kwargs_policy import FloatRange, OneOf, client
 from verigym.validation import check_choice, check_int, check_number
 from verigym.verifiers import strip_think
 
-__all__ = ["CANDIDATE_MASK", "DIFFICULTIES", "ReplySpace", "TextGameEnv", "visible_text"]
-
-CANDIDATE_MASK = "candidate_mask"
-"""Info key: ``int8`` array of shape ``(len(info["action_candidates"]),)``, 1 where that candidate
-is a legal move now (the tensor view's ``action_mask`` comes from it)."""
+__all__ = ["DIFFICULTIES", "ReplySpace", "TextGameEnv", "visible_text"]
 
 DIFFICULTIES = ("easy", "medium", "hard")
 """The difficulty levels of the procedural games."""

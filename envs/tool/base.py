@@ -19,8 +19,8 @@ from typing import Any
 import gymnasium as gym
 
 from verigym.core import ActionParseError, EpisodeGuard, UnicodeText, action_error_info, episode_end
-from verigym.envs.tool.protocol import FinalAnswer, Tool, ToolCall, parse_reply
 from verigym.kwargs_policy import FloatRange, IntRange, client, never, operator_only
+from verigym.toolcalls import FinalAnswer, Tool, ToolCall, parse_reply
 from verigym.validation import check_choice, check_int, check_number
 
 __all__ = ["ToolEnv", "tool_call_text"]

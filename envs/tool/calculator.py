@@ -12,9 +12,9 @@ import numpy as np
 
 from verigym.core import ActionParseError
 from verigym.envs.tool.base import ToolEnv, tool_call_text
-from verigym.envs.tool.protocol import Tool, ToolCall
 from verigym.envs.tool.python_math import verify_integer
 from verigym.kwargs_policy import IntRange, client
+from verigym.toolcalls import Tool, ToolCall
 from verigym.validation import check_int
 
 __all__ = ["CALCULATOR_TOOL", "CalculatorEnv", "CalculatorError", "evaluate"]

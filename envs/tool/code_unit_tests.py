@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 
 from verigym.envs.tool.base import ToolEnv
-from verigym.envs.tool.protocol import Tool, ToolCall
 from verigym.envs.tool.python_math import PYTHON_TOOL
 from verigym.kwargs_policy import FLAG, FloatRange, IntRange, client, operator_only
 from verigym.sandbox import Limits, PythonSandbox
+from verigym.toolcalls import Tool, ToolCall
 from verigym.validation import check_bool, check_int, check_number
 
 __all__ = ["CodeUnitTestsEnv", "strict_equal"]

@@ -11,8 +11,8 @@ import numpy as np
 
 from verigym.core import ActionParseError, action_error_info, episode_end
 from verigym.envs.tool.base import ToolEnv
-from verigym.envs.tool.protocol import Tool, check_arguments, tool_calls_in
 from verigym.kwargs_policy import FLAG, IntRange, client
+from verigym.toolcalls import Tool, check_arguments, tool_calls_in
 from verigym.validation import check_bool, check_int
 
 __all__ = ["FUNCTIONS", "FunctionCallingEnv", "calls_score"]

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from verigym.envs.tool.base import ToolEnv, tool_call_text
-from verigym.envs.tool.protocol import Tool, ToolCall
 from verigym.kwargs_policy import FloatRange, IntRange, client, operator_only
 from verigym.sandbox import Limits, PythonSandbox
+from verigym.toolcalls import Tool, ToolCall
 from verigym.validation import check_bool, check_int, check_number
 
 __all__ = ["PYTHON_TOOL", "PythonMathEnv", "parse_integer_answer", "verify_integer"]
@@ -181,7 +181,7 @@ class PythonMathEnv(ToolEnv):
     ## Action Space
     ``UnicodeText(max_action_length)``: a tool call
     ``<tool_call>{"name": "python", "arguments": {"code": "..."}}</tool_call>`` or a final answer
-    ``<answer>INTEGER</answer>`` (see :mod:`verigym.envs.tool.protocol`).
+    ``<answer>INTEGER</answer>`` (see :mod:`verigym.toolcalls`).
 
     ## Observation Space
     ``UnicodeText``: the problem on reset; then the tool's output (printed text, capped) or an

@@ -13,8 +13,8 @@ import numpy as np
 
 from verigym.core import ActionParseError
 from verigym.envs.tool.base import ToolEnv, tool_call_text
-from verigym.envs.tool.protocol import Tool, ToolCall
 from verigym.kwargs_policy import IntRange, client
+from verigym.toolcalls import Tool, ToolCall
 from verigym.validation import check_int
 from verigym.verifiers import BoundedWorker, VerifierTimeout
 

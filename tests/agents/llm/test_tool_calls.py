@@ -9,7 +9,7 @@ import pytest
 
 import verigym  # noqa: F401 - registers the ids
 from verigym.core import ActionParseError
-from verigym.envs.tool.protocol import (
+from verigym.toolcalls import (
     FinalAnswer,
     Tool,
     ToolCall,

@@ -14,11 +14,11 @@ from tests.test_sandbox import SANDBOX_ERROR, needs_sandbox, no_sandbox_left_beh
 from verigym.core import ActionParseError
 from verigym.envs.tool.calculator import CalculatorError, evaluate
 from verigym.envs.tool.function_calling import calls_score
-from verigym.envs.tool.protocol import FinalAnswer, Tool, ToolCall, parse_reply
 from verigym.envs.tool.python_math import parse_integer_answer
 from verigym.envs.tool.search_qa import answer_f1, normalize_answer
 from verigym.envs.tool.sql import QueryError, results_match, run_query
 from verigym.sandbox import supervisor
+from verigym.toolcalls import FinalAnswer, Tool, ToolCall, parse_reply
 
 TOOL_IDS = [r.id for r in verigym.rows("tool")]
 SANDBOX_IDS = {"verigym/PythonMath-v0", "verigym/CodeUnitTests-v0"}

@@ -1,4 +1,8 @@
-"""The tool protocol of the ``tool`` family: JSON-schema tools, tool calls and final answers.
+"""The tool-call format: JSON-schema tools, tool calls and final answers.
+
+One contract shared by the ``tool`` env family (:mod:`verigym.envs.tool.base` parses each reply
+with :func:`parse_reply`), the model server and the OpenAI agent (:func:`message_to_text`,
+:func:`tool_calls_in`) and, through the tool envs, the TRL adapter.
 
 Tools are described in the OpenAI function-calling format::
 
