@@ -14,7 +14,7 @@ for agent in random oracle ppo:leaderboards/checkpoints/ppo; do
   verigym eval --agent "$agent" --suite "$suite" --out "$out" --resume
 done
 # a real LLM row: SmolLM2-135M-Instruct (the smollm2 extra) on the text, tool and GUI (text view)
-# tasks. One `verigym serve` process holds the model and samples the concurrent episodes' requests
+# tasks. One `verigym serve-model` process holds the model and samples the concurrent episodes' requests
 # as one batch; the eval workers only step envs and talk HTTP. VERIGYM_LLM=0 skips it. A turn waits
 # for a batch of up to 12 episodes' replies on 2 CPU cores (several seconds; 8-turn tool episodes took
 # 45-105 s here), so the suite's per-episode limits (set for fast agents) are scaled by 4 for this row.
@@ -29,7 +29,7 @@ if [ "${VERIGYM_LLM:-1}" != 0 ] && python -c "import importlib.util as u, sys; s
   # 2.3x faster on this row's tool tasks here (10 Calculator episodes: 46 s against 104 s in float32)
   dtype=auto
   grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2>/dev/null && dtype=bfloat16
-  verigym serve smollm2 --port "$port" --model-name smollm2 --max-batch-size 32 --dtype "$dtype" >"$out/serve-smollm2.log" 2>&1 &
+  verigym serve-model smollm2 --port "$port" --model-name smollm2 --max-batch-size 32 --dtype "$dtype" >"$out/serve-smollm2.log" 2>&1 &
   server=$!
   trap 'kill "$server" 2>/dev/null || true' EXIT
   # waits while the server lives (the first run dequantizes the GGUF file once, ~2 minutes; cached

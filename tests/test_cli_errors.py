@@ -233,13 +233,13 @@ def test_a_second_eval_reuses_what_is_recorded_and_refuses_only_a_duplicate(tmp_
     )
 
 
-# ---- verigym serve / train -----------------------------------------------------------------------
+# ---- verigym serve-model / train ------------------------------------------------------------------
 
 
-def test_serve_and_train_grpo_on_a_folder_without_a_model_say_so_in_one_line(tmp_path):
+def test_serve_model_and_train_grpo_on_a_folder_without_a_model_say_so_in_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
     expected = "no model in empty: expected config.json and weights, a .gguf file, or a short name such as smollm2"
-    one_line_error(cli("serve", "empty", cwd=tmp_path), "serve", expected)
+    one_line_error(cli("serve-model", "empty", cwd=tmp_path), "serve-model", expected)
     one_line_error(
         cli("train", "grpo", "--env", "verigym/GuessNumber-v0", "--model", "empty", cwd=tmp_path),
         "train grpo",
@@ -250,6 +250,17 @@ def test_serve_and_train_grpo_on_a_folder_without_a_model_say_so_in_one_line(tmp
         "train grpo",
         "is a multi-agent env",
     )
+
+
+def test_serve_is_the_old_name_of_serve_model_with_a_notice(tmp_path):
+    (tmp_path / "empty").mkdir()
+    done = cli("serve", "empty", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    notice, error = done.stderr.strip().splitlines()
+    assert notice == (
+        "verigym serve: renamed to verigym serve-model; `serve` goes away in the next version"
+    )
+    assert error.startswith("verigym serve-model: no model in empty"), error
 
 
 def test_train_option_errors_are_one_line_with_did_you_mean(tmp_path):

@@ -26,8 +26,9 @@ COMMANDS: tuple[str, ...] = (
     "leaderboard",
     "reverify",
     "export",
-    "serve",
+    "serve-model",
     "serve-env",
+    "serve",  # the old name of serve-model, one more version
     "new-env",
 )
 

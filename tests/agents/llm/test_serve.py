@@ -1,4 +1,4 @@
-"""``verigym serve`` and the OpenAI-compatible agent, for real over HTTP on 127.0.0.1."""
+"""``verigym serve-model`` and the OpenAI-compatible agent, for real over HTTP on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import verigym  # noqa: F401
 import verigym.agents
 from verigym.agents.llm.agent import ChatHistory
 from verigym.agents.llm.openai_agent import ChatCompletionError, OpenAIAgent, chat_completion
-from verigym.commands import serve
+from verigym.commands import serve_model as serve
 from verigym.wrappers.language import LanguageWrapper
 
 
