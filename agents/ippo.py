@@ -132,14 +132,6 @@ class IPPO(TorchLearner):
                 for i, a in enumerate(self.agents)
             }
 
-    def policy_of(self, agent: str) -> PPO:
-        """The PPO learner that acts for ``agent``.
-
-        Raises:
-            KeyError: ``agent`` is not one of the game's agents.
-        """
-        return self.policies[self._key(agent)]
-
     def _key(self, agent: str) -> str:
         if agent not in self.observation_space.spaces:
             raise KeyError(f"unknown agent {agent!r}; the agents are {self.agents}")

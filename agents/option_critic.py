@@ -195,11 +195,6 @@ class OptionCritic(TorchLearner):
         self._options = options.cpu().numpy()
         return self.env_actions(actions.cpu().numpy())
 
-    @property
-    def current_options(self) -> np.ndarray | None:
-        """The option each env/episode is following (``int64 (N,)``), None right after ``reset``."""
-        return self._options
-
     # -- learning -----------------------------------------------------------------------------
     def learn(
         self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()

@@ -200,10 +200,6 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         )
         return np.sqrt(np.sum(difference * difference, axis=-1))
 
-    def goal_reached(self, achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
-        """Vectorized success predicate on goals: :meth:`within_tolerance` of the distance."""
-        return self.within_tolerance(self.goal_distance(achieved_goal, desired_goal))
-
     def within_tolerance(self, distance: np.ndarray) -> np.ndarray:
         """Whether a goal distance counts as reached: ``distance < self.distance_threshold``."""
         return np.asarray(distance) < self.distance_threshold

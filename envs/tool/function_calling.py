@@ -365,8 +365,6 @@ class FunctionCallingEnv(ToolEnv):
         return calls
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if self._done:
-            raise RuntimeError("the episode has ended; call reset() before step()")
         self._turn += 1
         info = self._info()
         try:
@@ -374,7 +372,6 @@ class FunctionCallingEnv(ToolEnv):
         except ActionParseError as exc:
             action_error_info(str(exc), info)
             episode_end(info, success=False, score=0.0)
-            self._done = True
             self._last = f"Error: {exc}"
             return self._last, self.invalid_action_reward, False, True, info
         if problems:
@@ -384,18 +381,12 @@ class FunctionCallingEnv(ToolEnv):
         info["tool_calls"] = len(calls)
         info["request_kind"] = self._kind
         episode_end(info, success=success, score=score)
-        self._done = True
         self._last = f"{'Correct' if success else 'Not correct'}: {len(calls)} call(s) made, {len(self._gold)} expected."
         reward = score if self.partial_credit else float(success)
         return self._last, reward, True, False, info
 
     def _call_tool(self, call: Any) -> str:  # the functions are scored, not executed
         raise ActionParseError("functions are not executed in this environment")
-
-    def _verify(self, answer: str) -> tuple[bool, float]:
-        calls, _ = self._parse_calls(answer)
-        score = calls_score(calls, self._gold)
-        return score == 1.0, score
 
     def oracle_action(self) -> str:
         """The gold calls, or a plain refusal when no function fits."""
