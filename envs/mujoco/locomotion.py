@@ -209,19 +209,6 @@ class LocomotionTargetEnv(MujocoGoalEnv):
         """Reached when nothing is left to go: ``distance <= 0``."""
         return np.asarray(distance) <= 0.0
 
-    def _step_info(self, observation: dict[str, np.ndarray]) -> tuple[dict[str, Any], float]:
-        # goal_distance, within_tolerance and _reward on the step's two Python floats (the same
-        # values: one subtraction and a comparison; compute_reward stays vectorized)
-        achieved, desired = (
-            observation["achieved_goal"].item(0),
-            observation["desired_goal"].item(0),
-        )
-        gap = desired - achieved
-        distance = 0.0 if gap <= 0.0 else gap  # np.maximum(gap, 0.0): -0.0 gives 0.0, NaN stays NaN
-        reached = distance <= 0.0
-        reward = -distance if self.reward_type == "dense" else float(reached) - 1.0
-        return {"distance": distance, "is_success": float(reached), "time": self.data.time}, reward
-
     def fallen(self) -> bool:
         """Gymnasium's unhealthy test for the robot (HalfCheetah: flipped over)."""
         q = self._qpos.tolist()

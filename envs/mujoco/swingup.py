@@ -179,9 +179,6 @@ class SwingupEnv(MujocoGoalEnv):
         """Upright: the tip at most ``POLE (1 - cos(upright_angle))`` below the goal height."""
         return np.asarray(distance) <= self.distance_threshold + 1e-12
 
-    def _goal_reached(self, distance: float) -> bool:
-        return distance <= self.distance_threshold + 1e-12
-
     def _status(self, reached: bool) -> tuple[bool, bool]:
         return self._held_steps * self._dt >= self.hold_seconds - 1e-9, False
 

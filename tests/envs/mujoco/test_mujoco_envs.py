@@ -353,40 +353,10 @@ def test_step_reward_equals_compute_reward_bit_for_bit():
     assert goal_ids
 
 
-def test_scalar_goal_predicate_agrees_with_within_tolerance_at_the_boundary():
-    """The step path decides success with ``_goal_reached`` on Python floats; an env that overrides
-    ``within_tolerance`` (Swingup: the boundary counts) must give the same verdict on every
-    distance, the threshold itself and its neighbouring floats included."""
-    from verigym.envs.mujoco.base import MujocoGoalEnv
-
-    checked = []
-    for row in verigym.rows("mujoco"):
-        env = gym.make(row.id).unwrapped
-        if type(env)._plain_goals:
-            threshold = env.distance_threshold
-            near = [
-                threshold,
-                np.nextafter(threshold, 0.0),
-                np.nextafter(threshold, 1.0),
-                threshold + 1e-12,
-                np.nextafter(threshold + 1e-12, 1.0),
-            ]
-            for distance in [0.0, *map(float, near), 2 * threshold, 1.0]:
-                assert env._goal_reached(distance) == bool(env.within_tolerance(distance)), (
-                    row.id,
-                    distance,
-                )
-            checked.append(row.id)
-            if type(env).within_tolerance is not MujocoGoalEnv.within_tolerance:
-                assert type(env)._goal_reached is not MujocoGoalEnv._goal_reached
-        env.close()
-    assert "verigym/Swingup-v0" in checked and "verigym/Reach-2Link-v0" in checked
-
-
 def test_locomotion_step_goal_values_match_the_vectorized_definitions_at_the_edges():
-    """Locomotion's step computes distance, success and reward on Python floats; at the goal line
-    (``-0.0`` and ``0.0`` gaps) and for a NaN position they must be those of ``goal_distance``,
-    ``within_tolerance`` and ``compute_reward``, so that a broken state never counts as a success."""
+    """Locomotion's step info and reward at the goal line (``-0.0`` and ``0.0`` gaps) and for a NaN
+    position are those of ``goal_distance``, ``within_tolerance`` and ``compute_reward``, so that a
+    broken state never counts as a success."""
     for reward_type in ("dense", "sparse"):
         env = gym.make("verigym/LocomotionTarget-HalfCheetah-v0", reward_type=reward_type).unwrapped
         env.reset(seed=0)
@@ -402,7 +372,7 @@ def test_locomotion_step_goal_values_match_the_vectorized_definitions_at_the_edg
                 "achieved_goal": np.array([achieved]),
                 "desired_goal": np.array([env.distance]),
             }
-            info, reward = env._step_info(observation)
+            info, reward, _ = env._goal_info(observation)
             distance = env.goal_distance(observation["achieved_goal"], observation["desired_goal"])
             np.testing.assert_equal(info["distance"], float(distance))
             assert info["is_success"] == float(env.within_tolerance(distance))
@@ -415,7 +385,7 @@ def test_locomotion_step_goal_values_match_the_vectorized_definitions_at_the_edg
                 ),
             )
         assert (
-            env._step_info(
+            env._goal_info(
                 {"achieved_goal": np.array([np.nan]), "desired_goal": np.array([env.distance])}
             )[0]["is_success"]
             == 0.0
