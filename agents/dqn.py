@@ -171,7 +171,7 @@ class DQN(TorchLearner):
                 actions[i] = self.rng.choice(legal)
         return self.env_actions(actions)
 
-    def learn(self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()) -> DQN:
+    def _learn(self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()) -> DQN:
         """Train for ``total_steps`` env steps (over all envs).
 
         Args:

@@ -183,7 +183,7 @@ class IPPO(TorchLearner):
         return observation
 
     # -- learning -----------------------------------------------------------------------------
-    def learn(self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()) -> IPPO:
+    def _learn(self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()) -> IPPO:
         """Train every policy for ``total_steps`` agent transitions (rounded up to rollouts).
 
         Args:

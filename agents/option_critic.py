@@ -196,7 +196,7 @@ class OptionCritic(TorchLearner):
         return self.env_actions(actions.cpu().numpy())
 
     # -- learning -----------------------------------------------------------------------------
-    def learn(
+    def _learn(
         self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()
     ) -> OptionCritic:
         """Train for ``total_steps`` env steps (rounded up to whole rollouts).

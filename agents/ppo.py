@@ -190,7 +190,7 @@ class PPO(TorchLearner):
         return self.env_actions(actions.cpu().numpy())
 
     # -- learning -----------------------------------------------------------------------------
-    def learn(self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()) -> PPO:
+    def _learn(self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()) -> PPO:
         """Train for ``total_steps`` env steps (rounded up to whole rollouts).
 
         Args:

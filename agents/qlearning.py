@@ -169,7 +169,9 @@ class QLearning(TorchLearner):
         ]
         return np.array(actions, dtype=np.int64) if batched else np.int64(actions[0])
 
-    def learn(self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()) -> QLearning:
+    def _learn(
+        self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()
+    ) -> QLearning:
         """Train for ``total_steps`` env steps on one env (an id, an env or an EnvPool of one).
 
         Returns:

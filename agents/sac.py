@@ -180,7 +180,7 @@ class SAC(TorchLearner):
             )
         return self._to_env(squashed)
 
-    def learn(self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()) -> SAC:
+    def _learn(self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()) -> SAC:
         """Train for ``total_steps`` env steps (over all envs).
 
         Args:

@@ -1,7 +1,8 @@
 """Plumbing every torch learner shares: device, seeding, batching in ``act``, save/load, callbacks.
 
 A learner subclasses :class:`TorchLearner`, names its config class and its ``name`` (the registry
-key), builds its networks in ``_build()`` and implements ``_act_batch`` and ``learn``. Saved agents
+key), builds its networks in ``_build()`` and implements ``_act_batch`` and ``_learn`` (the
+training loop). Saved agents
 are a directory (docs/design.md section 4):
 
 * ``config.json`` -- the config dataclass;
@@ -9,22 +10,22 @@ are a directory (docs/design.md section 4):
   normalization statistics, tables);
 * ``meta.json`` -- agent name, env id, observation and action spaces, verigym/torch versions, git SHA.
 
-Every ``learn`` of a subclass runs inside :meth:`TorchLearner.training_threads` (torch's intra-op
-thread count pinned to the config's ``torch_threads``, by default one thread for small networks,
-and subnormal floats flushed to zero on the CPU, both restored afterwards) and takes a ``progress`` keyword: a progress bar with steps/s and the recent
-return, shown by default when the output is a terminal or a notebook.
+:meth:`TorchLearner.learn` is the template (as Stable-Baselines3's ``learn`` around
+``collect_rollouts``/``train``): it runs the subclass's ``_learn`` inside
+:meth:`TorchLearner.training_threads` (torch's intra-op thread count pinned to the config's
+``torch_threads``, by default one thread for small networks, and subnormal floats flushed to zero
+on the CPU, both restored afterwards), with a progress bar (steps/s and the recent return) shown
+when ``progress=True`` or, by default, when the output is a terminal or a notebook.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
 import json
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -144,49 +145,6 @@ def _show_progress(progress: bool | None) -> bool:
     return console.is_terminal or console.is_jupyter
 
 
-def _training_session(learn: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a learner's ``learn``: pinned torch threads and an optional progress bar around it."""
-
-    @functools.wraps(learn)
-    def wrapper(
-        self: TorchLearner,
-        env: Any,
-        total_steps: int,
-        *,
-        callbacks: Sequence[Callback] = (),
-        progress: bool | None = None,
-    ) -> Any:
-        if self._learning:  # a learn calling another learn: the outer one owns threads and bar
-            return learn(self, env, total_steps, callbacks=callbacks)
-        callbacks = list(callbacks)
-        bar = None
-        if _show_progress(progress):
-            from verigym.agents.common.callbacks import ProgressBar
-
-            bar = ProgressBar(
-                total_steps,
-                f"{self.name} on {env_id_of(env) or type(env).__name__}",
-                start=self.global_step,
-            )
-            callbacks.append(bar)
-        self._learning = True
-        try:
-            with self.training_threads():
-                return learn(self, env, total_steps, callbacks=callbacks)
-        finally:
-            self._learning = False
-            if bar is not None:
-                bar.close()
-
-    signature = inspect.signature(learn)
-    extra = inspect.Parameter(
-        "progress", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="bool | None"
-    )
-    wrapper.__signature__ = signature.replace(parameters=[*signature.parameters.values(), extra])  # type: ignore[attr-defined]
-    wrapper._training_session = True  # type: ignore[attr-defined]
-    return wrapper
-
-
 def emit(callbacks: Sequence[Callback], metrics: Mapping[str, float]) -> bool:
     """Send ``metrics`` to every callback; False when one of them asked to stop."""
     keep_going = True
@@ -245,19 +203,15 @@ def env_id_of(env: Any) -> str | None:
     return None if spec is None else spec.id
 
 
+LearnerT = TypeVar("LearnerT", bound="TorchLearner")
+
+
 class TorchLearner:
     """Base of the torch learners (see the module doc). Not an agent on its own."""
 
     name: ClassVar[str] = ""
     config_class: ClassVar[type[AgentConfig]] = AgentConfig
     _learning: bool = False
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Give each subclass's own ``learn`` the training session (threads, ``progress=``)."""
-        super().__init_subclass__(**kwargs)
-        learn = cls.__dict__.get("learn")
-        if callable(learn) and not getattr(learn, "_training_session", False):
-            cls.learn = _training_session(learn)  # type: ignore[method-assign]
 
     def __init__(
         self,
@@ -300,6 +254,53 @@ class TorchLearner:
 
     def _build(self) -> None:
         """Create networks/optimizers (called under the config seed)."""
+
+    # -- learning -----------------------------------------------------------------------------
+    def learn(
+        self: LearnerT,
+        env: Any,
+        total_steps: int,
+        *,
+        callbacks: Sequence[Callback] = (),
+        progress: bool | None = None,
+    ) -> LearnerT:
+        """Train for ``total_steps`` env steps (the subclass's :meth:`_learn` documents its env
+        types and rounding), with pinned torch threads and an optional progress bar.
+
+        Args:
+            env: an env id, a ``gymnasium.Env`` or an env pool (see the subclass's ``_learn``).
+            total_steps: env steps over all envs.
+            callbacks: called with each metrics dict (see :data:`Callback`); ``False`` stops.
+            progress: show a progress bar; ``None``: when stdout is a terminal or a notebook.
+
+        Returns:
+            self.
+        """
+        if self._learning:  # a learn calling another learn: the outer one owns threads and bar
+            return self._learn(env, total_steps, callbacks=callbacks)
+        callbacks = list(callbacks)
+        bar = None
+        if _show_progress(progress):
+            from verigym.agents.common.callbacks import ProgressBar
+
+            bar = ProgressBar(
+                total_steps,
+                f"{self.name} on {env_id_of(env) or type(env).__name__}",
+                start=self.global_step,
+            )
+            callbacks.append(bar)
+        self._learning = True
+        try:
+            with self.training_threads():
+                return self._learn(env, total_steps, callbacks=callbacks)
+        finally:
+            self._learning = False
+            if bar is not None:
+                bar.close()
+
+    def _learn(self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()) -> Any:
+        """The algorithm's training loop (subclass hook), run by :meth:`learn`."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _learn")
 
     def num_parameters(self) -> int:
         """Floating-point values in :meth:`state_tensors` (weights and normalization statistics)."""
