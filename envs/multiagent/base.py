@@ -26,11 +26,9 @@ Conventions of every game built on it:
 
 from __future__ import annotations
 
-import functools
-import inspect
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -76,23 +74,11 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _check_joint_action(step: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a parallel ``step`` so that :meth:`ParallelGame.check_joint_action` runs first."""
-
-    @functools.wraps(step)
-    def checked_step(self: ParallelGame, actions: Any, *args: Any, **kwargs: Any) -> Any:
-        self.check_joint_action(actions)
-        return step(self, actions, *args, **kwargs)
-
-    checked_step.__joint_action_check__ = True  # type: ignore[attr-defined]
-    return checked_step
-
-
 class ParallelGame(AgentSpaces, ParallelEnv):
     """Base of the parallel games of the family: the joint-action and game-over contract.
 
-    The ``step`` of every subclass (wrapped when the class is created, like
-    :class:`verigym.core.EpisodeGuard`) first calls :meth:`check_joint_action`, which raises
+    A game implements ``_step(actions)`` (the template method: the base's ``step`` owns the
+    contract). ``step`` first calls :meth:`check_joint_action`, which raises
 
     * :class:`verigym.core.EpisodeEndedError` when the game is over (no live agents) or was never
       reset -- call ``reset()``;
@@ -107,11 +93,24 @@ class ParallelGame(AgentSpaces, ParallelEnv):
     ended are ignored, so a loop may keep passing a fixed set of agents.
     """
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        method = getattr(cls, "step", None)
-        if inspect.isfunction(method) and not getattr(method, "__joint_action_check__", False):
-            cls.step = _check_joint_action(method)
+    def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        """One joint step: :meth:`check_joint_action`, then the game's :meth:`_step`.
+
+        Args:
+            actions: ``{agent: action}`` with an entry for every live agent.
+
+        Returns:
+            ``(observations, rewards, terminations, truncations, infos)``, dicts keyed by agent.
+
+        Raises:
+            EpisodeEndedError, TypeError, ValueError: see :meth:`check_joint_action`.
+        """
+        self.check_joint_action(actions)
+        return self._step(actions)
+
+    def _step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        """The game's step on a checked joint action (subclass hook)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _step")
 
     @classmethod
     def aec_env(cls, **kwargs: Any) -> AECView:

@@ -150,7 +150,7 @@ class GridGame(ParallelGame):
         observations = {a: self.observe(a) for a in self.agents}
         return observations, {a: {ACTION_MASK: self.action_mask(a)} for a in self.agents}
 
-    def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+    def _step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         acting = list(self.agents)
         infos: dict[str, dict[str, Any]] = {a: {} for a in acting}
         for agent in acting:  # every live agent has an entry (ParallelGame.check_joint_action)

@@ -125,7 +125,7 @@ class SpreadEnv(ParallelGame):
         self.agents = list(self.possible_agents)
         return {a: self.observe(a) for a in self.agents}, {a: {} for a in self.agents}
 
-    def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+    def _step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         acting = list(self.agents)
         infos: dict[str, dict[str, Any]] = {a: {} for a in acting}
         commands = np.zeros((self.n, 2))
