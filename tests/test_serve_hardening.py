@@ -22,6 +22,7 @@ import verigym  # noqa: F401
 import verigym.remote
 import verigym.serve
 import verigym.serve.app as serve_app
+import verigym.serve.auth as serve_auth
 from tests.processes import descendants
 from verigym.core import UnicodeText, episode_end
 from verigym.remote import RemoteEnvError
@@ -231,7 +232,7 @@ def test_a_token_counts_only_in_one_authorization_header():
 
 def test_repeated_wrong_tokens_get_429_from_that_address():
     with verigym.serve.start(TEXT, token="s3cret") as server:
-        for _ in range(serve_app.AUTH_FAILURE_LIMIT):
+        for _ in range(serve_auth.AUTH_FAILURE_LIMIT):
             assert _get(server.url + "/health", {"Authorization": "Bearer guess"})[0] == 401
         status, body, headers = _get(server.url + "/health", {"Authorization": "Bearer guess"})
         assert status == 429 and int(headers["Retry-After"]) > 0 and "too many" in body["detail"]
@@ -247,8 +248,8 @@ def test_the_failure_limiter_forgets_old_windows_and_holds_a_bounded_number_of_a
     monkeypatch,
 ):
     clock = [1000.0]
-    monkeypatch.setattr(serve_app.time, "monotonic", lambda: clock[0])
-    limiter = serve_app._FailureLimiter(limit=3, window=60.0, capacity=5)
+    monkeypatch.setattr(serve_auth.time, "monotonic", lambda: clock[0])
+    limiter = serve_auth.FailureLimiter(limit=3, window=60.0, capacity=5)
     for _ in range(3):
         assert limiter.blocked("10.0.0.1") == 0.0
         limiter.fail("10.0.0.1")

@@ -1,0 +1,446 @@
+"""One session of ``verigym serve-env``: one client, one env instance, its messages in order.
+
+:meth:`Session.run` is the WebSocket ``/ws`` loop: receive a frame, answer it (:meth:`answer`
+parses it, :meth:`handle` dispatches on its ``type`` to :meth:`make`, :meth:`reset`,
+:meth:`step`, :meth:`text` or :meth:`state`), send the reply; a :class:`ProtocolError` is sent as
+an error frame and ends the session when it is fatal. Every env call runs off the event loop
+through :meth:`call`, bounded by ``--step-timeout``. The stateless HTTP ``/reset`` and ``/schema``
+use a session without a socket. The shared parts (ids, thread pools, kwargs policy) are the
+server's (:class:`verigym.serve.app.EnvServer`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+
+from verigym.serve.threads import PinnedThread, quiet
+from verigym.serve.wire import WireError, encode, space_to_json
+
+if TYPE_CHECKING:
+    from verigym.serve.app import EnvServer
+
+__all__ = ["TEXT_METHODS", "ProtocolError", "Session", "describe_env"]
+
+logger = logging.getLogger(__name__)
+
+TEXT_METHODS = ("instructions", "observation_text", "parse_action", "action_text")
+"""The :class:`verigym.TextInterface` methods a client may call with a ``text`` message."""
+
+_RECOVERABLE = (
+    TypeError,
+    ValueError,
+    LookupError,
+    NotImplementedError,
+    RuntimeError,
+    gym.error.Error,
+)
+"""Errors an env raises on purpose (bad argument, step after the end, ...): the session goes on."""
+
+
+class ProtocolError(Exception):
+    """An error sent to the client as ``{"type": "error", "data": {"code": code, ...}}``.
+
+    Args:
+        code: the protocol's error code (``"NOT_RESET"``, ``"STEP_TIMEOUT"``, ...).
+        message: what went wrong and what to do, for the client.
+        fatal: the session ends after this error is sent.
+        **extra: more fields of the error's ``data`` (``param``, ``exception``, ...).
+    """
+
+    def __init__(self, code: str, message: str, *, fatal: bool = False, **extra: Any):
+        super().__init__(message)
+        self.code, self.fatal, self.extra = code, fatal, extra
+
+    def frame(self) -> str:
+        """The error as a JSON text frame."""
+        return json.dumps(
+            {"type": "error", "data": {"message": str(self), "code": self.code, **self.extra}}
+        )
+
+
+class Session:
+    """One client's env and episode, driven by its messages in order.
+
+    Args:
+        server: the server whose ids, pools and settings this session uses.
+        websocket: the client's Starlette ``WebSocket``; ``None`` for the stateless HTTP calls.
+        session_id: a name for logs (default: a fresh random hex id).
+    """
+
+    def __init__(self, server: EnvServer, websocket: Any = None, session_id: str | None = None):
+        self.server, self.config, self.websocket = server, server.config, websocket
+        self.id = session_id or uuid.uuid4().hex
+        self.env: gym.Env | None = None
+        self.env_id: str | None = None
+        self.kwargs_key = "{}"  # canonical JSON of the env's kwargs
+        self.worker: PinnedThread | None = None  # None: calls go to the shared pool
+        self.reset_done = False
+        self.episode_over = False
+        self.episode_id: str | None = None
+        self.step_count = 0
+        self.seed: int | None = None
+        self.last_active = time.monotonic()
+        self.busy = False  # a message is being handled (never reaped meanwhile)
+        self.timed_out = False  # a call overran --step-timeout: the env is closed at once
+
+    # --- the WebSocket loop --------------------------------------------------------------------
+    async def run(self) -> None:
+        """Serve the WebSocket until the client closes it, sends ``close`` or a fatal error ends
+        it; the env is closed and the session leaves the server's table either way."""
+        await self.websocket.accept()
+        self.server.sessions[self.id] = self
+        try:
+            while (frame := await self.receive()) is not None:
+                try:
+                    reply = await self.answer(frame)
+                except ProtocolError as exc:
+                    await self.websocket.send_text(exc.frame())
+                    if exc.fatal:
+                        break
+                    continue
+                except RecursionError:
+                    error = ProtocolError("VALIDATION_ERROR", "message nested too deeply")
+                    await self.websocket.send_text(error.frame())
+                    continue
+                if reply is None:  # close
+                    break
+                await self.websocket.send_text(reply)
+                self.last_active = time.monotonic()
+        finally:
+            self.server.sessions.pop(self.id, None)
+            await self.drop_env()
+            with contextlib.suppress(Exception):  # already closed
+                await self.websocket.close()
+
+    async def receive(self) -> str | bytes | None:
+        """The next text or binary frame; ``None`` once the client is gone."""
+        from starlette.websockets import WebSocketDisconnect
+
+        try:
+            message = await self.websocket.receive()
+        except (WebSocketDisconnect, RuntimeError):
+            return None
+        if message["type"] == "websocket.disconnect":
+            return None
+        self.last_active = time.monotonic()
+        text = message.get("text")
+        return text if text is not None else message.get("bytes") or b""
+
+    async def answer(self, frame: str | bytes) -> str | None:
+        """The reply frame to one received frame (``None`` for ``close``).
+
+        Raises:
+            ProtocolError: ``MESSAGE_TOO_LARGE``, ``INVALID_JSON``, ``VALIDATION_ERROR`` for a
+                frame that is not a message, or whatever :meth:`handle` raises.
+        """
+        limit = self.config.max_message_bytes
+        if len(frame) > limit:
+            unit = "character" if isinstance(frame, str) else "byte"
+            raise ProtocolError(
+                "MESSAGE_TOO_LARGE",
+                f"a {len(frame)}-{unit} message is over the {limit}-byte limit (--max-message-bytes)",
+            )
+        text = frame if isinstance(frame, str) else frame.decode("utf-8", "replace")
+        try:
+            request = json.loads(text)
+        except ValueError as exc:
+            raise ProtocolError("INVALID_JSON", f"Invalid JSON: {exc}") from None
+        if not isinstance(request, dict):
+            raise ProtocolError(
+                "VALIDATION_ERROR",
+                f"a message must be a JSON object with a 'type', got {type(request).__name__}",
+            )
+        self.busy = True
+        try:
+            return await self.handle(request)
+        finally:
+            self.busy = False
+
+    # --- the messages --------------------------------------------------------------------------
+    async def handle(self, message: dict[str, Any]) -> str | None:
+        """Dispatch one parsed message on its ``type``; the reply frame, ``None`` for ``close``.
+
+        Raises:
+            ProtocolError: ``UNKNOWN_TYPE``, ``VALIDATION_ERROR``, or what the message raised.
+        """
+        kind = message.get("type")
+        data = message.get("data", {})
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ProtocolError(
+                "VALIDATION_ERROR", f"'data' must be an object, got {type(data).__name__}"
+            )
+        if kind == "step":
+            return await self.step(data)
+        if kind == "reset":
+            return await self.reset(data)
+        if kind == "make":
+            await self.make(data.get("env_id"), data.get("kwargs"))
+            return json.dumps({"type": "spaces", "data": describe_env(self.env, self.env_id)})
+        if kind == "text":
+            return await self.text(data)
+        if kind == "state":
+            return json.dumps({"type": "state", "data": self.state()})
+        if kind == "close":
+            return None
+        raise ProtocolError(
+            "UNKNOWN_TYPE",
+            f"Unknown message type: {kind!r} (use reset, step, state, make or close)",
+        )
+
+    async def make(self, env_id: Any, kwargs: Any) -> None:
+        """Build ``env_id`` with the client's ``kwargs`` (kept when the session has it already).
+
+        Raises:
+            ProtocolError: ``UNKNOWN_ENV``, ``VALIDATION_ERROR``, ``INVALID_KWARGS``,
+                ``FACTORY_ERROR`` (``gym.make`` raised), ``STEP_TIMEOUT``.
+        """
+        env_id = self.server.resolve(env_id)
+        if kwargs is None:
+            kwargs = {}
+        if not isinstance(kwargs, dict):
+            raise ProtocolError(
+                "VALIDATION_ERROR", f"kwargs must be an object, got {type(kwargs).__name__}"
+            )
+        kwargs = self.server.checked_kwargs(env_id, kwargs)
+        key = json.dumps(kwargs, sort_keys=True, default=repr)
+        if self.env is not None and (self.env_id, self.kwargs_key) == (env_id, key):
+            return
+        await self.drop_env()
+        if not self.server.inline(env_id):
+            self.worker = self.server.pool.assign()
+        try:
+            self.env = await self.call(_make_env, env_id, kwargs)
+        except ProtocolError:
+            raise
+        except (TypeError, ValueError, WireError) as exc:
+            await self.drop_env()
+            raise ProtocolError(
+                "FACTORY_ERROR",
+                f"gym.make({env_id!r}, **{kwargs}) raised {type(exc).__name__}: {exc}",
+            ) from None
+        except Exception as exc:
+            await self.drop_env()
+            raise ProtocolError(
+                "FACTORY_ERROR", f"making {env_id} failed: {type(exc).__name__}: {exc}"
+            ) from None
+        self.env_id, self.kwargs_key = env_id, key
+        self.reset_done = False
+
+    async def reset(self, data: dict[str, Any]) -> str:
+        """Reset (making the env first when ``data`` names another id or kwargs); an
+        ``observation`` frame with ``reward`` null."""
+        seed = data.get("seed")
+        if seed is not None and (type(seed) is not int or seed < 0):
+            raise ProtocolError(
+                "VALIDATION_ERROR", f"seed must be a non-negative integer or null, got {seed!r}"
+            )
+        have_env = self.env is not None
+        env_id = data.get("env_id", self.env_id if have_env else None)
+        same = json.loads(self.kwargs_key) if have_env and "env_id" not in data else None
+        await self.make(env_id, data.get("kwargs", same))
+        try:
+            options = self.server.decode(data.get("options"))
+        except WireError as exc:
+            raise ProtocolError("VALIDATION_ERROR", f"options: {exc}") from None
+        reset = self.env.reset
+        observation, info = await self.guarded(lambda: reset(seed=seed, options=options))
+        self.reset_done, self.episode_over, self.seed = True, False, seed
+        episode_id = data.get("episode_id")
+        self.episode_id = episode_id if isinstance(episode_id, str) else uuid.uuid4().hex
+        self.step_count = 0
+        return _observation_frame(observation, None, False, False, info)
+
+    async def step(self, data: dict[str, Any]) -> str:
+        """Step with the decoded ``data["action"]``; an ``observation`` frame.
+
+        Raises:
+            ProtocolError: ``NOT_RESET``, ``VALIDATION_ERROR``, ``EXECUTION_ERROR`` (the env
+                refused it; the session goes on), ``ENV_CRASHED``, ``STEP_TIMEOUT``.
+        """
+        if self.env is None or not self.reset_done:
+            raise ProtocolError(
+                "NOT_RESET",
+                'step before reset: send {"type": "reset", "data": {"seed": ..., "env_id": ...}} first',
+            )
+        if "action" not in data:
+            raise ProtocolError(
+                "VALIDATION_ERROR",
+                "a step needs data.action (text, number, nested list or an encoded array)",
+            )
+        try:
+            action = self.server.decode(data["action"])
+        except WireError as exc:
+            raise ProtocolError("VALIDATION_ERROR", f"action: {exc}") from None
+        observation, reward, terminated, truncated, info = await self.guarded(self.env.step, action)
+        self.step_count += 1
+        self.server.steps += 1
+        if terminated or truncated:
+            self.episode_over = True
+        return _observation_frame(observation, reward, terminated, truncated, info)
+
+    async def text(self, data: dict[str, Any]) -> str:
+        """The env's :class:`verigym.TextInterface` (verigym extension: ``{"type": "text", "data":
+        {"method": "parse_action", "value": ...}}`` -> ``{"type": "text", "data": {"value": ...}}``)."""
+        from verigym.core import TextInterface
+
+        if self.env is None:
+            raise ProtocolError("NOT_RESET", "no env yet: send make or reset first")
+        inner = self.env.unwrapped
+        method = data.get("method")
+        if (
+            method not in TEXT_METHODS
+            or not isinstance(inner, TextInterface)
+            or not callable(getattr(inner, method, None))
+        ):
+            raise ProtocolError("VALIDATION_ERROR", f"{self.env_id} has no text method {method!r}")
+        try:
+            args = () if method == "instructions" else (self.server.decode(data.get("value")),)
+        except WireError as exc:
+            raise ProtocolError("VALIDATION_ERROR", f"value: {exc}") from None
+        value = await self.guarded(getattr(inner, method), *args)
+        return json.dumps({"type": "text", "data": {"value": encode(value)}})
+
+    def state(self) -> dict[str, Any]:
+        """The ``state`` message's answer: the episode id, step count, env id, kwargs, seed."""
+        return {
+            "episode_id": self.episode_id,
+            "step_count": self.step_count,
+            "env_id": self.env_id,
+            "kwargs": json.loads(self.kwargs_key),
+            "seed": self.seed,
+            "episode_over": self.episode_over,
+        }
+
+    # --- env calls -----------------------------------------------------------------------------
+    async def guarded(self, fn: Callable, *args: Any) -> Any:
+        """:meth:`call` with the env's own errors as protocol errors.
+
+        Raises:
+            ProtocolError: ``EXECUTION_ERROR`` (with ``exception``, ``"module:qualname"``) for an
+                error an env raises on purpose; ``ENV_CRASHED`` (fatal) for any other.
+        """
+        try:
+            return await self.call(fn, *args)
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            name = f"{type(exc).__module__}:{type(exc).__qualname__}"
+            if isinstance(exc, _RECOVERABLE) and not isinstance(exc, RecursionError):
+                raise ProtocolError(
+                    "EXECUTION_ERROR", str(exc) or type(exc).__name__, exception=name
+                ) from None
+            logger.warning("session %s: %s crashed", self.id, self.env_id, exc_info=True)
+            raise ProtocolError(
+                "ENV_CRASHED",
+                f"the env crashed ({name}: {exc}); this session is closed",
+                fatal=True,
+                exception=name,
+            ) from None
+
+    async def call(self, fn: Callable, *args: Any) -> Any:
+        """``fn(*args)`` off the event loop: on the session's pinned thread, else on the shared pool.
+
+        Raises:
+            ProtocolError: ``STEP_TIMEOUT`` (fatal) when the call overruns ``step_timeout``; the
+                session is marked so that :meth:`drop_env` closes its env at once.
+        """
+        server = self.server
+        pending: concurrent.futures.Future | None = None
+        if self.worker is None:
+            pending = server.inline_pool.submit(fn, *args)
+            future: asyncio.Future = asyncio.wrap_future(pending)
+        else:
+            future = self.worker.run(fn, *args)
+        timeout = self.config.step_timeout or None
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except asyncio.TimeoutError:
+            self.timed_out = True
+            future.cancel()  # a shared-pool call that has not started is cancelled with it
+            if pending is None:
+                server.pool.retire(self.worker)
+            elif not pending.done():  # running: counted as stuck until it returns
+                server.abandoned.add(pending)
+                pending.add_done_callback(server.abandoned.discard)
+            raise ProtocolError(
+                "STEP_TIMEOUT",
+                f"the env did not answer within --step-timeout {self.config.step_timeout:g} s; this session is closed and its env with it",
+                fatal=True,
+            ) from None
+
+    async def drop_env(self) -> None:
+        """Close the env off the event loop: after its pending calls, or at once from a thread of
+        its own when a call overran (that call is stuck; closing kills its work)."""
+        env, worker = self.env, self.worker
+        self.env, self.worker, self.reset_done = None, None, False
+        if env is not None:
+            if self.timed_out:
+                threading.Thread(
+                    target=quiet(env.close), name="verigym-env-close", daemon=True
+                ).start()
+            elif worker is not None:
+                worker.later(env.close)
+            else:
+                self.server.inline_pool.submit(quiet(env.close))
+        if worker is not None:
+            self.server.pool.release(worker)
+
+
+def describe_env(env: gym.Env, env_id: str | None) -> dict[str, Any]:
+    """The ``spaces`` message's data: ``env_id``, both spaces (wire JSON), metadata, spec limits,
+    the text methods it answers and its reward range."""
+    spec = env.spec
+    text_interface = _is_text_interface(env)
+    return {
+        "env_id": env_id,
+        "observation_space": space_to_json(env.observation_space),
+        "action_space": space_to_json(env.action_space),
+        "metadata": encode(dict(env.unwrapped.metadata)),
+        "max_episode_steps": getattr(spec, "max_episode_steps", None),
+        "nondeterministic": bool(getattr(spec, "nondeterministic", False)),
+        "text_interface": [
+            m for m in TEXT_METHODS if text_interface and callable(getattr(env.unwrapped, m, None))
+        ],
+        "reward_range": encode(
+            tuple(float(x) for x in getattr(env, "reward_range", (float("-inf"), float("inf"))))
+        ),
+    }
+
+
+def _is_text_interface(env: gym.Env) -> bool:
+    from verigym.core import TextInterface
+
+    return isinstance(env.unwrapped, TextInterface)
+
+
+def _make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
+    return gym.make(env_id, disable_env_checker=True, **kwargs)
+
+
+def _observation_frame(
+    observation: Any, reward: Any, terminated: Any, truncated: Any, info: Any
+) -> str:
+    payload = {
+        "observation": {
+            "observation": encode(observation),
+            "info": encode(info),
+            "terminated": bool(terminated),
+            "truncated": bool(truncated),
+        },
+        "reward": None if reward is None else float(reward),
+        "done": bool(terminated) or bool(truncated),
+    }
+    return json.dumps({"type": "observation", "data": payload})
