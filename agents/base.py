@@ -1,25 +1,27 @@
 """The Agent / Learner contract (docs/design.md section 4) and the agent registry.
 
-Agents are registered by name with a lazy ``"module:Class"`` entry point; a class is built with
-``cls.from_env(env, **config)`` when it has that classmethod, else ``cls(env, **config)``.
-
-Third-party agents are plugins: a package declares each agent as an entry point of the group
-``verigym.agents`` (:data:`AGENT_GROUP`) whose name is the agent name and whose value is a class
-or a factory ``factory(env, **config) -> agent``, imported only when the agent is made::
+Every agent, verigym's own and a plugin's, is an entry point of the group ``verigym.agents``
+(:data:`AGENT_GROUP`) whose name is the agent name and whose value is a class or a factory
+``factory(env, **config) -> agent``, imported only when the agent is made. verigym declares its own
+in its ``pyproject.toml``; a plugin package the same way::
 
     [project.entry-points."verigym.agents"]
     acme-greedy = "acme_agents.greedy:GreedyAgent"
 
-:func:`plugin_agents` merges them into :data:`AGENTS` (a name verigym already uses, or a value
-that is not ``"module:attr"``, is skipped with a warning and reported by ``verigym doctor``).
-After that, ``verigym.agents.make("acme-greedy", env)`` and ``verigym eval --agent acme-greedy``
-work like for verigym's own agents.
+:data:`AGENTS` (agent name -> ``"module:attr"``) is read from the installed entry points on first
+use; a plugin's name that verigym already uses, or a value that is not ``"module:attr"``, is
+skipped with a warning and reported by ``verigym doctor``. A class is built with
+``cls.from_env(env, **config)`` when it has that classmethod, else ``cls(env, **config)``, so
+``verigym.agents.make("acme-greedy", env)`` and ``verigym eval --agent acme-greedy`` work like for
+verigym's own agents.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
@@ -28,14 +30,17 @@ __all__ = [
     "Agent",
     "Learner",
     "agent_class",
+    "builtin_agents",
     "env_for",
     "load",
     "make",
     "plugin_agents",
 ]
 
+logger = logging.getLogger(__name__)
+
 AGENT_GROUP = "verigym.agents"
-"""Entry-point group of plugin agents: name -> ``"module:Class"`` or ``"module:factory"``."""
+"""Entry-point group of agents: name -> ``"module:Class"`` or ``"module:factory"``."""
 
 
 @runtime_checkable
@@ -61,85 +66,110 @@ class Learner(Agent, Protocol):
     def load(cls, path: Any, *, device: str = "auto") -> Learner: ...
 
 
-AGENTS: dict[str, str] = {
-    "random": "verigym.agents.reference:RandomAgent",
-    "oracle": "verigym.agents.reference:OracleAgent",
-    "ppo": "verigym.agents.ppo:PPO",
-    "sac": "verigym.agents.sac:SAC",
-    "dqn": "verigym.agents.dqn:DQN",
-    "qlearning": "verigym.agents.qlearning:QLearning",
-    "option-critic": "verigym.agents.option_critic:OptionCritic",
-    "ippo": "verigym.agents.ippo:IPPO",
-    "llm": "verigym.agents.llm.agent:LLMAgent",
-    "openai": "verigym.agents.llm.openai_agent:OpenAIAgent",
-}
-"""Agent name -> ``"module:Class"``; a new algorithm adds its row here (plugins are merged in by
-:func:`plugin_agents`)."""
+class _AgentTable(Mapping[str, str]):
+    """Agent name -> ``"module:attr"``, read from the ``verigym.agents`` entry points on first use
+    (metadata only: no agent module is imported)."""
 
-BUILTIN_AGENTS: frozenset[str] = frozenset(AGENTS)
-"""verigym's own agent names (a plugin cannot take one)."""
+    def __init__(self) -> None:
+        self._targets: dict[str, str] | None = None
+        self._builtin: frozenset[str] = frozenset()
 
-_PLUGINS_LOADED = False
+    def _load(self) -> dict[str, str]:
+        if self._targets is None:
+            self._targets, self._builtin = _read_entry_points()
+        return self._targets
+
+    def builtin(self) -> frozenset[str]:
+        self._load()
+        return self._builtin
+
+    def __getitem__(self, name: str) -> str:
+        return self._load()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def __repr__(self) -> str:
+        return f"AGENTS({self._load()!r})"
+
+
+def _read_entry_points() -> tuple[dict[str, str], frozenset[str]]:
+    """(name -> ``"module:attr"``, verigym's own names) from the installed entry points; a
+    plugin's entry point that cannot be used is recorded with ``record_plugin_error``."""
+    from verigym.registration import entry_points, record_plugin_error
+
+    targets: dict[str, str] = {}
+    builtin: set[str] = set()
+    for point in entry_points(AGENT_GROUP):  # verigym's own first
+        dist = getattr(point, "dist", None)
+        own = dist is not None and dist.metadata["Name"] == "verigym"
+        if point.name in builtin and not own:
+            if point.value != targets[point.name]:
+                problem = f"agent name {point.name!r} is verigym's own; choose another name"
+                record_plugin_error(AGENT_GROUP, point, ValueError(problem))
+            continue
+        module, sep, attr = point.value.partition(":")
+        if not (module and sep and attr):
+            problem = "the entry point must be 'module:Class' or 'module:factory'"
+            record_plugin_error(AGENT_GROUP, point, ValueError(problem))
+            continue
+        if point.name in targets and targets[point.name] != point.value:
+            problem = f"agent name {point.name!r} is already taken by {targets[point.name]!r}"
+            record_plugin_error(AGENT_GROUP, point, ValueError(problem))
+            continue
+        targets[point.name] = point.value
+        if own:
+            builtin.add(point.name)
+    if not builtin:
+        logger.warning(
+            "no %s entry points of verigym itself are installed, so verigym's own agents are not "
+            "registered; install verigym (pip install verigym, or pip install -e . in a checkout)",
+            AGENT_GROUP,
+        )
+    return targets, frozenset(builtin)
+
+
+_TABLE = _AgentTable()
+AGENTS: Mapping[str, str] = _TABLE
+"""Agent name -> ``"module:attr"``, verigym's own (``random``, ``oracle``, ``ppo``, ``sac``,
+``dqn``, ``qlearning``, ``option-critic``, ``ippo``, ``llm``, ``openai``) and the plugins', read
+from the ``verigym.agents`` entry points on first use. A new algorithm adds its entry point to
+verigym's ``pyproject.toml`` (then ``pip install --no-deps -e .``)."""
+
+
+def builtin_agents() -> frozenset[str]:
+    """verigym's own agent names (a plugin cannot take one)."""
+    return _TABLE.builtin()
 
 
 def plugin_agents() -> dict[str, str]:
-    """Merge the installed ``verigym.agents`` entry points into :data:`AGENTS` (once per process).
+    """The plugin agents: name -> ``"module:attr"`` for the accepted ``verigym.agents`` entry
+    points of other packages (the rejected ones are in ``verigym.registration.plugin_errors()``).
 
     Only the entry points' metadata is read; a plugin's module is imported when its agent is made.
-
-    Returns:
-        Plugin agent name -> ``"module:attr"``, for the plugins that were accepted.
     """
-    global _PLUGINS_LOADED
-    if not _PLUGINS_LOADED:
-        _PLUGINS_LOADED = True
-        from verigym.registration import entry_points, record_plugin_error
-
-        for point in entry_points(AGENT_GROUP):
-            if point.name in BUILTIN_AGENTS:
-                if point.value != AGENTS[point.name]:
-                    record_plugin_error(
-                        AGENT_GROUP,
-                        point,
-                        ValueError(
-                            f"agent name {point.name!r} is verigym's own; choose another name"
-                        ),
-                    )
-                continue
-            module, sep, attr = point.value.partition(":")
-            if not (module and sep and attr):
-                record_plugin_error(
-                    AGENT_GROUP,
-                    point,
-                    ValueError("the entry point must be 'module:Class' or 'module:factory'"),
-                )
-                continue
-            if point.name in AGENTS and AGENTS[point.name] != point.value:
-                record_plugin_error(
-                    AGENT_GROUP,
-                    point,
-                    ValueError(
-                        f"agent name {point.name!r} is already taken by {AGENTS[point.name]!r}"
-                    ),
-                )
-                continue
-            AGENTS[point.name] = point.value
-    return {name: target for name, target in AGENTS.items() if name not in BUILTIN_AGENTS}
+    own = builtin_agents()
+    return {name: target for name, target in AGENTS.items() if name not in own}
 
 
 def agent_class(name: str) -> Any:
     """The class (or, for a plugin, the class or factory) registered under ``name``.
 
     Raises:
-        KeyError: unknown name (the message lists the registered ones, plugins included).
+        KeyError: unknown name (the message suggests close names and lists the registered ones,
+            plugins included).
         ImportError / AttributeError: the registered module or attribute cannot be loaded.
     """
-    plugin_agents()
     try:
         module, attr = AGENTS[name].split(":")
     except KeyError:
+        close = difflib.get_close_matches(name, list(AGENTS), n=3)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
         raise KeyError(
-            f"unknown agent {name!r}; registered agents: {', '.join(sorted(AGENTS))}"
+            f"unknown agent {name!r}{hint}; registered agents: {', '.join(sorted(AGENTS))}"
         ) from None
     return getattr(importlib.import_module(module), attr)
 

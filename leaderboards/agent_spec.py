@@ -40,9 +40,10 @@ from typing import Any
 
 from verigym.core import FAMILIES as _FAMILIES
 
-__all__ = ["AgentSpec", "parse_agent_spec"]
+__all__ = ["TEXT_KINDS", "AgentSpec", "parse_agent_spec"]
 
-_TEXT_KINDS = ("llm", "openai")
+TEXT_KINDS = ("llm", "openai")
+"""The spec kinds (``llm:...``, ``openai:...``) whose agent plays through the text view."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class AgentSpec:
     @property
     def text_view(self) -> bool:
         """Whether the agent plays through ``LanguageWrapper``."""
-        return self.kind in _TEXT_KINDS
+        return self.kind in TEXT_KINDS
 
     def config_hash(self) -> str:
         """SHA-256 (16 hex digits) of the spec and of the checkpoint/model directory's files."""
@@ -76,9 +77,9 @@ class AgentSpec:
         if self.kind in ("checkpoint", "llm"):
             root = pathlib.Path(self.target)
             if self.kind == "llm" and not root.is_dir():  # a .gguf file or a short name (smollm2)
-                from verigym.agents.llm.models import SHORT_NAMES, _short_name_file
+                from verigym.agents.llm.models import locate_model
 
-                path = _short_name_file(self.target) if self.target in SHORT_NAMES else root
+                path = locate_model(self.target)
                 stat = path.stat()
                 digest.update(f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
                 return digest.hexdigest()[:16]

@@ -796,10 +796,10 @@ def reverify(
 def _text_view_of(agent_spec: str) -> bool:
     """Whether an agent spec plays through the text view, read from the spec text alone (a stored
     spec is never imported or built): ``llm:...`` and ``openai:...`` do."""
-    from verigym.leaderboards.agent_spec import _TEXT_KINDS
+    from verigym.leaderboards.agent_spec import TEXT_KINDS
 
     head, sep, _ = agent_spec.partition(":")
-    return bool(sep) and head in _TEXT_KINDS
+    return bool(sep) and head in TEXT_KINDS
 
 
 def _plain_kwargs(encoded: Any) -> Any:

@@ -25,7 +25,7 @@ import verigym  # noqa: F401
 import verigym.remote
 import verigym.serve
 from tests.processes import descendants
-from verigym.checker import _same, check_env
+from verigym.checker import check_env, same_values
 from verigym.core import UnicodeText, episode_end
 from verigym.remote import RemoteEnvError
 from verigym.serve.wire import WireError, decode, encode, space_from_json, space_to_json
@@ -189,7 +189,7 @@ def test_same_seeds_and_actions_give_the_in_process_episode_with_the_whole_info(
         sampler.seed(1)
         for seed in (0, 1):
             a, b = local.reset(seed=seed), remote.reset(seed=seed)
-            assert _same(a[0], b[0]) and _same(a[1], b[1])
+            assert same_values(a[0], b[0]) and same_values(a[1], b[1])
             for _ in range(40):
                 action = (
                     local.unwrapped.oracle_action()
@@ -200,7 +200,8 @@ def test_same_seeds_and_actions_give_the_in_process_episode_with_the_whole_info(
                 timeless = [
                     {k: v for k, v in i.items() if not k.endswith("_time_s")} for i in (x[4], y[4])
                 ]  # wall clock
-                assert _same(x[0], y[0]) and x[1:4] == y[1:4] and _same(*timeless), (x, y)
+                same = same_values(x[0], y[0]) and same_values(*timeless)
+                assert same and x[1:4] == y[1:4], (x, y)
                 if x[2] or x[3]:
                     assert "success" in y[4] and "score" in y[4]
                     break
@@ -286,7 +287,7 @@ def test_pickle_and_deepcopy_replay_the_episode_in_a_new_session(server):
     expected = env.step(1)
     for other in (clone, twin):
         got = other.step(1)
-        assert _same(got[0], expected[0]) and got[1:4] == expected[1:4]
+        assert same_values(got[0], expected[0]) and got[1:4] == expected[1:4]
         other.close()
     env.close()
 
@@ -345,8 +346,8 @@ def test_openenv_generic_client_plays_unmodified(server, env_id, action):
     with GenericEnvClient(base_url=server.url).sync() as client:
         result = client.reset(seed=7, env_id=env_id)
         assert result.done is False and result.reward is None
-        assert _same(decode(result.observation["observation"]), local_obs)
-        assert _same(decode(result.observation["info"]), local_info)
+        assert same_values(decode(result.observation["observation"]), local_obs)
+        assert same_values(decode(result.observation["info"]), local_info)
         steps = 0
         while not result.done and steps < 60:
             result = client.step({"action": action})

@@ -173,20 +173,25 @@ class CheckReport:
 # ---------------------------------------------------------------------------------------------
 
 
-def _same(a: Any, b: Any, atol: float = 0.0) -> bool:
-    """Deep equality for observations: arrays (NaN == NaN), dicts, tuples, scalars, strings."""
+def same_values(a: Any, b: Any, atol: float = 0.0) -> bool:
+    """Deep equality of two observations, rewards or infos, shared by both checkers.
+
+    Arrays compare by shape and value (NaN equals NaN; ``atol`` is an absolute tolerance on
+    floating-point values), dicts by keys and values, tuples and lists item by item, strings and
+    other scalars with ``==``.
+    """
     if isinstance(a, dict) or isinstance(b, dict):
         return (
             isinstance(a, dict)
             and isinstance(b, dict)
             and a.keys() == b.keys()
-            and all(_same(a[k], b[k], atol) for k in a)
+            and all(same_values(a[k], b[k], atol) for k in a)
         )
     if isinstance(a, (tuple, list)) and not isinstance(a, str):
         return (
             isinstance(b, (tuple, list))
             and len(a) == len(b)
-            and all(_same(x, y, atol) for x, y in zip(a, b))
+            and all(same_values(x, y, atol) for x, y in zip(a, b))
         )
     if isinstance(a, str) or isinstance(b, str):
         return a == b
@@ -232,8 +237,8 @@ class _Step:
 
     def same_as(self, other: _Step, atol: float) -> bool:
         return (
-            _same(self.observation, other.observation, atol)
-            and _same(self.reward, other.reward, atol)
+            same_values(self.observation, other.observation, atol)
+            and same_values(self.reward, other.reward, atol)
             and (self.terminated, self.truncated, self.verdict, self.malformed)
             == (other.terminated, other.truncated, other.verdict, other.malformed)
         )
@@ -365,7 +370,7 @@ def _first_difference(a: Sequence[_Step], b: Sequence[_Step], atol: float) -> st
                     "verdict",
                     "malformed",
                 )
-                if not (_same(getattr(x, name), getattr(y, name), atol))
+                if not (same_values(getattr(x, name), getattr(y, name), atol))
             ]
             return f"record {i} differs in {', '.join(fields)}: {_short(getattr(x, fields[0]))} vs {_short(getattr(y, fields[0]))}"
     if len(a) != len(b):
@@ -472,8 +477,13 @@ def _fresh_trajectories(
 # ---------------------------------------------------------------------------------------------
 
 
-def _malformed_cases(space: spaces.Space) -> list[tuple[str, Any, bool]]:
-    """(label, action, must_flag) triples; must_flag: the env has to set info["action_error"]."""
+def malformed_cases(space: spaces.Space) -> list[tuple[str, Any, bool]]:
+    """The malformed actions both checkers try on an action space.
+
+    Returns:
+        ``(label, action, must_flag)`` triples; ``must_flag``: the env has to set
+        ``info["action_error"]`` for that action (an empty list for a space with no cases).
+    """
     if isinstance(space, spaces.Text):
         invalid_utf8 = b"\xff\xfe\xc3(".decode("utf-8", "surrogateescape")
         return [
@@ -522,7 +532,7 @@ def _malformed_cases(space: spaces.Space) -> list[tuple[str, Any, bool]]:
         cases = []
         valid = space.sample()
         for key, sub in space.spaces.items():
-            for label, bad, must in _malformed_cases(sub):
+            for label, bad, must in malformed_cases(sub):
                 action = dict(valid)
                 action[key] = bad
                 cases.append((f"{key}: {label}", action, must))
@@ -991,7 +1001,7 @@ class _Checker:
         return "pass", ""
 
     def malformed_actions(self) -> tuple[Status, str]:
-        cases = _malformed_cases(self.action_space)
+        cases = malformed_cases(self.action_space)
         if not cases:
             return "skip", f"no malformed cases for {self.action_space}"
         problems = []
@@ -1074,7 +1084,7 @@ class _Checker:
             for _ in range(50):
                 action = space.sample()
                 parsed = text_env.parse_action(to_text(action))
-                if not _same(parsed, action):
+                if not same_values(parsed, action):
                     return (
                         "fail",
                         f"parse_action(action_text({_short(action)})) gave {_short(parsed)}",
@@ -1090,7 +1100,7 @@ class _Checker:
                 action = space.sample()
                 t = tensor_env.step(action)
                 w = text_env.step(to_text(action))
-                if not _same(t[1:4], w[1:4]):
+                if not same_values(t[1:4], w[1:4]):
                     return (
                         "fail",
                         f"step {step}: reward/terminated/truncated differ between views: {t[1:4]} vs {w[1:4]}",

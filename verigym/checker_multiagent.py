@@ -57,7 +57,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from verigym.checker import CheckReport, CheckResult, Status, _malformed_cases, _same, run_checks
+from verigym.checker import (
+    CheckReport,
+    CheckResult,
+    Status,
+    malformed_cases,
+    run_checks,
+    same_values,
+)
 from verigym.core import ACTION_ERROR, ACTION_MASK, SCORE, SUCCESS
 
 __all__ = ["MULTIAGENT_CHECKS", "check_multiagent_all", "check_multiagent_env"]
@@ -113,8 +120,8 @@ class _Record:
     def same_as(self, other: _Record) -> bool:
         return (
             self.agent == other.agent
-            and _same(self.observation, other.observation)
-            and _same(self.reward, other.reward)
+            and same_values(self.observation, other.observation)
+            and same_values(self.reward, other.reward)
             and (self.terminated, self.truncated, self.verdict, self.malformed)
             == (other.terminated, other.truncated, other.verdict, other.malformed)
         )
@@ -351,7 +358,7 @@ class _MultiAgentChecker:
                         "verdict",
                         "malformed",
                     )
-                    if not _same(getattr(x, n), getattr(y, n))
+                    if not same_values(getattr(x, n), getattr(y, n))
                 ]
                 return f"record {i} ({x.agent}) differs in {', '.join(fields)}: {_short(getattr(x, fields[0]))} vs {_short(getattr(y, fields[0]))}"
         if len(a) != len(b):
@@ -470,7 +477,7 @@ class _MultiAgentChecker:
 
     def _malformed_for(self, agent: str, space: spaces.Space) -> list[tuple[str, Any]]:
         cases: list[tuple[str, Any]] = [("None", None), ("text", "up")]
-        cases += [(label, action) for label, action, must in _malformed_cases(space) if must]
+        cases += [(label, action) for label, action, must in malformed_cases(space) if must]
         return cases
 
     def malformed_actions(self) -> tuple[Status, str]:

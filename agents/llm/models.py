@@ -34,6 +34,7 @@ __all__ = [
     "gguf_to_folder",
     "holds_model",
     "is_model_reference",
+    "locate_model",
     "resolve_model",
 ]
 
@@ -59,14 +60,25 @@ def cache_root() -> Path:
     return Path(base) / "verigym"
 
 
-def _short_name_file(name: str) -> Path:
-    package, filename, hint = SHORT_NAMES[name]
+def locate_model(reference: str | os.PathLike[str]) -> Path:
+    """The file or folder ``reference`` names, without loading or converting it: a short name of
+    :data:`SHORT_NAMES` is resolved to the model file its package ships, anything else is taken as
+    a path (``~`` expanded). Whether a model is there is not checked (:func:`check_model` does).
+
+    Raises:
+        FileNotFoundError: a short name whose package is not installed or lacks its model file
+            (the message says what to install).
+    """
+    text = str(reference)
+    if text not in SHORT_NAMES:
+        return Path(text).expanduser()
+    package, filename, hint = SHORT_NAMES[text]
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"model {name!r} needs the {package} package: {hint}")
+        raise FileNotFoundError(f"model {text!r} needs the {package} package: {hint}")
     path = Path(next(iter(spec.submodule_search_locations))) / filename
     if not path.is_file():
-        raise FileNotFoundError(f"model {name!r}: {path} is missing; reinstall it ({hint})")
+        raise FileNotFoundError(f"model {text!r}: {path} is missing; reinstall it ({hint})")
     return path
 
 
@@ -114,7 +126,7 @@ def check_model(reference: str | os.PathLike[str]) -> None:
             config.json and weights, ...``, a missing file, or the package to install).
     """
     text = str(reference)
-    path = _short_name_file(text) if text in SHORT_NAMES else Path(text).expanduser()
+    path = locate_model(text)
     if path.is_dir() and not holds_model(path):
         raise _no_model(text)
     if not path.is_dir() and not (path.is_file() and path.suffix.lower() == ".gguf"):
@@ -141,8 +153,7 @@ def resolve_model(reference: str | os.PathLike[str]) -> Path:
             installed (the message says what to install).
     """
     check_model(reference)
-    text = str(reference)
-    path = _short_name_file(text) if text in SHORT_NAMES else Path(text).expanduser()
+    path = locate_model(reference)
     return path if path.is_dir() else gguf_to_folder(path)
 
 
