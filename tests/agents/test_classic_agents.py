@@ -207,3 +207,24 @@ def test_sac_her_needs_a_goal_env():
     agent = agents.make("sac", "Pendulum-v1", her_k=2)
     with pytest.raises(TypeError, match="goal-conditioned"):
         agent.learn("Pendulum-v1", 10)
+
+
+def test_verigym_agents_are_entry_points():
+    """verigym's own agents are found like a plugin's: through the verigym.agents entry points."""
+    import importlib.metadata
+
+    from verigym.agents.base import AGENT_GROUP, builtin_agents
+
+    own = {
+        point.name: point.value
+        for point in importlib.metadata.entry_points(group=AGENT_GROUP)
+        if point.dist is not None and point.dist.metadata["Name"] == "verigym"
+    }
+    assert {"random", "oracle", *CLASSIC, "ippo", "llm", "openai"} <= set(own)
+    assert builtin_agents() == frozenset(own)
+    assert {name: agents.AGENTS[name] for name in own} == own
+
+
+def test_unknown_agent_suggests_close_names():
+    with pytest.raises(KeyError, match=r"unknown agent 'ppoo' \(did you mean ppo"):
+        agents.agent_class("ppoo")
