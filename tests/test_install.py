@@ -25,7 +25,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.test_readme import README, readme_blocks
+from tests.test_readme import document_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT = ROOT / "scripts" / "wait_for_server.py"
@@ -86,7 +86,7 @@ def _installed() -> dict[str, list[str]]:
 
 
 def test_every_readme_import_is_declared_by_the_tested_extras():
-    """Each third-party module a README block imports comes from a core dependency or an extra
+    """Each third-party module a README or docs/ block imports comes from a core dependency or an extra
     scripts/test.sh installs (the test command runs every block in that environment)."""
     project = _project()
     # the SB3/SuperSuit examples: their packages come with the test extra (and the bench extra)
@@ -96,17 +96,17 @@ def test_every_readme_import_is_declared_by_the_tested_extras():
     for extra in _default_extras("setup.sh"):
         declared |= _names(project["optional-dependencies"][extra])
     missing, absent = {}, set()
-    for block in readme_blocks(README.read_text(encoding="utf-8")):
+    for block in document_blocks():
         for module in _imports(block.code):
             distributions = _distributions(module)
             if not distributions:
                 absent.add(module)  # which package provides it is known only once it is installed
             elif not distributions & declared:
-                missing.setdefault(f"README.md:{block.line}", []).append(
+                missing.setdefault(f"{block.source}:{block.line}", []).append(
                     f"{module} ({', '.join(sorted(distributions))})"
                 )
     assert not missing, (
-        f"README blocks import packages no extra that scripts/test.sh installs declares: {missing}"
+        f"README/docs blocks import packages no extra that scripts/test.sh installs declares: {missing}"
     )
     if absent:
         pytest.skip(

@@ -1,8 +1,9 @@
-"""Every fenced ``python`` block of README.md runs as written.
+"""Every fenced ``python`` block of README.md and of docs/*.md (but docs/design.md) runs as written.
 
 Each block runs in a fresh interpreter (``python -c``) in an empty temporary directory, with a
 timeout. A block whose first line is ``# continued from the block above`` is a fragment: it runs
-appended to the block before it (one test per such chain, named after the first block's line).
+appended to the block before it in the same file (one test per such chain, named after the file
+and the first block's line, ``docs/agents.md:L27``).
 Blocks that train read their budget from ``VERIGYM_README_STEPS``, which the test sets small.
 
 An HTML comment on the line before a block marks it for pytest: ``<!-- readme-test: slow -->``
@@ -23,6 +24,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCUMENTS = (README, *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "design.md"))
+"""The files whose examples run: the README and the docs beside it (design.md holds contracts, not
+examples)."""
 CONTINUED = "# continued from the block above"
 STEPS = "2048"
 """The ``VERIGYM_README_STEPS`` the test sets: two PPO updates of 8 envs x 128 steps."""
@@ -36,7 +40,7 @@ _STEPS = re.compile(r"^steps=(\d+)$")
 
 @dataclass(frozen=True)
 class Block:
-    """One runnable unit of README.md: a block and the fragments that continue it."""
+    """One runnable unit of a document: a block and the fragments that continue it."""
 
     line: int
     """1-based line of the opening fence of the first block."""
@@ -44,10 +48,16 @@ class Block:
     marks: frozenset[str]
     steps: str = STEPS
     """``VERIGYM_README_STEPS`` for this block (``steps=N`` in its marker comment)."""
+    source: str = "README.md"
+    """The document's path relative to the repository root."""
 
 
-def readme_blocks(text: str) -> list[Block]:
-    """The README's python blocks, fragments joined to the block they continue.
+def readme_blocks(text: str, source: str = "README.md") -> list[Block]:
+    """The python blocks of one document, fragments joined to the block they continue.
+
+    Args:
+        text: the document's Markdown.
+        source: its path relative to the repository root, for the blocks and the errors.
 
     Raises:
         ValueError: the first block is a fragment, or a block carries an unknown marker.
@@ -62,14 +72,12 @@ def readme_blocks(text: str) -> list[Block]:
         marks = frozenset(words - set(steps))
         if marks - _MARKERS:
             raise ValueError(
-                f"README.md:{line}: unknown readme-test markers {sorted(marks - _MARKERS)}"
+                f"{source}:{line}: unknown readme-test markers {sorted(marks - _MARKERS)}"
             )
         code = match.group(1)
         if code.lstrip().startswith(CONTINUED):
             if not blocks:
-                raise ValueError(
-                    f"README.md:{line}: the first python block cannot continue another"
-                )
+                raise ValueError(f"{source}:{line}: the first python block cannot continue another")
             last = blocks.pop()
             blocks.append(
                 Block(
@@ -77,27 +85,50 @@ def readme_blocks(text: str) -> list[Block]:
                     last.code + code,
                     last.marks | marks,
                     _STEPS.match(steps[0]).group(1) if steps else last.steps,
+                    source,
                 )
             )
         else:
             blocks.append(
-                Block(line, code, marks, _STEPS.match(steps[0]).group(1) if steps else STEPS)
+                Block(
+                    line,
+                    code,
+                    marks,
+                    _STEPS.match(steps[0]).group(1) if steps else STEPS,
+                    source,
+                )
             )
     return blocks
 
 
-_BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+def document_blocks() -> list[Block]:
+    """The python blocks of every file of :data:`DOCUMENTS`, in that order."""
+    return [
+        block
+        for path in DOCUMENTS
+        for block in readme_blocks(
+            path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix()
+        )
+    ]
+
+
+_BLOCKS = document_blocks()
 
 
 def _param(block: Block) -> object:
     return pytest.param(
-        block, id=f"L{block.line}", marks=[getattr(pytest.mark, m) for m in sorted(block.marks)]
+        block,
+        id=f"{block.source}:L{block.line}",
+        marks=[getattr(pytest.mark, m) for m in sorted(block.marks)],
     )
 
 
 def test_readme_has_python_blocks():
-    assert len(_BLOCKS) >= 10
+    assert len(_BLOCKS) >= 15
     assert all(CONTINUED not in b.code.split("\n", 1)[0] for b in _BLOCKS)
+    sources = {b.source for b in _BLOCKS}
+    without = {"docs/benchmarks.md", "docs/security.md"}  # figures and guarantees, no examples
+    assert {p.relative_to(ROOT).as_posix() for p in DOCUMENTS} - without <= sources
 
 
 @pytest.mark.parametrize("block", [_param(b) for b in _BLOCKS])
@@ -105,6 +136,7 @@ def test_readme_block_runs(block: Block, tmp_path: Path):
     env = dict(os.environ, VERIGYM_README_STEPS=block.steps, OMP_NUM_THREADS="1", MPLBACKEND="Agg")
     env.setdefault("MUJOCO_GL", "egl")
     timeout = SLOW_TIMEOUT_S if "slow" in block.marks else TIMEOUT_S
+    where = f"{block.source}:{block.line}"
     try:
         done = subprocess.run(
             [sys.executable, "-c", block.code],
@@ -115,10 +147,8 @@ def test_readme_block_runs(block: Block, tmp_path: Path):
             timeout=timeout,
         )
     except subprocess.TimeoutExpired:
-        pytest.fail(f"README.md:{block.line}: the block did not finish within {timeout} s")
-    assert done.returncode == 0, (
-        f"README.md:{block.line} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
-    )
+        pytest.fail(f"{where}: the block did not finish within {timeout} s")
+    assert done.returncode == 0, f"{where} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
 
 
 def test_fragments_are_joined_and_marked(tmp_path: Path):
@@ -138,7 +168,8 @@ def test_fragments_are_joined_and_marked(tmp_path: Path):
             "```",
         ]
     )
-    first, second = readme_blocks(text)
+    first, second = readme_blocks(text, "docs/x.md")
+    assert first.source == second.source == "docs/x.md"
     assert (
         first.line == 1
         and "x = 1" in first.code
@@ -147,8 +178,8 @@ def test_fragments_are_joined_and_marked(tmp_path: Path):
     )
     assert first.steps == "3" and second.steps == STEPS
     assert second.code == "y = 2\n" and second.marks == frozenset()
-    with pytest.raises(ValueError, match="cannot continue"):
-        readme_blocks("```python\n" + CONTINUED + "\n```\n")
+    with pytest.raises(ValueError, match="docs/x.md:1: the first python block cannot continue"):
+        readme_blocks("```python\n" + CONTINUED + "\n```\n", "docs/x.md")
     with pytest.raises(ValueError, match="unknown readme-test markers"):
         readme_blocks("<!-- readme-test: fast -->\n```python\nx = 1\n```\n")
 
@@ -161,3 +192,47 @@ def test_license_matches_pyproject():
     text = (ROOT / "LICENSE").read_text()
     assert text.lstrip().startswith("Apache License\n") and "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text and len(text.splitlines()) > 150
+
+
+def _env_docs_generator():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_env_docs", ROOT / "scripts/gen_env_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_environments_doc_is_generated_from_verigym_list():
+    """docs/environments.md's id tables are what scripts/gen_env_docs.py writes from
+    ``verigym list --json`` now: a registered, renamed or removed id makes this fail."""
+    gen = _env_docs_generator()
+    text = gen.DOC.read_text(encoding="utf-8")
+    assert gen.render(text, gen.list_json()) == text, (
+        "docs/environments.md is stale: run python scripts/gen_env_docs.py"
+    )
+
+
+def test_env_tables_group_by_family_and_leave_plugins_out():
+    gen = _env_docs_generator()
+    rows = [
+        {"id": "acme/Sum-v0", "family": "text", "api": "gymnasium", "step_limit": "1"},
+        {"id": "verigym/RG-Gcd-v0", "family": "text", "api": "gymnasium", "step_limit": "-"},
+        {"id": "verigym/B-v0", "family": "grid", "api": "gymnasium", "step_limit": "9"},
+        {"id": "verigym/A-v0", "family": "text", "api": "aec", "step_limit": "5"},
+    ]
+    for row, description in zip(rows, ["sum", "gcd", "a | b", "first"]):
+        row["description"] = description
+    out = gen.tables(rows)
+    assert "acme/" not in out and out.startswith("3 ids.")
+    assert out.index("### text (2 ids)") < out.index("`verigym/A-v0` | aec | 5 | first")
+    assert out.index("<details>") < out.index("`verigym/RG-Gcd-v0`") < out.index("### grid (1 ids)")
+    assert "| `verigym/B-v0` | gymnasium | 9 | a \\| b |" in out
+    with pytest.raises(ValueError, match="must hold the lines"):
+        gen.render("no markers here", rows)
+    doc = gen.render(f"{gen.BEGIN}\n{gen.END}\n", rows)
+    unknown = [{**r, "step_limit": "?"} if r["id"] == "verigym/B-v0" else r for r in rows]
+    assert gen.render(doc, unknown) == doc  # an env not made here keeps its stated limit
+    new = {**rows[3], "id": "verigym/C-v0", "step_limit": "?"}
+    assert "| `verigym/C-v0` | aec | ? |" in gen.render(doc, [new])  # nothing stated: kept unknown
+    assert "`verigym/B-v0`" not in gen.render(doc, rows[:2])  # a removed id leaves the table

@@ -401,16 +401,17 @@ def test_registered_with_pettingzoo():
     assert len(ids) >= 8
 
 
-def test_readme_self_play_example(capsys):
+def test_docs_self_play_example(capsys):
     import pathlib
     import re
 
-    readme = (pathlib.Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8")
+    doc = pathlib.Path(__file__).parents[3] / "docs" / "environments.md"
+    readme = doc.read_text(encoding="utf-8")
     blocks = [
         b
         for b in re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
         if "verigym/TicTacToe-v0" in b
     ]
-    assert blocks, "README lost its self-play example"
-    exec(compile(blocks[0], "README.md", "exec"), {})
+    assert blocks, "docs/environments.md lost its self-play example"
+    exec(compile(blocks[0], "docs/environments.md", "exec"), {})
     assert capsys.readouterr().out.strip().endswith("0.5")
