@@ -1,27 +1,22 @@
-"""The evaluation runner: an agent on a suite, in parallel processes or on Ray, resumable.
+"""The evaluation runner: an agent on a suite, one row per episode, resumable.
 
 Every episode ``(env_id, seed)`` is independent: the env is reset with the seed and the agent with
 ``agent.reset(seed=seed)``, so results do not depend on which worker ran an episode or in what
-order -- the local and the Ray backends give the same rows.
+order -- the local and the Ray backends (:mod:`verigym.leaderboards.backends`) give the same rows.
 
-Local backend: long-lived worker processes (``spawn``), each caching its env and agent per task.
-The parent hands out episodes, writes each finished episode to the store at once, and kills a
-worker whose episode passes the task's ``time_limit_s`` (the episode is recorded with status
-``timeout``, a new worker takes its place, the run goes on).
-
-Ray backend: one Ray task per episode (``ray.init()`` joins ``RAY_ADDRESS`` or starts a local
-instance); an episode past its time limit is cancelled with ``ray.cancel(force=True)``.
+Read top to bottom: the :class:`Job` of one episode, how its env is made (:func:`make_env`) and
+played (:func:`run_episode`), the :class:`EpisodePlayer` a worker runs jobs with, then
+:func:`evaluate`, which plans the jobs, hands them to a backend and writes each result to the
+store as it arrives.
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import importlib.metadata
 import json
 import logging
 import math
-import multiprocessing
 import numbers
 import os
 import pathlib
@@ -30,24 +25,27 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
 from typing import Any
 
 import numpy as np
 
-from verigym.leaderboards.agent_spec import AgentSpec, parse_agent_spec
+from verigym.leaderboards.agent_spec import parse_agent_spec
 from verigym.leaderboards.store import DEFAULT_DIR, EpisodeRow, ResultsStore, canonical_kwargs
 from verigym.leaderboards.suite import Suite, Task, load_suite
 from verigym.leaderboards.trajectories import Recorder
+from verigym.progress import counter_bar
 from verigym.provenance import git_sha
+from verigym.workers import descendants
 
 __all__ = [
+    "EpisodePlayer",
     "EvalSummary",
     "Job",
+    "ResultsExistError",
     "end_env_processes",
     "evaluate",
+    "failed_result",
     "make_env",
     "provenance",
     "run_episode",
@@ -103,33 +101,39 @@ class Job:
 # ---------------------------------------------------------------------------------------------
 
 
-def _make_env(
-    spec: AgentSpec, env_id: str, env_kwargs: dict[str, Any], render: bool = False
-) -> Any:
-    return make_env(env_id, env_kwargs, spec.text_view, render=render)
-
-
 def make_env(
-    env_id: str, env_kwargs: dict[str, Any], text_view: bool, *, render: bool = False
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    text_view: bool,
+    *,
+    render: bool = False,
+    env_url: str | None = None,
+    env_token: str | None = None,
 ) -> Any:
     """The env of an episode as the runner builds it (``reverify`` rebuilds it the same way).
 
     Args:
         env_id, env_kwargs: the task.
         text_view: wrap it in :class:`~verigym.wrappers.LanguageWrapper` (agents that read text).
-        render: ask for ``render_mode="rgb_array"`` (recorded frames) when the env offers it.
+        render: ask for ``render_mode="rgb_array"`` (recorded frames) when the env offers it
+            (local envs only).
+        env_url: play on the env served by ``verigym serve-env`` at this URL
+            (:func:`verigym.remote.make`) instead of a local one.
+        env_token: with ``env_url``, the server's token (None: :func:`verigym.remote.make`'s
+            default, ``$VERIGYM_TOKEN``).
+
+    Raises:
+        gymnasium.error.Error: ``env_id`` is not registered (local envs).
+        verigym.remote.RemoteEnvError: the server refused the env (with ``env_url``).
     """
     import gymnasium as gym
 
     import verigym  # noqa: F401  (registers the ids)
 
-    url = os.environ.get(
-        "VERIGYM_ENV_URL"
-    )  # verigym eval --env-url: the env runs on a serve-env server
-    if url:
+    if env_url:
         from verigym.remote import make as remote_make
 
-        env = remote_make(env_id, url=url, **env_kwargs)
+        env = remote_make(env_id, url=env_url, token=env_token, **env_kwargs)
     else:
         if render and "render_mode" not in env_kwargs and "rgb_array" in _render_modes(env_id):
             env_kwargs = {**env_kwargs, "render_mode": "rgb_array"}
@@ -184,13 +188,13 @@ def run_episode(agent: Any, env: Any, seed: int, *, recorder: Any = None) -> dic
             if terminated or truncated:
                 break
     except Exception as exc:
-        return _failed_result(
+        return failed_result(
             f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}",
             episode_return=total,
             length=length,
         )
     if "score" not in info or "success" not in info:
-        return _failed_result(
+        return failed_result(
             "the episode ended without info['success']/info['score'] (not a verigym-conformant env?)",
             episode_return=total,
             length=length,
@@ -205,7 +209,7 @@ def run_episode(agent: Any, env: Any, seed: int, *, recorder: Any = None) -> dic
     }
 
 
-def _failed_result(
+def failed_result(
     error: str,
     *,
     status: str = "error",
@@ -260,85 +264,85 @@ def _boolean(value: Any) -> Any:
     )
 
 
-class _Cache:
-    """A worker's env and agent, rebuilt when the task changes."""
+class EpisodePlayer:
+    """Plays :class:`Job` s in one worker, keeping the env and agent while the task stays the same.
 
-    def __init__(self, spec: AgentSpec, device: str):
-        self.spec, self.device = spec, device
+    Built from plain values, so a spawned worker process or a Ray task can build its own (the
+    backends pickle ``functools.partial(EpisodePlayer, ...)``).
+
+    Args:
+        spec_text: the agent spec (:mod:`verigym.leaderboards.agent_spec`).
+        device: torch device for learned agents.
+        env_url: play on the envs served at this URL (``verigym serve-env``); None: local envs.
+        env_token: with ``env_url``, the server's token (None: ``$VERIGYM_TOKEN``).
+    """
+
+    def __init__(
+        self,
+        spec_text: str,
+        device: str = "cpu",
+        env_url: str | None = None,
+        env_token: str | None = None,
+    ):
+        self.spec = parse_agent_spec(spec_text)
+        self.device, self.env_url, self.env_token = device, env_url, env_token
         self.key: tuple | None = None
         self.env: Any = None
         self.agent: Any = None
 
-    def get(self, job: Job) -> tuple[Any, Any]:
+    def __call__(self, job: Job) -> dict[str, Any]:
+        """Play one episode and return its result fields with ``time_s`` (wall-clock seconds),
+        its ``trajectory`` and ``frames`` (see :func:`run_episode`); never raises for a failing
+        env or agent (the result says ``error``)."""
+        start = time.perf_counter()
+        try:
+            agent, env = self._env_and_agent(job)
+        except Exception as exc:
+            result = failed_result(f"could not build the env or agent: {type(exc).__name__}: {exc}")
+        else:
+            recorder = Recorder(
+                env,
+                agent,
+                env_id=job.env_id,
+                env_kwargs=job.env_kwargs,
+                seed=job.seed,
+                text_view=self.spec.text_view,
+                frames_every=job.frames_every,
+            )
+            result = run_episode(agent, env, job.seed, recorder=recorder)
+            try:
+                result["trajectory"], result["frames"] = recorder.finish()
+            except Exception:  # noqa: BLE001 - the row is kept even when its trajectory cannot be encoded
+                logger.exception(
+                    "%s seed %d: the trajectory could not be encoded", job.env_id, job.seed
+                )
+        result["time_s"] = time.perf_counter() - start
+        return result
+
+    def _env_and_agent(self, job: Job) -> tuple[Any, Any]:
         key = (job.env_id, json.dumps(job.env_kwargs, sort_keys=True), job.frames_every > 0)
         if key != self.key:
             if self.env is not None:
                 self.env.close()
-            self.env = _make_env(self.spec, job.env_id, job.env_kwargs, render=job.frames_every > 0)
+            self.env = make_env(
+                job.env_id,
+                job.env_kwargs,
+                self.spec.text_view,
+                render=job.frames_every > 0,
+                env_url=self.env_url,
+                env_token=self.env_token,
+            )
             self.agent = self.spec.build(self.env, device=self.device)
             self.key = key
         return self.agent, self.env
 
-
-def _timed_episode(cache: _Cache, job: Job) -> dict[str, Any]:
-    start = time.perf_counter()
-    try:
-        agent, env = cache.get(job)
-    except Exception as exc:
-        result = _failed_result(f"could not build the env or agent: {type(exc).__name__}: {exc}")
-    else:
-        recorder = Recorder(
-            env,
-            agent,
-            env_id=job.env_id,
-            env_kwargs=job.env_kwargs,
-            seed=job.seed,
-            text_view=cache.spec.text_view,
-            frames_every=job.frames_every,
-        )
-        result = run_episode(agent, env, job.seed, recorder=recorder)
-        try:
-            result["trajectory"], result["frames"] = recorder.finish()
-        except Exception:  # noqa: BLE001 - the row is kept even when its trajectory cannot be encoded
-            logger.exception(
-                "%s seed %d: the trajectory could not be encoded", job.env_id, job.seed
-            )
-    result["time_s"] = time.perf_counter() - start
-    return result
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every live descendant of ``pid`` (children first), read from ``/proc``; [] where there is none."""
-    children: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(b")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    out, stack = [], [pid]
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            out.append(child)
-            stack.append(child)
-    return out
-
-
-def _kill_tree(pid: int) -> None:
-    """SIGKILL every descendant of ``pid`` (collected first, so none is reparented away in between)."""
-    for child in _descendants(pid):
-        try:
-            os.kill(child, signal.SIGKILL)
-        except OSError:
-            pass
+    def close(self) -> None:
+        """Close the env and stop what envs left running in this process
+        (:func:`end_env_processes`)."""
+        if self.env is not None:
+            self.env.close()
+            self.env = None
+        end_env_processes()
 
 
 def end_env_processes(keep: set[int] | frozenset[int] = frozenset()) -> None:
@@ -351,8 +355,10 @@ def end_env_processes(keep: set[int] | frozenset[int] = frozenset()) -> None:
     Args:
         keep: descendants to leave alone (those that ran before the envs were made).
     """
+    from verigym.envs.gui.browser import shutdown as shutdown_browser  # light: no Playwright
+
     python = os.path.realpath(sys.executable)
-    for pid in _descendants(os.getpid()):
+    for pid in descendants(os.getpid()):
         if pid in keep:
             continue
         try:
@@ -360,213 +366,13 @@ def end_env_processes(keep: set[int] | frozenset[int] = frozenset()) -> None:
                 os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-    browser = sys.modules.get("verigym.envs.gui.browser")
-    if browser is not None:
-        browser.shutdown()
-    for pid in _descendants(os.getpid()):
+    shutdown_browser()  # a no-op where no GUI env ran
+    for pid in descendants(os.getpid()):
         if pid not in keep:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-
-
-def _end_worker(*_: Any) -> None:
-    _kill_tree(os.getpid())
-    os._exit(1)
-
-
-def _bind_to_parent(parent_pid: int) -> None:
-    """End this worker and everything it started (browsers included) as soon as the eval parent dies.
-
-    Linux's parent-death signal (``prctl(PR_SET_PDEATHSIG)``) delivers SIGTERM when the parent
-    dies, even by SIGKILL; the handler kills this worker's descendants and exits. The same
-    handler serves ``Process.terminate()``.
-    """
-    signal.signal(signal.SIGTERM, _end_worker)
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-        except (OSError, AttributeError):
-            logger.warning(
-                "could not set the parent-death signal; workers may outlive a killed eval"
-            )
-    if os.getppid() != parent_pid:  # the parent died before the signal was armed
-        _end_worker()
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _worker_main(
-    connection: Any, spec_text: str, device: str, parent_pid: int | None = None
-) -> None:
-    if parent_pid is not None:
-        _bind_to_parent(parent_pid)
-    os.environ.setdefault(
-        "OMP_NUM_THREADS", "1"
-    )  # one thread per worker: workers are the parallelism
-    cache = _Cache(parse_agent_spec(spec_text), device)
-    while True:
-        message = connection.recv()
-        if message is None:
-            break
-        connection.send(_timed_episode(cache, message))
-    if cache.env is not None:
-        cache.env.close()
-    end_env_processes()
-
-
-# ---------------------------------------------------------------------------------------------
-# Backends
-# ---------------------------------------------------------------------------------------------
-
-
-class _Worker:
-    def __init__(self, context: Any, spec_text: str, device: str):
-        self.connection, child = context.Pipe()
-        # not a daemon: envs may start their own worker processes (the SQL verifier does), which
-        # daemonic processes may not; the parent-death signal ends a worker when the parent dies
-        self.process = context.Process(
-            target=_worker_main, args=(child, spec_text, device, os.getpid()), daemon=False
-        )
-        self.process.start()
-        child.close()
-        self.job: Job | None = None
-        self.deadline = 0.0
-
-    def submit(self, job: Job) -> None:
-        self.job = job
-        self.deadline = time.monotonic() + job.time_limit_s
-        self.connection.send(job)
-
-    def kill(self) -> None:
-        if self.process.pid is not None:
-            _kill_tree(self.process.pid)  # its browsers and subprocesses too
-        self.process.kill()
-        self.process.join(5)
-        self.connection.close()
-
-    def stop(self) -> None:
-        try:
-            self.connection.send(None)
-        except (BrokenPipeError, OSError):
-            pass
-        self.process.join(10)
-        if self.process.is_alive():
-            self.kill()
-
-
-def _timeout_result(job: Job) -> dict[str, Any]:
-    return _failed_result(
-        f"the episode did not finish within {job.time_limit_s:g} s; the worker was killed",
-        status="timeout",
-        time_s=job.time_limit_s,
-    )
-
-
-def _run_local(
-    spec_text: str,
-    jobs: list[Job],
-    workers: int,
-    device: str,
-    on_result: Callable[[Job, dict], None],
-) -> None:
-    context = multiprocessing.get_context("spawn")
-    pending = list(reversed(jobs))
-    pool = [_Worker(context, spec_text, device) for _ in range(min(workers, len(jobs)))]
-    try:
-        for worker in pool:
-            if pending:
-                worker.submit(pending.pop())
-        while any(w.job is not None for w in pool):
-            busy = [w for w in pool if w.job is not None]
-            timeout = max(0.0, min(w.deadline for w in busy) - time.monotonic())
-            ready = wait([w.connection for w in busy], timeout=min(timeout, 1.0) + 0.01)
-            now = time.monotonic()
-            for index, worker in enumerate(pool):
-                if worker.job is None:
-                    continue
-                job = worker.job
-                if worker.connection in ready:
-                    try:
-                        result = worker.connection.recv()
-                    except (EOFError, OSError):  # the worker died (crash, OOM kill)
-                        result = _failed_result(
-                            f"the worker process died (exit code {worker.process.exitcode})",
-                            time_s=0.0,
-                        )
-                        worker.kill()
-                        worker = pool[index] = _Worker(context, spec_text, device)
-                elif now >= worker.deadline:
-                    result = _timeout_result(job)
-                    worker.kill()
-                    worker = pool[index] = _Worker(context, spec_text, device)
-                else:
-                    continue
-                worker.job = None
-                on_result(job, result)
-                if pending:
-                    worker.submit(pending.pop())
-    except BaseException:  # Ctrl-C or a store error: do not wait for running episodes
-        for worker in pool:
-            worker.kill()
-        raise
-    for worker in pool:
-        worker.stop()
-
-
-def _ray_episode(spec_text: str, job: Job, device: str) -> dict[str, Any]:
-    return _timed_episode(_Cache(parse_agent_spec(spec_text), device), job)
-
-
-def _run_ray(
-    spec_text: str,
-    jobs: list[Job],
-    workers: int,
-    device: str,
-    on_result: Callable[[Job, dict], None],
-) -> None:
-    try:
-        import ray
-    except ImportError:
-        raise RuntimeError('the Ray backend needs ray: pip install "verigym[ray]"') from None
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(
-            num_cpus=None if os.environ.get("RAY_ADDRESS") else workers,
-            include_dashboard=False,
-            log_to_driver=False,
-        )
-    remote = ray.remote(num_cpus=1)(_ray_episode)
-    try:
-        pending = list(reversed(jobs))
-        running: dict[Any, tuple[Job, float]] = {}
-        while pending or running:
-            while pending and len(running) < workers:
-                job = pending.pop()
-                running[remote.remote(spec_text, job, device)] = (
-                    job,
-                    time.monotonic() + job.time_limit_s,
-                )
-            ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
-            for ref in ready:
-                job, _ = running.pop(ref)
-                try:
-                    result = ray.get(ref)
-                except Exception as exc:
-                    result = _failed_result(f"Ray task failed: {exc}", time_s=0.0)
-                on_result(job, result)
-            now = time.monotonic()
-            for ref, (job, deadline) in list(running.items()):
-                if now >= deadline:
-                    ray.cancel(ref, force=True)
-                    running.pop(ref)
-                    on_result(job, _timeout_result(job))
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -612,6 +418,8 @@ def evaluate(
     progress: bool = True,
     record_frames: int = 0,
     time_limit_scale: float = 1.0,
+    env_url: str | None = None,
+    env_token: str | None = None,
 ) -> EvalSummary:
     """Evaluate an agent spec on a suite and record one row per episode.
 
@@ -620,7 +428,7 @@ def evaluate(
         suite: a suite name, a path to a suite file, or a :class:`Suite`.
         out: the results folder (``results.sqlite`` inside).
         workers: parallel episodes (default: the number of CPU cores).
-        backend: ``"local"`` (processes) or ``"ray"``.
+        backend: ``"local"`` (processes) or ``"ray"`` (:mod:`verigym.leaderboards.backends`).
         resume: continue a run whose rows are partly recorded (runs only what is missing, and
             plays ``error`` rows again).
         device: torch device for learned agents.
@@ -632,6 +440,11 @@ def evaluate(
             than the suite's limits assume (an LLM served on a CPU, many episodes sharing one
             model server). Only which episodes time out can change: an episode that finishes is
             scored the same.
+        env_url: play on the envs served by ``verigym serve-env`` at this URL
+            (:func:`verigym.remote.make`) instead of local ones; every worker gets it (and
+            ``env_token``) as an argument.
+        env_token: with ``env_url``, the server's token (None: ``$VERIGYM_TOKEN``, read by
+            :func:`verigym.remote.make`).
 
     Raises:
         ValueError: a bad spec, backend, or a suite naming unregistered ids.
@@ -740,7 +553,7 @@ def evaluate(
                 length = result.get("length")
                 row = EpisodeRow(
                     **key,
-                    **_failed_result(
+                    **failed_result(
                         f"the episode's result was refused: {exc}",
                         length=max(length, 0)
                         if isinstance(length, int) and not isinstance(length, bool)
@@ -756,11 +569,13 @@ def evaluate(
             summary.statuses[row.status] = summary.statuses.get(row.status, 0) + 1
             bar.advance(row)
 
+        # the backends import this module (Job, EpisodePlayer): imported here, not at the top
+        from verigym.leaderboards.backends import run_local, run_ray
+
+        player = functools.partial(EpisodePlayer, spec.text, device, env_url, env_token)
         with bar:
             if jobs:
-                (_run_ray if backend == "ray" else _run_local)(
-                    spec.text, jobs, workers, device, record
-                )
+                (run_ray if backend == "ray" else run_local)(jobs, player, workers, record)
     return summary
 
 
@@ -774,33 +589,16 @@ def _finite(value: Any) -> bool:
 
 
 class _Progress:
-    """A rich progress bar: episodes done, episodes/s, running success rate and mean score, ETA."""
+    """The run's progress bar (:func:`verigym.progress.counter_bar`): episodes done, episodes/s,
+    running success rate and mean score, ETA."""
 
     def __init__(self, total: int, title: str, enabled: bool):
         self.enabled = enabled and total > 0
         self.scores: list[float] = []
         self.successes = 0
         if self.enabled:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            from verigym.progress import Progress  # prints whole lines, not a live bar, in a log
-
-            self.progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn(
-                    "{task.fields[rate]} ep/s  success {task.fields[success]}  mean score {task.fields[score]}"
-                ),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
+            self.progress = counter_bar(
+                "{task.fields[rate]} ep/s  success {task.fields[success]}  mean score {task.fields[score]}"
             )
             self.task = self.progress.add_task(title, total=total, rate="-", score="-", success="-")
             self.start = time.perf_counter()

@@ -3,8 +3,10 @@
 On a terminal (or a notebook), :class:`Progress` is ``rich``'s live bar. When the output is a file
 or a pipe (CI logs, ``nohup``, ``| tee``) a live bar has nothing to redraw: there the same columns
 are printed as one plain, whole line (no bar glyphs, no cursor movement, no carriage returns)
-every ``interval_s`` seconds and once more when the bar stops. :func:`quiet_library_bars` turns
-off the tqdm bars of the libraries that load models when stderr is a log.
+every ``interval_s`` seconds and once more when the bar stops. :func:`counter_bar` builds the one
+layout verigym's counting bars share (training steps, evaluation episodes).
+:func:`quiet_library_bars` turns off the tqdm bars of the libraries that load models when stderr is
+a log.
 """
 
 from __future__ import annotations
@@ -15,10 +17,17 @@ from typing import Any
 
 from rich import get_console
 from rich.console import Console
-from rich.progress import BarColumn, TaskID
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.progress import Progress as _RichProgress
 
-__all__ = ["Progress", "quiet_library_bars"]
+__all__ = ["Progress", "counter_bar", "quiet_library_bars"]
 
 
 def quiet_library_bars(stream: Any = None) -> bool:
@@ -113,3 +122,29 @@ class Progress(_RichProgress):
         if text and text != self._last_text:  # the line at the stop repeats nothing already printed
             self.console.print(text, markup=False, highlight=False, soft_wrap=True, crop=False)
             self._last_text = text
+
+
+def counter_bar(stats: str, **kwargs: Any) -> Progress:
+    """A :class:`Progress` counting work items: description, bar, ``done/total``, ``stats``,
+    elapsed time and ETA (``ppo on CartPole-v1 ━━━ 512/2048  830 steps/s  return 21.5 0:00:01 ETA
+    0:00:02``).
+
+    Args:
+        stats: a ``rich`` format template over the task's fields for the running statistics, e.g.
+            ``"{task.fields[sps]:>7.0f} steps/s  return {task.fields[ret]}"``; each field is
+            given to ``add_task`` and ``update``.
+        **kwargs: passed on to :class:`Progress` (``console``, ``interval_s``, ``disable``, ...).
+
+    Returns:
+        The bar, not started (use it as a context manager, or ``start``/``stop``).
+    """
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(stats),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        **kwargs,
+    )

@@ -254,26 +254,10 @@ class ProgressBar:
     """
 
     def __init__(self, total_steps: int, description: str = "training", *, start: int = 0):
+        from verigym.progress import counter_bar  # whole lines, not a live bar, in a log
+
         self.start = start
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        from verigym.progress import Progress  # prints whole lines, not a live bar, in a log
-
-        self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[sps]:>7.0f} steps/s"),
-            TextColumn("return {task.fields[ret]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-        )
+        self.progress = counter_bar("{task.fields[sps]:>7.0f} steps/s  return {task.fields[ret]}")
         self.task = self.progress.add_task(description, total=total_steps, sps=0.0, ret="-")
         self.recent: deque[float] = deque(maxlen=20)
         self.progress.start()

@@ -65,3 +65,15 @@ class _SpawnsAndHangs(RandomAgent):
 def spawns_and_hangs(env):
     """Starts a detached ``sleep`` and hangs: what a worker with a browser looks like mid-episode."""
     return _SpawnsAndHangs(env)
+
+
+class _ExitsOnOddSeeds(RandomAgent):
+    def reset(self, *, seed=None):
+        if seed is not None and seed % 2:
+            os._exit(3)  # the worker process dies mid-episode, as in a crash or an OOM kill
+        super().reset(seed=seed)
+
+
+def exits_on_odd_seeds(env):
+    """Ends its whole process with exit code 3 on odd seeds; plays randomly on even ones."""
+    return _ExitsOnOddSeeds(env)

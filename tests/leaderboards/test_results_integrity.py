@@ -16,9 +16,10 @@ import time
 import pytest
 
 from verigym.cli import main
-from verigym.leaderboards.runner import _descendants, evaluate, provenance
+from verigym.leaderboards.runner import evaluate, provenance
 from verigym.leaderboards.store import EpisodeRow, ResultsStore, StoreError
 from verigym.leaderboards.suite import EVAL_SEED_START, Suite, Task
+from verigym.workers import descendants
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ONE = Suite("one", (Task("verigym/GuessNumber-v0", episodes=4),))
@@ -292,7 +293,7 @@ def test_sigkill_of_the_eval_parent_ends_workers_and_their_children_within_2_s(t
         time.sleep(0.2)
         watched = [int(p) for f in pids.glob("*.pid") for p in f.read_text().split()]
         assert len(watched) == 4, "the workers did not start their episodes"
-        assert set(watched[::2]) <= set(_descendants(process.pid))
+        assert set(watched[::2]) <= set(descendants(process.pid))
         os.kill(process.pid, signal.SIGKILL)  # the parent only
         process.wait()
         deadline = time.monotonic() + 2.0

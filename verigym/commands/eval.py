@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--env-url",
         default=None,
-        help="play on the envs served by verigym serve-env at this URL (verigym.remote; local backend)",
+        help="play on the envs served by verigym serve-env at this URL (verigym.remote)",
     )
     parser.add_argument(
         "--env-token",
@@ -236,17 +236,6 @@ def run(args: argparse.Namespace) -> int:
 
     out = args.out or DEFAULT_DIR
     failures: list[str] = []
-    if (
-        args.env_url
-    ):  # read by the runner's env factory in every worker process (leaderboards/runner.py)
-        if args.backend == "ray":
-            return usage_error(
-                "eval",
-                "--env-url works with the local backend (Ray workers do not see this process's environment)",
-            )
-        os.environ["VERIGYM_ENV_URL"] = args.env_url
-        if args.env_token:
-            os.environ["VERIGYM_TOKEN"] = args.env_token
     try:
         if args.env:
             from verigym.commands import lookup_env
@@ -290,6 +279,8 @@ def run(args: argparse.Namespace) -> int:
                 progress=not args.no_progress,
                 record_frames=args.record_frames,
                 time_limit_scale=args.time_limit_scale,
+                env_url=args.env_url,
+                env_token=args.env_token,  # None: the URL's userinfo, then $VERIGYM_TOKEN
             )
             statuses = (
                 ", ".join(f"{n} {s}" for s, n in sorted(summary.statuses.items())) or "nothing new"

@@ -30,10 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from verigym.commands import usage_error
-    from verigym.leaderboards.runner import _descendants, end_env_processes, make_env, provenance
+    from verigym.leaderboards.runner import end_env_processes, make_env, provenance
     from verigym.leaderboards.store import DEFAULT_DIR, ResultsStore
     from verigym.leaderboards.suite import load_suite
     from verigym.leaderboards.trajectories import reverify
+    from verigym.workers import descendants
 
     def show(row, reasons):
         print(f"CHANGED {row.agent_spec} {row.env_id} seed {row.seed}:")
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"UNVERIFIABLE {where}: {why}")
 
     allow = tuple(name.strip() for name in args.allow_kwargs.split(",") if name.strip())
-    before = set(_descendants(os.getpid()))  # what ran before the replays is not ours to stop
+    before = set(descendants(os.getpid()))  # what ran before the replays is not ours to stop
     try:
         suite = load_suite(args.suite) if args.suite else None
         with ResultsStore(args.out or DEFAULT_DIR, create=False) as store:
