@@ -156,6 +156,7 @@ def run_local(
                     try:
                         result = worker.connection.recv()
                     except (EOFError, OSError):  # the worker died (crash, OOM kill)
+                        worker.process.join(1.0)  # reaped, so its exit code is known
                         result = failed_result(
                             f"the worker process died (exit code {worker.process.exitcode})",
                             time_s=0.0,
