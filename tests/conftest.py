@@ -18,7 +18,7 @@ FRESH_ROLLOUTS = pytest.StashKey[object]()
 """Config stash key of the conformance rollouts (``tests.test_conformance.FreshRollouts``)."""
 
 LIFETIME_WORKERS = (
-    "from verigym.verifiers import _spawned_main",
+    "from verigym.workers import _spawned_main",
     "from multiprocessing.resource_tracker import main",
 )
 """Command-line marks of process-lifetime workers, which end with the interpreter: module-level

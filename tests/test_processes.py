@@ -1,5 +1,7 @@
-"""No subprocess outlives its owner: process-lifetime workers are reaped when the interpreter exits
-(tests/conftest.py checks everything else at the end of the session)."""
+"""verigym.workers: reading /proc, killing trees, the parent-death signal, bounded calls (CPU-time
+and memory limits, a limit that covers the call and not the start), and no subprocess outliving its
+owner: process-lifetime workers are reaped when the interpreter exits (tests/conftest.py checks
+everything else at the end of the session)."""
 
 from __future__ import annotations
 
@@ -8,15 +10,28 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
-from verigym.workers import cpu_seconds, descendants, kill_tree, process_state, reap
+import pytest
+
+from verigym.workers import (
+    WALL_CLOCK_FACTOR,
+    BoundedWorker,
+    VerifierTimeout,
+    call_bounded,
+    cpu_seconds,
+    descendants,
+    kill_tree,
+    process_state,
+    reap,
+)
 
 CHILD = textwrap.dedent(
     """
     import os, warnings
     warnings.simplefilter("always", ResourceWarning)
-    from verigym.verifiers import BoundedWorker
+    from verigym.workers import BoundedWorker
     spawned = BoundedWorker(start_method="spawn", environment={"PYTHONHASHSEED": "0"})
     forked = BoundedWorker(start_method="fork")
     print(spawned.call(os.getpid, (), timeout=60), forked.call(os.getpid, (), timeout=60), flush=True)
@@ -121,3 +136,118 @@ def test_parent_death_signal_ends_an_orphan(tmp_path):
             break
         time.sleep(0.01)
     assert not _running(orphan)
+
+
+def _sleep(seconds: float) -> str:
+    time.sleep(seconds)
+    return "done"
+
+
+def _boom() -> None:
+    raise KeyError("boom")
+
+
+def test_call_bounded_kills_overruns_and_recovers():
+    start = time.perf_counter()
+    with pytest.raises(VerifierTimeout):
+        call_bounded(_sleep, 30.0, timeout=0.5)
+    assert time.perf_counter() - start < 10.0
+    assert call_bounded(_sleep, 0.0, timeout=30.0) == "done"
+    with pytest.raises(RuntimeError, match="KeyError"):
+        call_bounded(_boom, timeout=30.0)
+
+
+def test_call_bounded_works_off_the_main_thread():
+    results: list[object] = []
+
+    def run() -> None:
+        try:
+            call_bounded(_sleep, 30.0, timeout=0.5)
+        except VerifierTimeout as exc:
+            results.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=30.0)
+    assert len(results) == 1 and isinstance(results[0], VerifierTimeout)
+
+
+def _allocate(megabytes: int) -> int:
+    return len(bytearray(megabytes << 20))
+
+
+def test_bounded_worker_caps_memory_and_recovers():
+    worker = BoundedWorker(start_method="fork", memory_bytes=256 << 20)
+    try:
+        with pytest.raises(RuntimeError, match="MemoryError"):
+            worker.call(_allocate, (2048,), 30.0)
+        assert worker.call(_allocate, (16,), 30.0) == 16 << 20
+    finally:
+        worker._kill()
+    with pytest.raises(ValueError, match="memory_bytes"):
+        BoundedWorker(memory_bytes=0)
+
+
+def _slow_start_loop(connection, memory_bytes=None):
+    import time as _time
+
+    from verigym import workers as _workers
+
+    _time.sleep(1.5)  # a fork or interpreter start on a loaded machine
+    _workers._REAL_WORKER_LOOP(connection, memory_bytes)
+
+
+def test_a_slow_worker_start_does_not_count_against_the_check_time_limit(monkeypatch):
+    """The check's limit covers the check: a worker that needs 1.5 s to start still answers a
+    0.5 s check (the start is awaited first), and an overrun after the start is still stopped."""
+    import operator
+    import time as _time
+
+    from verigym import workers
+
+    monkeypatch.setattr(workers, "_REAL_WORKER_LOOP", workers._worker_loop, raising=False)
+    monkeypatch.setattr(workers, "_worker_loop", _slow_start_loop)
+    worker = workers.BoundedWorker(start_method="fork")
+    try:
+        assert worker.call(operator.add, (2, 3), timeout=0.5) == 5
+        with pytest.raises(workers.VerifierTimeout):
+            worker.call(_time.sleep, (3,), timeout=0.5)
+    finally:
+        worker._kill()
+
+
+def _spin(seconds: float) -> str:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return "spun"
+
+
+def test_the_limit_is_the_worker_cpu_time_not_the_machine_load():
+    """A check of 0.2 s CPU whose worker is descheduled for 1 s (SIGSTOP, as on a loaded machine)
+    still finishes under a 0.5 s limit; 5 s of CPU is stopped at the limit."""
+    import os
+    import signal
+
+    worker = BoundedWorker(start_method="fork")
+    try:
+        assert worker.call(_spin, (0.0,), 5.0) == "spun"  # started outside the measured call
+        pid = worker._pid()
+
+        def pause() -> None:
+            time.sleep(0.05)
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(1.0)
+            os.kill(pid, signal.SIGCONT)
+
+        thread = threading.Thread(target=pause)
+        thread.start()
+        assert worker.call(_spin, (0.2,), 0.5) == "spun"
+        thread.join()
+        start = time.perf_counter()
+        with pytest.raises(VerifierTimeout, match="CPU time"):
+            worker.call(_spin, (5.0,), 0.5)
+        # stopped at 0.5 s of CPU, or at the wall-clock backstop on a machine that starves it
+        assert time.perf_counter() - start < 0.5 * WALL_CLOCK_FACTOR + 0.5
+    finally:
+        worker._kill()

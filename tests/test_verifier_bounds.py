@@ -173,7 +173,7 @@ class _WaitingEnv(_TruthTableEnv):
     def __init__(self, *, wait: float = 0.0, worker_cpu: float = 0.0, worker_timeout: float = 30.0):
         super().__init__(screened=True)
         self.wait, self.worker_cpu, self.worker_timeout = wait, worker_cpu, worker_timeout
-        from verigym.verifiers import BoundedWorker
+        from verigym.workers import BoundedWorker
 
         self.worker = BoundedWorker()
 
@@ -184,7 +184,7 @@ class _WaitingEnv(_TruthTableEnv):
         if self.steps <= 2:  # the first reply and its replay
             time.sleep(self.wait)
         if self.worker_cpu and "p" in action:
-            from verigym.verifiers import VerifierTimeout
+            from verigym.workers import VerifierTimeout
 
             try:
                 self.worker.call(_spin, (self.worker_cpu,), timeout=self.worker_timeout)

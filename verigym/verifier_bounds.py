@@ -11,17 +11,17 @@ than :data:`WORST_CASE_SECONDS` or grows the checking process's peak resident me
 :data:`WORST_CASE_MEMORY_BYTES`.
 
 What is measured, for ``env.step(reply)`` right after ``env.reset(seed=...)``: the CPU time it
-takes in this process and in the verifier worker processes (:class:`verigym.verifiers.BoundedWorker`,
+takes in this process and in the verifier worker processes (:class:`verigym.workers.BoundedWorker`,
 those stopped at their limit included; other children, such as a test runner's, are not counted:
 they may be busy with other work), its wall-clock time, and the growth of this process's peak
 resident set (``VmHWM``, reset before each step through ``/proc/self/clear_refs``). The time bound
 is CPU time, the unit of the verifier workers' own limits, so a loaded machine that gives the
 checker half a core does not turn a check that needs 1 s of CPU into a failure; a step that waits
 without computing, or computes in a process of another kind, is caught by the wall-clock backstop
-of :data:`~verigym.verifiers.WALL_CLOCK_FACTOR` times the bound (wall-clock alone where ``/proc``
+of :data:`~verigym.workers.WALL_CLOCK_FACTOR` times the bound (wall-clock alone where ``/proc``
 is missing). A step over a bound is replayed once and
 the better try counts. Memory of other processes must be capped there (verifier workers run under
-:data:`verigym.verifiers.MEMORY_CAP_BYTES`, the sandbox under its own limits).
+:data:`verigym.workers.MEMORY_CAP_BYTES`, the sandbox under its own limits).
 
 Envs whose action space is not text (``Discrete``, ``Box``, ...) are skipped: their verifiers do
 not read free-form input. Envs that run agent code in :mod:`verigym.sandbox` (found by
@@ -46,7 +46,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from verigym.verifiers import WALL_CLOCK_FACTOR, verifier_cpu_seconds
+from verigym.workers import WALL_CLOCK_FACTOR, verifier_cpu_seconds
 
 __all__ = [
     "WORST_CASE_MEMORY_BYTES",
@@ -63,7 +63,7 @@ logger = logging.getLogger(__name__)
 
 WORST_CASE_SECONDS = 2.0
 """Longest a verifier may take on one reply, seconds of CPU time (this process and its verifier
-workers), with a wall-clock backstop of :data:`~verigym.verifiers.WALL_CLOCK_FACTOR` times it."""
+workers), with a wall-clock backstop of :data:`~verigym.workers.WALL_CLOCK_FACTOR` times it."""
 WORST_CASE_MEMORY_BYTES = 512 << 20
 """Most a verifier may grow the checking process's peak resident memory on one reply, bytes."""
 SANDBOX_MARGIN_SECONDS = 2.0
@@ -269,7 +269,7 @@ def _reset_peak() -> None:
 
 def _cpu_seconds_so_far() -> float | None:
     """CPU seconds used so far by this process and its verifier workers
-    (:func:`verigym.verifiers.verifier_cpu_seconds`); ``None`` without ``/proc``."""
+    (:func:`verigym.workers.verifier_cpu_seconds`); ``None`` without ``/proc``."""
     workers = verifier_cpu_seconds()
     return None if workers is None else time.process_time() + workers
 
@@ -339,7 +339,7 @@ def measure_worst_case(
         factory: makes the env (a fresh instance is used and closed).
         seed: reset seed before each reply.
         seconds: time bound per reply, seconds of CPU time (wall clock for sandbox envs), with a
-            wall-clock backstop of :data:`~verigym.verifiers.WALL_CLOCK_FACTOR` times it.
+            wall-clock backstop of :data:`~verigym.workers.WALL_CLOCK_FACTOR` times it.
         memory_bytes: bound on the growth of peak resident memory per reply (bytes).
 
     Returns:

@@ -14,40 +14,32 @@ The rules (stable; other families import them):
 * **Look-alikes** (:func:`has_lookalikes`): answers are NFKC-normalized (fullwidth digits become
   ASCII); an answer that still has non-ASCII letters or digits where the oracle is pure ASCII (a
   Cyrillic "а" for a Latin "a") is refused.
-* **Bounded symbolic checks** (:func:`symbolic_equal`, :func:`call_bounded`): symbolic work runs in
-  a separate worker process that is killed when it exceeds its time limit, so the bound holds off
-  the main thread too. Agent text is never passed to ``eval``; text that reaches a sympy parser
-  first passes :func:`safe_expression` (a character and identifier allow-list).
+* **Bounded symbolic checks** (:func:`symbolic_equal`): symbolic work runs in the verifier worker
+  process of :func:`verigym.workers.call_bounded`, which is killed when it exceeds its time limit,
+  so the bound holds off the main thread too. Agent text is never passed to ``eval``; text that
+  reaches a sympy parser first passes :func:`safe_expression` (a character and identifier
+  allow-list).
 
-This module imports only the standard library at import time; ``math_verify`` and ``sympy`` are
-imported inside the worker process.
+The rules are pure functions; this module starts no process itself. It imports only the standard
+library and :mod:`verigym.workers` at import time; ``math_verify`` and ``sympy`` are imported inside
+the worker process.
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing
-import os
 import re
-import subprocess
-import sys
-import threading
-import time
 import unicodedata
-import weakref
-from collections.abc import Callable, Iterable
-from multiprocessing.connection import Connection
+from collections.abc import Iterable
 from typing import Any
+
+from verigym.workers import VerifierTimeout, call_bounded
 
 __all__ = [
     "MAX_BRACE_DEPTH",
-    "MEMORY_CAP_BYTES",
-    "BoundedWorker",
     "SAFE_FUNCTION_NAMES",
     "UnsafeExpression",
-    "VerifierTimeout",
     "alternatives",
-    "call_bounded",
     "contains_oracle",
     "extract_answer",
     "has_lookalikes",
@@ -94,10 +86,6 @@ _BRACKETS = "()[]{}<>\"'`"
 
 class UnsafeExpression(ValueError):
     """Text refused by :func:`safe_expression` (it would reach a parser that evaluates code)."""
-
-
-class VerifierTimeout(TimeoutError):
-    """A bounded check (:func:`call_bounded`) did not finish within its time limit."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,371 +327,6 @@ def safe_expression(
     return text
 
 
-# ---------------------------------------------------------------------------------------------
-# A worker process for bounded calls
-# ---------------------------------------------------------------------------------------------
-
-
-MEMORY_CAP_BYTES = 512 << 20
-"""Address space one call in a verifier worker may add to the worker's size (``RLIMIT_AS``, renewed
-before each call)."""
-
-
-def _virtual_memory_bytes() -> int:
-    """This process's current virtual memory size (``VmSize``), 0 where ``/proc`` is missing."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:  # pragma: no cover - not Linux
-        pass
-    return 0
-
-
-def _cap_memory(extra_bytes: int | None) -> None:
-    """Cap this process's address space at its current size plus ``extra_bytes`` (no-op for None).
-
-    Allocations beyond the cap fail (``MemoryError`` in Python, ``SQLITE_NOMEM`` in SQLite), so a
-    check that tries to build a huge value fails fast instead of swapping the machine.
-    """
-    if extra_bytes is None:
-        return
-    import resource
-
-    current = _virtual_memory_bytes()
-    if not current:  # pragma: no cover - not Linux
-        return
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    limit = current + extra_bytes
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-
-
-def _worker_loop(connection: Any, memory_bytes: int | None = None) -> None:
-    while True:
-        try:
-            function, args = connection.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            # the cap is renewed per call over the worker's size at that moment: a long-lived
-            # worker grows (imports, caches) and must not run into a cap set at its start
-            _cap_memory(memory_bytes)
-            connection.send(("ok", function(*args)))
-        except MemoryError:  # the cap was hit; what was allocated is freed with the frame
-            connection.send(
-                ("error", f"MemoryError: the check needed more than {memory_bytes or 0:d} bytes")
-            )
-        except Exception as exc:  # the caller sees the failure as a value
-            connection.send(("error", f"{type(exc).__name__}: {exc}"[:500]))
-
-
-class _Duplex:
-    """Two one-way connections used as one (the spawned worker talks over two pipes)."""
-
-    def __init__(self, incoming: Connection, outgoing: Connection) -> None:
-        self.incoming, self.outgoing = incoming, outgoing
-
-    def send(self, value: Any) -> None:
-        self.outgoing.send(value)
-
-    def recv(self) -> Any:
-        return self.incoming.recv()
-
-    def poll(self, timeout: float) -> bool:
-        return self.incoming.poll(timeout)
-
-    def close(self) -> None:
-        self.incoming.close()
-        self.outgoing.close()
-
-
-def _spawned_main(read_fd: int, write_fd: int, memory_bytes: int | None = None) -> None:
-    """Entry of a spawned worker (``python -c``): serve calls over the two inherited pipes."""
-    _worker_loop(
-        _Duplex(Connection(read_fd, writable=False), Connection(write_fd, readable=False)),
-        memory_bytes,
-    )
-
-
-class _SpawnedProcess:
-    """A worker in a new interpreter started with :mod:`subprocess` (no ``__main__`` re-import,
-    unlike multiprocessing's spawn), so it can get its own environment variables."""
-
-    def __init__(self, environment: dict[str, str], memory_bytes: int | None = None) -> None:
-        to_child_read, to_child_write = os.pipe()
-        from_child_read, from_child_write = os.pipe()
-        entry = f"_spawned_main({to_child_read}, {from_child_write}, {memory_bytes!r})"
-        command = [sys.executable, "-c", f"from verigym.verifiers import _spawned_main; {entry}"]
-        self.popen = subprocess.Popen(
-            command,
-            env={**os.environ, **environment},
-            pass_fds=(to_child_read, from_child_write),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-        )
-        os.close(to_child_read)
-        os.close(from_child_write)
-        self.connection = _Duplex(
-            Connection(from_child_read, writable=False), Connection(to_child_write, readable=False)
-        )
-        # a worker still serving at interpreter exit (a module-level BoundedWorker) is stopped and
-        # reaped then, not left running ("ResourceWarning: subprocess ... is still running")
-        weakref.finalize(self, _reap, self.popen, os.getpid())
-
-    def is_alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def kill(self) -> None:
-        self.popen.kill()
-
-    def join(self, timeout: float) -> None:
-        try:
-            self.popen.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:  # pragma: no cover - a killed process exits at once
-            logger.warning("verifier worker %s did not exit after kill", self.popen.pid)
-
-
-def _reap(popen: subprocess.Popen, owner: int) -> None:
-    """Kill a spawned worker if it still runs and wait for it (no zombie, no ResourceWarning);
-    only in the process that started it (``owner`` pid), never in a forked copy of it."""
-    if os.getpid() == owner and popen.poll() is None:
-        popen.kill()
-        try:
-            popen.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # pragma: no cover - a killed process exits at once
-            logger.warning("verifier worker %s did not exit after kill", popen.pid)
-
-
-WORKER_START_SECONDS = 120.0
-"""How long a new verifier worker may take to start and answer its first (empty) call; its start
-is trusted work and never counts against a check's time limit."""
-
-
-WALL_CLOCK_FACTOR = 4.0
-"""A check is stopped at ``timeout`` seconds of the worker's CPU time, or at this many times
-``timeout`` of wall-clock time (a check that blocks without computing)."""
-
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def _cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of process ``pid`` (``/proc``), or ``None`` where unreadable."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _ready() -> bool:
-    """The empty call a new worker answers before its first timed call."""
-    return True
-
-
-_HAS_PROC = os.path.exists("/proc/self/stat")
-"""Whether workers' CPU times can be read (Linux ``/proc``)."""
-_WORKERS: weakref.WeakSet[BoundedWorker] = weakref.WeakSet()
-"""Every :class:`BoundedWorker` of this process (for :func:`verifier_cpu_seconds`)."""
-_retired = {"cpu_seconds": 0.0}
-"""CPU seconds of the worker processes that were stopped (at a limit, or by ``close``)."""
-
-
-def verifier_cpu_seconds() -> float | None:
-    """CPU seconds (user + system) the verifier worker processes of this process have used so far,
-    those stopped and replaced included; ``None`` where ``/proc`` is missing.
-
-    :mod:`verigym.verifier_bounds` adds it to this process's own CPU time to measure a verifier in
-    the unit of the workers' limits. Only :class:`BoundedWorker` processes count, not other children
-    (a test runner's, a trainer's), which may be busy at the same time.
-    """
-    if not _HAS_PROC:
-        return None
-    total = _retired["cpu_seconds"]
-    for worker in list(_WORKERS):
-        pid = worker._pid() if worker._process is not None else None
-        used = _cpu_seconds(pid) if pid is not None else None
-        total += used or 0.0
-    return total
-
-
-class BoundedWorker:
-    """One worker process; a call that overruns its time limit kills and replaces it.
-
-    The time limit of a check is the worker's CPU time (with a wall-clock backstop of
-    :data:`WALL_CLOCK_FACTOR` times the limit; wall-clock alone where ``/proc`` is missing), and a
-    new worker first answers an empty call (within :data:`WORKER_START_SECONDS`): the limit covers
-    the check alone, not forking or starting an interpreter, and not the time other processes
-    take the CPU. On a loaded machine a wall-clock limit stopped checks that finish in a few
-    milliseconds of CPU, so the same reply got another observation (the verdict depended on load).
-
-    Args:
-        start_method: ``"fork"`` (fast, shares the parent's imports; the default where available)
-            or ``"spawn"`` (a new interpreter started with :mod:`subprocess`).
-        environment: environment variables of a spawned worker (``{"PYTHONHASHSEED": "0"}``
-            makes hash-order-dependent code give the same result in every process).
-        memory_bytes: address space (bytes) one call may add to the worker's size when it starts
-            (``RLIMIT_AS``, renewed per call); ``None`` for no cap. A call that hits the cap raises ``RuntimeError``
-            (``MemoryError: ...``) and the worker is replaced.
-    """
-
-    def __init__(
-        self,
-        *,
-        start_method: str | None = None,
-        environment: dict[str, str] | None = None,
-        memory_bytes: int | None = None,
-    ) -> None:
-        if memory_bytes is not None and (not isinstance(memory_bytes, int) or memory_bytes <= 0):
-            raise ValueError(f"memory_bytes must be None or a positive int, got {memory_bytes!r}")
-        if start_method is None:
-            start_method = (
-                "fork"
-                if "fork" in multiprocessing.get_all_start_methods() and not environment
-                else "spawn"
-            )
-        if start_method not in ("fork", "spawn"):
-            raise ValueError(f"start_method must be 'fork' or 'spawn', got {start_method!r}")
-        if environment and start_method != "spawn":
-            raise ValueError("environment needs start_method='spawn'")
-        self.start_method = start_method
-        self.environment = dict(environment or {})
-        self.memory_bytes = memory_bytes
-        self._lock = threading.Lock()
-        self._process: Any = None
-        self._connection: Any = None
-        _WORKERS.add(self)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {
-            "start_method": self.start_method,
-            "environment": self.environment,
-            "memory_bytes": self.memory_bytes,
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(**state)  # type: ignore[misc]
-
-    def _start(self) -> None:
-        if self.start_method == "spawn":
-            process = _SpawnedProcess(self.environment, self.memory_bytes)
-            self._process, self._connection = process, process.connection
-            return
-        context = multiprocessing.get_context("fork")
-        parent, child = context.Pipe()
-        process = context.Process(
-            target=_worker_loop,
-            args=(child, self.memory_bytes),
-            daemon=True,
-            name="verigym-verifier",
-        )
-        process.start()
-        child.close()
-        self._process, self._connection = process, parent
-
-    def _kill(self) -> None:
-        if self._process is not None:
-            pid = self._pid()
-            used = _cpu_seconds(pid) if pid is not None else None
-            _retired["cpu_seconds"] += (
-                used or 0.0
-            )  # (read just before the kill: it stops computing)
-            self._process.kill()
-            self._process.join(timeout=5)
-            self._connection.close()
-        self._process = self._connection = None
-
-    def _wait_ready(self) -> None:
-        """Have the new worker answer :func:`_ready` (untimed by the caller's limit).
-
-        Raises:
-            VerifierTimeout: it did not answer within :data:`WORKER_START_SECONDS` or died.
-        """
-        try:
-            self._connection.send((_ready, ()))
-            if self._connection.poll(WORKER_START_SECONDS):
-                status, _ = self._connection.recv()
-                if status == "ok":
-                    return
-        except (OSError, EOFError, BrokenPipeError):
-            pass
-        self._kill()
-        raise VerifierTimeout(
-            f"the verifier worker did not start within {WORKER_START_SECONDS:g} s"
-        )
-
-    def _pid(self) -> int | None:
-        process = self._process
-        return getattr(getattr(process, "popen", process), "pid", None)
-
-    def _wait_answer(self, timeout: float) -> bool:
-        """Whether the worker answered within ``timeout`` CPU seconds (and the wall-clock backstop)."""
-        pid = self._pid()
-        start = _cpu_seconds(pid) if pid is not None else None
-        if start is None:  # no /proc: wall clock only
-            return self._connection.poll(timeout)
-        deadline = time.monotonic() + WALL_CLOCK_FACTOR * timeout
-        while True:
-            if self._connection.poll(min(0.05, max(0.0, deadline - time.monotonic()))):
-                return True
-            used = _cpu_seconds(pid)
-            if used is None or used - start > timeout or time.monotonic() >= deadline:
-                return self._connection.poll(0)
-
-    def call(self, function: Callable[..., Any], args: tuple, timeout: float) -> Any:
-        """``function(*args)`` in the worker (see :func:`call_bounded`)."""
-        with self._lock:
-            if self._process is None or not self._process.is_alive():
-                self._kill()
-                self._start()
-                self._wait_ready()
-            try:
-                self._connection.send((function, args))
-                ready = self._wait_answer(timeout)
-            except (OSError, EOFError, BrokenPipeError) as exc:
-                self._kill()
-                raise VerifierTimeout(f"the verifier worker died: {exc}") from None
-            if not ready:
-                self._kill()
-                raise VerifierTimeout(f"the check did not finish within {timeout:g} s of CPU time")
-            try:
-                status, value = self._connection.recv()
-            except (OSError, EOFError) as exc:
-                self._kill()
-                raise VerifierTimeout(f"the verifier worker died: {exc}") from None
-        if status != "ok":
-            raise RuntimeError(value)
-        return value
-
-
-_WORKER = BoundedWorker(memory_bytes=MEMORY_CAP_BYTES)
-
-
-def call_bounded(function: Callable[..., Any], *args: Any, timeout: float = 2.0) -> Any:
-    """Run ``function(*args)`` in the verifier worker process and return its result.
-
-    Works from any thread: the time limit is enforced by killing the worker process, never by
-    signals; the worker's address space may grow by at most :data:`MEMORY_CAP_BYTES`.
-    ``function`` and ``args`` must pickle (a module-level function). Calls are serialized.
-
-    Args:
-        function: a module-level callable.
-        *args: its arguments.
-        timeout: CPU seconds of the worker before it is killed (and at most
-            :data:`WALL_CLOCK_FACTOR` times that of wall-clock time).
-
-    Raises:
-        VerifierTimeout: the call overran ``timeout`` or the worker died.
-        RuntimeError: ``function`` raised (or hit the memory cap); the message names the exception.
-    """
-    if timeout <= 0:
-        raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
-    return _WORKER.call(function, args, timeout)
-
-
 _TRAILING_STOP = re.compile(r"\.\s*$")
 
 
@@ -759,10 +382,11 @@ def symbolic_equal(
     """Whether ``answer`` and ``reference`` are mathematically equal (math-verify), time-bounded.
 
     Both strings may be LaTeX (``\\frac{1}{2}``) or plain (``0.5``). The comparison runs in the
-    verifier worker process; an answer longer than ``max_length`` characters, nesting braces
-    deeper than :data:`MAX_BRACE_DEPTH`, a hedge in any spelling (a hedge word or ``\\pm`` the
-    reference does not use, or two or more :func:`alternatives`, e.g. ``[41, 42]`` or
-    ``\\text{41 or 42}``), a parse failure or a timeout all count as *not equal*.
+    verifier worker process (:func:`verigym.workers.call_bounded`); an answer longer than
+    ``max_length`` characters, nesting braces deeper than :data:`MAX_BRACE_DEPTH`, a hedge in any
+    spelling (a hedge word or ``\\pm`` the reference does not use, or two or more
+    :func:`alternatives`, e.g. ``[41, 42]`` or ``\\text{41 or 42}``), a parse failure or a timeout
+    all count as *not equal*.
 
     The answer is parsed whole, as one LaTeX (or plain math) expression, never searched for a piece
     that matches (``2\\sqrt{2}`` is not ``2``, ``3x+2`` is not ``3``). An answer that leaves a sum,

@@ -19,11 +19,7 @@ from verigym.core import ActionParseError, EpisodeGuard, UnicodeText, action_err
 from verigym.envs.text.base import ReplySpace
 from verigym.kwargs_policy import FLAG, Bound, Fields, FloatRange, IntRange, client, operator_only
 from verigym.verifiers import (
-    MEMORY_CAP_BYTES,
-    BoundedWorker,
     UnsafeExpression,
-    VerifierTimeout,
-    call_bounded,
     contains_oracle,
     extract_answer,
     has_lookalikes,
@@ -31,6 +27,7 @@ from verigym.verifiers import (
     normalize_answer,
     safe_expression,
 )
+from verigym.workers import MEMORY_CAP_BYTES, BoundedWorker, VerifierTimeout, call_bounded
 
 __all__ = [
     "ANSWER_FORMAT",
@@ -101,7 +98,7 @@ work linear (or ``n log n``) in the answer's length with no number built from th
 characters is scored in milliseconds; the registry-wide worst-case check (``verigym check``,
 :mod:`verigym.verifier_bounds`) measures it for every id. Datasets that keep reasoning-gym's base
 scorer (equality, containment) are scored in this process too. Every other scorer runs in the
-verifier worker process under ``score_timeout`` seconds and :data:`~verigym.verifiers.MEMORY_CAP_BYTES`
+verifier worker process under ``score_timeout`` seconds and :data:`~verigym.workers.MEMORY_CAP_BYTES`
 (a reply that makes it do exponential work scores 0)."""
 
 SCORE_SECONDS = 1.0

@@ -16,7 +16,7 @@ from verigym.envs.tool.base import ToolEnv, tool_call_text
 from verigym.kwargs_policy import IntRange, client
 from verigym.toolcalls import Tool, ToolCall
 from verigym.validation import check_int
-from verigym.verifiers import BoundedWorker, VerifierTimeout
+from verigym.workers import BoundedWorker, VerifierTimeout
 
 __all__ = [
     "EXECUTE_TOOL",

@@ -305,7 +305,7 @@ def test_interpreter_exits_promptly_after_a_fork_with_the_shared_browser_open():
         import os
         import gymnasium as gym
         import verigym
-        from verigym.verifiers import BoundedWorker
+        from verigym.workers import BoundedWorker
         env = gym.make("verigym/ClickButton-v0")
         env.reset(seed=0)
         print(BoundedWorker(start_method="fork").call(os.getpid, (), timeout=60))

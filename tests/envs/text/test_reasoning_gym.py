@@ -171,7 +171,7 @@ def test_exponential_replies_score_zero_within_the_bound(env_id, answer):
     # stopped at SCORE_SECONDS of the worker's CPU time, or at its wall-clock backstop on a machine
     # that starves the worker, plus the work in this process
     from verigym.envs.text.reasoning_gym_env import SCORE_SECONDS
-    from verigym.verifiers import WALL_CLOCK_FACTOR
+    from verigym.workers import WALL_CLOCK_FACTOR
 
     assert time.perf_counter() - start < SCORE_SECONDS * WALL_CLOCK_FACTOR + 2.0
 
