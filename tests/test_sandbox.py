@@ -28,6 +28,7 @@ from verigym.sandbox import (
     seccomp,
     supervisor,
 )
+from verigym.workers import cpu_seconds
 
 # Skipped only where bubblewrap is not installed (CI installs it): where it is installed but cannot
 # start, the tests run and fail with the sandbox's error.
@@ -205,15 +206,7 @@ def test_fork_bomb_is_bounded_and_killed():
 
 def _cpu_seconds(pids: set[int]) -> float:
     """User + system CPU seconds consumed so far by the living processes among ``pids``."""
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+    return sum(cpu_seconds(pid) or 0.0 for pid in pids)
 
 
 @needs_sandbox

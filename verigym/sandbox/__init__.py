@@ -77,6 +77,7 @@ def doctor_probe() -> Probe:
     """
     from verigym.doctor import Probe
     from verigym.sandbox import cgroups, seccomp, supervisor
+    from verigym.workers import process_state
 
     part = "code sandbox (bubblewrap)"
     binary, disable_userns = supervisor._bwrap_features()
@@ -99,7 +100,7 @@ def doctor_probe() -> Probe:
     try:
         with supervisor.PythonSandbox(supervisor.Limits(timeout_s=30.0)) as box:
             result = box.run(code)
-            stopped = supervisor._state(f"/proc/{box.notebook_pid}/stat") in ("T", "t")
+            stopped = process_state(box.notebook_pid) in ("T", "t")
     except supervisor.SandboxError as exc:
         return Probe(
             part,

@@ -43,6 +43,7 @@ from typing import Any
 
 from verigym.sandbox import seccomp
 from verigym.sandbox.cgroups import CgroupSet
+from verigym.workers import count_processes, process_state, reap, wait_stopped
 
 __all__ = ["ExecResult", "Limits", "PythonSandbox", "SandboxError", "check_available", "run_code"]
 
@@ -197,18 +198,6 @@ def _system_binds() -> list[str]:
     return args
 
 
-def _count_processes(uid: int) -> int:
-    count = 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    count += 1
-            except OSError:
-                pass
-    return count
-
-
 def _set_rlimit(kind: int, value: int) -> None:
     _, hard = resource.getrlimit(kind)
     if hard != resource.RLIM_INFINITY:
@@ -251,7 +240,7 @@ class _Worker:
             max_processes=limits.max_processes, memory_bytes=limits.memory_mb << 20
         )
         if not as_root:  # RLIMIT_NPROC counts all processes of the user
-            nproc = _count_processes(os.getuid()) + limits.max_processes
+            nproc = count_processes(os.getuid()) + limits.max_processes
         elif (
             cgroup.limits_processes
         ):  # pids.max bounds this sandbox; the uid is shared by all sandboxes
@@ -402,7 +391,7 @@ class _Worker:
         except OSError:
             return False
         self.stopped = True
-        if not _wait_stopped(self.host_pid):
+        if not wait_stopped(self.host_pid):
             return False
         for _ in range(200):
             try:
@@ -412,7 +401,9 @@ class _Worker:
             except OSError:
                 return False
             living = [
-                pid for pid in others if _state(f"{pid}/stat", self.proc_fd) not in ("Z", "X", None)
+                pid
+                for pid in others
+                if process_state(int(pid), proc_fd=self.proc_fd) not in ("Z", "X", None)
             ]
             if not living:
                 return True
@@ -567,15 +558,7 @@ class _Worker:
         """Kill the whole tree and release the cgroup and pipes (idempotent)."""
         process, self.process = self.process, None
         if process is not None:
-            if process.poll() is None:
-                try:
-                    os.kill(process.pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                logger.warning("sandbox process %d did not exit after SIGKILL", process.pid)
+            reap(process, timeout=10)
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
@@ -587,34 +570,6 @@ class _Worker:
                 except OSError:
                     pass
                 setattr(self, name, -1)
-
-
-def _state(stat_path: str, dir_fd: int | None = None) -> str | None:
-    """The state letter of a ``/proc/<pid>/stat`` file, or None when the process is gone."""
-    try:
-        with open(
-            stat_path, opener=lambda path, flags: os.open(path, flags, dir_fd=dir_fd)
-        ) as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
-def _wait_stopped(pid: int, timeout: float = 2.0) -> bool:
-    """Wait until every thread of ``pid`` is stopped (or gone)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            return True
-        if all(
-            _state(f"/proc/{pid}/task/{tid}/stat") in ("T", "t", "Z", "X", None) for tid in tasks
-        ):
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.00005)  # a stop takes effect within microseconds once the worker is scheduled
 
 
 def _command(
