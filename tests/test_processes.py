@@ -23,6 +23,7 @@ from verigym.workers import (
     cpu_seconds,
     descendants,
     kill_tree,
+    memory_bytes,
     process_state,
     reap,
 )
@@ -251,3 +252,8 @@ def test_the_limit_is_the_worker_cpu_time_not_the_machine_load():
         assert time.perf_counter() - start < 0.5 * WALL_CLOCK_FACTOR + 0.5
     finally:
         worker._kill()
+
+
+def test_memory_bytes_reads_this_process_status():
+    size, resident, peak, missing = memory_bytes("VmSize", "VmRSS", "VmHWM", "NotAField")
+    assert size >= resident > 0 and peak >= resident and missing == 0

@@ -5,7 +5,7 @@ Everything that runs work in another process uses these pieces: the verifier wor
 (:mod:`verigym.sandbox`), the evaluation pool (:mod:`verigym.leaderboards.runner`) and the
 shared Chromium (:mod:`verigym.envs.gui.browser`).
 
-* **Reading** ``/proc`` (Linux): :func:`descendants`, :func:`cpu_seconds`,
+* **Reading** ``/proc`` (Linux): :func:`descendants`, :func:`cpu_seconds`, :func:`memory_bytes`,
   :func:`process_state`, :func:`count_processes`, :func:`wait_stopped`. Where ``/proc`` is missing
   they answer "nothing" (``[]``, ``None``, ``0``) instead of raising.
 * **Ending** processes: :func:`kill_tree` (SIGKILL every descendant), :func:`reap` (kill one child
@@ -51,6 +51,7 @@ __all__ = [
     "cpu_seconds",
     "descendants",
     "kill_tree",
+    "memory_bytes",
     "process_state",
     "reap",
     "set_parent_death_signal",
@@ -141,6 +142,28 @@ def process_state(pid: int, *, task: int | None = None, proc_fd: int | None = No
     path = f"{pid}/stat" if task is None else f"{pid}/task/{task}/stat"
     fields = _stat_fields(path if proc_fd is not None else f"/proc/{path}", proc_fd)
     return fields[0] if fields else None
+
+
+def memory_bytes(*fields: str) -> tuple[int, ...]:
+    """Memory sizes of this process from ``/proc/self/status``, in bytes.
+
+    Args:
+        *fields: the sizes to read: ``"VmSize"`` (virtual memory), ``"VmRSS"`` (resident set),
+            ``"VmHWM"`` (peak resident set), ...
+
+    Returns:
+        One size per field, in order; 0 for a field that is missing, all 0 without ``/proc``.
+    """
+    found = dict.fromkeys(fields, 0)
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                name, _, value = line.partition(":")
+                if name in found:
+                    found[name] = int(value.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
+        pass
+    return tuple(found[field] for field in fields)
 
 
 def count_processes(uid: int) -> int:
@@ -260,18 +283,6 @@ MEMORY_CAP_BYTES = 512 << 20
 before each call)."""
 
 
-def _virtual_memory_bytes() -> int:
-    """This process's current virtual memory size (``VmSize``), 0 where ``/proc`` is missing."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:  # pragma: no cover - not Linux
-        pass
-    return 0
-
-
 def _cap_memory(extra_bytes: int | None) -> None:
     """Cap this process's address space at its current size plus ``extra_bytes`` (no-op for None).
 
@@ -282,7 +293,7 @@ def _cap_memory(extra_bytes: int | None) -> None:
         return
     import resource
 
-    current = _virtual_memory_bytes()
+    (current,) = memory_bytes("VmSize")
     if not current:  # pragma: no cover - not Linux
         return
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
