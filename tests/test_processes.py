@@ -23,7 +23,7 @@ from verigym.workers import (
     cpu_seconds,
     descendants,
     kill_tree,
-    memory_bytes,
+    memory_sizes,
     process_state,
     reap,
 )
@@ -254,6 +254,6 @@ def test_the_limit_is_the_worker_cpu_time_not_the_machine_load():
         worker._kill()
 
 
-def test_memory_bytes_reads_this_process_status():
-    size, resident, peak, missing = memory_bytes("VmSize", "VmRSS", "VmHWM", "NotAField")
+def test_memory_sizes_reads_this_process_status():
+    size, resident, peak, missing = memory_sizes("VmSize", "VmRSS", "VmHWM", "NotAField")
     assert size >= resident > 0 and peak >= resident and missing == 0

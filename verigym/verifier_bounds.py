@@ -46,7 +46,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from verigym.workers import WALL_CLOCK_FACTOR, memory_bytes, verifier_cpu_seconds
+from verigym.workers import WALL_CLOCK_FACTOR, memory_sizes, verifier_cpu_seconds
 
 __all__ = [
     "WORST_CASE_MEMORY_BYTES",
@@ -263,12 +263,12 @@ def _timed_step(env: gym.Env, reply: str, seed: int) -> tuple[float | None, floa
     """``(CPU seconds or None without /proc, wall seconds, peak-memory growth)`` of one step."""
     env.reset(seed=seed)
     _reset_peak()
-    (before,) = memory_bytes("VmRSS")  # resident bytes (0 without /proc)
+    (before,) = memory_sizes("VmRSS")  # resident bytes (0 without /proc)
     cpu_start, start = _cpu_seconds_so_far(), time.perf_counter()
     env.step(reply)
     elapsed = time.perf_counter() - start
     cpu_end = _cpu_seconds_so_far()
-    (peak,) = memory_bytes("VmHWM")  # peak resident bytes since _reset_peak
+    (peak,) = memory_sizes("VmHWM")  # peak resident bytes since _reset_peak
     cpu = None if cpu_start is None or cpu_end is None else max(0.0, cpu_end - cpu_start)
     return cpu, elapsed, max(0, peak - before)
 

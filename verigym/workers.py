@@ -5,7 +5,7 @@ Everything that runs work in another process uses these pieces: the verifier wor
 (:mod:`verigym.sandbox`), the evaluation pool (:mod:`verigym.leaderboards.runner`) and the
 shared Chromium (:mod:`verigym.envs.gui.browser`).
 
-* **Reading** ``/proc`` (Linux): :func:`descendants`, :func:`cpu_seconds`, :func:`memory_bytes`,
+* **Reading** ``/proc`` (Linux): :func:`descendants`, :func:`cpu_seconds`, :func:`memory_sizes`,
   :func:`process_state`, :func:`count_processes`, :func:`wait_stopped`. Where ``/proc`` is missing
   they answer "nothing" (``[]``, ``None``, ``0``) instead of raising.
 * **Ending** processes: :func:`kill_tree` (SIGKILL every descendant), :func:`reap` (kill one child
@@ -51,7 +51,7 @@ __all__ = [
     "cpu_seconds",
     "descendants",
     "kill_tree",
-    "memory_bytes",
+    "memory_sizes",
     "process_state",
     "reap",
     "set_parent_death_signal",
@@ -144,7 +144,7 @@ def process_state(pid: int, *, task: int | None = None, proc_fd: int | None = No
     return fields[0] if fields else None
 
 
-def memory_bytes(*fields: str) -> tuple[int, ...]:
+def memory_sizes(*fields: str) -> tuple[int, ...]:
     """Memory sizes of this process from ``/proc/self/status``, in bytes.
 
     Args:
@@ -255,8 +255,7 @@ def set_parent_death_signal(sig: int = signal.SIGTERM) -> None:
 
     Linux only (``prctl(PR_SET_PDEATHSIG)``); a no-op elsewhere. Call it in the child; a child
     forked from it does not inherit the setting, so each process that must die with its parent sets
-    its own.
-    A failure is logged as a warning (the process may then outlive its parent).
+    its own. A failure is logged as a warning (the process may then outlive its parent).
 
     Args:
         sig: the signal to receive (install a handler for it to end the process's own children).
@@ -293,7 +292,7 @@ def _cap_memory(extra_bytes: int | None) -> None:
         return
     import resource
 
-    (current,) = memory_bytes("VmSize")
+    (current,) = memory_sizes("VmSize")
     if not current:  # pragma: no cover - not Linux
         return
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
