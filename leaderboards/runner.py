@@ -355,7 +355,7 @@ def end_env_processes(keep: set[int] | frozenset[int] = frozenset()) -> None:
     Args:
         keep: descendants to leave alone (those that ran before the envs were made).
     """
-    from verigym.envs.gui.browser import shutdown as shutdown_browser  # light: no Playwright
+    from verigym.envs.gui.browser import close_shared_browser  # light: no Playwright
 
     python = os.path.realpath(sys.executable)
     for pid in descendants(os.getpid()):
@@ -366,7 +366,7 @@ def end_env_processes(keep: set[int] | frozenset[int] = frozenset()) -> None:
                 os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-    shutdown_browser()  # a no-op where no GUI env ran
+    close_shared_browser()  # a no-op where no GUI env ran
     for pid in descendants(os.getpid()):
         if pid not in keep:
             try:
