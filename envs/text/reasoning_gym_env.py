@@ -13,7 +13,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.utils import seeding
 
 from verigym.core import ActionParseError, EpisodeGuard, UnicodeText, action_error_info, episode_end
 from verigym.envs.text.base import ReplySpace
@@ -106,88 +105,6 @@ SCORE_SECONDS = 1.0
 backstop stops a worker that does not get the CPU at all), so that every reply is scored within the
 2 s bound of :mod:`verigym.verifier_bounds`."""
 
-# -- the seeded reset's first draw, without building the generator ------------------------------
-# Gymnasium's ``reset(seed=s)`` builds ``Generator(PCG64(SeedSequence(s)))`` (10-15 us, more than
-# many items take to generate and score); the env needs only its first ``integers`` draw. The
-# constants below are numpy's (``numpy/random/bit_generator.pyx``, ``pcg64.h``,
-# ``distributions.c``); tests compare the result with numpy's for thousands of seeds.
-_MASK32, _MASK64, _MASK128 = (1 << 32) - 1, (1 << 64) - 1, (1 << 128) - 1
-_PCG64_MULTIPLIER = 0x2360ED051FC65DA44385DF649FCCF645
-# PCG64 seeding (``pcg_setseq_128_srandom_r``) then the first step, as one affine map of the two
-# seed words: with increment ``c = 2 * sequence + 1`` and multiplier ``m``, the first output's
-# state is ``((c + initial) * m + c) * m + c = initial * m**2 + sequence * 2 * k + k`` (mod 2**128)
-# where ``k = m**2 + m + 1``.
-_STEP_INITIAL = _PCG64_MULTIPLIER**2 & _MASK128
-_STEP_CONSTANT = (_STEP_INITIAL + _PCG64_MULTIPLIER + 1) & _MASK128
-_STEP_SEQUENCE = 2 * _STEP_CONSTANT & _MASK128
-_LOW_HALVES = 0x0000FFFF_0000FFFF_0000FFFF_0000FFFF
-"""The low 16 bits of each 32-bit lane of a 128-bit integer (the lane-wise ``w ^ w >> 16``)."""
-
-
-def _hash_constants() -> tuple[int, ...]:
-    """(xor, multiplier) pairs, flattened, of the 8 output words of ``SeedSequence.generate_state``."""
-    constants, hash_const = [], 0x8B51F9DD  # numpy's INIT_B, MULT_B
-    for _ in range(8):
-        multiplier = (hash_const * 0x58F38DED) & _MASK32
-        constants += (hash_const, multiplier)
-        hash_const = multiplier
-    return tuple(constants)
-
-
-_HASH = _hash_constants()
-_SeedSequence = np.random.SeedSequence
-
-
-def first_integer(seed: int, high: int) -> int:
-    """``seeding.np_random(seed)[0].integers(0, high)``, computed without building the generator.
-
-    Reproduces numpy's ``SeedSequence.generate_state(4, uint64)`` (from the pool numpy computes;
-    numpy's C code mixes the seed into the pool faster than Python can), the PCG64 (XSL-RR 128/64)
-    seeding and first step and Lemire's bounded integers on the low 32 bits of the first output,
-    in Python integers (about 4.7 us against 10 us for the generator). A draw Lemire's method
-    rejects (probability below ``high / 2**32``; about ``5e-10`` for the item seeds' ``high``) is
-    left to numpy's generator.
-
-    Args:
-        seed: a non-negative ``int`` (what Gymnasium accepts as a seed).
-        high: exclusive upper bound, ``2 <= high <= 2**32 - 1``.
-
-    Returns:
-        The same ``int`` in ``[0, high)`` that numpy's generator seeded with ``seed`` draws first.
-    """
-    p0, p1, p2, p3 = _SeedSequence(seed).pool.tolist()  # 4 uint32 words
-    h0, h1, h2, h3, h4, h5, h6, h7, h8, h9, h10, h11, h12, h13, h14, h15 = _HASH
-    # generate_state(4, uint64): 8 hashed uint32 words w0..w7 (w_k from p_{k % 4}), read as 4
-    # little-endian uint64 s0 = w1:w0, s1 = w3:w2, s2 = w5:w4, s3 = w7:w6; PCG64 takes
-    # initstate = s0:s1 and initseq = s2:s3. Each word's final ``w ^ w >> 16`` is done on the
-    # packed 128-bit value, lane by lane.
-    initial = (
-        (((p0 ^ h0) * h1) & 0xFFFFFFFF) << 64
-        | (((p1 ^ h2) * h3) & 0xFFFFFFFF) << 96
-        | ((p2 ^ h4) * h5) & 0xFFFFFFFF
-        | (((p3 ^ h6) * h7) & 0xFFFFFFFF) << 32
-    )
-    sequence = (
-        (((p0 ^ h8) * h9) & 0xFFFFFFFF) << 64
-        | (((p1 ^ h10) * h11) & 0xFFFFFFFF) << 96
-        | ((p2 ^ h12) * h13) & 0xFFFFFFFF
-        | (((p3 ^ h14) * h15) & 0xFFFFFFFF) << 32
-    )
-    state = (
-        (initial ^ initial >> 16 & _LOW_HALVES) * _STEP_INITIAL
-        + (sequence ^ sequence >> 16 & _LOW_HALVES) * _STEP_SEQUENCE
-        + _STEP_CONSTANT
-    ) & _MASK128
-    rotation = state >> 122
-    mixed = ((state >> 64) ^ state) & _MASK64
-    output = (mixed >> rotation | mixed << (64 - rotation)) & _MASK64  # XSL-RR
-    product = (output & 0xFFFFFFFF) * high  # the low half is the first 32-bit draw
-    if product & 0xFFFFFFFF >= (0xFFFFFFFF - (high - 1)) % high:  # Lemire's threshold
-        return product >> 32
-    return int(seeding.np_random(seed)[0].integers(0, high))  # the rejected draw: rare
-
-
-_CORRECT = f"Correct (score {1.0:.3f})."
 _LITERAL = re.compile(r"[A-Za-z0-9_\s\[\],'\"\-]*")
 _INDEX_SIZE = 2**31 - 1
 _MAX_REPLY = 1 << 16
@@ -690,7 +607,9 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
     check overruns ``score_timeout``). A malformed reply scores 0 with ``info["action_error"]``.
 
     ## Starting State
-    Item seed ``k ~ U{0, 2^31 - 2}`` from the reset seed; ``info["item_seed"]`` reports it.
+    Item seed ``k ~ U{0, 2^31 - 2}``, the first draw of ``self.np_random`` (Gymnasium's seeding:
+    ``reset(seed=s)`` gives item ``seeding.np_random(s)[0].integers(0, 2**31 - 1)``);
+    ``info["item_seed"]`` reports it.
 
     ## Episode End
     Terminated after the one reply; ``success = score >= 1``. ``info["reference_answer"]`` then
@@ -775,6 +694,7 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
         self.action_space = ReplySpace(_MAX_REPLY)
         self._entry: dict[str, Any] = {}
         self._item_seed = 0
+        self._reference: str | None = None
         self._last = ""
 
     # -- TextInterface -------------------------------------------------------------------------------
@@ -808,10 +728,9 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
     def _reference_answer(self) -> str:
         """:func:`_oracle_answer` of the current item, computed once per episode (for
         propositional_logic it searches conclusions by truth tables)."""
-        reference = self.__dict__.get("_reference")
-        if reference is None:
-            reference = self.__dict__["_reference"] = _oracle_answer(self.dataset, self._entry)
-        return reference
+        if self._reference is None:
+            self._reference = _oracle_answer(self.dataset, self._entry)
+        return self._reference
 
     @property
     def question(self) -> str:
@@ -819,45 +738,13 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
         return self._entry.get("question", "")
 
     # -- Gymnasium API ----------------------------------------------------------------------------
-    @property
-    def _np_random(self) -> np.random.Generator | None:
-        """Gymnasium's generator, built on first use after a seeded ``reset``.
-
-        ``reset(seed=s)`` only needs the generator's first draw (the item seed), which
-        :func:`first_integer` computes exactly without building it; the generator itself is
-        built when something reads it (``env.np_random``, ``env.unwrapped._np_random``, the env
-        checker) and advanced past that draw, so its state is the one an eager
-        ``super().reset(seed=s)`` followed by the draw would have.
-        """
-        pending = self.__dict__.get("_pending_seed")
-        if pending is not None:
-            generator, _ = seeding.np_random(pending)
-            generator.integers(0, _INDEX_SIZE)
-            self.__dict__["_generator"], self.__dict__["_pending_seed"] = generator, None
-        if (
-            "_generator" not in self.__dict__
-        ):  # unpickled from a version that stored Gymnasium's attribute
-            self.__dict__["_generator"] = self.__dict__.pop("_np_random", None)
-        return self.__dict__["_generator"]
-
-    @_np_random.setter
-    def _np_random(self, value: np.random.Generator | None) -> None:
-        self.__dict__["_generator"], self.__dict__["_pending_seed"] = value, None
-
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
-        state = self.__dict__
-        if (
-            type(seed) is int and seed >= 0
-        ):  # the common seeded reset: no generator built (see _np_random)
-            item_seed = first_integer(seed, _INDEX_SIZE)
-            state["_pending_seed"] = state["_np_random_seed"] = seed
-        else:  # unseeded, or a seed Gymnasium validates (and refuses)
-            super().reset(seed=seed)
-            item_seed = int(self.np_random.integers(0, _INDEX_SIZE))
+        super().reset(seed=seed)
+        item_seed = int(self.np_random.integers(0, _INDEX_SIZE))
         entry = {**_item(self.dataset, self._config_json, item_seed), "_verigym_seed": item_seed}
-        state["_item_seed"], state["_entry"], state["_reference"] = item_seed, entry, None
+        self._item_seed, self._entry, self._reference = item_seed, entry, None
         self._last = observation = f"{entry['question']}\n\n{ANSWER_FORMAT}"
         return observation, {
             "dataset": self.dataset,
@@ -882,12 +769,9 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
         if note:
             info["verdict_note"] = note
         episode_end(info, success=success, score=score)
-        if score == 1.0 and not note:  # the verdict of a right answer is a constant
-            self._last = _CORRECT
-        else:
-            self._last = f"{'Correct' if success else 'Not correct'} (score {score:.3f})." + (
-                f" {note}." if note else ""
-            )
+        self._last = f"{'Correct' if success else 'Not correct'} (score {score:.3f})." + (
+            f" {note}." if note else ""
+        )
         return self._last, info["score"], True, False, info
 
     def render(self) -> str | None:

@@ -242,49 +242,28 @@ def test_propositional_logic_refuses_restated_premises():
     assert checked == 18
 
 
-@pytest.mark.parametrize("high", [2**31 - 1, 2, 3, 1000, 2**32 - 1, 2**31 + 1])
-def test_first_integer_is_numpys_first_draw(high):
-    """The item seed of a seeded reset is computed without a generator; it must be numpy's draw
-    (so ``reset(seed=s)`` keeps giving the v0 item), also for seeds of several words and for a
-    ``high`` (``2**31 + 1``) whose first 32-bit draw is rejected about half of the time."""
-    import random
-
-    from gymnasium.utils import seeding
-
-    from verigym.envs.text.reasoning_gym_env import first_integer
-
-    rng = random.Random(high)
-    seeds = [*range(600), 2**32 - 1, 2**32, 2**64 + 3, *(rng.randrange(2**96) for _ in range(200))]
-    for seed in seeds:
-        assert first_integer(seed, high) == int(seeding.np_random(seed)[0].integers(0, high)), seed
-
-
-def test_lazy_generator_has_the_state_of_an_eager_seeded_reset():
+def test_seeded_reset_draws_the_item_seed_from_gymnasiums_generator():
+    """The item seed is the first draw of Gymnasium's ``np_random`` (so ``reset(seed=s)`` keeps
+    giving the v0 item); copies keep the generator's state, an unseeded reset continues it."""
     import copy
 
     from gymnasium.utils import seeding
     from gymnasium.utils.env_checker import check_env
 
     env = gym.make("verigym/RG-ChainSum-v0")
+    for seed in (0, 11, 2**32, 2**64 + 3):
+        _, info = env.reset(seed=seed)
+        assert info["item_seed"] == int(seeding.np_random(seed)[0].integers(0, 2**31 - 1)), seed
     _, info = env.reset(seed=11)
     eager, _ = seeding.np_random(11)
     assert info["item_seed"] == int(eager.integers(0, 2**31 - 1))
     unwrapped = env.unwrapped
     assert unwrapped.np_random_seed == 11
     clone, restored = copy.deepcopy(unwrapped), pickle.loads(pickle.dumps(unwrapped))
-    for copy_ in (
-        unwrapped,
-        clone,
-        restored,
-    ):  # built on first read, each advanced past the one draw
+    for copy_ in (unwrapped, clone, restored):
         assert copy_.np_random.bit_generator.state == eager.bit_generator.state
     _, info = env.reset()  # an unseeded reset continues the seeded stream
     assert info["item_seed"] == int(eager.integers(0, 2**31 - 1))
-    env.reset(seed=12)
-    unwrapped.np_random = seeding.np_random(5)[
-        0
-    ]  # a generator set by the user wins over the pending seed
-    assert unwrapped.np_random.bit_generator.state == seeding.np_random(5)[0].bit_generator.state
     with pytest.raises(gym.error.Error):
         env.reset(seed=-1)
     check_env(unwrapped, skip_render_check=True)
