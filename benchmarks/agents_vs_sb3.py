@@ -8,7 +8,7 @@ env steps to the threshold (the steps tell sample efficiency apart from speed); 
 means verigym is faster). A run that does not reach the threshold within the budget counts as its full
 training time and is flagged.
 
-``ppo-doorkey`` is the README's own DoorKey example (its PPO settings, 60k steps, stop at a mean
+``ppo-doorkey`` is the DoorKey example of docs/agents.md (its PPO settings, 60k steps, stop at a mean
 return of 0.9; SB3's PPO with the same settings and its MLP policy on the flattened grid).
 
 The slow tasks ``ppo-halfcheetah`` and ``sac-halfcheetah`` (not run by default; about an hour
@@ -100,7 +100,7 @@ TASKS = {
         -200.0,
         1000,
     ),
-    # the README's DoorKey example, as written there
+    # the DoorKey example in docs/agents.md, as written there
     "ppo-doorkey": (
         "ppo",
         "verigym/DoorKey-5x5-v0",

@@ -1,6 +1,6 @@
 """Wait until a server started in the background answers, or say at once why it never will.
 
-``scripts/main.sh`` starts ``verigym serve smollm2`` in the background and then runs this:
+``scripts/main.sh`` starts ``verigym serve-model smollm2`` in the background and then runs this:
 
     python scripts/wait_for_server.py http://127.0.0.1:8765/health --pid "$server" \\
         --log verigym-results/serve-smollm2.log --name "the model server"

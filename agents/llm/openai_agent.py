@@ -1,6 +1,6 @@
 """OpenAIAgent: a model behind any OpenAI-compatible chat-completions server as a verigym agent.
 
-Works with vLLM, llama.cpp's server, Ollama, SGLang, hosted APIs and ``verigym serve``. Requests
+Works with vLLM, llama.cpp's server, Ollama, SGLang, hosted APIs and ``verigym serve-model``. Requests
 are plain HTTP (stdlib ``urllib``) with a per-request timeout and retries with exponential backoff
 on connection errors, timeouts, HTTP 429 and 5xx.
 """

@@ -1,6 +1,6 @@
 """A small OpenAI-compatible server over a local transformers model.
 
-``verigym serve MODEL`` runs it, so many evaluation workers (``verigym eval`` with the ``openai``
+``verigym serve-model MODEL`` runs it, so many evaluation workers (``verigym eval`` with the ``openai``
 agent) share one loaded model. Requests that arrive together are sampled as one left-padded batch
 (continuous batching it is not: a batch runs to completion before the next).
 
@@ -287,7 +287,7 @@ class ChatServer(ThreadingHTTPServer):
         elif max_tokens > self.max_tokens_limit:
             raise RequestError(
                 f"max_tokens={max_tokens} is above this server's limit of {self.max_tokens_limit} "
-                "(verigym serve --max-tokens raises it)",
+                "(verigym serve-model --max-tokens raises it)",
                 param="max_tokens",
             )
         if temperature is None:
@@ -304,7 +304,7 @@ class ChatServer(ThreadingHTTPServer):
             raise RequestError("n must be an integer >= 1", param="n")
         if n > self.max_n:
             raise RequestError(
-                f"n={n} is above this server's limit of {self.max_n} (verigym serve --max-n raises it)",
+                f"n={n} is above this server's limit of {self.max_n} (verigym serve-model --max-n raises it)",
                 param="n",
             )
         if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop) or len(stop) > 8:
@@ -348,7 +348,7 @@ class ChatServer(ThreadingHTTPServer):
         if total > self.max_request_tokens:
             raise RequestError(
                 f"the request holds {total} tokens (n x (prompt + max_tokens), summed over its prompts), "
-                f"above this server's limit of {self.max_request_tokens} (verigym serve "
+                f"above this server's limit of {self.max_request_tokens} (verigym serve-model "
                 "--max-request-tokens raises it); lower n or max_tokens",
                 param="max_tokens",
             )
@@ -661,7 +661,9 @@ class ChatServer(ThreadingHTTPServer):
         if request.get("stream"):
             raise RequestError("stream is supported on /v1/chat/completions only", param="stream")
         if request.get("echo") or request.get("suffix"):
-            raise RequestError("echo and suffix are not supported by verigym serve", param="echo")
+            raise RequestError(
+                "echo and suffix are not supported by verigym serve-model", param="echo"
+            )
         prompt = request.get("prompt")
         if isinstance(prompt, str) or (
             isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt)
@@ -684,7 +686,7 @@ class ChatServer(ThreadingHTTPServer):
         if len(prompts) > self.max_prompts:
             raise RequestError(
                 f"the request sends {len(prompts)} prompts, above this server's limit of {self.max_prompts} "
-                "(verigym serve --max-prompts raises it)",
+                "(verigym serve-model --max-prompts raises it)",
                 param="prompt",
             )
         logprobs = request.get("logprobs")

@@ -2,7 +2,7 @@
 
 * :func:`create_app` -- the ASGI app (Starlette); :class:`ServeConfig` -- its settings.
 * :func:`serve` -- run it on uvicorn until interrupted; :func:`start` -- run it on a background
-  thread (tests, notebooks, README examples) and get a handle with ``url`` and ``stop()``.
+  thread (tests, notebooks, the examples in docs/serving.md) and get a handle with ``url`` and ``stop()``.
 * :mod:`verigym.serve.wire` -- the JSON encoding of values and spaces.
 * :mod:`verigym.serve.ray_serve` -- the same app as replicas of a Ray Serve deployment.
 * :mod:`verigym.serve.client` -- the client, a ``gymnasium.Env`` over the protocol (public name

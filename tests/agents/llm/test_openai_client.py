@@ -1,4 +1,4 @@
-"""``verigym serve`` against the official ``openai`` client, for real over HTTP on 127.0.0.1."""
+"""``verigym serve-model`` against the official ``openai`` client, for real over HTTP on 127.0.0.1."""
 
 from __future__ import annotations
 
