@@ -16,11 +16,10 @@ the text view. A task subclass (MiniGrid's template method) implements:
 * ``_progress()`` -- the share of the task done, in [0, 1], for the partial score;
 * ``OBSERVATION_FIELDS`` / ``GOAL_FIELDS`` -- names and units of the vectors, for the text view.
 
-The step's goal arithmetic runs on Python floats (these models step in microseconds, and numpy
-calls on two-number arrays would cost more than the physics). A subclass that keeps the Euclidean
-``goal_distance`` but changes ``within_tolerance`` also overrides ``_goal_reached`` (the same rule on
-one float); one that changes ``goal_distance`` may override ``_step_info`` with a float version of
-it (Locomotion does); tests compare both with the vectorized :meth:`compute_reward`.
+A subclass may also override ``goal_distance``/``within_tolerance`` (the goal predicate) and the
+physics hooks ``_before_physics()``/``_after_physics()``. The step computes the reward with the
+same vectorized definitions as :meth:`compute_reward`, so hindsight relabelling reproduces the
+reward ``step`` paid.
 
 Source of the conventions: Plappert et al. 2018, "Multi-Goal Reinforcement Learning: Challenging
 Robotics Environments and Request for Research" (the ``Dict`` observation, ``compute_reward``,
@@ -30,7 +29,6 @@ sparse/dense rewards, ``info["is_success"]``), and Gymnasium's ``MujocoEnv``.
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
 import gymnasium as gym
@@ -65,10 +63,6 @@ _UNSTABLE_WARNINGS = slice(
     int(mujoco.mjtWarning.mjWARN_BADQPOS), int(mujoco.mjtWarning.mjWARN_BADQACC) + 1
 )
 """MuJoCo's warnings of a state it found unstable and reset (BADQPOS, BADQVEL, BADQACC: consecutive)."""
-_WITHIN_ONE = (1.0).__ge__  # abs(x) <= 1 on Python floats; False for NaN
-_FLOAT32 = np.dtype(np.float32)
-"""NumPy's native float32 dtype object: the step's fast path tests ``action.dtype is _FLOAT32`` (an
-identity test; an equal dtype that is another object takes the validating path)."""
 INVALID_ACTION_PENALTY = 1.0
 """Subtracted from the reward of a step whose action was malformed (zero control is applied)."""
 
@@ -123,15 +117,14 @@ def _format_numbers(values: np.ndarray, precision: int = 4) -> str:
     return "[" + ", ".join(f"{float(v):.{precision}g}" for v in np.ravel(values)) + "]"
 
 
-def _euclidean(achieved: list[float], desired: list[float]) -> float:
-    """``goal_distance`` of one pair of goals on Python floats, bit-equal to it: the squares summed in
-    order and one correctly rounded square root, as NumPy does for fewer than 8 components (HER's
-    ``compute_reward`` must give exactly the reward ``step`` paid; ``math.dist`` differs by an ulp)."""
-    total = 0.0
-    for a, b in zip(achieved, desired):
-        difference = a - b
-        total += difference * difference
-    return math.sqrt(total)
+def _penalized(
+    error: dict[str, Any], info: dict[str, Any], reward: float
+) -> tuple[dict[str, Any], float]:
+    """``(info, reward)`` of a step whose action was malformed (``error`` holds its
+    ``action_error``, first in the info) or, with an empty ``error``, unchanged."""
+    if not error:
+        return info, reward
+    return {**error, **info}, reward - INVALID_ACTION_PENALTY
 
 
 class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
@@ -204,12 +197,6 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         """Whether a goal distance counts as reached: ``distance < self.distance_threshold``."""
         return np.asarray(distance) < self.distance_threshold
 
-    def _goal_reached(self, distance: float) -> bool:
-        """:meth:`within_tolerance` of one distance on a Python float, for the step path. A subclass
-        that overrides ``within_tolerance`` and keeps the Euclidean distance overrides this with the
-        same rule, so its steps stay on Python floats (tests compare the two)."""
-        return distance < self.distance_threshold
-
     distance_threshold: float = 0.05
 
     # -- setup ---------------------------------------------------------------------------------
@@ -264,7 +251,6 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         limited = self.model.actuator_ctrllimited.astype(bool)
         low, high = np.where(limited, ctrl[:, 0], -1.0), np.where(limited, ctrl[:, 1], 1.0)
         self._ctrl_mid, self._ctrl_half = (high + low) / 2, (high - low) / 2
-        self._ctrl_identity = bool(np.all(self._ctrl_mid == 0.0) and np.all(self._ctrl_half == 1.0))
         self._bind_views()
         self._bind()
 
@@ -272,10 +258,9 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
     """Attributes that are views into ``self.data`` (rebuilt after a compile, a copy or unpickling)."""
 
     def _bind_views(self) -> None:
-        """Cache views into ``self.data`` for the step path (each ``data.qpos`` access builds a new
-        numpy view), and MuJoCo's counters of the states it found unstable and reset."""
+        """Cache views into ``self.data`` (each ``data.qpos`` access builds a new numpy view), and
+        MuJoCo's counters of the states it found unstable and reset."""
         self._qpos, self._qvel, self._ctrl = self.data.qpos, self.data.qvel, self.data.ctrl
-        self._ctrl_shape = self._ctrl.shape
         self._dt = float(self.model.opt.timestep) * self.frame_skip  # see dt
         # a live int32 view of MuJoCo's counts of the BADQPOS, BADQVEL and BADQACC warnings
         self._unstable = self.data.warning.number[_UNSTABLE_WARNINGS]
@@ -317,58 +302,15 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         mujoco.mj_forward(self.model, self.data)
         self._unstable_seen = self._unstable_count()
         observation = self._observation()
-        return observation, self._step_info(observation)[0]
+        return observation, self._goal_info(observation)[0]
 
-    def _step_info(self, observation: dict[str, np.ndarray]) -> tuple[dict[str, Any], float]:
-        """The per-step ``info`` entries and the reward of ``observation``'s goals."""
-        if (
-            self._plain_goals
-        ):  # Euclidean distance and threshold on Python floats, bit-equal to goal_distance
-            distance = _euclidean(
-                observation["achieved_goal"].tolist(), observation["desired_goal"].tolist()
-            )
-            reached = self._goal_reached(distance)
-            reward = (float(reached) - 1.0) if self.reward_type == "sparse" else -distance
-            return {
-                "distance": distance,
-                "is_success": float(reached),
-                "time": self.data.time,
-            }, reward
+    def _goal_info(self, observation: dict[str, np.ndarray]) -> tuple[dict[str, Any], float, bool]:
+        """The per-step ``info`` entries, the reward and whether the goal is reached, for
+        ``observation``'s goals (the definitions :meth:`compute_reward` uses)."""
         distance = self.goal_distance(observation["achieved_goal"], observation["desired_goal"])
-        reached = self.within_tolerance(distance)
-        info = {
-            "distance": float(distance),
-            "is_success": float(reached),
-            "time": float(self.data.time),
-        }
-        return info, float(self._reward(distance, reached))
-
-    _plain_goals = True
-    """The class keeps the base's Euclidean ``goal_distance`` and ``_reward``, and overrides both or
-    neither of ``within_tolerance`` and :meth:`_goal_reached`, so the step path computes them on
-    scalars (set per subclass)."""
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        base = MujocoGoalEnv
-        scalar_tolerance = (cls.within_tolerance is base.within_tolerance) == (
-            cls._goal_reached is base._goal_reached
-        )
-        cls._plain_goals = (
-            cls.goal_distance is base.goal_distance
-            and cls._reward is base._reward
-            and scalar_tolerance
-        )
-        cls._custom_status = cls._status is not MujocoGoalEnv._status
-        cls._physics_hooks = any(
-            getattr(cls, name) is not getattr(MujocoGoalEnv, name)
-            for name in ("_before_physics", "_after_physics")
-        )
-
-    _custom_status = False
-    """The class overrides :meth:`_status` (else success is the goal predicate and nothing fails)."""
-    _physics_hooks = False
-    """The class overrides :meth:`_before_physics` or :meth:`_after_physics` (else the step skips them)."""
+        reached = bool(self.within_tolerance(distance))
+        info = {"distance": float(distance), "is_success": float(reached), "time": self.data.time}
+        return info, float(self._reward(distance, reached)), reached
 
     def controls(self, action: np.ndarray) -> np.ndarray:
         """Actuator controls (``data.ctrl``) of a normalized action in [-1, 1]: a linear map onto
@@ -394,57 +336,22 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
             return np.zeros(self.model.nu)
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        # The per-step Python work is a handful of calls on cached views of ``data`` and on Python
-        # floats (benchmarks/mujoco_step.py compares it with a bare mj_step loop); the common case
-        # (a valid float32 action, the base's goals and status) takes no branch it does not need.
-        # fast path: a float32 array of the right shape, every entry in [-1, 1] (NaN fails)
-        if (
-            type(action) is np.ndarray
-            and action.dtype is _FLOAT32
-            and action.shape == self._ctrl_shape
-            and all(map(_WITHIN_ONE, map(abs, action.tolist())))
-        ):
-            unit, error = action, None
-        else:
-            error = {}
-            unit = self._unit_action(action, error)
-            error = error or None  # a valid action that took the validating path
-        if self._ctrl_identity:
-            self._ctrl[:] = unit
-        else:  # ctrl = mid + unit * half, in place (float32 actions are widened exactly)
-            np.multiply(unit, self._ctrl_half, out=self._ctrl)
-            self._ctrl += self._ctrl_mid
-        if self._physics_hooks:
-            self._before_physics()
-            mujoco.mj_step(self.model, self.data, self.frame_skip)
-            self._after_physics()
-        else:
-            mujoco.mj_step(self.model, self.data, self.frame_skip)
-        self._steps = steps = self._steps + 1
+        error: dict[str, Any] = {}
+        self._ctrl[:] = self.controls(self._unit_action(action, error))
+        self._before_physics()
+        mujoco.mj_step(self.model, self.data, self.frame_skip)
+        self._after_physics()
+        self._steps += 1
         # MuJoCo resets data itself when qpos/qvel/qacc turn NaN, inf or huge; its counters tell
-        if sum(self._unstable.tolist()) != self._unstable_seen:
+        if self._unstable_count() != self._unstable_seen:
             return self._diverged_step(error)
         observation = self._observation()
-        if self._plain_goals:  # the base's Euclidean goals, on Python floats (as in _step_info)
-            distance = _euclidean(
-                observation["achieved_goal"].tolist(), observation["desired_goal"].tolist()
-            )
-            reached = self._goal_reached(distance)
-            reward = -distance if self.reward_type == "dense" else float(reached) - 1.0
-            info = {"distance": distance, "is_success": float(reached), "time": self.data.time}
-        else:
-            info, reward = self._step_info(observation)
-            reached = info["is_success"] == 1.0
-        if error is not None:  # the action was malformed: info holds action_error first
-            error.update(info)
-            info, reward = error, reward - INVALID_ACTION_PENALTY
-        if self._custom_status:
-            success, failed = self._status(reached)
-            if success or failed:
-                return self._end(observation, reward, info, success)
-        elif reached:
-            return self._end(observation, reward, info, True)
-        if steps >= self.max_steps:
+        info, reward, reached = self._goal_info(observation)
+        info, reward = _penalized(error, info, reward)
+        success, failed = self._status(reached)
+        if success or failed:
+            return self._end(observation, reward, info, success)
+        if self._steps >= self.max_steps:
             return self._end(observation, reward, info, False, truncated=True)
         return observation, reward, False, False, info
 
@@ -464,7 +371,7 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         return observation, reward, not truncated, truncated, info
 
     def _diverged_step(
-        self, error: dict[str, Any] | None
+        self, error: dict[str, Any]
     ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """The simulation blew up: end the episode as a failure, with a finite observation."""
         logger.warning("MuJoCo state diverged in %s; ending the episode", type(self).__name__)
@@ -472,10 +379,8 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         mujoco.mj_forward(self.model, self.data)
         self._unstable_seen = self._unstable_count()
         observation = self._observation()
-        info, reward = self._step_info(observation)
-        if error is not None:
-            error.update(info)
-            info, reward = error, reward - INVALID_ACTION_PENALTY
+        info, reward, _ = self._goal_info(observation)
+        info, reward = _penalized(error, info, reward)
         return self._end(observation, reward, info, False)
 
     def _before_physics(self) -> None:
