@@ -416,7 +416,7 @@ def test_run_code_is_a_cold_call():
 
 
 def test_fails_closed_without_bubblewrap(monkeypatch):
-    monkeypatch.setattr(supervisor, "_bwrap_features", lambda: (None, False))
+    monkeypatch.setattr(supervisor, "bwrap_features", lambda: (None, False))
     with pytest.raises(SandboxError, match="apt-get update && apt-get install -y bubblewrap"):
         PythonSandbox(FAST).run("print(1)")
     with PythonSandbox(FAST, unsafe=True) as unsafe:

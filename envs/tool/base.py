@@ -80,7 +80,6 @@ class ToolEnv(EpisodeGuard, gym.Env[str, str]):
         self._tool_time = 0.0
         self._question = ""
         self._last = ""
-        self._done = False
 
     # -- to implement ------------------------------------------------------------------------------
     def _generate(self) -> str:
@@ -139,7 +138,6 @@ class ToolEnv(EpisodeGuard, gym.Env[str, str]):
         self._tool_calls = 0
         self._tool_cost = 0.0
         self._tool_time = 0.0
-        self._done = False
         self._question = self._generate()
         self._last = f"{self._question}\n\n(Turn 0/{self.max_turns}.)"
         info = self._info()
@@ -197,7 +195,6 @@ class ToolEnv(EpisodeGuard, gym.Env[str, str]):
         elif truncated:
             episode_end(info, success=False, score=0.0)
             body += "\nNo replies left; the episode ends without an answer."
-        self._done = terminated or truncated
         limit = OBSERVATION_LENGTH - 64
         if len(body) > limit:
             body = body[: limit - 20] + "\n...[truncated]"

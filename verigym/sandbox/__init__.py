@@ -80,7 +80,7 @@ def doctor_probe() -> Probe:
     from verigym.workers import process_state
 
     part = "code sandbox (bubblewrap)"
-    binary, disable_userns = supervisor._bwrap_features()
+    binary, disable_userns = supervisor.bwrap_features()
     if binary is None:
         return Probe(
             part, False, "bwrap not found; code execution refuses to run", supervisor.INSTALL_HINT

@@ -45,7 +45,15 @@ from verigym.sandbox import seccomp
 from verigym.sandbox.cgroups import CgroupSet
 from verigym.workers import count_processes, process_state, reap, wait_stopped
 
-__all__ = ["ExecResult", "Limits", "PythonSandbox", "SandboxError", "check_available", "run_code"]
+__all__ = [
+    "ExecResult",
+    "Limits",
+    "PythonSandbox",
+    "SandboxError",
+    "bwrap_features",
+    "check_available",
+    "run_code",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +135,13 @@ class ExecResult:
 
 
 @functools.lru_cache(maxsize=1)
-def _bwrap_features() -> tuple[str | None, bool]:
+def bwrap_features() -> tuple[str | None, bool]:
+    """Where bubblewrap is and whether it has ``--disable-userns`` (cached for the process).
+
+    Returns:
+        ``(path, disable_userns)``: the ``bwrap`` binary's path (``None`` when it is not on PATH)
+        and whether its ``--help`` lists ``--disable-userns``.
+    """
     binary = shutil.which("bwrap")
     if binary is None:
         return None, False
@@ -595,7 +609,7 @@ def _command(
     ]
     if unsafe:
         return python
-    binary, disable_userns = _bwrap_features()
+    binary, disable_userns = bwrap_features()
     if binary is None:
         raise SandboxError(
             "bubblewrap (bwrap) is not installed, so agent code will not run. Install it: "

@@ -519,6 +519,6 @@ def test_calculator_only_raises_calculator_errors(expression):
 def test_doctor_probe_names_the_fix_without_bubblewrap(monkeypatch):
     from verigym.sandbox import doctor_probe
 
-    monkeypatch.setattr(supervisor, "_bwrap_features", lambda: (None, False))
+    monkeypatch.setattr(supervisor, "bwrap_features", lambda: (None, False))
     probe = doctor_probe()
     assert not probe.ok and "apt-get install -y bubblewrap" in probe.fix
