@@ -45,6 +45,7 @@ __all__ = [
     "close_thread_browser",
     "probe",
     "shared_chromium",
+    "shutdown",
 ]
 
 logger = logging.getLogger(__name__)
@@ -324,6 +325,9 @@ def close_shared_browser() -> None:
     for entry in entries:
         _quietly(entry.driver.stop, "stopping the Playwright driver")
 
+
+shutdown = close_shared_browser
+"""Former name of :func:`close_shared_browser`, kept for callers written against it."""
 
 atexit.register(close_shared_browser)
 
