@@ -4,10 +4,8 @@ Chromium is launched once per process (and thread: Playwright's sync API is per 
 each :class:`Browser` is a browser context of that Chromium (its own cookies, storage and cache,
 like a fresh incognito profile) with one page of a fixed viewport, so making, copying and pickling
 GUI envs costs a context (milliseconds) instead of a Chromium launch (about a second). The shared
-Chromium counts the open :class:`Browser` pages of its thread: it is closed, with its Playwright
-driver, when the last one closes (so ``env.close()`` on the last GUI env leaves no browser
-process), relaunched by the next one, relaunched when it died, and closed at interpreter exit or by
-:func:`close_shared_browser`. Each page is the task shell ``pages/app.html`` with its CSS and
+Chromium is relaunched when it died and closed at interpreter exit (or by :func:`shutdown`).
+Each page is the task shell ``pages/app.html`` with its CSS and
 JavaScript inlined, so a task never needs the network: every request the page makes is aborted by a
 route handler and recorded in :attr:`Browser.blocked`.
 
@@ -28,21 +26,16 @@ import os
 import shutil
 import signal
 import threading
-from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 import numpy as np
 
-from verigym.workers import descendants
-
 __all__ = [
     "Browser",
     "BrowserCrashed",
     "chromium_executable",
-    "close_shared_browser",
-    "close_thread_browser",
     "probe",
     "shared_chromium",
     "shutdown",
@@ -105,237 +98,116 @@ def app_html() -> str:
     return html.replace("/*APP_CSS*/", css).replace("/*APP_JS*/", js)
 
 
-@dataclass
-class _Shared:
-    """The shared Chromium of one thread and the :class:`Browser` pages open in it."""
-
-    thread: threading.Thread
-    driver: Any
-    """The Playwright driver (``playwright.sync_api.Playwright``)."""
-    driver_pid: int | None
-    """The driver's process (node running ``run-driver``), None if it could not be told apart."""
-    chromium: Any
-    """The Chromium (a Playwright ``Browser``)."""
-    users: int = 0
-    """Open :class:`Browser` pages that count on it; the last to close closes it."""
-
-
-_SHARED: dict[int, _Shared] = {}
-"""Thread id -> the shared Chromium of that thread (this process's only; emptied in a fork child)."""
-_LOCK = threading.RLock()
-
-
-def _forget_after_fork() -> None:
-    """A fork child inherits the parent's entries but not its browser processes: not ours to use."""
-    global _LOCK
-    _LOCK = threading.RLock()
-    _SHARED.clear()
-
-
-os.register_at_fork(after_in_child=_forget_after_fork)
-
-
-def _driver_children() -> set[int]:
-    """This process's child processes that are Playwright drivers (node running ``run-driver``)."""
-    found = set()
-    for pid in descendants(os.getpid()):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                command = handle.read()
-            with open(f"/proc/{pid}/stat", "rb") as handle:
-                parent = int(handle.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if parent == os.getpid() and b"playwright" in command and b"run-driver" in command:
-            found.add(pid)
-    return found
-
-
-def _start_driver() -> tuple[Any, int | None]:
-    """Start a Playwright driver; (driver, its pid or None). Call with ``_LOCK`` held, so no other
-    thread's driver starts in between and the new child process is this one's."""
-    from playwright.sync_api import sync_playwright
-
-    before = _driver_children()
-    driver = sync_playwright().start()
-    new = _driver_children() - before
-    return driver, (new.pop() if len(new) == 1 else None)
-
-
-def _launch(driver: Any, executable: str) -> Any:
-    return driver.chromium.launch(
-        executable_path=executable, headless=True, args=list(CHROMIUM_ARGS)
-    )
-
-
-def _quietly(action: Any, what: str) -> None:
-    try:
-        action()
-    except Exception as exc:  # a dead browser or driver, or another thread's
-        logger.debug("ignored while %s: %s", what, exc)
-
-
-def _end(entry: _Shared) -> None:
-    """Close one shared Chromium and its driver (never raises; call it from the entry's thread).
-
-    A process forked since the driver started (a fork-based worker) holds a copy of the driver's
-    stdin, so closing ours never reaches node with an EOF and a graceful stop would wait for ever:
-    the driver is ended with SIGTERM first, then Playwright collects it.
-    """
-    if entry.chromium is not None:
-        _quietly(entry.chromium.close, "closing the shared browser")
-    if entry.driver_pid is not None:
-        try:
-            os.kill(entry.driver_pid, signal.SIGTERM)
-        except OSError:
-            pass
-    _quietly(entry.driver.stop, "stopping the Playwright driver")
-
-
-def _this_thread() -> _Shared | None:
-    """This thread's entry; a dead thread's entry under a reused thread id is ended first."""
-    key = threading.get_ident()
-    entry = _SHARED.get(key)
-    if entry is not None and entry.thread is not threading.current_thread():
-        del _SHARED[key]
-        if entry.driver_pid is not None:  # its Playwright objects belong to the dead thread
-            try:
-                os.kill(entry.driver_pid, signal.SIGTERM)
-            except OSError:
-                pass
-        entry = None
-    return entry
-
-
-def _shared_entry() -> _Shared:
-    """This thread's shared Chromium, launched on first use or after it died (counts no user).
-
-    Raises:
-        RuntimeError: Chromium or playwright is missing.
-    """
-    with _LOCK:
-        entry = _this_thread()
-        if entry is not None and entry.chromium.is_connected():
-            return entry
-        executable = chromium_executable()
-        try:
-            import playwright.sync_api  # noqa: F401
-        except ImportError as exc:
-            raise RuntimeError("the GUI envs need playwright: pip install 'verigym[gui]'") from exc
-        if entry is None:
-            driver, driver_pid = _start_driver()
-            try:
-                chromium = _launch(driver, executable)
-            except Exception:
-                _end(_Shared(threading.current_thread(), driver, driver_pid, None))
-                raise
-            entry = _SHARED[threading.get_ident()] = _Shared(
-                threading.current_thread(), driver, driver_pid, chromium
-            )
-        else:  # it died: relaunch it, in a new driver if the old one died with it
-            try:
-                entry.chromium = _launch(entry.driver, executable)
-            except Exception:
-                _quietly(entry.driver.stop, "stopping the Playwright driver")
-                entry.driver, entry.driver_pid = _start_driver()
-                try:
-                    entry.chromium = _launch(entry.driver, executable)
-                except Exception:
-                    del _SHARED[threading.get_ident()]
-                    _end(entry)
-                    raise
-        logger.debug("launched the shared %s", executable)
-        return entry
+_SHARED: dict[int, tuple[int, Any, Any]] = {}
+"""Thread id -> (pid, Playwright driver, Chromium) of the shared Chromium of that thread."""
 
 
 def shared_chromium() -> Any:
-    """This thread's shared Chromium (a Playwright ``Browser``), launched on first use or after it
-    died.
-
-    It does not count as a user: a Chromium launched only through this function stays until
-    :func:`close_thread_browser` or :func:`close_shared_browser`.
+    """This thread's shared Chromium (a Playwright ``Browser``), launched on first use or after it died.
 
     Raises:
         RuntimeError: Chromium or playwright is missing.
     """
-    return _shared_entry().chromium
-
-
-def _acquire() -> _Shared:
-    """This thread's shared Chromium, counted as used by one more page (see :func:`_release`)."""
-    with _LOCK:
-        entry = _shared_entry()
-        entry.users += 1
-        return entry
-
-
-def _release(entry: _Shared) -> None:
-    """One page of ``entry`` closed: the last one closes the shared Chromium of its thread.
-
-    From another thread (a garbage-collected env, a server closing a stuck session) the count goes
-    down but the Chromium stays: Playwright objects work only in their own thread, where the next
-    page reuses it, or :func:`close_thread_browser` or :func:`close_shared_browser` ends it.
-    """
-    with _LOCK:
-        entry.users -= 1
-        if entry.users > 0 or entry.thread is not threading.current_thread():
-            return
-        if _SHARED.get(threading.get_ident()) is not entry:  # closed already, or a fork's copy
-            return
-        del _SHARED[threading.get_ident()]
-    _end(entry)
-    logger.debug("closed the shared browser: its last page closed")
-
-
-def close_thread_browser() -> None:
-    """Close the calling thread's shared Chromium and its Playwright driver now (idempotent).
-
-    For a thread that ends (a server's worker thread) while pages of it may still be open: those
-    pages die (their env reports a browser crash and relaunches on ``reset``).
-    """
-    with _LOCK:
-        entry = _this_thread()
+    key = threading.get_ident()
+    entry = _SHARED.get(key)
+    if entry is not None and entry[0] != os.getpid():  # inherited through fork: not ours to use
+        del _SHARED[key]
+        entry = None
+    if entry is not None and entry[2].is_connected():
+        return entry[2]
+    executable = chromium_executable()
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:
+        raise RuntimeError("the GUI envs need playwright: pip install 'verigym[gui]'") from exc
+    driver = entry[1] if entry is not None else sync_playwright().start()
+    try:
+        chromium = driver.chromium.launch(
+            executable_path=executable, headless=True, args=list(CHROMIUM_ARGS)
+        )
+    except Exception:
         if entry is None:
-            return
-        del _SHARED[threading.get_ident()]
-    _end(entry)
+            _stop(driver)
+            raise
+        _stop(driver)  # the driver may have died with the browser: start a new one, once
+        driver = sync_playwright().start()
+        try:
+            chromium = driver.chromium.launch(
+                executable_path=executable, headless=True, args=list(CHROMIUM_ARGS)
+            )
+        except Exception:
+            _SHARED.pop(key, None)
+            _stop(driver)
+            raise
+    _SHARED[key] = (os.getpid(), driver, chromium)
+    logger.debug("launched the shared %s", executable)
+    return chromium
 
 
-def close_shared_browser() -> None:
-    """Close every shared Chromium of this process (all threads) and their Playwright drivers now.
+def _stop_browser(chromium: Any) -> None:
+    try:
+        chromium.close()
+    except Exception as exc:  # a dead browser or driver, or another thread's
+        logger.debug("ignored while closing the shared browser: %s", exc)
 
-    Idempotent; runs at interpreter exit by itself. Pages still open die (their env reports a
-    browser crash and relaunches on ``reset``); a later GUI env relaunches Chromium. Another
-    thread's Playwright objects refuse calls from this one, so each driver is ended with SIGTERM
-    (Chromium exits with it) before Playwright is asked to stop.
+
+def _stop(driver: Any, chromium: Any = None) -> None:
+    for action in (getattr(chromium, "close", None), driver.stop):
+        if action is None:
+            continue
+        try:
+            action()
+        except Exception as exc:  # a dead browser/driver, or another thread's driver
+            logger.debug("ignored while stopping the shared browser: %s", exc)
+
+
+def _driver_pids() -> list[int]:
+    """This process's child processes that are Playwright drivers (node running ``run-driver``)."""
+    found = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                command = handle.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == os.getpid() and b"playwright" in command and b"run-driver" in command:
+            found.append(int(entry))
+    return found
+
+
+def shutdown() -> None:
+    """Close this process's shared Chromium processes and Playwright drivers (idempotent).
+
+    Runs at interpreter exit by itself; call it to free the memory earlier. A later GUI env
+    relaunches Chromium.
     """
-    with _LOCK:
-        entries = list(_SHARED.values())
-        _SHARED.clear()
-    if not entries:
+    mine = [(key, entry) for key, entry in _SHARED.items() if entry[0] == os.getpid()]
+    if not mine:
         return
-    for entry in entries:
-        _quietly(entry.chromium.close, "closing the shared browser")
-    known = {entry.driver_pid for entry in entries}
-    for pid in _driver_children() if None in known else known:
+    for key, (_, _, chromium) in mine:
+        del _SHARED[key]
+        _stop_browser(chromium)
+    # A process forked since a driver started (a fork-based worker) holds a copy of the driver's
+    # stdin, so closing ours never reaches node with an EOF and a graceful stop would wait for
+    # ever: end the drivers first, then let Playwright collect them.
+    for pid in _driver_pids():
         try:
             os.kill(pid, signal.SIGTERM)
         except OSError:
             pass
-    for entry in entries:
-        _quietly(entry.driver.stop, "stopping the Playwright driver")
+    for _, (_, driver, _) in mine:
+        _stop(driver)
 
 
-shutdown = close_shared_browser
-"""Former name of :func:`close_shared_browser`, kept for callers written against it."""
-
-atexit.register(close_shared_browser)
+atexit.register(shutdown)
 
 
 class Browser:
     """One page showing the task shell, in its own context of the shared headless Chromium.
-
-    An open page counts as a user of its thread's shared Chromium: closing the last one closes it.
 
     Args:
         width: viewport width in CSS pixels (= screenshot pixels; device scale factor 1).
@@ -348,7 +220,6 @@ class Browser:
     def __init__(self, width: int, height: int):
         self.width, self.height = int(width), int(height)
         self.blocked: list[str] = []
-        self._shared: _Shared | None = None
         self._browser: Any = None
         self._context: Any = None
         self._page: Any = None
@@ -367,8 +238,7 @@ class Browser:
         if self.alive:
             return
         self.close()
-        self._shared = _acquire()
-        self._browser = self._shared.chromium
+        self._browser = shared_chromium()
         try:
             context = self._context = self._browser.new_context(
                 viewport={"width": self.width, "height": self.height},
@@ -395,14 +265,14 @@ class Browser:
         route.abort("blockedbyclient")
 
     def close(self) -> None:
-        """Close the page and its context (idempotent; never raises); the last page of the shared
-        Chromium closes it too."""
-        context, shared = self._context, self._shared
-        self._shared = self._browser = self._context = self._page = self._cdp = None
+        """Close the page and its context (idempotent; never raises). The shared Chromium stays."""
+        context = self._context
+        self._browser = self._context = self._page = self._cdp = None
         if context is not None:
-            _quietly(context.close, "closing the browser context")
-        if shared is not None:
-            _release(shared)
+            try:
+                context.close()
+            except Exception as exc:  # a crashed browser, a dead driver, or another thread's
+                logger.debug("ignored while closing the browser context: %s", exc)
 
     # -- page access (every call maps a dead browser to BrowserCrashed) ----------------------
     def _call(self, function: Any, *args: Any) -> Any:

@@ -79,9 +79,8 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
     ``shopping-cart`` and ``grounding`` (one click inside the described element; ScreenSpot kind).
     The browser is Playwright driving the system Chromium, headless, with a fresh profile and no
     network: every request is aborted (``info["blocked_requests"]`` counts them). One Chromium
-    process per Python process (and thread), shared: each env instance (and each pickled or deep
-    copy) has its own browser context and page in it, reused across resets. Closing the last env
-    closes that Chromium; the next env relaunches it (about a second).
+    process per Python process, shared: each env instance (and each pickled or deep copy) has its
+    own browser context and page in it, reused across resets.
 
     ## Action Space
     :class:`GuiActionSpace`, a ``Dict``; ``op`` selects what the other fields mean:
