@@ -261,14 +261,20 @@ def _require_identifier(row: Any, name: str) -> None:
         raise ValueError(f"{name} {value[:200]!r} is not valid UTF-8 text")
 
 
-def _require_kwargs(text: str) -> None:
-    if len(text) > MAX_KWARGS_CHARS:
-        raise ValueError(f"env_kwargs is {len(text)} characters long (at most {MAX_KWARGS_CHARS})")
+def _json_object(name: str, text: str, max_chars: int) -> dict | None:
+    """``text`` parsed as JSON when it is an object, else ``None``; longer than ``max_chars``
+    characters raises ``ValueError`` before it is parsed."""
+    if len(text) > max_chars:
+        raise ValueError(f"{name} is {len(text)} characters long (at most {max_chars})")
     try:
-        kwargs = json.loads(text)
+        value = json.loads(text)
     except (ValueError, RecursionError):
-        kwargs = None
-    if not isinstance(kwargs, dict):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _require_kwargs(text: str) -> None:
+    if _json_object("env_kwargs", text, MAX_KWARGS_CHARS) is None:
         raise ValueError(f"env_kwargs must be a JSON object, got {text[:200]!r}")
 
 
@@ -295,17 +301,8 @@ def _require_finite(row: Any, name: str) -> None:
 
 
 def _require_packages(text: str) -> None:
-    if len(text) > MAX_PACKAGES_CHARS:
-        raise ValueError(f"packages is {len(text)} characters long (at most {MAX_PACKAGES_CHARS})")
-    try:
-        packages = json.loads(text)
-    except (ValueError, RecursionError):
-        packages = None
-    if (
-        not isinstance(packages, dict)
-        or not packages
-        or not all(isinstance(v, str) for v in packages.values())
-    ):
+    packages = _json_object("packages", text, MAX_PACKAGES_CHARS)
+    if packages is None or not packages or not all(isinstance(v, str) for v in packages.values()):
         raise ValueError("packages must be a non-empty JSON object of package versions")
     if len(packages) > MAX_PACKAGES:
         raise ValueError(f"packages names {len(packages)} packages (at most {MAX_PACKAGES})")

@@ -87,7 +87,7 @@ def _no_child_process_survives(request: pytest.FixtureRequest):
 
     _stop_fresh_rollouts(request.session)
     if "verigym.envs.gui.browser" in sys.modules:
-        sys.modules["verigym.envs.gui.browser"].shutdown()
+        sys.modules["verigym.envs.gui.browser"].close_shared_browser()
     deadline = time.monotonic() + 15
     while True:
         left = {

@@ -4,7 +4,8 @@ Chromium is launched once per process (and thread: Playwright's sync API is per 
 each :class:`Browser` is a browser context of that Chromium (its own cookies, storage and cache,
 like a fresh incognito profile) with one page of a fixed viewport, so making, copying and pickling
 GUI envs costs a context (milliseconds) instead of a Chromium launch (about a second). The shared
-Chromium is relaunched when it died and closed at interpreter exit (or by :func:`shutdown`).
+Chromium is relaunched when it died and closed at interpreter exit (or by :func:`close_shared_browser`;
+:func:`close_thread_browser` for one thread).
 Each page is the task shell ``pages/app.html`` with its CSS and
 JavaScript inlined, so a task never needs the network: every request the page makes is aborted by a
 route handler and recorded in :attr:`Browser.blocked`.
@@ -32,13 +33,16 @@ from typing import Any
 
 import numpy as np
 
+from verigym.workers import descendants
+
 __all__ = [
     "Browser",
     "BrowserCrashed",
     "chromium_executable",
+    "close_shared_browser",
+    "close_thread_browser",
     "probe",
     "shared_chromium",
-    "shutdown",
 ]
 
 logger = logging.getLogger(__name__)
@@ -164,22 +168,20 @@ def _stop(driver: Any, chromium: Any = None) -> None:
 def _driver_pids() -> list[int]:
     """This process's child processes that are Playwright drivers (node running ``run-driver``)."""
     found = []
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if not entry.isdigit():
-            continue
+    for pid in descendants(os.getpid()):
         try:
-            with open(f"/proc/{entry}/stat") as handle:
+            with open(f"/proc/{pid}/stat") as handle:
                 parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
                 command = handle.read()
         except (OSError, ValueError, IndexError):
             continue
         if parent == os.getpid() and b"playwright" in command and b"run-driver" in command:
-            found.append(int(entry))
+            found.append(pid)
     return found
 
 
-def shutdown() -> None:
+def close_shared_browser() -> None:
     """Close this process's shared Chromium processes and Playwright drivers (idempotent).
 
     Runs at interpreter exit by itself; call it to free the memory earlier. A later GUI env
@@ -203,7 +205,18 @@ def shutdown() -> None:
         _stop(driver)
 
 
-atexit.register(shutdown)
+atexit.register(close_shared_browser)
+
+
+def close_thread_browser() -> None:
+    """Close the calling thread's shared Chromium and its Playwright driver (idempotent).
+
+    For a thread that ends (an env server's worker thread): thread ids are reused, and the next
+    thread with this id must not find a Playwright driver bound to a dead thread.
+    """
+    entry = _SHARED.pop(threading.get_ident(), None)
+    if entry is not None and entry[0] == os.getpid():
+        _stop(entry[1], entry[2])
 
 
 class Browser:

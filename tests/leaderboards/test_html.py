@@ -116,10 +116,14 @@ def test_pages_fit_1280_px_in_chromium(site: Path) -> None:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("chromium is not installed (apt-get install -y chromium)")
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
+    pytest.importorskip("playwright.sync_api")
+    from verigym.envs.gui.browser import shared_chromium
+
+    # the process's shared Chromium (a second sync_playwright() in a thread that already drives it
+    # would be refused), in a context of its own
+    context = shared_chromium().new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
         page.goto((site / "leaderboard.html").as_uri())
         assert page.evaluate("document.scrollingElement.scrollWidth") <= 1280
         label = page.locator("#standings .agent", has_text=agent_label(LONG))
@@ -144,4 +148,5 @@ def test_pages_fit_1280_px_in_chromium(site: Path) -> None:
         )
         assert LONG in page.inner_text("#agent")
         page.screenshot(path=str(site / "episode.png"), full_page=True)
-        browser.close()
+    finally:
+        context.close()

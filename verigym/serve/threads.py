@@ -67,16 +67,10 @@ class PinnedThread:
 
 
 def _release_thread_browser() -> None:
-    """Close the shared Chromium of this (exiting) thread: thread ids are reused, and the next
-    thread with this id must not find a Playwright driver bound to a dead thread."""
-    browser = sys.modules.get("verigym.envs.gui.browser")
-    shared = getattr(browser, "_SHARED", None)
-    if isinstance(shared, dict):
-        entry = shared.pop(threading.get_ident(), None)
-        if entry is not None:
-            for close in (getattr(entry[2], "close", None), getattr(entry[1], "stop", None)):
-                if close is not None:
-                    quiet(close)()
+    """Close the shared Chromium of this (exiting) thread, where a GUI env ever ran in it."""
+    browser = sys.modules.get("verigym.envs.gui.browser")  # loaded only where a GUI env was made
+    if browser is not None:
+        browser.close_thread_browser()
 
 
 class PinnedPool:

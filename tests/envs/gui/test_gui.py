@@ -161,7 +161,7 @@ def test_envs_and_their_copies_share_one_chromium():
 
 
 def test_close_is_idempotent_and_shutdown_leaves_no_process():
-    from verigym.envs.gui.browser import shutdown
+    from verigym.envs.gui.browser import close_shared_browser
 
     before = set(_browser_processes())
     envs = [GuiEnv(task="enter-text"), GuiEnv(task="login")]
@@ -171,7 +171,7 @@ def test_close_is_idempotent_and_shutdown_leaves_no_process():
     for env in envs:
         env.close()
         env.close()
-    shutdown()
+    close_shared_browser()
     deadline = time.monotonic() + 10
     while _browser_processes() and time.monotonic() < deadline:
         time.sleep(0.2)
