@@ -98,7 +98,7 @@ class Direct:
             item = self.item(k)
             dataset = self.dataset if self.name not in adapter.RESEED_DATASETS else None
             (dataset or _dataset_of(item)).score_answer(
-                adapter._oracle_answer(self.name, item), item
+                adapter.oracle_answer(self.name, item), item
             )
         return time.perf_counter() - start
 

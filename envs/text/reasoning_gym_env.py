@@ -545,8 +545,14 @@ def _nesting(text: str) -> int:
     return deepest
 
 
-def _oracle_answer(name: str, entry: dict[str, Any]) -> str:
-    """The dataset's answer, or for datasets without one a valid example from the metadata."""
+def oracle_answer(name: str, entry: dict[str, Any]) -> str:
+    """The reference answer of one reasoning-gym item: the dataset's answer, or for datasets
+    without one a valid example from the item's metadata (``""`` where there is none).
+
+    Args:
+        name: the reasoning-gym dataset name (``"propositional_logic"``, ...).
+        entry: the item as the dataset returns it (``question``, ``answer``, ``metadata``).
+    """
     if isinstance(entry.get("answer"), str):
         return entry["answer"]
     metadata = entry.get("metadata", {})
@@ -726,10 +732,10 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
         return f"<answer>{self._reference_answer()}</answer>"
 
     def _reference_answer(self) -> str:
-        """:func:`_oracle_answer` of the current item, computed once per episode (for
+        """:func:`oracle_answer` of the current item, computed once per episode (for
         propositional_logic it searches conclusions by truth tables)."""
         if self._reference is None:
-            self._reference = _oracle_answer(self.dataset, self._entry)
+            self._reference = oracle_answer(self.dataset, self._entry)
         return self._reference
 
     @property

@@ -179,7 +179,7 @@ def test_exponential_replies_score_zero_within_the_bound(env_id, answer):
 def test_reference_plus_text_never_succeeds_even_at_a_raw_score_of_one():
     """Datasets whose own scorers give 1.0 to the reference plus other text (fraction_simplification,
     gsm_symbolic, knights_knaves, kakurasu, quantum_lock, sokoban, survo, polynomial_equations)."""
-    from verigym.envs.text.reasoning_gym_env import _oracle_answer
+    from verigym.envs.text.reasoning_gym_env import oracle_answer
 
     for name in (
         "fraction_simplification",
@@ -193,7 +193,7 @@ def test_reference_plus_text_never_succeeds_even_at_a_raw_score_of_one():
         env = gym.make(rg_env_id(name))
         for seed in range(2):
             env.reset(seed=seed)
-            reference = _oracle_answer(name, env.unwrapped._entry)
+            reference = oracle_answer(name, env.unwrapped._entry)
             for reply in (f"{reference} x", f"x {reference}", f"{reference}\n{reference}"):
                 env.reset(seed=seed)
                 assert not env.step(f"<answer>{reply}</answer>")[4]["success"], (name, seed, reply)
@@ -363,7 +363,7 @@ def test_global_rng_datasets_leave_the_callers_global_rngs_alone():
 
 def test_verdict_and_reference_follow_the_item():
     """The reference answer is computed once per episode: it must be the new item's after a reset."""
-    from verigym.envs.text.reasoning_gym_env import _oracle_answer
+    from verigym.envs.text.reasoning_gym_env import oracle_answer
 
     env = gym.make("verigym/RG-ChainSum-v0")
     references = set()
@@ -371,8 +371,7 @@ def test_verdict_and_reference_follow_the_item():
         env.reset(seed=seed)
         entry = env.unwrapped._entry
         assert (
-            env.unwrapped.oracle_action()
-            == f"<answer>{_oracle_answer('chain_sum', entry)}</answer>"
+            env.unwrapped.oracle_action() == f"<answer>{oracle_answer('chain_sum', entry)}</answer>"
         )
         observation, reward, _, _, info = env.step(env.unwrapped.oracle_action())
         assert (observation, reward, info["reference_answer"]) == (
