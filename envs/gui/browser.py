@@ -27,6 +27,7 @@ import os
 import shutil
 import signal
 import threading
+import time
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -46,6 +47,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+SCREENSHOT_RETRY_WAITS = (0.05, 0.2, 1.0, None)
+"""Seconds to wait before each retry of a screenshot Chromium could not capture (``None``: give up)."""
 
 CHROMIUM_ARGS = (
     "--no-sandbox",  # root in containers; the page is our own offline content
@@ -358,9 +362,23 @@ class Browser:
         """The viewport as a ``uint8`` array of shape ``(height, width, 3)`` (RGB)."""
         from PIL import Image
 
-        reply = self._call(
-            self._cdp.send, "Page.captureScreenshot", {"format": "png", "optimizeForSpeed": True}
-        )
+        reply = None
+        for wait in SCREENSHOT_RETRY_WAITS:
+            try:
+                reply = self._call(
+                    self._cdp.send,
+                    "Page.captureScreenshot",
+                    {"format": "png", "optimizeForSpeed": True},
+                )
+                break
+            except BrowserCrashed:
+                raise
+            except Exception as exc:
+                # headless Chromium under load sometimes has no frame to give yet; a new frame
+                # comes within a few compositor ticks, so this one error is retried, briefly
+                if "Unable to capture screenshot" not in str(exc) or wait is None:
+                    raise
+                time.sleep(wait)
         with Image.open(io.BytesIO(base64.b64decode(reply["data"]))) as image:
             array = np.asarray(image.convert("RGB"), dtype=np.uint8)
         if array.shape != (self.height, self.width, 3):  # never expected; keep the space contract

@@ -314,3 +314,47 @@ def test_interpreter_exits_promptly_after_a_fork_with_the_shared_browser_open():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip().isdigit(), done.stderr
+
+
+def test_a_screenshot_chromium_could_not_capture_yet_is_retried(monkeypatch):
+    """Headless Chromium under load sometimes answers Page.captureScreenshot with "Unable to
+    capture screenshot" (seen in CI); the capture is retried briefly, and other errors are not."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from verigym.envs.gui import browser as browser_module
+
+    monkeypatch.setattr(browser_module, "SCREENSHOT_RETRY_WAITS", (0.0, 0.0, None))
+    png = io.BytesIO()
+    Image.new("RGB", (4, 3), (10, 20, 30)).save(png, format="PNG")
+    replies = [
+        RuntimeError("Protocol error (Page.captureScreenshot): Unable to capture screenshot"),
+        {"data": base64.b64encode(png.getvalue()).decode()},
+    ]
+
+    class Page:
+        def is_closed(self):
+            return False
+
+    class Session:
+        def send(self, method, params):
+            reply = replies.pop(0)
+            if isinstance(reply, Exception):
+                raise reply
+            return reply
+
+    browser = browser_module.Browser.__new__(browser_module.Browser)
+    browser._page, browser._cdp, browser._browser, browser._context = Page(), Session(), None, None
+    browser.width, browser.height = 4, 3
+    monkeypatch.setattr(browser_module.Browser, "alive", property(lambda self: True))
+    frame = browser.screenshot()
+    assert frame.shape == (3, 4, 3) and tuple(frame[0, 0]) == (10, 20, 30) and not replies
+
+    replies[:] = [RuntimeError("Protocol error: something else")]
+    with pytest.raises(RuntimeError, match="something else"):
+        browser.screenshot()
+    replies[:] = [RuntimeError("Unable to capture screenshot")] * 3
+    with pytest.raises(RuntimeError, match="Unable to capture"):
+        browser.screenshot()
