@@ -711,3 +711,30 @@ def test_the_non_root_path_holds(tmp_path):
         True,
         "False ['1']\n",
     ]  # a new machine: no file, no process of episode 1
+
+
+@needs_sandbox
+def test_a_cold_start_that_dies_is_tried_once_more(monkeypatch, caplog):
+    """A worker that dies before "ready" (status 137 under load, seen once in CI) is started once
+    more, with a warning; a second death is the SandboxError it always was."""
+    from verigym.sandbox import supervisor
+
+    real = supervisor._Worker.wait_ready
+    deaths = [1]
+
+    def flaky(self):
+        if deaths and deaths.pop():
+            self.kill()
+            return supervisor.ExecResult(
+                False, "", "WorkerDied: the Python process exited (status 137)", killed="died"
+            )
+        return real(self)
+
+    monkeypatch.setattr(supervisor._Worker, "wait_ready", flaky)
+    with caplog.at_level("WARNING", logger=supervisor.__name__), PythonSandbox() as sandbox:
+        assert sandbox.run("print(6 * 7)").output.strip() == "42"
+    assert "died while starting" in caplog.text and not deaths
+
+    deaths[:] = [1, 1]
+    with PythonSandbox() as sandbox, pytest.raises(SandboxError, match="did not start"):
+        sandbox.run("print(1)")

@@ -958,6 +958,15 @@ class PythonSandbox:
             worker = self._worker = _Worker(self.limits, self.unsafe)
         _LIVE.add(self)
         ready = worker.wait_ready()
+        if ready.killed == "died" and not worker.used:
+            # a cold start that died before running anything (seen once under heavy load: the
+            # worker exited with status 137 before "ready") is tried once more, and logged
+            logger.warning(
+                "the sandbox died while starting (%s); starting it once more", ready.error
+            )
+            worker.kill()
+            worker = self._worker = _Worker(self.limits, self.unsafe)
+            ready = worker.wait_ready()
         if ready.killed:
             worker.kill()
             self._worker = None
