@@ -29,9 +29,10 @@ SUITE = Suite(
 )
 
 
-def _row(agent: str, env_id: str, seed: int, score: float) -> EpisodeRow:
+def _row(agent: str, env_id: str, seed: int, score: float, suite: str = "two") -> EpisodeRow:
+    """A complete ``ok`` row of ``agent`` (success when the score is 1)."""
     return EpisodeRow(
-        suite="two",
+        suite=suite,
         env_id=env_id,
         env_version=0,
         seed=seed,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from verigym.leaderboards.runner import provenance
+from tests.test_standings import _row
 from verigym.leaderboards.standings import LABEL_LENGTH, agent_label, compute_standings, render_html
-from verigym.leaderboards.store import EpisodeRow, ResultsStore
+from verigym.leaderboards.store import ResultsStore
 from verigym.leaderboards.suite import Suite, Task
 from verigym.leaderboards.viewer import write_viewer
 
@@ -34,25 +34,6 @@ TASKS = (
 SUITE = Suite("wide", tuple(Task(env_id, episodes=1) for env_id in TASKS))
 
 
-def _row(agent: str, env_id: str, seed: int, score: float) -> EpisodeRow:
-    return EpisodeRow(
-        suite="wide",
-        env_id=env_id,
-        env_version=0,
-        seed=seed,
-        agent_spec=agent,
-        config_hash=f"{abs(hash(agent)):016x}"[:16],
-        status="ok",
-        score=score,
-        success=score == 1.0,
-        episode_return=score,
-        length=5,
-        time_s=0.1,
-        error="",
-        **provenance(),
-    )
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     """A leaderboard page and its episode viewer: two complete entries (one with a long spec) and a
@@ -68,7 +49,13 @@ def site(tmp_path_factory) -> Path:
             for task in SUITE:
                 if task.env_id in tasks:
                     assert store.add(
-                        _row(agent, task.env_id, task.seeds[0], 1.0 if agent == LONG else 0.25)
+                        _row(
+                            agent,
+                            task.env_id,
+                            task.seeds[0],
+                            1.0 if agent == LONG else 0.25,
+                            suite="wide",
+                        )
                     )
         standings = compute_standings(store, SUITE)
         viewer = write_viewer(store, out)
