@@ -108,6 +108,21 @@ class CgroupSet:
                 pass
         return found
 
+    def oom_kills(self) -> int | None:
+        """How many processes the kernel's OOM killer ended in this set's memory cgroup (None:
+        not readable here). Read from ``memory.events`` (v2) or ``memory.oom_control`` (v1)."""
+        for directory in self.directories:
+            for name in ("memory.events", "memory.oom_control"):
+                try:
+                    with open(f"{directory}/{name}") as handle:
+                        for line in handle:
+                            key, _, value = line.partition(" ")
+                            if key == "oom_kill":
+                                return int(value)
+                except (OSError, ValueError):
+                    continue
+        return None
+
     def kill_all(self, timeout: float = 5.0) -> bool:
         """SIGKILL every process in the cgroups until they are empty; True when empty."""
         deadline = time.monotonic() + timeout

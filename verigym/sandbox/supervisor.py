@@ -496,6 +496,10 @@ class _Worker:
                         "died",
                         f"WorkerDied: the Python process exited (status {status})",
                     )
+                    if status == 128 + signal.SIGKILL and self.cgroup is not None:
+                        oom = self.cgroup.oom_kills()
+                        if oom:
+                            error += f"; the sandbox's memory cgroup reports {oom} OOM kill(s)"
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -672,6 +676,9 @@ def _command(
 
 
 _LIVE: weakref.WeakSet = weakref.WeakSet()
+
+_START_RETRY_WAITS = (0.0, 1.0, 3.0)
+"""Seconds to wait before each new try of a cold start whose worker died before it was ready."""
 """Sandboxes with a running worker, closed at interpreter exit (no stray processes or cgroups)."""
 
 
@@ -958,13 +965,19 @@ class PythonSandbox:
             worker = self._worker = _Worker(self.limits, self.unsafe)
         _LIVE.add(self)
         ready = worker.wait_ready()
-        if ready.killed == "died" and not worker.used:
-            # a cold start that died before running anything (seen once under heavy load: the
-            # worker exited with status 137 before "ready") is tried once more, and logged
+        for pause in _START_RETRY_WAITS:
+            if ready.killed != "died" or worker.used:
+                break
+            # a cold start that died before running anything (seen twice in full CI runs, under
+            # load, after many sandboxes in the same process: SIGKILL before "ready", no OOM kill
+            # recorded by its cgroup) is tried again after a pause, and logged
             logger.warning(
-                "the sandbox died while starting (%s); starting it once more", ready.error
+                "the sandbox died while starting (%s); starting it again in %g s",
+                ready.error,
+                pause,
             )
             worker.kill()
+            time.sleep(pause)
             worker = self._worker = _Worker(self.limits, self.unsafe)
             ready = worker.wait_ready()
         if ready.killed:
@@ -972,7 +985,7 @@ class PythonSandbox:
             self._worker = None
             hint = (
                 ""
-                if self.unsafe
+                if self.unsafe or "bwrap" not in ready.output  # bwrap's own errors name it
                 else (
                     " bubblewrap could not create the sandbox's namespaces: allow unprivileged user namespaces "
                     "(sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0) or run where they "
