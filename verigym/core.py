@@ -141,6 +141,12 @@ class EpisodeGuard:
     and deep-copied with the instance ``__dict__``; an env with a custom ``__getstate__`` must carry
     it over. Stepping before the first ``reset`` is left to the env (and to Gymnasium's
     ``OrderEnforcing`` wrapper that ``gymnasium.make`` adds). The cost is one Python call per step.
+
+    Why wrapping and not a template method (``step`` calling an overridable ``_step``, as
+    ``TorchLearner.learn`` calls ``_learn``): an env author -- ours or a plugin's -- writes
+    ``step``/``reset`` as every Gymnasium env does, and the guard must hold for the ones who forget
+    it exists; a ``_step`` convention would make verigym envs read unlike any other Gymnasium env
+    and leave the guard off wherever someone overrode ``step`` after all.
     """
 
     _episode_over: bool = False
