@@ -1,0 +1,562 @@
+"""A sandboxed file workspace with shell, file and patch tools (for repository and terminal tasks).
+
+A :class:`Workspace` owns one :class:`verigym.sandbox.PythonSandbox` and keeps a directory tree at a
+fixed path inside it (:data:`ROOT`, ``/tmp/work``: the sandbox's ``/tmp`` is a private, size-capped
+tmpfs that starts empty each episode). :meth:`Workspace.reset` starts a new sandbox (nothing of the
+last episode is left) and writes the tree in from a ``{relative path: text}`` dict. The tools, as
+native tool calls (:data:`WORKSPACE_TOOLS`, OpenAI function-calling schemas):
+
+* ``run_shell(command)``: ``/bin/sh -c command`` inside the sandbox (run by Python ``subprocess``
+  from the sandbox's worker, in its own session, working directory :data:`ROOT`, a small fixed
+  environment, killed with its process group at ``shell_timeout_s``). Output (stdout and stderr
+  together) is capped at ``output_chars`` characters and says when it was cut.
+* ``read_file(path, start_line, end_line)``: numbered lines of a text file (1-based, inclusive).
+* ``write_file(path, content)``: create or replace a file (directories are made).
+* ``apply_patch(diff)``: apply a unified diff with verigym's own pure-Python applier
+  (:func:`apply_unified_diff`; the ``patch`` binary is not used): every hunk's context and removed
+  lines must match the file exactly at the stated line (or, failing that, at one unique place
+  nearby); on any mismatch nothing is written and the error names the file, hunk and line.
+* ``run_tests()``: the workspace's test command (a constructor argument) through ``run_shell``.
+* ``submit()``: ends the episode (the env decides what that means).
+
+Paths are relative to :data:`ROOT` (an absolute path inside it is accepted); ``..`` that leaves the
+workspace, other absolute paths, and symbolic links that point outside are refused with an
+:class:`~verigym.core.ActionParseError` (the env turns it into ``info["action_error"]``).
+
+What the sandbox answers is untrusted (agent processes ran there): :meth:`Workspace.snapshot` bounds
+the number and size of the files it reads out and checks every value's type.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from verigym.core import ActionParseError
+from verigym.sandbox import Limits, PythonSandbox
+from verigym.toolcalls import Tool, ToolCall
+
+__all__ = [
+    "ROOT",
+    "WORKSPACE_TOOLS",
+    "PatchError",
+    "Workspace",
+    "apply_unified_diff",
+    "unified_diff",
+]
+
+ROOT = "/tmp/work"
+"""Where the tree lives inside the sandbox."""
+
+MAX_FILE_CHARS = 1 << 18
+"""Largest file the tools write or read out (characters)."""
+
+_PATH_CHARS = re.compile(r"^[A-Za-z0-9_.\-/ +@=,]+$")
+
+_P = {"type": "object"}
+WORKSPACE_TOOLS: dict[str, Tool] = {
+    "run_shell": Tool(
+        "run_shell",
+        f"Run a shell command (/bin/sh -c) in the sandbox, in {ROOT} (the repository). python3 and "
+        "the usual POSIX tools are there; no network. Returns stdout and stderr together (cut when long) "
+        "and the exit status.",
+        {
+            **_P,
+            "properties": {"command": {"type": "string", "description": "shell command line"}},
+            "required": ["command"],
+        },
+    ),
+    "read_file": Tool(
+        "read_file",
+        "Read a text file of the workspace with line numbers; optionally only lines start_line..end_line "
+        "(1-based, inclusive).",
+        {
+            **_P,
+            "properties": {
+                "path": {"type": "string", "description": "path relative to the workspace"},
+                "start_line": {"type": "integer", "description": "first line (default 1)"},
+                "end_line": {"type": "integer", "description": "last line (default: the end)"},
+            },
+            "required": ["path"],
+        },
+    ),
+    "write_file": Tool(
+        "write_file",
+        "Create or overwrite a text file of the workspace with the given content.",
+        {
+            **_P,
+            "properties": {
+                "path": {"type": "string", "description": "path relative to the workspace"},
+                "content": {"type": "string", "description": "the complete new file content"},
+            },
+            "required": ["path", "content"],
+        },
+    ),
+    "apply_patch": Tool(
+        "apply_patch",
+        "Apply a unified diff (as `diff -u` or `git diff` write it, paths relative to the workspace; "
+        "a/ and b/ prefixes are accepted). All or nothing: on a mismatch nothing changes.",
+        {
+            **_P,
+            "properties": {"diff": {"type": "string", "description": "the unified diff"}},
+            "required": ["diff"],
+        },
+    ),
+    "run_tests": Tool(
+        "run_tests",
+        "Run the repository's visible test suite and show its output.",
+        {**_P, "properties": {}},
+        cost=2.0,
+    ),
+    "submit": Tool(
+        "submit",
+        "Submit the workspace as it is now; the episode ends and your changes are verified.",
+        {**_P, "properties": {}},
+    ),
+}
+"""The workspace tools by name (an env offers the ones it wants)."""
+
+
+class PatchError(ValueError):
+    """A unified diff is malformed or does not apply; the message names the file, hunk and line."""
+
+
+# -- the pure-Python unified-diff applier (runs in the parent on agent text: bounded, no I/O) --------
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def _diff_path(header: str) -> str | None:
+    """The path of a ``---``/``+++`` line (``None`` for ``/dev/null``), a/ b/ prefixes dropped."""
+    name = header[4:].split("\t")[0].strip()
+    if name == "/dev/null":
+        return None
+    if name.startswith(("a/", "b/")):
+        name = name[2:]
+    return name
+
+
+def parse_unified_diff(
+    diff: str,
+) -> list[tuple[str | None, str | None, list[tuple[int, list[str]]]]]:
+    """Parse a unified diff into ``(old path, new path, [(old start line, hunk lines)])`` per file.
+
+    Hunk lines keep their first character (``' '``, ``'-'``, ``'+'``); ``\\ No newline`` lines are
+    skipped.
+
+    Raises:
+        PatchError: no file header, a hunk outside a file, or a hunk whose line counts do not match.
+    """
+    files: list[tuple[str | None, str | None, list[tuple[int, list[str]]]]] = []
+    lines = diff.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+            files.append((_diff_path(line), _diff_path(lines[i + 1]), []))
+            i += 2
+            continue
+        match = _HUNK.match(line)
+        if match:
+            if not files:
+                raise PatchError(
+                    f"line {i + 1}: a hunk before any '--- a/file' / '+++ b/file' header"
+                )
+            old_len = int(match.group(2)) if match.group(2) is not None else 1
+            new_len = int(match.group(4)) if match.group(4) is not None else 1
+            body: list[str] = []
+            i += 1
+            seen_old = seen_new = 0
+            while i < len(lines) and (seen_old < old_len or seen_new < new_len):
+                text = lines[i]
+                if text.startswith("\\"):
+                    i += 1
+                    continue
+                kind = text[:1] or " "  # an empty line inside a hunk is an empty context line
+                if kind not in " -+":
+                    break
+                body.append(kind + text[1:])
+                seen_old += kind != "+"
+                seen_new += kind != "-"
+                i += 1
+            if (seen_old, seen_new) != (old_len, new_len):
+                raise PatchError(
+                    f"hunk '{line.strip()}' of {files[-1][1] or files[-1][0]}: the header promises "
+                    f"{old_len} old and {new_len} new lines, the body has {seen_old} and {seen_new}"
+                )
+            files[-1][2].append((int(match.group(1)), body))
+            continue
+        i += 1
+    if not files:
+        raise PatchError(
+            "no file header found: a unified diff starts with '--- a/path' and '+++ b/path'"
+        )
+    return files
+
+
+def apply_unified_diff(
+    text: str, hunks: Sequence[tuple[int, list[str]]], name: str = "file"
+) -> str:
+    """``text`` with ``hunks`` (from :func:`parse_unified_diff`) applied.
+
+    Each hunk must match at its stated line or, when the file moved, at the nearest place within
+    200 lines where its old lines match exactly.
+
+    Raises:
+        PatchError: a hunk's old lines are nowhere near its stated line; names the first
+            differing line.
+    """
+    lines = text.splitlines(keepends=True)
+    trailing_newline = text.endswith("\n") or not text
+    out: list[str] = []
+    cursor = 0
+    for number, (start, body) in enumerate(hunks, 1):
+        old = [b[1:] for b in body if b[0] != "+"]
+        new = [b[1:] for b in body if b[0] != "-"]
+        stripped = [line.rstrip("\n").rstrip("\r") for line in lines]
+        want = max(start - 1, 0) if old else max(start, 0)
+        at = None
+        for delta in range(0, 201):
+            for candidate in (want + delta, want - delta) if delta else (want,):
+                if (
+                    cursor <= candidate <= len(lines) - len(old)
+                    and stripped[candidate : candidate + len(old)] == old
+                ):
+                    at = candidate
+                    break
+            if at is not None:
+                break
+        if at is None:
+            detail = ""
+            for k, expected in enumerate(old):
+                actual = stripped[want + k] if want + k < len(stripped) else "<end of file>"
+                if actual != expected:
+                    detail = f"; line {want + k + 1} is {actual[:120]!r}, the hunk expects {expected[:120]!r}"
+                    break
+            raise PatchError(f"{name}: hunk {number} (at line {start}) does not match{detail}")
+        out.extend(lines[cursor:at])
+        out.extend(line + "\n" for line in new)
+        cursor = at + len(old)
+    out.extend(lines[cursor:])
+    result = "".join(out)
+    if not trailing_newline and result.endswith("\n") and cursor >= len(lines):
+        result = result[:-1]
+    return result
+
+
+def unified_diff(old: Mapping[str, str], new: Mapping[str, str], context: int = 3) -> str:
+    """A unified diff (``a/`` and ``b/`` prefixes) from ``old`` to ``new`` file dicts, sorted by path."""
+    import difflib
+
+    chunks = []
+    for path in sorted(set(old) | set(new)):
+        before, after = old.get(path), new.get(path)
+        if before == after:
+            continue
+        chunks.extend(
+            difflib.unified_diff(
+                (before or "").splitlines(keepends=True),
+                (after or "").splitlines(keepends=True),
+                f"a/{path}" if before is not None else "/dev/null",
+                f"b/{path}" if after is not None else "/dev/null",
+                n=context,
+            )
+        )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in chunks)
+
+
+# -- the helpers defined inside the sandbox's worker (stdlib only) -----------------------------------
+
+_HELPERS = r"""
+import os as _vgw_os, subprocess as _vgw_sp, signal as _vgw_signal, sys as _vgw_sys
+
+def _vgw_inside(root, rel):
+    path = _vgw_os.path.realpath(_vgw_os.path.join(root, rel))
+    if path != root and not path.startswith(root + "/"):
+        raise PermissionError("the path leaves the workspace: " + rel)
+    return path
+
+def _vgw_write_tree(root, files):
+    _vgw_os.makedirs(root, exist_ok=True)
+    for rel, text in files.items():
+        path = _vgw_inside(root, rel)
+        _vgw_os.makedirs(_vgw_os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+    bin_dir = "/tmp/.bin"
+    _vgw_os.makedirs(bin_dir, exist_ok=True)
+    for name in ("python", "python3"):
+        link = bin_dir + "/" + name
+        if not _vgw_os.path.lexists(link):
+            _vgw_os.symlink(_vgw_sys.executable, link)
+    return len(files)
+
+def _vgw_read(root, rel, cap):
+    path = _vgw_inside(root, rel)
+    if not _vgw_os.path.isfile(path):
+        return {"missing": True}
+    with open(path, "rb") as handle:
+        data = handle.read(cap + 1)
+    return {"text": data[:cap].decode("utf-8", "replace"), "cut": len(data) > cap}
+
+def _vgw_write(root, rel, text):
+    path = _vgw_inside(root, rel)
+    _vgw_os.makedirs(_vgw_os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
+    return len(text)
+
+def _vgw_shell(root, command, timeout, cap):
+    env = {"PATH": "/tmp/.bin:/usr/local/bin:/usr/bin:/bin", "HOME": root, "LANG": "C.UTF-8",
+           "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": "/tmp"}
+    process = _vgw_sp.Popen(["/bin/sh", "-c", command], cwd=root, env=env, stdin=_vgw_sp.DEVNULL,
+                            stdout=_vgw_sp.PIPE, stderr=_vgw_sp.STDOUT, start_new_session=True)
+    timed_out = False
+    try:
+        data, _ = process.communicate(timeout=timeout)
+    except _vgw_sp.TimeoutExpired:
+        timed_out = True
+        try:
+            _vgw_os.killpg(process.pid, _vgw_signal.SIGKILL)
+        except OSError:
+            pass
+        data, _ = process.communicate()
+    text = data.decode("utf-8", "replace")
+    return {"status": process.returncode, "output": text[:cap], "chars": len(text),
+            "timed_out": timed_out}
+
+def _vgw_snapshot(root, max_files, cap):
+    out = {}
+    skipped = []
+    for folder, dirs, names in _vgw_os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", ".git"))
+        for name in sorted(names):
+            path = _vgw_os.path.join(folder, name)
+            rel = _vgw_os.path.relpath(path, root)
+            if _vgw_os.path.islink(path) or not _vgw_os.path.isfile(path):
+                skipped.append(rel)
+                continue
+            if len(out) >= max_files:
+                skipped.append(rel)
+                continue
+            with open(path, "rb") as handle:
+                data = handle.read(cap + 1)
+            if len(data) > cap:
+                skipped.append(rel)
+                continue
+            out[rel] = data.decode("utf-8", "replace")
+    return {"files": out, "skipped": skipped[:100]}
+"""
+
+
+class Workspace:
+    """A directory tree in a sandbox, with the tools of :data:`WORKSPACE_TOOLS`.
+
+    Args:
+        test_command: the shell command ``run_tests`` runs in :data:`ROOT`.
+        shell_timeout_s: wall-clock seconds of one shell command (its process group is killed).
+        output_chars: characters of command output shown before it is cut.
+        limits: the sandbox's limits (default: a call deadline of ``shell_timeout_s + 10`` s,
+            64 MiB ``/tmp``, 48 processes).
+        unsafe: run without bubblewrap (never for untrusted agents).
+
+    Raises (on the first tool call): :class:`verigym.sandbox.SandboxError` when the sandbox cannot
+    start here.
+    """
+
+    def __init__(
+        self,
+        *,
+        test_command: str = "python -m unittest -q",
+        shell_timeout_s: float = 10.0,
+        output_chars: int = 8000,
+        limits: Limits | None = None,
+        unsafe: bool = False,
+    ):
+        self.test_command = str(test_command)
+        self.shell_timeout_s = float(shell_timeout_s)
+        self.output_chars = int(output_chars)
+        self.limits = limits or Limits(
+            timeout_s=self.shell_timeout_s + 10.0, max_processes=48, tmp_mb=64
+        )
+        self.sandbox = PythonSandbox(self.limits, unsafe=unsafe)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def reset(self, files: Mapping[str, str]) -> None:
+        """New sandbox (nothing of the last episode left); write ``files`` under :data:`ROOT`.
+
+        Raises:
+            ValueError: a path is not a plain relative path inside the workspace.
+            SandboxError: the sandbox cannot start here.
+        """
+        checked = {self.resolve(path): str(text) for path, text in files.items()}
+        self.sandbox.fresh()
+        self._load_helpers()
+        result = self.sandbox.call("_vgw_write_tree", [ROOT, checked])
+        if not result.ok:
+            raise RuntimeError(f"could not write the workspace: {result.error}")
+
+    def _load_helpers(self) -> None:
+        loaded = self.sandbox.run(_HELPERS)
+        if not loaded.ok:
+            raise RuntimeError(f"the workspace helpers did not load: {loaded.text()}")
+
+    def _call(self, name: str, args: list[Any], timeout: float | None = None) -> Any:
+        result = self.sandbox.call(name, args, timeout=timeout)
+        if not result.ok and result.error and "no function named" in result.error:
+            # the worker was restarted (a call was killed): the tree is gone with it
+            raise ActionParseError(
+                "the sandbox was restarted after a killed command; the workspace is lost"
+            )
+        if not result.ok:
+            raise ActionParseError(result.error or "the call failed")
+        return result.value
+
+    def close(self) -> None:
+        """Kill the sandbox (idempotent)."""
+        self.sandbox.close()
+
+    # -- paths -----------------------------------------------------------------------------------
+    @staticmethod
+    def resolve(path: str) -> str:
+        """``path`` as a normalized path relative to :data:`ROOT`.
+
+        Raises:
+            ActionParseError: empty, not a string, odd characters, absolute outside the workspace,
+                or ``..`` leaving it.
+        """
+        if not isinstance(path, str) or not path.strip():
+            raise ActionParseError("path must be a non-empty string")
+        path = path.strip()
+        if len(path) > 512 or not _PATH_CHARS.match(path):
+            raise ActionParseError(f"path {path[:80]!r} has characters outside [A-Za-z0-9_.-/]")
+        if path.startswith("/"):
+            if path != ROOT and not path.startswith(ROOT + "/"):
+                raise ActionParseError(f"path {path!r} is outside the workspace {ROOT}")
+            path = posixpath.relpath(path, ROOT)
+        normal = posixpath.normpath(path)
+        if normal == ".." or normal.startswith("../") or normal.startswith("/") or normal == ".":
+            raise ActionParseError(f"path {path!r} leaves the workspace")
+        return normal
+
+    # -- tools -----------------------------------------------------------------------------------
+    def run_shell(self, command: str, timeout_s: float | None = None) -> str:
+        """Run ``command`` with ``/bin/sh -c`` in :data:`ROOT`; exit status and capped output."""
+        timeout = self.shell_timeout_s if timeout_s is None else float(timeout_s)
+        value = self._call(
+            "_vgw_shell", [ROOT, str(command), timeout, self.output_chars], timeout=timeout + 10.0
+        )
+        if not isinstance(value, dict):
+            raise ActionParseError("the shell answered nothing")
+        output = value.get("output") if isinstance(value.get("output"), str) else ""
+        chars = value.get("chars") if type(value.get("chars")) is int else len(output)
+        text = output.rstrip("\n")
+        if chars > len(output):
+            text += f"\n[output cut: {len(output)} of {chars} characters shown]"
+        if value.get("timed_out") is True:
+            text += f"\n[killed after {timeout:g} s]"
+        status = value.get("status")
+        return f"{text}\n[exit status {status if type(status) is int else '?'}]".lstrip("\n")
+
+    def read_file(
+        self, path: str, start_line: int | None = None, end_line: int | None = None
+    ) -> str:
+        """Lines ``start_line..end_line`` (1-based, inclusive) of ``path``, numbered, capped."""
+        rel = self.resolve(path)
+        value = self._call("_vgw_read", [ROOT, rel, MAX_FILE_CHARS])
+        if not isinstance(value, dict) or value.get("missing") is True:
+            raise ActionParseError(f"no such file: {rel}")
+        text = value.get("text") if isinstance(value.get("text"), str) else ""
+        lines = text.splitlines()
+        first = 1 if start_line is None else max(1, int(start_line))
+        last = len(lines) if end_line is None else min(len(lines), int(end_line))
+        if lines and first > len(lines):
+            raise ActionParseError(
+                f"{rel} has {len(lines)} lines; start_line {first} is past its end"
+            )
+        shown = [f"{n:>5}  {lines[n - 1]}" for n in range(first, last + 1)]
+        body = "\n".join(shown)
+        if len(body) > self.output_chars:
+            body = body[: self.output_chars] + "\n[cut: ask for a smaller line range]"
+        header = f"{rel} (lines {first}-{last} of {len(lines)})"
+        return f"{header}\n{body}" if shown else f"{header}\n(empty)"
+
+    def read_text(self, path: str) -> str | None:
+        """The whole text of ``path`` (``None`` when missing); for envs, not an agent tool."""
+        value = self._call("_vgw_read", [ROOT, self.resolve(path), MAX_FILE_CHARS])
+        if not isinstance(value, dict) or not isinstance(value.get("text"), str):
+            return None
+        return value["text"]
+
+    def write_file(self, path: str, content: str) -> str:
+        """Create or replace ``path`` with ``content`` (at most :data:`MAX_FILE_CHARS`)."""
+        rel = self.resolve(path)
+        if len(content) > MAX_FILE_CHARS:
+            raise ActionParseError(f"content is over {MAX_FILE_CHARS} characters")
+        self._call("_vgw_write", [ROOT, rel, content])
+        return f"wrote {rel} ({len(content.splitlines())} lines)"
+
+    def apply_patch(self, diff: str) -> str:
+        """Apply a unified diff to the workspace, all files or none (see :func:`apply_unified_diff`)."""
+        try:
+            files = parse_unified_diff(diff)
+            results: dict[str, str | None] = {}
+            for old_path, new_path, hunks in files:
+                target = self.resolve(new_path or old_path or "")
+                if new_path is None:  # deletion
+                    results[target] = None
+                    continue
+                source = self.read_text(self.resolve(old_path)) if old_path is not None else ""
+                if source is None:
+                    raise PatchError(f"{old_path}: no such file")
+                results[target] = apply_unified_diff(source, hunks, target)
+        except PatchError as exc:
+            raise ActionParseError(f"the patch does not apply: {exc}") from None
+        for target, text in results.items():
+            if text is None:
+                self.run_shell(f"rm -f -- '{target}'")
+            else:
+                self._call("_vgw_write", [ROOT, target, text])
+        return "patched " + ", ".join(sorted(results))
+
+    def run_tests(self) -> str:
+        """Run the visible tests (``test_command``)."""
+        return self.run_shell(self.test_command)
+
+    def snapshot(self, *, max_files: int = 400, max_chars: int = MAX_FILE_CHARS) -> dict[str, str]:
+        """Every regular file of the workspace as ``{relative path: text}`` (symlinks, oversized
+        files and files past ``max_files`` are left out); values checked, paths normalized."""
+        value = self._call("_vgw_snapshot", [ROOT, max_files, max_chars])
+        files = value.get("files") if isinstance(value, dict) else None
+        if not isinstance(files, dict):
+            return {}
+        out: dict[str, str] = {}
+        for path, text in list(files.items())[:max_files]:
+            if not isinstance(text, str) or len(text) > max_chars:
+                continue
+            try:
+                out[self.resolve(path)] = text
+            except ActionParseError:
+                continue
+        return out
+
+    def call_tool(self, call: ToolCall) -> str:
+        """Run one schema-checked workspace tool call (not ``submit``) and return its text.
+
+        Raises:
+            ActionParseError: a bad path, a patch that does not apply, a missing file.
+        """
+        args = call.arguments
+        if call.name == "run_shell":
+            return self.run_shell(args["command"])
+        if call.name == "read_file":
+            return self.read_file(args["path"], args.get("start_line"), args.get("end_line"))
+        if call.name == "write_file":
+            return self.write_file(args["path"], args["content"])
+        if call.name == "apply_patch":
+            return self.apply_patch(args["diff"])
+        if call.name == "run_tests":
+            return self.run_tests()
+        raise ActionParseError(f"{call.name} is not a workspace tool")

@@ -1,0 +1,94 @@
+"""The sandboxed workspace: its tools, path confinement, the unified-diff applier."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_sandbox import needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
+from verigym.core import ActionParseError
+from verigym.envs.tool.workspace import (
+    ROOT,
+    PatchError,
+    Workspace,
+    apply_unified_diff,
+    parse_unified_diff,
+    unified_diff,
+)
+from verigym.toolcalls import ToolCall
+
+FILES = {
+    "pkg/__init__.py": "",
+    "pkg/core.py": "def double(x):\n    return x * 3\n\n\ndef name():\n    return 'core'\n",
+    "tests/__init__.py": "",
+    "tests/test_core.py": (
+        "import unittest\nfrom pkg.core import double\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_double(self):\n        self.assertEqual(double(4), 8)\n"
+    ),
+}
+
+
+# -- the pure-Python diff applier (no sandbox) ------------------------------------------------------
+
+
+def test_diff_round_trip_and_moved_hunk():
+    old = {"a.py": "".join(f"line {i}\n" for i in range(1, 40))}
+    new = {"a.py": old["a.py"].replace("line 20\n", "line twenty\n")}
+    diff = unified_diff(old, new)
+    ((path_a, path_b, hunks),) = parse_unified_diff(diff)
+    assert (path_a, path_b) == ("a.py", "a.py")
+    assert apply_unified_diff(old["a.py"], hunks) == new["a.py"]
+    shifted = "extra\nextra\n" + old["a.py"]  # the file grew above the hunk: found nearby
+    assert apply_unified_diff(shifted, hunks) == "extra\nextra\n" + new["a.py"]
+
+
+def test_diff_mismatch_names_the_line():
+    ((_, _, hunks),) = parse_unified_diff("--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-a\n+b\n c\n")
+    with pytest.raises(PatchError, match="expects 'a'"):
+        apply_unified_diff("z\nc\n", hunks, "x")
+    with pytest.raises(PatchError, match="before any"):
+        parse_unified_diff("@@ -1 +1 @@\n-a\n+b\n")
+    with pytest.raises(PatchError, match="promises"):
+        parse_unified_diff("--- a/x\n+++ b/x\n@@ -1,3 +1,2 @@\n-a\n+b\n")
+
+
+@pytest.mark.parametrize("path", ["../x", "/etc/passwd", "a/../../x", "", ".", "a;b|c"])
+def test_paths_outside_the_workspace_are_refused(path):
+    with pytest.raises(ActionParseError):
+        Workspace.resolve(path)
+
+
+def test_paths_inside_are_normalized():
+    assert Workspace.resolve(f"{ROOT}/pkg/./core.py") == "pkg/core.py"
+    assert Workspace.resolve("pkg/sub/../core.py") == "pkg/core.py"
+
+
+# -- in the sandbox -------------------------------------------------------------------------------
+
+
+@needs_sandbox
+def test_tools_in_the_sandbox():
+    ws = Workspace(test_command="python -m unittest discover -s tests -t . -q", shell_timeout_s=3)
+    try:
+        ws.reset(FILES)
+        assert "FAILED" in ws.run_tests()
+        assert "    2      return x * 3" in ws.read_file("pkg/core.py", 2, 2)
+        diff = "--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ -1,2 +1,2 @@\n def double(x):\n-    return x * 3\n+    return x * 2\n"
+        assert ws.call_tool(ToolCall("apply_patch", {"diff": diff})) == "patched pkg/core.py"
+        out = ws.run_tests()
+        assert "OK" in out and "[exit status 0]" in out
+        with pytest.raises(ActionParseError, match="does not apply"):
+            ws.apply_patch(diff)  # already applied: the old line is gone
+        assert ws.write_file("notes/a.txt", "hi\n") == "wrote notes/a.txt (1 lines)"
+        assert ws.snapshot()["notes/a.txt"] == "hi\n"
+        long = ws.run_shell("seq 1 20000")
+        assert "[output cut:" in long and "[exit status 0]" in long
+        assert "[killed after 0.5 s]" in ws.run_shell("sleep 5", timeout_s=0.5)
+        ws.run_shell("ln -s /etc etc_link")
+        with pytest.raises(ActionParseError, match="leaves the workspace"):
+            ws.read_file("etc_link/passwd")
+        assert "etc_link" not in ws.snapshot()  # links are never read out
+        ws.reset(FILES)  # a new episode: nothing of the last one is left
+        assert "notes/a.txt" not in ws.snapshot()
+        assert "return x * 3" in ws.read_text("pkg/core.py")
+    finally:
+        ws.close()
