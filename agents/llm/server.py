@@ -1,4 +1,4 @@
-"""A small OpenAI-compatible server over a local transformers model.
+"""A small OpenAI-compatible server over a local transformers model, on Starlette and uvicorn.
 
 ``verigym serve-model MODEL`` runs it, so many evaluation workers (``verigym eval`` with the ``openai``
 agent) share one loaded model. Requests that arrive together are sampled as one left-padded batch
@@ -9,61 +9,131 @@ Endpoints:
 * ``POST /v1/chat/completions`` -- ``model`` (another name than the served one is refused with
   HTTP 404 ``model_not_found``, as OpenAI does), ``messages`` (string or list-of-parts text
   content; ``tool`` messages and assistant ``tool_calls`` are rendered in the Hermes format),
-  ``tools`` / ``tool_choice`` (``"none"`` or ``"auto"``), ``max_tokens`` (or
-  ``max_completion_tokens``), ``temperature``, ``top_p``, ``stop``, ``n``, ``logprobs``,
-  ``top_logprobs`` (0-20), ``stream`` (server-sent events; ``stream_options.include_usage``).
-  ``seed`` is accepted and ignored (batched sampling shares one generator).
-  Tools reach the model through its chat template when the template reads ``tools``, else as a
-  Hermes-style system section; ``<tool_call>{"name", "arguments"}</tool_call>`` blocks in the
-  reply (also SmolLM2's list form) come back as ``message.tool_calls`` with
+  ``tools`` (at most :data:`MAX_TOOLS`, names of at most 64 characters), ``tool_choice`` and
+  ``parallel_tool_calls`` (below), ``response_format`` (``{"type": "text"}`` only, below),
+  ``max_tokens`` (or ``max_completion_tokens``), ``temperature``, ``top_p``, ``stop``, ``n``,
+  ``logprobs``, ``top_logprobs`` (0-20), ``stream`` (server-sent events;
+  ``stream_options.include_usage``). ``seed`` is accepted and ignored (batched sampling shares one
+  generator). Tools reach the model through its chat template when the template reads ``tools``,
+  else as a Hermes-style system section; ``<tool_call>{"name", "arguments"}</tool_call>`` blocks in
+  the reply (also SmolLM2's list form) come back as ``message.tool_calls`` with
   ``finish_reason="tool_calls"``. Each choice carries the generated token ids in the extension
   field ``token_ids``. The reported log-probs are those of the sampling distribution
   (``softmax(logits / temperature)``; raw logits at temperature 0); ``top_logprobs`` are raw.
 * ``POST /v1/completions`` -- ``prompt`` (a string, a list of strings, or token ids), the same
   sampling options, ``logprobs`` (0-5, legacy layout); ``echo`` and ``suffix`` are refused.
 * ``GET /v1/models`` -- the one served model.
-* ``GET /health`` -- ``{"status": "ok"}``.
+* ``GET /health`` -- ``{"status": "ok"}``; answered while a batch generates.
+
+``tool_choice`` is enforced:
+
+* ``"auto"`` (the default): the tools are offered and the model decides.
+* ``"none"``: no tools are offered (the prompt has none) and the reply is not read for calls.
+* ``{"type": "function", "function": {"name": NAME}}``: the reply is one call of ``NAME``. The
+  prompt is extended by the Hermes tool-call opening ``<tool_call>\\n{"name": "NAME", "arguments": ``
+  (the format the server writes tools in; Qwen2.5/Hermes templates use it too), so the model writes
+  only the arguments. ``message.content`` is ``None`` and ``message.tool_calls`` holds the call;
+  ``arguments`` is the JSON object the model wrote, re-serialised, or, when it wrote no valid
+  object, its raw text (as with OpenAI, the arguments are the model's: check them).
+  ``finish_reason`` is ``"tool_calls"``, or ``"length"`` when ``max_tokens`` ran out before the
+  arguments closed.
+* ``"required"``: the reply is at least one call of an offered tool. With one tool it is the named
+  case; with several, the function is chosen first: the log-probability of each tool's opening
+  (one forward pass over the prompt, its KV cache shared by the ``k`` openings) gives the choice
+  ``softmax(log p / temperature)`` (the most likely at temperature 0), drawn per choice; then the
+  named case runs. Further calls the model writes after the first are kept unless
+  ``parallel_tool_calls`` is ``false``. The choosing pass holds ``k x (prompt + opening)`` tokens,
+  which ``--max-request-tokens`` bounds.
+
+With a forced call, ``token_ids`` and ``logprobs`` hold the sampled tokens only (the opening was
+not sampled) and ``usage.completion_tokens`` counts the opening's tokens too (it is part of the
+reply). ``tool_choice`` other than ``"auto"`` without ``tools`` is a 400, as is a named function
+that is not in ``tools``. ``response_format`` ``json_object`` or ``json_schema`` is refused with
+HTTP 400 (``code`` ``"unsupported_value"``, ``param`` ``"response_format"``): this server cannot
+constrain free text to JSON (no grammar-constrained decoding), so it says so rather than answer
+unchecked text; ask for JSON in the prompt, or use ``tools`` with a forced ``tool_choice``.
 
 Every request is bounded before anything is generated (HTTP 400 naming the limit and the ``verigym
-serve`` flag that raises it): ``n`` (``--max-n``, default 16), ``max_tokens`` (``--max-tokens``,
-default 4096, and at most the model's context minus the prompt), prompts per ``/v1/completions``
-request (``--max-prompts``, default 16) and the request's tokens, ``n x (prompt + max_tokens)``
-summed over its prompts (``--max-request-tokens``, default 65536), which is what sizes its KV cache.
-Sampling options must be finite numbers in range (else 400); a temperature so small that the
-logits overflow samples greedily. A request whose client disconnects stops generating at the next
-decoding step.
+serve-model`` flag that raises it): ``n`` (``--max-n``, default 16), ``max_tokens``
+(``--max-tokens``, default 4096, and at most the model's context minus the prompt), prompts per
+``/v1/completions`` request (``--max-prompts``, default 16) and the request's tokens, ``n x (prompt
++ max_tokens)`` summed over its prompts (``--max-request-tokens``, default 65536), which is what
+sizes its KV cache. A body is 1 byte to :data:`MAX_BODY_BYTES` of JSON (counted as it arrives, also
+without a ``Content-Length``); at most :data:`MAX_CONNECTIONS` connections are served at once (more
+get 503). Sampling options must be finite numbers in range (else 400); a temperature so small that
+the logits overflow samples greedily. A request whose client disconnects is dropped from the queue,
+or stops generating at the next decoding step.
+
+Concurrency: the event loop parses nothing large and runs no model code. Bodies are decoded and
+prompts tokenized on a pool of :data:`PREP_THREADS` threads; every model call (sampling, the
+``"required"`` choosing pass) runs on one batcher thread that takes queued requests in arrival
+order, so ``/health`` and new requests are answered while a batch generates, and a client that
+leaves is noticed at once (the ASGI ``http.disconnect`` event).
+
+Security: with a token (``token=``, ``verigym serve-model --token`` or ``$VERIGYM_TOKEN``) every
+request needs ``Authorization: Bearer <token>``, checked by :class:`verigym.serve.auth.TokenGate`
+(the env server's gate: 401 for a wrong or missing token, 429 for an address that sent too many);
+binding any address but loopback without a token is refused, as ``verigym serve-env`` does.
 
 ``usage`` counts the prompt tokens once per request (not once per choice) and the tokens of every
-choice, as OpenAI does. Errors are answered as OpenAI does: ``{"error": {"message", "type",
-"param", "code"}}`` with HTTP 400 (bad request), 404 (unknown path or model) or 500.
+choice, as OpenAI does. Errors carry OpenAI's error object and the env server's fields in one
+body, ``{"error": {"message", "type", "param", "code"}, "detail": message, "code": code}``
+(``code`` at the top is the error's ``code``, else its ``type``), with HTTP 400 (bad request), 404
+(unknown path or model), 405 (wrong method), 500 or 504 (the generation outlived
+``request_timeout``): OpenAI clients read ``error``, verigym's env client reads ``detail`` and
+``code``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import functools
 import json
 import logging
 import math
 import queue
-import select
-import socket
+import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from verigym.agents.llm.policy import Generation, TransformersPolicy
 from verigym.core import ActionParseError
 
-__all__ = ["ChatServer", "make_server"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_CONNECTIONS",
+    "MAX_TOOLS",
+    "PREP_THREADS",
+    "ChatServer",
+    "RequestError",
+    "error_body",
+    "make_server",
+]
 
 logger = logging.getLogger(__name__)
 
-_MAX_BODY = 8 << 20
-_CLIENT_POLL_SECONDS = 0.25
-"""how often a waiting request checks that its client is still connected"""
+MAX_BODY_BYTES = 8 << 20
+"""Bytes of JSON one request body may hold (larger: 400, counted as the body arrives)."""
+
+MAX_CONNECTIONS = 1024
+"""Connections served at once (uvicorn's ``limit_concurrency``); one more gets HTTP 503."""
+
+MAX_TOOLS = 128
+"""Tools one chat request may offer (OpenAI's limit)."""
+
+PREP_THREADS = 4
+"""Threads that decode request bodies, tokenize prompts and build answers, off the event loop."""
+
+_REQUIRED = "\x00required"
+"""The forced-call marker of ``tool_choice="required"`` (never a tool name: names are checked)."""
+
+Sampling = tuple[int, float, float, tuple[str, ...], int, int]
+"""(max_tokens, temperature, top_p, stop strings, top_logprobs, n) of a request."""
 
 
 def _is_int(value: Any) -> bool:
@@ -84,6 +154,54 @@ class RequestError(ValueError):
         self.status, self.code, self.param = status, code, param
 
 
+class ClientGone(Exception):
+    """The client closed its connection before its answer (nobody reads the reply)."""
+
+
+def error_body(
+    message: str,
+    *,
+    kind: str = "invalid_request_error",
+    code: str | None = None,
+    param: str | None = None,
+) -> dict[str, Any]:
+    """The JSON of an error answer: OpenAI's error object and the env server's ``detail``/``code``.
+
+    Args:
+        message: what went wrong and what to do.
+        kind: OpenAI's error ``type`` (``invalid_request_error``, ``not_found``, ``server_error``).
+        code: OpenAI's error ``code`` (e.g. ``model_not_found``), or ``None``.
+        param: the request field at fault, or ``None``.
+
+    Returns:
+        ``{"error": {"message", "type", "param", "code"}, "detail": message, "code": code or kind}``.
+    """
+    return {
+        "error": {"message": message, "type": kind, "param": param, "code": code},
+        "detail": message,
+        "code": code or kind,
+    }
+
+
+def _json_response(status: int, body: dict[str, Any]) -> Any:
+    """A JSON response written as Python's ``json`` writes it (``-Infinity`` log-probs included,
+    as the ``http.server`` version did; Starlette's ``JSONResponse`` refuses them)."""
+    from starlette.responses import Response
+
+    return Response(json.dumps(body), status_code=status, media_type="application/json")
+
+
+def _error_response(
+    status: int,
+    message: str,
+    kind: str = "invalid_request_error",
+    *,
+    code: str | None = None,
+    param: str | None = None,
+) -> Any:
+    return _json_response(status, error_body(message, kind=kind, code=code, param=param))
+
+
 _HERMES = (
     "You are a function calling AI model. You are provided with function signatures within "
     "<tools></tools> XML tags. You may call one or more functions to assist with the user query. "
@@ -95,45 +213,113 @@ _HERMES = (
 """The Hermes function-calling system text (used when the chat template does not read ``tools``)."""
 
 
+def tool_call_opening(name: str) -> str:
+    """The text a forced call of ``name`` starts with: the Hermes opening up to the arguments,
+    ``<tool_call>\\n{"name": "<name>", "arguments": ``."""
+    return f'<tool_call>\n{{"name": {json.dumps(name)}, "arguments": '
+
+
+# -- the batcher thread -------------------------------------------------------------------------------
 @dataclass
 class _Job:
+    """``n`` replies to one prompt, sampled on the batcher thread."""
+
     prompt: list[int]
     n: int
     sampling: tuple[int, float, float, tuple[str, ...], int]
-    done: threading.Event = field(default_factory=threading.Event)
-    result: list[Generation] | None = None
-    error: str | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    future: asyncio.Future | None = None
     abandoned: bool = False
     """the client stopped waiting (it left, or its timeout): the job is skipped if it has not
     started, and its rows stop at the next decoding step if it has"""
 
 
+@dataclass
+class _Call:
+    """Any other model work (the ``"required"`` choosing pass), run on the batcher thread."""
+
+    fn: Callable[[], Any]
+    loop: asyncio.AbstractEventLoop | None = None
+    future: asyncio.Future | None = None
+    abandoned: bool = False
+
+
+def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+def _deliver(item: _Job | _Call, result: Any, error: BaseException | None = None) -> None:
+    """Hand a result from the batcher thread to the waiting request's event loop."""
+    if item.loop is None or item.future is None:
+        return
+    try:
+        item.loop.call_soon_threadsafe(_settle, item.future, result, error)
+    except RuntimeError:  # the loop is closed: the server stopped, nobody waits
+        pass
+
+
 class _Batcher:
-    """One worker thread that samples queued requests together, grouped by sampling options."""
+    """One worker thread that runs all model work: queued requests sampled together (grouped by
+    sampling options, at most ``max_batch_size`` rows), and :meth:`call` work between batches."""
 
     def __init__(self, policy: TransformersPolicy, max_batch_size: int):
         self.policy = policy
         self.max_batch_size = max_batch_size
-        self.jobs: queue.Queue[_Job | None] = queue.Queue()
+        self.jobs: queue.Queue[_Job | _Call | None] = queue.Queue()
         self.thread = threading.Thread(target=self._loop, name="verigym-serve-batcher", daemon=True)
         self.thread.start()
 
-    def submit(
-        self, job: _Job, timeout: float, client_gone: Callable[[], bool] | None = None
-    ) -> list[Generation]:
-        """Queue ``job`` and wait for it; a job whose client left (``client_gone()``) or timed out
-        is marked abandoned, so a batch that has not started skips it."""
-        self.jobs.put(job)
-        deadline = time.monotonic() + timeout
-        while not job.done.wait(min(_CLIENT_POLL_SECONDS, max(0.0, deadline - time.monotonic()))):
-            if time.monotonic() >= deadline or (client_gone is not None and client_gone()):
-                job.abandoned = True
-                raise TimeoutError(
-                    f"generation did not finish within {timeout:.0f} s, or the client left"
-                )
-        if job.error is not None:
-            raise RuntimeError(job.error)
-        return job.result or []
+    async def run(
+        self, jobs: Sequence[_Job], gone: asyncio.Event, timeout: float
+    ) -> list[list[Generation]]:
+        """Queue ``jobs`` and wait for their replies (one list of ``n`` per job, in order).
+
+        Raises:
+            ClientGone: ``gone`` was set (the client left); the jobs are abandoned.
+            TimeoutError: ``timeout`` seconds passed; the jobs are abandoned.
+            RuntimeError: the generation failed.
+        """
+        return await self._wait(list(jobs), gone, timeout)
+
+    async def call(self, fn: Callable[[], Any], gone: asyncio.Event, timeout: float) -> Any:
+        """Run ``fn()`` on the batcher thread (between batches) and return its result."""
+        (result,) = await self._wait([_Call(fn)], gone, timeout)
+        return result
+
+    async def _wait(self, items: list[Any], gone: asyncio.Event, timeout: float) -> list[Any]:
+        if gone.is_set():
+            raise ClientGone("the client left before its request was queued")
+        loop = asyncio.get_running_loop()
+        for item in items:
+            item.loop, item.future = loop, loop.create_future()
+        for item in items:
+            self.jobs.put(item)
+        waiter = asyncio.gather(*(item.future for item in items))
+        watcher = asyncio.ensure_future(gone.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {waiter, watcher}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        except asyncio.CancelledError:
+            for item in items:
+                item.abandoned = True
+            waiter.cancel()
+            raise
+        finally:
+            watcher.cancel()
+        if waiter in done:
+            return waiter.result()
+        for item in items:
+            item.abandoned = True
+        waiter.cancel()
+        if gone.is_set():
+            raise ClientGone("the client left before its answer")
+        raise TimeoutError(f"generation did not finish within {timeout:.0f} s (request_timeout)")
 
     def stop(self) -> None:
         self.jobs.put(None)
@@ -141,54 +327,91 @@ class _Batcher:
 
     def _loop(self) -> None:
         while True:
-            first = self.jobs.get()
-            if first is None:
+            item = self.jobs.get()
+            if item is None:
                 return
-            batch, rows = [first], first.n
-            while rows < self.max_batch_size:
+            batch: list[_Job] = []
+            calls: list[_Call] = []
+            rows = 0
+            while True:
+                if isinstance(item, _Call):
+                    calls.append(item)
+                else:
+                    batch.append(item)
+                    rows += item.n
+                if rows >= self.max_batch_size:
+                    break
                 try:
-                    job = self.jobs.get_nowait()
+                    item = self.jobs.get_nowait()
                 except queue.Empty:
                     break
-                if job is None:
+                if item is None:
                     self.jobs.put(None)
                     break
-                batch.append(job)
-                rows += job.n
-            groups: dict[tuple[int, float, float, tuple[str, ...], int], list[_Job]] = {}
-            for job in batch:
-                if job.abandoned:  # nobody waits for it: do not spend the batch's time on it
+            self._sample(batch)
+            for call in calls:
+                if call.abandoned:
                     continue
-                groups.setdefault(job.sampling, []).append(job)
-            for (max_tokens, temperature, top_p, stop, top_logprobs), jobs in groups.items():
-                prompts = [job.prompt for job in jobs for _ in range(job.n)]
-
-                def gone(jobs: list[_Job] = jobs) -> list[bool]:
-                    return [job.abandoned for job in jobs for _ in range(job.n)]
-
                 try:
-                    out = self.policy.generate(
-                        prompts,
-                        max_new_tokens=max_tokens,
-                        temperature=temperature,
-                        top_p=top_p,
-                        stop=stop,
-                        top_logprobs=top_logprobs,
-                        stop_rows=gone,
-                    )
-                except Exception as exc:  # report to the waiting clients, keep serving
-                    logger.exception("generation failed")
-                    for job in jobs:
-                        job.error = f"generation failed: {exc}"
-                        job.done.set()
-                    continue
+                    _deliver(call, call.fn())
+                except Exception as exc:  # report to the waiting client, keep serving
+                    logger.exception("model call failed")
+                    _deliver(call, None, RuntimeError(f"model call failed: {exc}"))
+
+    def _sample(self, batch: list[_Job]) -> None:
+        groups: dict[tuple[int, float, float, tuple[str, ...], int], list[_Job]] = {}
+        for job in batch:
+            if job.abandoned:  # nobody waits for it: do not spend the batch's time on it
+                continue
+            groups.setdefault(job.sampling, []).append(job)
+        for (max_tokens, temperature, top_p, stop, top_logprobs), jobs in groups.items():
+            prompts = [job.prompt for job in jobs for _ in range(job.n)]
+
+            def gone(jobs: list[_Job] = jobs) -> list[bool]:
+                return [job.abandoned for job in jobs for _ in range(job.n)]
+
+            try:
+                out = self.policy.generate(
+                    prompts,
+                    max_new_tokens=max_tokens,
+                    temperature=temperature,
+                    top_p=top_p,
+                    stop=stop,
+                    top_logprobs=top_logprobs,
+                    stop_rows=gone,
+                )
+            except Exception as exc:  # report to the waiting clients, keep serving
+                logger.exception("generation failed")
                 for job in jobs:
-                    job.result, out = out[: job.n], out[job.n :]
-                    job.done.set()
+                    _deliver(job, None, RuntimeError(f"generation failed: {exc}"))
+                continue
+            for job in jobs:
+                result, out = out[: job.n], out[job.n :]
+                _deliver(job, result)
 
 
-class ChatServer(ThreadingHTTPServer):
-    """The HTTP server (a :class:`ThreadingHTTPServer`); build it with :func:`make_server`.
+@dataclass
+class _ChatPlan:
+    """A validated chat request, ready to sample."""
+
+    request: dict[str, Any]
+    prompt: list[int]
+    sampling: Sampling
+    tools: list[dict[str, Any]]
+    forced: str | None
+    """``None`` (no forced call), a tool name, or :data:`_REQUIRED`"""
+    parallel: bool
+    logprobs: bool
+    openings: dict[str, list[int]] = field(default_factory=dict)
+    """token ids of the forced opening of each tool that may be called"""
+
+
+class ChatServer:
+    """The model server: the request logic, its Starlette app and the uvicorn server that runs it.
+
+    Build it with :func:`make_server`. The socket is bound on construction; :meth:`serve_forever`
+    serves until :meth:`shutdown` (from another thread) or Ctrl-C; :meth:`server_close` stops the
+    batcher and closes the socket (the ``http.server`` life cycle, so callers did not change).
 
     Args:
         address: (host, port) to bind; port 0 picks a free one.
@@ -200,13 +423,18 @@ class ChatServer(ThreadingHTTPServer):
         max_prompts: the most prompts one ``/v1/completions`` request may send (``--max-prompts``).
         max_request_tokens: the most tokens one request may hold, ``n x (prompt tokens +
             max_tokens)`` summed over its prompts (``--max-request-tokens``).
-        request_timeout: seconds a request waits for its generation before it is abandoned.
+        request_timeout: seconds a request waits for its generation before it is abandoned (504).
+        token: the credential every request must carry (``Authorization: Bearer``); ``None``: none.
+
+    Attributes:
+        app: the ASGI app (behind :class:`verigym.serve.auth.TokenGate` with a token).
+        server_address: the bound (host, port).
 
     Raises:
-        ValueError: a limit is below 1.
+        ValueError: a limit is below 1, or ``address`` is not loopback and there is no token.
+        OSError: the address cannot be bound.
+        ImportError: Starlette or uvicorn is missing (``pip install verigym[serve]``).
     """
-
-    daemon_threads = True
 
     def __init__(
         self,
@@ -220,7 +448,12 @@ class ChatServer(ThreadingHTTPServer):
         max_prompts: int = 16,
         max_request_tokens: int = 65536,
         request_timeout: float = 600.0,
+        token: str | None = None,
     ):
+        import uvicorn
+
+        from verigym.serve import _bind, is_loopback
+
         limits = {
             "max_batch_size": max_batch_size,
             "max_tokens_limit": max_tokens_limit,
@@ -231,7 +464,12 @@ class ChatServer(ThreadingHTTPServer):
         for name, value in limits.items():
             if not _is_int(value) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        super().__init__(address, _Handler)
+        host, port = address
+        if not token and not is_loopback(host):
+            raise ValueError(
+                f"refusing to serve on {host} without a token: anyone who reaches the port could use "
+                "the model. Pass --token or set VERIGYM_TOKEN, or bind 127.0.0.1."
+            )
         self.policy = policy
         self.model_name = model_name
         self.max_tokens_limit = max_tokens_limit
@@ -239,18 +477,155 @@ class ChatServer(ThreadingHTTPServer):
         self.max_prompts = max_prompts
         self.max_request_tokens = max_request_tokens
         self.request_timeout = request_timeout
-        self.batcher = _Batcher(policy, max_batch_size)
         template = getattr(policy.tokenizer, "chat_template", None) or ""
         self._template_reads_tools = policy.chat.use_template and "tools" in str(template)
+        self.app = self._create_app(token)
+        self._sock = _bind(host, port)
+        self.server_address: tuple[str, int] = tuple(self._sock.getsockname()[:2])  # type: ignore[assignment]
+        self._uvicorn = uvicorn.Server(
+            uvicorn.Config(
+                self.app,
+                host=host,
+                log_level="warning",
+                access_log=False,
+                lifespan="off",
+                limit_concurrency=MAX_CONNECTIONS,
+                timeout_keep_alive=30,
+                timeout_graceful_shutdown=10,
+            )
+        )
+        self._serving = threading.Event()
+        self._stopped = threading.Event()
+        self._stopped.set()
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            PREP_THREADS, thread_name_prefix="verigym-serve-prep"
+        )
+        self.batcher = _Batcher(policy, max_batch_size)
 
     @property
     def base_url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        from verigym.serve import _url
+
+        return _url(*self.server_address) + "/v1"
+
+    # -- life cycle -------------------------------------------------------------------------------------
+    def serve_forever(self) -> None:
+        """Serve until :meth:`shutdown` or, on the main thread, SIGINT/SIGTERM (then re-raised)."""
+        self._stopped.clear()
+        self._serving.set()
+        try:
+            self._uvicorn.run(sockets=[self._sock])
+        finally:
+            self._serving.clear()
+            self._stopped.set()
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Stop :meth:`serve_forever` (from another thread) and wait until it has returned."""
+        self._uvicorn.should_exit = True
+        self._stopped.wait(timeout)
 
     def server_close(self) -> None:
+        """Stop the batcher and the prep threads and close the socket (idempotent)."""
         self.batcher.stop()
-        super().server_close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._sock.close()
+
+    # -- the app ------------------------------------------------------------------------------------------
+    def _create_app(self, token: str | None) -> Any:
+        from starlette.applications import Starlette
+        from starlette.routing import Route
+
+        from verigym.serve.auth import TokenGate
+
+        routes = []
+        for paths, endpoint, method in (
+            (("/v1/chat/completions", "/chat/completions"), self._chat_route, "POST"),
+            (("/v1/completions", "/completions"), self._completions_route, "POST"),
+            (("/v1/models", "/models"), self._models_route, "GET"),
+            (("/health",), self._health_route, "GET"),
+        ):
+            for path in paths:  # with and without a trailing slash, as before
+                routes.append(Route(path, endpoint, methods=[method]))
+                routes.append(Route(path + "/", endpoint, methods=[method]))
+
+        async def not_found(request: Any, exc: Any) -> Any:
+            if getattr(exc, "status_code", 404) == 405:
+                return _error_response(
+                    405, f"{request.method} is not allowed on {request.url.path}", "not_found"
+                )
+            return _error_response(
+                404,
+                f"no route {request.url.path}; use POST /v1/chat/completions or /v1/completions",
+                "not_found",
+            )
+
+        app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+        app.state.server = self
+        return app if not token else TokenGate(app, token)
+
+    async def _models_route(self, request: Any) -> Any:
+        return _json_response(
+            200,
+            {
+                "object": "list",
+                "data": [{"id": self.model_name, "object": "model", "owned_by": "verigym"}],
+            },
+        )
+
+    async def _health_route(self, request: Any) -> Any:
+        return _json_response(200, {"status": "ok"})
+
+    async def _chat_route(self, request: Any) -> Any:
+        return await self._answer(request, chat=True)
+
+    async def _completions_route(self, request: Any) -> Any:
+        return await self._answer(request, chat=False)
+
+    async def _in_pool(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on a prep thread (tokenizing, JSON of a large body, building answers)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args))
+
+    async def _answer(self, request: Any, *, chat: bool) -> Any:
+        """One POST: body (bounded), JSON, the answer; every failure in the shared error shape."""
+        from starlette.requests import ClientDisconnect
+        from starlette.responses import Response
+
+        gone = asyncio.Event()
+        watcher: asyncio.Future | None = None
+        try:
+            body = await _read_body(request)
+            watcher = asyncio.ensure_future(_watch_disconnect(request, gone))
+            payload = await self._in_pool(json.loads, body)
+            if not chat:
+                return _json_response(200, await self.text_complete(payload, gone))
+            answer = await self.complete(payload, gone)
+            if payload.get("stream"):
+                events = await self._in_pool(self._events, payload, answer)
+                return Response(
+                    events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+                )
+            return _json_response(200, answer)
+        except RequestError as exc:
+            return _error_response(exc.status, str(exc), code=exc.code, param=exc.param)
+        except (ClientGone, ClientDisconnect):
+            logger.info("a client left before its answer")
+            return _error_response(400, "the client left before its answer")
+        except TimeoutError as exc:
+            return _error_response(504, str(exc), "server_error", code="timeout")
+        except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
+            return _error_response(400, str(exc))
+        except Exception as exc:  # keep the server up; tell the client
+            logger.exception("request failed")
+            return _error_response(500, f"server error: {exc}", "server_error")
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
+    def _events(self, request: dict[str, Any], answer: dict[str, Any]) -> bytes:
+        """Server-sent events: one ``data: {json}`` per chunk, then ``data: [DONE]``."""
+        lines = [f"data: {json.dumps(chunk)}\n\n" for chunk in self.stream_chunks(request, answer)]
+        return ("".join(lines) + "data: [DONE]\n\n").encode()
 
     # -- shared request parts ---------------------------------------------------------------------
     def _check_model(self, request: dict[str, Any]) -> None:
@@ -354,17 +729,6 @@ class ChatServer(ThreadingHTTPServer):
             )
         return max_tokens
 
-    def _generate(
-        self,
-        prompt: list[int],
-        sampling: tuple[int, float, float, tuple[str, ...], int, int],
-        client_gone: Callable[[], bool] | None = None,
-    ) -> list[Generation]:
-        """Sample ``n`` replies to ``prompt`` (already checked by :meth:`_check_size`)."""
-        max_tokens, temperature, top_p, stop, top_logprobs, n = sampling
-        job = _Job(prompt, n, (max_tokens, temperature, top_p, stop, top_logprobs))
-        return self.batcher.submit(job, self.request_timeout, client_gone)
-
     def _token_text(self, token_id: int) -> str:
         return self.policy.tokenizer.decode([token_id])
 
@@ -420,26 +784,89 @@ class ChatServer(ThreadingHTTPServer):
             out.append({"role": role, "content": text})
         return out
 
-    def _tools(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+    def _tools(self, request: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None, bool]:
+        """(tools offered, forced call, parallel calls allowed) of a request, validated.
+
+        The forced call is ``None`` (``tool_choice`` ``"auto"`` or ``"none"``), a tool name (a
+        named function, or ``"required"`` with one tool) or :data:`_REQUIRED`.
+        """
         tools = request.get("tools") or []
-        choice = request.get("tool_choice", "auto")
+        choice = request.get("tool_choice")
+        parallel = request.get("parallel_tool_calls")
         if not isinstance(tools, list) or not all(
             isinstance(t, dict)
             and t.get("type", "function") == "function"
             and isinstance(t.get("function"), dict)
             and isinstance(t["function"].get("name"), str)
+            and 0 < len(t["function"]["name"]) <= 64
             for t in tools
         ):
             raise RequestError(
-                "tools must be a list of {type: function, function: {name, description, parameters}}",
+                "tools must be a list of {type: function, function: {name, description, parameters}} "
+                "with names of 1 to 64 characters",
                 param="tools",
             )
-        if choice not in ("auto", "none", "required", None) and not isinstance(choice, dict):
+        if len(tools) > MAX_TOOLS:
             raise RequestError(
-                "tool_choice must be none, auto, required or a {type: function, function: {name}} object",
+                f"a request may offer at most {MAX_TOOLS} tools, got {len(tools)}", param="tools"
+            )
+        if parallel is not None and not isinstance(parallel, bool):
+            raise RequestError("parallel_tool_calls must be a boolean", param="parallel_tool_calls")
+        names = [t["function"]["name"] for t in tools]
+        if choice is None or choice == "auto":
+            return tools, None, parallel is not False
+        if choice == "none":
+            return [], None, False
+        if not tools and (choice == "required" or isinstance(choice, dict)):
+            raise RequestError(
+                "tool_choice requires a tool call, but the request offers no tools: send tools, "
+                "or leave tool_choice out",
                 param="tool_choice",
             )
-        return [] if choice == "none" else tools
+        if choice == "required":
+            forced = names[0] if len(set(names)) == 1 else _REQUIRED
+            return tools, forced, parallel is not False
+        function = choice.get("function") if isinstance(choice, dict) else None
+        if (
+            isinstance(choice, dict)
+            and choice.get("type") == "function"
+            and isinstance(function, dict)
+            and isinstance(function.get("name"), str)
+        ):
+            if function["name"] not in names:
+                raise RequestError(
+                    f"tool_choice names the function {function['name']!r}, which is not in tools "
+                    f"({', '.join(names[:20])})",
+                    param="tool_choice",
+                )
+            return tools, function["name"], False
+        raise RequestError(
+            "tool_choice must be none, auto, required or a {type: function, function: {name}} object",
+            param="tool_choice",
+        )
+
+    @staticmethod
+    def _check_response_format(request: dict[str, Any]) -> None:
+        """Refuse a ``response_format`` this server cannot enforce (anything but text)."""
+        fmt = request.get("response_format")
+        if fmt is None:
+            return
+        kind = fmt.get("type") if isinstance(fmt, dict) else None
+        if kind == "text":
+            return
+        if kind in ("json_object", "json_schema"):
+            raise RequestError(
+                f"response_format {kind} is not supported by verigym serve-model: it cannot constrain "
+                "a reply to JSON (no grammar-constrained decoding), and an unchecked reply would "
+                "break the contract. Ask for JSON in the prompt and parse the reply, or offer tools "
+                'with tool_choice "required" or a named function (enforced).',
+                code="unsupported_value",
+                param="response_format",
+            )
+        raise RequestError(
+            "response_format must be {type: text} (json_object and json_schema are not supported)",
+            param="response_format",
+        )
 
     def _chat_prompt(
         self, messages: list[dict[str, str]], tools: list[dict[str, Any]]
@@ -475,13 +902,41 @@ class ChatServer(ThreadingHTTPServer):
         cut = text.find("<tool_call>")
         content = text[:cut].strip() if cut >= 0 else ""
         return content or None, [
-            {
-                "id": f"call_{uuid.uuid4().hex[:24]}",
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments)},
-            }
-            for name, arguments in calls
+            _openai_call(name, json.dumps(arguments)) for name, arguments in calls
         ]
+
+    @staticmethod
+    def _forced_calls(
+        name: str, reply: Generation, names: Sequence[str], parallel: bool
+    ) -> tuple[list[dict[str, Any]], str]:
+        """(OpenAI tool_calls, finish_reason) of a reply whose opening forced a call of ``name``.
+
+        ``reply.text`` continues the opening, so it starts with the arguments: the JSON object
+        there (re-serialised), else the raw text up to ``</tool_call>`` with the call's closing
+        brace dropped. Complete calls of offered tools written after it are kept when ``parallel``.
+        """
+        from verigym.toolcalls import tool_calls_in
+
+        rest = reply.text.lstrip()
+        try:
+            arguments, end = json.JSONDecoder().raw_decode(rest)
+        except ValueError:
+            arguments, end = None, 0
+        if isinstance(arguments, dict):
+            calls = [_openai_call(name, json.dumps(arguments))]
+            tail = rest[end:]
+            if parallel and "<tool_call>" in tail:
+                try:
+                    more = tool_calls_in(tail[tail.index("<tool_call>") :])
+                except ActionParseError:  # a malformed extra call is dropped
+                    more = []
+                calls += [_openai_call(n, json.dumps(a)) for n, a in more if n in names]
+            return calls, "tool_calls"
+        raw = rest.split("</tool_call>", 1)[0].rstrip()
+        if raw.endswith("}") and raw.count("}") > raw.count("{"):
+            raw = raw[:-1].rstrip()  # the brace that closes {"name": ..., "arguments": ...}
+        finish = "length" if reply.finish_reason == "length" else "tool_calls"
+        return [_openai_call(name, raw)], finish
 
     def _chat_logprobs(self, reply: Generation) -> dict[str, Any]:
         content = []
@@ -501,21 +956,19 @@ class ChatServer(ThreadingHTTPServer):
             )
         return {"content": content, "refusal": None}
 
-    def complete(
-        self, request: Any, client_gone: Callable[[], bool] | None = None
-    ) -> dict[str, Any]:
-        """Answer a chat-completions request body (``stream`` is handled by the handler).
+    def _plan_chat(self, request: Any) -> _ChatPlan:
+        """A chat-completions body validated and tokenized (on a prep thread).
 
         Raises:
             RequestError: the request is malformed, names another model or is above a limit (the
                 message says which, and the flag that raises it).
-            TimeoutError: the client left (or the request timed out) before its answer.
         """
         if not isinstance(request, dict):
             raise RequestError("the body must be a JSON object")
         self._check_model(request)
+        self._check_response_format(request)
         messages = self._messages(request)
-        tools = self._tools(request)
+        tools, forced, parallel = self._tools(request)
         logprobs = request.get("logprobs") or False
         top_logprobs = request.get("top_logprobs") or 0
         if not isinstance(logprobs, bool):
@@ -531,28 +984,153 @@ class ChatServer(ThreadingHTTPServer):
             )
         sampling = self._sampling(request, top_logprobs=top_logprobs)
         prompt = self._chat_prompt(messages, tools)
+        openings: dict[str, list[int]] = {}
+        if forced is not None:
+            callable_names = (
+                [t["function"]["name"] for t in tools] if forced == _REQUIRED else [forced]
+            )
+            for name in callable_names:
+                openings.setdefault(name, self.policy.chat.encode(tool_call_opening(name)))
+        longest = max((len(ids) for ids in openings.values()), default=0)
         max_tokens = self._check_size(
-            [prompt], sampling[0], sampling[5], default_max_tokens=256, param="messages"
+            [prompt + [0] * longest],
+            sampling[0],
+            sampling[5],
+            default_max_tokens=256,
+            param="messages",
         )
+        if forced == _REQUIRED:
+            held = len(openings) * (len(prompt) + longest)
+            if held > self.max_request_tokens:
+                raise RequestError(
+                    f'tool_choice "required" with {len(openings)} tools holds {held} tokens to choose '
+                    f"the function (tools x (prompt + opening)), above this server's limit of "
+                    f"{self.max_request_tokens} (verigym serve-model --max-request-tokens raises it); "
+                    "name the function or offer fewer tools",
+                    param="tool_choice",
+                )
         stop = sampling[3] + self.policy.chat.stop_strings
-        replies = self._generate(
-            prompt, (max_tokens, sampling[1], sampling[2], stop, *sampling[4:]), client_gone
+        if forced is not None and not parallel:
+            stop += ("</tool_call>",)
+        return _ChatPlan(
+            request=request,
+            prompt=prompt,
+            sampling=(max_tokens, sampling[1], sampling[2], stop, *sampling[4:]),
+            tools=tools,
+            forced=forced,
+            parallel=parallel,
+            logprobs=logprobs,
+            openings=openings,
         )
+
+    def _score_openings(self, prompt: list[int], openings: list[list[int]]) -> list[float]:
+        """Log-probability of each opening after ``prompt`` (one pass; the prompt's KV cache is
+        computed once and shared by the openings). Runs on the batcher thread."""
+        import torch
+
+        from verigym.agents.llm.grpo import token_log_probs
+
+        width = max(len(o) for o in openings)
+        pad = self.policy.tokenizer.pad_token_id
+        device = self.policy.device
+        ids = torch.tensor([prompt + o + [pad] * (width - len(o)) for o in openings], device=device)
+        mask = torch.tensor(
+            [[1] * (len(prompt) + len(o)) + [0] * (width - len(o)) for o in openings],
+            device=device,
+        )
+        start = len(prompt) - 1
+        with torch.no_grad():
+            log_probs, _ = token_log_probs(
+                self.policy.model,
+                ids,
+                mask,
+                start=start,
+                shared_prefix=start if len(openings) > 1 else 0,
+            )
+        return (log_probs * mask[:, len(prompt) :]).sum(-1).tolist()
+
+    @staticmethod
+    def _draw(names: list[str], scores: list[float], temperature: float, n: int) -> list[str]:
+        """``n`` names drawn from ``softmax(scores / temperature)`` (the best at temperature 0)."""
+        if temperature == 0 or not all(math.isfinite(s) for s in scores):
+            best = max(range(len(names)), key=lambda i: (scores[i], -i))
+            return [names[best]] * n
+        top = max(scores)
+        try:
+            weights = [math.exp((s - top) / temperature) for s in scores]
+        except OverflowError:
+            weights = [1.0 if s == top else 0.0 for s in scores]
+        if not all(math.isfinite(w) for w in weights) or sum(weights) <= 0:
+            weights = [1.0 if s == top else 0.0 for s in scores]
+        return random.choices(names, weights=weights, k=n)
+
+    async def complete(self, request: Any, gone: asyncio.Event | None = None) -> dict[str, Any]:
+        """Answer a chat-completions request body (``stream`` is turned into events by the route).
+
+        Args:
+            request: the parsed JSON body.
+            gone: set when the client disconnects; the request is then abandoned.
+
+        Raises:
+            RequestError: the request is malformed, names another model or is above a limit (the
+                message says which, and the flag that raises it).
+            ClientGone: the client left before its answer.
+            TimeoutError: the generation outlived ``request_timeout``.
+        """
+        gone = gone if gone is not None else asyncio.Event()
+        plan: _ChatPlan = await self._in_pool(self._plan_chat, request)
+        n = plan.sampling[5]
+        job_sampling = plan.sampling[:5]
+        names: list[str | None] = [plan.forced] * n
+        if plan.forced == _REQUIRED:
+            choices = list(plan.openings)
+            scores = await self.batcher.call(
+                functools.partial(
+                    self._score_openings, plan.prompt, [plan.openings[c] for c in choices]
+                ),
+                gone,
+                self.request_timeout,
+            )
+            names = list(self._draw(choices, scores, plan.sampling[1], n))
+        groups: dict[str | None, int] = {}
+        for name in names:
+            groups[name] = groups.get(name, 0) + 1
+        jobs = [
+            _Job(plan.prompt + (plan.openings[name] if name else []), count, job_sampling)
+            for name, count in groups.items()
+        ]
+        results = await self.batcher.run(jobs, gone, self.request_timeout)
+        replies = [(name, r) for name, out in zip(groups, results) for r in out]
+        return await self._in_pool(self._chat_answer, plan, replies)
+
+    def _chat_answer(
+        self, plan: _ChatPlan, replies: list[tuple[str | None, Generation]]
+    ) -> dict[str, Any]:
+        """The ``chat.completion`` object of sampled replies (on a prep thread)."""
+        names = [t["function"]["name"] for t in plan.tools]
         choices = []
-        for i, r in enumerate(replies):
-            content, calls = self._tool_calls(r.text) if tools else (r.text, [])
+        completion_tokens = 0
+        for i, (forced, r) in enumerate(replies):
+            completion_tokens += len(r.token_ids)
+            if forced is not None:
+                content = None
+                calls, finish = self._forced_calls(forced, r, names, plan.parallel)
+                completion_tokens += len(plan.openings[forced])
+            else:
+                content, calls = self._tool_calls(r.text) if plan.tools else (r.text, [])
+                finish = "tool_calls" if calls else r.finish_reason
             message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
             if calls:
                 message["tool_calls"] = calls
-            choice: dict[str, Any] = {
-                "index": i,
-                "message": message,
-                "finish_reason": "tool_calls" if calls else r.finish_reason,
-                "logprobs": self._chat_logprobs(r) if logprobs else None,
-                "token_ids": list(r.token_ids),
-            }
-            choices.append(choice)
-        completion_tokens = sum(len(r.token_ids) for r in replies)
+            choices.append(
+                {
+                    "index": i,
+                    "message": message,
+                    "finish_reason": finish,
+                    "logprobs": self._chat_logprobs(r) if plan.logprobs else None,
+                    "token_ids": list(r.token_ids),
+                }
+            )
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
             "object": "chat.completion",
@@ -560,9 +1138,9 @@ class ChatServer(ThreadingHTTPServer):
             "model": self.model_name,
             "choices": choices,
             "usage": {
-                "prompt_tokens": len(prompt),
+                "prompt_tokens": len(plan.prompt),
                 "completion_tokens": completion_tokens,
-                "total_tokens": len(prompt) + completion_tokens,
+                "total_tokens": len(plan.prompt) + completion_tokens,
             },
         }
 
@@ -646,14 +1224,11 @@ class ChatServer(ThreadingHTTPServer):
         return chunks
 
     # -- legacy completions ---------------------------------------------------------------------------
-    def text_complete(
-        self, request: Any, client_gone: Callable[[], bool] | None = None
-    ) -> dict[str, Any]:
-        """Answer a ``/v1/completions`` request body.
+    def _plan_text(self, request: Any) -> tuple[list[list[int]], Sampling, int | None]:
+        """(prompt token ids, sampling, logprobs) of a ``/v1/completions`` body (on a prep thread).
 
         Raises:
             RequestError: the request is malformed, names another model or is above a limit.
-            TimeoutError: the client left (or the request timed out) before its answer.
         """
         if not isinstance(request, dict):
             raise RequestError("the body must be a JSON object")
@@ -664,6 +1239,7 @@ class ChatServer(ThreadingHTTPServer):
             raise RequestError(
                 "echo and suffix are not supported by verigym serve-model", param="echo"
             )
+        self._check_response_format(request)
         prompt = request.get("prompt")
         if isinstance(prompt, str) or (
             isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt)
@@ -707,13 +1283,32 @@ class ChatServer(ThreadingHTTPServer):
         max_tokens = self._check_size(
             encoded, sampling[0], sampling[5], default_max_tokens=16, param="prompt"
         )
-        sampling = (max_tokens, *sampling[1:])
-        choices, prompt_tokens, completion_tokens = [], 0, 0
-        for ids in encoded:
-            if client_gone is not None and client_gone():
-                raise TimeoutError("the client left before its answer")
-            prompt_tokens += len(ids)
-            for r in self._generate(ids, sampling, client_gone):
+        return encoded, (max_tokens, *sampling[1:]), logprobs
+
+    async def text_complete(
+        self, request: Any, gone: asyncio.Event | None = None
+    ) -> dict[str, Any]:
+        """Answer a ``/v1/completions`` request body; its prompts are queued together.
+
+        Raises:
+            RequestError: the request is malformed, names another model or is above a limit.
+            ClientGone: the client left before its answer.
+            TimeoutError: the generation outlived ``request_timeout``.
+        """
+        gone = gone if gone is not None else asyncio.Event()
+        encoded, sampling, logprobs = await self._in_pool(self._plan_text, request)
+        jobs = [_Job(ids, sampling[5], sampling[:5]) for ids in encoded]
+        results = await self.batcher.run(jobs, gone, self.request_timeout)
+        return await self._in_pool(self._text_answer, encoded, results, logprobs)
+
+    def _text_answer(
+        self, encoded: list[list[int]], results: list[list[Generation]], logprobs: int | None
+    ) -> dict[str, Any]:
+        """The ``text_completion`` object of sampled replies (on a prep thread)."""
+        choices: list[dict[str, Any]] = []
+        completion_tokens = 0
+        for out in results:
+            for r in out:
                 completion_tokens += len(r.token_ids)
                 choice: dict[str, Any] = {
                     "index": len(choices),
@@ -740,6 +1335,7 @@ class ChatServer(ThreadingHTTPServer):
                         else None,
                     }
                 choices.append(choice)
+        prompt_tokens = sum(len(ids) for ids in encoded)
         return {
             "id": f"cmpl-{uuid.uuid4().hex[:24]}",
             "object": "text_completion",
@@ -754,115 +1350,47 @@ class ChatServer(ThreadingHTTPServer):
         }
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: ChatServer
-    protocol_version = "HTTP/1.1"
+def _openai_call(name: str, arguments: str) -> dict[str, Any]:
+    """One entry of an OpenAI ``message.tool_calls`` list."""
+    return {
+        "id": f"call_{uuid.uuid4().hex[:24]}",
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        logger.debug("%s - %s", self.address_string(), format % args)
 
-    def _send(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
+async def _read_body(request: Any) -> bytes:
+    """The request body, 1 to :data:`MAX_BODY_BYTES` bytes, refused as soon as it is over.
+
+    Raises:
+        RequestError: the declared or received body is empty or too large.
+    """
+    refusal = f"the body must be 1 byte to {MAX_BODY_BYTES} bytes of JSON"
+    declared = request.headers.get("content-length")
+    if declared is not None:
         try:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout)
-            logger.info("client %s left before the answer", self.address_string())
-            self.close_connection = True
+            size = int(declared)
+        except ValueError:
+            size = -1
+        if not 0 < size <= MAX_BODY_BYTES:
+            raise RequestError(refusal)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise RequestError(refusal)
+    if not body:
+        raise RequestError(refusal)
+    return bytes(body)
 
-    def _error(
-        self,
-        status: int,
-        message: str,
-        kind: str = "invalid_request_error",
-        *,
-        code: Any = None,
-        param: str | None = None,
-    ) -> None:
-        self._send(
-            status, {"error": {"message": message, "type": kind, "param": param, "code": code}}
-        )
 
-    def _client_gone(self) -> bool:
-        """Whether the client closed its connection while its request waits (an eval worker killed
-        at its episode's time limit): readable with nothing to read."""
-        try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
-            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
-        except (OSError, ValueError):
-            return True
-
-    def _send_events(self, chunks: list[dict[str, Any]]) -> None:
-        """Server-sent events: one ``data: {json}`` per chunk, then ``data: [DONE]``."""
-        try:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            for chunk in chunks:
-                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
-            logger.info("client %s left during the stream", self.address_string())
-        self.close_connection = True
-
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
-        path = self.path.split("?")[0].rstrip("/")
-        if path in ("/v1/models", "/models"):
-            self._send(
-                200,
-                {
-                    "object": "list",
-                    "data": [
-                        {"id": self.server.model_name, "object": "model", "owned_by": "verigym"}
-                    ],
-                },
-            )
-        elif path == "/health":
-            self._send(200, {"status": "ok"})
-        else:
-            self._error(404, f"no route {self.path}; use POST /v1/chat/completions", "not_found")
-
-    def do_POST(self) -> None:  # noqa: N802 - stdlib name
-        path = self.path.split("?")[0].rstrip("/")
-        if path not in (
-            "/v1/chat/completions",
-            "/chat/completions",
-            "/v1/completions",
-            "/completions",
-        ):
-            self._error(
-                404,
-                f"no route {self.path}; use POST /v1/chat/completions or /v1/completions",
-                "not_found",
-            )
+async def _watch_disconnect(request: Any, gone: asyncio.Event) -> None:
+    """Set ``gone`` when the client disconnects (the ASGI ``http.disconnect`` after the body)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
             return
-        try:
-            length = int(self.headers.get("Content-Length", "0"))
-            if not 0 < length <= _MAX_BODY:
-                raise RequestError(f"the body must be 1 byte to {_MAX_BODY} bytes of JSON")
-            request = json.loads(self.rfile.read(length))
-            if path.endswith("chat/completions"):
-                answer = self.server.complete(request, self._client_gone)
-                if request.get("stream"):
-                    self._send_events(self.server.stream_chunks(request, answer))
-                    return
-            else:
-                answer = self.server.text_complete(request, self._client_gone)
-        except RequestError as exc:
-            self._error(exc.status, str(exc), code=exc.code, param=exc.param)
-        except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
-            self._error(400, str(exc))
-        except Exception as exc:  # keep the server up; tell the client
-            logger.exception("request failed")
-            self._error(500, f"server error: {exc}", "server_error")
-        else:
-            self._send(200, answer)
 
 
 def make_server(
@@ -877,15 +1405,18 @@ def make_server(
     max_n: int = 16,
     max_prompts: int = 16,
     max_request_tokens: int = 65536,
+    token: str | None = None,
 ) -> ChatServer:
     """Bind a :class:`ChatServer` (``port=0`` picks a free port; see ``server.base_url``).
 
     ``max_tokens``, ``max_n``, ``max_prompts`` and ``max_request_tokens`` bound every request (see
-    :class:`ChatServer`). Call ``serve_forever()`` to run it and ``shutdown()`` + ``server_close()``
-    to stop.
+    :class:`ChatServer`); ``token`` is required on every request when given. Call
+    ``serve_forever()`` to run it and ``shutdown()`` + ``server_close()`` to stop.
 
     Raises:
-        ValueError: a limit is below 1.
+        ValueError: a limit is below 1, or ``host`` is not loopback and there is no ``token``.
+        OSError: the address cannot be bound.
+        ImportError: Starlette or uvicorn is missing (``pip install verigym[serve]``).
     """
     return ChatServer(
         (host, port),
@@ -897,4 +1428,5 @@ def make_server(
         max_prompts=max_prompts,
         max_request_tokens=max_request_tokens,
         request_timeout=request_timeout,
+        token=token,
     )
