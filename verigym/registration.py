@@ -107,6 +107,9 @@ class EnvRow:
         additional_wrappers: ``"module:Class"`` wrappers (no arguments) that ``gymnasium.make``
             puts outermost, as Gymnasium's ``additional_wrappers`` (the MuJoCo goal envs'
             ``compute_reward`` for third-party clients).
+        vector_entry_point: ``"module:attr"`` of a natively batched ``VectorEnv`` factory
+            (called as ``attr(num_envs=N, **kwargs)``), which ``gymnasium.make_vec`` uses by
+            default (``vectorization_mode="vector_entry_point"``); ``None``: none.
     """
 
     id: str
@@ -119,6 +122,7 @@ class EnvRow:
     reward_threshold: float | None = None
     nondeterministic: bool = False
     additional_wrappers: tuple[str, ...] = ()
+    vector_entry_point: str | None = None
 
     def __post_init__(self) -> None:
         if not ID_PATTERN.match(self.id):
@@ -134,6 +138,12 @@ class EnvRow:
             )
         if ":" not in self.entry_point:
             raise ValueError(f"entry point {self.entry_point!r} of {self.id} must be 'module:attr'")
+        if self.vector_entry_point is not None and (
+            ":" not in self.vector_entry_point or self.api != "gymnasium"
+        ):
+            raise ValueError(
+                f"vector entry point {self.vector_entry_point!r} of {self.id} must be 'module:attr' on a gymnasium row"
+            )
         object.__setattr__(self, "kwargs", dict(self.kwargs))
         object.__setattr__(self, "additional_wrappers", tuple(self.additional_wrappers))
         for wrapper in self.additional_wrappers:
@@ -322,6 +332,7 @@ def register_rows(new_rows: Iterable[EnvRow]) -> None:
                 gymnasium.register(
                     id=item.id,
                     entry_point=item.entry_point,
+                    vector_entry_point=item.vector_entry_point,
                     kwargs=dict(item.kwargs),
                     max_episode_steps=item.max_episode_steps,
                     reward_threshold=item.reward_threshold,

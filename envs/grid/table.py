@@ -3,12 +3,14 @@
 from verigym.registration import EnvRow, variants
 
 _GRID = "verigym.envs.grid"
+_BATCHED = "verigym.envs.grid.batched"  # natively batched engines (gymnasium.make_vec)
 
 ROWS: list[EnvRow] = [
     *variants(
         "verigym/Treasure-{}-v0",
-        "verigym.envs.grid.treasure:TreasureEnv",
+        f"{_GRID}.treasure:TreasureEnv",
         family="grid",
+        vector_entry_point=f"{_BATCHED}:treasure_vector",
         rows={"7x7": {"size": 7}, "12x12": {"size": 12, "wall_density": 0.3}},
         description="Walk to the treasure on a grid with random walls (the tensor tutorial env).",
     ),
@@ -16,6 +18,7 @@ ROWS: list[EnvRow] = [
         "verigym/Empty-{}-v0",
         f"{_GRID}.navigation:EmptyEnv",
         family="grid",
+        vector_entry_point=f"{_BATCHED}:empty_vector",
         rows={"5x5": {"size": 5}, "8x8": {"size": 8}, "16x16": {"size": 16}},
         description="MiniGrid Empty: reach the goal in an empty room (random start).",
     ),
@@ -23,12 +26,14 @@ ROWS: list[EnvRow] = [
         "verigym/FourRooms-v0",
         f"{_GRID}.navigation:FourRoomsEnv",
         family="grid",
+        vector_entry_point=f"{_BATCHED}:four_rooms_vector",
         description="MiniGrid FourRooms: reach the goal through the gaps of four rooms.",
     ),
     *variants(
         "verigym/DoorKey-{}-v0",
         f"{_GRID}.doorkey:DoorKeyEnv",
         family="grid",
+        vector_entry_point=f"{_BATCHED}:doorkey_vector",
         rows={"5x5": {"size": 5}, "6x6": {"size": 6}, "8x8": {"size": 8}, "16x16": {"size": 16}},
         description="MiniGrid DoorKey: pick up the key, unlock the door, reach the goal.",
     ),
@@ -36,6 +41,7 @@ ROWS: list[EnvRow] = [
         "verigym/MultiRoom-{}-v0",
         f"{_GRID}.doorkey:MultiRoomEnv",
         family="grid",
+        vector_entry_point=f"{_BATCHED}:multiroom_vector",
         rows={
             "N2-S4": {"num_rooms": 2, "max_room_size": 4},
             "N4-S5": {"num_rooms": 4, "max_room_size": 5},
@@ -47,6 +53,7 @@ ROWS: list[EnvRow] = [
         "verigym/KeyCorridor-{}-v0",
         f"{_GRID}.doorkey:KeyCorridorEnv",
         family="grid",
+        vector_entry_point=f"{_BATCHED}:key_corridor_vector",
         rows={
             "S3R1": {"room_size": 3, "num_rows": 1},
             "S4R3": {"room_size": 4, "num_rows": 3},
@@ -58,6 +65,7 @@ ROWS: list[EnvRow] = [
         "verigym/LavaCrossing-{}-v0",
         f"{_GRID}.navigation:LavaCrossingEnv",
         family="grid",
+        vector_entry_point=f"{_BATCHED}:lava_crossing_vector",
         rows={
             "S9N1": {"size": 9, "num_crossings": 1},
             "S9N3": {"size": 9, "num_crossings": 3},
@@ -69,6 +77,7 @@ ROWS: list[EnvRow] = [
         "verigym/Maze-{}-v0",
         f"{_GRID}.navigation:MazeEnv",
         family="grid",
+        vector_entry_point=f"{_BATCHED}:maze_vector",
         rows={"11x11": {"size": 11}, "21x21": {"size": 21}},
         description="A perfect maze (recursive backtracker); the goal is at the farthest cell.",
     ),
@@ -76,6 +85,7 @@ ROWS: list[EnvRow] = [
         "verigym/IceLake-{}-v0",
         f"{_GRID}.icelake:IceLakeEnv",
         family="grid",
+        vector_entry_point=f"{_BATCHED}:icelake_vector",
         rows={"4x4": {"size": 4}, "8x8": {"size": 8}},
         description="A procedural slippery frozen lake (FrozenLake kind), always solvable.",
     ),
@@ -94,6 +104,7 @@ ROWS: list[EnvRow] = [
         "verigym/GoToObject-{}-v0",
         f"{_GRID}.goto:GoToObjectEnv",
         family="grid",
+        vector_entry_point=f"{_BATCHED}:goto_object_vector",
         rows={"6x6-N2": {"size": 6, "num_objects": 2}, "8x8-N4": {"size": 8, "num_objects": 4}},
         description='BabyAI-style language mission: "go to the red ball" among distractors.',
     ),
