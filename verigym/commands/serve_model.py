@@ -1,10 +1,12 @@
 """``verigym serve-model MODEL_DIR``: an OpenAI-compatible chat-completions server over a local
-model (``verigym serve-env`` is the other server: environments)."""
+model (``verigym serve-env`` is the other server: environments). Both run on Starlette and uvicorn
+(the ``serve`` extra) and check a token the same way; the server is :mod:`verigym.agents.llm.server`."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 
 HELP = "serve a local transformers model over an OpenAI-compatible chat-completions API"
 
@@ -28,7 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="local model directory (save_pretrained layout, e.g. a GRPO checkpoint), a .gguf file, or smollm2",
     )
     parser.add_argument(
-        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1: this machine only; any other address needs --token)",
     )
     parser.add_argument("--port", type=int, default=8000, help="port (0 picks a free one)")
     parser.add_argument(
@@ -78,12 +82,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-chat-template", action="store_true", help="use the plain User:/Assistant: layout"
     )
     parser.add_argument(
+        "--token",
+        default=None,
+        help="credential every request must send as Authorization: Bearer <token> (default: "
+        "$VERIGYM_TOKEN); mandatory off loopback",
+    )
+    parser.add_argument(
         "--prefix-cache-mb",
         type=float,
         default=1024.0,
         help="memory for the KV caches of recent prompts, so a conversation's next turn prefills only "
         "its new tokens (default 1024; 0 turns it off)",
     )
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """``--token``, else ``$VERIGYM_TOKEN``, else ``None``."""
+    return getattr(args, "token", None) or os.environ.get("VERIGYM_TOKEN") or None
 
 
 def build(args: argparse.Namespace):
@@ -115,6 +130,7 @@ def build(args: argparse.Namespace):
         max_tokens=args.max_tokens,
         max_prompts=args.max_prompts,
         max_request_tokens=args.max_request_tokens,
+        token=_token(args),
     )
 
 
@@ -134,6 +150,22 @@ def run(args: argparse.Namespace) -> int:
         )
     if not 0 <= args.port <= 65535:
         return usage_error("serve-model", f"--port must be in 0..65535, got {args.port}")
+    from verigym.serve import is_loopback
+
+    if not is_loopback(args.host) and not _token(args):
+        return usage_error(
+            "serve-model",
+            f"refusing to serve on {args.host} without a token: anyone who reaches the port could use "
+            "the model. Pass --token or set VERIGYM_TOKEN, or bind 127.0.0.1.",
+        )
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        return usage_error(
+            "serve-model",
+            f"{exc.name} is missing: pip install 'verigym[serve]' (Starlette, uvicorn)",
+        )
     from verigym.progress import quiet_library_bars
 
     quiet_library_bars()  # no "Loading weights" redraws in a log
@@ -146,8 +178,9 @@ def run(args: argparse.Namespace) -> int:
         return usage_error("serve-model", _one_line(exc))
     except OSError as exc:  # transformers could not read the folder, or the port is taken
         return usage_error("serve-model", f"{args.model_dir}: {_one_line(exc)}")
+    auth = " (token required)" if _token(args) else ""
     print(
-        f"serving {server.model_name} at {server.base_url} (POST /chat/completions); Ctrl-C stops",
+        f"serving {server.model_name} at {server.base_url}{auth} (POST /chat/completions); Ctrl-C stops",
         flush=True,
     )
     try:
