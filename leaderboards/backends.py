@@ -29,7 +29,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from verigym.leaderboards.runner import EpisodePlayer, Job, failed_result
-from verigym.workers import kill_tree, set_parent_death_signal
+from verigym.workers import kill_tree, reap, set_parent_death_signal
 
 __all__ = ["OnResult", "PlayerFactory", "run_local", "run_ray"]
 
@@ -104,10 +104,7 @@ class _Worker:
         self.connection.send(job)
 
     def kill(self) -> None:
-        if self.process.pid is not None:
-            kill_tree(self.process.pid)  # its browsers and subprocesses too
-        self.process.kill()
-        self.process.join(5)
+        reap(self.process, timeout=5, tree=True)  # its browsers and subprocesses too
         self.connection.close()
 
     def stop(self) -> None:

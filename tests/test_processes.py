@@ -1,5 +1,5 @@
-"""verigym.workers: reading /proc, killing trees, the parent-death signal, bounded calls (CPU-time
-and memory limits, a limit that covers the call and not the start), and no subprocess outliving its
+"""verigym.workers: reading /proc, killing trees, the parent-death signal, starting a child with
+limits (ChildProcess), deadlines, bounded calls (CPU-time and memory limits, a limit that covers the call and not the start), and no subprocess outliving its
 owner: process-lifetime workers are reaped when the interpreter exits (tests/conftest.py checks
 everything else at the end of the session)."""
 
@@ -18,6 +18,9 @@ import pytest
 from verigym.workers import (
     WALL_CLOCK_FACTOR,
     BoundedWorker,
+    ChildProcess,
+    Deadline,
+    ProcessLimits,
     VerifierTimeout,
     call_bounded,
     cpu_seconds,
@@ -257,3 +260,131 @@ def test_the_limit_is_the_worker_cpu_time_not_the_machine_load():
 def test_memory_sizes_reads_this_process_status():
     size, resident, peak, missing = memory_sizes("VmSize", "VmRSS", "VmHWM", "NotAField")
     assert size >= resident > 0 and peak >= resident and missing == 0
+
+
+def _read_all(fd: int) -> str:
+    data = b""
+    while chunk := os.read(fd, 4096):
+        data += chunk
+    os.close(fd)
+    return data.decode()
+
+
+def test_child_process_sets_limits_and_hands_over_its_descriptors():
+    import resource
+
+    read_fd, write_fd = os.pipe()
+    code = (
+        "import os, resource as r\n"
+        "print(*(r.getrlimit(k)[1] for k in (r.RLIMIT_CPU, r.RLIMIT_FSIZE, r.RLIMIT_NOFILE,"
+        " r.RLIMIT_CORE)), os.getsid(0) == os.getpid(), os.environ.get('ONLY'), 'PATH' in os.environ)"
+    )
+    hard_cpu = resource.getrlimit(resource.RLIMIT_CPU)[1]
+    child = ChildProcess(
+        [sys.executable, "-c", code],
+        limits=ProcessLimits(
+            cpu_seconds=30, file_size_bytes=1 << 20, open_files=50, core_dumps=False
+        ),
+        env={"ONLY": "1"},
+        stdout=write_fd,
+        new_session=True,
+    )
+    with pytest.raises(OSError):
+        os.fstat(write_fd)  # handed over: closed here once the child started
+    assert child.wait(timeout=60) == 0 and not child.alive
+    expected_cpu = 30 if hard_cpu == resource.RLIM_INFINITY else min(30, hard_cpu)
+    assert _read_all(read_fd).split() == [
+        str(expected_cpu),
+        str(1 << 20),
+        "50",
+        "0",
+        "True",
+        "1",
+        "False",
+    ]
+    assert child.kill() == 0  # reaped already: the status again, nothing killed
+
+
+def test_child_process_closes_handed_descriptors_when_the_start_fails():
+    read_fd, write_fd = os.pipe()
+    with pytest.raises(OSError):
+        ChildProcess(["/nonexistent/program"], pass_fds=(write_fd,))
+    with pytest.raises(OSError):
+        os.fstat(write_fd)
+    os.close(read_fd)
+    with pytest.raises(ValueError, match="open_files"):
+        ProcessLimits(open_files=-1)
+    with pytest.raises(ValueError, match="cpu_seconds"):
+        ProcessLimits(cpu_seconds=True)
+
+
+def test_child_process_kill_ends_its_tree_and_reaps_it(tmp_path):
+    pid_file = tmp_path / "grandchild"
+    script = textwrap.dedent(
+        f"""
+        import subprocess, sys, time
+        grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        open({str(pid_file)!r}, "w").write(str(grandchild.pid))
+        time.sleep(60)
+        """
+    )
+    child = ChildProcess([sys.executable, "-c", script])
+    try:
+        for _ in range(600):
+            if pid_file.exists() and pid_file.read_text():
+                break
+            time.sleep(0.05)
+        grandchild = int(pid_file.read_text())
+        assert child.alive and child.cpu_seconds() is not None
+    finally:
+        status = child.kill()
+    assert status == -signal.SIGKILL and not child.alive and child.cpu_seconds() is None
+    for _ in range(200):
+        if not _running(grandchild):
+            break
+        time.sleep(0.01)
+    assert not _running(grandchild) and not _running(child.pid)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another uid needs root")
+def test_child_process_drops_to_another_uid():
+    read_fd, write_fd = os.pipe()
+    command = ["/bin/sh", "-c", "id -u; id -g; id -G"]
+    child = ChildProcess(command, user=65534, stdout=write_fd, cwd="/")
+    assert child.wait(timeout=60) == 0
+    assert _read_all(read_fd).split() == ["65534", "65534", "65534"]  # no supplementary groups
+
+
+def test_child_process_with_a_parent_death_signal_ends_with_its_parent():
+    script = textwrap.dedent(
+        """
+        import os, signal, sys
+        from verigym.workers import ChildProcess
+        child = ChildProcess(
+            [sys.executable, "-c", "import time; time.sleep(60)"],
+            parent_death_signal=signal.SIGKILL,
+        )
+        print(child.pid, flush=True)
+        os._exit(0)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    orphan = int(done.stdout.split()[0])
+    for _ in range(500):
+        if not _running(orphan):
+            break
+        time.sleep(0.01)
+    assert not _running(orphan)
+
+
+def test_deadline_counts_wall_clock_and_a_process_cpu_time():
+    wall = Deadline(0.05)
+    assert not wall.measures_cpu and not wall.passed() and 0 < wall.remaining() <= 0.05
+    time.sleep(0.06)
+    assert wall.passed() and wall.remaining() == 0.0 and wall.elapsed() >= 0.05
+    cpu = Deadline(120.0, cpu_s=0.05, pid=os.getpid())
+    assert cpu.measures_cpu and not cpu.passed()
+    _spin(0.2)  # 0.2 s of this process's CPU, well within the wall-clock limit
+    assert cpu.passed()

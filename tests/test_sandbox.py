@@ -307,6 +307,20 @@ def test_memory_limit(box):
 
 
 @needs_sandbox
+def test_rlimits_hold_in_the_sandbox():
+    """The worker's rlimits (set by verigym.workers.ChildProcess before exec) as seen inside."""
+    limits = Limits(timeout_s=5.0, cpu_s=7, memory_mb=512, file_size_mb=3, open_files=20)
+    code = (
+        "import resource as r\n"
+        "print(*(r.getrlimit(k)[1] for k in "
+        "(r.RLIMIT_CPU, r.RLIMIT_AS, r.RLIMIT_FSIZE, r.RLIMIT_NOFILE, r.RLIMIT_CORE)))"
+    )
+    result = run_code(code, limits=limits)
+    assert result.ok, result
+    assert result.output.split() == ["7", str(512 << 20), str(3 << 20), "36", "0"]
+
+
+@needs_sandbox
 def test_output_cap_kills_a_flood_and_invalid_utf8_is_replaced(box):
     start = time.monotonic()
     result = box.run("import sys\nfor _ in range(1024):\n    sys.stdout.write('x' * (1 << 20))")
@@ -415,10 +429,16 @@ def test_run_code_is_a_cold_call():
     assert result.ok and result.output == "45\n"
 
 
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
 def test_fails_closed_without_bubblewrap(monkeypatch):
     monkeypatch.setattr(supervisor, "bwrap_features", lambda: (None, False))
+    before = _open_descriptors()
     with pytest.raises(SandboxError, match="apt-get update && apt-get install -y bubblewrap"):
         PythonSandbox(FAST).run("print(1)")
+    assert _open_descriptors() == before  # the pipes and the seccomp memfd of the try are closed
     with PythonSandbox(FAST, unsafe=True) as unsafe:
         assert unsafe.run("print(5)").output == "5\n"
 

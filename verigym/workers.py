@@ -8,9 +8,18 @@ shared Chromium (:mod:`verigym.envs.gui.browser`).
 * **Reading** ``/proc`` (Linux): :func:`descendants`, :func:`cpu_seconds`, :func:`memory_sizes`,
   :func:`process_state`, :func:`count_processes`, :func:`wait_stopped`. Where ``/proc`` is missing
   they answer "nothing" (``[]``, ``None``, ``0``) instead of raising.
-* **Ending** processes: :func:`kill_tree` (SIGKILL every descendant), :func:`reap` (kill one child
-  and wait for it, so no zombie is left), :func:`set_parent_death_signal` (a child that ends when
-  its parent dies, even by SIGKILL).
+* **Ending** processes: :func:`kill_tree` (SIGKILL every descendant), :func:`reap` (kill one child,
+  optionally its whole tree first, and wait for it, so no zombie is left; a :mod:`subprocess`, a
+  :mod:`multiprocessing` or a :class:`ChildProcess` child), :func:`set_parent_death_signal` (a child
+  that ends when its parent dies, even by SIGKILL).
+* **Starting** processes: :class:`ChildProcess` starts a program with :class:`ProcessLimits`
+  (rlimits: CPU, address space, file size, open files, processes, no core dump), optionally in a
+  new session, a cgroup, under another uid and with a parent-death signal; :meth:`ChildProcess.kill`
+  ends its tree and reaps it, :meth:`ChildProcess.cpu_seconds` reads its CPU time. :class:`Deadline`
+  is a call's time limit (wall clock, optionally a process's CPU time). Both the sandbox's worker
+  (:mod:`verigym.sandbox.supervisor`: its bubblewrap command line, seccomp filter, pipe protocol
+  and pause/resume stay there) and the spawned verifier workers below are ``ChildProcess`` es; it
+  is the only place verigym calls :class:`subprocess.Popen` for a long-lived child.
 * **Bounded calls** (:class:`BoundedWorker`, :func:`call_bounded`): a function runs in a long-lived
   worker process; a call that overruns its limit in CPU seconds (with a wall-clock backstop of
   :data:`WALL_CLOCK_FACTOR` times it) gets the worker's whole tree killed and a new worker started.
@@ -27,6 +36,7 @@ This module imports only the standard library.
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import multiprocessing
 import os
@@ -36,15 +46,24 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from multiprocessing.connection import Connection
 from typing import Any
+
+try:
+    import resource
+except ImportError:  # pragma: no cover - not Unix
+    resource = None  # type: ignore[assignment]
 
 __all__ = [
     "MEMORY_CAP_BYTES",
     "WALL_CLOCK_FACTOR",
     "WORKER_START_SECONDS",
     "BoundedWorker",
+    "ChildProcess",
+    "Deadline",
+    "ProcessLimits",
     "VerifierTimeout",
     "call_bounded",
     "count_processes",
@@ -224,30 +243,62 @@ def kill_tree(pid: int) -> None:
             pass
 
 
-def reap(process: subprocess.Popen, *, timeout: float = 5.0) -> int | None:
-    """SIGKILL a child started with :mod:`subprocess` if it still runs, and wait for it.
+def reap(process: Any, *, timeout: float = 5.0, tree: bool = False) -> int | None:
+    """SIGKILL a child if it still runs (with ``tree``, its descendants first) and wait for it.
 
     Args:
-        process: the child.
+        process: the child: a :class:`subprocess.Popen`, a :class:`multiprocessing.Process` or a
+            :class:`ChildProcess`. One never started is left alone.
         timeout: seconds to wait for it to exit after the kill.
+        tree: SIGKILL every descendant first (:func:`kill_tree`): what it started, which would
+            otherwise be reparented and live on.
 
     Returns:
         Its exit status (negative: the signal that ended it), or ``None`` when it did not exit in
-        time (logged as a warning).
+        time (logged as a warning) or was never started.
     """
-    if process.poll() is None:
-        try:
-            process.kill()
-        except OSError:  # pragma: no cover - exited in between
-            pass
-    try:
-        return process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:  # pragma: no cover - a killed process exits at once
-        logger.warning("process %d did not exit after SIGKILL", process.pid)
+    if isinstance(process, ChildProcess):
+        process = process.popen
+    pid = process.pid
+    if pid is None:
         return None
+    if isinstance(process, subprocess.Popen):
+        if tree and process.returncode is None:  # not reaped yet: the pid is still this child's
+            kill_tree(pid)
+        if process.poll() is None:
+            try:
+                process.kill()
+            except OSError:  # pragma: no cover - exited in between
+                pass
+        try:
+            return process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a killed process exits at once
+            logger.warning("process %d did not exit after SIGKILL", pid)
+            return None
+    if tree:  # multiprocessing.Process
+        kill_tree(pid)
+    process.kill()  # a no-op once it exited
+    process.join(timeout)
+    if process.exitcode is None:  # pragma: no cover - a killed process exits at once
+        logger.warning("process %d did not exit after SIGKILL", pid)
+    return process.exitcode
 
 
 _PR_SET_PDEATHSIG = 1
+
+
+@functools.lru_cache(maxsize=1)
+def _libc() -> Any:
+    """This process's C library (loaded once, in the parent: a child between ``fork`` and ``exec``
+    must not load libraries)."""
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _arm_parent_death_signal(sig: int) -> None:
+    """``prctl(PR_SET_PDEATHSIG, sig)``; raises ``OSError`` (or ``AttributeError``: no prctl)."""
+    if _libc().prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, os.strerror(errno))
 
 
 def set_parent_death_signal(sig: int = signal.SIGTERM) -> None:
@@ -255,7 +306,9 @@ def set_parent_death_signal(sig: int = signal.SIGTERM) -> None:
 
     Linux only (``prctl(PR_SET_PDEATHSIG)``); a no-op elsewhere. Call it in the child; a child
     forked from it does not inherit the setting, so each process that must die with its parent sets
-    its own. A failure is logged as a warning (the process may then outlive its parent).
+    its own (:class:`ChildProcess` sets it between ``fork`` and ``exec`` with
+    ``parent_death_signal``). A change of uid or gid clears it. A failure is logged as a warning
+    (the process may then outlive its parent).
 
     Args:
         sig: the signal to receive (install a handler for it to end the process's own children).
@@ -263,13 +316,293 @@ def set_parent_death_signal(sig: int = signal.SIGTERM) -> None:
     if not sys.platform.startswith("linux"):
         return
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        _arm_parent_death_signal(sig)
     except (OSError, AttributeError) as exc:
         logger.warning(
             "could not set the parent-death signal (%s); this process may outlive its parent", exc
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# Starting processes: a child with limits, a deadline
+# ---------------------------------------------------------------------------------------------
+
+
+def _set_rlimit(kind: int, value: int) -> None:
+    """Set soft and hard limit ``kind`` to ``value``, never above the current hard limit."""
+    _, hard = resource.getrlimit(kind)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(kind, (value, value))
+
+
+@dataclass(frozen=True)
+class ProcessLimits:
+    """Resource limits a :class:`ChildProcess` gets between ``fork`` and ``exec``.
+
+    Each is a ``setrlimit`` with soft = hard (the child cannot raise it again), never above this
+    process's own hard limit; ``None`` leaves that limit as the child inherits it. The limits hold
+    per process (each process the child starts inherits them), except ``processes``.
+
+    Attributes:
+        cpu_seconds: CPU seconds over the process's life (``RLIMIT_CPU``: ``SIGXCPU``, then
+            ``SIGKILL``).
+        memory_bytes: address space, bytes (``RLIMIT_AS``).
+        file_size_bytes: largest file it may write, bytes (``RLIMIT_FSIZE``: ``SIGXFSZ``).
+        open_files: open file descriptors (``RLIMIT_NOFILE``).
+        processes: processes and threads of its (real) uid on this machine, the caller's included
+            (``RLIMIT_NPROC``).
+        core_dumps: False sets ``RLIMIT_CORE`` to 0 (no core file when it crashes).
+
+    Raises:
+        ValueError: a limit is not ``None`` or an int >= 0.
+    """
+
+    cpu_seconds: int | None = None
+    memory_bytes: int | None = None
+    file_size_bytes: int | None = None
+    open_files: int | None = None
+    processes: int | None = None
+    core_dumps: bool = True
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name == "core_dumps":
+                if not isinstance(value, bool):
+                    raise ValueError(f"ProcessLimits.core_dumps must be a bool, got {value!r}")
+            elif value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 0
+            ):
+                raise ValueError(
+                    f"ProcessLimits.{item.name} must be None or an int >= 0, got {value!r}"
+                )
+
+    def apply(self) -> None:
+        """Set the limits on the calling process (a child calls it before ``exec``).
+
+        Raises:
+            OSError: a limit cannot be set (``setrlimit`` failed).
+        """
+        if resource is None:  # pragma: no cover - not Unix
+            return
+        for kind, value in (
+            (resource.RLIMIT_CPU, self.cpu_seconds),
+            (resource.RLIMIT_AS, self.memory_bytes),
+            (resource.RLIMIT_FSIZE, self.file_size_bytes),
+            (resource.RLIMIT_NOFILE, self.open_files),
+            (resource.RLIMIT_NPROC, self.processes),
+            (resource.RLIMIT_CORE, None if self.core_dumps else 0),
+        ):
+            if value is not None:
+                _set_rlimit(kind, value)
+
+
+def _setup_child(
+    cgroup: Any,
+    limits: ProcessLimits | None,
+    before_exec: Callable[[], None] | None,
+    user: int | None,
+    death_signal: int | None,
+    parent_pid: int,
+) -> None:
+    """What a :class:`ChildProcess` does between ``fork`` and ``exec``, in this order: join the
+    cgroup (while still privileged), set the rlimits, the caller's extra setup, drop to ``user``,
+    arm the parent-death signal (after the drop, which would clear it)."""
+    if cgroup is not None:
+        cgroup.join()
+    if limits is not None:
+        limits.apply()
+    if before_exec is not None:
+        before_exec()
+    if user is not None:
+        os.setgroups([])
+        os.setresgid(user, user, user)
+        os.setresuid(user, user, user)
+    if death_signal is not None:
+        _arm_parent_death_signal(death_signal)
+        if os.getppid() != parent_pid:  # the parent died before the signal was armed
+            os.kill(os.getpid(), death_signal)
+
+
+class ChildProcess:
+    """One child process (a program, ``exec``'d), started with limits and owned by this object.
+
+    The only process starter of verigym's long-lived children: the sandbox's ``bwrap`` worker
+    (:mod:`verigym.sandbox.supervisor`) and the spawned verifier workers (:class:`BoundedWorker`).
+    Its standard input is ``/dev/null``. The object owns the process: :meth:`kill` ends it (and its
+    tree) and reaps it; one dropped or left at interpreter exit is killed and reaped then, by the
+    process that started it only (never by a forked copy).
+
+    Args:
+        command: the program and its arguments (``argv``; a bare name is looked up on ``PATH``).
+        limits: rlimits set in the child before ``exec`` (:class:`ProcessLimits`); None: inherited.
+        env: the child's whole environment (``{}``: empty); None: this process's.
+        cwd: its working directory; None: this process's.
+        pass_fds: descriptors it inherits at the same numbers. They are handed over: closed here
+            once the child started, or failed to start.
+        stdout, stderr: as for :class:`subprocess.Popen` (None: inherited); a descriptor (an int
+            >= 0) is handed over like ``pass_fds``.
+        new_session: start it in a new session (``setsid``): no controlling terminal, its own
+            process group.
+        user: uid (also used as gid) it drops to, with no supplementary groups (needs root).
+        cgroup: an object whose ``join()`` moves the calling process into a cgroup
+            (:class:`verigym.sandbox.cgroups.CgroupSet`); joined first, while still privileged.
+        parent_death_signal: the signal the kernel sends the child when the *thread* that started
+            it ends (:func:`set_parent_death_signal`; Linux), so start it from a thread that lives
+            as long as the child should.
+        before_exec: more setup in the child, after the rlimits and before the uid drop. It runs
+            between ``fork`` and ``exec`` of a possibly threaded process: no locks, no imports.
+
+    Raises:
+        OSError: the program could not be started.
+        subprocess.SubprocessError: the setup in the child failed (a limit, the uid drop).
+
+    Attributes:
+        pid: the child's pid on this machine.
+        popen: the :class:`subprocess.Popen` behind it.
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        limits: ProcessLimits | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        pass_fds: Sequence[int] = (),
+        stdout: int | None = None,
+        stderr: int | None = None,
+        new_session: bool = False,
+        user: int | None = None,
+        cgroup: Any = None,
+        parent_death_signal: int | None = None,
+        before_exec: Callable[[], None] | None = None,
+    ) -> None:
+        handed = {fd for fd in (*pass_fds, stdout, stderr) if isinstance(fd, int) and fd >= 0}
+        setup = None
+        if any(x is not None for x in (cgroup, limits, before_exec, user, parent_death_signal)):
+            if parent_death_signal is not None and not sys.platform.startswith("linux"):
+                parent_death_signal = None  # pragma: no cover - not Linux
+            if parent_death_signal is not None:
+                _libc()  # loaded here, not in the child
+            setup = functools.partial(
+                _setup_child, cgroup, limits, before_exec, user, parent_death_signal, os.getpid()
+            )
+        try:
+            self.popen = subprocess.Popen(
+                list(command),
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                pass_fds=tuple(pass_fds),
+                env=env,
+                cwd=cwd,
+                start_new_session=new_session,
+                preexec_fn=setup,
+            )
+        finally:
+            for fd in handed:
+                try:
+                    os.close(fd)
+                except OSError:  # pragma: no cover - closed by the caller already
+                    pass
+        self.pid: int = self.popen.pid
+        # a child still running at interpreter exit (a module-level BoundedWorker) is stopped and
+        # reaped then, not left running ("ResourceWarning: subprocess ... is still running")
+        weakref.finalize(self, _reap_owned, self.popen, os.getpid())
+
+    @property
+    def alive(self) -> bool:
+        """Whether the child still runs (it is reaped once it has exited)."""
+        return self.popen.poll() is None
+
+    def poll(self) -> int | None:
+        """Its exit status (negative: the signal that ended it), or None while it runs."""
+        return self.popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Wait up to ``timeout`` seconds (None: no limit) for it to exit.
+
+        Returns:
+            Its exit status, or None when it still ran at the timeout.
+        """
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU seconds the child itself has used (not its children), from ``/proc``;
+        None once it has exited or without ``/proc``."""
+        return cpu_seconds(self.pid)
+
+    def signal_kill(self) -> None:
+        """SIGKILL the child now without waiting (safe from another thread); :meth:`kill` reaps."""
+        if self.popen.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:  # pragma: no cover - exited in between
+                pass
+
+    def kill(self, timeout: float = 5.0, *, tree: bool = True) -> int | None:
+        """SIGKILL the child (with ``tree``, every descendant first) and reap it (idempotent).
+
+        Returns:
+            Its exit status, or None when it did not exit within ``timeout`` seconds.
+        """
+        return reap(self.popen, timeout=timeout, tree=tree)
+
+
+def _reap_owned(popen: subprocess.Popen, owner: int) -> None:
+    """:func:`reap` a child (no zombie, no ResourceWarning), only in the process that started it
+    (``owner`` pid), never in a forked copy of it."""
+    if os.getpid() == owner:
+        reap(popen)
+
+
+class Deadline:
+    """A time limit that starts now: wall-clock seconds and, optionally, a process's CPU seconds.
+
+    A CPU limit measures the work of the process itself, not the time other processes take the
+    CPU from it (a loaded machine); the wall-clock limit is then its backstop for a process that
+    blocks without computing.
+
+    Args:
+        wall_s: wall-clock seconds from now.
+        cpu_s: CPU seconds (user + system) process ``pid`` may use from now; None: wall clock only.
+            Not measured where ``/proc`` is missing (:attr:`measures_cpu` is then False).
+        pid: the process whose CPU time counts (with ``cpu_s``).
+    """
+
+    def __init__(self, wall_s: float, *, cpu_s: float | None = None, pid: int | None = None):
+        self.started = time.monotonic()
+        self.ends = self.started + wall_s
+        self.cpu_s, self.pid = cpu_s, pid
+        self._cpu_start = cpu_seconds(pid) if cpu_s is not None and pid is not None else None
+
+    @property
+    def measures_cpu(self) -> bool:
+        """Whether the CPU limit is measured (it was given, and the process's CPU time read)."""
+        return self._cpu_start is not None
+
+    def elapsed(self) -> float:
+        """Wall-clock seconds since the start."""
+        return time.monotonic() - self.started
+
+    def remaining(self) -> float:
+        """Wall-clock seconds left (0 once passed)."""
+        return max(0.0, self.ends - time.monotonic())
+
+    def passed(self) -> bool:
+        """Whether the wall-clock limit is reached, or the process used its CPU seconds (or is
+        gone)."""
+        if time.monotonic() >= self.ends:
+            return True
+        if self._cpu_start is None or self.cpu_s is None or self.pid is None:
+            return False
+        used = cpu_seconds(self.pid)
+        return used is None or used - self._cpu_start > self.cpu_s
 
 
 # ---------------------------------------------------------------------------------------------
@@ -349,46 +682,30 @@ def _spawned_main(read_fd: int, write_fd: int, memory_bytes: int | None = None) 
     )
 
 
-class _SpawnedProcess:
-    """A worker in a new interpreter started with :mod:`subprocess` (no ``__main__`` re-import,
-    unlike multiprocessing's spawn), so it can get its own environment variables."""
-
-    def __init__(self, environment: dict[str, str], memory_bytes: int | None = None) -> None:
-        to_child_read, to_child_write = os.pipe()
-        from_child_read, from_child_write = os.pipe()
-        entry = f"_spawned_main({to_child_read}, {from_child_write}, {memory_bytes!r})"
-        command = [sys.executable, "-c", f"from verigym.workers import _spawned_main; {entry}"]
-        self.popen = subprocess.Popen(
+def _spawn_worker(
+    environment: dict[str, str], memory_bytes: int | None = None
+) -> tuple[ChildProcess, _Duplex]:
+    """A worker in a new interpreter (a :class:`ChildProcess`; no ``__main__`` re-import, unlike
+    multiprocessing's spawn), so it can get its own environment variables; and its connection."""
+    to_child_read, to_child_write = os.pipe()
+    from_child_read, from_child_write = os.pipe()
+    entry = f"_spawned_main({to_child_read}, {from_child_write}, {memory_bytes!r})"
+    command = [sys.executable, "-c", f"from verigym.workers import _spawned_main; {entry}"]
+    try:
+        child = ChildProcess(
             command,
             env={**os.environ, **environment},
             pass_fds=(to_child_read, from_child_write),
-            stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
         )
-        os.close(to_child_read)
-        os.close(from_child_write)
-        self.connection = _Duplex(
-            Connection(from_child_read, writable=False), Connection(to_child_write, readable=False)
-        )
-        # a worker still serving at interpreter exit (a module-level BoundedWorker) is stopped and
-        # reaped then, not left running ("ResourceWarning: subprocess ... is still running")
-        weakref.finalize(self, _reap_owned, self.popen, os.getpid())
-
-    def is_alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def kill(self) -> None:
-        self.popen.kill()
-
-    def join(self, timeout: float) -> None:
-        reap(self.popen, timeout=timeout)
-
-
-def _reap_owned(popen: subprocess.Popen, owner: int) -> None:
-    """:func:`reap` a spawned worker (no zombie, no ResourceWarning), only in the process that
-    started it (``owner`` pid), never in a forked copy of it."""
-    if os.getpid() == owner:
-        reap(popen)
+    except BaseException:
+        os.close(to_child_write)
+        os.close(from_child_read)
+        raise
+    connection = _Duplex(
+        Connection(from_child_read, writable=False), Connection(to_child_write, readable=False)
+    )
+    return child, connection
 
 
 WORKER_START_SECONDS = 120.0
@@ -491,8 +808,7 @@ class BoundedWorker:
 
     def _start(self) -> None:
         if self.start_method == "spawn":
-            process = _SpawnedProcess(self.environment, self.memory_bytes)
-            self._process, self._connection = process, process.connection
+            self._process, self._connection = _spawn_worker(self.environment, self.memory_bytes)
             return
         context = multiprocessing.get_context("fork")
         parent, child = context.Pipe()
@@ -506,17 +822,19 @@ class BoundedWorker:
         child.close()
         self._process, self._connection = process, parent
 
+    def _alive(self) -> bool:
+        process = self._process
+        if process is None:
+            return False
+        return process.alive if isinstance(process, ChildProcess) else process.is_alive()
+
     def _kill(self) -> None:
         if self._process is not None:
             pid = self._pid()
             used = cpu_seconds(pid) if pid is not None else None
-            _retired["cpu_seconds"] += (
-                used or 0.0
-            )  # (read just before the kill: it stops computing)
-            if pid is not None:
-                kill_tree(pid)  # what the check started, then the worker itself
-            self._process.kill()
-            self._process.join(timeout=5)
+            # read just before the kill: it stops computing
+            _retired["cpu_seconds"] += used or 0.0
+            reap(self._process, timeout=5, tree=True)  # what the check started, then the worker
             self._connection.close()
         self._process = self._connection = None
 
@@ -540,28 +858,24 @@ class BoundedWorker:
         )
 
     def _pid(self) -> int | None:
-        process = self._process
-        return getattr(getattr(process, "popen", process), "pid", None)
+        return getattr(self._process, "pid", None)
 
     def _wait_answer(self, timeout: float) -> bool:
         """Whether the worker answered within ``timeout`` CPU seconds (and the wall-clock
         backstop)."""
-        pid = self._pid()
-        start = cpu_seconds(pid) if pid is not None else None
-        if start is None:  # no /proc: wall clock only
+        deadline = Deadline(WALL_CLOCK_FACTOR * timeout, cpu_s=timeout, pid=self._pid())
+        if not deadline.measures_cpu:  # no /proc: wall clock only
             return self._connection.poll(timeout)
-        deadline = time.monotonic() + WALL_CLOCK_FACTOR * timeout
         while True:
-            if self._connection.poll(min(0.05, max(0.0, deadline - time.monotonic()))):
+            if self._connection.poll(min(0.05, deadline.remaining())):
                 return True
-            used = cpu_seconds(pid)
-            if used is None or used - start > timeout or time.monotonic() >= deadline:
+            if deadline.passed():
                 return self._connection.poll(0)
 
     def call(self, function: Callable[..., Any], args: tuple, timeout: float) -> Any:
         """``function(*args)`` in the worker (see :func:`call_bounded`)."""
         with self._lock:
-            if self._process is None or not self._process.is_alive():
+            if not self._alive():
                 self._kill()
                 self._start()
                 self._wait_ready()

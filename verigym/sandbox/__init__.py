@@ -14,6 +14,10 @@ calls it is stopped and every other process it started is killed. Each episode
 Fail closed: without a usable bubblewrap, running code raises :class:`SandboxError` naming the fix;
 ``unsafe=True`` runs without the sandbox only when asked for explicitly.
 
+The worker process is started, bounded and killed with :mod:`verigym.workers`
+(:class:`~verigym.workers.ChildProcess`), the one process supervisor of verigym;
+:mod:`verigym.sandbox.supervisor` adds bubblewrap, seccomp, the pipe protocol and pause/resume.
+
 Verdicts are computed by the parent from type-checked primitive values (:meth:`PythonSandbox.call`)
 or exit statuses, never from what the code printed.
 

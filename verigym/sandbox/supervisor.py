@@ -16,6 +16,12 @@ and every other process of the sandbox is killed. A call that passes its wall-cl
 output cap gets the whole tree killed: the outer ``bwrap`` is SIGKILLed, which kills the
 namespace's init (``--die-with-parent``) and with it every process of the pid namespace; the cgroup
 is swept as well.
+
+Starting the process with its limits (rlimits, the cgroup join, the uid drop, a new session),
+killing and reaping it and the call's deadline are :mod:`verigym.workers`' (:class:`ChildProcess`,
+:class:`ProcessLimits`, :class:`Deadline`), shared with the verifier workers; this module keeps what
+is the sandbox's own: the bubblewrap command line and seccomp filter, the length-prefixed JSON
+protocol on raw pipes with its output cap, stopping the worker between calls and its ``/proc``.
 """
 
 from __future__ import annotations
@@ -25,7 +31,6 @@ import functools
 import json
 import logging
 import os
-import resource
 import secrets
 import select
 import selectors
@@ -43,7 +48,14 @@ from typing import Any
 
 from verigym.sandbox import seccomp
 from verigym.sandbox.cgroups import CgroupSet
-from verigym.workers import count_processes, process_state, reap, wait_stopped
+from verigym.workers import (
+    ChildProcess,
+    Deadline,
+    ProcessLimits,
+    count_processes,
+    process_state,
+    wait_stopped,
+)
 
 __all__ = [
     "ExecResult",
@@ -212,24 +224,22 @@ def _system_binds() -> list[str]:
     return args
 
 
-def _set_rlimit(kind: int, value: int) -> None:
-    _, hard = resource.getrlimit(kind)
-    if hard != resource.RLIM_INFINITY:
-        value = min(value, hard)
-    resource.setrlimit(kind, (value, value))
-
-
 class _Worker:
     """One sandbox process tree: ``bwrap`` + the Python worker, its cgroup and pipes.
 
-    Spawned at construction (nothing is waited for); :meth:`wait_ready` completes the start. A worker
-    never serves two episodes: :meth:`PythonSandbox.fresh` replaces it.
+    The process is a :class:`verigym.workers.ChildProcess` (rlimits, the cgroup, the uid drop, a
+    new session, killing and reaping); what is the sandbox's own is here: the bubblewrap command
+    line and seccomp filter (:func:`_command`), the JSON protocol on raw pipes with its deadline
+    and output cap (:meth:`exchange`), stopping the worker between calls (:meth:`pause`,
+    :meth:`resume`) and its ``/proc``. Spawned at construction (nothing is waited for);
+    :meth:`wait_ready` completes the start. A worker never serves two episodes:
+    :meth:`PythonSandbox.fresh` replaces it.
     """
 
     def __init__(self, limits: Limits, unsafe: bool):
         self.limits = limits
         self.unsafe = unsafe
-        self.process: subprocess.Popen | None = None
+        self.process: ChildProcess | None = None
         self.cgroup: CgroupSet | None = None
         self.request_fd = self.answer_fd = self.output_fd = self.info_fd = -1
         self.proc_fd = -1  # the sandbox's own /proc (its pid namespace), opened when it is ready
@@ -241,7 +251,7 @@ class _Worker:
 
     @property
     def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return self.process is not None and self.process.alive
 
     def _spawn(self) -> None:
         limits = self.limits
@@ -250,6 +260,12 @@ class _Worker:
         answer_read, answer_write = os.pipe()
         output_read, output_write = os.pipe()
         info_read, info_write = os.pipe()
+        ours = (
+            request_write,
+            answer_read,
+            output_read,
+            info_read,
+        )  # the child's ends are handed over
         cgroup = CgroupSet.create(
             max_processes=limits.max_processes, memory_bytes=limits.memory_mb << 20
         )
@@ -262,64 +278,51 @@ class _Worker:
         else:
             nproc = limits.max_processes + 8
         drop = as_root and not self.unsafe
-
-        def setup_child() -> None:  # runs in the child between fork and exec
-            cgroup.join()
-            _set_rlimit(resource.RLIMIT_CPU, int(limits.cpu_s))
-            _set_rlimit(resource.RLIMIT_AS, int(limits.memory_mb) << 20)
-            _set_rlimit(resource.RLIMIT_FSIZE, int(limits.file_size_mb) << 20)
-            _set_rlimit(resource.RLIMIT_NOFILE, int(limits.open_files) + 16)
-            _set_rlimit(resource.RLIMIT_CORE, 0)
-            if drop or not as_root:
-                _set_rlimit(resource.RLIMIT_NPROC, int(nproc))
-            if drop:
-                os.setgroups([])
-                os.setresgid(UNPRIVILEGED_UID, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
-                os.setresuid(UNPRIVILEGED_UID, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
-
+        process_limits = ProcessLimits(
+            cpu_seconds=int(limits.cpu_s),
+            memory_bytes=int(limits.memory_mb) << 20,
+            file_size_bytes=int(limits.file_size_mb) << 20,
+            open_files=int(limits.open_files) + 16,
+            processes=int(nproc) if drop or not as_root else None,
+            core_dumps=False,
+        )
         seccomp_fd = None
-        filter_program = seccomp.program()
-        if filter_program is not None and not self.unsafe:
-            seccomp_fd = os.memfd_create("verigym-seccomp", os.MFD_CLOEXEC)
-            os.write(seccomp_fd, filter_program)
-            os.lseek(seccomp_fd, 0, os.SEEK_SET)
         try:
+            filter_program = seccomp.program()
+            if filter_program is not None and not self.unsafe:
+                seccomp_fd = os.memfd_create("verigym-seccomp", os.MFD_CLOEXEC)
+                os.write(seccomp_fd, filter_program)
+                os.lseek(seccomp_fd, 0, os.SEEK_SET)
             command = _command(
                 limits, self.unsafe, answer_write, request_read, info_write, drop, seccomp_fd
             )
-            pass_fds = [request_read, answer_write] + (
-                [info_write, seccomp_fd] if seccomp_fd is not None else [info_write]
-            )
-            self.process = subprocess.Popen(
+        except BaseException:
+            cgroup.remove()
+            theirs = (request_read, answer_write, output_write, info_write)
+            for fd in ours + theirs + ((seccomp_fd,) if seccomp_fd is not None else ()):
+                os.close(fd)
+            raise
+        pass_fds = [request_read, answer_write, info_write]
+        if seccomp_fd is not None:
+            pass_fds.append(seccomp_fd)
+        try:
+            self.process = ChildProcess(
                 command,
-                stdin=subprocess.DEVNULL,
-                stdout=output_write,
-                stderr=output_write,
-                pass_fds=pass_fds,
+                limits=process_limits,
                 env={},
                 cwd="/",
-                start_new_session=True,
-                preexec_fn=setup_child,
+                pass_fds=pass_fds,
+                stdout=output_write,
+                stderr=output_write,
+                new_session=True,
+                user=UNPRIVILEGED_UID if drop else None,
+                cgroup=cgroup,
             )
         except BaseException:
             cgroup.remove()
-            for fd in (
-                request_read,
-                request_write,
-                answer_read,
-                answer_write,
-                output_read,
-                output_write,
-                info_read,
-                info_write,
-            ):
+            for fd in ours:
                 os.close(fd)
             raise
-        finally:
-            if seccomp_fd is not None:
-                os.close(seccomp_fd)
-        for fd in (request_read, answer_write, output_write, info_write):
-            os.close(fd)
         self.cgroup = cgroup
         self.request_fd, self.answer_fd, self.output_fd = request_write, answer_read, output_read
         if self.unsafe:
@@ -332,11 +335,11 @@ class _Worker:
 
     def wait_ready(self) -> ExecResult:
         """Wait for bwrap's child pid and the worker's "ready" (at most 30 s in all)."""
-        deadline = time.monotonic() + 30.0
+        deadline = Deadline(30.0)
         if self.info_fd >= 0:
             info = bytearray()
             while True:
-                remaining = deadline - time.monotonic()
+                remaining = deadline.remaining()
                 if remaining <= 0 or not select.select([self.info_fd], [], [], remaining)[0]:
                     break
                 chunk = os.read(self.info_fd, 4096)
@@ -350,7 +353,7 @@ class _Worker:
                     continue
             os.close(self.info_fd)
             self.info_fd = -1
-        result = self.exchange(None, timeout=max(0.0, deadline - time.monotonic()))
+        result = self.exchange(None, timeout=deadline.remaining())
         if self.host_pid is None and not result.killed:
             result = ExecResult(
                 False,
@@ -441,8 +444,7 @@ class _Worker:
         Every request carries a random id and only an answer with that id counts, so a message
         forged by agent code cannot answer a request it did not see.
         """
-        start = time.monotonic()
-        deadline = start + timeout
+        deadline = Deadline(timeout)
         output = bytearray()
         buffer = bytearray()
         cap = self.limits.output_bytes
@@ -486,12 +488,7 @@ class _Worker:
                     break
                 if eof:
                     output += self._drain()
-                    status = None
-                    if self.process is not None:
-                        try:
-                            status = self.process.wait(timeout=5)
-                        except subprocess.TimeoutExpired:
-                            pass
+                    status = None if self.process is None else self.process.wait(timeout=5)
                     killed, error = (
                         "died",
                         f"WorkerDied: the Python process exited (status {status})",
@@ -501,14 +498,13 @@ class _Worker:
                         if oom:
                             error += f"; the sandbox's memory cgroup reports {oom} OOM kill(s)"
                     break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                if deadline.passed():
                     killed, error = (
                         "timeout",
                         f"TimeoutError: the code ran longer than {timeout:g} s and was killed",
                     )
                     break
-                for key, _ in selector.select(min(remaining, 1.0)):
+                for key, _ in selector.select(min(deadline.remaining(), 1.0)):
                     if key.data == "request":
                         try:
                             pending = pending[os.write(self.request_fd, pending) :]
@@ -537,7 +533,7 @@ class _Worker:
                     break
         if killed is None:
             output += self._drain()
-        duration = time.monotonic() - start
+        duration = deadline.elapsed()
         text = bytes(output[:cap]).decode("utf-8", "replace")
         if killed:
             return ExecResult(False, text, error, killed=killed, duration_s=duration)
@@ -566,17 +562,17 @@ class _Worker:
 
     def signal_kill(self) -> None:
         """SIGKILL the outer ``bwrap`` now (the sandbox dies with it); :meth:`kill` reaps."""
-        if self.process is not None and self.process.poll() is None:
-            try:
-                os.kill(self.process.pid, signal.SIGKILL)
-            except OSError:
-                pass
+        process = self.process
+        if process is not None:
+            process.signal_kill()
 
     def kill(self) -> None:
         """Kill the whole tree and release the cgroup and pipes (idempotent)."""
         process, self.process = self.process, None
         if process is not None:
-            reap(process, timeout=10)
+            # bwrap's death ends the pid namespace and the cgroup is swept below; without the
+            # sandbox (unsafe) what the worker started is found through /proc instead
+            process.kill(timeout=10, tree=self.unsafe)
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
