@@ -14,7 +14,8 @@ spec                               agent
 ``openai:<base url>#<model>``      a model behind an OpenAI-compatible server, text view
 ``llm:...?k=v&k=v``                LLM options after ``?``: the agent's config fields
                                    (``max_new_tokens``/``max_tokens``, ``temperature``, ``timeout``,
-                                   ...) and ``families=text,tool,gui`` to play only those families
+                                   ``adapter=DIR`` a LoRA adapter folder, ...) and
+                                   ``families=text,tool,gui`` to play only those families
 ``<module>:<factory>``             your own: ``factory(env)`` returns an object with ``act``
                                    (imported with the working directory on ``sys.path``)
 =================================  ==========================================================
@@ -23,8 +24,9 @@ A saved agent plays only the env it was trained on (its ``meta.json`` ``env_id``
 saved agents covers the envs of its members. A suite's other tasks are not run for it, and the
 standings show its coverage.
 
-The config hash that keys results covers the spec and, for checkpoints and model dirs, the
-contents of the directory (so a retrained checkpoint is a new entry, never mixed with old rows).
+The config hash that keys results covers the spec and, for checkpoints, model dirs and LoRA
+adapters (``adapter=DIR``), the contents of the directory (so a retrained checkpoint is a new
+entry, never mixed with old rows).
 """
 
 from __future__ import annotations
@@ -74,6 +76,9 @@ class AgentSpec:
     def config_hash(self) -> str:
         """SHA-256 (16 hex digits) of the spec and of the checkpoint/model directory's files."""
         digest = hashlib.sha256(f"{self.kind}\0{self.agent_name}\0{self.target}".encode())
+        adapter = dict(self.options).get("adapter") if self.kind == "llm" else None
+        if adapter:
+            _hash_folder(digest, pathlib.Path(str(adapter)))
         if self.kind in ("checkpoint", "llm"):
             root = pathlib.Path(self.target)
             if self.kind == "llm" and not root.is_dir():  # a .gguf file or a short name (smollm2)
@@ -83,13 +88,7 @@ class AgentSpec:
                 stat = path.stat()
                 digest.update(f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
                 return digest.hexdigest()[:16]
-            for path in sorted(p for p in root.rglob("*") if p.is_file()):
-                digest.update(str(path.relative_to(root)).encode())
-                stat = path.stat()
-                if stat.st_size <= 64 << 20:
-                    digest.update(hashlib.sha256(path.read_bytes()).digest())
-                else:  # large weights: size and modification time stand in for the content
-                    digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
+            _hash_folder(digest, root)
         return digest.hexdigest()[:16]
 
     def checkpoints(self) -> dict[str, pathlib.Path]:
@@ -166,6 +165,17 @@ class AgentSpec:
                 f"agent spec {self.text!r}: module {module!r} {found} {attr!r}; expected a factory(env) -> agent"
             )
         return target
+
+
+def _hash_folder(digest: Any, root: pathlib.Path) -> None:
+    """Feed every file of ``root`` (name and content; size and mtime for files over 64 MiB) to ``digest``."""
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(root)).encode())
+        stat = path.stat()
+        if stat.st_size <= 64 << 20:
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        else:  # large weights: size and modification time stand in for the content
+            digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
 
 
 def parse_agent_spec(text: str) -> AgentSpec:

@@ -84,6 +84,9 @@ class LLMConfig(AgentConfig):
     """extra strings that end a reply"""
     use_chat_template: bool = True
     """use the tokenizer's chat template when it has one (else a plain User:/Assistant: layout)"""
+    adapter: str = ""
+    """a LoRA adapter folder applied to the model (peft save_pretrained: adapter_config.json and
+    adapter_model.safetensors), e.g. verigym train sft --out DIR; "" for none"""
 
     def check(self) -> None:
         require(
@@ -97,6 +100,13 @@ class LLMConfig(AgentConfig):
             self.max_context_tokens > self.max_new_tokens,
             "max_context_tokens must exceed max_new_tokens",
         )
+        if self.adapter:
+            from verigym.agents.llm.models import check_adapter
+
+            try:
+                check_adapter(self.adapter)
+            except FileNotFoundError as exc:
+                raise ValueError(str(exc)) from None
 
 
 class LLMAgent:
@@ -120,6 +130,7 @@ class LLMAgent:
             config.model_path,
             device=config.device,
             use_chat_template=None if config.use_chat_template else False,
+            adapter=config.adapter or None,
         )
         self.generator = torch.Generator(device=self.policy.device)
         self.generator.manual_seed(config.seed)

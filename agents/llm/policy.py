@@ -24,9 +24,51 @@ import torch
 
 from verigym.agents.llm.chat import ChatFormat, Message
 
-__all__ = ["Generation", "PrefixCache", "TransformersPolicy", "resolve_device"]
+__all__ = [
+    "DEFAULT_LORA_TARGETS",
+    "Generation",
+    "PrefixCache",
+    "TransformersPolicy",
+    "load_adapter",
+    "resolve_device",
+]
+
+DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""The linear layers that get LoRA adapters by default (Llama, Qwen, SmolLM2 names)."""
 
 logger = logging.getLogger(__name__)
+
+
+def load_adapter(model: Any, adapter: str | os.PathLike[str], *, trainable: bool = False) -> Any:
+    """``model`` with the LoRA adapter folder ``adapter`` applied (the loader ``serve-model
+    --adapter`` needs too).
+
+    Args:
+        model: a ``transformers`` causal LM (the adapter's base model).
+        adapter: a folder checked by :func:`~verigym.agents.llm.models.check_adapter`.
+        trainable: return the ``peft`` model with trainable LoRA layers; otherwise the adapter is
+            merged into the weights and a plain ``transformers`` model is returned.
+
+    Raises:
+        FileNotFoundError, ValueError: as :func:`~verigym.agents.llm.models.check_adapter`.
+        ImportError: ``peft`` is not installed.
+    """
+    from verigym.agents.llm.models import check_adapter
+
+    folder = check_adapter(adapter)
+    try:
+        from peft import PeftModel
+    except ImportError:
+        raise ImportError("loading a LoRA adapter needs peft: pip install peft") from None
+    wrapped = PeftModel.from_pretrained(model, str(folder), is_trainable=trainable)
+    return wrapped if trainable else wrapped.merge_and_unload()
+
+
+def base_model_class(model: Any) -> type:
+    """The class of the ``transformers`` model under a ``peft`` wrapper (its own class otherwise):
+    whose ``forward`` signature says which arguments the model takes."""
+    get_base = getattr(model, "get_base_model", None)
+    return type(get_base() if callable(get_base) else model)
 
 
 @functools.cache
@@ -39,7 +81,7 @@ def _cache_argument(forward: Any) -> str:
 def with_cache(model: Any, cache: Any) -> dict[str, Any]:
     """Keyword arguments passing the KV cache ``cache`` to ``model``'s forward, under the name its
     transformers version uses."""
-    return {_cache_argument(type(model).forward): cache}
+    return {_cache_argument(base_model_class(model).forward): cache}
 
 
 def output_cache(output: Any) -> Any:
@@ -196,7 +238,7 @@ class TransformersPolicy:
         self.max_context_tokens = int(
             getattr(model.config, "max_position_embeddings", 0) or 1 << 30
         )
-        accepts = inspect.signature(model.forward).parameters
+        accepts = inspect.signature(base_model_class(model).forward).parameters
         self._keep_last = {"logits_to_keep": 1} if "logits_to_keep" in accepts else {}
 
     # -- loading / saving ----------------------------------------------------------------------------
@@ -209,8 +251,10 @@ class TransformersPolicy:
         dtype: str | torch.dtype = "auto",
         use_chat_template: bool | None = None,
         prefix_cache_bytes: int = 0,
+        adapter: str | os.PathLike[str] | None = None,
+        trainable_adapter: bool = False,
     ) -> TransformersPolicy:
-        """Load a local model with its tokenizer; no hub access.
+        """Load a local model with its tokenizer, and optionally a LoRA adapter on it; no hub access.
 
         Args:
             path: a directory with ``config.json``, weights and tokenizer files, a ``.gguf`` file
@@ -219,9 +263,17 @@ class TransformersPolicy:
             device: ``"auto"`` (CUDA when present, else CPU), ``"cpu"``, ``"cuda:0"``, ...
             dtype: ``"auto"`` (bfloat16 on CUDA, float32 on CPU) or a torch dtype.
             prefix_cache_bytes: see :class:`TransformersPolicy` (0: no prefix cache).
+            adapter: a LoRA adapter folder (``peft`` ``save_pretrained``: ``adapter_config.json``
+                and ``adapter_model.safetensors``, checked by
+                :func:`~verigym.agents.llm.models.check_adapter`) applied to the base model.
+            trainable_adapter: keep the adapter as trainable LoRA layers (to train it further);
+                otherwise it is merged into the weights (inference runs at the base model's speed).
 
         Raises:
-            FileNotFoundError: ``path`` is no such directory, file or short name.
+            FileNotFoundError: ``path`` is no such directory, file or short name, or ``adapter``
+                is not an adapter folder.
+            ValueError: the adapter's config is not a LoRA config.
+            ImportError: an adapter without the ``peft`` package.
         """
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -237,6 +289,8 @@ class TransformersPolicy:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True).to(
             target
         )
+        if adapter is not None and str(adapter):
+            model = load_adapter(model, adapter, trainable=trainable_adapter)
         model.eval()
         return cls(
             model,
@@ -246,10 +300,65 @@ class TransformersPolicy:
         )
 
     def save_pretrained(self, path: str | os.PathLike[str]) -> None:
-        """Write model and tokenizer in Hugging Face format (safetensors) to ``path``."""
+        """Write model and tokenizer in Hugging Face format (safetensors) to ``path``; a model
+        with LoRA layers (:meth:`add_lora`, a trainable adapter) writes only its adapter
+        (``adapter_config.json``, ``adapter_model.safetensors``: MBs, not the model)."""
         Path(path).mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(path)
-        self.tokenizer.save_pretrained(path)
+        if not self.has_adapter:
+            self.tokenizer.save_pretrained(path)
+
+    @property
+    def has_adapter(self) -> bool:
+        """Whether the model is a ``peft`` model (trainable LoRA layers on a frozen base)."""
+        return hasattr(self.model, "peft_config")
+
+    def add_lora(
+        self,
+        r: int,
+        *,
+        alpha: float | None = None,
+        target_modules: Sequence[str] = DEFAULT_LORA_TARGETS,
+        dropout: float = 0.0,
+    ) -> None:
+        """Wrap the model in new LoRA layers (Hu et al. 2021, via ``peft``): only they train.
+
+        Args:
+            r: the rank (>= 1).
+            alpha: the LoRA scale numerator (the update is ``alpha / r * B A``); default ``2 r``.
+            target_modules: names of the linear layers that get adapters (the attention and MLP
+                projections of Llama/Qwen models by default).
+            dropout: dropout on the adapters' input.
+
+        Raises:
+            ValueError: ``r`` < 1, or no module of the model has one of the names.
+            ImportError: ``peft`` is not installed.
+        """
+        if r < 1:
+            raise ValueError(f"LoRA rank must be >= 1, got {r}")
+        from peft import LoraConfig, get_peft_model
+
+        names = {name.rsplit(".", 1)[-1] for name, _ in self.model.named_modules()}
+        targets = [t for t in target_modules if t in names]
+        if not targets:
+            raise ValueError(
+                f"no module named {', '.join(target_modules)} in {type(self.model).__name__}"
+            )
+        config = LoraConfig(
+            r=int(r),
+            lora_alpha=float(alpha if alpha is not None else 2 * r),
+            target_modules=targets,
+            lora_dropout=float(dropout),
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+        self.model = get_peft_model(self.model, config)
+        self._clear_cache()
+
+    def _clear_cache(self) -> None:
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()
+        self._weights_version = None
 
     @property
     def device(self) -> torch.device:

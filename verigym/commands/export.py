@@ -1,17 +1,46 @@
-"""``verigym export --out DIR --format jsonl|parquet --path FILE``: trajectories as a dataset."""
+"""``verigym export --out DIR --format jsonl|parquet|sft --path FILE``: trajectories as a dataset.
+
+``--format sft`` writes chat SFT records of successful episodes on training seeds
+(:mod:`verigym.leaderboards.demonstrations`): from the store, or, with ``--play oracle``, played
+in-process on ``--seeds`` of the ``--env`` ids or of a ``--suite``'s tasks (``--families``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-HELP = "write the stored trajectories as a Hugging Face datasets table (chat messages, reward, success, provenance)"
+HELP = "write the stored trajectories as a Hugging Face datasets table (chat messages, reward, success, provenance), or demonstrations as chat SFT data (--format sft)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None, help="results folder (default: ./verigym-results)")
     parser.add_argument(
-        "--format", choices=("jsonl", "parquet"), default="jsonl", help="JSON Lines or Parquet"
+        "--format",
+        choices=("jsonl", "parquet", "sft"),
+        default="jsonl",
+        help="JSON Lines or Parquet; sft: JSON Lines of chat SFT records (successful episodes on training seeds, tool calls as OpenAI tool_calls)",
+    )
+    parser.add_argument(
+        "--play",
+        choices=("oracle",),
+        default=None,
+        help="--format sft: play this agent on training seeds now instead of reading the store",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=None,
+        help="--play: an env id to play (repeatable; default: the --suite's tasks)",
+    )
+    parser.add_argument(
+        "--families",
+        default=None,
+        help="--play with --suite: only its tasks of these families (comma-separated, e.g. text,tool,gui)",
+    )
+    parser.add_argument(
+        "--seeds",
+        default="0:100",
+        help="--play: training seeds START:END (END exclusive, below 1000000; default 0:100)",
     )
     parser.add_argument("--path", required=True, help="the file to write")
     parser.add_argument(
@@ -40,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
     from verigym.leaderboards.suite import load_suite
     from verigym.leaderboards.trajectories import dataset_records, export_dataset
 
+    if args.format == "sft" or args.play:
+        return _run_sft(args)
     refused_rows: list = []
     refused_trajectories: list = []
     try:
@@ -75,3 +106,81 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _seed_range(text: str) -> range:
+    from verigym.leaderboards.suite import TRAIN_SEED_END
+
+    start, sep, end = text.partition(":")
+    try:
+        seeds = range(int(start), int(end)) if sep else range(int(start), int(start) + 1)
+    except ValueError:
+        raise ValueError(f"--seeds must be START:END (integers), got {text!r}") from None
+    if not seeds or seeds.start < 0 or seeds.stop > TRAIN_SEED_END or len(seeds) > 100_000:
+        raise ValueError(
+            f"--seeds {text!r}: 1 to 100000 training seeds in [0, {TRAIN_SEED_END}); evaluation seeds are never exported for training"
+        )
+    return seeds
+
+
+def _run_sft(args: argparse.Namespace) -> int:
+    """``--format sft``: demonstrations as chat SFT JSON Lines; exit 0, or 1 when rows were refused."""
+    from verigym.commands import usage_error
+    from verigym.leaderboards.demonstrations import play_demonstrations, stored_demonstrations
+    from verigym.leaderboards.suite import load_suite
+    from verigym.leaderboards.trajectories import export_dataset
+
+    if args.format != "sft":
+        return usage_error("export", "--play writes --format sft")
+    refused: list = []
+    try:
+        suite = load_suite(args.suite) if args.suite else None
+        if args.play:
+            env_ids = list(args.env or [])
+            if not env_ids and suite is not None:
+                env_ids = _suite_envs(suite, args.families)
+            if not env_ids:
+                raise ValueError("--play needs --env ID (repeatable) or --suite")
+            records = play_demonstrations(
+                env_ids, _seed_range(args.seeds), agent=args.play, refused=refused
+            )
+            path, count = export_dataset(records, args.path, "jsonl")
+        else:
+            from verigym.leaderboards.store import DEFAULT_DIR, ResultsStore
+
+            with ResultsStore(args.out or DEFAULT_DIR, create=False) as store:
+                store.require_trajectories()
+                rows = store.rows(agent_spec=args.agent, refused=refused)
+                if suite is not None:
+                    names = {task.env_id for task in suite}
+                    rows = [r for r in rows if r.env_id in names]
+                rows = [r for r in rows if r.status == "ok" and r.success]
+                path, count = export_dataset(
+                    stored_demonstrations(store, rows, refused), args.path, "jsonl"
+                )
+    except (RuntimeError, ValueError, FileNotFoundError, OSError) as exc:
+        return usage_error("export", str(exc))
+    for item in refused:
+        why = item[1] if isinstance(item, tuple) else item
+        print(f"verigym export: not exported: {why}", file=sys.stderr)
+    if refused and not args.play:
+        print(
+            "verigym export: stored evaluation episodes never become training data; "
+            "play demonstrations on training seeds with --play oracle",
+            file=sys.stderr,
+        )
+    print(
+        f"wrote {count} demonstrations to {path} (train on it: verigym train sft --model M --data {path})"
+    )
+    return 1 if refused and not args.play else 0
+
+
+def _suite_envs(suite, families: str | None) -> list[str]:
+    from verigym.core import FAMILIES
+    from verigym.registration import row
+
+    wanted = tuple(f for f in (families or "").split(",") if f)
+    bad = [f for f in wanted if f not in FAMILIES]
+    if bad:
+        raise ValueError(f"unknown families {bad}; choose from {', '.join(FAMILIES)}")
+    return [task.env_id for task in suite if not wanted or row(task.env_id).family in wanted]

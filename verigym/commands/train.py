@@ -8,8 +8,8 @@ networks, see :func:`verigym.agents.common.learner.choose_threads`). The run sho
 saved agent (``config.json``, ``model.safetensors``, ``meta.json``), ``metrics.jsonl``, TensorBoard
 events under ``tb/`` (when tensorboard is installed), ``learning_curve.png`` and ``eval.json``.
 
-``verigym train grpo ...`` dispatches to the LLM trainer's own command line
-(``verigym.agents.llm.grpo_cli``).
+``verigym train grpo ...`` and ``verigym train sft ...`` dispatch to the LLM trainers' own command
+lines (``verigym.agents.llm.grpo_cli``, ``verigym.agents.llm.sft_cli``).
 """
 
 from __future__ import annotations
@@ -24,12 +24,13 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-HELP = "train an agent (ppo, sac, dqn, qlearning, option-critic, ippo, grpo) on an env and save it"
+HELP = "train an agent (ppo, sac, dqn, qlearning, option-critic, ippo, grpo, sft) on an env and save it"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "agent", help="agent name: ppo, sac, dqn, qlearning, option-critic, ippo, or grpo"
+        "agent",
+        help="agent name: ppo, sac, dqn, qlearning, option-critic, ippo, grpo, or sft (an LLM on demonstrations)",
     )
     options = parser.add_argument(
         "options",
@@ -124,6 +125,15 @@ def _run_grpo(options: list[str]) -> int:
     return int(grpo_cli.run(parser.parse_args(options)) or 0)
 
 
+def _run_sft(options: list[str]) -> int:
+    from verigym.agents.llm import sft_cli
+    from verigym.cli import ArgumentParser
+
+    parser = ArgumentParser(prog="verigym train sft", description=sft_cli.HELP, allow_abbrev=False)
+    sft_cli.add_arguments(parser)
+    return int(sft_cli.run(parser.parse_args(options)) or 0)
+
+
 def _evaluation_line(result: dict[str, Any]) -> str:
     """Mean return, and the success rate only where the env reports success (never "nan")."""
     import math
@@ -159,6 +169,8 @@ def _what_fits(agent: str, env_id: str) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.agent == "grpo":
         return _run_grpo(args.options)
+    if args.agent == "sft":
+        return _run_sft(args.options)
 
     from verigym.agents.base import AGENTS, agent_class
     from verigym.commands import usage_error

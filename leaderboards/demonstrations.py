@@ -1,0 +1,339 @@
+"""Demonstrations as chat SFT data: successful episodes, as an LLM agent would have played them.
+
+An SFT record is one successful episode on a *training* seed (below
+:data:`~verigym.leaderboards.suite.TRAIN_SEED_END`; evaluation seeds are refused, so a model is never
+fine-tuned on the episodes it is ranked on), in the OpenAI chat layout that TRL's ``SFTTrainer`` and
+:mod:`verigym.agents.llm.sft` read::
+
+    {"messages": [
+        {"role": "system", "content": <the text view's instructions>},
+        {"role": "user", "content": <first observation>},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "calculate", "arguments": "{\\"expression\\": \\"2 + 3\\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": <the env's answer>},
+        {"role": "assistant", "content": "<answer>5</answer>"}],
+     "tools": [<OpenAI function schemas>] or [],
+     "env_id", "seed", "agent", "score", "length"}
+
+What the agent saw is the env's text view (:class:`~verigym.wrappers.LanguageWrapper`): its
+instructions, observations and, after a malformed reply, the feedback
+(:func:`~verigym.agents.llm.chat.feedback_text`). An action is the text the env parses: a text
+action as it was, any other action through the env's ``action_text`` (a GUI click becomes
+``click 3``). A reply that is exactly one Hermes tool call (``<tool_call>{"name", "arguments"}
+</tool_call>``, the tool envs' text protocol) becomes a native ``tool_calls`` entry and the
+observation after it a ``tool`` message; :func:`verigym.agents.llm.chat.text_protocol_messages`
+turns such a record back into the text protocol for a model whose chat template has no tools.
+
+Two sources:
+
+* :func:`play_demonstrations` plays an agent (the env's scripted ``oracle``) on training seeds,
+  in-process, and keeps its successful episodes (``verigym export --format sft --play oracle``);
+* :func:`stored_demonstrations` converts stored episodes of the results store (``verigym export
+  --format sft``), refusing rows on evaluation seeds, failed rows and rows without a trajectory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from verigym.leaderboards.store import safe_text
+from verigym.leaderboards.suite import TRAIN_SEED_END
+
+__all__ = [
+    "MAX_EPISODE_STEPS",
+    "demonstration_messages",
+    "play_demonstrations",
+    "stored_demonstrations",
+    "tool_call_of",
+]
+
+MAX_EPISODE_STEPS = 200
+"""Episodes longer than this are not turned into demonstrations (a chat of that length does not fit
+a small model's context)."""
+
+_TOOL_CALL = re.compile(r"\s*<tool_call>\s*(\{.*\})\s*</tool_call>\s*", re.DOTALL)
+
+
+def tool_call_of(text: str) -> tuple[str, dict[str, Any]] | None:
+    """``(name, arguments)`` when ``text`` is exactly one Hermes tool call, else None.
+
+    Args:
+        text: a reply, e.g. ``<tool_call>{"name": "calculate", "arguments": {"expression": "1+2"}}</tool_call>``.
+    """
+    match = _TOOL_CALL.fullmatch(text)
+    if match is None:
+        return None
+    try:
+        call = json.loads(match.group(1))
+    except ValueError:
+        return None
+    if (
+        not isinstance(call, dict)
+        or not isinstance(call.get("name"), str)
+        or not isinstance(call.get("arguments", {}), dict)
+    ):
+        return None
+    return call["name"], call.get("arguments", {})
+
+
+def demonstration_messages(
+    instructions: str,
+    observations: Sequence[str],
+    actions: Sequence[str],
+) -> list[dict[str, Any]]:
+    """An episode as OpenAI chat messages (see the module docstring).
+
+    Args:
+        instructions: the text view's instructions (the system message; left out when empty).
+        observations: what the agent was shown before each action: ``len(actions)`` user texts
+            (the first observation, then each step's feedback).
+        actions: the agent's replies as text.
+
+    Returns:
+        the messages, ending with the last assistant message.
+
+    Raises:
+        ValueError: ``observations`` and ``actions`` differ in length.
+    """
+    if len(observations) != len(actions):
+        raise ValueError(f"{len(observations)} observations for {len(actions)} actions")
+    messages: list[dict[str, Any]] = []
+    if instructions:
+        messages.append({"role": "system", "content": safe_text(instructions)})
+    pending: str | None = None  # the id of the tool call the next observation answers
+    for turn, (observation, action) in enumerate(zip(observations, actions), 1):
+        if pending is not None:
+            messages.append(
+                {"role": "tool", "tool_call_id": pending, "content": safe_text(observation)}
+            )
+        else:
+            messages.append({"role": "user", "content": safe_text(observation)})
+        call = tool_call_of(action)
+        if call is None:
+            messages.append({"role": "assistant", "content": safe_text(action)})
+            pending = None
+        else:
+            pending = f"call_{turn}"
+            name, arguments = call
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": pending,
+                            "type": "function",
+                            "function": {"name": name, "arguments": json.dumps(arguments)},
+                        }
+                    ],
+                }
+            )
+    return messages
+
+
+def _action_text(env: Any, action: Any) -> str:
+    """The text the text view parses for ``action`` (text as it is; else the env's ``action_text``)."""
+    if isinstance(action, str):
+        return action
+    inner = getattr(env, "unwrapped", env)
+    to_text = getattr(inner, "action_text", None)
+    if callable(to_text):
+        return str(to_text(action))
+    return str(env.action_text(action))  # LanguageWrapper: generic spaces
+
+
+def _record(
+    env_id: str, seed: int, agent: str, score: float, messages: list, tools: list
+) -> dict[str, Any]:
+    return {
+        "messages": messages,
+        "tools": tools,
+        "env_id": env_id,
+        "seed": int(seed),
+        "agent": agent,
+        "score": float(score),
+        "length": sum(1 for m in messages if m["role"] == "assistant"),
+    }
+
+
+def play_demonstrations(
+    env_ids: Sequence[str],
+    seeds: Iterable[int],
+    *,
+    agent: str = "oracle",
+    make_env: Callable[[str], Any] | None = None,
+    refused: list[str] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Play ``agent`` on every env and training seed through the text view; yield the successes as SFT records.
+
+    The agent acts on the env itself (the oracle reads its state) and each action is replayed to the
+    text view as its text (:func:`_action_text`), so a demonstration is only kept when the text the
+    model will learn to write is what solved the episode.
+
+    Args:
+        env_ids: registered env ids.
+        seeds: reset seeds, each in ``[0, TRAIN_SEED_END)``.
+        agent: ``"oracle"`` (the env's scripted solver); the only agent played in-process.
+        make_env: ``env_id -> text-view env`` (default: the runner's ``make_env(env_id, {}, True)``).
+        refused: when given, ``"env seed: why"`` of each episode not kept (failed, too long, an error).
+
+    Raises:
+        ValueError: a seed outside the training range, or an agent other than ``oracle``.
+    """
+    if agent != "oracle":
+        raise ValueError(
+            f"only the oracle is played in-process, got {agent!r}; export stored episodes instead"
+        )
+    seeds = [int(s) for s in seeds]
+    bad = [s for s in seeds if not 0 <= s < TRAIN_SEED_END]
+    if bad:
+        raise ValueError(
+            f"seeds {bad[:5]} are not training seeds [0, {TRAIN_SEED_END}); demonstrations never use evaluation seeds"
+        )
+    if make_env is None:
+        from verigym.leaderboards.runner import make_env as runner_make_env
+
+        def make_env(env_id: str) -> Any:
+            return runner_make_env(env_id, {}, True)
+
+    for env_id in env_ids:
+        env = make_env(env_id)
+        try:
+            oracle = getattr(env.unwrapped, "oracle_action", None)
+            if not callable(oracle):
+                raise ValueError(f"{env_id} has no oracle_action(); it has no demonstrations")
+            for seed in seeds:
+                try:
+                    record = _play_one(env, env_id, seed, oracle)
+                except Exception as exc:  # noqa: BLE001 - one bad episode is reported, the rest go on
+                    record = f"{type(exc).__name__}: {exc}"
+                if isinstance(record, dict):
+                    yield record
+                elif refused is not None:
+                    refused.append(f"{env_id} seed {seed}: {safe_text(record)[:300]}")
+        finally:
+            env.close()
+
+
+def _play_one(env: Any, env_id: str, seed: int, oracle: Callable[[], Any]) -> dict | str:
+    from verigym.agents.llm.chat import feedback_text
+
+    observation, info = env.reset(seed=seed)
+    instructions = str(info.get("instructions", ""))
+    tools = list(info.get("tools") or [])
+    shown, actions = [str(observation)], []
+    while True:
+        action = _action_text(env, oracle())
+        actions.append(action)
+        observation, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            break
+        if len(actions) >= MAX_EPISODE_STEPS:
+            return f"longer than {MAX_EPISODE_STEPS} steps"
+        shown.append(feedback_text(observation, info))
+    if not info.get("success"):
+        return f"not solved (score {info.get('score')})"
+    messages = demonstration_messages(instructions, shown, actions)
+    return _record(env_id, seed, "oracle", float(info.get("score", 1.0)), messages, tools)
+
+
+def stored_demonstrations(
+    store: Any,
+    rows: Iterable[Any],
+    refused: list[tuple[Any, str]] | None = None,
+    *,
+    make_env: Callable[[str, dict[str, Any]], Any] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """SFT records of stored successful episodes on training seeds.
+
+    A row is refused (appended to ``refused`` as ``(row, why)``, or raised without it) when its
+    seed is an evaluation seed (``>= TRAIN_SEED_END``), it did not succeed, it has no trajectory, or
+    its trajectory is not bound to it (:func:`~verigym.leaderboards.trajectories.decode` and the
+    row's digest). The instructions and tools are those of the text view built at the row's seed
+    (what an LLM agent is shown), the actions are the recorded ones as text, the observations the
+    recorded text views.
+
+    Args:
+        store: a :class:`~verigym.leaderboards.store.ResultsStore`.
+        rows: the rows.
+        refused: see above.
+        make_env: ``(env_id, env_kwargs) -> text-view env`` (default: the runner's).
+
+    Raises:
+        ValueError: a row is refused and ``refused`` is None.
+    """
+    from verigym.agents.llm.chat import feedback_text
+    from verigym.leaderboards.store import trajectory_digest
+    from verigym.leaderboards.trajectories import decode, decode_value
+
+    if make_env is None:
+        from verigym.leaderboards.runner import make_env as runner_make_env
+
+        def make_env(env_id: str, env_kwargs: dict[str, Any]) -> Any:
+            return runner_make_env(env_id, env_kwargs, True)
+
+    envs: dict[str, Any] = {}
+    try:
+        for row in rows:
+            try:
+                if not 0 <= int(row.seed) < TRAIN_SEED_END:
+                    raise ValueError(
+                        f"seed {row.seed} is an evaluation seed; demonstrations use training seeds only (< {TRAIN_SEED_END})"
+                    )
+                if row.status != "ok" or not row.success:
+                    raise ValueError("the episode did not succeed")
+                blob = store.trajectory(row)
+                if blob is None:
+                    raise ValueError("no stored trajectory")
+                if row.trajectory_digest and row.trajectory_digest != trajectory_digest(row, blob):
+                    raise ValueError("the stored trajectory is not the one written with this row")
+                doc = decode(blob)
+                if (doc["env_id"], doc["seed"]) != (row.env_id, row.seed):
+                    raise ValueError(f"the trajectory is of {doc['env_id']} seed {doc['seed']}")
+                steps = doc["steps"]
+                if not steps or len(steps) > MAX_EPISODE_STEPS:
+                    raise ValueError(f"{len(steps)} steps (1 to {MAX_EPISODE_STEPS} are exported)")
+                key = json.dumps([doc["env_id"], doc["env_kwargs"]], sort_keys=True)
+                if key not in envs:
+                    envs[key] = make_env(doc["env_id"], decode_value(doc["env_kwargs"]))
+                env = envs[key]
+                _, info = env.reset(seed=int(doc["seed"]))
+                shown = [_shown(doc["reset"])] + [
+                    feedback_text(_shown(step), _plain_info(step.get("info")))
+                    for step in steps[:-1]
+                ]
+                actions = [_action_text(env, decode_value(step["action"])) for step in steps]
+                messages = demonstration_messages(str(info.get("instructions", "")), shown, actions)
+            except (ValueError, TypeError, KeyError, RecursionError) as exc:
+                why = f"{row.agent_spec} {row.env_id} seed {row.seed}: {safe_text(str(exc))[:300]}"
+                if refused is None:
+                    raise ValueError(why) from None
+                refused.append((row, why))
+                continue
+            yield _record(
+                row.env_id,
+                row.seed,
+                row.agent_spec,
+                row.score,
+                messages,
+                list(info.get("tools") or []),
+            )
+    finally:
+        for env in envs.values():
+            env.close()
+
+
+def _shown(entry: Mapping[str, Any] | None) -> str:
+    if not entry:
+        return ""
+    if isinstance(entry.get("text"), str):
+        return entry["text"]
+    observation = entry.get("observation")
+    return observation if isinstance(observation, str) else json.dumps(observation)[:2000]
+
+
+def _plain_info(info: Any) -> dict[str, Any]:
+    return {"action_error": info.get("action_error")} if isinstance(info, dict) else {}
