@@ -103,7 +103,20 @@ _PICKABLE = np.zeros(256, dtype=bool)
 _PICKABLE[: PICKABLE.size] = PICKABLE
 _HAZARD = np.zeros(256, dtype=bool)
 _HAZARD[: HAZARD.size] = HAZARD
-_OPAQUE = OPAQUE_CODE[:256].copy()  # float32 by uint8 ``type * 4 + state`` (as Grid.ego_view)
+_OPAQUE_BOOL = OPAQUE_CODE[:256] > 0  # by uint8 ``type * 4 + state`` (as Grid.ego_view)
+
+
+def _blocker_bits(view_size: int) -> np.ndarray:
+    """``uint64 (V*V, chunks)``: row ``t`` has bit ``k`` set when view cell ``k`` lies between
+    the agent and view cell ``t`` (:func:`~verigym.envs.grid.visibility.blocker_matrix` as bit
+    sets, so that the hidden cells of a view are one AND with the bits of its opaque cells)."""
+    matrix = blocker_matrix(view_size) > 0
+    cells = view_size * view_size
+    chunks = -(-cells // 64)
+    padded = np.zeros((cells, chunks * 64), dtype=bool)
+    padded[:, :cells] = matrix
+    return np.packbits(padded, axis=1, bitorder="little").view(np.uint64).copy()
+
 
 SERVED: dict[type, str] = {
     EmptyEnv: "enter",
@@ -357,8 +370,11 @@ class BatchedGridEnv(_BatchedBase):
         self.pad = first.grid.pad
         self.padded_h, self.padded_w = first.grid.padded.shape[:2]
         plane = self.padded_h * self.padded_w
-        self.cells = np.zeros((n, self.padded_h, self.padded_w, 3), dtype=np.uint8)
-        self._flat = self.cells.reshape(-1, 3)
+        # 4 bytes a cell (type, color, state, 0) so that a view gathers one uint32 per cell
+        self._cells4 = np.zeros((n, self.padded_h, self.padded_w, 4), dtype=np.uint8)
+        self.cells = self._cells4[..., :3]
+        self._flat = self._cells4.reshape(-1, 4)
+        self._words = self._cells4.reshape(-1).view(np.uint32)
         self._base = np.arange(n, dtype=np.int64) * plane
         self.row = np.zeros(n, dtype=np.int64)
         self.col = np.zeros(n, dtype=np.int64)
@@ -369,7 +385,7 @@ class BatchedGridEnv(_BatchedBase):
         self._dr, self._dc = DIR_VEC[:, 0].copy(), DIR_VEC[:, 1].copy()
         self._step_flat = DIR_VEC[:, 0] * self.padded_w + DIR_VEC[:, 1]
         self._offsets = ego_offsets(self.view_size, self.padded_w, self.pad)
-        self._blocker_t = np.ascontiguousarray(blocker_matrix(self.view_size).T)
+        self._blocker_bits = _blocker_bits(self.view_size)
         self._spl = np.array([e.spl for e in self.envs], dtype=bool)
         self.slip = float(getattr(first, "slip", 0.0)) if isinstance(first, IceLakeEnv) else 0.0
         if self.slip > 0.0:
@@ -440,7 +456,7 @@ class BatchedGridEnv(_BatchedBase):
         if self.cardinal:
             self.direction = np.where(moving, _CARDINAL_DIRS[act], self.direction)
         else:
-            self.direction = (self.direction + (op == RIGHT) - (op == LEFT)) % 4
+            self.direction = (self.direction + (op == RIGHT) - (op == LEFT)) & 3
         entered = np.full(self.num_envs, -1, dtype=np.int64)
         if self.slip > 0.0 and on_ice.any():
             which = np.flatnonzero(on_ice)
@@ -449,7 +465,7 @@ class BatchedGridEnv(_BatchedBase):
             which, u = which[slipped], u[slipped]
             if len(which):
                 side = np.where(u < self.slip / 2, 1, -1)
-                slid = (self.direction[which] + side) % 4
+                slid = (self.direction[which] + side) & 3
                 nr, nc = self.row[which] + self._dr[slid], self.col[which] + self._dc[slid]
                 cell = self._flat[
                     self._base[which] + (nr + self.pad) * self.padded_w + nc + self.pad
@@ -478,10 +494,10 @@ class BatchedGridEnv(_BatchedBase):
             & ((state != LOCKED) | ((self.carrying[:, 0] == KEY) & (self.carrying[:, 1] == color)))
         )
         if pickup.any():
-            self.carrying[pickup] = front[pickup]
-            self._flat[index[pickup]] = (EMPTY, 0, 0)
+            self.carrying[pickup] = front[pickup, :3]
+            self._flat[index[pickup]] = (EMPTY, 0, 0, 0)
         if drop.any():
-            self._flat[index[drop]] = self.carrying[drop]
+            self._flat[index[drop], :3] = self.carrying[drop]
             self.carrying[drop] = 0
         if toggle.any():
             self._flat[index[toggle], 2] = np.where(state[toggle] == OPEN, CLOSED, OPEN)
@@ -525,17 +541,29 @@ class BatchedGridEnv(_BatchedBase):
             return obs
         v = self.view_size
         centre = self._base + (self.row + self.pad) * self.padded_w + self.col + self.pad
-        index = self._offsets[self.direction] + centre[:, None]  # (N, V*V)
-        view = self._flat[index]  # uint8 (N, V*V, 3)
+        words = self._words.take(self._offsets[self.direction] + centre[:, None])  # (N, V*V)
+        cells = words.view(np.uint8).reshape(n, v * v, 4)
         if not self.see_through_walls:
-            code = view[..., 0] * np.uint8(4) + view[..., 2]  # uint8, as Grid.ego_view
-            hidden = _OPAQUE[code].dot(self._blocker_t) > 0
-            view[hidden] = 0
+            opaque = _OPAQUE_BOOL.take(cells[..., 0] * np.uint8(4) + cells[..., 2])  # Grid.ego_view
+            packed = np.packbits(opaque, axis=1, bitorder="little")
+            chunks = self._blocker_bits.shape[1]
+            if packed.shape[1] < 8 * chunks:
+                whole = np.zeros((n, 8 * chunks), dtype=np.uint8)
+                whole[:, : packed.shape[1]] = packed
+                packed = whole
+            bits = packed.view(np.uint64)  # (N, chunks): bit k = view cell k is opaque
+            if chunks == 1:
+                hidden = (bits & self._blocker_bits[:, 0]) != 0
+            else:
+                hidden = (bits[:, None, :] & self._blocker_bits[None]).any(axis=2)
+            words[hidden] = 0
+        obs = np.empty((n, v * v, 3), dtype=np.uint8)
+        obs[...] = cells[..., :3]
         held = np.where(
             (self.carrying[:, 0] != 0)[:, None], self.carrying, np.array([EMPTY, 0, 0], np.uint8)
         )
-        view[:, (v - 1) * v + v // 2] = held
-        return view.reshape(n, v, v, 3)
+        obs[:, (v - 1) * v + v // 2] = held
+        return obs.reshape(n, v, v, 3)
 
     def _masks(self) -> np.ndarray:
         n = self.num_envs

@@ -21,6 +21,7 @@ from verigym.envs.grid.sokoban import SokobanEnv
 CASES = [
     ("verigym/DoorKey-5x5-v0", {"max_steps": 40}),
     ("verigym/DoorKey-8x8-v0", {}),
+    ("verigym/DoorKey-8x8-v0", {"view_size": 9, "max_steps": 60}),
     ("verigym/DoorKey-6x6-v0", {"observation": "full", "max_steps": 30}),
     ("verigym/DoorKey-5x5-v0", {"action_set": "cardinal", "max_steps": 40}),
     ("verigym/DoorKey-5x5-v0", {"see_through_walls": True, "view_size": 5, "max_steps": 40}),
