@@ -596,12 +596,12 @@ class ChatServer:
         try:
             body = await _read_body(request)
             watcher = asyncio.ensure_future(_watch_disconnect(request, gone))
-            payload = await self._in_pool(json.loads, body)
             if not chat:
-                return _json_response(200, await self.text_complete(payload, gone))
-            answer = await self.complete(payload, gone)
-            if payload.get("stream"):
-                events = await self._in_pool(self._events, payload, answer)
+                return _json_response(200, await self.text_complete(body, gone))
+            plan: _ChatPlan = await self._in_pool(self._plan_chat, body)
+            answer = await self._complete_plan(plan, gone)
+            if plan.request.get("stream"):
+                events = await self._in_pool(self._events, plan.request, answer)
                 return Response(
                     events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
                 )
@@ -957,12 +957,16 @@ class ChatServer:
         return {"content": content, "refusal": None}
 
     def _plan_chat(self, request: Any) -> _ChatPlan:
-        """A chat-completions body validated and tokenized (on a prep thread).
+        """A chat-completions body (parsed, or its JSON bytes) validated and tokenized (on a prep
+        thread).
 
         Raises:
+            json.JSONDecodeError, UnicodeDecodeError: the bytes are not JSON.
             RequestError: the request is malformed, names another model or is above a limit (the
                 message says which, and the flag that raises it).
         """
+        if isinstance(request, (bytes, bytearray)):
+            request = json.loads(request)
         if not isinstance(request, dict):
             raise RequestError("the body must be a JSON object")
         self._check_model(request)
@@ -1068,7 +1072,7 @@ class ChatServer:
         """Answer a chat-completions request body (``stream`` is turned into events by the route).
 
         Args:
-            request: the parsed JSON body.
+            request: the JSON body, parsed or as bytes.
             gone: set when the client disconnects; the request is then abandoned.
 
         Raises:
@@ -1077,8 +1081,11 @@ class ChatServer:
             ClientGone: the client left before its answer.
             TimeoutError: the generation outlived ``request_timeout``.
         """
-        gone = gone if gone is not None else asyncio.Event()
         plan: _ChatPlan = await self._in_pool(self._plan_chat, request)
+        return await self._complete_plan(plan, gone if gone is not None else asyncio.Event())
+
+    async def _complete_plan(self, plan: _ChatPlan, gone: asyncio.Event) -> dict[str, Any]:
+        """Sample a planned chat request and build its answer."""
         n = plan.sampling[5]
         job_sampling = plan.sampling[:5]
         names: list[str | None] = [plan.forced] * n
@@ -1101,7 +1108,9 @@ class ChatServer:
         ]
         results = await self.batcher.run(jobs, gone, self.request_timeout)
         replies = [(name, r) for name, out in zip(groups, results) for r in out]
-        return await self._in_pool(self._chat_answer, plan, replies)
+        if plan.logprobs:  # a token text per sampled and top token: off the event loop
+            return await self._in_pool(self._chat_answer, plan, replies)
+        return self._chat_answer(plan, replies)
 
     def _chat_answer(
         self, plan: _ChatPlan, replies: list[tuple[str | None, Generation]]
@@ -1225,11 +1234,15 @@ class ChatServer:
 
     # -- legacy completions ---------------------------------------------------------------------------
     def _plan_text(self, request: Any) -> tuple[list[list[int]], Sampling, int | None]:
-        """(prompt token ids, sampling, logprobs) of a ``/v1/completions`` body (on a prep thread).
+        """(prompt token ids, sampling, logprobs) of a ``/v1/completions`` body (parsed, or its JSON
+        bytes), on a prep thread.
 
         Raises:
+            json.JSONDecodeError, UnicodeDecodeError: the bytes are not JSON.
             RequestError: the request is malformed, names another model or is above a limit.
         """
+        if isinstance(request, (bytes, bytearray)):
+            request = json.loads(request)
         if not isinstance(request, dict):
             raise RequestError("the body must be a JSON object")
         self._check_model(request)
@@ -1299,7 +1312,9 @@ class ChatServer:
         encoded, sampling, logprobs = await self._in_pool(self._plan_text, request)
         jobs = [_Job(ids, sampling[5], sampling[:5]) for ids in encoded]
         results = await self.batcher.run(jobs, gone, self.request_timeout)
-        return await self._in_pool(self._text_answer, encoded, results, logprobs)
+        if logprobs is not None:  # a token text per sampled and top token: off the event loop
+            return await self._in_pool(self._text_answer, encoded, results, logprobs)
+        return self._text_answer(encoded, results, logprobs)
 
     def _text_answer(
         self, encoded: list[list[int]], results: list[list[Generation]], logprobs: int | None
