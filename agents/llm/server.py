@@ -9,7 +9,7 @@ Endpoints:
 * ``POST /v1/chat/completions`` -- ``model`` (another name than the served one is refused with
   HTTP 404 ``model_not_found``, as OpenAI does), ``messages`` (string or list-of-parts text
   content; ``tool`` messages and assistant ``tool_calls`` are rendered in the Hermes format),
-  ``tools`` (at most :data:`MAX_TOOLS`, names of at most 64 characters), ``tool_choice`` and
+  ``tools`` (at most :data:`MAX_TOOLS`, names of 1 to 64 printable characters), ``tool_choice`` and
   ``parallel_tool_calls`` (below), ``response_format`` (``{"type": "text"}`` only, below),
   ``max_tokens`` (or ``max_completion_tokens``), ``temperature``, ``top_p``, ``stop``, ``n``,
   ``logprobs``, ``top_logprobs`` (0-20), ``stream`` (server-sent events;
@@ -130,7 +130,7 @@ PREP_THREADS = 4
 """Threads that decode request bodies, tokenize prompts and build answers, off the event loop."""
 
 _REQUIRED = "\x00required"
-"""The forced-call marker of ``tool_choice="required"`` (never a tool name: names are checked)."""
+"""The forced-call marker of ``tool_choice="required"`` (never a tool name: names are printable)."""
 
 Sampling = tuple[int, float, float, tuple[str, ...], int, int]
 """(max_tokens, temperature, top_p, stop strings, top_logprobs, n) of a request."""
@@ -799,11 +799,12 @@ class ChatServer:
             and isinstance(t.get("function"), dict)
             and isinstance(t["function"].get("name"), str)
             and 0 < len(t["function"]["name"]) <= 64
+            and t["function"]["name"].isprintable()
             for t in tools
         ):
             raise RequestError(
                 "tools must be a list of {type: function, function: {name, description, parameters}} "
-                "with names of 1 to 64 characters",
+                "with names of 1 to 64 printable characters",
                 param="tools",
             )
         if len(tools) > MAX_TOOLS:

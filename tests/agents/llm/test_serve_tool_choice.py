@@ -221,6 +221,11 @@ def test_draw_follows_the_scores():
         ),
         ({"tools": TOOLS, "tool_choice": "sometimes"}, "tool_choice", None),
         ({"tools": TOOLS * 50}, "tools", None),
+        (  # a control character: no name can pass for the "required" marker
+            {"tools": [{"type": "function", "function": {"name": "\x00required"}}]},
+            "tools",
+            None,
+        ),
         ({"tools": TOOLS, "parallel_tool_calls": "yes"}, "parallel_tool_calls", None),
     ],
 )
