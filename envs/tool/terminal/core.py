@@ -272,6 +272,8 @@ class Runner:
         self._factory = sandbox_factory
         self._box: Any = None
         self.calls = 0
+        self.timeout_s = 10.0
+        """Cap of every command's wall-clock seconds (the env sets it from its shell timeout)."""
 
     def shell(
         self,
@@ -284,6 +286,7 @@ class Runner:
     ) -> tuple[int, str, Snapshot | None]:
         """``(exit status, stdout, snapshot or None)``; a sandbox failure is status ``-1``."""
         self.calls += 1
+        timeout = min(float(timeout), self.timeout_s)
         if self._box is None:
             self._box = self._factory()
         box = self._box

@@ -1,0 +1,274 @@
+"""``TerminalEnv``: shell tasks in the sandbox, judged by the filesystem state they leave."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from verigym.core import ActionParseError
+from verigym.envs.tool.base import ToolEnv, tool_call_text
+from verigym.envs.tool.terminal.core import (
+    MAX_BYTES,
+    MAX_FILES,
+    Runner,
+    Snapshot,
+    Template,
+    snapshot_from_wire,
+    snapshot_setup_code,
+    tree_code,
+)
+from verigym.envs.tool.terminal.templates import GROUPS, TEMPLATES, pool
+from verigym.envs.tool.workspace import ROOT, WORKSPACE_TOOLS, Workspace
+from verigym.kwargs_policy import FloatRange, IntRange, OneOf, client, operator_only
+from verigym.sandbox import Limits, PythonSandbox
+from verigym.toolcalls import FinalAnswer, Tool, ToolCall
+from verigym.validation import check_bool, check_choice, check_number
+
+__all__ = ["TerminalEnv"]
+
+_TOOL_NAMES = ("run_shell", "read_file", "write_file", "apply_patch", "submit")
+
+
+class TerminalEnv(ToolEnv):
+    """Shell tasks in the spirit of Terminal-Bench, checked by the resulting filesystem state.
+
+    ## Description
+    A task template (32 in 8 groups: log and text processing, CSV/JSON transformation,
+    find-and-fix across many files, archives and directory surgery, a program the checker runs on
+    new inputs, git on a local repository, file permissions, a failing config or build to repair;
+    :mod:`verigym.envs.tool.terminal.templates`) is drawn and randomized by the reset seed. Its
+    files are written to ``/tmp/work`` in a new :class:`verigym.sandbox.PythonSandbox` (no network,
+    read-only system, the agent's commands as an unprivileged user); the agent works there with
+    native tool calls (``run_shell``, ``read_file``, ``write_file``, ``apply_patch``) and ends with
+    ``submit`` (an ``<answer>`` does the same; its text is ignored).
+
+    Verdict (source: Terminal-Bench's "the tests read the container's state" design): after the
+    last call every agent process has been killed (the sandbox stops its worker and kills all
+    other processes between calls); a **new** ``python -I -S`` process reads the workspace tree
+    (no link followed, only regular files opened, at most 4,000 entries and 32 MiB), the sandbox is
+    discarded, and the template's checker compares that tree with the expectation drawn at reset,
+    which never entered the sandbox. Where the task asks for a program, only that program is copied
+    into another new sandbox and run on hidden inputs there. Nothing the agent printed is read.
+
+    ## Action Space
+    ``UnicodeText``: one tool call a reply (Hermes ``<tool_call>`` text or an OpenAI assistant
+    message), e.g. ``<tool_call>{"name": "run_shell", "arguments": {"command": "ls"}}</tool_call>``.
+
+    ## Observation Space
+    ``UnicodeText``: the task on reset; then the tool's result (output capped and marked when cut).
+
+    ## Rewards
+    On ``submit``: ``score`` = the fraction of the task's required items done (lines of a report,
+    files changed, hidden inputs passed, ...) times "no guard broken" (files that had to stay
+    unchanged, no extra output); ``success`` = score 1; reward = score. ``invalid_action_reward``
+    for a malformed reply or a failed tool call; running out of turns scores 0.
+
+    ## Starting State
+    Template, parameters, files and hidden expectation from the reset seed (git repositories are
+    built with fixed authors and dates, so commit ids repeat too).
+
+    ## Episode End
+    Terminated at ``submit`` (or an ``<answer>``); truncated after ``max_turns`` replies.
+
+    ## Arguments
+    * ``template`` (str | None): one template by name; ``group`` (str | None): one group; neither:
+      all templates. Templates whose program (``git``) is missing in the sandbox are left out.
+    * ``shell_timeout_s`` (float): wall-clock limit of one shell command and of each checker run.
+    * ``unsafe`` (bool): run without bubblewrap (never for untrusted agents).
+    * ``max_turns`` (default 20), ``invalid_action_reward``, ``max_action_length``: see :class:`ToolEnv`.
+
+    ## Version History
+    * v0: initial version (issue 30, section 2).
+    """
+
+    metadata = {"render_modes": ["ansi"], "family": "tool"}
+
+    remote_kwargs = {
+        "template": client(OneOf((None, *sorted(TEMPLATES)))),
+        "group": client(OneOf((None, *GROUPS))),
+        "shell_timeout_s": operator_only(
+            FloatRange(0.5, 60.0), why="wall-clock seconds of each shell command"
+        ),
+        "max_turns": operator_only(IntRange(1, 64), why="raises the cost of an episode"),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
+
+    def __init__(
+        self,
+        *,
+        template: str | None = None,
+        group: str | None = None,
+        shell_timeout_s: float = 10.0,
+        max_turns: int = 20,
+        unsafe: bool = False,
+        **kwargs: Any,
+    ):
+        super().__init__(max_turns=max_turns, **kwargs)
+        self.template = check_choice("template", template, (None, *sorted(TEMPLATES)))
+        self.group = check_choice("group", group, (None, *GROUPS))
+        self.unsafe = check_bool("unsafe", unsafe)
+        timeout = check_number("shell_timeout_s", shell_timeout_s, 0, 600, low_open=True)
+        self.limits = Limits(timeout_s=timeout)
+        """Deadline of one shell command and of each checker run (``timeout_s``), read at reset."""
+        self._pool: list[Template] = pool(template, group)
+        if not self._pool:
+            raise ValueError(
+                f"no Terminal template available for template={template!r}, group={group!r}: "
+                "their programs (git) are missing on this machine"
+            )
+        self._workspace: Workspace | None = None
+        self._runner: Runner | None = None
+        self._task: Template | None = None
+        self._files: dict[str, Any] = {}
+        self._expect: dict[str, Any] = {}
+        self._oracle: list[str] = []
+        self._log: list[ToolCall] = []  # the workspace calls of this episode (replayed by a copy)
+        self._stale = False  # a copy whose sandbox must be rebuilt before its next call
+        self.verdict = ""
+        """The checker's detail of the last verdict (also ``info["verdict"]``)."""
+
+    # -- the sandboxes ---------------------------------------------------------------------------
+    def _ws(self) -> Workspace:
+        if self._workspace is None:
+            self._workspace = Workspace(
+                shell_timeout_s=self.limits.timeout_s,
+                output_chars=8000,
+                limits=Limits(timeout_s=self.limits.timeout_s + 10.0, max_processes=48, tmp_mb=64),
+                unsafe=self.unsafe,
+            )
+        self._workspace.shell_timeout_s = float(self.limits.timeout_s)
+        if self._stale:
+            self._stale = False
+            self._build()
+            for call in self._log:
+                try:
+                    self._workspace.call_tool(call)
+                except ActionParseError:
+                    pass
+        return self._workspace
+
+    def _build(self) -> None:
+        """Write the task's files into a new sandbox and run the template's setup commands."""
+        ws = self._workspace
+        assert ws is not None
+        ws.reset({})
+        written = ws.sandbox.run(tree_code(ROOT, self._files), timeout=30.0)
+        if not written.ok:
+            raise RuntimeError(f"could not write the Terminal workspace: {written.text()}")
+        setup = self._task.setup(self._expect) if self._task and self._task.setup else []
+        for command in setup:
+            done = ws.sandbox.call("_vgw_shell", [ROOT, command, 30.0, 4000], timeout=40.0)
+            value = done.value if isinstance(done.value, dict) else {}
+            if not done.ok or value.get("status") != 0:
+                raise RuntimeError(
+                    f"the setup of {self._task.name} failed: {value.get('output')!r}"
+                )
+
+    def _check_runner(self) -> Runner:
+        if self._runner is None:
+            unsafe = self.unsafe
+            self._runner = Runner(
+                lambda: PythonSandbox(
+                    Limits(timeout_s=30.0, max_processes=48, tmp_mb=64), unsafe=unsafe
+                )
+            )
+        self._runner.timeout_s = float(self.limits.timeout_s)
+        return self._runner
+
+    # -- ToolEnv ---------------------------------------------------------------------------------
+    def _task_instructions(self) -> str:
+        return (
+            f"You work in a Linux sandbox (no network) in the directory {ROOT}; python3 and the usual command-line "
+            "tools are there. Carry out the task with the tools; paths are relative to the workspace. When the "
+            "files are as the task asks, call submit: the resulting files (not what you print) are checked."
+        )
+
+    def _tools(self) -> Sequence[Tool]:
+        return tuple(WORKSPACE_TOOLS[name] for name in _TOOL_NAMES)
+
+    def _generate(self) -> str:
+        rng = self.np_random
+        self._task = self._pool[int(rng.integers(len(self._pool)))]
+        instruction, files, expect = self._task.generate(rng)
+        self._files, self._expect = files, expect
+        self._oracle = list(self._task.oracle(expect))
+        self._log = []
+        self._stale = True  # the sandbox is built at the first call that needs it
+        self.verdict = ""
+        return f"Task ({self._task.group}/{self._task.name}): {instruction}\nWorkspace: {ROOT}"
+
+    def parse_action(self, text: str) -> ToolCall | FinalAnswer:
+        parsed = super().parse_action(text)
+        if isinstance(parsed, ToolCall) and parsed.name == "submit":
+            return FinalAnswer("")
+        return parsed
+
+    def _call_tool(self, call: ToolCall) -> str:
+        ws = self._ws()
+        result = ws.call_tool(call)
+        self._log.append(call)
+        return result
+
+    def _snapshot(self) -> Snapshot:
+        """The workspace tree, read by a new process after every agent process was killed."""
+        box = self._ws().sandbox
+        loaded = box.run(snapshot_setup_code(), timeout=30.0)
+        if not loaded.ok:
+            return Snapshot(error="the snapshot could not start")
+        taken = box.call("_vg_fresh_snapshot", [ROOT, MAX_FILES, MAX_BYTES, 20.0], timeout=30.0)
+        return snapshot_from_wire(taken.value if taken.ok else None)
+
+    def _verify(self, answer: str) -> tuple[bool, float]:
+        assert self._task is not None
+        snap = self._snapshot()
+        # the agent's sandbox is done: kill it now (nothing it left can act on the verdict)
+        self._ws().sandbox.fresh()
+        self._stale = False
+        if snap.error:
+            self.verdict = f"the workspace could not be read: {snap.error}"
+            return False, 0.0
+        try:
+            success, score, detail = self._task.check(self._expect, snap, self._check_runner())
+        except Exception as exc:  # noqa: BLE001 -- a checker bug must not crash the episode
+            success, score, detail = False, 0.0, f"checker error {type(exc).__name__}: {exc}"
+        self.verdict = detail[:500]
+        return bool(success), float(min(max(score, 0.0), 1.0))
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = super().step(action)
+        if terminated:
+            info["verdict"] = self.verdict
+            info["template"] = self._task.name if self._task else ""
+        return observation, reward, terminated, truncated, info
+
+    def oracle_action(self) -> str:
+        """The template's next scripted shell command (one a turn), then ``submit``."""
+        if self._turn < len(self._oracle):
+            return tool_call_text("run_shell", command=self._oracle[self._turn])
+        return tool_call_text("submit")
+
+    # -- copies: the sandbox is rebuilt from the task and replayed calls ---------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_workspace"] = None
+        state["_runner"] = None
+        state["_stale"] = self._task is not None  # rebuilt (files, setup, replayed calls) when used
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def __deepcopy__(self, memo: dict) -> TerminalEnv:
+        clone = TerminalEnv.__new__(TerminalEnv)
+        memo[id(self)] = clone
+        clone.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+        return clone
+
+    def close(self) -> None:
+        for part in (self._workspace, self._runner):
+            if part is not None:
+                part.close()
+        self._workspace = None
+        self._runner = None
+        super().close()
