@@ -147,7 +147,7 @@ class DQN(TorchLearner):
         self.epsilon = self.config.exploration_initial_eps
 
     def _greedy(self, batch: dict[str, np.ndarray], mask: np.ndarray | None) -> np.ndarray:
-        with torch.no_grad():
+        with torch.inference_mode():
             q = self.q(to_tensors(batch, self.device))
             return (
                 _masked(q, None if mask is None else torch.as_tensor(mask, device=self.device))

@@ -179,7 +179,7 @@ class OptionCritic(TorchLearner):
         self, batch: dict[str, np.ndarray], mask: np.ndarray | None, deterministic: bool
     ) -> np.ndarray:
         n = len(next(iter(batch.values())))
-        with torch.no_grad():
+        with torch.inference_mode():
             q, beta, logits = self.net(to_tensors(batch, self.device))
             previous = (
                 None

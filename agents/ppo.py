@@ -8,6 +8,12 @@ observation and reward normalization (running statistics), bootstrapping at time
 (the final observation's value is added to the reward, as Stable-Baselines3 does) and
 ``info["action_mask"]`` for discrete actions.
 
+Acting (rollouts, bootstraps, ``act``) runs under ``torch.inference_mode``; only the update
+records autograd. An env id whose registration row has a natively batched engine (the grid
+tasks: ``gymnasium.make_vec``'s ``vector_entry_point``, :mod:`verigym.envs.grid.batched`) is
+stepped through it by default (``batched_env``): the same episodes as ``num_envs`` single envs
+seeded ``seed + i``, stepped as arrays.
+
 Supports observations of any kind :class:`~verigym.agents.common.spaces.ObservationBatcher`
 handles (vectors, symbolic grids, images, text, ``Dict`` of those) and ``Discrete``,
 ``MultiDiscrete`` and ``Box`` actions.
@@ -24,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
@@ -35,8 +42,94 @@ from verigym.agents.common.distributions import Categorical, DiagGaussian, Multi
 from verigym.agents.common.learner import Callback, TorchLearner, emit, episode_metrics, stack_masks
 from verigym.agents.common.networks import ObservationEncoder, adam, mlp, to_tensors
 from verigym.agents.common.vec import EnvPool
+from verigym.core import ACTION_MASK, SCORE, SUCCESS
 
-__all__ = ["PPO", "PPOConfig", "train"]
+__all__ = ["PPO", "PPOConfig", "BatchedPool", "train"]
+
+
+class BatchedPool:
+    """A natively batched ``VectorEnv`` behind the :class:`EnvPool` interface PPO's loop steps.
+
+    Observations come back as one array ``(num_envs, *obs_shape)`` (not a list), the action
+    masks as :attr:`action_masks` ``int8 (num_envs, n)``; an env whose episode ends is reset in
+    the same step (Gymnasium's ``SAME_STEP`` autoreset) and its last observation is the row of
+    ``final_observations``. Env ``i`` is first reset with ``seed + i``, as :class:`EnvPool` does,
+    so both pools give the same episodes.
+
+    Args:
+        envs: a vector env made with ``autoreset_mode="SameStep"`` whose infos carry
+            ``action_mask`` (the grid engine of :mod:`verigym.envs.grid.batched`).
+        seed: the first reset's seed.
+    """
+
+    def __init__(self, envs: Any, *, seed: int | None = None):
+        self.envs = envs
+        self.num_envs = int(envs.num_envs)
+        self.observation_space = envs.single_observation_space
+        self.action_space = envs.single_action_space
+        self.seed = seed
+        self.action_masks: np.ndarray | None = None
+        self._returns = np.zeros(self.num_envs)
+        self._lengths = np.zeros(self.num_envs, dtype=np.int64)
+        self._finished: list[dict[str, float]] = []
+
+    @classmethod
+    def for_id(cls, env: Any, num_envs: int, *, seed: int | None = None) -> BatchedPool | None:
+        """A pool on the batched engine of the id ``env``; ``None`` when ``env`` is not an id
+        whose ``vector_entry_point`` is one of :mod:`verigym.envs.grid.batched`."""
+        if not isinstance(env, str):
+            return None
+        import verigym  # noqa: F401  (registers the ids)
+
+        spec = gym.registry.get(env)
+        entry = None if spec is None else spec.vector_entry_point
+        if not (isinstance(entry, str) and entry.startswith("verigym.envs.grid.batched:")):
+            return None  # only verigym's engines take autoreset_mode and report action masks
+        envs = gym.make_vec(
+            env,
+            num_envs=num_envs,
+            vectorization_mode="vector_entry_point",
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        )
+        return cls(envs, seed=seed)
+
+    def reset(self) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """Reset every env (seeded on the first call): ``(observations, infos)``."""
+        obs, info = self.envs.reset(seed=self.seed)
+        self.seed = None
+        self.action_masks = info[ACTION_MASK]
+        self._returns[:] = 0.0
+        self._lengths[:] = 0
+        return obs, [{ACTION_MASK: m} for m in self.action_masks]
+
+    def step(
+        self, actions: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]], np.ndarray]:
+        """As :meth:`EnvPool.step`; ``infos`` is empty (masks: :attr:`action_masks`) and
+        ``final_observations`` an array whose rows are meaningful where an episode ended."""
+        obs, reward, terminated, truncated, info = self.envs.step(np.asarray(actions))
+        self.action_masks = info[ACTION_MASK]
+        self._returns += reward
+        self._lengths += 1
+        finals = info.get("final_obs", obs)
+        if "_final_obs" in info:
+            verdict = info["final_info"]
+            for i in np.flatnonzero(info["_final_obs"]).tolist():
+                episode = {"return": float(self._returns[i]), "length": float(self._lengths[i])}
+                if SUCCESS in verdict:
+                    episode["success"] = float(bool(verdict[SUCCESS][i]))
+                    episode["score"] = float(verdict[SCORE][i])
+                self._finished.append(episode)
+                self._returns[i], self._lengths[i] = 0.0, 0
+        return obs, reward.astype(np.float32), terminated, truncated, [], finals
+
+    def pop_episodes(self) -> list[dict[str, float]]:
+        """As :meth:`EnvPool.pop_episodes`."""
+        done, self._finished = self._finished, []
+        return done
+
+    def close(self) -> None:
+        self.envs.close()
 
 
 @dataclass(frozen=True)
@@ -87,6 +180,8 @@ class PPOConfig(AgentConfig):
     """initial log standard deviation of continuous actions"""
     log_interval: int = 1
     """rollouts between metric reports to the callbacks"""
+    batched_env: bool = True
+    """step an env id through its natively batched engine when it has one (grid tasks)"""
 
     def check(self) -> None:
         for name in ("num_envs", "num_steps", "num_epochs", "batch_size", "log_interval"):
@@ -181,7 +276,7 @@ class PPO(TorchLearner):
     def _act_batch(
         self, batch: dict[str, np.ndarray], mask: np.ndarray | None, deterministic: bool
     ) -> np.ndarray:
-        with torch.no_grad():
+        with torch.inference_mode():
             features = self.policy.encoder(to_tensors(self._normalize(batch), self.device))
             dist = self.policy.dist(
                 features, None if mask is None else torch.as_tensor(mask, device=self.device)
@@ -194,8 +289,9 @@ class PPO(TorchLearner):
         """Train for ``total_steps`` env steps (rounded up to whole rollouts).
 
         Args:
-            env: an env id, a ``gymnasium.Env`` (copied into ``num_envs`` envs) or an
-                :class:`~verigym.agents.common.vec.EnvPool` (or a
+            env: an env id (stepped through its batched engine when it has one and
+                ``batched_env`` is on: :class:`BatchedPool`), a ``gymnasium.Env`` (copied into
+                ``num_envs`` envs) or an :class:`~verigym.agents.common.vec.EnvPool` (or a
                 :class:`~verigym.agents.common.vec.ParallelEnvPool`: one policy for every agent).
             total_steps: env steps over all envs.
             callbacks: called after each ``log_interval`` rollouts with the metrics
@@ -204,7 +300,11 @@ class PPO(TorchLearner):
         Returns:
             self.
         """
-        pool = EnvPool.build(env, self.config.num_envs, seed=self.config.seed)
+        pool = (
+            BatchedPool.for_id(env, self.config.num_envs, seed=self.config.seed)
+            if self.config.batched_env
+            else None
+        ) or EnvPool.build(env, self.config.num_envs, seed=self.config.seed)
         try:
             train([(self, np.arange(pool.num_envs))], pool, total_steps, callbacks)
         finally:
@@ -342,8 +442,8 @@ def train(
 
     Args:
         groups: ``(learner, slots)`` pairs; ``slots`` int array of the pool slots it acts for.
-        pool: an :class:`EnvPool` or :class:`ParallelEnvPool` (its ``active`` slots, when it has
-            them, select the transitions that carry loss).
+        pool: an :class:`EnvPool`, :class:`BatchedPool` or :class:`ParallelEnvPool` (its
+            ``active`` slots, when it has them, select the transitions that carry loss).
         total_steps: env steps over all slots (rounded up to whole rollouts).
         callbacks: as :meth:`PPO.learn`; losses average over the learners.
         owner: whose ``global_step`` counts the env steps (default: the first learner).
@@ -368,13 +468,16 @@ def train(
         for _ in range(t_max):
             actions: list[Any] = [None] * n
             for (learner, slots), rollout in zip(groups, rollouts):
-                batch = learner._normalize(
-                    learner.batcher([obs_list[s] for s in slots]), update=True
-                )
-                mask = (
-                    stack_masks([infos[s] for s in slots]) if learner.policy.kind != "box" else None
-                )
-                with torch.no_grad():
+                batch = learner._normalize(learner.batcher(_rows(obs_list, slots)), update=True)
+                mask = None
+                if learner.policy.kind != "box":
+                    pool_masks = getattr(pool, "action_masks", None)
+                    mask = (
+                        pool_masks[slots]
+                        if pool_masks is not None
+                        else stack_masks([infos[s] for s in slots])
+                    )
+                with torch.inference_mode():
                     features = learner.policy.encoder(to_tensors(batch, learner.device))
                     dist = learner.policy.dist(
                         features,
@@ -412,7 +515,7 @@ def train(
                     final = learner._normalize(
                         learner.batcher([finals[slots[j]] for j in trunc_only])
                     )
-                    with torch.no_grad():
+                    with torch.inference_mode():
                         boot = (
                             learner.policy.value(
                                 learner.policy.encoder(to_tensors(final, learner.device))
@@ -427,8 +530,8 @@ def train(
             done = ended.astype(np.float32)
         losses: dict[str, list[float]] = {}
         for (learner, slots), rollout in zip(groups, rollouts):
-            with torch.no_grad():
-                batch = learner._normalize(learner.batcher([obs_list[s] for s in slots]))
+            with torch.inference_mode():
+                batch = learner._normalize(learner.batcher(_rows(obs_list, slots)))
                 last_value = (
                     learner.policy.value(learner.policy.encoder(to_tensors(batch, learner.device)))
                     .cpu()
@@ -459,3 +562,11 @@ def train(
             }
             if not emit(callbacks, metrics):
                 break
+
+
+def _rows(observations: Any, slots: np.ndarray) -> Any:
+    """The observations of ``slots``: rows of an array pool's batch, else a list."""
+    if isinstance(observations, np.ndarray):
+        whole = len(slots) == len(observations) and bool((slots == np.arange(len(slots))).all())
+        return observations if whole else observations[slots]
+    return [observations[s] for s in slots]

@@ -171,7 +171,7 @@ class SAC(TorchLearner):
     def _act_batch(
         self, batch: dict[str, np.ndarray], mask: np.ndarray | None, deterministic: bool
     ) -> np.ndarray:
-        with torch.no_grad():
+        with torch.inference_mode():
             mean, log_std = self.actor(to_tensors(batch, self.device))
             squashed = (
                 torch.tanh(mean)
@@ -230,7 +230,7 @@ class SAC(TorchLearner):
                         - 1
                     )
                 else:
-                    with torch.no_grad():
+                    with torch.inference_mode():
                         mean, log_std = self.actor(to_tensors(batch, self.device))
                         squashed = squashed_gaussian_sample(mean, log_std, self.generator)[0]
                 env_actions = self._to_env(squashed)

@@ -6,11 +6,20 @@ both sides. Three settings: a single env; a ``gymnasium.vector.SyncVectorEnv`` o
 copies on both sides (auto-reset); and verigym's own batched runner
 (:class:`verigym.envs.grid.vector.GridVectorEnv`) against MiniGrid's ``SyncVectorEnv`` (MiniGrid
 has no batched runner of its own). Prints steps/s and the ratio verigym / MiniGrid; the target of
-issue 5 is >= 10x. Needs the ``bench`` extra (``pip install -e .[bench]``, which pulls minigrid).
+issue 5 is >= 10x.
+
+The second table is the natively batched engine (:mod:`verigym.envs.grid.batched`, what
+``gymnasium.make_vec("verigym/DoorKey-8x8-v0", num_envs=N)`` returns) at each ``--batch-sizes``
+N, against MiniGrid per core (one MiniGrid env stepped in a loop: the steps/s one core gives
+MiniGrid), MiniGrid under ``SyncVectorEnv`` of N copies, and verigym's per-env
+``GridVectorEnv`` of N copies; issue 32's targets at N=1024 are >= 100x MiniGrid per core and
+>= 10x ``GridVectorEnv``. Everything runs in one process on one core. Needs the ``bench`` extra
+(``pip install -e .[bench]``, which pulls minigrid).
 
 Usage::
 
     python benchmarks/grid_doorkey.py [--steps 20000] [--num-envs 8] [--repeats 3]
+        [--batch-sizes 1,64,1024] [--skip-classic]
 """
 
 from __future__ import annotations
@@ -67,11 +76,21 @@ def native_rate(steps: int, num_envs: int) -> float:
     return batched_rate(GridVectorEnv(OURS, num_envs=num_envs), steps)
 
 
+def batched_engine_rate(steps: int, num_envs: int) -> float:
+    """Env steps per second of the batched engine (``gymnasium.make_vec``) with ``num_envs``."""
+    envs = gym.make_vec(OURS, num_envs=num_envs, vectorization_mode="vector_entry_point")
+    return batched_rate(envs, max(steps, 8 * num_envs))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20000)
     parser.add_argument("--num-envs", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3, help="best of this many runs per cell")
+    parser.add_argument(
+        "--batch-sizes", default="1,64,1024", help="comma-separated N of the batched-engine table"
+    )
+    parser.add_argument("--skip-classic", action="store_true", help="only the batched-engine table")
     args = parser.parse_args()
     try:
         import minigrid  # noqa: F401  (registers the MiniGrid ids)
@@ -85,6 +104,37 @@ def main() -> None:
         return gym.make(PEER)
 
     n = args.num_envs
+    if not args.skip_classic:
+        classic(args, ours, peer, n)
+    batched_table(args, peer)
+
+
+def batched_table(args: argparse.Namespace, peer: Callable[[], gym.Env]) -> None:
+    """The batched engine against MiniGrid per core, MiniGrid SyncVectorEnv and GridVectorEnv."""
+    sizes = [int(x) for x in args.batch_sizes.split(",") if x.strip()]
+    print()
+    print(
+        f"{'N':>5s} {'batched steps/s':>16s} {'MiniGrid 1 core':>16s} {'MiniGrid Sync xN':>17s} "
+        f"{'GridVectorEnv xN':>17s} {'vs MG core':>11s} {'vs MG Sync':>11s} {'vs GridVec':>11s}"
+    )
+    for num_envs in sizes:
+        a = core = sync = grid = 0.0
+        for _ in range(args.repeats):  # interleaved, so that load hits every column alike
+            a = max(a, batched_engine_rate(args.steps, num_envs))
+            core = max(core, single_rate(peer, args.steps))
+            sync = max(sync, vector_rate(peer, max(args.steps, 2 * num_envs), num_envs))
+            grid = max(grid, native_rate(max(args.steps, 2 * num_envs), num_envs))
+        print(
+            f"{num_envs:5d} {a:16,.0f} {core:16,.0f} {sync:17,.0f} {grid:17,.0f} "
+            f"{a / core:10.1f}x {a / sync:10.1f}x {a / grid:10.1f}x"
+        )
+    print("batched: verigym.envs.grid.batched via gymnasium.make_vec (one process, one core)")
+
+
+def classic(
+    args: argparse.Namespace, ours: Callable[[], gym.Env], peer: Callable[[], gym.Env], n: int
+) -> None:
+    """The first table: single env, SyncVectorEnv and GridVectorEnv against MiniGrid."""
     settings = (
         (
             "single env",

@@ -158,3 +158,25 @@ def test_rejects_bad_arguments_and_reports_malformed_actions():
     assert np.all(envs.steps == 1) and np.all(reward == 0.0)
     with pytest.raises(ValueError, match="reset_mask"):
         envs.reset(options={"reset_mask": np.array([1, 0])})
+
+
+def test_ppo_steps_the_batched_engine_and_learns_the_same_as_on_single_envs():
+    from verigym import agents
+    from verigym.agents.ppo import BatchedPool
+
+    pool = BatchedPool.for_id("verigym/DoorKey-5x5-v0", 4, seed=0)
+    assert pool is not None and isinstance(pool.envs, BatchedGridEnv)
+    assert BatchedPool.for_id("verigym/Sokoban-6x6-B1-v0", 4) is None
+    assert BatchedPool.for_id("CartPole-v1", 4) is None
+    pool.close()
+    metrics = {}
+    for batched in (True, False):
+        options = dict(num_envs=4, num_steps=8, num_epochs=1, batch_size=32, seed=0)
+        agent = agents.make("ppo", "verigym/Empty-5x5-v0", batched_env=batched, **options)
+        seen: list = []
+        agent.learn("verigym/Empty-5x5-v0", 64, callbacks=[seen.append], progress=False)
+        metrics[batched] = seen[-1]
+    assert metrics[True]["global_step"] == 64
+    for key in ("losses/policy_loss", "losses/value_loss", "charts/episodic_return"):
+        if key in metrics[False]:
+            assert metrics[True][key] == pytest.approx(metrics[False][key], rel=1e-5)
