@@ -12,6 +12,7 @@ store as it arrives.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 import json
@@ -289,6 +290,9 @@ class EpisodePlayer:
         self.key: tuple | None = None
         self.env: Any = None
         self.agent: Any = None
+        self.resources = contextlib.ExitStack()
+        """``shared_resources()`` of the env classes played (``held``), kept until :meth:`close`."""
+        self.held: set[type] = set()
 
     def __call__(self, job: Job) -> dict[str, Any]:
         """Play one episode and return its result fields with ``time_s`` (wall-clock seconds),
@@ -332,6 +336,10 @@ class EpisodePlayer:
                 env_url=self.env_url,
                 env_token=self.env_token,
             )
+            kind = type(self.env.unwrapped)  # one Chromium for all GUI envs of this worker
+            if callable(getattr(kind, "shared_resources", None)) and kind not in self.held:
+                self.held.add(kind)
+                self.resources.enter_context(kind.shared_resources())
             self.agent = self.spec.build(self.env, device=self.device)
             self.key = key
         return self.agent, self.env
@@ -342,6 +350,7 @@ class EpisodePlayer:
         if self.env is not None:
             self.env.close()
             self.env = None
+        self.resources.close()
         end_env_processes()
 
 

@@ -140,6 +140,16 @@ def fresh_rollouts(request) -> FreshRollouts:
     return rollouts
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _gui_browser_held():
+    """The GUI ids' envs share one Chromium, held across this module's many envs (launched once,
+    on the first GUI env; stopped at the end of the module)."""
+    from verigym.envs.gui.browser import held
+
+    with held():
+        yield
+
+
 @pytest.mark.parametrize("env_id", _params("gymnasium"))
 def test_verigym_check(env_id, fresh_rollouts):
     report = check_env(env_id, steps=STEPS, _fresh=fresh_rollouts.get(env_id))

@@ -65,6 +65,7 @@ tolerance on floating-point observations and rewards (MuJoCo, for instance).
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -394,13 +395,19 @@ def _child_main() -> None:
 
     request = json.loads(sys.stdin.read())
     out = {}
-    for key, (env_id, kwargs, seed, steps, fingerprint) in request.items():
-        try:
-            env = gym.make(env_id, disable_env_checker=True, **kwargs)
-            out[key] = ("ok", _rollout(env, seed, steps, fingerprint=fingerprint))
-            env.close()
-        except Exception:
-            out[key] = ("error", traceback.format_exc(limit=5))
+    held: set[type] = set()
+    with contextlib.ExitStack() as resources:  # shared_resources() of each env class, as check_env
+        for key, (env_id, kwargs, seed, steps, fingerprint) in request.items():
+            try:
+                env = gym.make(env_id, disable_env_checker=True, **kwargs)
+                kind = type(env.unwrapped)
+                if callable(getattr(kind, "shared_resources", None)) and kind not in held:
+                    held.add(kind)
+                    resources.enter_context(kind.shared_resources())
+                out[key] = ("ok", _rollout(env, seed, steps, fingerprint=fingerprint))
+                env.close()
+            except Exception:
+                out[key] = ("error", traceback.format_exc(limit=5))
     sys.stdout.write(base64.b64encode(pickle.dumps(out)).decode("ascii"))
 
 
@@ -731,6 +738,10 @@ class _Checker:
         self.nondeterministic = bool(getattr(probe.spec, "nondeterministic", False))
         self.action_space = probe.action_space
         self.observation_space = probe.observation_space
+        self.resources = contextlib.ExitStack()  # what the env class shares between instances,
+        hold = getattr(type(probe.unwrapped), "shared_resources", None)  # held across the checks
+        if callable(hold):
+            self.resources.enter_context(hold())
         probe.close()
         self.episode_end_problems: list[str] = []
         self.episode_ends = 0
@@ -1375,7 +1386,8 @@ def check_env(
                 return watchdog.run(name, lambda: checker.fresh_interpreter(_fresh), bounded=False)
             return watchdog.run(name, getattr(checker, name))
 
-        return run_checks(report, [name for name in ALL_CHECKS if name in selected], run)
+        with checker.resources:
+            return run_checks(report, [name for name in ALL_CHECKS if name in selected], run)
 
 
 def run_checks(

@@ -4,8 +4,12 @@ Chromium is launched once per process (and thread: Playwright's sync API is per 
 each :class:`Browser` is a browser context of that Chromium (its own cookies, storage and cache,
 like a fresh incognito profile) with one page of a fixed viewport, so making, copying and pickling
 GUI envs costs a context (milliseconds) instead of a Chromium launch (about a second). The shared
-Chromium is relaunched when it died and closed at interpreter exit (or by :func:`close_shared_browser`;
-:func:`close_thread_browser` for one thread).
+Chromium counts its users, the open pages of its thread and :func:`held` references: when the last
+one goes (``env.close()`` of the last GUI env), Chromium and its Playwright driver are stopped and
+waited for, so no browser process is left; the next env launches them again, in a new driver. A
+batch that makes many envs in a row holds the browser with :func:`held` so that it is launched once.
+It is also relaunched when it died, and closed at interpreter exit (or by
+:func:`close_shared_browser`; :func:`close_thread_browser` for one thread).
 Each page is the task shell ``pages/app.html`` with its CSS and
 JavaScript inlined, so a task never needs the network: every request the page makes is aborted by a
 route handler and recorded in :attr:`Browser.blocked`.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import contextlib
 import io
 import json
 import logging
@@ -28,6 +33,8 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -42,6 +49,7 @@ __all__ = [
     "chromium_executable",
     "close_shared_browser",
     "close_thread_browser",
+    "held",
     "probe",
     "shared_chromium",
 ]
@@ -106,125 +114,297 @@ def app_html() -> str:
     return html.replace("/*APP_CSS*/", css).replace("/*APP_JS*/", js)
 
 
-_SHARED: dict[int, tuple[int, Any, Any]] = {}
-"""Thread id -> (pid, Playwright driver, Chromium) of the shared Chromium of that thread."""
+@dataclass(eq=False)
+class _Shared:
+    """The shared Chromium of one thread, its Playwright driver and who counts on them."""
+
+    thread: threading.Thread
+    """The owner: Playwright's sync objects work only in the thread that made them."""
+    pid: int
+    """The process that made it (a fork child finds its parent's entries and leaves them alone)."""
+    users: int = 0
+    """Open :class:`Browser` pages and :func:`held` references; the last to go ends the browser."""
+    driver: Any = None
+    """The Playwright driver (``playwright.sync_api.Playwright``) or None; never reused once stopped."""
+    driver_pid: int | None = None
+    """The driver's process (node running ``run-driver``), None when it could not be told apart."""
+    chromium: Any = None
+    """The Chromium (a Playwright ``Browser``) or None."""
 
 
-def shared_chromium() -> Any:
-    """This thread's shared Chromium (a Playwright ``Browser``), launched on first use or after it died.
+_SHARED: dict[int, _Shared] = {}
+"""Thread id -> the shared Chromium of that thread."""
+_LOCK = threading.RLock()
+"""Guards ``_SHARED`` and the counts, and keeps two threads' driver starts apart (pids by difference)."""
+STOP_WAIT_S = 5.0
+"""Seconds a stopped driver and its Chromium processes get to exit before they are killed."""
 
-    Raises:
-        RuntimeError: Chromium or playwright is missing.
+
+def _this_thread(create: bool) -> _Shared | None:
+    """This thread's entry (made when ``create``). Call with ``_LOCK`` held.
+
+    An entry of another process (inherited through fork) is dropped untouched; one of a dead thread
+    whose id this thread reuses is ended by signal (its Playwright objects belong to that thread).
     """
     key = threading.get_ident()
     entry = _SHARED.get(key)
-    if entry is not None and entry[0] != os.getpid():  # inherited through fork: not ours to use
+    if entry is not None and entry.pid != os.getpid():
         del _SHARED[key]
         entry = None
-    if entry is not None and entry[2].is_connected():
-        return entry[2]
-    executable = chromium_executable()
+    elif entry is not None and entry.thread is not threading.current_thread():
+        del _SHARED[key]
+        _stop(entry)
+        entry = None
+    if entry is None and create:
+        entry = _SHARED[key] = _Shared(threading.current_thread(), os.getpid())
+    return entry
+
+
+def _proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, parent pid, start time in clock ticks) of a process, None when it is gone."""
     try:
-        from playwright.sync_api import sync_playwright
-    except ImportError as exc:
-        raise RuntimeError("the GUI envs need playwright: pip install 'verigym[gui]'") from exc
-    driver = entry[1] if entry is not None else sync_playwright().start()
-    try:
-        chromium = driver.chromium.launch(
-            executable_path=executable, headless=True, args=list(CHROMIUM_ARGS)
-        )
-    except Exception:
-        if entry is None:
-            _stop(driver)
-            raise
-        _stop(driver)  # the driver may have died with the browser: start a new one, once
-        driver = sync_playwright().start()
-        try:
-            chromium = driver.chromium.launch(
-                executable_path=executable, headless=True, args=list(CHROMIUM_ARGS)
-            )
-        except Exception:
-            _SHARED.pop(key, None)
-            _stop(driver)
-            raise
-    _SHARED[key] = (os.getpid(), driver, chromium)
-    logger.debug("launched the shared %s", executable)
-    return chromium
-
-
-def _stop_browser(chromium: Any) -> None:
-    try:
-        chromium.close()
-    except Exception as exc:  # a dead browser or driver, or another thread's
-        logger.debug("ignored while closing the shared browser: %s", exc)
-
-
-def _stop(driver: Any, chromium: Any = None) -> None:
-    for action in (getattr(chromium, "close", None), driver.stop):
-        if action is None:
-            continue
-        try:
-            action()
-        except Exception as exc:  # a dead browser/driver, or another thread's driver
-            logger.debug("ignored while stopping the shared browser: %s", exc)
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return fields[0].decode(), int(fields[1]), int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _driver_pids() -> list[int]:
     """This process's child processes that are Playwright drivers (node running ``run-driver``)."""
     found = []
     for pid in descendants(os.getpid()):
+        stat = _proc_stat(pid)
         try:
-            with open(f"/proc/{pid}/stat") as handle:
-                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
                 command = handle.read()
-        except (OSError, ValueError, IndexError):
+        except OSError:
             continue
-        if parent == os.getpid() and b"playwright" in command and b"run-driver" in command:
+        if (
+            stat
+            and stat[1] == os.getpid()
+            and b"playwright" in command
+            and b"run-driver" in command
+        ):
             found.append(pid)
     return found
 
 
-def close_shared_browser() -> None:
-    """Close this process's shared Chromium processes and Playwright drivers (idempotent).
+def _start_driver(entry: _Shared) -> None:
+    """Start a new Playwright driver for ``entry`` (a new ``sync_playwright()`` each time: the
+    event loop and greenlet of a stopped one are never reused). Call with ``_LOCK`` held, so the
+    one new driver child is this one's."""
+    from playwright.sync_api import sync_playwright
 
-    Runs at interpreter exit by itself; call it to free the memory earlier. A later GUI env
-    relaunches Chromium.
+    before = set(_driver_pids())
+    entry.driver = sync_playwright().start()
+    new = set(_driver_pids()) - before
+    entry.driver_pid = new.pop() if len(new) == 1 else None
+
+
+def _launch(entry: _Shared) -> Any:
+    """``entry``'s Chromium, launched (in a new driver) when it is not running. Call with ``_LOCK``
+    held, in ``entry``'s thread.
+
+    Raises:
+        RuntimeError: Chromium or playwright is missing.
     """
-    mine = [(key, entry) for key, entry in _SHARED.items() if entry[0] == os.getpid()]
-    if not mine:
-        return
-    for key, (_, _, chromium) in mine:
-        del _SHARED[key]
-        _stop_browser(chromium)
-    # A process forked since a driver started (a fork-based worker) holds a copy of the driver's
-    # stdin, so closing ours never reaches node with an EOF and a graceful stop would wait for
-    # ever: end the drivers first, then let Playwright collect them.
-    for pid in _driver_pids():
+    if entry.chromium is not None and entry.chromium.is_connected():
+        return entry.chromium
+    executable = chromium_executable()
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError as exc:
+        raise RuntimeError("the GUI envs need playwright: pip install 'verigym[gui]'") from exc
+    _stop(entry)  # a browser that died: its driver goes too (it may have died with it)
+    for attempt in (1, 2):  # a driver or browser that dies while starting is started anew, once
         try:
-            os.kill(pid, signal.SIGTERM)
+            _start_driver(entry)
+            entry.chromium = entry.driver.chromium.launch(
+                executable_path=executable, headless=True, args=list(CHROMIUM_ARGS)
+            )
+            break
+        except Exception as exc:
+            _stop(entry)
+            if attempt == 2:
+                raise
+            logger.warning("starting the shared browser failed, trying once more: %s", exc)
+    logger.debug("launched the shared %s", executable)
+    return entry.chromium
+
+
+def _quietly(action: Any, what: str) -> None:
+    try:
+        action()
+    except Exception as exc:  # a dead browser or driver, or another thread's
+        logger.debug("ignored while %s: %s", what, exc)
+
+
+def _stop(entry: _Shared) -> None:
+    """Close ``entry``'s Chromium and stop its driver, and return only once both have exited (never
+    raises; the entry can launch again afterwards, in a new driver).
+
+    A process forked since the driver started (a fork-based worker) holds a copy of the driver's
+    stdin, so closing ours never reaches node with an EOF and a graceful stop would wait for ever:
+    the driver is sent SIGTERM first. Playwright reaps it during ``stop()``; from another thread
+    (whose calls Playwright refuses) or after a failed stop, the driver and the Chromium processes
+    it started get :data:`STOP_WAIT_S` seconds to exit, then SIGKILL. So no process of the old
+    browser is left when the next driver starts.
+    """
+    chromium, driver, driver_pid = entry.chromium, entry.driver, entry.driver_pid
+    entry.chromium = entry.driver = entry.driver_pid = None
+    if driver is None:
+        return
+    tree = [driver_pid, *descendants(driver_pid)] if driver_pid is not None else []
+    started = {pid: stat[2] for pid in tree if (stat := _proc_stat(pid)) is not None}
+    if chromium is not None:
+        _quietly(chromium.close, "closing the shared browser")
+    if driver_pid is not None:
+        try:
+            os.kill(driver_pid, signal.SIGTERM)
         except OSError:
             pass
-    for _, (_, driver, _) in mine:
-        _stop(driver)
+    _quietly(driver.stop, "stopping the Playwright driver")
+
+    def alive() -> list[int]:
+        left = []
+        for pid, start in started.items():
+            stat = _proc_stat(pid)
+            if stat is not None and stat[2] == start and stat[0] not in ("Z", "X"):
+                left.append(pid)
+        return left
+
+    for last_try in (False, True):
+        deadline = time.monotonic() + STOP_WAIT_S
+        while (left := alive()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not left:
+            return
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if last_try:
+            logger.warning("processes of the shared browser outlived SIGKILL: %s", left)
+
+
+def shared_chromium() -> Any:
+    """This thread's shared Chromium (a Playwright ``Browser``), launched on first use or after it
+    died.
+
+    It does not count as a user: it stays until its last user (a :class:`Browser` page or a
+    :func:`held` reference) goes, or :func:`close_thread_browser` / :func:`close_shared_browser`.
+
+    Raises:
+        RuntimeError: Chromium or playwright is missing.
+    """
+    with _LOCK:
+        return _launch(_this_thread(create=True))
+
+
+def _acquire(launch: bool) -> _Shared:
+    """This thread's entry, counted as used by one more user (see :func:`_release`); with
+    ``launch``, its Chromium is running (launched when it is not).
+
+    Raises:
+        RuntimeError: Chromium or playwright is missing (nothing is counted then).
+    """
+    with _LOCK:
+        entry = _this_thread(create=True)
+        if launch:
+            _launch(entry)
+        entry.users += 1
+        return entry
+
+
+def _release(entry: _Shared, stop: bool = True) -> None:
+    """One user of ``entry`` is gone: the last one ends the browser (with ``stop``, in its thread).
+
+    From another thread (an env closed by a thread that did not make it) or without ``stop`` (a
+    garbage-collected page), the count goes down but the browser stays: the next user of its thread
+    reuses it, and :func:`close_thread_browser` or :func:`close_shared_browser` ends it.
+    """
+    if entry.pid != os.getpid():  # a fork's copy: the driver and its pipes are the parent's
+        return
+    with _LOCK:
+        entry.users = max(0, entry.users - 1)
+        if (
+            entry.users
+            or not stop
+            or entry.thread is not threading.current_thread()
+            or _SHARED.get(threading.get_ident()) is not entry  # closed already, or a fork's
+        ):
+            return
+        del _SHARED[threading.get_ident()]
+        _stop(entry)
+    logger.debug("closed the shared browser: its last user is gone")
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Keep this thread's shared Chromium running across many GUI envs made and closed in a row.
+
+    A reference that is not an env: inside the block, closing the last GUI env leaves Chromium
+    running for the next one (a context, milliseconds, instead of a launch, about a second); on
+    leaving it, Chromium is closed if no env still uses it. Nothing is launched by the hold itself.
+    Nests; per thread (enter and leave it in the thread that makes the envs). The library holds it
+    where it makes many envs in a row: ``GuiEnv.shared_resources()`` is this, entered by
+    ``verigym check`` and the leaderboard runner::
+
+        with held():
+            for task in tasks:
+                env = GuiEnv(task=task); ...; env.close()
+    """
+    entry = _acquire(launch=False)
+    try:
+        yield
+    finally:
+        _release(entry)
+
+
+def close_shared_browser() -> None:
+    """Close every shared Chromium of this process (all threads) and their drivers now (idempotent).
+
+    Runs at interpreter exit by itself. Pages still open die (their env reports a browser crash and
+    relaunches on ``reset``), :func:`held` blocks stop holding; a later GUI env relaunches Chromium.
+    Another thread's Playwright objects refuse calls from this one: its driver is ended by signal.
+    """
+    with _LOCK:
+        mine = [key for key, entry in _SHARED.items() if entry.pid == os.getpid()]
+        entries = [_SHARED.pop(key) for key in mine]
+        untold = any(entry.driver is not None and entry.driver_pid is None for entry in entries)
+        for entry in entries:
+            _stop(entry)
+        if untold:  # a driver whose pid could not be told apart at its start: end them all
+            for pid in _driver_pids():
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except OSError:
+                    pass
 
 
 atexit.register(close_shared_browser)
 
 
 def close_thread_browser() -> None:
-    """Close the calling thread's shared Chromium and its Playwright driver (idempotent).
+    """Close the calling thread's shared Chromium and its Playwright driver now (idempotent).
 
     For a thread that ends (an env server's worker thread): thread ids are reused, and the next
     thread with this id must not find a Playwright driver bound to a dead thread.
     """
-    entry = _SHARED.pop(threading.get_ident(), None)
-    if entry is not None and entry[0] == os.getpid():
-        _stop(entry[1], entry[2])
+    with _LOCK:
+        entry = _this_thread(create=False)
+        if entry is not None:
+            del _SHARED[threading.get_ident()]
+            _stop(entry)
 
 
 class Browser:
     """One page showing the task shell, in its own context of the shared headless Chromium.
+
+    An open page counts as a user of its thread's shared Chromium: closing the last one (and no
+    :func:`held` block around it) stops that Chromium.
 
     Args:
         width: viewport width in CSS pixels (= screenshot pixels; device scale factor 1).
@@ -237,6 +417,7 @@ class Browser:
     def __init__(self, width: int, height: int):
         self.width, self.height = int(width), int(height)
         self.blocked: list[str] = []
+        self._shared: _Shared | None = None
         self._browser: Any = None
         self._context: Any = None
         self._page: Any = None
@@ -255,7 +436,8 @@ class Browser:
         if self.alive:
             return
         self.close()
-        self._browser = shared_chromium()
+        self._shared = _acquire(launch=True)
+        self._browser = self._shared.chromium
         try:
             context = self._context = self._browser.new_context(
                 viewport={"width": self.width, "height": self.height},
@@ -282,14 +464,19 @@ class Browser:
         route.abort("blockedbyclient")
 
     def close(self) -> None:
-        """Close the page and its context (idempotent; never raises). The shared Chromium stays."""
-        context = self._context
-        self._browser = self._context = self._page = self._cdp = None
+        """Close the page and its context (idempotent; never raises); the last user of the shared
+        Chromium stops it (see :func:`held` to keep it for more envs)."""
+        self._close(stop=True)
+
+    def _close(self, stop: bool) -> None:
+        context, shared = getattr(self, "_context", None), getattr(self, "_shared", None)
+        self._shared = self._browser = self._context = self._page = self._cdp = None
+        if shared is not None and shared.pid != os.getpid():
+            return  # a fork's copy: a call would write into the parent's driver pipe
         if context is not None:
-            try:
-                context.close()
-            except Exception as exc:  # a crashed browser, a dead driver, or another thread's
-                logger.debug("ignored while closing the browser context: %s", exc)
+            _quietly(context.close, "closing the browser context")
+        if shared is not None:
+            _release(shared, stop=stop)
 
     # -- page access (every call maps a dead browser to BrowserCrashed) ----------------------
     def _call(self, function: Any, *args: Any) -> Any:
@@ -398,7 +585,9 @@ class Browser:
             logger.debug("Browser.crash: %s", exc)
 
     def __del__(self) -> None:
-        self.close()
+        # garbage collection may run inside Playwright's own event loop: gives the count back
+        # but leaves stopping the browser to its next user, close_thread_browser or exit
+        self._close(stop=False)
 
 
 def probe() -> Any:

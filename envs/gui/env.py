@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
@@ -20,7 +21,7 @@ from verigym.core import (
     coerce_action,
     episode_end,
 )
-from verigym.envs.gui.browser import Browser, BrowserCrashed
+from verigym.envs.gui.browser import Browser, BrowserCrashed, held
 from verigym.envs.gui.tasks import KEYS, NO_TEXT, OPS, TASKS, make_action
 from verigym.kwargs_policy import IntRange, OneOf, client, operator_only
 from verigym.validation import check_choice, check_int
@@ -79,8 +80,10 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
     ``shopping-cart`` and ``grounding`` (one click inside the described element; ScreenSpot kind).
     The browser is Playwright driving the system Chromium, headless, with a fresh profile and no
     network: every request is aborted (``info["blocked_requests"]`` counts them). One Chromium
-    process per Python process, shared: each env instance (and each pickled or deep copy) has its
-    own browser context and page in it, reused across resets.
+    process per Python process (and thread), shared: each env instance (and each pickled or deep
+    copy) has its own browser context and page in it, reused across resets. ``close()`` of the last
+    env stops that Chromium (no browser process is left); the next env launches it again (about a
+    second). To make and close many envs in a row, hold it: ``with GuiEnv.shared_resources():``.
 
     ## Action Space
     :class:`GuiActionSpace`, a ``Dict``; ``op`` selects what the other fields mean:
@@ -365,6 +368,13 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
 
     def close(self) -> None:
         self._browser.close()
+
+    @classmethod
+    def shared_resources(cls) -> contextlib.AbstractContextManager[None]:
+        """A context manager that keeps what GUI envs share (this thread's Chromium) running while
+        many envs are made and closed in a row (:func:`verigym.envs.gui.browser.held`); ``verigym
+        check`` and the leaderboard runner enter it around their envs of this class."""
+        return held()
 
     # -- copies: a live browser cannot be pickled, so a copy replays the episode in its own ------
     def __getstate__(self) -> dict[str, Any]:

@@ -30,6 +30,16 @@ from verigym.envs.gui.env import GuiEnv  # noqa: E402
 from verigym.envs.gui.tasks import TASKS, make_action  # noqa: E402
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _browser_held():
+    """This module makes and closes many GUI envs in a row: their shared Chromium is held (launched
+    once, stopped at the end of the module) instead of relaunched after each test."""
+    from verigym.envs.gui.browser import held
+
+    with held():
+        yield
+
+
 def _browser_processes() -> list[int]:
     return [
         pid

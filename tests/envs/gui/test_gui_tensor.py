@@ -12,6 +12,16 @@ from verigym.wrappers import ScreenshotClickWrapper
 pytestmark = pytest.mark.gui
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _browser_held():
+    """This module makes and closes many GUI envs in a row: their shared Chromium is held (launched
+    once, stopped at the end of the module) instead of relaunched after each test."""
+    from verigym.envs.gui.browser import held
+
+    with held():
+        yield
+
+
 class VerdictLog(gym.Wrapper):
     """Records (reward, terminated or truncated, info) of every step under the tensor view."""
 
