@@ -260,12 +260,8 @@ class _Worker:
         answer_read, answer_write = os.pipe()
         output_read, output_write = os.pipe()
         info_read, info_write = os.pipe()
-        ours = (
-            request_write,
-            answer_read,
-            output_read,
-            info_read,
-        )  # the child's ends are handed over
+        # this process keeps these ends; the child's ends are handed over to it (closed here)
+        ours = (request_write, answer_read, output_read, info_read)
         cgroup = CgroupSet.create(
             max_processes=limits.max_processes, memory_bytes=limits.memory_mb << 20
         )
