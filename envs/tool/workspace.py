@@ -29,6 +29,7 @@ the number and size of the files it reads out and checks every value's type.
 
 from __future__ import annotations
 
+import copy
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
@@ -381,7 +382,34 @@ class Workspace:
         self.limits = limits or Limits(
             timeout_s=self.shell_timeout_s + 10.0, max_processes=48, tmp_mb=64
         )
-        self.sandbox = PythonSandbox(self.limits, unsafe=unsafe)
+        self.unsafe = bool(unsafe)
+        self.sandbox = PythonSandbox(self.limits, unsafe=self.unsafe)
+        self._log: list[tuple[str, list[Any], float | None]] = []
+        self._pending: list[tuple[str, list[Any], float | None]] = []
+
+    # -- copies: a new sandbox that replays the changes -------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("sandbox", "_pending")}
+        state["_log"] = list(self._pending) + list(self._log)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.sandbox = PythonSandbox(self.limits, unsafe=self.unsafe)
+        self._pending, self._log = list(state["_log"]), []
+
+    def __deepcopy__(self, memo: dict) -> Workspace:
+        clone = Workspace.__new__(Workspace)
+        clone.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+        return clone
+
+    def _replay(self) -> None:
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        self.load_helpers()
+        for name, args, timeout in pending:
+            self._call(name, args, timeout, changes=True)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def reset(self, files: Mapping[str, str]) -> None:
@@ -392,21 +420,37 @@ class Workspace:
             SandboxError: the sandbox cannot start here.
         """
         checked = {self.resolve(path): str(text) for path, text in files.items()}
+        self._log, self._pending = [], []
         self.sandbox.fresh()
-        self._load_helpers()
-        result = self.sandbox.call("_vgw_write_tree", [ROOT, checked])
-        if not result.ok:
-            raise RuntimeError(f"could not write the workspace: {result.error}")
+        self.load_helpers()
+        try:
+            self._call("_vgw_write_tree", [ROOT, checked], changes=True)
+        except ActionParseError as exc:
+            raise RuntimeError(f"could not write the workspace: {exc}") from None
 
-    def _load_helpers(self) -> None:
+    def load_helpers(self) -> None:
+        """Define the workspace helpers in the sandbox's worker (after a ``fresh()``)."""
         loaded = self.sandbox.run(_HELPERS)
         if not loaded.ok:
             raise RuntimeError(f"the workspace helpers did not load: {loaded.text()}")
 
-    def _call(self, name: str, args: list[Any], timeout: float | None = None) -> Any:
+    def _call(
+        self, name: str, args: list[Any], timeout: float | None = None, *, changes: bool = False
+    ) -> Any:
+        """``name(*args)`` in the sandbox; its JSON value.
+
+        A call that ``changes`` the tree is logged: a pickled or deep-copied workspace replays the
+        log into its own new sandbox before its first call, so it holds the same tree.
+
+        Raises:
+            ActionParseError: the helper raised (a bad path, a missing file), or the sandbox was
+                restarted after a killed call (the tree is gone).
+        """
+        self._replay()
         result = self.sandbox.call(name, args, timeout=timeout)
+        if changes and result.ok:
+            self._log.append((name, args, timeout))
         if not result.ok and result.error and "no function named" in result.error:
-            # the worker was restarted (a call was killed): the tree is gone with it
             raise ActionParseError(
                 "the sandbox was restarted after a killed command; the workspace is lost"
             )
@@ -446,7 +490,10 @@ class Workspace:
         """Run ``command`` with ``/bin/sh -c`` in :data:`ROOT`; exit status and capped output."""
         timeout = self.shell_timeout_s if timeout_s is None else float(timeout_s)
         value = self._call(
-            "_vgw_shell", [ROOT, str(command), timeout, self.output_chars], timeout=timeout + 10.0
+            "_vgw_shell",
+            [ROOT, str(command), timeout, self.output_chars],
+            timeout=timeout + 10.0,
+            changes=True,
         )
         if not isinstance(value, dict):
             raise ActionParseError("the shell answered nothing")
@@ -495,7 +542,7 @@ class Workspace:
         rel = self.resolve(path)
         if len(content) > MAX_FILE_CHARS:
             raise ActionParseError(f"content is over {MAX_FILE_CHARS} characters")
-        self._call("_vgw_write", [ROOT, rel, content])
+        self._call("_vgw_write", [ROOT, rel, content], changes=True)
         return f"wrote {rel} ({len(content.splitlines())} lines)"
 
     def apply_patch(self, diff: str) -> str:
@@ -518,7 +565,7 @@ class Workspace:
             if text is None:
                 self.run_shell(f"rm -f -- '{target}'")
             else:
-                self._call("_vgw_write", [ROOT, target, text])
+                self._call("_vgw_write", [ROOT, target, text], changes=True)
         return "patched " + ", ".join(sorted(results))
 
     def run_tests(self) -> str:

@@ -92,3 +92,23 @@ def test_tools_in_the_sandbox():
         assert "return x * 3" in ws.read_text("pkg/core.py")
     finally:
         ws.close()
+
+
+@needs_sandbox
+def test_a_copied_workspace_holds_the_same_tree():
+    import copy
+    import pickle
+
+    ws = Workspace()
+    copies = []
+    try:
+        ws.reset(FILES)
+        ws.write_file("pkg/new.py", "X = 1\n")
+        ws.run_shell("echo made > notes.txt")
+        copies = [copy.deepcopy(ws), pickle.loads(pickle.dumps(ws))]
+        for clone in copies:
+            assert clone.snapshot() == ws.snapshot()
+            assert clone.snapshot()["notes.txt"] == "made\n"
+    finally:
+        for item in (ws, *copies):
+            item.close()
