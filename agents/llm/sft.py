@@ -93,6 +93,9 @@ class SFTConfig(AgentConfig):
     """where the adapter (or model), sft_config.json and train_log.jsonl go; None writes nothing"""
     log_every: int = 10
     """log a line every N optimizer steps"""
+    bf16: bool | None = None
+    """bfloat16 autocast of the forward and backward passes (weights and optimizer stay float32);
+    None: on CUDA only (CPUs with AMX also gain: 1.2x on SmolLM2 here)"""
 
     def check(self) -> None:
         for name in ("epochs", "batch_size", "max_length", "max_records", "log_every"):
@@ -232,6 +235,29 @@ def _between(
     return text
 
 
+def _selected_logits(
+    model: Any, ids: torch.Tensor, attention: torch.Tensor, chosen: torch.Tensor
+) -> torch.Tensor:
+    """Logits ``(n, vocab)`` of the positions ``chosen`` (``(batch, length - 1)``, True where the
+    next token is trained on): the decoder runs on every token, the LM head only on those (on a
+    49k-token vocabulary the head is a fifth of a small model's work). Models whose head is not a
+    plain linear layer over the decoder's output (logit soft-capping) get the full forward pass."""
+    inner = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    decoder = inner.get_decoder() if callable(getattr(inner, "get_decoder", None)) else None
+    head = inner.get_output_embeddings()
+    plain = (
+        decoder is not None
+        and isinstance(head, torch.nn.Linear)
+        and not getattr(inner.config, "final_logit_softcapping", None)
+        and getattr(inner.config, "logit_scale", None) is None
+    )
+    if not plain:
+        logits = model(input_ids=ids, attention_mask=attention, use_cache=False).logits
+        return logits[:, :-1][chosen]
+    hidden = decoder(input_ids=ids, attention_mask=attention, use_cache=False).last_hidden_state
+    return head(hidden[:, :-1][chosen])
+
+
 class SupervisedTrainer:
     """Fine-tune ``policy`` on chat records (assistant tokens only), with LoRA or in full.
 
@@ -324,16 +350,12 @@ class SupervisedTrainer:
             mask[row, :n] = torch.tensor(example.loss_mask)
             attention[row, :n] = 1
         ids, mask, attention = ids.to(device), mask.to(device), attention.to(device)
-        logits = self.policy.model(input_ids=ids, attention_mask=attention, use_cache=False).logits
-        targets = ids[:, 1:]
-        weights = mask[:, 1:].float()
-        losses = torch.nn.functional.cross_entropy(
-            logits[:, :-1].float().reshape(-1, logits.shape[-1]),
-            targets.reshape(-1),
-            reduction="none",
-        ).view_as(weights)
-        tokens = int(weights.sum().item())
-        return (losses * weights).sum() / max(tokens, 1), tokens
+        chosen = mask[:, 1:].bool()  # position t predicts token t + 1
+        targets = ids[:, 1:][chosen]
+        logits = _selected_logits(self.policy.model, ids, attention, chosen)
+        tokens = int(targets.numel())
+        loss = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="sum")
+        return loss / max(tokens, 1), tokens
 
     @torch.no_grad()
     def mean_loss(self, examples: Sequence[Example] | None = None) -> float:
@@ -345,11 +367,17 @@ class SupervisedTrainer:
         total, count = 0.0, 0
         size = self.config.batch_size
         for start in range(0, len(examples), size):
-            loss, tokens = self.loss(examples[start : start + size])
+            with self._autocast():
+                loss, tokens = self.loss(examples[start : start + size])
             total += float(loss) * tokens
             count += tokens
         model.train(was_training)
         return total / max(count, 1)
+
+    def _autocast(self) -> Any:
+        device = self.policy.device
+        enabled = self.config.bf16 if self.config.bf16 is not None else device.type == "cuda"
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bool(enabled))
 
     # -- the loop -------------------------------------------------------------------------------------
     def _lr(self, step: int, total: int) -> float:
@@ -367,7 +395,8 @@ class SupervisedTrainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.zero_grad(set_to_none=True)
-        loss, tokens = self.loss(batch)
+        with self._autocast():
+            loss, tokens = self.loss(batch)
         loss.backward()
         params = [p for p in model.parameters() if p.requires_grad]
         norm = torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)

@@ -70,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
     except (TypeError, ValueError, FileNotFoundError) as exc:
         return usage_error(command, str(exc))
     quiet_library_bars()
+    if config.torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(config.torch_threads)  # 1 on a shared CPU: no spinning threads
     try:
         policy = load_policy(args, config.device)
     except (FileNotFoundError, ImportError, ValueError) as exc:

@@ -6,7 +6,10 @@ verifier reward function.
 Each instance's public methods are the env's tools (a tool env's own tools plus ``answer``; a
 text game gets one generic ``act`` tool), ``reset(**row)`` starts an episode and returns its
 instructions and first observation, and ``get_reward()`` is the verifier's score of the episode
-(0 while it is unfinished). TRL plays the tool calls turn by turn, so the whole episode is trained
+(0 while it is unfinished). One protocol per path: TRL offers the tools natively, so a tool env's
+reset text drops the text protocol of its instructions (the ``<tool_call>`` format, the schema
+list, ``<answer>`` tags; :func:`native_tool_instructions`) and says to call the tools and the
+``answer`` tool instead. TRL plays the tool calls turn by turn, so the whole episode is trained
 on, not only the first reply::
 
     import trl
@@ -45,6 +48,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -52,7 +56,7 @@ from verigym.agents.llm.chat import initial_messages
 from verigym.agents.llm.grpo import Task, make_env
 from verigym.core import SCORE
 
-__all__ = ["VerigymReward", "environment_factory", "verigym_dataset"]
+__all__ = ["VerigymReward", "environment_factory", "native_tool_instructions", "verigym_dataset"]
 
 SEED_COLUMN = "verigym_seed"
 TASK_COLUMN = "verigym_task"
@@ -208,11 +212,44 @@ def _tool_method(name: str, schema: dict[str, Any]) -> Callable[..., str]:
     return method
 
 
+_TEXT_PROTOCOL = re.compile(
+    r"\n\nTools \(OpenAI function-calling schemas\):\n.*?\n\nEach turn, reply with exactly one "
+    r"tool call, .*? You have (\d+) replies; the episode ends at your answer\.",
+    re.DOTALL,
+)
+_ANSWER_TAGS = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+
+
+def native_tool_instructions(instructions: str) -> str:
+    """A tool env's instructions for a model that is offered the tools natively (TRL's
+    ``environment_factory``, an OpenAI ``tools`` request): the text protocol -- the schema list,
+    the ``<tool_call>{...}</tool_call>`` reply format, ``<answer>...</answer>`` tags -- is replaced
+    by "call one tool per turn; give the final answer with the ``answer`` tool".
+
+    Args:
+        instructions: the env's ``info["instructions"]`` (:class:`verigym.envs.tool.base` layout).
+
+    Returns:
+        the rewritten text; instructions without the tool envs' protocol paragraph come back as
+        they are.
+    """
+    match = _TEXT_PROTOCOL.search(instructions)
+    if match is None:
+        return instructions
+    rule = (
+        "\n\nEach turn, call exactly one of the tools, or give your final answer with the answer "
+        f"tool (the answer alone). You have {match.group(1)} replies; the episode ends at your answer."
+    )
+    task = _ANSWER_TAGS.sub(r"\1", instructions[: match.start()])
+    return task + rule + instructions[match.end() :]
+
+
 class _VerigymEnvironment:
     """Base of the generated TRL environment classes (see :func:`environment_factory`)."""
 
     _task: Any = None
     _unfinished_reward = 0.0
+    _native_tools = False
 
     def __init__(self) -> None:
         self._env = make_env(self._task)
@@ -229,6 +266,8 @@ class _VerigymEnvironment:
         )
         self._done, self._score = False, 0.0
         instructions = str(info.get("instructions", ""))
+        if self._native_tools:
+            instructions = native_tool_instructions(instructions)
         return f"{instructions}\n\n{observation}" if instructions else str(observation)
 
     def _step(self, action: str) -> str:
@@ -323,6 +362,7 @@ def environment_factory(
                 raise ValueError(f"{env_id}: tool {name!r} cannot be a method of a TRL environment")
             namespace[name] = _tool_method(name, schema)
         namespace["answer"] = _answer
+        namespace["_native_tools"] = True
     else:
         namespace["act"] = _act
     short = env_id.rsplit("/", 1)[-1].replace("-", "")

@@ -88,7 +88,9 @@ def test_environment_factory_plays_tools_and_scores():
     ]
     assert get_json_schema(calculator.answer)["function"]["name"] == "answer"
     first = calculator.reset(verigym_seed=4)
-    assert "calculate" in first and "Compute:" in first
+    assert "Compute:" in first and "answer tool" in first
+    # one protocol: TRL offers the tools natively, so no text tool-call format and no answer tags
+    assert "<tool_call>" not in first and "<answer>" not in first and "schemas" not in first
     expression = first.rsplit("Compute:", 1)[1].split("\n")[0].strip()
     result = calculator.calculate(expression=expression)
     value = result.split("]", 1)[1].strip().splitlines()[0]
@@ -184,3 +186,18 @@ def test_single_turn_adapter_without_chat_template(tmp_path, tiny_plain_dir):
         train_dataset=data,
     )
     assert trainer.train().global_step == 1
+
+
+def test_native_tool_instructions_keep_other_texts():
+    from verigym.agents.llm.trl_adapter import native_tool_instructions
+
+    assert native_tool_instructions("Guess a number.") == "Guess a number."
+    text = (
+        "Find it. Answer like <answer>7</answer>.\n\nTools (OpenAI function-calling schemas):\n{}\n\n"
+        'Each turn, reply with exactly one tool call, <tool_call>{"name": "<tool>", "arguments": {...}}'
+        "</tool_call>, or with your final answer, <answer>...</answer>. You have 5 replies; the "
+        "episode ends at your answer.\nEpisode end: after 5 replies."
+    )
+    out = native_tool_instructions(text)
+    assert out.startswith("Find it. Answer like 7.") and "You have 5 replies" in out
+    assert out.endswith("\nEpisode end: after 5 replies.") and "<" not in out
