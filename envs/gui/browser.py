@@ -255,13 +255,18 @@ def _stop(entry: _Shared) -> None:
     entry.chromium = entry.driver = entry.driver_pid = None
     if driver is None:
         return
-    tree = [driver_pid, *descendants(driver_pid)] if driver_pid is not None else []
+    if driver_pid is not None:
+        drivers = [driver_pid]
+    else:  # not told apart at its start: every driver child that no other entry owns
+        owned = {other.driver_pid for other in _SHARED.values()}
+        drivers = [pid for pid in _driver_pids() if pid not in owned]
+    tree = [pid for root in drivers for pid in (root, *descendants(root))]
     started = {pid: stat[2] for pid in tree if (stat := _proc_stat(pid)) is not None}
     if chromium is not None:
         _quietly(chromium.close, "closing the shared browser")
-    if driver_pid is not None:
+    for pid in drivers:
         try:
-            os.kill(driver_pid, signal.SIGTERM)
+            os.kill(pid, signal.SIGTERM)
         except OSError:
             pass
     _quietly(driver.stop, "stopping the Playwright driver")
@@ -372,16 +377,8 @@ def close_shared_browser() -> None:
     """
     with _LOCK:
         mine = [key for key, entry in _SHARED.items() if entry.pid == os.getpid()]
-        entries = [_SHARED.pop(key) for key in mine]
-        untold = any(entry.driver is not None and entry.driver_pid is None for entry in entries)
-        for entry in entries:
+        for entry in [_SHARED.pop(key) for key in mine]:
             _stop(entry)
-        if untold:  # a driver whose pid could not be told apart at its start: end them all
-            for pid in _driver_pids():
-                try:
-                    os.kill(pid, signal.SIGTERM)
-                except OSError:
-                    pass
 
 
 atexit.register(close_shared_browser)

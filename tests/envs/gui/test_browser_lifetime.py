@@ -176,3 +176,22 @@ def test_a_leaderboard_worker_holds_the_browser_across_its_gui_tasks(no_browser)
         player.env.close()
         player.resources.close()
     assert not _browser_processes()
+
+
+def test_a_driver_not_told_apart_at_its_start_is_still_ended(no_browser, monkeypatch):
+    """When the new driver's pid could not be found at its start, the stop ends the driver children
+    of this process that no other browser owns (and waits for them)."""
+    start = browser_module._start_driver
+
+    def untold(entry):
+        start(entry)
+        entry.driver_pid = None
+
+    monkeypatch.setattr(browser_module, "_start_driver", untold)
+    env = GuiEnv(task="click-button")
+    try:
+        env.reset(seed=0)
+        assert _chromium_mains()
+    finally:
+        env.close()
+    assert not _browser_processes()
