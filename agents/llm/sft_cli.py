@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         trainer = SupervisedTrainer(policy, records, config, callbacks=[show])
     except ValueError as exc:
         return usage_error(command, str(exc))
-    probe = trainer.examples[:: max(1, len(trainer.examples) // 32)][:32]  # a fixed sample
+    probe = trainer.examples[:: max(1, len(trainer.examples) // 16)][:16]  # a fixed sample
     before = trainer.mean_loss(probe)
     print(
         f"{len(trainer.examples)} episodes; loss on {len(probe)} of them before training {before:.4f}",
