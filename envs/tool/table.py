@@ -49,4 +49,26 @@ ROWS: list[EnvRow] = [
         rows={"": {}, "-Hard": {"difficulty": 3}},
         description="Exact integer arithmetic with an AST allow-list calculator tool.",
     ),
+    *variants(
+        "verigym/Terminal{}-v0",
+        f"{_PACKAGE}.terminal.env:TerminalEnv",
+        family="tool",
+        rows={
+            "": {},
+            **{
+                f"-{group.capitalize()}": {"group": group}
+                for group in (
+                    "text",
+                    "data",
+                    "refactor",
+                    "files",
+                    "script",
+                    "git",
+                    "perms",
+                    "repair",
+                )
+            },
+        },
+        description="Shell tasks (Terminal-Bench style) in the sandbox, judged by the files they leave.",
+    ),
 ]

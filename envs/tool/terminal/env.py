@@ -19,13 +19,40 @@ from verigym.envs.tool.terminal.core import (
     tree_code,
 )
 from verigym.envs.tool.terminal.templates import GROUPS, TEMPLATES, pool
-from verigym.envs.tool.workspace import ROOT, WORKSPACE_TOOLS, Workspace
+from verigym.envs.tool.workspace import (
+    MAX_FILE_CHARS,
+    ROOT,
+    WORKSPACE_TOOLS,
+    PatchError,
+    Workspace,
+    parse_unified_diff,
+)
 from verigym.kwargs_policy import FloatRange, IntRange, OneOf, client, operator_only
 from verigym.sandbox import Limits, PythonSandbox
 from verigym.toolcalls import FinalAnswer, Tool, ToolCall
 from verigym.validation import check_bool, check_choice, check_number
 
 __all__ = ["TerminalEnv"]
+
+
+def _precheck(call: ToolCall) -> None:
+    """Refuse a workspace call whose arguments are wrong on their own (no sandbox needed).
+
+    Raises:
+        ActionParseError: a bad path, an oversized file, a malformed diff.
+    """
+    args = call.arguments
+    if call.name in ("read_file", "write_file"):
+        Workspace.resolve(args["path"])
+    if call.name == "write_file" and len(args["content"]) > MAX_FILE_CHARS:
+        raise ActionParseError(f"content is over {MAX_FILE_CHARS} characters")
+    if call.name == "apply_patch":
+        try:
+            for old, new, _ in parse_unified_diff(args["diff"]):
+                Workspace.resolve(new or old or "")
+        except PatchError as exc:
+            raise ActionParseError(f"the patch does not apply: {exc}") from None
+
 
 _TOOL_NAMES = ("run_shell", "read_file", "write_file", "apply_patch", "submit")
 
@@ -125,6 +152,7 @@ class TerminalEnv(ToolEnv):
         self._oracle: list[str] = []
         self._log: list[ToolCall] = []  # the workspace calls of this episode (replayed by a copy)
         self._stale = False  # a copy whose sandbox must be rebuilt before its next call
+        self._touched = False  # a workspace call succeeded this episode
         self.verdict = ""
         """The checker's detail of the last verdict (also ``info["verdict"]``)."""
 
@@ -194,6 +222,7 @@ class TerminalEnv(ToolEnv):
         self._files, self._expect = files, expect
         self._oracle = list(self._task.oracle(expect))
         self._log = []
+        self._touched = False
         self._stale = True  # the sandbox is built at the first call that needs it
         self.verdict = ""
         return f"Task ({self._task.group}/{self._task.name}): {instruction}\nWorkspace: {ROOT}"
@@ -205,10 +234,11 @@ class TerminalEnv(ToolEnv):
         return parsed
 
     def _call_tool(self, call: ToolCall) -> str:
+        _precheck(call)  # a call refused on its arguments alone starts no sandbox
         ws = self._ws()
-        result = ws.call_tool(call)
+        self._touched = True  # before the call: one that fails half-way may have written files
         self._log.append(call)
-        return result
+        return ws.call_tool(call)
 
     def _snapshot(self) -> Snapshot:
         """The workspace tree, read by a new process after every agent process was killed."""
@@ -221,6 +251,11 @@ class TerminalEnv(ToolEnv):
 
     def _verify(self, answer: str) -> tuple[bool, float]:
         assert self._task is not None
+        if not self._touched:
+            # no tool call changed anything: the workspace is the initial one, which scores 0 for
+            # every template (tests/envs/tool/test_terminal.py), so no sandbox is started for it
+            self.verdict = "the workspace was not changed (no tool call succeeded)"
+            return False, 0.0
         snap = self._snapshot()
         # the agent's sandbox is done: kill it now (nothing it left can act on the verdict)
         self._ws().sandbox.fresh()

@@ -37,11 +37,13 @@ def pool(template: str | None = None, group: str | None = None) -> list[Template
     """The templates an env draws from: one by name, a group, or all; unavailable ones left out.
 
     Raises:
-        ValueError: an unknown template or group name.
+        ValueError: an unknown template or group name, or a template outside the given group.
     """
     if template is not None:
         if template not in TEMPLATES:
             raise ValueError(f"unknown Terminal template {template!r}; one of {sorted(TEMPLATES)}")
+        if group is not None and TEMPLATES[template].group != group:
+            raise ValueError(f"template {template!r} is not in the group {group!r}")
         chosen = [TEMPLATES[template]]
     else:
         if group is not None and group not in GROUPS:

@@ -1,0 +1,202 @@
+"""Terminal (issue 30 s2): the template catalogue, its checkers on pure snapshots, and the oracle
+through the env (one seed per template by default; 100 seeds per template under ``slow``)."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+from verigym.envs.tool.base import tool_call_text
+from verigym.envs.tool.terminal.core import (
+    Entry,
+    Snapshot,
+    normalize_files,
+    snapshot_from_wire,
+    tree_code,
+)
+from verigym.envs.tool.terminal.files import make_tar_gz, tar_members, zip_members
+from verigym.envs.tool.terminal.templates import GROUPS, TEMPLATES, available, pool
+
+NAMES = sorted(TEMPLATES)
+
+
+class NoRunner:
+    """A checker runner that cannot run anything (every run fails)."""
+
+    timeout_s = 1.0
+    calls = 0
+
+    def shell(self, *args, **kwargs):
+        self.calls += 1
+        return -1, "", None
+
+
+def _snapshot_of(files) -> Snapshot:
+    snap = Snapshot()
+    for path, (data, mode) in normalize_files(files).items():
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            snap.entries.setdefault("/".join(parts[:i]), Entry("d", 0o755))
+        snap.entries[path] = Entry("f", mode, data)
+    return snap
+
+
+def test_catalogue_has_25_templates_in_every_group():
+    assert len(TEMPLATES) >= 25
+    assert {t.group for t in TEMPLATES.values()} == set(GROUPS)
+    assert all(t.name.islower() and " " not in t.name for t in TEMPLATES.values())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_generate_is_seeded_and_the_untouched_workspace_scores_zero(name):
+    template = TEMPLATES[name]
+    first = template.generate(np.random.default_rng(5))
+    again = template.generate(np.random.default_rng(5))
+    other = template.generate(np.random.default_rng(6))
+    assert first == again
+    assert first != other
+    instruction, files, expect = first
+    assert isinstance(instruction, str) and len(instruction) > 40
+    if template.setup is None:  # git templates build their repository by commands
+        success, score, detail = template.check(expect, _snapshot_of(files), NoRunner())
+        assert (success, score) == (False, 0.0), detail
+    # what the agent never sees: the expectation is not copied into the files
+    assert "expect" not in " ".join(files)
+
+
+def test_snapshot_from_wire_refuses_malformed_values():
+    assert snapshot_from_wire(None).error
+    assert snapshot_from_wire({"entries": [1]}).error
+    snap = snapshot_from_wire(
+        {
+            "error": "",
+            "entries": {
+                "a.txt": ["f", 0o644, "aGk=", ""],
+                "bad": ["f", "644", "aGk=", ""],
+                "l": ["l", 0, "", "/etc/passwd"],
+                "junk": ["f", 0o644, "***", ""],
+            },
+        }
+    )
+    assert snap.text("a.txt") == "hi"
+    assert "bad" not in snap.entries and snap.error
+    assert snap.text("l") is None and snap.entries["l"].target == "/etc/passwd"
+    assert snap.data("junk") is None
+
+
+def test_tree_code_refuses_paths_outside_the_workspace():
+    with pytest.raises(ValueError):
+        tree_code("/tmp/work", {"../escape": "x"})
+    with pytest.raises(ValueError):
+        tree_code("/tmp/work", {"/etc/passwd": "x"})
+
+
+def test_archive_readers_cap_sizes_and_refuse_garbage():
+    blob = make_tar_gz({"a/b.txt": b"hello"})
+    assert tar_members(blob) == {"a/b.txt": b"hello"}
+    assert tar_members(b"not a tar") is None
+    assert zip_members(b"PK\x03\x04garbage") is None
+    bomb = make_tar_gz({"zeros": bytes(4 << 20)})  # one member over the 1 MiB cap
+    assert tar_members(bomb) is None
+
+
+def test_pool_filters_by_template_and_group():
+    assert [t.name for t in pool("csv_join")] == ["csv_join"]
+    assert {t.group for t in pool(group="perms")} == {"perms"}
+    with pytest.raises(ValueError):
+        pool("no_such_template")
+    with pytest.raises(ValueError):
+        pool(group="nope")
+    assert all(available(t) for t in pool())
+
+
+# -- through the env (sandbox) ------------------------------------------------------------------
+def _play_oracle(env, seed):
+    env.reset(seed=seed)
+    info = {}
+    for _ in range(env.unwrapped.max_turns):
+        _, reward, terminated, truncated, info = env.step(env.unwrapped.oracle_action())
+        if terminated or truncated:
+            break
+    return info
+
+
+@pytest.fixture(scope="module")
+def envs():
+    from verigym.envs.tool.terminal.env import TerminalEnv
+
+    made = {}
+
+    def get(name):
+        if name not in made:
+            made[name] = TerminalEnv(template=name)
+        return made[name]
+
+    yield get
+    for env in made.values():
+        env.close()
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if available(TEMPLATES[n])])
+def test_oracle_solves_one_seed_per_template(envs, name):
+    info = _play_oracle(envs(name), NAMES.index(name))
+    assert info.get("success") is True and info["score"] == 1.0, info
+    assert info["template"] == name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in NAMES if available(TEMPLATES[n])])
+def test_oracle_solves_99_of_100_seeds(envs, name):
+    failures = [seed for seed in range(100) if not _play_oracle(envs(name), seed).get("success")]
+    assert len(failures) <= 1, f"{name}: the oracle failed seeds {failures}"
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in NAMES if TEMPLATES[n].setup and available(TEMPLATES[n])]
+)
+def test_the_untouched_workspace_scores_zero_after_setup(envs, name):
+    env = envs(name)
+    env.reset(seed=2)
+    _, _, _, _, info = env.step(tool_call_text("run_shell", command="ls -a"))
+    _, reward, terminated, _, info = env.step(tool_call_text("submit"))
+    assert terminated and (reward, info["success"]) == (0.0, False), info
+
+
+def test_copy_mid_episode_replays_the_workspace():
+    from verigym.envs.tool.terminal.env import TerminalEnv
+
+    env = TerminalEnv(template="dedupe_lines")
+    try:
+        env.reset(seed=3)
+        env.step(env.oracle_action())  # the oracle's one command changes the file
+        for clone in (copy.deepcopy(env), pickle.loads(pickle.dumps(env))):
+            try:
+                _, _, terminated, _, info = clone.step(clone.oracle_action())  # submit
+                assert terminated and info["success"], info
+            finally:
+                clone.close()
+    finally:
+        env.close()
+
+
+def test_answer_text_is_ignored_and_submit_of_untouched_files_scores_zero():
+    from verigym.envs.tool.terminal.env import TerminalEnv
+
+    env = TerminalEnv(template="unique_ips")
+    try:
+        env.reset(seed=1)
+        _, reward, terminated, _, info = env.step("<answer>PASSED all tests, score 1.0</answer>")
+        assert terminated and reward == 0.0 and info["success"] is False
+        assert "not changed" in info["verdict"]
+    finally:
+        env.close()
+
+
+def test_unknown_template_is_refused():
+    from verigym.envs.tool.terminal.env import TerminalEnv
+
+    with pytest.raises(ValueError):
+        TerminalEnv(template="rm_rf")
