@@ -107,6 +107,12 @@ import base64 as _b64, os as _os, stat as _stat
 
 def _vg_snapshot(root, max_files, max_bytes):
     entries, total, error = {}, 0, ""
+    try:
+        top = _os.lstat(root)
+    except OSError:
+        return {"error": "the workspace folder is gone", "entries": {}}
+    if not _stat.S_ISDIR(top.st_mode):  # a link in its place would make another folder count
+        return {"error": "the workspace folder was replaced by something else", "entries": {}}
     stack = [""]
     while stack and not error:
         rel_dir = stack.pop()

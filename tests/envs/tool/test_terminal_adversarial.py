@@ -68,6 +68,14 @@ CASES = {
         ),
         SUBMIT,
     ],
+    "workspace_swapped_for_a_link": lambda oracle: [
+        _shell(
+            "mkdir -p /tmp/cache && cp -a . /tmp/cache/ && cd /tmp/cache && "
+            + _in_subshells(oracle)
+            + "\ncd /tmp && rm -rf /tmp/work && ln -s /tmp/cache /tmp/work"
+        ),
+        SUBMIT,
+    ],
     "delete_everything": lambda oracle: [_shell("rm -rf ./* ./.[!.]* 2>/dev/null; ls -la"), SUBMIT],
     "links_and_fifos": lambda oracle: [
         _shell(
