@@ -251,3 +251,42 @@ def test_grpo_with_lora_trains_only_adapters_and_saves_only_them(tmp_path, tiny_
             assert torch.equal(param, frozen[name]), name
     names = {p.name for p in (tmp_path / "g").iterdir()}
     assert "adapter_model.safetensors" in names and "model.safetensors" not in names
+
+
+def test_stored_episodes_become_demonstrations_only_on_training_seeds():
+    from types import SimpleNamespace
+
+    from verigym.leaderboards.demonstrations import stored_demonstrations
+    from verigym.leaderboards.runner import make_env, run_episode
+    from verigym.leaderboards.trajectories import Recorder
+
+    env_id = "verigym/GuessNumber-v0"
+    blobs, rows = {}, []
+    for seed in (3, 1_000_003):
+        env = make_env(env_id, {}, False)  # the oracle plays the env itself (text_view False)
+        agent = SimpleNamespace(
+            act=lambda obs, info, deterministic=True, env=env: env.unwrapped.oracle_action()
+        )
+        recorder = Recorder(env, agent, env_id=env_id, env_kwargs={}, seed=seed, text_view=False)
+        result = run_episode(agent, env, seed, recorder=recorder)
+        env.close()
+        row = SimpleNamespace(
+            env_id=env_id,
+            seed=seed,
+            status="ok",
+            success=result["success"],
+            score=1.0,
+            agent_spec="oracle",
+            trajectory_digest="",
+        )
+        blobs[seed] = recorder.finish()[0]
+        rows.append(row)
+    store = SimpleNamespace(trajectory=lambda row: blobs[row.seed])
+    refused: list = []
+    records = list(stored_demonstrations(store, rows, refused))
+    assert [r["seed"] for r in records] == [3]
+    assert len(refused) == 1 and "evaluation seed" in refused[0][1]
+    played = next(play_demonstrations([env_id], [3]))
+    assert records[0]["messages"] == played["messages"]  # the same episode, the same chat
+    with pytest.raises(ValueError, match="evaluation seed"):
+        list(stored_demonstrations(store, rows[1:]))

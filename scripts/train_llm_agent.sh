@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Retrain the LoRA adapter of the "SmolLM2-135M + SFT + GRPO" row (issue 31 s3) and ship it in
+# leaderboards/checkpoints/smollm2-sft-grpo/ (adapter_config.json, adapter_model.safetensors in
+# bfloat16, the training logs, and demos.txt naming the data):
+#   1. demonstrations: the oracle's successful episodes on training seeds of the starter suite's
+#      LLM tasks, through the text view (verigym export --format sft --play oracle);
+#   2. SFT with LoRA (verigym train sft), assistant tokens only;
+#   3. GRPO with LoRA from the SFT adapter (verigym train grpo --adapter) on the same tasks;
+#      VERIGYM_GRPO_STEPS=0 skips it (then the SFT adapter is shipped).
+# Everything runs on the CPU with one torch thread (on a shared machine spinning OpenMP threads cost
+# 7x the CPU time). Play the result with the agent spec
+#   llm:smollm2?adapter=leaderboards/checkpoints/smollm2-sft-grpo&max_new_tokens=48&families=text,tool,gui
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work="${VERIGYM_TRAIN_DIR:-runs/smollm2-sft-grpo}"
+ship="${VERIGYM_ADAPTER_DIR:-leaderboards/checkpoints/smollm2-sft-grpo}"
+grpo_steps="${VERIGYM_GRPO_STEPS:-20}"
+export OMP_NUM_THREADS=1
+mkdir -p "$work"
+
+# 1. demonstrations: 30 training seeds of the short tasks, 10 of the long ones (SQL, Login)
+verigym export --format sft --play oracle --seeds 0:30 --path "$work/demos-short.jsonl" \
+  --env verigym/GuessNumber-v0 --env verigym/RG-BasicArithmetic-v0 --env verigym/Calculator-v0 \
+  --env verigym/ClickButton-v0
+verigym export --format sft --play oracle --seeds 0:10 --path "$work/demos-long.jsonl" \
+  --env verigym/SQL-v0 --env verigym/Login-v0
+cat "$work/demos-short.jsonl" "$work/demos-long.jsonl" >"$work/demos.jsonl"
+
+# 2. SFT with LoRA (r 16 on every attention and MLP projection), one epoch
+SECONDS=0
+verigym train sft --model smollm2 --data "$work/demos.jsonl" --out "$work/sft" \
+  --epochs 1 --batch-size 4 --learning-rate 1e-3 --warmup-steps 3 --lora-r 16 --log-every 5 \
+  --device cpu --torch-threads 1 --bf16 | tee "$work/sft.log"
+echo "SFT wall time: $((SECONDS / 60)) min" | tee -a "$work/sft.log"
+final="$work/sft"
+
+# 3. GRPO with LoRA, continuing the SFT adapter, on the same tasks
+if [ "$grpo_steps" -gt 0 ]; then
+  SECONDS=0
+  verigym train grpo --model smollm2 --adapter "$work/sft" \
+    --env verigym/GuessNumber-v0 --env verigym/RG-BasicArithmetic-v0 --env verigym/Calculator-v0 \
+    --env verigym/ClickButton-v0 --env verigym/SQL-v0 --env verigym/Login-v0 \
+    --steps "$grpo_steps" --num-generations 4 --groups-per-step 2 --max-new-tokens 48 \
+    --max-turns 10 --learning-rate 2e-5 --micro-batch-size 4 --device cpu --out "$work/grpo" \
+    | tee "$work/grpo.log"
+  echo "GRPO wall time: $((SECONDS / 60)) min" | tee -a "$work/grpo.log"
+  final="$work/grpo"
+fi
+
+# ship: the adapter in bfloat16 (half the bytes; peft casts it back to the model's dtype on load)
+mkdir -p "$ship"
+python - "$final" "$ship" <<'PY'
+import json, shutil, sys
+from pathlib import Path
+
+from safetensors.torch import load_file, save_file
+
+src, dst = Path(sys.argv[1]), Path(sys.argv[2])
+tensors = {k: v.bfloat16().contiguous() for k, v in load_file(src / "adapter_model.safetensors").items()}
+save_file(tensors, dst / "adapter_model.safetensors", metadata={"format": "pt"})
+config = json.loads((src / "adapter_config.json").read_text())
+config["base_model_name_or_path"] = "smollm2"  # verigym's short name (the GGUF the smollm2 extra installs)
+(dst / "adapter_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+for name in ("train_log.jsonl", "sft_config.json", "metrics.jsonl", "grpo_config.json", "meta.json"):
+    if (src / name).exists():
+        shutil.copy(src / name, dst / name)
+if src.name == "grpo" and (src.parent / "sft" / "train_log.jsonl").exists():
+    shutil.copy(src.parent / "sft" / "train_log.jsonl", dst / "sft_train_log.jsonl")
+PY
+for log in sft.log grpo.log; do [ -f "$work/$log" ] && cp "$work/$log" "$ship/$log"; done
+echo "shipped $final as $ship"
