@@ -158,6 +158,8 @@ def _check_actions(actions: Any, n: int, n_actions: int) -> tuple[np.ndarray, np
         raise ValueError(f"expected actions of shape ({n},), got {array.shape}")
     if array.dtype.kind in "iu":
         valid = (array >= 0) & (array < n_actions)
+        if valid.all():
+            return array.astype(np.int64, copy=False), valid
         return np.where(valid, array, 0).astype(np.int64, copy=False), valid
     if array.dtype.kind not in "fb":  # objects, strings: convert one by one (the rare path)
         converted = np.full(n, np.nan)
@@ -271,12 +273,15 @@ class _BatchedBase(VectorEnv):
         if not self._started:
             raise RuntimeError("call reset() before step()")
         actions, valid = _check_actions(actions, self.num_envs, self._n_actions)
+        all_valid = bool(valid.all())
         restart = self._pending
         active = ~restart
-        reward, terminated, truncated, success = self._advance(np.where(valid, actions, -1), active)
+        reward, terminated, truncated, success = self._advance(
+            actions if all_valid else np.where(valid, actions, -1), active
+        )
         ended = terminated | truncated
         infos: dict[str, Any] = {}
-        if not valid.all():
+        if not all_valid:
             bad = ~valid & active
             if bad.any():
                 errors = np.full(self.num_envs, None, dtype=object)
