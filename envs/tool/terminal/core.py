@@ -36,6 +36,7 @@ __all__ = [
     "Template",
     "Verdict",
     "scored",
+    "host_snapshot",
     "snapshot_from_wire",
     "tree_code",
     "SNAPSHOT_SOURCE",
@@ -157,6 +158,20 @@ def _vg_snapshot(root, max_files, max_bytes):
 """
 """Source of ``_vg_snapshot(root, max_files, max_bytes)``, run inside a sandbox: it never follows
 a link, never opens anything but a regular file (``O_NOFOLLOW | O_NONBLOCK``) and stops at the caps."""
+
+_HOST: dict[str, Any] = {}
+exec(compile(SNAPSHOT_SOURCE, "<verigym terminal snapshot>", "exec"), _HOST)  # our own source
+
+
+def host_snapshot(path: str) -> Snapshot:
+    """The tree at ``path`` read by this process (see :data:`SNAPSHOT_SOURCE` for what is read).
+
+    For a sandbox's tree through ``/proc/<stopped worker pid>/root``: with every process of the
+    sandbox stopped or killed nothing changes the tree while it is read, and no link is followed,
+    so nothing outside the tree is read.
+    """
+    return snapshot_from_wire(_HOST["_vg_snapshot"](path, MAX_FILES, MAX_BYTES))
+
 
 SNAPSHOT_CALL = (
     "import json as _json, subprocess as _sp, sys as _sys\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +15,7 @@ from verigym.envs.tool.terminal.core import (
     Runner,
     Snapshot,
     Template,
+    host_snapshot,
     snapshot_from_wire,
     snapshot_setup_code,
     tree_code,
@@ -31,6 +33,7 @@ from verigym.kwargs_policy import FloatRange, IntRange, OneOf, client, operator_
 from verigym.sandbox import Limits, PythonSandbox
 from verigym.toolcalls import FinalAnswer, Tool, ToolCall
 from verigym.validation import check_bool, check_choice, check_number
+from verigym.workers import process_state
 
 __all__ = ["TerminalEnv"]
 
@@ -71,9 +74,12 @@ class TerminalEnv(ToolEnv):
     ``submit`` (an ``<answer>`` does the same; its text is ignored).
 
     Verdict (source: Terminal-Bench's "the tests read the container's state" design): after the
-    last call every agent process has been killed (the sandbox stops its worker and kills all
-    other processes between calls); a **new** ``python -I -S`` process reads the workspace tree
-    (no link followed, only regular files opened, at most 4,000 entries and 32 MiB), the sandbox is
+    last call every agent process has been killed and the sandbox's worker is stopped (the
+    sandbox does both between calls); the env reads the workspace tree itself through
+    ``/proc/<worker>/root`` (agent commands can write into the worker's memory, so nothing the
+    worker would compute is trusted; where that path is unreadable, a new ``python -I -S`` process
+    in the sandbox reads it), never following a link, opening only regular files, at most 4,000
+    entries and 32 MiB; a workspace folder replaced by a link is an error. The sandbox is then
     discarded, and the template's checker compares that tree with the expectation drawn at reset,
     which never entered the sandbox. Where the task asks for a program, only that program is copied
     into another new sandbox and run on hidden inputs there. Nothing the agent printed is read.
@@ -241,8 +247,18 @@ class TerminalEnv(ToolEnv):
         return ws.call_tool(call)
 
     def _snapshot(self) -> Snapshot:
-        """The workspace tree, read by a new process after every agent process was killed."""
+        """The workspace tree after every agent process was killed.
+
+        Read by this process through ``/proc/<worker>/root`` while the sandbox's worker is stopped
+        (agent commands can write into the worker's memory, so nothing it would compute is
+        trusted); where that path is not readable, by a new ``python -I -S`` process in the sandbox.
+        """
         box = self._ws().sandbox
+        pid = box.notebook_pid
+        if pid is not None and process_state(pid) in ("T", "t"):
+            inside = f"/proc/{pid}/root{ROOT}"
+            if os.path.isdir(f"/proc/{pid}/root/tmp"):
+                return host_snapshot(inside)
         loaded = box.run(snapshot_setup_code(), timeout=30.0)
         if not loaded.ok:
             return Snapshot(error="the snapshot could not start")

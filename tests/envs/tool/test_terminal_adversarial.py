@@ -202,3 +202,20 @@ def test_hidden_inputs_never_enter_the_sandbox():
         )
     finally:
         env.close()
+
+
+def test_the_verdict_does_not_ask_the_sandbox_worker():
+    """Agent commands can write into the worker's memory (/proc/1/mem), so the tree is read by the
+    env through /proc/<worker>/root: a worker whose subprocess module is sabotaged changes nothing."""
+    from verigym.envs.tool.terminal.env import TerminalEnv
+
+    env = TerminalEnv(template="unique_ips")
+    try:
+        env.reset(seed=0)
+        _, _, _, _, info = env.step(env.oracle_action())
+        sabotage = "import subprocess\nsubprocess.run = None\nsubprocess.Popen = None\n"
+        assert env._ws().sandbox.run(sabotage).ok
+        _, reward, terminated, _, info = env.step(env.oracle_action())  # submit
+        assert terminated and info["success"] and reward == 1.0, info
+    finally:
+        env.close()
