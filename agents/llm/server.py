@@ -66,9 +66,9 @@ or stops generating at the next decoding step.
 
 Concurrency: the event loop parses nothing large and runs no model code. Bodies are decoded and
 prompts tokenized on a pool of :data:`PREP_THREADS` threads; every model call (sampling, the
-``"required"`` choosing pass) runs on one batcher thread that takes queued requests in arrival
-order, so ``/health`` and new requests are answered while a batch generates, and a client that
-leaves is noticed at once (the ASGI ``http.disconnect`` event).
+``"required"`` choosing pass) runs on one batcher thread (:mod:`verigym.agents.llm.batcher`) that
+takes queued requests in arrival order, so ``/health`` and new requests are answered while a batch
+generates, and a client that leaves is noticed at once (the ASGI ``http.disconnect`` event).
 
 Security: with a token (``token=``, ``verigym serve-model --token`` or ``$VERIGYM_TOKEN``) every
 request needs ``Authorization: Bearer <token>``, checked by :class:`verigym.serve.auth.TokenGate`
@@ -92,7 +92,6 @@ import functools
 import json
 import logging
 import math
-import queue
 import random
 import threading
 import time
@@ -101,6 +100,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from verigym.agents.llm.batcher import Batcher, ClientGone, Job
 from verigym.agents.llm.policy import Generation, TransformersPolicy
 from verigym.core import ActionParseError
 
@@ -152,10 +152,6 @@ class RequestError(ValueError):
     ):
         super().__init__(message)
         self.status, self.code, self.param = status, code, param
-
-
-class ClientGone(Exception):
-    """The client closed its connection before its answer (nobody reads the reply)."""
 
 
 def error_body(
@@ -217,177 +213,6 @@ def tool_call_opening(name: str) -> str:
     """The text a forced call of ``name`` starts with: the Hermes opening up to the arguments,
     ``<tool_call>\\n{"name": "<name>", "arguments": ``."""
     return f'<tool_call>\n{{"name": {json.dumps(name)}, "arguments": '
-
-
-# -- the batcher thread -------------------------------------------------------------------------------
-@dataclass
-class _Job:
-    """``n`` replies to one prompt, sampled on the batcher thread."""
-
-    prompt: list[int]
-    n: int
-    sampling: tuple[int, float, float, tuple[str, ...], int]
-    loop: asyncio.AbstractEventLoop | None = None
-    future: asyncio.Future | None = None
-    abandoned: bool = False
-    """the client stopped waiting (it left, or its timeout): the job is skipped if it has not
-    started, and its rows stop at the next decoding step if it has"""
-
-
-@dataclass
-class _Call:
-    """Any other model work (the ``"required"`` choosing pass), run on the batcher thread."""
-
-    fn: Callable[[], Any]
-    loop: asyncio.AbstractEventLoop | None = None
-    future: asyncio.Future | None = None
-    abandoned: bool = False
-
-
-def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
-
-
-def _deliver(item: _Job | _Call, result: Any, error: BaseException | None = None) -> None:
-    """Hand a result from the batcher thread to the waiting request's event loop."""
-    if item.loop is None or item.future is None:
-        return
-    try:
-        item.loop.call_soon_threadsafe(_settle, item.future, result, error)
-    except RuntimeError:  # the loop is closed: the server stopped, nobody waits
-        pass
-
-
-class _Batcher:
-    """One worker thread that runs all model work: queued requests sampled together (grouped by
-    sampling options, at most ``max_batch_size`` rows), and :meth:`call` work between batches."""
-
-    def __init__(self, policy: TransformersPolicy, max_batch_size: int):
-        self.policy = policy
-        self.max_batch_size = max_batch_size
-        self.jobs: queue.Queue[_Job | _Call | None] = queue.Queue()
-        self.thread = threading.Thread(target=self._loop, name="verigym-serve-batcher", daemon=True)
-        self.thread.start()
-
-    async def run(
-        self, jobs: Sequence[_Job], gone: asyncio.Event, timeout: float
-    ) -> list[list[Generation]]:
-        """Queue ``jobs`` and wait for their replies (one list of ``n`` per job, in order).
-
-        Raises:
-            ClientGone: ``gone`` was set (the client left); the jobs are abandoned.
-            TimeoutError: ``timeout`` seconds passed; the jobs are abandoned.
-            RuntimeError: the generation failed.
-        """
-        return await self._wait(list(jobs), gone, timeout)
-
-    async def call(self, fn: Callable[[], Any], gone: asyncio.Event, timeout: float) -> Any:
-        """Run ``fn()`` on the batcher thread (between batches) and return its result."""
-        (result,) = await self._wait([_Call(fn)], gone, timeout)
-        return result
-
-    async def _wait(self, items: list[Any], gone: asyncio.Event, timeout: float) -> list[Any]:
-        if gone.is_set():
-            raise ClientGone("the client left before its request was queued")
-        loop = asyncio.get_running_loop()
-        for item in items:
-            item.loop, item.future = loop, loop.create_future()
-        for item in items:
-            self.jobs.put(item)
-        waiter = asyncio.gather(*(item.future for item in items))
-        watcher = asyncio.ensure_future(gone.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {waiter, watcher}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        except asyncio.CancelledError:
-            for item in items:
-                item.abandoned = True
-            waiter.cancel()
-            raise
-        finally:
-            watcher.cancel()
-        if waiter in done:
-            return waiter.result()
-        for item in items:
-            item.abandoned = True
-        waiter.cancel()
-        if gone.is_set():
-            raise ClientGone("the client left before its answer")
-        raise TimeoutError(f"generation did not finish within {timeout:.0f} s (request_timeout)")
-
-    def stop(self) -> None:
-        self.jobs.put(None)
-        self.thread.join(timeout=10)
-
-    def _loop(self) -> None:
-        while True:
-            item = self.jobs.get()
-            if item is None:
-                return
-            batch: list[_Job] = []
-            calls: list[_Call] = []
-            rows = 0
-            while True:
-                if isinstance(item, _Call):
-                    calls.append(item)
-                else:
-                    batch.append(item)
-                    rows += item.n
-                if rows >= self.max_batch_size:
-                    break
-                try:
-                    item = self.jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    self.jobs.put(None)
-                    break
-            self._sample(batch)
-            for call in calls:
-                if call.abandoned:
-                    continue
-                try:
-                    _deliver(call, call.fn())
-                except Exception as exc:  # report to the waiting client, keep serving
-                    logger.exception("model call failed")
-                    _deliver(call, None, RuntimeError(f"model call failed: {exc}"))
-
-    def _sample(self, batch: list[_Job]) -> None:
-        groups: dict[tuple[int, float, float, tuple[str, ...], int], list[_Job]] = {}
-        for job in batch:
-            if job.abandoned:  # nobody waits for it: do not spend the batch's time on it
-                continue
-            groups.setdefault(job.sampling, []).append(job)
-        for (max_tokens, temperature, top_p, stop, top_logprobs), jobs in groups.items():
-            prompts = [job.prompt for job in jobs for _ in range(job.n)]
-
-            def gone(jobs: list[_Job] = jobs) -> list[bool]:
-                return [job.abandoned for job in jobs for _ in range(job.n)]
-
-            try:
-                out = self.policy.generate(
-                    prompts,
-                    max_new_tokens=max_tokens,
-                    temperature=temperature,
-                    top_p=top_p,
-                    stop=stop,
-                    top_logprobs=top_logprobs,
-                    stop_rows=gone,
-                )
-            except Exception as exc:  # report to the waiting clients, keep serving
-                logger.exception("generation failed")
-                for job in jobs:
-                    _deliver(job, None, RuntimeError(f"generation failed: {exc}"))
-                continue
-            for job in jobs:
-                result, out = out[: job.n], out[job.n :]
-                _deliver(job, result)
 
 
 @dataclass
@@ -500,7 +325,7 @@ class ChatServer:
         self._pool = concurrent.futures.ThreadPoolExecutor(
             PREP_THREADS, thread_name_prefix="verigym-serve-prep"
         )
-        self.batcher = _Batcher(policy, max_batch_size)
+        self.batcher = Batcher(policy, max_batch_size)
 
     @property
     def base_url(self) -> str:
@@ -1104,7 +929,7 @@ class ChatServer:
         for name in names:
             groups[name] = groups.get(name, 0) + 1
         jobs = [
-            _Job(plan.prompt + (plan.openings[name] if name else []), count, job_sampling)
+            Job(plan.prompt + (plan.openings[name] if name else []), count, job_sampling)
             for name, count in groups.items()
         ]
         results = await self.batcher.run(jobs, gone, self.request_timeout)
@@ -1311,7 +1136,7 @@ class ChatServer:
         """
         gone = gone if gone is not None else asyncio.Event()
         encoded, sampling, logprobs = await self._in_pool(self._plan_text, request)
-        jobs = [_Job(ids, sampling[5], sampling[:5]) for ids in encoded]
+        jobs = [Job(ids, sampling[5], sampling[:5]) for ids in encoded]
         results = await self.batcher.run(jobs, gone, self.request_timeout)
         if logprobs is not None:  # a token text per sampled and top token: off the event loop
             return await self._in_pool(self._text_answer, encoded, results, logprobs)
