@@ -381,13 +381,14 @@ class BatchedGridEnv(_BatchedBase):
         self._flat = self._cells4.reshape(-1, 4)
         self._words = self._cells4.reshape(-1).view(np.uint32)
         self._base = np.arange(n, dtype=np.int64) * plane
-        self.row = np.zeros(n, dtype=np.int64)
-        self.col = np.zeros(n, dtype=np.int64)
+        # the agent's cell as a flat index into the padded grids of all copies (copy i's plane
+        # starts at i * plane); the padding is walls, so a step or a look off the grid meets a
+        # wall there, as the single env's "front cell is outside" rule gives
+        self.pos = np.zeros(n, dtype=np.int64)
         self.direction = np.zeros(n, dtype=np.int64)
         self.carrying = np.zeros((n, 3), dtype=np.uint8)
         self.steps = np.zeros(n, dtype=np.int64)
         self.target = np.zeros((n, 2), dtype=np.uint8)  # GoToObject: (kind, color)
-        self._dr, self._dc = DIR_VEC[:, 0].copy(), DIR_VEC[:, 1].copy()
         self._step_flat = DIR_VEC[:, 0] * self.padded_w + DIR_VEC[:, 1]
         self._offsets = ego_offsets(self.view_size, self.padded_w, self.pad)
         self._blocker_bits = _blocker_bits(self.view_size)
@@ -403,7 +404,8 @@ class BatchedGridEnv(_BatchedBase):
     def _load(self, i: int) -> None:
         env = self.envs[i]
         self.cells[i] = env.grid.padded
-        self.row[i], self.col[i] = env.agent_pos
+        r, c = env.agent_pos
+        self.pos[i] = self._base[i] + (r + self.pad) * self.padded_w + c + self.pad
         self.direction[i] = env.agent_dir
         self.carrying[i] = env.carrying
         self.steps[i] = 0
@@ -436,13 +438,21 @@ class BatchedGridEnv(_BatchedBase):
         return values
 
     # -- stepping -------------------------------------------------------------------------------
-    def _front(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(flat index, inside, cell uint8 (N, 3))`` of the cell each agent faces."""
-        fr = self.row + self._dr[self.direction]
-        fc = self.col + self._dc[self.direction]
-        inside = (fr >= 0) & (fr < self.height) & (fc >= 0) & (fc < self.width)
-        index = self._base + (fr + self.pad) * self.padded_w + fc + self.pad
-        return index, inside, self._flat[index]
+    @property
+    def row(self) -> np.ndarray:
+        """``int64 (N,)``: the agents' rows (grid coordinates)."""
+        return (self.pos - self._base) // self.padded_w - self.pad
+
+    @property
+    def col(self) -> np.ndarray:
+        """``int64 (N,)``: the agents' columns (grid coordinates)."""
+        return (self.pos - self._base) % self.padded_w - self.pad
+
+    def _front(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(flat index, cell uint8 (N, 4))`` of the cell each agent faces (a padding wall
+        when it is off the grid)."""
+        index = self.pos + self._step_flat[self.direction]
+        return index, self._flat[index]
 
     def _advance(
         self, actions: np.ndarray, active: np.ndarray
@@ -454,9 +464,7 @@ class BatchedGridEnv(_BatchedBase):
         self.steps += active
         moving = op == FORWARD
         if self.slip > 0.0:
-            here = self._flat[
-                self._base + (self.row + self.pad) * self.padded_w + self.col + self.pad
-            ]
+            here = self._flat[self.pos]
             on_ice = moving & (here[:, 0] == ICE)
         if self.cardinal:
             self.direction = np.where(moving, _CARDINAL_DIRS[act], self.direction)
@@ -471,30 +479,26 @@ class BatchedGridEnv(_BatchedBase):
             if len(which):
                 side = np.where(u < self.slip / 2, 1, -1)
                 slid = (self.direction[which] + side) & 3
-                nr, nc = self.row[which] + self._dr[slid], self.col[which] + self._dc[slid]
-                cell = self._flat[
-                    self._base[which] + (nr + self.pad) * self.padded_w + nc + self.pad
-                ]
+                target = self.pos[which] + self._step_flat[slid]
+                cell = self._flat[target]
                 can = _ENTERABLE_CODE[cell[:, 0] * 4 + np.minimum(cell[:, 2], MAX_STATE)]
                 moved = which[can]
-                self.row[moved], self.col[moved] = nr[can], nc[can]
+                self.pos[moved] = target[can]
                 entered[moved] = cell[can, 0]
                 moving = moving.copy()
                 moving[which] = False  # a slip replaces the move
-        index, inside, front = self._front()
+        index, front = self._front()
         kind, color, state = front[:, 0], front[:, 1], front[:, 2]
         kind_code = kind.astype(np.int64)
-        forward = moving & inside & _ENTERABLE_CODE[kind_code * 4 + np.minimum(state, MAX_STATE)]
+        forward = moving & _ENTERABLE_CODE[kind_code * 4 + np.minimum(state, MAX_STATE)]
         if forward.any():
-            self.row = np.where(forward, self.row + self._dr[self.direction], self.row)
-            self.col = np.where(forward, self.col + self._dc[self.direction], self.col)
+            self.pos = np.where(forward, index, self.pos)
             entered = np.where(forward, kind_code, entered)
         carried = self.carrying[:, 0] != 0
-        pickup = (op == PICKUP) & inside & _PICKABLE[kind_code] & ~carried
-        drop = (op == DROP) & inside & carried & (kind == EMPTY)
+        pickup = (op == PICKUP) & _PICKABLE[kind_code] & ~carried
+        drop = (op == DROP) & carried & (kind == EMPTY)
         toggle = (
             (op == TOGGLE)
-            & inside
             & (kind == DOOR)
             & ((state != LOCKED) | ((self.carrying[:, 0] == KEY) & (self.carrying[:, 1] == color)))
         )
@@ -514,10 +518,8 @@ class BatchedGridEnv(_BatchedBase):
             success = self.carrying[:, 0] == BALL
             failure = np.zeros(self.num_envs, dtype=bool)
         else:  # face_target, after the action
-            _, inside, front = self._front()
-            success = (
-                inside & (front[:, 0] == self.target[:, 0]) & (front[:, 1] == self.target[:, 1])
-            )
+            _, front = self._front()
+            success = (front[:, 0] == self.target[:, 0]) & (front[:, 1] == self.target[:, 1])
             failure = np.zeros(self.num_envs, dtype=bool)
         success &= active
         terminated = success | (failure & active)
@@ -539,14 +541,14 @@ class BatchedGridEnv(_BatchedBase):
         if self.full:
             p = self.pad
             obs = self.cells[:, p : p + self.height, p : p + self.width].copy()
-            under = obs[self._rows, self.row, self.col, 0]
-            obs[self._rows, self.row, self.col] = np.stack(
+            row, col = self.row, self.col
+            under = obs[self._rows, row, col, 0]
+            obs[self._rows, row, col] = np.stack(
                 [np.full(n, AGENT, np.uint8), under, self.direction.astype(np.uint8)], axis=1
             )
             return obs
         v = self.view_size
-        centre = self._base + (self.row + self.pad) * self.padded_w + self.col + self.pad
-        words = self._words.take(self._offsets[self.direction] + centre[:, None])  # (N, V*V)
+        words = self._words.take(self._offsets[self.direction] + self.pos[:, None])  # (N, V*V)
         cells = words.view(np.uint8).reshape(n, v * v, 4)
         if not self.see_through_walls:
             opaque = _OPAQUE_BOOL.take(cells[..., 0] * np.uint8(4) + cells[..., 2])  # Grid.ego_view
@@ -572,7 +574,7 @@ class BatchedGridEnv(_BatchedBase):
 
     def _masks(self) -> np.ndarray:
         n = self.num_envs
-        index, inside, front = self._front()
+        _, front = self._front()
         kind, color, state = front[:, 0], front[:, 1], front[:, 2]
         kind_code = kind.astype(np.int64)
         carried = self.carrying[:, 0] != 0
@@ -580,21 +582,17 @@ class BatchedGridEnv(_BatchedBase):
         if self.cardinal:
             offset = 3
             for a, d in enumerate((3, 0, 1, 2)):  # up right down left
-                nr, nc = self.row + self._dr[d], self.col + self._dc[d]
-                ok = (nr >= 0) & (nr < self.height) & (nc >= 0) & (nc < self.width)
-                cell = self._flat[self._base + (nr + self.pad) * self.padded_w + nc + self.pad]
+                cell = self._flat[self.pos + self._step_flat[d]]
                 can = _ENTERABLE_CODE[cell[:, 0].astype(np.int64) * 4 + np.minimum(cell[:, 2], 3)]
-                mask[:, a] = (self.direction != d) | (ok & can)
+                mask[:, a] = (self.direction != d) | can
         else:
             offset = 2
             mask[:, 0] = mask[:, 1] = 1
-            mask[:, 2] = inside & _ENTERABLE_CODE[kind_code * 4 + np.minimum(state, MAX_STATE)]
-        mask[:, offset + 1] = inside & _PICKABLE[kind_code] & ~carried
-        mask[:, offset + 2] = inside & carried & (kind == EMPTY)
-        mask[:, offset + 3] = (
-            inside
-            & (kind == DOOR)
-            & ((state != LOCKED) | ((self.carrying[:, 0] == KEY) & (self.carrying[:, 1] == color)))
+            mask[:, 2] = _ENTERABLE_CODE[kind_code * 4 + np.minimum(state, MAX_STATE)]
+        mask[:, offset + 1] = _PICKABLE[kind_code] & ~carried
+        mask[:, offset + 2] = carried & (kind == EMPTY)
+        mask[:, offset + 3] = (kind == DOOR) & (
+            (state != LOCKED) | ((self.carrying[:, 0] == KEY) & (self.carrying[:, 1] == color))
         )
         mask[:, offset + 4] = 1
         return mask
