@@ -3,7 +3,8 @@ inside the sandbox; otherwise these templates are left out of the draw).
 
 The repository is built at reset by ``setup`` commands with fixed author, committer and dates, so
 its commit ids are the same for a seed. The verdict copies the final ``repo/`` (its ``.git``
-included) into a new sandbox and asks git there, with hooks and the fsmonitor turned off.
+included) into a new sandbox and asks git there with plumbing commands only (:data:`GIT`); the
+working tree is compared from the snapshot itself.
 """
 
 from __future__ import annotations
@@ -21,7 +22,13 @@ from verigym.envs.tool.terminal.core import (
     scored,
 )
 
-GIT = "git -c core.hooksPath=/dev/null -c core.fsmonitor=false --no-pager"
+GIT = (
+    "GIT_CONFIG_NOSYSTEM=1 GIT_ATTR_NOSYSTEM=1 git -c core.hooksPath=/dev/null -c core.fsmonitor=false "
+    "-c log.showSignature=false -c core.attributesFile=/dev/null --no-pager"
+)
+"""git for the checker's queries: only plumbing that reads objects (``log``, ``rev-list``,
+``rev-parse``, ``ls-tree``, ``cat-file``, ``diff-index --cached``), nothing that would run a hook,
+a filter, a signature program or the fsmonitor named by the agent's configuration."""
 _DATE = "GIT_AUTHOR_DATE=2024-01-01T00:00:00Z GIT_COMMITTER_DATE=2024-01-01T00:00:00Z"
 
 
@@ -83,16 +90,28 @@ def _commit_setup(expect: dict) -> list[str]:
 
 def _commit_check(expect: dict, snap: Snapshot, runner: Runner) -> Verdict:
     final = expect["final"]
+    names = sorted(final)
     queries = {
         "subject": "log -1 --format=%s main",
         "count": "rev-list --count main",
-        "status": "status --porcelain",
+        "tree": "ls-tree -r --name-only main",
+        "staged": "diff-index --cached --name-only main",
     }
-    queries.update({f"f{i}": f"show main:{p}" for i, p in enumerate(sorted(final))})
+    queries.update({f"f{i}": f"cat-file -p 'main:{p}'" for i, p in enumerate(names)})
     got = _ask(runner, snap, queries)
     items = [got["subject"] is not None and got["subject"].strip() == expect["message"]]
-    items += [got[f"f{i}"] == final[p] for i, p in enumerate(sorted(final))]
-    guards = [got["count"] is not None and got["count"].strip() == "2", got["status"] == ""]
+    items += [got[f"f{i}"] == final[p] for i, p in enumerate(names)]
+    worktree = {
+        p[len("repo/") :]: e.data
+        for p, e in snap.files("repo").items()
+        if not p.startswith("repo/.git/")
+    }
+    guards = [
+        got["count"] is not None and got["count"].strip() == "2",
+        got["tree"] is not None and sorted(got["tree"].split()) == names,
+        got["staged"] == "",
+        worktree == {p: t.encode() for p, t in final.items()},  # nothing left uncommitted
+    ]
     return scored(items, guards, f"commits on main: {(got['count'] or '?').strip()}")
 
 
@@ -126,7 +145,7 @@ def _branch_check(expect: dict, snap: Snapshot, runner: Runner) -> Verdict:
         runner,
         snap,
         {
-            "file": f"show '{b}:{expect['path']}'",
+            "file": f"cat-file -p '{b}:{expect['path']}'",
             "subject": f"log -1 --format=%s '{b}'",
             "parent": f"rev-parse '{b}^'",
             "main": "rev-parse main",
