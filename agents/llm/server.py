@@ -113,6 +113,7 @@ __all__ = [
     "RequestError",
     "error_body",
     "make_server",
+    "tool_call_opening",
 ]
 
 logger = logging.getLogger(__name__)
@@ -319,7 +320,6 @@ class ChatServer:
                 timeout_graceful_shutdown=10,
             )
         )
-        self._serving = threading.Event()
         self._stopped = threading.Event()
         self._stopped.set()
         self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -337,11 +337,9 @@ class ChatServer:
     def serve_forever(self) -> None:
         """Serve until :meth:`shutdown` or, on the main thread, SIGINT/SIGTERM (then re-raised)."""
         self._stopped.clear()
-        self._serving.set()
         try:
             self._uvicorn.run(sockets=[self._sock])
         finally:
-            self._serving.clear()
             self._stopped.set()
 
     def shutdown(self, timeout: float = 30.0) -> None:
