@@ -96,6 +96,7 @@ _MINIGRID_OPS = np.array([LEFT, RIGHT, FORWARD, PICKUP, DROP, TOGGLE, DONE, NOOP
 _CARDINAL_OPS = np.array(
     [FORWARD, FORWARD, FORWARD, FORWARD, PICKUP, DROP, TOGGLE, DONE, NOOP], np.int64
 )
+_TURN = np.array([-1, 1, 0, 0, 0, 0, 0, 0], np.int64)  # by operation code
 _CARDINAL_DIRS = np.array([3, 0, 1, 2, 0, 0, 0, 0, 0], np.int64)  # up right down left -> N E S W
 _ENTERABLE_CODE = np.zeros(256, dtype=bool)  # by type * 4 + min(state, 3)
 _ENTERABLE_CODE[: ENTERABLE.size] = ENTERABLE.ravel()
@@ -158,7 +159,7 @@ def _check_actions(actions: Any, n: int, n_actions: int) -> tuple[np.ndarray, np
         raise ValueError(f"expected actions of shape ({n},), got {array.shape}")
     if array.dtype.kind in "iu":
         valid = (array >= 0) & (array < n_actions)
-        if valid.all():
+        if np.count_nonzero(valid) == n:
             return array.astype(np.int64, copy=False), valid
         return np.where(valid, array, 0).astype(np.int64, copy=False), valid
     if array.dtype.kind not in "fb":  # objects, strings: convert one by one (the rare path)
@@ -273,7 +274,7 @@ class _BatchedBase(VectorEnv):
         if not self._started:
             raise RuntimeError("call reset() before step()")
         actions, valid = _check_actions(actions, self.num_envs, self._n_actions)
-        all_valid = bool(valid.all())
+        all_valid = np.count_nonzero(valid) == self.num_envs
         restart = self._pending
         active = ~restart
         reward, terminated, truncated, success = self._advance(
@@ -283,14 +284,14 @@ class _BatchedBase(VectorEnv):
         infos: dict[str, Any] = {}
         if not all_valid:
             bad = ~valid & active
-            if bad.any():
+            if np.count_nonzero(bad):
                 errors = np.full(self.num_envs, None, dtype=object)
                 for i in np.flatnonzero(bad).tolist():
                     errors[i] = (
                         f"invalid action for env {i}: expected an integer in 0..{self._n_actions - 1}"
                     )
                 infos["action_error"], infos["_action_error"] = errors, bad
-        if ended.any():
+        if np.count_nonzero(ended):
             score = np.zeros(self.num_envs)
             for i in np.flatnonzero(ended).tolist():
                 score[i] = self._score(i, bool(success[i]))
@@ -304,7 +305,7 @@ class _BatchedBase(VectorEnv):
             verdict = {}
         obs = self._observe()
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            if ended.any():
+            if np.count_nonzero(ended):
                 infos["final_obs"], infos["_final_obs"] = obs.copy(), ended.copy()
                 infos["final_info"], infos["_final_info"] = verdict, ended.copy()
                 for i in np.flatnonzero(ended).tolist():
@@ -312,7 +313,7 @@ class _BatchedBase(VectorEnv):
                 obs = self._observe()
         else:
             infos.update(verdict)
-            if restart.any():
+            if np.count_nonzero(restart):
                 for i in np.flatnonzero(restart).tolist():
                     self._reset_one(i, None)
                 obs = self._observe()
@@ -457,8 +458,7 @@ class BatchedGridEnv(_BatchedBase):
     def _advance(
         self, actions: np.ndarray, active: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        n_ops = len(_CARDINAL_OPS) - 1 if self.cardinal else len(_MINIGRID_OPS) - 1
-        act = np.where(actions < 0, n_ops, actions)  # invalid -> the NOOP slot
+        act = actions  # an invalid action is -1: the tables' last entry, NOOP
         op = (_CARDINAL_OPS if self.cardinal else _MINIGRID_OPS)[act]
         op[~active] = NOOP
         self.steps += active
@@ -469,9 +469,9 @@ class BatchedGridEnv(_BatchedBase):
         if self.cardinal:
             self.direction = np.where(moving, _CARDINAL_DIRS[act], self.direction)
         else:
-            self.direction = (self.direction + (op == RIGHT) - (op == LEFT)) & 3
+            self.direction = (self.direction + _TURN[op]) & 3
         entered = np.full(self.num_envs, -1, dtype=np.int64)
-        if self.slip > 0.0 and on_ice.any():
+        if self.slip > 0.0 and np.count_nonzero(on_ice):
             which = np.flatnonzero(on_ice)
             u = self._draw(which)
             slipped = u < self.slip
@@ -491,7 +491,7 @@ class BatchedGridEnv(_BatchedBase):
         kind, color, state = front[:, 0], front[:, 1], front[:, 2]
         kind_code = kind.astype(np.int64)
         forward = moving & _ENTERABLE_CODE[kind_code * 4 + np.minimum(state, MAX_STATE)]
-        if forward.any():
+        if np.count_nonzero(forward):
             self.pos = np.where(forward, index, self.pos)
             entered = np.where(forward, kind_code, entered)
         carried = self.carrying[:, 0] != 0
@@ -502,13 +502,13 @@ class BatchedGridEnv(_BatchedBase):
             & (kind == DOOR)
             & ((state != LOCKED) | ((self.carrying[:, 0] == KEY) & (self.carrying[:, 1] == color)))
         )
-        if pickup.any():
+        if np.count_nonzero(pickup):
             self.carrying[pickup] = front[pickup, :3]
             self._flat[index[pickup]] = (EMPTY, 0, 0, 0)
-        if drop.any():
+        if np.count_nonzero(drop):
             self._flat[index[drop], :3] = self.carrying[drop]
             self.carrying[drop] = 0
-        if toggle.any():
+        if np.count_nonzero(toggle):
             self._flat[index[toggle], 2] = np.where(state[toggle] == OPEN, CLOSED, OPEN)
         # the verdict (GridEnv._status and the tasks' overrides)
         if self.rule == "enter":
