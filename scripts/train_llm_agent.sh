@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Retrain the LoRA adapter of the "SmolLM2-135M + SFT + GRPO" row (issue 31 s3) and ship it in
-# leaderboards/checkpoints/smollm2-sft-grpo/ (adapter_config.json, adapter_model.safetensors in
-# bfloat16, the training logs, and demos.txt naming the data):
+# leaderboards/checkpoints/smollm2-sft-grpo/ (leaderboards/checkpoints/smollm2-sft/ without GRPO):
+# adapter_config.json, adapter_model.safetensors in bfloat16, and the training logs.
 #   1. demonstrations: the oracle's successful episodes on training seeds of the starter suite's
 #      LLM tasks, through the text view (verigym export --format sft --play oracle);
 #   2. SFT with LoRA (verigym train sft), assistant tokens only;
@@ -10,21 +10,28 @@
 # Everything runs on the CPU with one torch thread (on a shared machine spinning OpenMP threads cost
 # 7x the CPU time). Play the result with the agent spec
 #   llm:smollm2?adapter=leaderboards/checkpoints/smollm2-sft-grpo&max_new_tokens=48&families=text,tool,gui
+# Shipping only (an adapter already trained in DIR): VERIGYM_SHIP_ONLY=DIR bash scripts/train_llm_agent.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work="${VERIGYM_TRAIN_DIR:-runs/smollm2-sft-grpo}"
-ship="${VERIGYM_ADAPTER_DIR:-leaderboards/checkpoints/smollm2-sft-grpo}"
 grpo_steps="${VERIGYM_GRPO_STEPS:-20}"
+default_ship=leaderboards/checkpoints/smollm2-sft-grpo
+[ "$grpo_steps" -gt 0 ] || default_ship=leaderboards/checkpoints/smollm2-sft
+ship="${VERIGYM_ADAPTER_DIR:-$default_ship}"
 export OMP_NUM_THREADS=1
 mkdir -p "$work"
+if [ -n "${VERIGYM_SHIP_ONLY:-}" ]; then
+  final="$VERIGYM_SHIP_ONLY"
+else
 
-# 1. demonstrations: 30 training seeds of the short tasks, 10 of the long ones (SQL, Login)
-verigym export --format sft --play oracle --seeds 0:30 --path "$work/demos-short.jsonl" \
-  --env verigym/GuessNumber-v0 --env verigym/RG-BasicArithmetic-v0 --env verigym/Calculator-v0 \
-  --env verigym/ClickButton-v0
-verigym export --format sft --play oracle --seeds 0:10 --path "$work/demos-long.jsonl" \
-  --env verigym/SQL-v0 --env verigym/Login-v0
-cat "$work/demos-short.jsonl" "$work/demos-long.jsonl" >"$work/demos.jsonl"
+# 1. demonstrations: 30 training seeds of the short tasks, 10 of the long ones (SQL, Login), in the
+#    starter suite's order (the order fixes SFT's shuffled batches)
+: >"$work/demos.jsonl"
+for task in GuessNumber-v0:30 RG-BasicArithmetic-v0:30 Calculator-v0:30 SQL-v0:10 ClickButton-v0:30 Login-v0:10; do
+  verigym export --format sft --play oracle --env "verigym/${task%%:*}" --seeds "0:${task##*:}" \
+    --path "$work/demos-part.jsonl"
+  cat "$work/demos-part.jsonl" >>"$work/demos.jsonl"
+done
 
 # 2. SFT with LoRA (r 16 on every attention and MLP projection), one epoch
 SECONDS=0
@@ -45,6 +52,7 @@ if [ "$grpo_steps" -gt 0 ]; then
     | tee "$work/grpo.log"
   echo "GRPO wall time: $((SECONDS / 60)) min" | tee -a "$work/grpo.log"
   final="$work/grpo"
+fi
 fi
 
 # ship: the adapter in bfloat16 (half the bytes; peft casts it back to the model's dtype on load)

@@ -223,6 +223,20 @@ def test_train_sft_command_line(tmp_path, tiny_model_dir, capsys):
     assert (
         main(["train", "sft", "--model", str(tiny_model_dir), "--data", str(tmp_path / "no")]) == 2
     )
+    # GRPO continues the SFT adapter and saves only the adapter
+    grpo = tmp_path / "grpo"
+    code = main(
+        ["train", "grpo", "--model", str(tiny_model_dir), "--adapter", str(out)]
+        + ["--env", "verigym/GuessNumber-v0", "--steps", "1", "--num-generations", "2"]
+        + ["--groups-per-step", "1", "--max-new-tokens", "3", "--no-dynamic-sampling"]
+        + ["--device", "cpu", "--out", str(grpo)]
+    )
+    assert code == 0
+    names = {p.name for p in grpo.iterdir()}
+    assert "adapter_model.safetensors" in names and "model.safetensors" not in names
+    assert json.loads((grpo / "adapter_config.json").read_text())["r"] == 2
+    bad = ["train", "grpo", "--model", str(tiny_model_dir), "--adapter", str(tmp_path)]
+    assert main(bad + ["--env", "verigym/GuessNumber-v0"]) == 2
 
 
 def test_grpo_with_lora_trains_only_adapters_and_saves_only_them(tmp_path, tiny_model_dir):
