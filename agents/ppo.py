@@ -457,6 +457,7 @@ def train(
     done = np.zeros(n, dtype=np.float32)
     disc_return = np.zeros(n)
     start, start_step = time.perf_counter(), owner.global_step
+    rollout_seconds = update_seconds = 0.0  # since the start, for the split steps/s
     single = len(groups) == 1 and len(groups[0][1]) == n
     for update in range(num_updates):
         frac = 1.0 - update / num_updates
@@ -465,6 +466,7 @@ def train(
         for learner, _ in groups:
             if cfg.anneal_lr:
                 learner.optimizer.param_groups[0]["lr"] = frac * cfg.learning_rate
+        rollout_start = time.perf_counter()
         for _ in range(t_max):
             actions: list[Any] = [None] * n
             for (learner, slots), rollout in zip(groups, rollouts):
@@ -528,6 +530,8 @@ def train(
             owner.global_step += n
             disc_return[ended] = 0.0
             done = ended.astype(np.float32)
+        update_start = time.perf_counter()
+        rollout_seconds += update_start - rollout_start
         losses: dict[str, list[float]] = {}
         for (learner, slots), rollout in zip(groups, rollouts):
             with torch.inference_mode():
@@ -550,11 +554,16 @@ def train(
                 rollout.data(learner, advantages, returns), clip
             ).items():
                 losses.setdefault(key, []).append(value)
+        update_seconds += time.perf_counter() - update_start
         if (update + 1) % cfg.log_interval == 0 or update == num_updates - 1:
             elapsed = max(time.perf_counter() - start, 1e-9)
+            done_steps = owner.global_step - start_step
             metrics = {
                 "global_step": float(owner.global_step),
-                "charts/SPS": (owner.global_step - start_step) / elapsed,
+                "charts/SPS": done_steps / elapsed,
+                # the two phases apart: env steps per second of acting + stepping, and of updating
+                "charts/rollout_SPS": done_steps / max(rollout_seconds, 1e-9),
+                "charts/update_SPS": done_steps / max(update_seconds, 1e-9),
                 "charts/learning_rate": groups[0][0].optimizer.param_groups[0]["lr"],
             }
             metrics |= episode_metrics(pool.pop_episodes()) | {

@@ -8,7 +8,9 @@ env steps to the threshold (the steps tell sample efficiency apart from speed); 
 means verigym is faster). A run that does not reach the threshold within the budget counts as its full
 training time and is flagged.
 
-``ppo-doorkey`` is the DoorKey example of docs/agents.md (its PPO settings, 60k steps, stop at a mean
+For PPO both sides also print steps/s of the rollout phase (acting and env stepping) and of the
+update phase apart (env steps of the run over the seconds spent in that phase; evaluations
+excluded). ``ppo-doorkey`` is the DoorKey example of docs/agents.md (its PPO settings, 60k steps, stop at a mean
 return of 0.9; SB3's PPO with the same settings and its MLP policy on the flattened grid).
 
 The slow tasks ``ppo-halfcheetah`` and ``sac-halfcheetah`` (not run by default; about an hour
@@ -213,7 +215,7 @@ def verigym_threads(task: str) -> int:
     return torch.get_num_threads() if chosen is None else chosen
 
 
-def run_verigym(task: str, seed: int) -> tuple[float, float, bool, float, int]:
+def run_verigym(task: str, seed: int) -> tuple[float, float, bool, float, int, tuple | None]:
     import verigym.agents as agents
 
     name, env_id, config, _, _, budget, threshold, every = TASKS[task]
@@ -222,8 +224,15 @@ def run_verigym(task: str, seed: int) -> tuple[float, float, bool, float, int]:
     torch.set_num_threads(_TORCH_DEFAULT)  # what a user's process starts with: learn must pin it
     agent = agents.make(name, env_id, seed=seed, **config)
     clock = _Clock(lambda o, i: agent.act(o, i, deterministic=True), env_id, threshold, every)
-    agent.learn(env_id, budget, callbacks=[lambda m: clock.check(int(m["global_step"]))])
-    return _result(clock, threshold)
+    phases: list[tuple[float, float]] = []
+
+    def check(metrics) -> bool:
+        if "charts/rollout_SPS" in metrics:  # PPO reports its two phases apart
+            phases.append((metrics["charts/rollout_SPS"], metrics["charts/update_SPS"]))
+        return clock.check(int(metrics["global_step"]))
+
+    agent.learn(env_id, budget, callbacks=[check])
+    return (*_result(clock, threshold), phases[-1] if phases else None)
 
 
 def _result(clock: _Clock, threshold: float | None) -> tuple[float, float, bool, float, int]:
@@ -241,7 +250,7 @@ def _result(clock: _Clock, threshold: float | None) -> tuple[float, float, bool,
     )
 
 
-def run_sb3(task: str, seed: int) -> tuple[float, float, bool, float, int]:
+def run_sb3(task: str, seed: int) -> tuple[float, float, bool, float, int, tuple | None]:
     import stable_baselines3 as sb3
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
@@ -267,15 +276,29 @@ def run_sb3(task: str, seed: int) -> tuple[float, float, bool, float, int]:
         lambda o, i: model.predict(scale(o), deterministic=True)[0], env_id, threshold, every
     )
 
+    rollout = {"seconds": 0.0, "began": 0.0, "eval": 0.0}
+
     class Stop(BaseCallback):
         def _on_step(self) -> bool:
             return clock.check(self.num_timesteps)
+
+        def _on_rollout_start(self) -> None:
+            rollout["began"], rollout["eval"] = time.perf_counter(), clock.eval_time
+
+        def _on_rollout_end(self) -> None:  # evaluations inside a rollout are not rollout time
+            spent = time.perf_counter() - rollout["began"]
+            rollout["seconds"] += spent - (clock.eval_time - rollout["eval"])
 
     clock.start = time.perf_counter()
     model.learn(budget, callback=Stop())
     if normalize:
         env.training = False
-    return _result(clock, threshold)
+    result = _result(clock, threshold)
+    phases = None
+    if cls_name == "PPO":  # on-policy: collect_rollouts, then train
+        update = max(clock.train_time() - rollout["seconds"], 1e-9)
+        phases = (clock.steps / max(rollout["seconds"], 1e-9), clock.steps / update)
+    return (*result, phases)
 
 
 def main() -> int:
@@ -337,6 +360,13 @@ def main() -> int:
                 f"{ours[-1][3]:>15.1f} {theirs[-1][3]:>11.1f} {ours[-1][4]:>14} {theirs[-1][4]:>10}",
                 flush=True,
             )
+            if ours[-1][5] and theirs[-1][5]:
+                (ro, uo), (rs, us) = ours[-1][5], theirs[-1][5]
+                print(
+                    f"{'':15} {seed:>4} rollout steps/s verigym {ro:,.0f} vs SB3 {rs:,.0f} "
+                    f"({ro / rs:.2f}x); update steps/s {uo:,.0f} vs {us:,.0f} ({uo / us:.2f}x)",
+                    flush=True,
+                )
         t_ours, t_sb3 = (
             statistics.median(r[0] for r in ours),
             statistics.median(r[0] for r in theirs),

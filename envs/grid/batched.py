@@ -2,9 +2,10 @@
 
 :class:`BatchedGridEnv` is a Gymnasium 1.x :class:`~gymnasium.vector.VectorEnv` over ``num_envs``
 copies of one :class:`~verigym.envs.grid.base.GridEnv` task. The state of every copy lives in
-numpy arrays -- the padded object grids ``uint8 (N, H + 2p, W + 2p, 3)``, the agent rows, columns
-and directions ``int64 (N,)``, the carried objects ``uint8 (N, 3)``, the step counters
-``int64 (N,)`` -- and :meth:`~BatchedGridEnv.step` applies the actions of all N copies as array
+numpy arrays -- the padded object grids ``uint8 (N, H + 2p, W + 2p, 3)`` (wall padding of
+``p = max(view_size - 1, 1)`` cells, as :class:`~verigym.envs.grid.grid.Grid`), the agent cells
+(``int64 (N,)`` flat indices into them; ``row``/``col`` give grid coordinates) and directions
+``int64 (N,)``, the carried objects ``uint8 (N, 3)``, the step counters ``int64 (N,)`` -- and :meth:`~BatchedGridEnv.step` applies the actions of all N copies as array
 operations (turns, moves, pickup, drop, toggle, the success test, rewards, the egocentric views with
 line of sight, the action masks), with no Python loop over the envs. The dynamics, observations,
 rewards, masks, ``success``/``score`` and seeding are those of the single env: copy ``i`` reset
