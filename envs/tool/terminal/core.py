@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from verigym.workers import process_state
 
 __all__ = [
     "Entry",
@@ -325,7 +328,13 @@ class Runner:
             return -1, "", None
         status, out = value[0], value[1]
         snap = None
-        if snapshot:
+        pid = box.notebook_pid
+        if snapshot and pid is not None and os.path.isdir(f"/proc/{pid}/root/tmp"):
+            # read by this process while the worker is stopped: the program that ran there could
+            # have written into the worker's memory, so its answer is not asked for
+            if process_state(pid) in ("T", "t"):
+                snap = host_snapshot(f"/proc/{pid}/root{self.ROOT}")
+        if snapshot and snap is None:
             taken = box.call(
                 "_vg_fresh_snapshot", [self.ROOT, MAX_FILES, MAX_BYTES, 30.0], timeout=40.0
             )
