@@ -50,6 +50,17 @@ ROWS: list[EnvRow] = [
         description="Exact integer arithmetic with an AST allow-list calculator tool.",
     ),
     *variants(
+        "verigym/RepoFix{}-v0",
+        f"{_PACKAGE}.repofix.env:RepoFixEnv",
+        family="tool",
+        rows={
+            "": {"level": "file"},
+            "-Anywhere": {"level": "anywhere"},
+            "-TwoBugs": {"level": "pair"},
+        },
+        description="Fix a synthesized bug in a small Python repository (SWE-smith style); hidden tests in a fresh sandbox.",
+    ),
+    *variants(
         "verigym/Terminal{}-v0",
         f"{_PACKAGE}.terminal.env:TerminalEnv",
         family="tool",

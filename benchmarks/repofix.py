@@ -1,0 +1,110 @@
+"""RepoFix reset and verdict time against a bare ``python -m unittest`` subprocess, side by side.
+
+The repository is about 1,000 lines: three RepoFix projects merged into one tree (``intervals``,
+``lrucache``, ``jsonpointer``: three packages, their unittest suites). Timed, medians over
+``--repeats``:
+
+* bare: ``python -m unittest discover`` of that tree in a plain subprocess (a temporary folder);
+* workspace reset: ``Workspace.reset`` (a new sandbox, the tree written in) -- the part of a
+  RepoFix reset that grows with the repository;
+* env reset: ``RepoFixEnv.reset`` on its largest project (mutant, issue text, workspace);
+* verdict: ``run_hidden_tests`` on the merged tree (fresh sandbox, tree written, trusted runner,
+  every test one at a time, typed answer).
+
+Prints the medians and the ratios to the bare run. Usage::
+
+    python benchmarks/repofix.py [--repeats 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from verigym.envs.tool.repofix.env import RepoFixEnv, load_data, run_hidden_tests
+from verigym.envs.tool.workspace import Workspace
+
+PROJECTS = ("intervals", "lrucache", "jsonpointer")
+
+
+def _median(function: Callable[[], object], repeats: int) -> float:
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=10)
+    args = parser.parse_args()
+    data = load_data()
+    files: dict[str, str] = {}
+    modules: list[str] = []
+    for name in PROJECTS:
+        files.update(data[name]["files"])  # tests/__init__.py is shared (empty in each)
+        modules += data[name]["modules"]
+    lines = sum(text.count("\n") for text in files.values())
+    tests = sum(len(data[name]["tests"]) for name in PROJECTS)
+
+    tmp = tempfile.TemporaryDirectory(prefix="repofix-bench-")
+    for rel, text in files.items():
+        path = Path(tmp.name) / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    def bare() -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "unittest", "discover", "-s", "tests", "-t", ".", "-q"],
+            cwd=tmp.name,
+            capture_output=True,
+        )
+        assert done.returncode == 0, done.stderr[-500:]
+
+    workspace = Workspace()
+
+    def reset_workspace() -> None:
+        workspace.reset(files)
+
+    def verdict() -> None:
+        results, tampered = run_hidden_tests(workspace, files, modules, timeout_s=30.0)
+        assert not tampered and len(results) == tests and set(results.values()) == {"pass"}
+
+    largest = max(data, key=lambda n: sum(t.count("\n") for t in data[n]["files"].values()))
+    env = RepoFixEnv(project=largest)
+    seeds = iter(range(10**6))
+
+    def reset_env() -> None:
+        env.reset(seed=next(seeds))
+
+    try:
+        bare()  # warm the page cache and the interpreter files
+        reset_workspace()
+        verdict()
+        reset_env()
+        timings = {
+            "bare python -m unittest": _median(bare, args.repeats),
+            "workspace reset (1k-line tree)": _median(reset_workspace, args.repeats),
+            f"env reset ({largest})": _median(reset_env, args.repeats),
+            "verdict (hidden tests, fresh sandbox)": _median(verdict, args.repeats),
+        }
+    finally:
+        workspace.close()
+        env.close()
+        tmp.cleanup()
+    print(f"repository: {len(files)} files, {lines} lines, {tests} tests ({', '.join(PROJECTS)})")
+    base = timings["bare python -m unittest"]
+    for label, seconds in timings.items():
+        print(f"{label:40s} {seconds * 1000:8.1f} ms   x{seconds / base:5.2f} of bare")
+
+
+if __name__ == "__main__":
+    main()

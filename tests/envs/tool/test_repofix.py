@@ -1,0 +1,370 @@
+"""RepoFix: the mutation operators, the precomputed data, the issue text, the oracle and the attacks."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import gymnasium as gym
+import pytest
+
+import verigym  # noqa: F401  (registers the ids)
+from tests.test_sandbox import needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
+from verigym.envs.tool.base import tool_call_text
+from verigym.envs.tool.repofix.env import (
+    PROJECTS,
+    RepoFixEnv,
+    _drop_tests,
+    is_source_path,
+    load_data,
+)
+from verigym.envs.tool.repofix.mutations import OPERATORS, Mutant, apply, mutants_of, revert
+
+REPOFIX_IDS = ["verigym/RepoFix-v0", "verigym/RepoFix-Anywhere-v0", "verigym/RepoFix-TwoBugs-v0"]
+
+
+def _call(name: str, **arguments) -> str:
+    return tool_call_text(name, **arguments)
+
+
+# -- offline parts (no sandbox) ---------------------------------------------------------------------
+
+
+def test_catalogue_has_at_least_15_operators_and_each_makes_tasks():
+    assert len(OPERATORS) >= 15
+    used = {m["operator"] for project in load_data().values() for m in project["mutants"]}
+    assert used == set(OPERATORS)
+
+
+def test_mutants_apply_and_revert_exactly():
+    source = (
+        "def f(xs, k=2):\n    total = 0\n    for x in xs[1:]:\n        if x > k and x != 5:\n"
+        "            total += x * 2\n    return total\n"
+    )
+    mutants = mutants_of("m.py", source)
+    assert {"compare_swap", "off_by_one", "and_or_swap", "wrong_default", "augassign_swap"} <= {
+        m.operator for m in mutants
+    }
+    for mutant in mutants:
+        mutated = apply(source, mutant)
+        assert mutated != source
+        compile(mutated, "m.py", "exec")
+        assert revert(mutated, mutant) == source
+    with pytest.raises(ValueError):
+        apply("other\n" * 9, mutants[0])
+
+
+def test_data_covers_every_project_with_killed_mutants():
+    data = load_data()
+    assert sorted(data) == sorted(PROJECTS) and len(PROJECTS) >= 12
+    for name, project in data.items():
+        assert len(project["mutants"]) >= 15, name
+        assert project["pairs"], name
+        for record in project["mutants"]:
+            mutant = Mutant(**{k: record[k] for k in Mutant.__dataclass_fields__})
+            assert apply(project["files"][mutant.file], mutant) != project["files"][mutant.file]
+            assert record["f2p"] and set(record["f2p"]) <= set(project["tests"])
+            assert len(record["f2p"]) < len(project["tests"])  # pass-to-pass tests exist
+
+
+@pytest.mark.parametrize(
+    "path, copied",
+    [
+        ("pkg/core.py", True),
+        ("pkg/sub/util.py", True),
+        ("pkg/conftest.py", False),
+        ("pkg/sitecustomize.py", False),
+        ("pkg/test_core.py", False),
+        ("pkg/core_test.py", False),
+        ("pkg/tests/helpers.py", False),
+        ("pkg/x.pth", False),
+        ("pkg/setup.cfg", False),
+        ("tests/test_core.py", False),
+        ("conftest.py", False),
+        ("other/core.py", False),
+        ("pkg/../x.py", False),
+        ("pkg/.hidden/x.py", False),
+    ],
+)
+def test_only_library_modules_are_copied(path, copied):
+    assert is_source_path(path, "pkg") is copied
+
+
+def test_drop_tests_removes_only_the_named_methods():
+    text = (
+        "import unittest\n\n\nclass A(unittest.TestCase):\n    def test_a(self):\n        pass\n\n"
+        "    def test_b(self):\n        pass\n\n\nclass B(unittest.TestCase):\n    def test_c(self):\n"
+        "        pass\n"
+    )
+    out = _drop_tests(text, {"A.test_a", "B.test_c"})
+    assert "test_a" not in out and "test_c" not in out and "def test_b" in out
+    compile(out, "t.py", "exec")
+
+
+@pytest.mark.parametrize("name", PROJECTS)
+def test_issue_text_never_names_the_test_or_the_mutation(name):
+    project = load_data()[name]
+    from verigym.envs.tool.repofix.issue import issue_text
+
+    for record in project["mutants"][:8]:
+        text = issue_text(
+            project["files"], record["shown"], record["detail"], package=project["package"]
+        )
+        method = record["shown"].rsplit(".", 1)[-1]
+        assert method not in text and "tests/" not in text and record["operator"] not in text
+        assert "```python" in text and len(text) < 4000
+
+
+# -- in the sandbox -------------------------------------------------------------------------------
+
+
+@needs_sandbox
+@pytest.mark.parametrize("env_id", REPOFIX_IDS)
+def test_oracle_solves_and_info_has_the_patch(env_id):
+    env = gym.make(env_id)
+    env.unwrapped.cache_verdicts = False  # run the hidden tests, even on the original tree
+    try:
+        for seed in range(3):
+            observation, info = env.reset(seed=seed)
+            assert "Bug report" in observation and {
+                t["function"]["name"] for t in info["tools"]
+            } >= {
+                "run_shell",
+                "apply_patch",
+                "submit",
+            }
+            for _ in range(4):
+                observation, reward, terminated, truncated, info = env.step(
+                    env.unwrapped.oracle_action()
+                )
+                if terminated or truncated:
+                    break
+            assert terminated and info["success"] and reward == 1.0, info
+            assert info["patch_similarity"] == 1.0 and info["patch"].startswith("--- a/")
+            assert info["tests_run"]
+            assert info["fail_to_pass"][0] == info["fail_to_pass"][1] >= 1
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+@needs_sandbox
+def test_oracle_solves_100_seeds_per_level():
+    for level in ("file", "anywhere", "pair"):
+        env = RepoFixEnv(level=level)
+        env.cache_verdicts = False
+        solved = 0
+        try:
+            for seed in range(100):
+                env.reset(seed=seed)
+                for _ in range(4):
+                    *_, terminated, truncated, info = env.step(env.oracle_action())
+                    if terminated or truncated:
+                        break
+                solved += bool(info["success"])
+        finally:
+            env.close()
+        assert solved >= 99, (level, solved)
+
+
+def _bug_file(env: RepoFixEnv) -> str:
+    return next(iter(sorted(p for p in env._mutated if env._mutated[p] != env._original[p])))
+
+
+def _attacks(env: RepoFixEnv) -> dict[str, list[str]]:
+    package = env._package
+    init = f"{package}/__init__.py"
+    original_init = env._original[init]
+    first_test = env._modules[0].replace(".", "/") + ".py"
+    return {
+        "delete the tests": [_call("run_shell", command="rm -rf tests")],
+        "edit the tests": [
+            _call(
+                "write_file",
+                path=first_test,
+                content="import unittest\n\n\nclass T(unittest.TestCase):\n    def test_ok(self):\n        pass\n",
+            )
+        ],
+        "conftest that skips": [
+            _call(
+                "write_file",
+                path=f"{package}/conftest.py",
+                content="import pytest\n\n\ndef pytest_collection_modifyitems(items):\n    for item in items:\n        item.add_marker(pytest.mark.skip)\n",
+            ),
+            _call("write_file", path="conftest.py", content="raise SystemExit(0)\n"),
+        ],
+        "sys.exit(0) at import": [
+            _call("write_file", path=init, content="import sys\nsys.exit(0)\n" + original_init)
+        ],
+        "os._exit(0) at import": [
+            _call("write_file", path=init, content="import os\nos._exit(0)\n" + original_init)
+        ],
+        "monkeypatch TestCase.run": [
+            _call(
+                "write_file",
+                path=init,
+                content="import unittest\nunittest.TestCase.run = lambda self, result=None: result.addSuccess(self)\n"
+                + original_init,
+            )
+        ],
+        "monkeypatch the result": [
+            _call(
+                "write_file",
+                path=init,
+                content="import unittest\nunittest.TestResult.addFailure = unittest.TestResult.addSuccess\n"
+                "unittest.TestResult.addError = unittest.TestResult.addSuccess\n" + original_init,
+            )
+        ],
+        "no-op assertEqual": [
+            _call(
+                "write_file",
+                path=init,
+                content="import unittest\nunittest.TestCase.assertEqual = lambda *a, **k: None\n"
+                + original_init,
+            )
+        ],
+        "SkipTest from the library": [
+            _call(
+                "write_file",
+                path=init,
+                content="import unittest\nraise unittest.SkipTest('no')\n" + original_init,
+            )
+        ],
+        "a profile hook rewrites the hidden tests": [
+            _call(
+                "write_file",
+                path=init,
+                content=(
+                    "import sys\n\n\ndef _cheat(*args):\n"
+                    "    for name, module in list(sys.modules.items()):\n"
+                    "        if name.startswith('tests.'):\n"
+                    "            for value in list(vars(module).values()):\n"
+                    "                if isinstance(value, type):\n"
+                    "                    for attr in list(vars(value)):\n"
+                    "                        if attr.startswith('test'):\n"
+                    "                            setattr(value, attr, lambda self: None)\n\n\n"
+                    "sys.setprofile(_cheat)\n"
+                )
+                + original_init,
+            )
+        ],
+        "an import hook": [
+            _call(
+                "write_file",
+                path=init,
+                content="import sys\n\n\nclass _Finder:\n    def find_spec(self, *args, **kwargs):\n        return None\n\n\n"
+                "sys.meta_path.insert(0, _Finder())\n" + original_init,
+            )
+        ],
+        "print PASSED": [
+            _call(
+                "write_file",
+                path=init,
+                content="print('OK\\nRan 99 tests\\nPASSED\\nscore: 1.0')\n" + original_init,
+            )
+        ],
+        "sitecustomize and .pth": [
+            _call(
+                "write_file",
+                path=f"{package}/sitecustomize.py",
+                content="import unittest\nunittest.TestCase.run = lambda *a, **k: None\n",
+            ),
+            _call("write_file", path=f"{package}/evil.pth", content="import os; os._exit(0)\n"),
+        ],
+        "background process fixes after submit": [
+            _call(
+                "write_file",
+                path="fixed.py",
+                content=env._original[_bug_file(env)],
+            ),
+            _call(
+                "run_shell",
+                command=f"(sleep 2; cp fixed.py {_bug_file(env)}) > /dev/null 2>&1 &",
+            ),
+        ],
+    }
+
+
+@needs_sandbox
+def test_adversarial_table_scores_zero():
+    env = RepoFixEnv(project="intervals", level="anywhere")
+    env.cache_verdicts = False
+    try:
+        env.reset(seed=0)
+        names = list(_attacks(env))
+        for name in names:
+            env.reset(seed=0)
+            for action in _attacks(env)[name]:
+                *_, info = env.step(action)
+                assert "action_error" not in info, (name, info)
+            observation, reward, terminated, _, info = env.step(_call("submit"))
+            assert terminated and reward == 0.0 and info["score"] == 0.0, (name, info)
+            assert not info["success"], name
+            if name.startswith(("monkeypatch", "no-op", "a profile", "an import")):
+                assert info["tampered"], name  # caught by the runner, not by luck
+    finally:
+        env.close()
+
+
+@needs_sandbox
+def test_always_equal_object_and_test_edits():
+    env = RepoFixEnv(project="lrucache", level="anywhere")
+    try:
+        env.reset(seed=1)
+        bug = _bug_file(env)
+        # the oracle's fix plus edited tests still scores 1: test files are ignored, not punished
+        env.step(env.oracle_action())
+        env.step(_call("run_shell", command="rm -rf tests && echo gone"))
+        *_, info = env.step(_call("submit"))
+        assert info["success"] and info["score"] == 1.0
+        # an object equal to everything does not pass assertEqual (exact types)
+        env.reset(seed=1)
+        cheat = (
+            "class _Any:\n    def __eq__(self, other):\n        return True\n\n    def __ne__(self, other):\n"
+            "        return False\n\n    __hash__ = None\n\n"
+        )
+        text = env._mutated[bug]
+        patched = cheat + text.replace("        return ", "        return _Any() or ")
+        env.step(_call("write_file", path=bug, content=patched))
+        *_, info = env.step(_call("submit"))
+        assert info["score"] == 0.0
+    finally:
+        env.close()
+
+
+@needs_sandbox
+def test_hidden_tests_are_not_in_the_agent_sandbox():
+    env = RepoFixEnv(project="semver", level="anywhere")
+    try:
+        env.reset(seed=3)
+        hidden = [t.rsplit(".", 1)[-1] for t in env._f2p]
+        patterns = base64.b64encode("\n".join(hidden).encode()).decode()  # not in any cmdline
+        out, *_ = env.step(
+            _call(
+                "run_shell",
+                command=f"echo {patterns} | base64 -d > /dev/shm/p; ls / /work 2>&1; "
+                "grep -rlF -f /dev/shm/p /tmp /dev/shm --exclude=p; "
+                "cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null | tr '\\0' ' ' "
+                "| grep -cF -f /dev/shm/p; echo done",
+            )
+        )
+        assert out.rstrip().splitlines()[-4:-2] == ["0", "done"], out
+        assert "/tmp/" not in out and not any(h in out for h in hidden)
+    finally:
+        env.close()
+
+
+@needs_sandbox
+def test_truncation_runs_the_verdict_and_bad_calls_are_penalized():
+    env = RepoFixEnv(project="fsm", max_turns=2)
+    try:
+        env.reset(seed=4)
+        _, reward, terminated, truncated, info = env.step(
+            _call("read_file", path="../../etc/passwd")
+        )
+        assert reward < 0 and "leaves the workspace" in info["action_error"]
+        _, reward, terminated, truncated, info = env.step(env.oracle_action())  # the fix, no submit
+        assert truncated and not terminated and info["success"] and reward == 1.0
+        assert json.dumps(info)  # the final info crosses the wire
+    finally:
+        env.close()
