@@ -279,7 +279,10 @@ def _vgw_inside(root, rel):
         raise PermissionError("the path leaves the workspace: " + rel)
     return path
 
-def _vgw_write_tree(root, files):
+def _vgw_write_tree(root, files, clear=False):
+    if clear and _vgw_os.path.isdir(root):
+        import shutil
+        shutil.rmtree(root)
     _vgw_os.makedirs(root, exist_ok=True)
     for rel, text in files.items():
         path = _vgw_inside(root, rel)
@@ -386,6 +389,7 @@ class Workspace:
         self.sandbox = PythonSandbox(self.limits, unsafe=self.unsafe)
         self._log: list[tuple[str, list[Any], float | None]] = []
         self._pending: list[tuple[str, list[Any], float | None]] = []
+        self._pristine = False  # no tool call since the sandbox's fresh(): reset may reuse it
 
     # -- copies: a new sandbox that replays the changes -------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -395,6 +399,7 @@ class Workspace:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._pristine = False
         self.sandbox = PythonSandbox(self.limits, unsafe=self.unsafe)
         self._pending, self._log = list(state["_log"]), []
 
@@ -420,11 +425,16 @@ class Workspace:
             SandboxError: the sandbox cannot start here.
         """
         checked = {self.resolve(path): str(text) for path, text in files.items()}
+        reuse = self._pristine and not self._pending and self.sandbox.alive
         self._log, self._pending = [], []
-        self.sandbox.fresh()
-        self.load_helpers()
+        if not reuse:
+            self.sandbox.fresh()
+            self.load_helpers()
         try:
-            self._call("_vgw_write_tree", [ROOT, checked], changes=True)
+            # a sandbox where nothing but these helpers ran (no tool call since its fresh()) is
+            # still new: it only gets its tree replaced, which saves a sandbox start per episode
+            self._call("_vgw_write_tree", [ROOT, checked, reuse], changes=True)
+            self._pristine = True
         except ActionParseError as exc:
             raise RuntimeError(f"could not write the workspace: {exc}") from None
 
@@ -458,6 +468,10 @@ class Workspace:
             raise ActionParseError(result.error or "the call failed")
         return result.value
 
+    def mark_used(self) -> None:
+        """Something other than the helpers may run in the sandbox: the next reset starts a new one."""
+        self._pristine = False
+
     def close(self) -> None:
         """Kill the sandbox (idempotent)."""
         self.sandbox.close()
@@ -489,6 +503,7 @@ class Workspace:
     def run_shell(self, command: str, timeout_s: float | None = None) -> str:
         """Run ``command`` with ``/bin/sh -c`` in :data:`ROOT`; exit status and capped output."""
         timeout = self.shell_timeout_s if timeout_s is None else float(timeout_s)
+        self.mark_used()
         value = self._call(
             "_vgw_shell",
             [ROOT, str(command), timeout, self.output_chars],
@@ -542,6 +557,7 @@ class Workspace:
         rel = self.resolve(path)
         if len(content) > MAX_FILE_CHARS:
             raise ActionParseError(f"content is over {MAX_FILE_CHARS} characters")
+        self.mark_used()
         self._call("_vgw_write", [ROOT, rel, content], changes=True)
         return f"wrote {rel} ({len(content.splitlines())} lines)"
 
@@ -561,6 +577,7 @@ class Workspace:
                 results[target] = apply_unified_diff(source, hunks, target)
         except PatchError as exc:
             raise ActionParseError(f"the patch does not apply: {exc}") from None
+        self.mark_used()
         for target, text in results.items():
             if text is None:
                 self.run_shell(f"rm -f -- '{target}'")

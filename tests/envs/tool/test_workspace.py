@@ -112,3 +112,19 @@ def test_a_copied_workspace_holds_the_same_tree():
     finally:
         for item in (ws, *copies):
             item.close()
+
+
+@needs_sandbox
+def test_reset_reuses_only_an_untouched_sandbox():
+    ws = Workspace()
+    try:
+        ws.reset(FILES)
+        first = ws.sandbox.worker_pid
+        ws.read_file("pkg/core.py")  # reading runs nothing of the agent's
+        ws.reset({"other.txt": "x\n"})
+        assert ws.sandbox.worker_pid == first and sorted(ws.snapshot()) == ["other.txt"]
+        ws.run_shell("true")
+        ws.reset(FILES)
+        assert ws.sandbox.worker_pid != first  # a tool ran: a new sandbox
+    finally:
+        ws.close()
