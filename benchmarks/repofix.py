@@ -5,9 +5,11 @@ The repository is about 1,000 lines: three RepoFix projects merged into one tree
 ``--repeats``:
 
 * bare: ``python -m unittest discover`` of that tree in a plain subprocess (a temporary folder);
-* workspace reset: ``Workspace.reset`` (a new sandbox, the tree written in) -- the part of a
-  RepoFix reset that grows with the repository;
-* env reset: ``RepoFixEnv.reset`` on its largest project (mutant, issue text, workspace);
+* workspace reset: ``Workspace.reset`` after an episode that used its sandbox (a new sandbox, the
+  tree written in) -- the part of a RepoFix reset that grows with the repository; and after one
+  that did not (the sandbox is reused, only the tree is replaced);
+* env reset: ``RepoFixEnv.reset`` on its largest project after a used episode (mutant, issue
+  text, new sandbox, tree);
 * verdict: ``run_hidden_tests`` on the merged tree (fresh sandbox, tree written, trusted runner,
   every test one at a time, typed answer).
 
@@ -72,7 +74,11 @@ def main() -> None:
     workspace = Workspace()
 
     def reset_workspace() -> None:
+        workspace.mark_used()  # as after an episode with tool calls: a new sandbox
         workspace.reset(files)
+
+    def reset_untouched() -> None:
+        workspace.reset(files)  # nothing ran since the last reset: the sandbox is reused
 
     def verdict() -> None:
         results, tampered = run_hidden_tests(workspace, files, modules, timeout_s=30.0)
@@ -83,6 +89,7 @@ def main() -> None:
     seeds = iter(range(10**6))
 
     def reset_env() -> None:
+        env.workspace.mark_used()
         env.reset(seed=next(seeds))
 
     try:
@@ -93,6 +100,7 @@ def main() -> None:
         timings = {
             "bare python -m unittest": _median(bare, args.repeats),
             "workspace reset (1k-line tree)": _median(reset_workspace, args.repeats),
+            "workspace reset, sandbox untouched": _median(reset_untouched, args.repeats),
             f"env reset ({largest})": _median(reset_env, args.repeats),
             "verdict (hidden tests, fresh sandbox)": _median(verdict, args.repeats),
         }

@@ -142,7 +142,7 @@ class RepoFixEnv(ToolEnv):
     One of twelve small pure-Python repositories written for verigym (:data:`PROJECTS`: a CLI
     parser, a CSV reader, duration parsing, an expression evaluator, a state machine, graph
     algorithms, an interval tree, JSON Pointer, an LRU cache, exact matrices, semantic versions,
-    text utilities; 240-390 lines each with a unittest suite) gets one or two bugs synthesized by
+    text utilities; 284-399 lines each with their unittest suites of 14-28 tests) gets one or two bugs synthesized by
     AST mutation operators (:mod:`verigym.envs.tool.repofix.mutations`), chosen by the reset
     seed among the mutants its test suite detects (precomputed offline in ``data/repofix.json``,
     so a reset runs no test). The agent sees an issue written from the failing behaviour (a
