@@ -9,6 +9,7 @@ mutation; the level decides whether the file to fix is named.
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,12 +31,43 @@ _MAX_LINES = 30
 
 
 class _AsUserCode(ast.NodeTransformer):
-    """``self.x`` -> ``x``; ``self.assertEqual(a, b)`` -> ``assert a == b``."""
+    """``self.x`` -> ``x``; ``self.assertEqual(a, b)`` -> ``assert a == b``;
+    ``with self.assertRaises(E) as c`` -> ``with pytest.raises(E) as c`` (``c.exception`` ->
+    ``c.value``). One instance rewrites all statements of a snippet (it remembers the ``as`` names)."""
+
+    def __init__(self) -> None:
+        self.raises_names: set[str] = set()
+        self.uses_pytest = False
+
+    def visit_With(self, node: ast.With) -> ast.AST:  # noqa: N802
+        for item in node.items:
+            call = item.context_expr
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and isinstance(call.func.value, ast.Name)
+                and call.func.value.id == "self"
+                and call.func.attr in ("assertRaises", "assertRaisesRegex")
+            ):
+                call.func = ast.Attribute(ast.Name("pytest", ast.Load()), "raises", ast.Load())
+                if call.func and len(call.args) > 1:  # assertRaisesRegex(E, pattern)
+                    call.keywords.append(ast.keyword("match", call.args.pop(1)))
+                self.uses_pytest = True
+                if isinstance(item.optional_vars, ast.Name):
+                    self.raises_names.add(item.optional_vars.id)
+        self.generic_visit(node)
+        return node
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:  # noqa: N802
         self.generic_visit(node)
         if isinstance(node.value, ast.Name) and node.value.id == "self":
             return ast.copy_location(ast.Name(node.attr, node.ctx), node)
+        if (
+            node.attr == "exception"
+            and isinstance(node.value, ast.Name)
+            and node.value.id in self.raises_names
+        ):
+            return ast.copy_location(ast.Attribute(node.value, "value", node.ctx), node)
         return node
 
     def visit_Expr(self, node: ast.Expr) -> ast.AST:  # noqa: N802
@@ -73,8 +105,8 @@ def _assertion(stmt: ast.stmt) -> tuple[str, ast.expr, ast.expr] | None:
     return None
 
 
-def _user(node: ast.AST) -> str:
-    return ast.unparse(_AsUserCode().visit(ast.fix_missing_locations(node)))
+def _user(node: ast.AST, rewriter: _AsUserCode) -> str:
+    return ast.unparse(ast.fix_missing_locations(rewriter.visit(copy.deepcopy(node))))
 
 
 def _containing(body: list[ast.stmt], line: int) -> int | None:
@@ -120,15 +152,16 @@ def issue_text(
     line = int(detail.get("outer_line") or detail.get("line") or 0)
     inner_line = int(detail.get("line") or 0)
     statements: list[str] = []
+    rewriter = _AsUserCode()
     if setup is not None:
-        statements += [_user(s) for s in setup.body]
+        statements += [_user(s, rewriter) for s in setup.body]
     explanation = "it does not behave as documented"
     if method is not None:
         body = method.body
         index = _containing(body, line)
         index = len(body) - 1 if index is None else index
         failing = body[index]
-        statements += [_user(s) for s in body[:index]]
+        statements += [_user(s, rewriter) for s in body[:index]]
         compared = (
             _assertion(failing) if failing.lineno <= inner_line <= failing.end_lineno else None
         )
@@ -136,27 +169,28 @@ def issue_text(
         error = str(detail.get("error", ""))
         if compared is not None and "got" in detail:
             name, first, _ = compared
-            statements.append(_user(first))
+            statements.append(_user(first, rewriter))
             relation = {"assertEqual": "", "assertIs": ""}.get(name, None)
             want = str(detail.get("expected"))
             if relation is None:
-                explanation = f"the last expression should satisfy `{_user(failing)}`, but it gives `{detail['got']}`"
+                explanation = f"the last expression should satisfy `{_user(failing, rewriter)}`, but it gives `{detail['got']}`"
             else:
                 explanation = (
                     f"the last expression gives `{detail['got']}`, but it should give `{want}`"
                 )
         elif kind == "assert" and error.endswith("not raised"):
-            statements.append(_user(failing))
+            statements.append(_user(failing, rewriter))
             raised = error.split(":", 1)[-1].strip().replace(" not raised", "")
             explanation = f"this should raise `{raised}`, but nothing is raised"
         elif kind == "error":
-            statements.append(_user(failing))
+            statements.append(_user(failing, rewriter))
             explanation = f"this fails with `{error}`, which it should not"
         else:
-            statements.append(_user(failing))
+            statements.append(_user(failing, rewriter))
             got = error.split(":", 1)[-1].strip()
             explanation = f"the check in the last statement fails ({got[:200]})"
-    imports = [
+    imports = ["import pytest"] if rewriter.uses_pytest else []
+    imports += [
         ast.unparse(n)
         for n in tree.body
         if isinstance(n, ast.ImportFrom) and n.module and not n.module.startswith("unittest")
@@ -176,6 +210,17 @@ def issue_text(
             )
         )
     ]
+    if klass is not None:  # the test class's own helper methods, as plain functions
+        for node in klass.body:
+            if (
+                isinstance(node, ast.FunctionDef)
+                and not node.name.startswith(("test", "setUp", "tearDown"))
+                and f"{node.name}(" in snippet_text
+            ):
+                function = copy.deepcopy(node)
+                function.args.args = function.args.args[1:]  # no self
+                function.body = [ast.parse(_user(b, rewriter)).body[0] for b in function.body]
+                helpers.append(ast.unparse(function))
     lines = "\n".join(imports + helpers + [snippet_text]).splitlines()
     if len(lines) > _MAX_LINES:
         lines = lines[: _MAX_LINES - 1] + ["..."] + lines[-1:]
@@ -188,4 +233,4 @@ def issue_text(
         text += "\nThere may be more than one thing wrong: other behaviour of the package may be broken too.\n"
     if file_hint:
         text += f"\nThe problem is in `{file_hint}`.\n"
-    return text
+    return text.rstrip("\n")
