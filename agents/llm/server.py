@@ -30,7 +30,7 @@ Endpoints:
 * ``"auto"`` (the default): the tools are offered and the model decides.
 * ``"none"``: no tools are offered (the prompt has none) and the reply is not read for calls.
 * ``{"type": "function", "function": {"name": NAME}}``: the reply is one call of ``NAME``. The
-  prompt is extended by the Hermes tool-call opening ``<tool_call>\\n{"name": "NAME", "arguments": ``
+  prompt is extended by the Hermes tool-call opening ``<tool_call>\\n{"name": "NAME", "arguments": {``
   (the format the server writes tools in; Qwen2.5/Hermes templates use it too), so the model writes
   only the arguments. ``message.content`` is ``None`` and ``message.tool_calls`` holds the call;
   ``arguments`` is the JSON object the model wrote, re-serialised, or, when it wrote no valid
@@ -212,8 +212,9 @@ _HERMES = (
 
 def tool_call_opening(name: str) -> str:
     """The text a forced call of ``name`` starts with: the Hermes opening up to the arguments,
-    ``<tool_call>\\n{"name": "<name>", "arguments": ``."""
-    return f'<tool_call>\n{{"name": {json.dumps(name)}, "arguments": '
+    ``<tool_call>\\n{"name": "<name>", "arguments": {`` (the arguments' own brace included: they
+    are a JSON object, and a small model that is not shown the brace writes a bare value)."""
+    return f'<tool_call>\n{{"name": {json.dumps(name)}, "arguments": {{'
 
 
 @dataclass
@@ -735,13 +736,13 @@ class ChatServer:
     ) -> tuple[list[dict[str, Any]], str]:
         """(OpenAI tool_calls, finish_reason) of a reply whose opening forced a call of ``name``.
 
-        ``reply.text`` continues the opening, so it starts with the arguments: the JSON object
-        there (re-serialised), else the raw text up to ``</tool_call>`` with the call's closing
-        brace dropped. Complete calls of offered tools written after it are kept when ``parallel``.
+        ``reply.text`` continues the opening, so ``"{" + reply.text`` starts with the arguments:
+        the JSON object there (re-serialised), else the raw text up to ``</tool_call>`` with the
+        call's closing brace dropped. Complete calls of offered tools written after it are kept when ``parallel``.
         """
         from verigym.toolcalls import tool_calls_in
 
-        rest = reply.text.lstrip()
+        rest = "{" + reply.text
         try:
             arguments, end = json.JSONDecoder().raw_decode(rest)
         except ValueError:

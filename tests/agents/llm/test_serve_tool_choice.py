@@ -101,7 +101,7 @@ def test_named_function_forces_a_call_of_it_from_the_real_model(served, policy):
         [call] = choice.message.tool_calls
         assert call.type == "function" and call.function.name == "search"
         assert isinstance(call.function.arguments, str)
-    # the model continued the Hermes opening: the prompt ends with it
+    # the model continued the Hermes opening (up to the arguments' brace): the prompt ends with it
     assert all(p[-len(opening) :] == opening for p in policy.seen)
     sampled = sum(len(c.model_extra["token_ids"]) for c in answer.choices)
     assert answer.usage.completion_tokens == sampled + 2 * len(opening)
@@ -110,7 +110,7 @@ def test_named_function_forces_a_call_of_it_from_the_real_model(served, policy):
 def test_forced_call_arguments_are_the_json_the_model_wrote(served, policy):
     _, _, client = served
     named = {"type": "function", "function": {"name": "calculate"}}
-    policy.reply = '{"expression": "6*7"}}\n</tool_call>'
+    policy.reply = '"expression": "6*7"}}\n</tool_call>'
     answer = client.chat.completions.create(
         model="tiny", messages=HI, tools=TOOLS, tool_choice=named, max_tokens=16
     )
@@ -120,14 +120,14 @@ def test_forced_call_arguments_are_the_json_the_model_wrote(served, policy):
     assert call.function.name == "calculate"
     assert json.loads(call.function.arguments) == {"expression": "6*7"}
     # not JSON: the raw text comes back (the call's closing brace dropped), still a call of it
-    policy.reply = "{expression: 6*7}}</tool_call>"
+    policy.reply = "expression: 6*7}}</tool_call>"
     answer = client.chat.completions.create(
         model="tiny", messages=HI, tools=TOOLS, tool_choice=named, max_tokens=16
     )
     [call] = answer.choices[0].message.tool_calls
     assert call.function.name == "calculate" and call.function.arguments == "{expression: 6*7}"
     # streamed: the call arrives as a tool_calls delta
-    policy.reply = '{"expression": "1+1"}}'
+    policy.reply = '"expression": "1+1"}}'
     chunks = list(
         client.chat.completions.create(
             model="tiny", messages=HI, tools=TOOLS, tool_choice=named, max_tokens=16, stream=True
@@ -142,7 +142,7 @@ def test_forced_call_arguments_are_the_json_the_model_wrote(served, policy):
 def test_required_keeps_further_calls_unless_parallel_tool_calls_is_false(served, policy):
     _, _, client = served
     policy.reply = (
-        '{"expression": "1"}}\n</tool_call>\n<tool_call>\n'
+        '"expression": "1"}}\n</tool_call>\n<tool_call>\n'
         '{"name": "lookup", "arguments": {"expression": "2"}}\n</tool_call>'
     )
     one_tool = TOOLS[2:]
