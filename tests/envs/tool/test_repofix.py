@@ -333,6 +333,25 @@ def test_always_equal_object_and_test_edits():
 
 
 @needs_sandbox
+def test_the_hidden_test_files_are_gone_before_library_code_runs():
+    env = RepoFixEnv(project="graphs", level="anywhere")
+    env.cache_verdicts = False
+    try:
+        env.reset(seed=2)
+        env.step(env.oracle_action())  # the fix
+        init = f"{env._package}/__init__.py"
+        peek = (
+            "import os\n\nif os.path.exists('/tmp/work/tests'):\n"
+            "    raise RuntimeError('the hidden tests are readable')\n\n"
+        )
+        env.step(_call("write_file", path=init, content=peek + env._original[init]))
+        *_, info = env.step(_call("submit"))
+        assert info["success"] and info["tests_run"], info  # the tests ran, their files were gone
+    finally:
+        env.close()
+
+
+@needs_sandbox
 def test_hidden_tests_are_not_in_the_agent_sandbox():
     env = RepoFixEnv(project="semver", level="anywhere")
     try:
