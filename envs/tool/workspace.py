@@ -390,6 +390,7 @@ class Workspace:
         self._log: list[tuple[str, list[Any], float | None]] = []
         self._pending: list[tuple[str, list[Any], float | None]] = []
         self._pristine = False  # no tool call since the sandbox's fresh(): reset may reuse it
+        self._own_calls = -1  # the sandbox's call count after this workspace's last own call
 
     # -- copies: a new sandbox that replays the changes -------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -425,7 +426,12 @@ class Workspace:
             SandboxError: the sandbox cannot start here.
         """
         checked = {self.resolve(path): str(text) for path, text in files.items()}
-        reuse = self._pristine and not self._pending and self.sandbox.alive
+        reuse = (
+            self._pristine
+            and not self._pending
+            and self.sandbox.alive
+            and self.sandbox.calls == self._own_calls  # nobody else used the sandbox directly
+        )
         self._log, self._pending = [], []
         if not reuse:
             self.sandbox.fresh()
@@ -435,6 +441,7 @@ class Workspace:
             # still new: it only gets its tree replaced, which saves a sandbox start per episode
             self._call("_vgw_write_tree", [ROOT, checked, reuse], changes=True)
             self._pristine = True
+            self._own_calls = self.sandbox.calls
         except ActionParseError as exc:
             raise RuntimeError(f"could not write the workspace: {exc}") from None
 
@@ -452,18 +459,30 @@ class Workspace:
         A call that ``changes`` the tree is logged: a pickled or deep-copied workspace replays the
         log into its own new sandbox before its first call, so it holds the same tree.
 
+        A sandbox that died (a call killed at its deadline, out of memory) is rebuilt from the
+        log in a new one: the tree is as it was before the killed call.
+
         Raises:
-            ActionParseError: the helper raised (a bad path, a missing file), or the sandbox was
-                restarted after a killed call (the tree is gone).
+            ActionParseError: the helper raised (a bad path, a missing file), or the call was
+                killed (the message says so; the workspace is rebuilt for the next call).
         """
         self._replay()
         result = self.sandbox.call(name, args, timeout=timeout)
+        if not result.ok and result.error and "no function named" in result.error:
+            # the worker restarted since the last call (it died between calls): rebuild, retry
+            self._pending, self._log = list(self._log), []
+            self._replay()
+            result = self.sandbox.call(name, args, timeout=timeout)
+        if result.killed:
+            self._pending, self._log = list(self._log), []
+            raise ActionParseError(
+                f"{(result.error or 'killed').split(';')[0]}; the sandbox was restarted and the "
+                "workspace rebuilt as it was before this call"
+            )
         if changes and result.ok:
             self._log.append((name, args, timeout))
-        if not result.ok and result.error and "no function named" in result.error:
-            raise ActionParseError(
-                "the sandbox was restarted after a killed command; the workspace is lost"
-            )
+        if self._pristine:
+            self._own_calls = self.sandbox.calls
         if not result.ok:
             raise ActionParseError(result.error or "the call failed")
         return result.value

@@ -125,6 +125,26 @@ def test_reset_reuses_only_an_untouched_sandbox():
         assert ws.sandbox.worker_pid == first and sorted(ws.snapshot()) == ["other.txt"]
         ws.run_shell("true")
         ws.reset(FILES)
-        assert ws.sandbox.worker_pid != first  # a tool ran: a new sandbox
+        second = ws.sandbox.worker_pid
+        assert second != first  # a tool ran: a new sandbox
+        ws.sandbox.run("open('/tmp/outside', 'w').close()")  # someone used the sandbox directly
+        ws.reset(FILES)
+        assert ws.sandbox.worker_pid != second
+    finally:
+        ws.close()
+
+
+@needs_sandbox
+def test_a_sandbox_that_dies_is_rebuilt_from_the_log():
+    ws = Workspace()
+    try:
+        ws.reset(FILES)
+        ws.write_file("pkg/new.py", "X = 1\n")
+        ws.sandbox.run("import os; os._exit(1)")  # the worker dies (as if killed)
+        assert ws.read_text("pkg/new.py") == "X = 1\n"
+        assert sorted(ws.snapshot()) == sorted([*FILES, "pkg/new.py"])
+        with pytest.raises(ActionParseError, match="rebuilt"):  # killed at the call's deadline
+            ws._call("_vgw_shell", [ROOT, "touch gone.txt; sleep 5", 10.0, 100], timeout=1.0)
+        assert "pkg/new.py" in ws.snapshot() and "gone.txt" not in ws.snapshot()
     finally:
         ws.close()
