@@ -331,10 +331,11 @@ def _vgw_shell(root, command, timeout, cap):
     return {"status": process.returncode, "output": text[:cap], "chars": len(text),
             "timed_out": timed_out}
 
-def _vgw_snapshot(root, max_files, cap):
+def _vgw_snapshot(root, max_files, cap, under=""):
     out = {}
     skipped = []
-    for folder, dirs, names in _vgw_os.walk(root):
+    top = _vgw_inside(root, under) if under else root
+    for folder, dirs, names in _vgw_os.walk(top):
         dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", ".git"))
         for name in sorted(names):
             path = _vgw_os.path.join(folder, name)
@@ -608,10 +609,14 @@ class Workspace:
         """Run the visible tests (``test_command``)."""
         return self.run_shell(self.test_command)
 
-    def snapshot(self, *, max_files: int = 400, max_chars: int = MAX_FILE_CHARS) -> dict[str, str]:
-        """Every regular file of the workspace as ``{relative path: text}`` (symlinks, oversized
-        files and files past ``max_files`` are left out); values checked, paths normalized."""
-        value = self._call("_vgw_snapshot", [ROOT, max_files, max_chars])
+    def snapshot(
+        self, *, max_files: int = 400, max_chars: int = MAX_FILE_CHARS, under: str = ""
+    ) -> dict[str, str]:
+        """Every regular file of the workspace (or of its folder ``under``) as ``{relative path:
+        text}`` (symlinks, oversized files and files past ``max_files`` are left out); values
+        checked, paths normalized and relative to :data:`ROOT`."""
+        folder = self.resolve(under) if under else ""
+        value = self._call("_vgw_snapshot", [ROOT, max_files, max_chars, folder])
         files = value.get("files") if isinstance(value, dict) else None
         if not isinstance(files, dict):
             return {}

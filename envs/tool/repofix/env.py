@@ -319,7 +319,7 @@ class RepoFixEnv(ToolEnv):
     def _agent_sources(self) -> dict[str, str] | None:
         """The agent's library modules (``None`` when the workspace could not be read)."""
         try:
-            snapshot = self.workspace.snapshot()
+            snapshot = self.workspace.snapshot(under=self._package)
         except Exception:  # noqa: BLE001 -- a dead sandbox reads as an empty workspace
             return None
         out, budget = {}, _SOURCE_BUDGET
