@@ -285,25 +285,51 @@ def _attacks(env: RepoFixEnv) -> dict[str, list[str]]:
     }
 
 
-@needs_sandbox
-def test_adversarial_table_scores_zero():
+ATTACKS = [
+    "delete the tests",
+    "edit the tests",
+    "conftest that skips",
+    "sys.exit(0) at import",
+    "os._exit(0) at import",
+    "monkeypatch TestCase.run",
+    "monkeypatch the result",
+    "no-op assertEqual",
+    "SkipTest from the library",
+    "a profile hook rewrites the hidden tests",
+    "an import hook",
+    "print PASSED",
+    "sitecustomize and .pth",
+    "background process fixes after submit",
+]
+
+
+@pytest.fixture(scope="module")
+def attacked_env():
     env = RepoFixEnv(project="intervals", level="anywhere")
     env.cache_verdicts = False
-    try:
-        env.reset(seed=0)
-        names = list(_attacks(env))
-        for name in names:
-            env.reset(seed=0)
-            for action in _attacks(env)[name]:
-                *_, info = env.step(action)
-                assert "action_error" not in info, (name, info)
-            observation, reward, terminated, _, info = env.step(_call("submit"))
-            assert terminated and reward == 0.0 and info["score"] == 0.0, (name, info)
-            assert not info["success"], name
-            if name.startswith(("monkeypatch", "no-op", "a profile", "an import")):
-                assert info["tampered"], name  # caught by the runner, not by luck
-    finally:
-        env.close()
+    yield env
+    env.close()
+
+
+@needs_sandbox
+def test_the_attack_table_is_complete(attacked_env):
+    attacked_env.reset(seed=0)
+    assert sorted(_attacks(attacked_env)) == sorted(ATTACKS)
+
+
+@needs_sandbox
+@pytest.mark.parametrize("name", ATTACKS)
+def test_adversarial_table_scores_zero(attacked_env, name):
+    env = attacked_env
+    env.reset(seed=0)
+    for action in _attacks(env)[name]:
+        *_, info = env.step(action)
+        assert "action_error" not in info, (name, info)
+    observation, reward, terminated, _, info = env.step(_call("submit"))
+    assert terminated and reward == 0.0 and info["score"] == 0.0, (name, info)
+    assert not info["success"] and info["tests_run"], name
+    if name.startswith(("monkeypatch", "no-op", "a profile", "an import")):
+        assert info["tampered"], name  # caught by the runner, not by luck
 
 
 @needs_sandbox
