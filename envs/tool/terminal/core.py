@@ -23,6 +23,7 @@ import base64
 import json
 import os
 import posixpath
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +43,7 @@ __all__ = [
     "host_snapshot",
     "snapshot_from_wire",
     "tree_code",
+    "tree_command",
     "SNAPSHOT_SOURCE",
 ]
 
@@ -262,6 +264,16 @@ def tree_code(root: str, files: Mapping[str, FileValue]) -> str:
         "    with open(_f, 'wb') as _h:\n"
         "        _h.write(_b.b64decode(_d))\n"
         "    _o.chmod(_f, _m)\n"
+    )
+
+
+def tree_command(root: str, files: Mapping[str, FileValue]) -> str:
+    """A shell command (``python3 -c``, compressed) that does what :func:`tree_code` does; for a
+    workspace that logs and replays its shell commands."""
+    packed = base64.b64encode(zlib.compress(tree_code(root, files).encode("utf-8"), 9))
+    return (
+        'python3 -I -S -c "import base64, zlib; '
+        f"exec(zlib.decompress(base64.b64decode('{packed.decode('ascii')}')))\""
     )
 
 

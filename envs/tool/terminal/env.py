@@ -18,7 +18,7 @@ from verigym.envs.tool.terminal.core import (
     host_snapshot,
     snapshot_from_wire,
     snapshot_setup_code,
-    tree_code,
+    tree_command,
 )
 from verigym.envs.tool.terminal.templates import GROUPS, TEMPLATES, pool
 from verigym.envs.tool.workspace import (
@@ -183,21 +183,22 @@ class TerminalEnv(ToolEnv):
         return self._workspace
 
     def _build(self) -> None:
-        """Write the task's files into a new sandbox and run the template's setup commands."""
+        """Write the task's files into a new sandbox and run the template's setup commands.
+
+        Both go through the workspace's ``run_shell``, which logs them: a workspace whose sandbox
+        died (a command killed at its deadline) is rebuilt from that log with the task's files.
+        """
         ws = self._workspace
-        assert ws is not None
+        assert ws is not None and self._task is not None
         ws.reset({})
-        written = ws.sandbox.run(tree_code(ROOT, self._files), timeout=30.0)
-        if not written.ok:
-            raise RuntimeError(f"could not write the Terminal workspace: {written.text()}")
-        setup = self._task.setup(self._expect) if self._task and self._task.setup else []
-        for command in setup:
-            done = ws.sandbox.call("_vgw_shell", [ROOT, command, 30.0, 4000], timeout=40.0)
-            value = done.value if isinstance(done.value, dict) else {}
-            if not done.ok or value.get("status") != 0:
-                raise RuntimeError(
-                    f"the setup of {self._task.name} failed: {value.get('output')!r}"
-                )
+        setup = self._task.setup(self._expect) if self._task.setup else []
+        for command in [tree_command(ROOT, self._files), *setup]:
+            try:
+                output = ws.run_shell(command, timeout_s=30.0)
+            except ActionParseError as exc:
+                output = str(exc)
+            if not output.endswith("[exit status 0]"):
+                raise RuntimeError(f"the setup of {self._task.name} failed: {output[-500:]!r}")
 
     def _check_runner(self) -> Runner:
         if self._runner is None:

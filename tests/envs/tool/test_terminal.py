@@ -200,3 +200,24 @@ def test_unknown_template_is_refused():
 
     with pytest.raises(ValueError):
         TerminalEnv(template="rm_rf")
+
+
+@pytest.mark.slow
+def test_a_killed_sandbox_is_rebuilt_with_the_task_files():
+    """A command that outlives the sandbox deadline kills the worker; the workspace is rebuilt
+    from its log, the task's files (written through run_shell) and earlier changes included."""
+    from verigym.envs.tool.terminal.env import TerminalEnv
+
+    env = TerminalEnv(template="dedupe_lines", shell_timeout_s=1.0)
+    try:
+        env.reset(seed=3)
+        env.step(env.oracle_action())  # solves it
+        hang = "setsid sh -c 'sleep 60' & sleep 60"  # the setsid child keeps the pipe open
+        _, reward, _, _, info = env.step(tool_call_text("run_shell", command=hang))
+        assert "action_error" in info and "rebuilt" in info["action_error"]
+        observation, *_ = env.step(tool_call_text("run_shell", command="ls mail"))
+        assert "subscribers.txt" in observation
+        _, reward, terminated, _, info = env.step(tool_call_text("submit"))
+        assert terminated and info["success"], info
+    finally:
+        env.close()
