@@ -284,12 +284,26 @@ for _vg_name in ("python", "python3"):
     if not _vg_os.path.lexists("/tmp/.bin/" + _vg_name):
         _vg_os.symlink(_vg_sys.executable, "/tmp/.bin/" + _vg_name)
 def _vg_shell(command, cwd, timeout, stdin_text):
-    try:
-        done = _vg_sp.run(["/bin/sh", "-c", command], cwd=cwd, capture_output=True, timeout=timeout,
-                          input=stdin_text.encode("utf-8"), env={"PATH": "/tmp/.bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"})
-    except _vg_sp.TimeoutExpired:
-        return [-1, "", "timeout"]
-    return [done.returncode, done.stdout[:1 << 20].decode("utf-8", "replace"), done.stderr[-2000:].decode("utf-8", "replace")]
+    # output to a file, not a pipe: a process that left the group cannot hold the call open
+    import signal as _vg_signal
+    with open("/tmp/.vg_in", "wb") as handle:
+        handle.write(stdin_text.encode("utf-8"))
+    with open("/tmp/.vg_in", "rb") as stdin, open("/tmp/.vg_out", "wb") as out:
+        process = _vg_sp.Popen(["/bin/sh", "-c", command], cwd=cwd, stdin=stdin, stdout=out,
+                               stderr=_vg_sp.DEVNULL, start_new_session=True,
+                               env={"PATH": "/tmp/.bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"})
+        try:
+            status = process.wait(timeout=timeout)
+        except _vg_sp.TimeoutExpired:
+            try:
+                _vg_os.killpg(process.pid, _vg_signal.SIGKILL)
+            except OSError:
+                pass
+            process.wait()
+            status = -1
+    with open("/tmp/.vg_out", "rb") as handle:
+        data = handle.read(1 << 20)
+    return [status, data.decode("utf-8", "replace"), ""]
 """
 
 
@@ -333,7 +347,7 @@ class Runner:
         if not setup.ok:
             return -1, "", None
         result = box.call(
-            "_vg_shell", [command, self.ROOT, float(timeout), stdin], timeout=timeout + 10
+            "_vg_shell", [command, self.ROOT, float(timeout), stdin], timeout=timeout + 5.0
         )
         value = result.value
         if not result.ok or not isinstance(value, list) or len(value) != 3:

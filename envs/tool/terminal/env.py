@@ -158,20 +158,27 @@ class TerminalEnv(ToolEnv):
         self._oracle: list[str] = []
         self._log: list[ToolCall] = []  # the workspace calls of this episode (replayed by a copy)
         self._stale = False  # a copy whose sandbox must be rebuilt before its next call
-        self._touched = False  # a workspace call succeeded this episode
+        self._touched = False  # a workspace call was made this episode (the tree may differ)
         self.verdict = ""
         """The checker's detail of the last verdict (also ``info["verdict"]``)."""
 
     # -- the sandboxes ---------------------------------------------------------------------------
     def _ws(self) -> Workspace:
+        shell = float(self.limits.timeout_s)
+        deadline = shell + min(10.0, shell)  # the sandbox kills a call that outlives its shell
+        if self._workspace is not None and self._workspace.sandbox.limits.timeout_s != deadline:
+            # the shell timeout changed (verigym check cuts it): a sandbox with the new deadline
+            self._workspace.close()
+            self._workspace = None
+            self._stale = self._task is not None
         if self._workspace is None:
             self._workspace = Workspace(
-                shell_timeout_s=self.limits.timeout_s,
+                shell_timeout_s=shell,
                 output_chars=8000,
-                limits=Limits(timeout_s=self.limits.timeout_s + 10.0, max_processes=48, tmp_mb=64),
+                limits=Limits(timeout_s=deadline, max_processes=48, tmp_mb=64),
                 unsafe=self.unsafe,
             )
-        self._workspace.shell_timeout_s = float(self.limits.timeout_s)
+        self._workspace.shell_timeout_s = shell
         if self._stale:
             self._stale = False
             self._build()
