@@ -279,7 +279,7 @@ class ChatServer:
     ):
         import uvicorn
 
-        from verigym.serve import _bind, is_loopback
+        from verigym.serve import bind_socket, is_loopback
 
         limits = {
             "max_batch_size": max_batch_size,
@@ -307,7 +307,7 @@ class ChatServer:
         template = getattr(policy.tokenizer, "chat_template", None) or ""
         self._template_reads_tools = policy.chat.use_template and "tools" in str(template)
         self.app = self._create_app(token)
-        self._sock = _bind(host, port)
+        self._sock = bind_socket(host, port)
         self.server_address: tuple[str, int] = tuple(self._sock.getsockname()[:2])  # type: ignore[assignment]
         self._uvicorn = uvicorn.Server(
             uvicorn.Config(
@@ -330,9 +330,9 @@ class ChatServer:
 
     @property
     def base_url(self) -> str:
-        from verigym.serve import _url
+        from verigym.serve import http_url
 
-        return _url(*self.server_address) + "/v1"
+        return http_url(*self.server_address) + "/v1"
 
     # -- life cycle -------------------------------------------------------------------------------------
     def serve_forever(self) -> None:

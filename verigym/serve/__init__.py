@@ -24,8 +24,10 @@ __all__ = [
     "INLINE_FAMILIES",
     "ServeConfig",
     "ServerHandle",
+    "bind_socket",
     "check_exposure",
     "create_app",
+    "http_url",
     "is_loopback",
     "serve",
     "start",
@@ -62,7 +64,13 @@ def check_exposure(config: ServeConfig, host: str) -> ServeConfig:
     return config
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (IPv6 when the host has a colon; ``port=0`` picks a
+    free port), inheritable so uvicorn workers can share it. Both servers bind through it.
+
+    Raises:
+        OSError: the address is taken or cannot be bound.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -106,14 +114,15 @@ def serve(
         OSError: the address cannot be bound.
     """
     config = check_exposure(config, host)
-    sock = _bind(host, port)
+    sock = bind_socket(host, port)
     server = _uvicorn_server(config, host)
     if ready is not None:
-        ready(_url(host, sock.getsockname()[1]))
+        ready(http_url(host, sock.getsockname()[1]))
     server.run(sockets=[sock])
 
 
-def _url(host: str, port: int) -> str:
+def http_url(host: str, port: int) -> str:
+    """``http://host:port`` with an IPv6 host in brackets."""
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
@@ -127,10 +136,10 @@ class ServerHandle:
 
     def __init__(self, config: ServeConfig, host: str, port: int):
         config = check_exposure(config, host)
-        self._sock = _bind(host, port)
+        self._sock = bind_socket(host, port)
         self._server = _uvicorn_server(config, host)
         self.app = self._server.config.app
-        self.url = _url(host, self._sock.getsockname()[1])
+        self.url = http_url(host, self._sock.getsockname()[1])
         self._thread = threading.Thread(
             target=self._server.run,
             kwargs={"sockets": [self._sock]},
