@@ -19,6 +19,7 @@ Defences, set up before any code of the repository is imported:
 import builtins
 import json
 import os
+import re
 import sys
 import traceback
 import types
@@ -29,6 +30,7 @@ import unittest.result
 import unittest.suite
 
 _EXACT = (type(None), bool, int, float, complex, str, bytes)
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def _strict_equal(a, b, depth=0):
@@ -54,6 +56,7 @@ def _short(value):
         text = repr(value)
     except Exception:  # noqa: BLE001
         text = "<unrepresentable>"
+    text = _ADDRESS.sub("", text)  # "<X object at 0x7f...>" -> "<X object>": the same every run
     return text if len(text) <= 300 else text[:297] + "..."
 
 
@@ -120,7 +123,7 @@ def _failure_detail(test, error, root):
             inner = frame
     detail = {
         "kind": "assert" if isinstance(exc, AssertionError) else "error",
-        "error": (exc_type.__name__ + ": " + str(exc))[:300],
+        "error": _ADDRESS.sub("", exc_type.__name__ + ": " + str(exc))[:300],
         "line": inner.lineno if inner else 0,
         "outer_line": outer.lineno if outer else 0,
         "file": os.path.relpath(inner.filename, root) if inner else "",
