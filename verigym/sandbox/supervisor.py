@@ -990,6 +990,7 @@ class PythonSandbox:
         replay, self._replay = self._replay, []
         for code in replay:
             worker.used = True
+            worker.resume()  # stopped after the previous cell
             result = worker.exchange({"op": "exec", "code": code}, timeout=self.limits.timeout_s)
             if result.killed or not worker.pause():
                 logger.warning("replaying the sandbox notebook failed: %s", result.error)
