@@ -413,8 +413,8 @@ def test_exit_calls_are_reported(box):
 
 
 @needs_sandbox
-def test_pickle_and_deepcopy_replay_the_notebook():
-    with PythonSandbox(FAST) as original:
+def test_pickle_and_deepcopy_replay_the_notebook(caplog):
+    with caplog.at_level("WARNING", logger=supervisor.__name__), PythonSandbox(FAST) as original:
         original.run("import math\nv = [math.factorial(5)]")
         original.run("v.append(2)")  # two cells: each replayed cell runs (the worker is resumed)
         for clone in (pickle.loads(pickle.dumps(original)), copy.deepcopy(original)):
@@ -422,6 +422,7 @@ def test_pickle_and_deepcopy_replay_the_notebook():
                 clone.run("v.append(1)")
                 assert clone.run("v").output == "[120, 2, 1]\n"
         assert original.run("v").output == "[120, 2]\n"
+    assert "replaying the sandbox notebook failed" not in caplog.text
 
 
 @needs_sandbox
