@@ -9,7 +9,7 @@
 #      VERIGYM_GRPO_STEPS=0 skips it (then the SFT adapter is shipped).
 # Everything runs on the CPU with one torch thread (on a shared machine spinning OpenMP threads cost
 # 7x the CPU time). Play the result with the agent spec
-#   llm:smollm2?adapter=leaderboards/checkpoints/smollm2-sft-grpo&max_new_tokens=48&families=text,tool,gui
+#   llm:smollm2?adapter=leaderboards/checkpoints/smollm2-sft-grpo&max_new_tokens=128&families=text,tool,gui
 # Shipping only (an adapter already trained in DIR): VERIGYM_SHIP_ONLY=DIR bash scripts/train_llm_agent.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
