@@ -822,6 +822,11 @@ class BoundedWorker:
         child.close()
         self._process, self._connection = process, parent
 
+    @property
+    def running(self) -> bool:
+        """Whether the worker process is running now (calls start it when it is not)."""
+        return self._alive()
+
     def _alive(self) -> bool:
         process = self._process
         if process is None:

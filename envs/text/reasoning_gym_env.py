@@ -226,8 +226,7 @@ _SCORING_GENERATOR = BoundedWorker(
 def _call_scorer(name: str, function: Any, *args: Any, timeout: float) -> Any:
     """``function(*args)`` in the worker that scores ``name`` (see :data:`SCORED_WHERE_GENERATED`)."""
     if name in SCORED_WHERE_GENERATED:
-        process = _SCORING_GENERATOR._process
-        if process is not None and process.is_alive():
+        if _SCORING_GENERATOR.running:
             if timeout <= 0:
                 raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
             return _SCORING_GENERATOR.call(function, args, timeout)
