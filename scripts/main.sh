@@ -40,5 +40,11 @@ if [ "${VERIGYM_LLM:-1}" != 0 ] && python -c "import importlib.util as u, sys; s
     --suite "$suite" --out "$out" --resume --workers "${VERIGYM_LLM_WORKERS:-12}" --time-limit-scale 4
   kill "$server" 2>/dev/null || true
   wait "$server" 2>/dev/null || true
+  # the trained row: SmolLM2 + SFT on the envs' own oracle demonstrations (a LoRA adapter, shipped in
+  # leaderboards/checkpoints/smollm2-sft; scripts/train_llm_agent.sh retrains it), in-process as it
+  # was trained (the llm: agent renders prompts as the SFT data did); each worker loads the model.
+  # 128 tokens: a tool call spells its numbers one digit a token
+  OMP_NUM_THREADS=1 verigym eval --agent "llm:smollm2?adapter=leaderboards/checkpoints/smollm2-sft&max_new_tokens=128&families=text,tool,gui" \
+    --suite "$suite" --out "$out" --resume --workers "${VERIGYM_LLM_WORKERS_TRAINED:-2}" --time-limit-scale 4
 fi
 verigym leaderboard --suite "$suite" --out "$out" --train-logs leaderboards/checkpoints

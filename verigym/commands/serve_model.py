@@ -88,6 +88,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "$VERIGYM_TOKEN); mandatory off loopback",
     )
     parser.add_argument(
+        "--adapter",
+        default=None,
+        metavar="DIR",
+        help="a LoRA adapter folder (verigym train sft/grpo --lora-r ...: adapter_config.json + "
+        "adapter_model.safetensors) merged into the model before serving",
+    )
+    parser.add_argument(
         "--prefix-cache-mb",
         type=float,
         default=1024.0,
@@ -114,6 +121,7 @@ def build(args: argparse.Namespace):
         dtype=args.dtype,
         use_chat_template=False if args.no_chat_template else None,
         prefix_cache_bytes=int(max(args.prefix_cache_mb, 0.0) * (1 << 20)),
+        adapter=getattr(args, "adapter", None),
     )
     from verigym.agents.llm.models import SHORT_NAMES
 
