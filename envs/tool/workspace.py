@@ -410,8 +410,10 @@ class Workspace:
         clone.__setstate__(copy.deepcopy(self.__getstate__(), memo))
         return clone
 
-    def _replay(self) -> None:
-        if not self._pending:
+    def _replay(self, *, restarted: bool = False) -> None:
+        """Load the helpers and replay the pending tree changes into the sandbox (nothing when
+        none are pending, unless the worker ``restarted`` and lost the helpers)."""
+        if not self._pending and not restarted:
             return
         pending, self._pending = self._pending, []
         self.load_helpers()
@@ -472,7 +474,7 @@ class Workspace:
         if not result.ok and result.error and "no function named" in result.error:
             # the worker restarted since the last call (it died between calls): rebuild, retry
             self._pending, self._log = list(self._log), []
-            self._replay()
+            self._replay(restarted=True)  # also with nothing logged yet (a reset's first write)
             result = self.sandbox.call(name, args, timeout=timeout)
         if result.killed:
             self._pending, self._log = list(self._log), []

@@ -148,3 +148,24 @@ def test_a_sandbox_that_dies_is_rebuilt_from_the_log():
         assert "pkg/new.py" in ws.snapshot() and "gone.txt" not in ws.snapshot()
     finally:
         ws.close()
+
+
+def test_a_worker_restarted_before_the_first_write_gets_the_helpers_back(monkeypatch):
+    """A worker that restarts cold right after the helpers loaded (seen under load: the pause after
+    the load could not stop it) has lost them; the reset's first write, with nothing logged to
+    replay, loads them again instead of failing with "no function named"."""
+    ws = Workspace()
+    real = Workspace.load_helpers
+    deaths = [1]
+
+    def load_then_die(self):
+        real(self)
+        if deaths and deaths.pop():
+            self.sandbox.run("import os; os._exit(1)")  # the worker dies: the helpers are gone
+
+    monkeypatch.setattr(Workspace, "load_helpers", load_then_die)
+    try:
+        ws.reset(FILES)
+        assert sorted(ws.snapshot()) == sorted(FILES) and not deaths
+    finally:
+        ws.close()
