@@ -1,6 +1,6 @@
 """Regenerate ``envs/tool/repofix/data/repofix.json``: the RepoFix projects and their killed mutants.
 
-For every project under ``envs/tool/repofix/projects/``: run its unittest suite (all must pass),
+For every project under ``scripts/repofix_projects/``: run its unittest suite (all must pass),
 enumerate the single-edit mutants of its source modules (``verigym.envs.tool.repofix.mutations``),
 keep at most ``--per-operator`` of each operator per file (evenly spaced), run the suite on each in
 a plain subprocess (``python -I -S _runner.py``: trusted code, our own mutants; ``--timeout`` s
@@ -33,7 +33,7 @@ from pathlib import Path
 from verigym.envs.tool.repofix.mutations import Mutant, apply, mutants_of
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECTS = ROOT / "envs" / "tool" / "repofix" / "projects"
+PROJECTS = ROOT / "scripts" / "repofix_projects"
 RUNNER = ROOT / "envs" / "tool" / "repofix" / "_runner.py"
 OUT = ROOT / "envs" / "tool" / "repofix" / "data" / "repofix.json"
 

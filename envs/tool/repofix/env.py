@@ -56,7 +56,7 @@ PROJECTS: tuple[str, ...] = (
     "semver",
     "textkit",
 )
-"""The repositories (``envs/tool/repofix/projects/<name>``)."""
+"""The repositories (sources in ``scripts/repofix_projects/<name>``, shipped inside ``data/repofix.json``)."""
 
 
 def is_source_path(path: str, package: str) -> bool:
