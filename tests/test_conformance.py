@@ -23,11 +23,24 @@ FAMILY_MARKS = {"gui": pytest.mark.gui, "mujoco": pytest.mark.mujoco}
 STEPS = 120
 
 
+# Variants checked in the slow run only: each costs 15-50 s of sandboxed episodes, and its class
+# is checked in the default run through an id that draws from the same code paths
+# (Terminal-v0 from every template group, RepoFix-v0 the single-bug level it shares with Anywhere)
+SLOW_CHECK_IDS = {
+    "verigym/RepoFix-Anywhere-v0",
+    *(f"verigym/Terminal-{group}-v0" for group in ("Text", "Data", "Refactor", "Files")),
+    *(f"verigym/Terminal-{group}-v0" for group in ("Script", "Git", "Perms", "Repair")),
+}
+
+
 def _params(api: str) -> list:
     selected = [r for r in verigym.rows() if (r.api == "gymnasium") == (api == "gymnasium")]
     return [
         pytest.param(
-            r.id, id=r.id, marks=[FAMILY_MARKS[r.family]] if r.family in FAMILY_MARKS else []
+            r.id,
+            id=r.id,
+            marks=([FAMILY_MARKS[r.family]] if r.family in FAMILY_MARKS else [])
+            + ([pytest.mark.slow] if r.id in SLOW_CHECK_IDS else []),
         )
         for r in selected
     ]

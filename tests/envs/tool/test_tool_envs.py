@@ -441,7 +441,23 @@ def test_step_limit_carries_the_verdict():
 # -- oracles prove every generated task solvable ------------------------------------------------------
 
 
-@pytest.mark.parametrize("env_id", TOOL_IDS)
+# RepoFix and Terminal episodes cost a sandbox and a test or checker run each (15-50 s for 200
+# seeds); their own oracle tests cover every template and level in the default run (one seed
+# each) and 100 seeds in the slow run (tests/envs/tool/test_repofix.py, test_terminal.py)
+_WORKSPACE_IDS = {
+    r.id
+    for r in verigym.rows("tool")
+    if ".repofix." in r.entry_point or ".terminal." in r.entry_point
+}
+
+
+@pytest.mark.parametrize(
+    "env_id",
+    [
+        pytest.param(env_id, marks=pytest.mark.slow) if env_id in _WORKSPACE_IDS else env_id
+        for env_id in TOOL_IDS
+    ],
+)
 def test_oracle_solves_200_seeds(env_id):
     if env_id in SANDBOX_IDS and SANDBOX_ERROR:
         pytest.skip(f"sandbox unavailable: {SANDBOX_ERROR[:200]}")
