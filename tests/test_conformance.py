@@ -23,11 +23,15 @@ FAMILY_MARKS = {"gui": pytest.mark.gui, "mujoco": pytest.mark.mujoco}
 STEPS = 120
 
 
-# Variants checked in the slow run only: each costs 15-50 s of sandboxed episodes, and its class
-# is checked in the default run through an id that draws from the same code paths
-# (Terminal-v0 from every template group, RepoFix-v0 the single-bug level it shares with Anywhere)
+# Variants checked in the slow run only: each costs 15-50 s of sandboxed or browser episodes, and
+# its class is checked in the default run through an id that draws from the same code paths
+# (Terminal-v0 from every template group, RepoFix-v0 the level the others build on, the GUI tasks'
+# plain rows the pages their -Hard rows only enlarge)
 SLOW_CHECK_IDS = {
     "verigym/RepoFix-Anywhere-v0",
+    "verigym/RepoFix-TwoBugs-v0",
+    "verigym/ClickButton-Hard-v0",
+    "verigym/ClickCheckboxes-Hard-v0",
     *(f"verigym/Terminal-{group}-v0" for group in ("Text", "Data", "Refactor", "Files")),
     *(f"verigym/Terminal-{group}-v0" for group in ("Script", "Git", "Perms", "Repair")),
 }

@@ -2,12 +2,15 @@
 
 Training stops as soon as a periodic evaluation reaches the threshold, so a passing run is
 usually shorter than the budget. Thresholds and budgets follow rl-baselines3-zoo / CleanRL.
+DQN, SAC and option-critic (25-60 s each on 2 cores) run in the slow set; the default run keeps the
+PPO ones (CartPole, Pendulum, DoorKey) and the quick checks of every agent in test_classic_agents.
 """
 
 from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 import verigym  # noqa: F401
 import verigym.agents as agents
@@ -48,11 +51,13 @@ def test_ppo_cartpole():
     assert stop.reached_at is not None, f"PPO CartPole best {stop.best} < 475: {stop.history}"
 
 
+@pytest.mark.slow
 def test_dqn_cartpole():
     stop = _train_until("dqn", "CartPole-v1", 50_000, 475, 2000, seed=0, **rl_zoo.DQN_CARTPOLE)
     assert stop.reached_at is not None, f"DQN CartPole best {stop.best} < 475: {stop.history}"
 
 
+@pytest.mark.slow
 def test_sac_pendulum():
     stop = _train_until("sac", "Pendulum-v1", 10_000, -250, 1000, seed=0, **rl_zoo.SAC_PENDULUM)
     assert stop.reached_at is not None, f"SAC Pendulum best {stop.best} < -250: {stop.history}"
@@ -102,6 +107,7 @@ def test_ppo_doorkey():
     )
 
 
+@pytest.mark.slow
 def test_option_critic_fourrooms():
     # with A2OC's Atari settings (gamma 0.99, ent_coef 0.01) success stays at 0.6-0.8 for 150k
     # steps: mean |advantage| is ~0.05 and the intra-option policies stay near uniform (entropy

@@ -451,25 +451,33 @@ _WORKSPACE_IDS = {
 }
 
 
-@pytest.mark.parametrize(
-    "env_id",
-    [
-        pytest.param(env_id, marks=pytest.mark.slow) if env_id in _WORKSPACE_IDS else env_id
-        for env_id in TOOL_IDS
-    ],
-)
-def test_oracle_solves_200_seeds(env_id):
+def _oracle_params() -> list:
+    """200 seeds each; the sandboxed ids (a sandbox call per step) run 40 seeds in the default run
+    and their 200 in the slow one."""
+    params = []
+    for env_id in TOOL_IDS:
+        if env_id in _WORKSPACE_IDS:
+            params.append(pytest.param(env_id, 200, marks=pytest.mark.slow))
+        elif env_id in SANDBOX_IDS:
+            params += [(env_id, 40), pytest.param(env_id, 200, marks=pytest.mark.slow)]
+        else:
+            params.append((env_id, 200))
+    return params
+
+
+@pytest.mark.parametrize(("env_id", "seeds"), _oracle_params())
+def test_oracle_solves_99_percent_of_the_seeds(env_id, seeds):
     if env_id in SANDBOX_IDS and SANDBOX_ERROR:
         pytest.skip(f"sandbox unavailable: {SANDBOX_ERROR[:200]}")
     env = gym.make(env_id)
     inner = env.unwrapped
     wins = 0
-    for seed in range(200):
+    for seed in range(seeds):
         env.reset(seed=10_000 + seed)
         info = play(env, iter(inner.oracle_action, None))[4]
         wins += info["success"]
     env.close()
-    assert wins >= 198, f"{env_id}: oracle solved {wins}/200"
+    assert wins >= seeds - seeds // 100, f"{env_id}: oracle solved {wins}/{seeds}"
 
 
 # -- fuzzing: agent text never crashes a parser or the calculator ---------------------------------
