@@ -4,7 +4,9 @@
 # Re-running it resumes: only missing episodes are played.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VERIGYM_EXTRAS="${VERIGYM_EXTRAS:-gui,smollm2}" bash scripts/setup.sh
+# gui: the GUI envs; smollm2: the model file; serve: serve-model (Starlette/uvicorn); trl: peft for
+# the trained row's LoRA adapter
+VERIGYM_EXTRAS="${VERIGYM_EXTRAS:-gui,smollm2,serve,trl}" bash scripts/setup.sh
 export MUJOCO_GL="${MUJOCO_GL:-egl}"
 out="${VERIGYM_RESULTS:-verigym-results}"
 suite="${VERIGYM_SUITE:-starter}"
