@@ -825,9 +825,6 @@ class BoundedWorker:
     @property
     def running(self) -> bool:
         """Whether the worker process is running now (calls start it when it is not)."""
-        return self._alive()
-
-    def _alive(self) -> bool:
         process = self._process
         if process is None:
             return False
@@ -880,7 +877,7 @@ class BoundedWorker:
     def call(self, function: Callable[..., Any], args: tuple, timeout: float) -> Any:
         """``function(*args)`` in the worker (see :func:`call_bounded`)."""
         with self._lock:
-            if not self._alive():
+            if not self.running:
                 self._kill()
                 self._start()
                 self._wait_ready()
