@@ -31,9 +31,17 @@ reward 0), ``SAME_STEP`` (the copy is reset in the step that ended it; ``info["f
 Infos: ``info["action_mask"]`` ``int8 (N, n_actions)`` on every call; ``info["mission"]``
 (object ``(N,)``) on ``reset``; on steps where some episode ended ``info["success"]``
 ``bool (N,)`` and ``info["score"]`` ``float64 (N,)`` with Gymnasium's ``"_success"``/``"_score"``
-masks. A malformed action of one copy (not an integer in range, NaN) costs that copy the step,
+masks, and ``info["optimal_steps"]`` ``int64 (N,)`` (with ``"_optimal_steps"``) for the copies
+whose single env reports it at that end: the SPL tasks on a success, and on a failure only when
+the plan is already known (as the single env; failures never pay for planning). Treasure
+reports ``optimal_steps`` on every reset and step, as its single env. A malformed action of one copy (not an integer in range, NaN) costs that copy the step,
 changes nothing, and sets ``info["action_error"]`` (object ``(N,)``, ``None`` elsewhere) with
 ``info["_action_error"]``; an ``actions`` array of the wrong shape raises ``ValueError``.
+
+Rendering: ``render_mode`` ``"ansi"`` or ``"rgb_array"`` (the single env's modes) makes
+:meth:`~BatchedGridEnv.render` return a tuple of ``num_envs`` frames (strings, or ``uint8
+(H, W, 3)`` arrays), as Gymnasium's ``SyncVectorEnv``: each copy's state is written back into its
+single env, which draws it (a loop over the copies: rendering is for looking, not for speed).
 
 Example::
 
@@ -195,7 +203,7 @@ class _BatchedBase(VectorEnv):
     }
     envs: list[Any]
 
-    def _setup(self, autoreset_mode: AutoresetMode | str) -> None:
+    def _setup(self, autoreset_mode: AutoresetMode | str, render_mode: str | None) -> None:
         first = self.envs[0]
         self.num_envs = len(self.envs)
         self.single_observation_space = first.observation_space
@@ -203,8 +211,13 @@ class _BatchedBase(VectorEnv):
         self.observation_space = batch_space(first.observation_space, self.num_envs)
         self.action_space = batch_space(first.action_space, self.num_envs)
         self.autoreset_mode = AutoresetMode(autoreset_mode)
-        self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
-        self.render_mode = None
+        self.metadata = {
+            **type(self).metadata,
+            "autoreset_mode": self.autoreset_mode,
+            "render_modes": list(first.metadata.get("render_modes", [])),
+            "render_fps": first.metadata.get("render_fps"),
+        }
+        self.render_mode = render_mode
         self._n_actions = int(first.action_space.n)
         self._pending = np.zeros(self.num_envs, dtype=bool)  # NEXT_STEP: reset on the next step
         self._started = False
@@ -227,6 +240,35 @@ class _BatchedBase(VectorEnv):
 
     def _score(self, i: int, success: bool) -> float:
         raise NotImplementedError
+
+    def _sync(self, i: int) -> None:
+        """Write copy ``i``'s state into its single env (for ``render``)."""
+        raise NotImplementedError
+
+    def _end_info(self, ended: np.ndarray) -> dict[str, np.ndarray]:
+        """Extra episode-end infos of the ``ended`` copies (after ``_score``), with masks."""
+        return {}
+
+    def _every_info(self) -> dict[str, np.ndarray]:
+        """Infos of every ``reset`` and ``step`` (after any autoreset)."""
+        return {}
+
+    def render(self) -> tuple[Any, ...] | None:
+        """A frame per copy (``render_mode`` ``"ansi"``: ``str``; ``"rgb_array"``: ``uint8
+        (H, W, 3)``), drawn by each copy's single env; None without a ``render_mode``.
+
+        Raises:
+            RuntimeError: called before ``reset``.
+        """
+        if self.render_mode is None:
+            return None
+        if not self._started:
+            raise RuntimeError("call reset() before render()")
+        frames = []
+        for i, env in enumerate(self.envs):
+            self._sync(i)
+            frames.append(env.render())
+        return tuple(frames)
 
     # -- plumbing -------------------------------------------------------------------------------
     def _reset_one(self, i: int, seed: int | None, options: dict[str, Any] | None = None) -> None:
@@ -261,6 +303,7 @@ class _BatchedBase(VectorEnv):
         return self._observe(), {
             ACTION_MASK: self._masks(),
             "mission": np.array([getattr(e, "mission", "") for e in self.envs], dtype=object),
+            **self._every_info(),
         }
 
     def step(
@@ -301,6 +344,7 @@ class _BatchedBase(VectorEnv):
                 "_" + SUCCESS: ended,
                 SCORE: score,
                 "_" + SCORE: ended.copy(),
+                **self._end_info(ended),
             }
         else:
             verdict = {}
@@ -321,6 +365,7 @@ class _BatchedBase(VectorEnv):
             if self.autoreset_mode == AutoresetMode.NEXT_STEP:
                 self._pending = ended
         infos[ACTION_MASK] = self._masks()
+        infos.update(self._every_info())
         return obs, reward, terminated, truncated, infos
 
     def close_extras(self, **kwargs: Any) -> None:
@@ -338,10 +383,10 @@ class BatchedGridEnv(_BatchedBase):
             (:class:`gymnasium.vector.AutoresetMode`).
         **kwargs: the single env's constructor arguments (``size``, ``observation``,
             ``view_size``, ``see_through_walls``, ``action_set``, ``max_steps``, ...), validated by
-            it. ``render_mode`` is refused (render a single env).
+            it, ``render_mode`` included (see the module doc).
 
     Raises:
-        ValueError: ``num_envs`` < 1, a bad constructor argument, or ``render_mode`` set.
+        ValueError: ``num_envs`` < 1 or a bad constructor argument.
         TypeError: ``env_class`` is not served natively.
     """
 
@@ -360,11 +405,8 @@ class BatchedGridEnv(_BatchedBase):
                 f"{getattr(env_class, '__name__', env_class)} is not stepped natively in batches; "
                 "use verigym.envs.grid.vector.GridVectorEnv"
             )
-        if kwargs.get("render_mode") is not None:
-            raise ValueError("render_mode is not supported by the batched engine; render one env")
-        kwargs.pop("render_mode", None)
         self.envs: list[GridEnv] = [env_class(**kwargs) for _ in range(num_envs)]
-        self._setup(autoreset_mode)
+        self._setup(autoreset_mode, self.envs[0].render_mode)
         first = self.envs[0]
         self.rule = SERVED[env_class]
         n = num_envs
@@ -536,6 +578,26 @@ class BatchedGridEnv(_BatchedBase):
         optimal = self.envs[i].optimal_steps
         return optimal / max(optimal, int(self.steps[i]))
 
+    def _end_info(self, ended: np.ndarray) -> dict[str, np.ndarray]:
+        if not self._spl.any():
+            return {}
+        optimal = np.zeros(self.num_envs, dtype=np.int64)
+        known = np.zeros(self.num_envs, dtype=bool)
+        for i in np.flatnonzero(ended & self._spl).tolist():
+            value = self.envs[i]._optimal  # set by _score on a success; on a failure if known
+            if value is not None:
+                optimal[i], known[i] = value, True
+        return {"optimal_steps": optimal, "_optimal_steps": known} if known.any() else {}
+
+    def _sync(self, i: int) -> None:
+        env = self.envs[i]
+        env.grid.padded[...] = self.cells[i]
+        env.agent_pos = (int(self.row[i]), int(self.col[i]))
+        env.agent_dir = int(self.direction[i])
+        env.carrying = tuple(int(v) for v in self.carrying[i])
+        env.step_count = int(self.steps[i])
+        env._hidden_cache.clear()
+
     # -- observations and masks -----------------------------------------------------------------
     def _observe(self) -> np.ndarray:
         n = self.num_envs
@@ -604,7 +666,8 @@ class BatchedTreasureEnv(_BatchedBase):
 
     Walls ``bool (N, size, size)``, agent and treasure cells ``int64 (N, 2)``; the layout of a
     copy is drawn by the single env at reset (per env, once per episode). Observations
-    ``uint8 (N, size, size)`` and the rest as the single env and :class:`BatchedGridEnv`.
+    ``uint8 (N, size, size)`` and the rest as the single env and :class:`BatchedGridEnv`
+    (``render_mode`` included).
 
     Args:
         num_envs: copies, >= 1.
@@ -612,7 +675,7 @@ class BatchedTreasureEnv(_BatchedBase):
         **kwargs: ``size``, ``wall_density``, ``max_steps`` of the single env.
 
     Raises:
-        ValueError: ``num_envs`` < 1, a bad constructor argument, or ``render_mode`` set.
+        ValueError: ``num_envs`` < 1 or a bad constructor argument.
     """
 
     def __init__(
@@ -624,11 +687,8 @@ class BatchedTreasureEnv(_BatchedBase):
     ):
         if type(num_envs) is not int or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
-        if kwargs.get("render_mode") is not None:
-            raise ValueError("render_mode is not supported by the batched engine; render one env")
-        kwargs.pop("render_mode", None)
         self.envs: list[TreasureEnv] = [TreasureEnv(**kwargs) for _ in range(num_envs)]
-        self._setup(autoreset_mode)
+        self._setup(autoreset_mode, self.envs[0].render_mode)
         size = self.size = self.envs[0].size
         self.max_steps = self.envs[0].max_steps
         # walls padded by one cell of wall so that moves need no bounds test
@@ -663,6 +723,20 @@ class BatchedTreasureEnv(_BatchedBase):
         if not success:
             return 0.0
         return int(self.optimal[i]) / max(int(self.optimal[i]), int(self.steps[i]))
+
+    def _end_info(self, ended: np.ndarray) -> dict[str, np.ndarray]:
+        return {"optimal_steps": self.optimal.copy(), "_optimal_steps": ended.copy()}
+
+    def _every_info(self) -> dict[str, np.ndarray]:
+        return {
+            "optimal_steps": self.optimal.copy(),
+            "_optimal_steps": np.ones(self.num_envs, bool),
+        }
+
+    def _sync(self, i: int) -> None:
+        env = self.envs[i]
+        env._agent = self.agent[i].copy()
+        env._steps = int(self.steps[i])
 
     def _observe(self) -> np.ndarray:
         obs = self.walls[:, 1:-1, 1:-1].astype(np.uint8)  # WALL == 1
