@@ -9,7 +9,10 @@ native tool calls (:data:`WORKSPACE_TOOLS`, OpenAI function-calling schemas):
 * ``run_shell(command)``: ``/bin/sh -c command`` inside the sandbox (run by Python ``subprocess``
   from the sandbox's worker, in its own session, working directory :data:`ROOT`, a small fixed
   environment, killed with its process group at ``shell_timeout_s``). Output (stdout and stderr
-  together) is capped at ``output_chars`` characters and says when it was cut.
+  together, through an unlinked file, so a background process that keeps it open cannot hold the
+  call) is capped at ``output_chars`` characters and says when it was cut. The sandbox call's own
+  deadline is ``shell_timeout_s + 10`` s: a command that runs too long is reported in the
+  observation (``[killed after N s]``), never as a dead sandbox.
 * ``read_file(path, start_line, end_line)``: numbered lines of a text file (1-based, inclusive).
 * ``write_file(path, content)``: create or replace a file (directories are made).
 * ``apply_patch(diff)``: apply a unified diff with verigym's own pure-Python applier
@@ -50,6 +53,10 @@ __all__ = [
 
 ROOT = "/tmp/work"
 """Where the tree lives inside the sandbox."""
+
+SHELL_GRACE_S = 10.0
+"""Seconds a ``run_shell`` sandbox call may last beyond the shell's own timeout (its deadline is
+``timeout + SHELL_GRACE_S``): the shell is killed first and reported as the tool's observation."""
 
 MAX_FILE_CHARS = 1 << 18
 """Largest file the tools write or read out (characters)."""
@@ -313,22 +320,31 @@ def _vgw_write(root, rel, text):
     return len(text)
 
 def _vgw_shell(root, command, timeout, cap):
+    # output to an unlinked file, not a pipe: a process that left the group (setsid, a daemon)
+    # would hold a pipe open past the shell's end and its kill, and the call with it
+    import tempfile as _vgw_tempfile
     env = {"PATH": "/tmp/.bin:/usr/local/bin:/usr/bin:/bin", "HOME": root, "LANG": "C.UTF-8",
            "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": "/tmp"}
-    process = _vgw_sp.Popen(["/bin/sh", "-c", command], cwd=root, env=env, stdin=_vgw_sp.DEVNULL,
-                            stdout=_vgw_sp.PIPE, stderr=_vgw_sp.STDOUT, start_new_session=True)
     timed_out = False
-    try:
-        data, _ = process.communicate(timeout=timeout)
-    except _vgw_sp.TimeoutExpired:
-        timed_out = True
+    with _vgw_tempfile.TemporaryFile(dir="/tmp") as out:
+        process = _vgw_sp.Popen(["/bin/sh", "-c", command], cwd=root, env=env,
+                                stdin=_vgw_sp.DEVNULL, stdout=out, stderr=_vgw_sp.STDOUT,
+                                start_new_session=True)
         try:
-            _vgw_os.killpg(process.pid, _vgw_signal.SIGKILL)
-        except OSError:
-            pass
-        data, _ = process.communicate()
+            process.wait(timeout=timeout)
+        except _vgw_sp.TimeoutExpired:
+            timed_out = True
+            try:
+                _vgw_os.killpg(process.pid, _vgw_signal.SIGKILL)
+            except OSError:
+                pass
+            process.wait()
+        size = _vgw_os.fstat(out.fileno()).st_size
+        out.seek(0)
+        data = out.read(4 * cap + 4)
     text = data.decode("utf-8", "replace")
-    return {"status": process.returncode, "output": text[:cap], "chars": len(text),
+    return {"status": process.returncode, "output": text[:cap],
+            "chars": len(text) if len(data) >= size else max(size, len(text)),
             "timed_out": timed_out}
 
 def _vgw_snapshot(root, max_files, cap, under=""):
@@ -529,7 +545,7 @@ class Workspace:
         value = self._call(
             "_vgw_shell",
             [ROOT, str(command), timeout, self.output_chars],
-            timeout=timeout + 10.0,
+            timeout=timeout + SHELL_GRACE_S,
             changes=True,
         )
         if not isinstance(value, dict):

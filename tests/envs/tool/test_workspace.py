@@ -8,6 +8,7 @@ from tests.test_sandbox import needs_sandbox, no_sandbox_left_behind  # noqa: F4
 from verigym.core import ActionParseError
 from verigym.envs.tool.workspace import (
     ROOT,
+    SHELL_GRACE_S,
     PatchError,
     Workspace,
     apply_unified_diff,
@@ -167,5 +168,36 @@ def test_a_worker_restarted_before_the_first_write_gets_the_helpers_back(monkeyp
     try:
         ws.reset(FILES)
         assert sorted(ws.snapshot()) == sorted(FILES) and not deaths
+    finally:
+        ws.close()
+
+
+@needs_sandbox
+def test_a_shell_timeout_is_the_tools_observation_never_a_sandbox_death(monkeypatch):
+    """The run_shell call's deadline is the shell's timeout + SHELL_GRACE_S, and a background process
+    that keeps the output open (a new session: the kill of the shell's group misses it) no longer
+    holds the call until the sandbox kills it: the shell is reported killed, the sandbox lives on."""
+    ws = Workspace(shell_timeout_s=1.0)
+    deadlines = []
+    real_call = ws.sandbox.call
+
+    def spy(name, args=(), *, timeout=None):
+        if name == "_vgw_shell":
+            deadlines.append(timeout)
+        return real_call(name, args, timeout=timeout)
+
+    monkeypatch.setattr(ws.sandbox, "call", spy)
+    try:
+        ws.reset(FILES)
+        ws.write_file("kept.txt", "still here\n")
+        pid = ws.sandbox.notebook_pid
+        out = ws.run_shell("setsid sleep 30 & echo started")  # the daemon holds stdout open
+        assert out == "started\n[exit status 0]"
+        out = ws.run_shell("(setsid sleep 30 &); echo before; sleep 5")
+        assert "before" in out and "[killed after 1 s]" in out, out
+        assert "[killed after 2 s]" in ws.run_shell("sleep 5", timeout_s=2.0)
+        assert ws.sandbox.notebook_pid == pid  # the same worker: no sandbox restart
+        assert ws.read_text("kept.txt") == "still here\n"  # nothing was rebuilt
+        assert deadlines == [1.0 + SHELL_GRACE_S, 1.0 + SHELL_GRACE_S, 2.0 + SHELL_GRACE_S]
     finally:
         ws.close()
