@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import json
 import logging
 import threading
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
-from verigym.serve.threads import PinnedThread, quiet
+from verigym.serve.threads import Handoff, PinnedThread, quiet
 from verigym.serve.wire import WireError, encode, space_to_json
 
 if TYPE_CHECKING:
@@ -222,7 +223,7 @@ class Session:
         if not self.server.inline(env_id):
             self.worker = self.server.pool.assign()
         try:
-            self.env = await self.call(_make_env, env_id, kwargs)
+            self.env = await self.call(_make_env, env_id, kwargs, late=_close)
         except ProtocolError:
             raise
         except (TypeError, ValueError, WireError) as exc:
@@ -350,24 +351,34 @@ class Session:
                 exception=name,
             ) from None
 
-    async def call(self, fn: Callable, *args: Any) -> Any:
+    async def call(self, fn: Callable, *args: Any, late: Callable[[Any], Any] | None = None) -> Any:
         """``fn(*args)`` off the event loop: on the session's pinned thread, else on the shared pool.
+
+        Args:
+            fn, args: the env call.
+            late: what to do with the result when it arrives after this call gave up (timeout, or
+                the session's task cancelled): run on the thread that computed it, errors logged.
+                ``make`` passes ``close``, so an env built after its timeout never leaks.
 
         Raises:
             ProtocolError: ``STEP_TIMEOUT`` (fatal) when the call overruns ``step_timeout``; the
                 session is marked so that :meth:`drop_env` closes its env at once.
         """
         server = self.server
+        handoff = Handoff(late)
+        job = handoff.wrap(fn, *args)
         pending: concurrent.futures.Future | None = None
         if self.worker is None:
-            pending = server.inline_pool.submit(fn, *args)
+            pending = server.inline_pool.submit(job)
             future: asyncio.Future = asyncio.wrap_future(pending)
         else:
-            future = self.worker.run(fn, *args)
+            future = self.worker.run(job)
         timeout = self.config.step_timeout or None
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout)
         except asyncio.TimeoutError:
+            if not handoff.abandon():  # it returned at the deadline: its result is on the way
+                return await future
             self.timed_out = True
             future.cancel()  # a shared-pool call that has not started is cancelled with it
             if pending is None:
@@ -380,6 +391,12 @@ class Session:
                 f"the env did not answer within --step-timeout {self.config.step_timeout:g} s; this session is closed and its env with it",
                 fatal=True,
             ) from None
+        except asyncio.CancelledError:
+            if handoff.abandon():  # the thread hands a late result to ``late`` itself
+                future.cancel()
+            elif late is not None:  # computed already, but nobody will take it
+                future.add_done_callback(functools.partial(_late_off_loop, late))
+            raise
 
     async def drop_env(self) -> None:
         """Close the env off the event loop: after its pending calls, or at once from a thread of
@@ -428,6 +445,20 @@ def _is_text_interface(env: gym.Env) -> bool:
 
 def _make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
     return gym.make(env_id, disable_env_checker=True, **kwargs)
+
+
+def _close(env: gym.Env) -> None:
+    env.close()
+
+
+def _late_off_loop(late: Callable[[Any], Any], future: asyncio.Future) -> None:
+    """Run ``late`` on the result of a finished call nobody awaits, on a thread of its own."""
+    if future.cancelled() or future.exception() is not None:
+        return
+    result = future.result()
+    threading.Thread(
+        target=quiet(lambda: late(result)), name="verigym-env-close", daemon=True
+    ).start()
 
 
 def _observation_frame(

@@ -5,6 +5,10 @@ are thread-bound, so a GUI env must see one thread for its whole life); a :class
 holds at most ``size`` of them and pins each new session to an idle or the least-loaded one. A
 thread whose call overran ``--step-timeout`` is retired: it leaves the pool and exits once the
 call returns.
+
+A call whose caller gave up on it (``--step-timeout``, a cancelled session) may still finish: its
+:class:`Handoff` then hands the late result to a handler on the thread that computed it (an env
+built after its ``make`` timed out is closed there), so nothing it holds leaks.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["PinnedPool", "PinnedThread", "quiet"]
+__all__ = ["Handoff", "PinnedPool", "PinnedThread", "quiet"]
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +128,51 @@ class PinnedPool:
             workers, self.workers = list(self.workers), []
         for worker in workers:
             worker.stop()
+
+
+class Handoff:
+    """Hands one call's result either to its caller or, once the caller gave up, to ``late``.
+
+    The call runs ``handoff.wrap(fn)`` on a worker thread; the caller that stops waiting calls
+    :meth:`abandon`. Exactly one of the two gets the result: :meth:`abandon` returns ``False``
+    when the result was already handed over (the caller must take it: it is on its way), else
+    the thread runs ``late(result)`` itself when the call returns (errors logged, never raised).
+
+    Args:
+        late: what to do with a result nobody takes (e.g. ``lambda env: env.close()``); ``None``:
+            drop it.
+    """
+
+    def __init__(self, late: Callable[[Any], Any] | None = None):
+        self._late = late
+        self._lock = threading.Lock()
+        self._state = "pending"  # -> "taken" (the caller gets it) or "abandoned"
+
+    def wrap(self, fn: Callable, *args: Any) -> Callable[[], Any]:
+        """``fn(*args)`` as a zero-argument call that hands its result over when it returns."""
+
+        def call() -> Any:
+            result = fn(*args)
+            with self._lock:
+                abandoned = self._state == "abandoned"
+                if not abandoned:
+                    self._state = "taken"
+            if abandoned:
+                if self._late is not None:
+                    quiet(lambda: self._late(result))()
+                return None
+            return result
+
+        return call
+
+    def abandon(self) -> bool:
+        """The caller stops waiting; ``False`` when the result was handed over already (then the
+        caller's future settles with it at once and the caller must take it)."""
+        with self._lock:
+            if self._state == "taken":
+                return False
+            self._state = "abandoned"
+            return True
 
 
 def _settle(future: asyncio.Future, result: Any, exc: BaseException | None) -> None:
