@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -12,6 +13,7 @@ from verigym.envs.tool.base import ToolEnv, tool_call_text
 from verigym.envs.tool.terminal.core import (
     MAX_BYTES,
     MAX_FILES,
+    Entry,
     Runner,
     Snapshot,
     Template,
@@ -28,6 +30,7 @@ from verigym.envs.tool.workspace import (
     PatchError,
     Workspace,
     parse_unified_diff,
+    unified_diff,
 )
 from verigym.kwargs_policy import FloatRange, IntRange, OneOf, client, operator_only
 from verigym.sandbox import Limits, PythonSandbox
@@ -35,7 +38,104 @@ from verigym.toolcalls import FinalAnswer, Tool, ToolCall
 from verigym.validation import check_bool, check_choice, check_number
 from verigym.workers import process_state
 
-__all__ = ["TerminalEnv"]
+__all__ = ["TerminalEnv", "changes_diff"]
+
+PATCH_CHARS = 20000
+"""Longest ``info["patch"]``, characters (a longer diff is cut and ends with ``[patch cut]``)."""
+_DIFF_FILE_BYTES = 1 << 18
+"""Files larger than this are not diffed line by line (``Large files ... differ``)."""
+_NOT_DIFFED = (".git", "__pycache__")
+"""Path parts whose entries the diff leaves out (git's own database, bytecode caches)."""
+_TYPE_BITS = {"f": "100", "l": "120", "d": "040", "o": "000"}
+
+
+def _mode(entry: Entry) -> str:
+    """``git diff``'s mode text: the type, then the permission bits (``100755``)."""
+    return f"{_TYPE_BITS[entry.kind]}{entry.mode:03o}"
+
+
+def _quoted(path: str) -> str:
+    """A path as the diff names it: JSON-quoted when it holds a control character or a quote
+    (a file name chosen by the agent must not start a line of its own)."""
+    if any(ord(c) < 32 or c in '"\\\x7f' for c in path):
+        return json.dumps(path)
+    return path
+
+
+def _content(entry: Entry | None) -> bytes | None:
+    """What a path holds for the diff: ``None`` when missing or a folder."""
+    if entry is None or entry.kind == "d":
+        return None
+    if entry.kind == "l":
+        return f"symbolic link to {entry.target}\n".encode("utf-8", "backslashreplace")
+    return entry.data or b""
+
+
+def _path_diff(path: str, old: Entry | None, new: Entry | None) -> str:
+    """The ``git diff``-style text of one changed path: mode lines, then the content's hunks."""
+    name = _quoted(path)
+    sides = f"{'/dev/null' if old is None else 'a/' + name} and {'/dev/null' if new is None else 'b/' + name}"
+    lines = [f"diff --git a/{name} b/{name}"]
+    if old is not None and new is not None:
+        if (old.kind, old.mode) != (new.kind, new.mode):
+            lines += [
+                f"old mode {_mode(old)}",
+                f"new mode {_mode(new)}",
+            ]
+    elif new is not None:
+        lines.append(f"new file mode {_mode(new)}")
+    elif old is not None:
+        lines.append(f"deleted file mode {_mode(old)}")
+    before, after = _content(old), _content(new)
+    if before == after:
+        return "\n".join(lines) + "\n"
+    sizes = [len(b) for b in (before, after) if b is not None]
+    if max(sizes) > _DIFF_FILE_BYTES:
+        lines.append(f"Large files {sides} differ ({' -> '.join(map(str, sizes))} bytes)")
+        return "\n".join(lines) + "\n"
+    try:
+        texts = [None if b is None else b.decode("utf-8") for b in (before, after)]
+    except UnicodeDecodeError:
+        lines.append(f"Binary files {sides} differ")
+        return "\n".join(lines) + "\n"
+    old_files = {} if texts[0] is None else {name: texts[0]}
+    new_files = {} if texts[1] is None else {name: texts[1]}
+    return "\n".join(lines) + "\n" + unified_diff(old_files, new_files)
+
+
+def changes_diff(before: Snapshot, after: Snapshot, *, limit: int = PATCH_CHARS) -> str:
+    """A unified diff (``git diff`` style) from the ``before`` tree to the ``after`` tree.
+
+    Text files get their hunks (``difflib``); binary files and files over 256 KiB a ``Binary
+    files``/``Large files ... differ`` line; permission changes ``old mode``/``new mode`` lines;
+    links their target. Paths below ``.git`` or ``__pycache__`` are left out, and a folder only
+    shows when its mode changed. Paths are sorted; names holding control characters are
+    JSON-quoted.
+
+    Args:
+        before, after: trees read by the env itself (:class:`Snapshot`), never text the agent sent.
+        limit: longest result, characters; a longer diff is cut there and ends with
+            ``[patch cut]``.
+
+    Returns:
+        The diff text ("" when nothing changed).
+    """
+    chunks, size = [], 0
+    for path in sorted(set(before.entries) | set(after.entries)):
+        if any(part in _NOT_DIFFED for part in path.split("/")):
+            continue
+        old, new = before.entries.get(path), after.entries.get(path)
+        if old == new:
+            continue
+        folders = (old is None or old.kind == "d") and (new is None or new.kind == "d")
+        if folders and (old is None or new is None or old.mode == new.mode):
+            continue  # a folder made or removed: the files in it say so
+        chunks.append(_path_diff(path, old, new))
+        size += len(chunks[-1])
+        if size > limit:
+            break
+    text = "".join(chunks)
+    return text if len(text) <= limit else text[:limit].rstrip("\n") + "\n[patch cut]\n"
 
 
 def _precheck(call: ToolCall) -> None:
@@ -95,7 +195,10 @@ class TerminalEnv(ToolEnv):
     On ``submit``: ``score`` = the fraction of the task's required items done (lines of a report,
     files changed, hidden inputs passed, ...) times "no guard broken" (files that had to stay
     unchanged, no extra output); ``success`` = score 1; reward = score. ``invalid_action_reward``
-    for a malformed reply or a failed tool call; running out of turns scores 0.
+    for a malformed reply or a failed tool call; running out of turns scores 0. The final ``info``
+    of a submit adds ``verdict`` (the checker's detail), ``template`` and ``patch``: the changes of
+    the episode as a unified diff (:func:`changes_diff`: from the tree after the task's setup to the
+    tree the verdict read, both read by the env; capped at :data:`PATCH_CHARS`).
 
     ## Starting State
     Template, parameters, files and hidden expectation from the reset seed (git repositories are
@@ -106,7 +209,9 @@ class TerminalEnv(ToolEnv):
 
     ## Arguments
     * ``template`` (str | None): one template by name; ``group`` (str | None): one group; neither:
-      all templates. Templates whose program (``git``) is missing in the sandbox are left out.
+      all templates. Templates whose program (``git``) is missing in the sandbox are left out of a
+      mixed draw (a warning says so; seeds then map to other tasks than on a machine with git);
+      asking for them alone raises ``ValueError`` here, at make, naming the missing program.
     * ``shell_timeout_s`` (float): wall-clock limit of one shell command and of each checker run.
     * ``unsafe`` (bool): run without bubblewrap (never for untrusted agents).
     * ``max_turns`` (default 20), ``invalid_action_reward``, ``max_action_length``: see :class:`ToolEnv`.
@@ -144,12 +249,7 @@ class TerminalEnv(ToolEnv):
         timeout = check_number("shell_timeout_s", shell_timeout_s, 0, 600, low_open=True)
         self.limits = Limits(timeout_s=timeout)
         """Deadline of one shell command and of each checker run (``timeout_s``), read at reset."""
-        self._pool: list[Template] = pool(template, group)
-        if not self._pool:
-            raise ValueError(
-                f"no Terminal template available for template={template!r}, group={group!r}: "
-                "their programs (git) are missing on this machine"
-            )
+        self._pool: list[Template] = pool(template, group)  # raises when nothing can be drawn
         self._workspace: Workspace | None = None
         self._runner: Runner | None = None
         self._task: Template | None = None
@@ -161,6 +261,8 @@ class TerminalEnv(ToolEnv):
         self._touched = False  # a workspace call was made this episode (the tree may differ)
         self.verdict = ""
         """The checker's detail of the last verdict (also ``info["verdict"]``)."""
+        self._baseline: Snapshot | None = None  # the tree after setup, before any agent call
+        self._patch = ""
 
     # -- the sandboxes ---------------------------------------------------------------------------
     def _ws(self) -> Workspace:
@@ -206,6 +308,8 @@ class TerminalEnv(ToolEnv):
                 output = str(exc)
             if not output.endswith("[exit status 0]"):
                 raise RuntimeError(f"the setup of {self._task.name} failed: {output[-500:]!r}")
+        if self._baseline is None:  # nothing of the agent has run yet (a rebuild keeps the first)
+            self._baseline = self._read_tree(ws.sandbox)
 
     def _check_runner(self) -> Runner:
         if self._runner is None:
@@ -239,6 +343,7 @@ class TerminalEnv(ToolEnv):
         self._touched = False
         self._stale = True  # the sandbox is built at the first call that needs it
         self.verdict = ""
+        self._baseline, self._patch = None, ""
         return f"Task ({self._task.group}/{self._task.name}): {instruction}\nWorkspace: {ROOT}"
 
     def parse_action(self, text: str) -> ToolCall | FinalAnswer:
@@ -261,7 +366,10 @@ class TerminalEnv(ToolEnv):
         (agent commands can write into the worker's memory, so nothing it would compute is
         trusted); where that path is not readable, by a new ``python -I -S`` process in the sandbox.
         """
-        box = self._ws().sandbox
+        return self._read_tree(self._ws().sandbox)
+
+    @staticmethod
+    def _read_tree(box: PythonSandbox) -> Snapshot:
         pid = box.notebook_pid
         if pid is not None and process_state(pid) in ("T", "t"):
             inside = f"/proc/{pid}/root{ROOT}"
@@ -287,6 +395,8 @@ class TerminalEnv(ToolEnv):
         if snap.error:
             self.verdict = f"the workspace could not be read: {snap.error}"
             return False, 0.0
+        if self._baseline is not None and not self._baseline.error:
+            self._patch = changes_diff(self._baseline, snap)
         try:
             success, score, detail = self._task.check(self._expect, snap, self._check_runner())
         except Exception as exc:  # noqa: BLE001 -- a checker bug must not crash the episode
@@ -299,6 +409,7 @@ class TerminalEnv(ToolEnv):
         if terminated:
             info["verdict"] = self.verdict
             info["template"] = self._task.name if self._task else ""
+            info["patch"] = self._patch
         return observation, reward, terminated, truncated, info
 
     def oracle_action(self) -> str:

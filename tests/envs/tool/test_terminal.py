@@ -9,6 +9,7 @@ import pickle
 import numpy as np
 import pytest
 
+from verigym.core import ActionParseError
 from verigym.envs.tool.base import tool_call_text
 from verigym.envs.tool.terminal.core import (
     Entry,
@@ -204,20 +205,75 @@ def test_unknown_template_is_refused():
 
 @pytest.mark.slow
 def test_a_killed_sandbox_is_rebuilt_with_the_task_files():
-    """A command that outlives the sandbox deadline kills the worker; the workspace is rebuilt
-    from its log, the task's files (written through run_shell) and earlier changes included."""
+    """A call that outlives the sandbox deadline kills the worker; the workspace is rebuilt from its
+    log, the task's files (written through run_shell) and earlier changes included. (A shell command
+    cannot do that any more: it is killed at its own timeout, which the next test shows, so the
+    test makes a call with a deadline shorter than its shell's.)"""
+    from verigym.envs.tool.terminal.env import TerminalEnv
+    from verigym.envs.tool.workspace import ROOT
+
+    env = TerminalEnv(template="dedupe_lines", shell_timeout_s=1.0)
+    try:
+        env.reset(seed=3)
+        env.step(env.oracle_action())  # solves it
+        with pytest.raises(ActionParseError, match="rebuilt"):
+            env._ws()._call("_vgw_shell", [ROOT, "sleep 60", 60.0, 100], timeout=1.0)
+        observation, *_ = env.step(tool_call_text("run_shell", command="ls mail"))
+        assert "subscribers.txt" in observation
+        _, reward, terminated, _, info = env.step(tool_call_text("submit"))
+        assert terminated and info["success"], info
+    finally:
+        env.close()
+
+
+def test_a_daemon_holding_the_output_is_killed_with_the_shell_not_the_sandbox():
+    """A background process in its own session that keeps the output open (setsid) no longer holds
+    the call: the command is reported killed at the shell timeout and the episode goes on."""
     from verigym.envs.tool.terminal.env import TerminalEnv
 
     env = TerminalEnv(template="dedupe_lines", shell_timeout_s=1.0)
     try:
         env.reset(seed=3)
         env.step(env.oracle_action())  # solves it
-        hang = "setsid sh -c 'sleep 60' & sleep 60"  # the setsid child keeps the pipe open
-        _, reward, _, _, info = env.step(tool_call_text("run_shell", command=hang))
-        assert "action_error" in info and "rebuilt" in info["action_error"]
-        observation, *_ = env.step(tool_call_text("run_shell", command="ls mail"))
-        assert "subscribers.txt" in observation
+        hang = "setsid sh -c 'sleep 60' & sleep 60"
+        observation, _, _, _, info = env.step(tool_call_text("run_shell", command=hang))
+        assert "action_error" not in info and "[killed after 1 s]" in observation, observation
         _, reward, terminated, _, info = env.step(tool_call_text("submit"))
         assert terminated and info["success"], info
+    finally:
+        env.close()
+
+
+def test_without_git_the_git_templates_leave_the_draw_and_are_refused_at_make(monkeypatch, caplog):
+    """Where git is missing in the sandbox (the probe patched): the mixed id never draws a git task
+    (a warning says they are left out), and the git-only ids raise a clear ValueError at make."""
+    import logging
+
+    import gymnasium as gym
+
+    import verigym  # noqa: F401  (registers the ids)
+    from verigym.envs.tool.terminal import templates
+
+    real = templates.program_available
+    monkeypatch.setattr(templates, "program_available", lambda name: name != "git" and real(name))
+    monkeypatch.setattr(templates, "_warned", set())
+    git = {n for n, t in TEMPLATES.items() if t.group == "git"}
+    with caplog.at_level(logging.WARNING, logger=templates.__name__):
+        mixed = pool()
+    assert {t.name for t in mixed} == set(TEMPLATES) - git and len(git) == 3
+    assert "left out of the draw" in caplog.text and "git_commit" in caplog.text
+    for kwargs in ({"group": "git"}, {"template": "git_branch"}):
+        with pytest.raises(ValueError, match="program\\(s\\) git .* missing inside the sandbox"):
+            pool(**kwargs)
+    for env_id in ("verigym/Terminal-Git-v0", "verigym/Terminal-GitCommit-v0"):
+        with pytest.raises(ValueError, match="git"):
+            gym.make(env_id)
+    env = gym.make("verigym/Terminal-v0")
+    try:
+        drawn = set()
+        for seed in range(60):  # the reset draws and generates only; no sandbox starts
+            observation, _ = env.reset(seed=seed)
+            drawn.add(observation.split(")", 1)[0].split("/", 1)[1])
+        assert not drawn & git and len(drawn) > 15
     finally:
         env.close()
