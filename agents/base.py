@@ -10,7 +10,9 @@ in its ``pyproject.toml``; a plugin package the same way::
 
 :data:`AGENTS` (agent name -> ``"module:attr"``) is read from the installed entry points on first
 use; a plugin's name that verigym already uses, or a value that is not ``"module:attr"``, is
-skipped with a warning and reported by ``verigym doctor``. A class is built with
+skipped with a warning and reported by ``verigym doctor``; so is a plugin module that raises anything
+when its agent is made (``SystemExit`` included: the make raises ``ImportError``, only a real
+Ctrl-C propagates). A class is built with
 ``cls.from_env(env, **config)`` when it has that classmethod, else ``cls(env, **config)``, so
 ``verigym.agents.make("acme-greedy", env)`` and ``verigym eval --agent acme-greedy`` work like for
 verigym's own agents.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.metadata
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -161,7 +164,9 @@ def agent_class(name: str) -> Any:
     Raises:
         KeyError: unknown name (the message suggests close names and lists the registered ones,
             plugins included).
-        ImportError / AttributeError: the registered module or attribute cannot be loaded.
+        ImportError / AttributeError: the registered module or attribute cannot be loaded (for a
+            plugin's, whatever its import raised is an ``ImportError``, recorded in
+            ``verigym.registration.plugin_errors()``).
     """
     try:
         module, attr = AGENTS[name].split(":")
@@ -171,7 +176,27 @@ def agent_class(name: str) -> Any:
         raise KeyError(
             f"unknown agent {name!r}{hint}; registered agents: {', '.join(sorted(AGENTS))}"
         ) from None
-    return getattr(importlib.import_module(module), attr)
+    if name in builtin_agents():
+        return getattr(importlib.import_module(module), attr)
+    return _load_plugin_agent(name, module, attr)
+
+
+def _load_plugin_agent(name: str, module: str, attr: str) -> Any:
+    """A plugin agent's class or factory, loaded so that nothing its module raises (``SystemExit``,
+    its own ``KeyboardInterrupt``) ends verigym: a failure is recorded like a broken env plugin
+    (a warning, ``plugin_errors()``, ``verigym doctor``) and raised as ``ImportError``."""
+    from verigym.registration import entry_points, record_plugin_error, run_plugin
+
+    loaded, failure = run_plugin(lambda: getattr(importlib.import_module(module), attr))
+    if failure is None:
+        return loaded
+    target = f"{module}:{attr}"
+    point = next(
+        (p for p in entry_points(AGENT_GROUP) if (p.name, p.value) == (name, target)),
+        importlib.metadata.EntryPoint(name, target, AGENT_GROUP),
+    )
+    error = record_plugin_error(AGENT_GROUP, point, failure)
+    raise ImportError(f"{error}; the agent cannot be made") from failure
 
 
 def make(name: str, env: Any = None, **config: Any) -> Agent:

@@ -301,3 +301,89 @@ def test_direct_registration_in_a_foreign_namespace_is_undone(loader):
     assert len(errors) == 1 and "behind verigym's back" in errors[0].error, errors
     assert "verigym/GuessNumber-v7" not in gymnasium.registry
     assert gymnasium.registry["verigym/GuessNumber-v0"] is original
+
+
+# -- plugin agents and doctor probes: the same rule (registration.run_plugin) -------------------
+
+_RAISED = ["SystemExit(3)", "KeyboardInterrupt()", "GeneratorExit()"]
+
+
+@pytest.fixture
+def plugin_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``write(name, source)``: a module ``name`` in ``tmp_path`` (importable); plugin errors and
+    the agents table are restored afterwards."""
+    from verigym import registration
+    from verigym.agents import base
+
+    registration.register_all()
+    base.AGENTS["random"]  # the table is read before it is patched
+    monkeypatch.setattr(registration, "_PLUGIN_ERRORS", [])
+    monkeypatch.setattr(base._TABLE, "_targets", dict(base._TABLE._targets))
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def write(name: str, source: str) -> str:
+        (tmp_path / f"{name}.py").write_text(source)
+        return name
+
+    return write
+
+
+@pytest.mark.parametrize("raised", _RAISED)
+def test_plugin_agent_raising_base_exception_at_load_is_skipped_with_a_warning(
+    plugin_module, raised, caplog
+):
+    """A plugin agent whose module calls sys.exit() (or raises its own KeyboardInterrupt) when the
+    agent is made: the make raises ImportError, the failure is a plugin error (doctor's line)."""
+    from verigym import agents, registration
+    from verigym.agents import base
+
+    module = plugin_module(f"agent_raises_{raised[:4].lower()}", f"raise {raised}\n")
+    base._TABLE._targets["acme-exits"] = f"{module}:Agent"
+    with pytest.raises(ImportError, match=raised.split("(")[0]):
+        agents.make("acme-exits", "verigym/GuessNumber-v0")
+    errors = registration._PLUGIN_ERRORS
+    assert len(errors) == 1 and errors[0].group == base.AGENT_GROUP, errors
+    assert errors[0].name == "acme-exits" and errors[0].error.startswith(raised.split("(")[0])
+    assert "acme-exits" in caplog.text  # the warning names the plugin
+    assert agents.make("random", "verigym/GuessNumber-v0") is not None  # verigym goes on
+
+
+def test_users_ctrl_c_while_a_plugin_agent_loads_still_stops(plugin_module):
+    import signal
+
+    from verigym.agents import agent_class, base
+
+    module = plugin_module("agent_ctrl_c", "import signal\nsignal.raise_signal(signal.SIGINT)\n")
+    base._TABLE._targets["acme-ctrl-c"] = f"{module}:Agent"
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            agent_class("acme-ctrl-c")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.parametrize("raised", _RAISED)
+def test_doctor_probe_raising_base_exception_is_a_broken_line(plugin_module, monkeypatch, raised):
+    """A doctor probe that exits at import or when called is one failing line; the report goes on."""
+    import importlib.metadata
+
+    from verigym import doctor, registration
+
+    at_import = plugin_module(f"probe_import_{raised[:4].lower()}", f"raise {raised}\n")
+    at_call = plugin_module(
+        f"probe_call_{raised[:4].lower()}", f"def probe():\n    raise {raised}\n"
+    )
+    not_a_probe = plugin_module("probe_not_a_probe", "def probe():\n    return 'fine'\n")
+    points = [
+        importlib.metadata.EntryPoint("core", "verigym.doctor:probe_core", doctor.PROBE_GROUP),
+        importlib.metadata.EntryPoint("a", f"{at_import}:probe", doctor.PROBE_GROUP),
+        importlib.metadata.EntryPoint("b", f"{at_call}:probe", doctor.PROBE_GROUP),
+        importlib.metadata.EntryPoint("c", f"{not_a_probe}:probe", doctor.PROBE_GROUP),
+    ]
+    monkeypatch.setattr(registration, "entry_points", lambda group: points)
+    report = doctor.run_probes()
+    assert [probe.ok for probe in report] == [True, False, False, False], report
+    name = raised.split("(")[0]
+    assert f"raised {name}" in report[1].detail and f"raised {name}" in report[2].detail
+    assert "returned str" in report[3].detail

@@ -11,6 +11,7 @@ the library or a third-party package contributes a probe without being named her
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import shutil
@@ -148,11 +149,14 @@ def probe_ray() -> Probe:
 
 def probe_plugins() -> Probe:
     """The installed plugins (``verigym.envs``/``verigym.agents`` entry points of other packages)
-    and any entry point that failed to load."""
-    from verigym.agents.base import plugin_agents
+    and any entry point that failed to load; each plugin agent's module is imported here, so one
+    that fails (whatever it raises) is reported before an evaluation needs it."""
+    from verigym.agents.base import agent_class, plugin_agents
     from verigym.registration import ENV_GROUP, entry_points, plugin_errors
 
-    plugin_agents()  # loads the agents group, so its failures are recorded too
+    for name in plugin_agents():  # reads the agents group, so its failures are recorded too
+        with contextlib.suppress(Exception):  # a failure is recorded in plugin_errors()
+            agent_class(name)
     errors = plugin_errors()
     found = [
         f"{point.name} ({point.dist.metadata['Name'] if point.dist else '?'})"
@@ -172,9 +176,11 @@ def probe_plugins() -> Probe:
 
 
 def run_probes() -> list[Probe]:
-    """Run every ``verigym.doctor`` entry point; a probe that fails to load or raises is reported
-    as broken (one line naming it), never raised."""
-    from verigym.registration import entry_points
+    """Run every ``verigym.doctor`` entry point; a probe that fails to load, raises (anything,
+    ``SystemExit`` or its own ``KeyboardInterrupt`` included: :func:`verigym.registration.run_plugin`)
+    or returns something else than a :class:`Probe` is one broken line naming it, never raised. Only
+    the user's Ctrl-C stops the report."""
+    from verigym.registration import entry_points, run_plugin
 
     results = []
     points = entry_points(PROBE_GROUP)
@@ -188,14 +194,13 @@ def run_probes() -> list[Probe]:
             )
         ]
     for point in points:
-        try:
-            results.append(point.load()())
-        except Exception as exc:  # noqa: BLE001 - a broken probe is a line of the report
-            results.append(
-                Probe(
-                    f"{point.name} ({point.value})",
-                    False,
-                    f"the probe raised {type(exc).__name__}: {exc}",
-                )
-            )
+        result, failure = run_plugin(lambda point=point: point.load()())
+        if failure is not None:
+            detail = f"the probe raised {type(failure).__name__}: {failure}"
+        elif not isinstance(result, Probe):
+            detail = f"the probe returned {type(result).__name__}, not a verigym.doctor.Probe"
+        else:
+            results.append(result)
+            continue
+        results.append(Probe(f"{point.name} ({point.value})", False, detail))
     return results

@@ -22,7 +22,8 @@ unversioned form of one (``verigym/Wordle`` resolves to its highest version) or 
 never resolves to a plugin's class; ids its import registered directly in such a namespace are
 removed again. A plugin that raises anything at import (``SystemExit`` included) is skipped like
 any broken plugin; only a real Ctrl-C (a SIGINT that arrived while the tables loaded) stops
-:func:`register_all`. A plugin is code run in verigym's process: these rules stop mistakes and name
+:func:`register_all`; :func:`run_plugin` is that rule for any plugin code (a plugin agent's
+module, a doctor probe). A plugin is code run in verigym's process: these rules stop mistakes and name
 clashes, not a hostile package.
 
 Example::
@@ -67,6 +68,7 @@ __all__ = [
     "require_id",
     "row",
     "rows",
+    "run_plugin",
     "unknown_id_message",
     "untrusted_kwargs",
     "variants",
@@ -526,14 +528,31 @@ def register_all() -> None:
             "install verigym (pip install verigym, or pip install -e . in a checkout)",
             ENV_GROUP,
         )
+    for point in points:
+        failure = run_plugin(lambda point=point: _register_table(point))[1]
+        if failure is not None:
+            record_plugin_error(ENV_GROUP, point, failure)
+
+
+def run_plugin(fn: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    """Run plugin code (import a table, load an agent's module, call a doctor probe) so that
+    nothing it raises ends verigym: ``(result, None)``, or ``(None, what it raised)``.
+
+    Whatever the code raises is returned, ``SystemExit``, ``GeneratorExit`` and a
+    ``KeyboardInterrupt`` it raised itself included; only the user's real Ctrl-C (a SIGINT that
+    arrived while it ran, see :func:`_user_interrupts`) propagates. The caller reports the failure
+    (:func:`record_plugin_error` for an entry point: a warning naming the plugin).
+
+    Raises:
+        KeyboardInterrupt: the user pressed Ctrl-C while the plugin code ran.
+    """
     with _user_interrupts() as user_interrupted:
-        for point in points:
-            try:
-                _register_table(point)
-            except BaseException as exc:  # noqa: BLE001 - a broken plugin must not break (or end) verigym
-                if isinstance(exc, KeyboardInterrupt) and user_interrupted():
-                    raise
-                record_plugin_error(ENV_GROUP, point, exc)
+        try:
+            return fn(), None
+        except BaseException as exc:  # noqa: BLE001 - a broken plugin must not break (or end) verigym
+            if isinstance(exc, KeyboardInterrupt) and user_interrupted():
+                raise
+            return None, exc
 
 
 def namespace(env_id: str) -> str:
