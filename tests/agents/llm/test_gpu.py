@@ -10,6 +10,7 @@ full fine-tuning (the weights move), and SFT steps (the loss falls).
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -41,8 +42,13 @@ def qwen_tiny_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def qwen_gpu_dir(tmp_path_factory):
+    """The Qwen2.5-0.5B-shaped random model: ``$VERIGYM_GPU_MODEL`` when it holds one (built by
+    ``scripts/gpu_check.sh`` for every stage), else built here."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
+    built = os.environ.get("VERIGYM_GPU_MODEL")
+    if built and (Path(built) / "config.json").is_file():
+        return Path(built)
     return _builder()(tmp_path_factory.mktemp("qwen-0.5b"), "qwen2.5-0.5b")
 
 
