@@ -396,7 +396,9 @@ def score_reply(
     verifier worker for the sympy ones); then no credit for hedges, for partial credit given
     only because the answer contains the oracle, and for partial credit (``0 < score < 1``) no
     higher than a question-independent reply earns on the same item (the empty answer, ``0``,
-    ``none``, ``[]``, ``{}``, or the question echoed: reasoning-gym's flat "format" credit).
+    ``none``, ``[]``, ``{}``, the question echoed: reasoning-gym's flat "format" credit; or a
+    :data:`LUCKY_CONSTANTS` constant, ``1``, ``-1``, ``2``, ``True``, ``False``, ``yes``, ``no``:
+    credit by closeness to a constant).
 
     Returns:
         ``(score in [0, 1], note)``; ``note`` says why a reply got no credit, else ``None``.
@@ -416,7 +418,9 @@ def score_reply(
     raw, refusal = _scored(name, config_json, entry, answer, timeout)
     if refusal is not None:
         return 0.0, refusal
-    if 0.0 < raw < 1.0 and raw <= _question_independent_score(name, config_json, entry, timeout):
+    if 0.0 < raw < 1.0 and raw <= _question_independent_score(
+        name, config_json, entry, timeout, reaches=raw
+    ):
         return 0.0, "partial credit no higher than a reply that ignores the question earns"
     if (
         oracle is not None
@@ -473,19 +477,30 @@ def _scored(
 
 
 QUESTION_INDEPENDENT_REPLIES = ("", "0", "none", "[]", "{}")
-"""Replies that ignore the question; with the question itself (echoed) they set an item's floor of
-partial credit (see :func:`score_reply`)."""
+"""Replies that ignore the question; with the question itself (echoed) and the
+:data:`LUCKY_CONSTANTS` they set an item's floor of partial credit (see :func:`score_reply`)."""
+
+LUCKY_CONSTANTS = ("1", "-1", "2", "True", "False", "yes", "no")
+"""Constants that closeness-graded scorers pay for by luck, whatever the question: ``1`` earns
+0.48-0.64 on rectangle_count (credit by distance to the count), ``-1`` 0.47 on
+polynomial_equations, ``False`` 0.14-0.17 on spell_backward (letters in place). Part of the floor."""
 
 
 def _question_independent_score(
-    name: str, config_json: str, entry: dict[str, Any], timeout: float
+    name: str, config_json: str, entry: dict[str, Any], timeout: float, reaches: float = 1.0
 ) -> float:
-    """The most that a reply which ignores the question (:data:`QUESTION_INDEPENDENT_REPLIES`, or
-    the question echoed) earns on this item: many reasoning-gym scorers give flat credit (0.01,
-    0.05, 0.1) to any answer, or credit to the question restated."""
+    """The most that a reply which ignores the question (:data:`QUESTION_INDEPENDENT_REPLIES`,
+    :data:`LUCKY_CONSTANTS`, or the question echoed) earns on this item, or the first such score
+    at or above ``reaches`` (the probes stop there: at most 13 checks, made only for a reply that
+    got partial credit). Many reasoning-gym scorers give flat credit (0.01, 0.05, 0.1) to any
+    answer, credit by closeness to a constant, or credit to the question restated."""
     echo = extract_answer(str(entry.get("question", "")), fallback_to_text=True) or ""
-    probes = [*QUESTION_INDEPENDENT_REPLIES, echo]
-    return max(_scored(name, config_json, entry, probe, timeout)[0] for probe in probes)
+    best = 0.0
+    for probe in (*QUESTION_INDEPENDENT_REPLIES, echo, *LUCKY_CONSTANTS):
+        best = max(best, _scored(name, config_json, entry, probe, timeout)[0])
+        if best >= reaches:
+            break
+    return best
 
 
 def _same_number(answer: str, oracle: str) -> bool:
@@ -631,7 +646,8 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
     ## Version History
     * v0: initial version. Holes closed since (same version, shared/DESIGN.md decision 1): partial
       credit no higher than a question-independent reply (empty, ``0``, ``none``, ``[]``, ``{}``,
-      the question echoed) earns on the item scores 0 (reasoning-gym's flat 0.01/0.05/0.1 credit for any answer);
+      the question echoed, ``1``, ``-1``, ``2``, ``True``, ``False``, ``yes``, ``no``) earns on the
+      item scores 0 (reasoning-gym's flat 0.01/0.05/0.1 credit for any answer);
       a propositional-logic tautology scores 0 (was 0.25), a conclusion that does not follow 0 (was
       0.05). Correct answers score as before.
     """

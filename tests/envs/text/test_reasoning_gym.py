@@ -445,3 +445,22 @@ def test_partial_credit_above_the_question_independent_floor_is_kept():
     env.reset(seed=0)
     _, reward, _, _, info = env.step(f"<answer>{near}</answer>")
     assert 0.0 < reward < 1.0 and not info["success"]
+
+
+# Constants that closeness-graded scorers paid for by luck before the floor probed them (issue 28
+# leftover): "1" earned 0.16-0.64 on rectangle_count, "-1" 0.47 on polynomial_equations, "False"
+# 0.13-0.17 on spell_backward (seeds 0-7, measured before the fix).
+LUCKY = [("rectangle_count", "1"), ("polynomial_equations", "-1"), ("spell_backward", "False")]
+
+
+@pytest.mark.parametrize(("name", "constant"), LUCKY)
+def test_a_lucky_constant_earns_no_partial_credit_and_the_oracle_still_scores_one(name, constant):
+    env = gym.make(rg_env_id(name))
+    for seed in range(8):
+        env.reset(seed=seed)
+        _, reward, _, _, info = env.step(f"<answer>{constant}</answer>")
+        assert reward == 0.0 or reward >= 1.0, (name, seed, constant, reward)
+        env.reset(seed=seed)
+        _, reward, _, _, info = env.step(env.unwrapped.oracle_action())
+        assert reward == 1.0 and info["success"], (name, seed)
+    env.close()
