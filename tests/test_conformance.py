@@ -34,6 +34,14 @@ SLOW_CHECK_IDS = {
     "verigym/ClickCheckboxes-Hard-v0",
     *(f"verigym/Terminal-{group}-v0" for group in ("Text", "Data", "Refactor", "Files")),
     *(f"verigym/Terminal-{group}-v0" for group in ("Script", "Git", "Perms", "Repair")),
+    # one id per RepoFix repository and per Terminal template (issue 30): RepoFix-v0 and
+    # Terminal-v0 draw from the same code (every project, every template) in the default run
+    *(
+        r.id
+        for r in verigym.rows("tool")
+        if (".repofix." in r.entry_point and "project" in r.kwargs)
+        or (".terminal." in r.entry_point and "template" in r.kwargs)
+    ),
 }
 
 
