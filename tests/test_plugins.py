@@ -24,13 +24,14 @@ name = "brokenplug"
 version = "0.1.0"
 
 [tool.setuptools]
-py-modules = ["brokenplug_table", "brokenplug_agent"]
+py-modules = ["brokenplug_table", "brokenplug_agent", "brokenplug_exits"]
 
 [project.entry-points."verigym.envs"]
 brokenplug = "brokenplug_table"
 
 [project.entry-points."verigym.agents"]
 random = "brokenplug_agent:Stolen"
+brokenplug-exits = "brokenplug_exits:Agent"
 """
 
 
@@ -46,6 +47,7 @@ def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "raise RuntimeError('brokenplug table is broken on purpose')\n"
     )
     (broken / "brokenplug_agent.py").write_text("class Stolen:\n    pass\n")
+    (broken / "brokenplug_exits.py").write_text("import sys\n\nsys.exit(3)\n")
     site = root / "site"
     subprocess.run(
         [
@@ -162,6 +164,28 @@ def test_installed_plugin_is_listed_checked_and_evaluated(plugin_path: Path, tmp
 
     doctor = _verigym(plugin_path, "doctor", cwd=tmp_path)
     assert "brokenplug" in doctor.stdout and "acme" in doctor.stdout, doctor.stdout
+    # a plugin agent whose module calls sys.exit(3): doctor loads it, reports it and goes on
+    assert doctor.returncode == 0 and "Plugins" in doctor.stdout, doctor.stdout + doctor.stderr
+    assert "'brokenplug-exits' of brokenplug" in doctor.stderr and "SystemExit: 3" in doctor.stderr
+
+    exits = _verigym(
+        plugin_path,
+        "eval",
+        "--agent",
+        "brokenplug-exits",
+        "--env",
+        "acme/Sum-v0",
+        "--episodes",
+        "1",
+        "--workers",
+        "1",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "results"),
+        cwd=tmp_path,
+    )
+    said = exits.stdout + exits.stderr
+    assert exits.returncode == 1 and "SystemExit: 3; the agent cannot be made" in said, said
 
 
 def test_plugin_agent_and_the_skeletons_own_test(plugin_path: Path, tmp_path: Path):
