@@ -13,6 +13,13 @@ update phase apart (env steps of the run over the seconds spent in that phase; e
 excluded). ``ppo-doorkey`` is the DoorKey example of docs/agents.md (its PPO settings, 60k steps, stop at a mean
 return of 0.9; SB3's PPO with the same settings and its MLP policy on the flattened grid).
 
+``ppo-doorkey8`` is issue 32's target: PPO on DoorKey-8x8 until the deterministic policy succeeds on
+at least 0.95 of the 20 evaluation seeds (10,000-10,019), verigym as a user gets it (the batched
+grid engine and ``encoder="auto"``, 16 envs, the DoorKey example's other settings) against SB3's
+PPO on MiniGrid's own ``MiniGrid-DoorKey-8x8-v0`` with rl-zoo's MiniGrid hyperparameters (its
+``MiniGrid-DoorKey-5x5-v0`` entry, the only DoorKey one: MiniGrid's ``FlatObsWrapper``, VecNormalize,
+8 envs x 128 steps, minibatch 64, 10 epochs, lr 2.5e-4, no entropy bonus).
+
 The slow tasks ``ppo-halfcheetah`` and ``sac-halfcheetah`` (not run by default; about an hour
 each on one core) train HalfCheetah-v5 for a fixed 200k steps instead and compare the final
 deterministic return over 5 episodes, with rl-zoo's MuJoCo settings: PPO with SB3's defaults and
@@ -126,6 +133,34 @@ TASKS = {
         0.9,
         8192,
     ),
+    # issue 32: success rate >= 0.95 on 20 evaluation seeds (SUCCESS_TASKS); SB3 on MiniGrid's env
+    "ppo-doorkey8": (
+        "ppo",
+        "verigym/DoorKey-8x8-v0",
+        {
+            "num_envs": 16,
+            "batch_size": 256,
+            "num_epochs": 4,
+            "learning_rate": 7e-4,
+            "ent_coef": 0.01,
+        },
+        "PPO",
+        {
+            "normalize": True,
+            "n_envs": 8,
+            "n_steps": 128,
+            "batch_size": 64,
+            "gae_lambda": 0.95,
+            "gamma": 0.99,
+            "n_epochs": 10,
+            "ent_coef": 0.0,
+            "learning_rate": 2.5e-4,
+            "clip_range": 0.2,
+        },
+        500_000,
+        0.95,
+        16384,
+    ),
     # fixed budget (threshold None): the final return is compared; no evaluations on the way
     "ppo-halfcheetah": (
         "ppo",
@@ -149,11 +184,26 @@ TASKS = {
     ),
 }
 SLOW = ("ppo-halfcheetah", "sac-halfcheetah")
+SUCCESS_TASKS = {"ppo-doorkey8": 20}
+"""Tasks whose threshold is a success rate on this many evaluation seeds (not a mean return)."""
+SB3_ENVS = {"ppo-doorkey8": "MiniGrid-DoorKey-8x8-v0"}
+"""SB3's env where it is not verigym's (MiniGrid's own, through ``FlatObsWrapper``)."""
 
 
-def _evaluate(predict, env_id: str, episodes: int = 5) -> float:
-    env = gym.make(env_id)
-    returns = []
+def _make_eval_env(env_id: str) -> gym.Env:
+    if env_id.startswith("MiniGrid-"):
+        import minigrid  # noqa: F401  (registers MiniGrid-...)
+        from minigrid.wrappers import FlatObsWrapper
+
+        return FlatObsWrapper(gym.make(env_id))
+    return gym.make(env_id)
+
+
+def _evaluate(predict, env_id: str, episodes: int = 5, success: bool = False) -> float:
+    """Mean return over ``episodes`` (seeds 10,000..), or with ``success`` the success rate
+    (``info["success"]``; MiniGrid, which has none, succeeds exactly when its reward is > 0)."""
+    env = _make_eval_env(env_id)
+    returns, successes = [], []
     for episode in range(episodes):
         obs, info = env.reset(seed=10_000 + episode)
         total, done = 0.0, False
@@ -162,24 +212,31 @@ def _evaluate(predict, env_id: str, episodes: int = 5) -> float:
             total += float(reward)
             done = terminated or truncated
         returns.append(total)
-    return float(np.mean(returns))
+        successes.append(bool(info.get("success", terminated and reward > 0)))
+    return float(np.mean(successes if success else returns))
 
 
 class _Clock:
     """Evaluate every ``every`` steps; wall-clock minus evaluation time; stop at the threshold
     (``threshold`` None: no evaluations, never stop); ``last`` is the latest evaluation."""
 
-    def __init__(self, predict, env_id: str, threshold: float | None, every: int):
+    def __init__(self, predict, env_id: str, threshold: float | None, every: int, task: str = ""):
         self.predict, self.env_id, self.threshold, self.every = predict, env_id, threshold, every
+        self.episodes = SUCCESS_TASKS.get(task, 5)
+        self.success = task in SUCCESS_TASKS
         self.start = time.perf_counter()
         self.eval_time = 0.0
         self.next = every
         self.reached: tuple[int, float] | None = None
         self.steps = 0
         self.last = float("nan")
+        self.capped = False
 
     def check(self, step: int) -> bool:
         self.steps = step
+        if MAX_SECONDS is not None and self.train_time() > MAX_SECONDS:
+            self.capped = True
+            return False  # out of time: counted as not reached
         if (
             self.threshold is None or step < self.next
         ):  # a fixed budget is evaluated once, at the end
@@ -187,7 +244,7 @@ class _Clock:
         while self.next <= step:
             self.next += self.every
         t = time.perf_counter()
-        value = self.last = _evaluate(self.predict, self.env_id)
+        value = self.last = _evaluate(self.predict, self.env_id, self.episodes, self.success)
         self.eval_time += time.perf_counter() - t
         if self.threshold is not None and value >= self.threshold:
             self.reached = (step, self.train_time())
@@ -198,6 +255,8 @@ class _Clock:
         return time.perf_counter() - self.start - self.eval_time
 
 
+MAX_SECONDS: float | None = None
+"""``--max-seconds``: a run's training time is cut there (then it counts as not reached)."""
 THREADS: int | None = None
 """``--threads``: None runs verigym with its own default and SB3 with the count verigym chose."""
 
@@ -223,7 +282,7 @@ def run_verigym(task: str, seed: int) -> tuple[float, float, bool, float, int, t
         config = {**config, "torch_threads": THREADS}
     torch.set_num_threads(_TORCH_DEFAULT)  # what a user's process starts with: learn must pin it
     agent = agents.make(name, env_id, seed=seed, **config)
-    clock = _Clock(lambda o, i: agent.act(o, i, deterministic=True), env_id, threshold, every)
+    clock = _Clock(lambda o, i: agent.act(o, i, deterministic=True), env_id, threshold, every, task)
     phases: list[tuple[float, float]] = []
 
     def check(metrics) -> bool:
@@ -267,13 +326,22 @@ def run_sb3(task: str, seed: int) -> tuple[float, float, bool, float, int, tuple
     import verigym  # noqa: F401  (registers verigym/... ids)
 
     torch.set_num_threads(verigym_threads(task))  # the same thread setting as verigym's run
-    env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
+    env_id = SB3_ENVS.get(task, env_id)
+    wrapper = None
+    if env_id.startswith("MiniGrid-"):
+        import minigrid  # noqa: F401  (registers MiniGrid-...)
+        from minigrid.wrappers import FlatObsWrapper as wrapper
+    env = make_vec_env(env_id, n_envs=n_envs, seed=seed, wrapper_class=wrapper)
     if normalize:
         env = VecNormalize(env)
     model = getattr(sb3, cls_name)("MlpPolicy", env, seed=seed, device="cpu", **kwargs)
     scale = env.normalize_obs if normalize else (lambda o: o)
     clock = _Clock(
-        lambda o, i: model.predict(scale(o), deterministic=True)[0], env_id, threshold, every
+        lambda o, i: model.predict(scale(o), deterministic=True)[0],
+        env_id,
+        threshold,
+        every,
+        task,
     )
 
     rollout = {"seconds": 0.0, "began": 0.0, "eval": 0.0}
@@ -308,6 +376,14 @@ def main() -> int:
     )
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument(
+        "--first-seed", type=int, default=0, help="seeds first-seed, first-seed+1, ..."
+    )
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        help="cut each run's training at this many seconds (counted as not reaching the threshold)",
+    )
+    parser.add_argument(
         "--steps", type=int, help="override every task's step budget (a quick check of the script)"
     )
     parser.add_argument(
@@ -322,8 +398,10 @@ def main() -> int:
         help="torch threads of both libraries: 'auto' (verigym's default, the same count for SB3) or N",
     )
     args = parser.parse_args()
-    global THREADS
+    global THREADS, MAX_SECONDS
     THREADS = None if args.threads == "auto" else int(args.threads)
+    MAX_SECONDS = args.max_seconds
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
     if args.steps:
         for task in args.tasks:
             TASKS[task] = (
@@ -344,14 +422,14 @@ def main() -> int:
     for task in args.tasks:
         ours, theirs = [], []
         if args.library != "both":
-            for seed in range(args.seeds):
+            for seed in seeds:
                 r = (run_verigym if args.library == "verigym" else run_sb3)(task, seed)
                 print(
                     f"{task:15} {seed:>4} {args.library}: {r[0]:.1f} s{'' if r[2] else '*'}, {r[1]:.0f} steps/s, return {r[3]:.1f}, {r[4]} steps",
                     flush=True,
                 )
             continue
-        for seed in range(args.seeds):
+        for seed in seeds:
             ours.append(run_verigym(task, seed))
             theirs.append(run_sb3(task, seed))
             flag = lambda r: "" if r[2] else "*"  # noqa: E731

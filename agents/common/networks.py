@@ -4,8 +4,11 @@
   "Implementation Matters in Deep RL", the PPO details).
 * :class:`ObservationEncoder` -- features from an :class:`~verigym.agents.common.spaces.ObservationBatcher`
   batch: vectors pass through flat (like Stable-Baselines3's ``FlattenExtractor``), discrete parts
-  are one-hot, symbolic grids get a cell embedding and a small CNN (as MiniGrid's baselines), images
-  a Nature-DQN style CNN, text its hashed features; parts are concatenated.
+  are one-hot, symbolic grids get a cell embedding and a small CNN (as MiniGrid's baselines;
+  ``grid="cnn"``) or, with ``grid="mlp"``, their flattened one-hot cells through one linear layer
+  (the flat-grid MLP input of Stable-Baselines3's ``MlpPolicy`` with MiniGrid's flat wrappers,
+  one-hot instead of raw codes), images a Nature-DQN style CNN, text its hashed features; parts
+  are concatenated.
 * :class:`EnsembleMLP` -- ``k`` independent MLPs evaluated in one batched matmul (SAC's twin critics).
 """
 
@@ -23,6 +26,7 @@ from verigym.agents.common.spaces import Part
 
 __all__ = [
     "ACTIVATIONS",
+    "GRID_ENCODERS",
     "EnsembleMLP",
     "ObservationEncoder",
     "adam",
@@ -112,6 +116,38 @@ class _GridEncoder(nn.Module):
         return self.conv(x.reshape(n, h, w, -1).permute(0, 3, 1, 2))
 
 
+class _FlatGridEncoder(nn.Module):
+    """The grid flattened to one-hot cells times one linear layer: ``(N, H, W, C)`` integers ->
+    ``float32 (N, out_dim)``.
+
+    The same map as ``nn.Linear(H*W*C*num_values, out_dim)`` on the one-hot vector, computed as
+    a sum of ``H*W*C`` weight rows (``nn.EmbeddingBag``), so the one-hot vector is never built.
+    Weights are initialized as that linear layer with orthogonal init and gain sqrt(2).
+    """
+
+    def __init__(self, part: Part, out_dim: int = 64):
+        super().__init__()
+        cells = int(np.prod(part.shape))
+        self.num_values = part.n[0]
+        self.out_dim = out_dim
+        self.embed = nn.EmbeddingBag(cells * self.num_values, out_dim, mode="sum")
+        weight = torch.empty(out_dim, cells * self.num_values)
+        nn.init.orthogonal_(weight, math.sqrt(2))
+        with torch.no_grad():
+            self.embed.weight.copy_(weight.T)
+        self.bias = nn.Parameter(torch.zeros(out_dim))
+        self.register_buffer("offsets", torch.arange(cells) * self.num_values, persistent=False)
+
+    def forward(self, grid: torch.Tensor) -> torch.Tensor:
+        flat = grid.reshape(len(grid), -1).clamp(0, self.num_values - 1) + self.offsets
+        return self.embed(flat) + self.bias
+
+
+GRID_ENCODERS = ("cnn", "mlp")
+"""The encoders of symbolic grid parts: ``cnn`` (cell embedding + two 2x2 convolutions) and ``mlp``
+(flattened one-hot cells, one linear layer)."""
+
+
 class _ImageEncoder(nn.Module):
     """Nature-DQN CNN (Mnih et al. 2015) on ``(N, C, H, W)`` floats in [0, 1]."""
 
@@ -135,10 +171,20 @@ class _ImageEncoder(nn.Module):
 
 
 class ObservationEncoder(nn.Module):
-    """Features ``float32 (N, out_dim)`` from a batch ``{part key: tensor}``; see the module doc."""
+    """Features ``float32 (N, out_dim)`` from a batch ``{part key: tensor}``; see the module doc.
 
-    def __init__(self, parts: Sequence[Part]):
+    Args:
+        parts: the observation's parts (:attr:`ObservationBatcher.parts`).
+        grid: the encoder of grid parts, one of :data:`GRID_ENCODERS`.
+
+    Raises:
+        ValueError: an unknown ``grid`` encoder, or a grid smaller than 3x3 for ``cnn``.
+    """
+
+    def __init__(self, parts: Sequence[Part], grid: str = "cnn"):
         super().__init__()
+        if grid not in GRID_ENCODERS:
+            raise ValueError(f"grid encoder must be one of {GRID_ENCODERS}, got {grid!r}")
         self.parts = tuple(parts)
         self.encoders = nn.ModuleDict()
         self.out_dim = 0
@@ -151,7 +197,9 @@ class ObservationEncoder(nn.Module):
             elif part.kind == "multi":
                 self.out_dim += sum(part.n)
             elif part.kind == "grid":
-                self.encoders[name] = _GridEncoder(part)
+                self.encoders[name] = (
+                    _GridEncoder(part) if grid == "cnn" else _FlatGridEncoder(part)
+                )
                 self.out_dim += self.encoders[name].out_dim
             elif part.kind == "image":
                 self.encoders[name] = _ImageEncoder(part)
