@@ -108,3 +108,37 @@ def test_handoff_gives_the_result_to_exactly_one_of_caller_and_late_handler():
     call = failing.wrap(lambda: "env")
     failing.abandon()
     assert call() is None
+
+
+def test_a_result_that_arrives_after_the_sessions_task_was_cancelled_goes_to_the_late_handler():
+    """Server shutdown cancels a session's task mid-``make``: the env built afterwards is closed."""
+    import asyncio
+    import concurrent.futures
+    from types import SimpleNamespace
+
+    from verigym.serve.session import Session
+
+    late: list[str] = []
+    started = threading.Event()
+
+    def build() -> str:
+        started.set()
+        time.sleep(0.5)
+        return "env"
+
+    async def scenario() -> None:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            server = SimpleNamespace(
+                config=SimpleNamespace(step_timeout=0), inline_pool=pool, abandoned=set()
+            )
+            session = Session(server)  # type: ignore[arg-type]
+            task = asyncio.get_running_loop().create_task(session.call(build, late=late.append))
+            while not started.is_set():
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        # the pool's shutdown waited for build: it handed "env" to the late handler
+
+    asyncio.run(scenario())
+    assert late == ["env"]
