@@ -413,9 +413,14 @@ class TerminalEnv(ToolEnv):
         return observation, reward, terminated, truncated, info
 
     def oracle_action(self) -> str:
-        """The template's next scripted shell command (one a turn), then ``submit``."""
-        if self._turn < len(self._oracle):
-            return tool_call_text("run_shell", command=self._oracle[self._turn])
+        """The template's next scripted shell command (one a turn), then ``submit``.
+
+        Counted by the workspace calls made this episode, so a malformed reply before (which made
+        no call) does not skip a command.
+        """
+        done = len(self._log)
+        if done < len(self._oracle):
+            return tool_call_text("run_shell", command=self._oracle[done])
         return tool_call_text("submit")
 
     # -- copies: the sandbox is rebuilt from the task and replayed calls ---------------------------
