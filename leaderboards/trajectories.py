@@ -16,6 +16,8 @@ A trajectory is one JSON document, zlib-compressed (format 1)::
   ``digest`` is a SHA-256 prefix of the full observation, so a replay can prove it saw the same.
 - ``info`` keeps the step info entries whose encoding is at most :data:`MAX_INFO_CHARS` characters
   (verdicts, action errors, masks of small spaces); the names of the others are in ``dropped``.
+  A text ``patch`` (the diff of the agent's changes that RepoFix and Terminal put in their final
+  info, shown by the viewer) is kept up to :data:`PATCH_CHARS` characters, longer ones cut.
 - ``generation``: token counts and ids of an LLM reply, when the agent exposes its last reply as
   ``agent.last_generation`` (an object with ``token_ids``, or a mapping with an OpenAI ``usage``).
 - ``messages``: ``agent.history.messages`` at the end of the episode (what an LLM agent was shown).
@@ -71,6 +73,8 @@ MAX_ARRAY_BYTES = 64 * 1024
 """Observation arrays larger than this (bytes) are recorded by dtype, shape and digest only."""
 MAX_INFO_CHARS = 512
 """Step-info entries whose JSON encoding is longer than this are left out (their names are kept)."""
+PATCH_CHARS = 1 << 17
+"""A text ``info["patch"]`` is kept up to this many characters (cut there, ending ``[patch cut]``)."""
 MAX_DOCUMENT_BYTES = 64 << 20
 """A trajectory document (uncompressed JSON) larger than this is neither stored nor read."""
 MAX_DECODED_ARRAY_BYTES = 16 << 20
@@ -339,6 +343,10 @@ def _info(
     kept, dropped = {}, []
     for key, value in (info or {}).items():
         if key in skip:
+            continue
+        if key == "patch" and isinstance(value, str):  # the viewer's diff: kept, bounded
+            cut = len(value) > PATCH_CHARS
+            kept[key] = value[:PATCH_CHARS] + "\n[patch cut]\n" if cut else value
             continue
         encoded = encode_value(value, max_array_bytes=MAX_INFO_CHARS)
         if len(json.dumps(encoded)) <= MAX_INFO_CHARS:

@@ -6,6 +6,11 @@ opens filtered; the standings page links its scores there) -- and one page per e
 verdict, the conversation (system rules, observations as user turns, actions as assistant turns) or
 the action/observation table, the per-step rewards and infos, the LLM agent's own messages and
 token counts when recorded, and the frames as a filmstrip.
+
+Where the episode's last ``info`` carries a ``patch`` (the unified diff of the agent's changes that
+RepoFix and Terminal compute themselves), the page opens with it as a diff view: file headers,
+hunks, added and removed lines coloured, every character escaped (the text is the agent's), cut at
+:data:`DIFF_LINES` lines or :data:`DIFF_CHARS` characters with a note saying so.
 """
 
 from __future__ import annotations
@@ -15,12 +20,18 @@ import hashlib
 import html
 import json
 import pathlib
+import re
 from typing import Any
 
 from verigym.leaderboards.standings import agent_label
 from verigym.leaderboards.trajectories import chat_messages, decode, show_action
 
-__all__ = ["episode_filename", "write_viewer"]
+__all__ = ["DIFF_CHARS", "DIFF_LINES", "diff_html", "episode_filename", "write_viewer"]
+
+DIFF_CHARS = 100_000
+"""Most characters of a patch the episode page shows (the rest is cut, with a note)."""
+DIFF_LINES = 2_000
+"""Most lines of a patch the episode page shows (the rest is cut, with a note)."""
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -37,6 +48,11 @@ select { max-width: 16em; }
 .film { display: flex; gap: 6px; overflow-x: auto; } .film figure { margin: 0; font-size: 11px; text-align: center; }
 .film img { height: 160px; border: 1px solid #ccc; image-rendering: pixelated; }
 label { margin-right: 1.5em; }
+.diff { border: 1px solid #ccc; border-radius: 6px; padding: 6px 0; max-width: 80em; }
+.diff span { display: block; padding: 0 8px; min-height: 1.2em; }
+.diff .add { background: #e6ffec; color: #116329; } .diff .del { background: #ffebe9; color: #82071e; }
+.diff .hunk { background: #ddf4ff; color: #0550ae; } .diff .file { font-weight: bold; background: #f6f8fa; }
+.diff .note { color: #666; font-style: italic; } .cut { color: #9a6700; }
 """
 
 _FILTER_SCRIPT = """
@@ -100,6 +116,108 @@ def _observation_cell(entry: dict[str, Any]) -> str:
     return _pre(json.dumps(observation)[:600])
 
 
+_HUNK = re.compile(r"@@ -\d{1,9}(?:,(\d{1,9}))? \+\d{1,9}(?:,(\d{1,9}))? @@")
+_FILE_LINES = (
+    "diff --git ",
+    "--- ",
+    "+++ ",
+    "old mode ",
+    "new mode ",
+    "new file mode ",
+    "deleted file mode ",
+    "Binary files ",
+    "Large files ",
+    "index ",
+    "similarity ",
+    "rename from ",
+    "rename to ",
+)
+
+
+def _diff_classes(lines: list[str]) -> list[str]:
+    """The kind of each line of a unified diff: ``file``, ``hunk``, ``add``, ``del``, ``ctx`` or
+    ``note``. A hunk's header counts its lines, so a removed line that starts with ``--`` is
+    still a removed line."""
+    kinds, old, new = [], 0, 0
+    for line in lines:
+        if old > 0 or new > 0:
+            head = line[:1]
+            if head == "+" and new > 0:
+                kinds.append("add")
+                new -= 1
+                continue
+            if head == "-" and old > 0:
+                kinds.append("del")
+                old -= 1
+                continue
+            if head in (" ", "") and old > 0 and new > 0:
+                kinds.append("ctx")
+                old, new = old - 1, new - 1
+                continue
+            if head == "\\":
+                kinds.append("note")
+                continue
+            old = new = 0  # the hunk ended early: read the line as a header
+        match = _HUNK.match(line)
+        if match:
+            kinds.append("hunk")
+            old = int(match.group(1) or 1)
+            new = int(match.group(2) or 1)
+        elif line.startswith(_FILE_LINES):
+            kinds.append("file")
+        else:
+            kinds.append("note")
+    return kinds
+
+
+def diff_html(patch: str, *, max_chars: int = DIFF_CHARS, max_lines: int = DIFF_LINES) -> str:
+    """A unified diff as an HTML block (``<pre class="diff">``, one ``<span>`` a line).
+
+    Args:
+        patch: the diff text (untrusted: every character is escaped; any text is accepted).
+        max_chars, max_lines: bounds on what is shown; a longer patch is cut and a
+            ``<p class="cut">`` says how much of it is shown.
+
+    Returns:
+        The HTML; for an empty patch a sentence saying that no file changed.
+    """
+    if not patch:
+        return '<p id="diff-empty">No file was changed.</p>'
+    lines = patch[:max_chars].split("\n")
+    if lines and lines[-1] == "" and len(patch) <= max_chars:
+        lines.pop()  # the newline that ends the last line
+    total = patch.count("\n") + (0 if patch.endswith("\n") else 1)
+    cut = len(patch) > max_chars or len(lines) > max_lines
+    lines = lines[:max_lines]
+    spans = "".join(
+        f'<span class="{kind}">{html.escape(line) or " "}</span>'
+        for line, kind in zip(lines, _diff_classes(lines))
+    )
+    note = (
+        f'<p class="cut" id="diff-cut">The diff is cut: the first {len(lines):,} of its {total:,} lines '
+        f"({len(patch):,} characters) are shown.</p>"
+        if cut
+        else ""
+    )
+    return f'<pre class="diff" id="diff">{spans}</pre>{note}'
+
+
+def _changes(doc: dict[str, Any]) -> str:
+    """The diff section of an episode page, from the last step whose ``info`` has a ``patch``."""
+    for step in reversed(doc.get("steps", [])):
+        info = step.get("info") if isinstance(step, dict) else None
+        if not isinstance(info, dict) or not isinstance(info.get("patch"), str):
+            continue
+        similarity = info.get("patch_similarity")
+        extra = (
+            f" &middot; similarity to the reference patch {similarity:.3f}"
+            if isinstance(similarity, (int, float)) and not isinstance(similarity, bool)
+            else ""
+        )
+        return f"<h2>Changes</h2><p>The agent's changes, as the env computed them{extra}.</p>{diff_html(info['patch'])}"
+    return ""
+
+
 def _episode_page(row: Any, doc: dict[str, Any] | None, frames: list[tuple[int, bytes]]) -> str:
     title = f"{row.env_id} seed {row.seed} — {row.agent_spec}"
     heading = f"{row.env_id} seed {row.seed} — {agent_label(row.agent_spec)}"
@@ -113,6 +231,7 @@ def _episode_page(row: Any, doc: dict[str, Any] | None, frames: list[tuple[int, 
     if doc is None:
         parts.append("<p>No trajectory was recorded for this episode.</p>")
         return _page(title, "".join(parts))
+    parts.append(_changes(doc))
     if frames:
         figures = "".join(
             f'<figure><img alt="step {step}" src="data:image/png;base64,{base64.b64encode(png).decode()}"><figcaption>step {step}</figcaption></figure>'
