@@ -135,3 +135,41 @@ def test_any_text_renders_bounded(patch: str) -> None:
 def test_an_episode_without_a_patch_has_no_changes_section(tmp_path: Path) -> None:
     page = _page(tmp_path, _recorded(12345))  # not text: not a diff, never shown as one
     assert "<h2>Changes</h2>" not in page and 'class="diff"' not in page
+
+
+def test_terminal_changes_diff_names_modes_binaries_and_odd_names() -> None:
+    from verigym.envs.tool.terminal.core import Entry, Snapshot
+    from verigym.envs.tool.terminal.env import changes_diff
+
+    before = Snapshot(
+        {
+            "a.txt": Entry("f", 0o644, b"one\ntwo\n"),
+            "run.sh": Entry("f", 0o644, b"echo hi\n"),
+            "gone.txt": Entry("f", 0o644, b"bye\n"),
+            "keys": Entry("d", 0o755),
+            "repo/.git/HEAD": Entry("f", 0o644, b"ref: main\n"),
+        }
+    )
+    after = Snapshot(
+        {
+            "a.txt": Entry("f", 0o644, b"one\nTWO\n"),
+            "run.sh": Entry("f", 0o755, b"echo hi\n"),
+            "keys": Entry("d", 0o700),
+            "blob.bin": Entry("f", 0o644, b"\xff\x00\xfe"),
+            "evil\n+++ b/x": Entry("f", 0o644, b"x\n"),
+            "repo/.git/HEAD": Entry("f", 0o644, b"ref: other\n"),
+            "new_dir": Entry("d", 0o755),
+        }
+    )
+    diff = changes_diff(before, after)
+    assert "-two\n+TWO\n" in diff
+    assert "diff --git a/run.sh b/run.sh\nold mode 100644\nnew mode 100755\n" in diff
+    assert "old mode 040755\nnew mode 040700\n" in diff  # a folder's mode change
+    assert "deleted file mode 100644\n--- a/gone.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-bye\n" in diff
+    assert "Binary files /dev/null and b/blob.bin differ" in diff
+    assert '"evil\\n+++ b/x"' in diff and "\n+++ b/x\n" not in diff  # a name cannot forge a line
+    assert ".git" not in diff and "new_dir" not in diff
+    assert changes_diff(before, before) == ""
+    many = Snapshot({f"f{i}.txt": Entry("f", 0o644, b"x\n" * 50) for i in range(200)})
+    cut = changes_diff(Snapshot(), many, limit=5000)
+    assert len(cut) <= 5000 + 20 and cut.endswith("[patch cut]\n")
