@@ -21,6 +21,17 @@ from verigym.checker import _fresh_trajectories, check_env
 
 FAMILY_MARKS = {"gui": pytest.mark.gui, "mujoco": pytest.mark.mujoco}
 STEPS = 120
+# Rollout length per family: 60 steps where a step or a reset is a verifier, a sandbox or a browser
+# call (still several episodes of every text/tool/GUI task; the checker's own default is 200), 120
+# where steps are cheap array updates (grid worlds, MuJoCo: their episodes are long)
+CHEAP_STEP_FAMILIES = {"grid", "mujoco"}
+
+
+def steps_for(env_id: str) -> int:
+    """The determinism/fresh-interpreter rollout length used for ``env_id`` (see ``STEPS``)."""
+    from verigym.registration import row
+
+    return STEPS if row(env_id).family in CHEAP_STEP_FAMILIES else STEPS // 2
 
 
 # Variants checked in the slow run only: each costs 15-50 s of sandboxed or browser episodes, and
@@ -139,7 +150,7 @@ def _request(env_id: str) -> tuple[str, dict, int, int, bool]:
     env = gym.make(env_id, disable_env_checker=True)
     exact = float(env.unwrapped.metadata.get("determinism_atol", 0.0)) == 0.0
     env.close()
-    return (env_id, {}, 0, STEPS, exact)
+    return (env_id, {}, 0, steps_for(env_id), exact)
 
 
 def start_fresh_rollouts(ids: list[str], shared_dir: pathlib.Path | None = None) -> FreshRollouts:
@@ -177,7 +188,7 @@ def _gui_browser_held():
 
 @pytest.mark.parametrize("env_id", _params("gymnasium"))
 def test_verigym_check(env_id, fresh_rollouts):
-    report = check_env(env_id, steps=STEPS, _fresh=fresh_rollouts.get(env_id))
+    report = check_env(env_id, steps=steps_for(env_id), _fresh=fresh_rollouts.get(env_id))
     assert report.passed, report.format()
 
 
