@@ -41,7 +41,10 @@ def _task(args: argparse.Namespace):
     return args.env
 
 
-def verigym_step_seconds(path: str, args: argparse.Namespace, device: torch.device) -> float:
+def verigym_step_seconds(
+    path: str, args: argparse.Namespace, device: torch.device
+) -> tuple[float, float]:
+    """Median seconds of a whole step and of its rollout part (generation + env steps)."""
     policy = TransformersPolicy.from_pretrained(path, device=str(device))
     policy.eos_token_ids = frozenset()
     trainer = GRPOTrainer(
@@ -59,17 +62,18 @@ def verigym_step_seconds(path: str, args: argparse.Namespace, device: torch.devi
         max_turns=1,
     )
     trainer.step()
-    times = []
+    times, rollouts = [], []
     for _ in range(args.steps):
         if device.type == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()
-        trainer.step()
+        metrics = trainer.step()
         if device.type == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
+        rollouts.append(metrics["rollout_time"])
     trainer.close()
-    return statistics.median(times)
+    return statistics.median(times), statistics.median(rollouts)
 
 
 def trl_step_seconds(
@@ -163,13 +167,16 @@ def main() -> None:
             )
         )
         trl_s = trl_step_seconds(path, args, device, f"{tmp}/trl")
-        ours_s = verigym_step_seconds(path, args, device)
+        ours_s, ours_rollout_s = verigym_step_seconds(path, args, device)
     print(
         f"task {args.env}, device {device}, {args.groups} groups x {args.generations} generations, {args.new_tokens} completion tokens, "
         f"median of {args.steps} steps"
     )
     print(f"TRL GRPOTrainer        {trl_s * 1e3:9.1f} ms/step")
-    print(f"verigym GRPOTrainer    {ours_s * 1e3:9.1f} ms/step")
+    print(
+        f"verigym GRPOTrainer    {ours_s * 1e3:9.1f} ms/step "
+        f"(rollout {ours_rollout_s * 1e3:.1f} ms, update {(ours_s - ours_rollout_s) * 1e3:.1f} ms)"
+    )
     print(f"ratio verigym / TRL    {ours_s / trl_s:9.2f}x  (target <= 0.5x)")
 
 
