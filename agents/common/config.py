@@ -18,7 +18,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
-__all__ = ["AgentConfig", "field_docs", "require"]
+__all__ = ["AgentConfig", "add_config_arguments", "field_docs", "require"]
 
 C = TypeVar("C", bound="AgentConfig")
 
@@ -94,6 +94,60 @@ def field_docs(cls: type) -> dict[str, str]:
             ):
                 docs[node.target.id] = " ".join(following.value.value.split())
     return docs
+
+
+def _none_or(kind: Any) -> Any:
+    def parse(text: str) -> Any:
+        return None if text.lower() == "none" else kind(text)
+
+    parse.__name__ = getattr(kind, "__name__", "value")  # argparse names the type in its errors
+    return parse
+
+
+def add_config_arguments(
+    parser: Any,
+    config_class: type,
+    *,
+    skip: frozenset[str] | set[str] | tuple[str, ...] = (),
+    aliases: Mapping[str, tuple[str, ...]] | None = None,
+) -> None:
+    """Add one ``--kebab-case`` command-line flag per dataclass field of ``config_class``.
+
+    The help is the field's docstring (:func:`field_docs`) and its default. A flag that is not given
+    leaves its attribute out of the parsed namespace (``argparse.SUPPRESS``), so the dataclass
+    default applies. Types: ``bool`` as ``--flag/--no-flag``, a ``Literal`` as choices, a tuple
+    as one or more values, ``X | None`` as ``X`` or the word ``none``, other types as converters.
+
+    Args:
+        parser: an ``argparse.ArgumentParser`` (the flags go into a group named after the class).
+        config_class: a dataclass, e.g. :class:`AgentConfig` or a subclass.
+        skip: field names that get no flag (the caller adds its own).
+        aliases: extra option strings per field name, e.g. ``{"output_dir": ("--out",)}``.
+    """
+    import argparse
+
+    docs = field_docs(config_class)
+    hints = typing.get_type_hints(config_class)
+    group = parser.add_argument_group(f"{config_class.__name__} options")
+    for f in dataclasses.fields(config_class):
+        if f.name in skip:
+            continue
+        flags = ["--" + f.name.replace("_", "-"), *(aliases or {}).get(f.name, ())]
+        hint, text = hints[f.name], f"{docs.get(f.name, '')} (default: {f.default!r})"
+        kwargs: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS}
+        args = get_args(hint)
+        if hint is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif get_origin(hint) is tuple:
+            kwargs.update(nargs="+", type=args[0])
+        elif get_origin(hint) is Literal:
+            kwargs["choices"] = list(args)
+        elif get_origin(hint) in (typing.Union, types.UnionType):
+            kwargs["type"] = _none_or(next(a for a in args if a is not type(None)))
+            text += "; 'none' for None"
+        else:
+            kwargs["type"] = hint
+        group.add_argument(*flags, help=text.replace("%", "%%"), **kwargs)
 
 
 @dataclasses.dataclass(frozen=True)

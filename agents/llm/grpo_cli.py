@@ -9,42 +9,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import types
-import typing
-from typing import Any, Literal, get_args, get_origin
+from typing import Any
 
 HELP = "train a local LLM with GRPO on verigym text/tool envs"
 
 
-def _config_flags(parser: argparse.ArgumentParser, config_class: type, skip: set[str]) -> None:
-    """One ``--kebab-case`` flag per dataclass field, help from the field docstrings."""
-    from verigym.agents.common.config import field_docs
-
-    docs = field_docs(config_class)
-    hints = typing.get_type_hints(config_class)
-    for f in dataclasses.fields(config_class):
-        if f.name in skip:
-            continue
-        flags = ["--" + f.name.replace("_", "-")] + (["--out"] if f.name == "output_dir" else [])
-        hint = hints[f.name]
-        is_union = get_origin(hint) in (typing.Union, types.UnionType)
-        base = next(a for a in get_args(hint) if a is not type(None)) if is_union else hint
-        kwargs: dict[str, Any] = {
-            "default": None,
-            "dest": f.name,
-            "help": f"{docs.get(f.name, '')} (default: {f.default})".replace("%", "%%"),
-        }
-        if base is bool:
-            kwargs["action"] = argparse.BooleanOptionalAction
-        elif get_origin(base) is Literal:
-            kwargs["choices"] = get_args(base)
-        elif base in (int, float, str):
-            kwargs["type"] = base
-        parser.add_argument(*flags, **kwargs)
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The GRPO flags (for ``verigym train grpo``)."""
+    from verigym.agents.common.config import add_config_arguments
     from verigym.agents.llm.grpo import GRPOConfig
 
     parser.add_argument(
@@ -68,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="after training, greedy success on this many held-out seeds of each env (default: 0)",
     )
     add_lora_arguments(parser)
-    _config_flags(parser, GRPOConfig, skip=set())
+    add_config_arguments(parser, GRPOConfig, aliases={"output_dir": ("--out",)})
 
 
 def add_lora_arguments(parser: argparse.ArgumentParser, *, default_r: int = 0) -> None:

@@ -19,7 +19,8 @@ _OWN = ("lora_r", "lora_alpha", "lora_target_modules", "output_dir")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The SFT flags."""
-    from verigym.agents.llm.grpo_cli import _config_flags, add_lora_arguments
+    from verigym.agents.common.config import add_config_arguments
+    from verigym.agents.llm.grpo_cli import add_lora_arguments
     from verigym.agents.llm.sft import SFTConfig
 
     parser.add_argument(
@@ -42,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the adapter (or model) and logs go",
     )
     add_lora_arguments(parser, default_r=SFTConfig.lora_r)
-    _config_flags(parser, SFTConfig, skip=set(_OWN))
+    add_config_arguments(parser, SFTConfig, skip=set(_OWN))
 
 
 def run(args: argparse.Namespace) -> int:

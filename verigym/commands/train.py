@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import inspect
 import json
-import types
-import typing
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any
 
 HELP = "train an agent (ppo, sac, dqn, qlearning, option-critic, ippo, grpo, sft) on an env and save it"
 
@@ -38,53 +35,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="--env ID --steps N --out DIR and the agent's options (verigym train AGENT --help)",
     )
     options.required = False  # "verigym train" alone: only the agent is missing
-
-
-def _optional(kind: Any) -> Any:
-    def parse(text: str) -> Any:
-        return None if text.lower() == "none" else kind(text)
-
-    return parse
-
-
-def _add_config_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
-    from verigym.agents.common.config import field_docs
-
-    docs = field_docs(config_class)
-    hints = typing.get_type_hints(config_class)
-    group = parser.add_argument_group(f"{config_class.__name__} options")
-    for f in dataclasses.fields(config_class):
-        flag = "--" + f.name.replace("_", "-")
-        hint = hints[f.name]
-        text = f"{docs.get(f.name, '')} (default: {f.default!r})"
-        args = get_args(hint)
-        if hint is bool:
-            group.add_argument(
-                flag,
-                dest=f.name,
-                action=argparse.BooleanOptionalAction,
-                default=argparse.SUPPRESS,
-                help=text,
-            )
-        elif get_origin(hint) is tuple:
-            group.add_argument(
-                flag, dest=f.name, nargs="+", type=args[0], default=argparse.SUPPRESS, help=text
-            )
-        elif get_origin(hint) is Literal:
-            group.add_argument(
-                flag, dest=f.name, choices=list(args), default=argparse.SUPPRESS, help=text
-            )
-        elif get_origin(hint) in (typing.Union, types.UnionType):
-            inner = next(a for a in args if a is not type(None))
-            group.add_argument(
-                flag,
-                dest=f.name,
-                type=_optional(inner),
-                default=argparse.SUPPRESS,
-                help=text + "; 'none' for None",
-            )
-        else:
-            group.add_argument(flag, dest=f.name, type=hint, default=argparse.SUPPRESS, help=text)
 
 
 def _plot(metrics_path: Path, out: Path, title: str) -> bool:
@@ -173,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         return _run_sft(args.options)
 
     from verigym.agents.base import AGENTS, agent_class
+    from verigym.agents.common.config import add_config_arguments
     from verigym.commands import usage_error
 
     try:
@@ -212,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
         help="deterministic evaluation episodes after training (0: none)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    _add_config_flags(parser, config_class)
+    add_config_arguments(parser, config_class)
     opts = vars(parser.parse_args(args.options))
     env_id, steps, out = opts.pop("env"), opts.pop("steps"), opts.pop("out")
     eval_episodes, no_progress = opts.pop("eval_episodes"), opts.pop("no_progress")
