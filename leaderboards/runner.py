@@ -150,14 +150,10 @@ def _render_modes(env_id: str) -> list[str]:
     """``metadata["render_modes"]`` of a registered env's class (imported, not built)."""
     import gymnasium as gym
 
-    entry = gym.spec(env_id).entry_point
-    try:
-        if isinstance(entry, str):
-            module, _, name = entry.partition(":")
-            entry = getattr(importlib.import_module(module), name)
-        return list(getattr(entry, "metadata", {}).get("render_modes", []))
-    except (ImportError, AttributeError):
-        return []
+    from verigym.registration import entry_point_class
+
+    entry = entry_point_class(gym.spec(env_id).entry_point)
+    return list(getattr(entry, "metadata", {}).get("render_modes", [])) if entry else []
 
 
 def run_episode(agent: Any, env: Any, seed: int, *, recorder: Any = None) -> dict[str, Any]:

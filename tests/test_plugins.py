@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 
 from verigym.commands.new_env import write_skeleton
@@ -411,3 +412,19 @@ def test_doctor_probe_raising_base_exception_is_a_broken_line(plugin_module, mon
     name = raised.split("(")[0]
     assert f"raised {name}" in report[1].detail and f"raised {name}" in report[2].detail
     assert "returned str" in report[3].detail
+
+
+def test_an_env_module_that_exits_at_import_is_no_class_and_ends_nothing(tmp_path, monkeypatch):
+    """The runner's render-mode probe and eval's oracle preflight import an env's module without
+    building it: a module raising SystemExit there is a broken entry point, never the end of verigym."""
+    from verigym.leaderboards.runner import _render_modes
+    from verigym.registration import entry_point_class
+
+    (tmp_path / "exits_at_import.py").write_text("import sys\nsys.exit(3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert entry_point_class("exits_at_import:Env") is None
+    gym.register("plugtest/ExitsAtImport-v0", entry_point="exits_at_import:Env")
+    try:
+        assert _render_modes("plugtest/ExitsAtImport-v0") == []
+    finally:
+        del gym.registry["plugtest/ExitsAtImport-v0"]

@@ -678,19 +678,26 @@ def _entry_class(env_id: str) -> tuple[Any, bool]:
                 f"cannot check kwargs of an unknown id: {unknown_id_message(env_id)}"
             )
         entry, is_gymnasium = gymnasium.spec(env_id).entry_point, True
+    return entry_point_class(entry), is_gymnasium
+
+
+def entry_point_class(entry: Any) -> type | None:
+    """The class an env registration's ``entry_point`` names, imported but not built.
+
+    Args:
+        entry: ``"module:Class"`` or the object itself (a class or a factory).
+
+    Returns:
+        The class, or ``None`` when the entry point is a factory rather than a class, or its module
+        cannot be imported: an optional extra is missing, or the module raised anything at import
+        (a broken plugin is skipped through :func:`run_plugin`, never ends verigym).
+    """
     if isinstance(entry, str):
         module, _, attr = entry.partition(":")
-        try:
-            entry = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError):
-            logger.debug(
-                "entry point %s of %s cannot be imported; no kwargs declared",
-                entry,
-                env_id,
-                exc_info=True,
-            )
-            entry = None
-    return (entry if isinstance(entry, type) else None), is_gymnasium
+        entry, error = run_plugin(lambda: getattr(importlib.import_module(module), attr))
+        if error is not None:
+            logger.debug("entry point %s:%s cannot be imported: %r", module, attr, error)
+    return entry if isinstance(entry, type) else None
 
 
 def untrusted_kwargs(

@@ -160,19 +160,11 @@ def _check_envs(spec: Any, env_ids: list[str], env_url: str | None, token: str |
             finally:
                 env.close()
         elif spec.kind == "oracle":
-            entry = gym.spec(env_id).entry_point
-            if isinstance(entry, str):
-                import importlib
+            from verigym.registration import entry_point_class
 
-                module, _, name = entry.partition(":")
-                try:
-                    entry = getattr(importlib.import_module(module), name)
-                except (
-                    ImportError,
-                    AttributeError,
-                ):  # an optional part is missing: the episodes will say which
-                    continue
-            if isinstance(entry, type) and not hasattr(entry, "oracle_action"):
+            # None: a factory, or an optional part is missing (the episodes will say which)
+            entry = entry_point_class(gym.spec(env_id).entry_point)
+            if entry is not None and not hasattr(entry, "oracle_action"):
                 raise ValueError(
                     f"oracle cannot play {env_id}: its env has no scripted solver (oracle_action)"
                 )
