@@ -12,6 +12,7 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
+from tests.test_sandbox import needs_sandbox
 from tests.test_standings import _row
 from verigym.leaderboards.store import ResultsStore
 from verigym.leaderboards.trajectories import PATCH_CHARS, Recorder, decode
@@ -74,6 +75,7 @@ def test_a_recorded_patch_renders_as_a_diff_block(tmp_path: Path) -> None:
     assert 'id="diff-cut"' not in page
 
 
+@needs_sandbox
 def test_a_real_repofix_episode_records_its_patch_and_the_page_shows_it(tmp_path: Path) -> None:
     env = gym.make("verigym/RepoFix-v0")
     recorder = Recorder(
