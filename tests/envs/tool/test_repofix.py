@@ -21,6 +21,13 @@ from verigym.envs.tool.repofix.env import (
 from verigym.envs.tool.repofix.mutations import OPERATORS, Mutant, apply, mutants_of, revert
 
 REPOFIX_IDS = ["verigym/RepoFix-v0", "verigym/RepoFix-Anywhere-v0", "verigym/RepoFix-TwoBugs-v0"]
+PROJECT_IDS = {
+    row.kwargs["project"]: row.id
+    for row in verigym.rows("tool")
+    if ".repofix." in row.entry_point and "project" in row.kwargs
+}
+"""project -> its one-repository id (``RepoFix-<Project>-v0``)."""
+ALL_IDS = sorted(r.id for r in verigym.rows("tool") if ".repofix." in r.entry_point)
 
 
 def _call(name: str, **arguments) -> str:
@@ -65,6 +72,38 @@ def test_data_covers_every_project_with_killed_mutants():
             assert apply(project["files"][mutant.file], mutant) != project["files"][mutant.file]
             assert record["f2p"] and set(record["f2p"]) <= set(project["tests"])
             assert len(record["f2p"]) < len(project["tests"])  # pass-to-pass tests exist
+
+
+def test_one_id_per_project_with_the_table_literals_in_step():
+    from verigym.envs.tool.table import REPOFIX_PROJECTS
+
+    assert sorted(REPOFIX_PROJECTS) == sorted(PROJECTS) == sorted(PROJECT_IDS)
+    assert len(ALL_IDS) == 15 and set(REPOFIX_IDS) | set(PROJECT_IDS.values()) == set(ALL_IDS)
+    for project, env_id in PROJECT_IDS.items():
+        assert env_id == f"verigym/RepoFix-{REPOFIX_PROJECTS[project][0]}-v0"
+        assert gym.spec(env_id).kwargs == {"project": project}
+
+
+@needs_sandbox
+def test_a_project_id_draws_only_detected_mutants_of_its_project():
+    """RepoFix-<Project>-v0 (and a level= on it) resets into that project only, into mutants the
+    suite kills (non-empty FAIL_TO_PASS that the visible tests lack), seed after seed."""
+    data = load_data()
+    for project, level in (("semver", "file"), ("graphs", "pair")):
+        env = gym.make(PROJECT_IDS[project], level=level)
+        inner = env.unwrapped
+        try:
+            tasks = set()
+            for seed in range(12):
+                observation, _ = env.reset(seed=seed)
+                assert inner._name == project and inner._package == data[project]["package"]
+                assert inner._f2p and set(inner._f2p) <= set(data[project]["tests"])
+                changed = [p for p in inner._mutated if inner._mutated[p] != inner._original[p]]
+                assert changed and all(p.startswith(inner._package + "/") for p in changed)
+                tasks.add(tuple(inner._f2p))
+            assert len(tasks) > 3  # the seed draws among the project's mutants
+        finally:
+            env.close()
 
 
 @pytest.mark.parametrize(
@@ -165,6 +204,34 @@ def test_oracle_solves_100_seeds_per_level():
         finally:
             env.close()
         assert solved >= 99, (level, solved)
+
+
+@pytest.mark.slow
+@needs_sandbox
+@pytest.mark.parametrize("project", PROJECTS)
+def test_oracle_solves_99_of_100_seeds_of_each_project_id(project):
+    """The oracle through each RepoFix-<Project>-v0 at 100 seeds, hidden tests run for real. A seed
+    that draws a task already played (36 mutants a project) reuses that task's verdict: the
+    verdict is a function of the task (same tree, same tests)."""
+    env = gym.make(PROJECT_IDS[project])
+    env.unwrapped.cache_verdicts = False
+    verdicts: dict[str, bool] = {}
+    solved = 0
+    try:
+        for seed in range(100):
+            env.reset(seed=seed)
+            key = env.unwrapped.reference_patch()
+            if key not in verdicts:
+                info = {}
+                for _ in range(4):
+                    *_, terminated, truncated, info = env.step(env.unwrapped.oracle_action())
+                    if terminated or truncated:
+                        break
+                verdicts[key] = bool(info.get("success")) and info.get("tests_run") is True
+            solved += verdicts[key]
+    finally:
+        env.close()
+    assert solved >= 99 and len(verdicts) > 10, (project, solved, len(verdicts))
 
 
 def _bug_file(env: RepoFixEnv) -> str:
@@ -411,5 +478,32 @@ def test_truncation_runs_the_verdict_and_bad_calls_are_penalized():
         _, reward, terminated, truncated, info = env.step(env.oracle_action())  # the fix, no submit
         assert truncated and not terminated and info["success"] and reward == 1.0
         assert json.dumps(info)  # the final info crosses the wire
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+@needs_sandbox
+@pytest.mark.parametrize("env_id", ALL_IDS)
+def test_adversarial_table_per_id(env_id):
+    """The attack table on every RepoFix id (seed 0): the oracle scores 1 there, each attack 0."""
+    env = gym.make(env_id)
+    inner = env.unwrapped
+    inner.cache_verdicts = False
+    try:
+        env.reset(seed=0)
+        for _ in range(4):
+            *_, terminated, truncated, info = env.step(inner.oracle_action())
+            if terminated or truncated:
+                break
+        assert info["success"] and info["score"] == 1.0, (env_id, info)
+        for name in ATTACKS:
+            env.reset(seed=0)
+            for action in _attacks(inner)[name]:
+                *_, info = env.step(action)
+                assert "action_error" not in info, (env_id, name, info)
+            *_, terminated, _, info = env.step(_call("submit"))
+            assert terminated and info["score"] == 0.0 and not info["success"], (env_id, name)
+            assert info["tests_run"], (env_id, name)
     finally:
         env.close()

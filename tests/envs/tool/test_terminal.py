@@ -51,6 +51,25 @@ def test_catalogue_has_25_templates_in_every_group():
     assert all(t.name.islower() and " " not in t.name for t in TEMPLATES.values())
 
 
+def test_one_id_per_template_with_the_table_literals_in_step():
+    import gymnasium as gym
+
+    import verigym
+    from verigym.envs.tool.table import TERMINAL_TEMPLATES, terminal_id_name
+
+    assert {n: g for n, (g, _) in TERMINAL_TEMPLATES.items()} == {
+        n: t.group for n, t in TEMPLATES.items()
+    }
+    ids = {r.kwargs["template"]: r.id for r in verigym.rows("tool") if "template" in r.kwargs}
+    assert sorted(ids) == NAMES
+    groups = {f"verigym/Terminal-{g.capitalize()}-v0" for g in GROUPS}
+    for name, env_id in ids.items():
+        assert env_id == f"verigym/Terminal-{terminal_id_name(name)}-v0"
+        assert env_id not in groups
+        assert gym.spec(env_id).kwargs == {"template": name}
+    assert terminal_id_name("csv_join") == "CsvJoin"
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_generate_is_seeded_and_the_untouched_workspace_scores_zero(name):
     template = TEMPLATES[name]

@@ -7,7 +7,8 @@ hidden data through /proc, deleting or replacing the workspace with links and FI
 checker files (conftest, sitecustomize, a validator that always passes), filling the disk.
 The control case (the oracle) must score 1, so a 0 means the cheat failed, not the env.
 
-The default run plays the table on ``verigym/Terminal-v0`` at two seeds; every id is ``slow``.
+The default run plays the table on ``verigym/Terminal-v0`` at two seeds; every id (the group ids and
+the 32 one-template ids included) is ``slow``.
 """
 
 from __future__ import annotations
@@ -173,7 +174,10 @@ def test_table_on_the_mixed_id(seed):
 @pytest.mark.slow
 @pytest.mark.parametrize("env_id", TERMINAL_IDS)
 def test_table_per_id(env_id):
-    for seed in (0, 1):
+    """Every Terminal id: the mixed and group ids at two seeds (two templates, often), each
+    one-template id (``Terminal-CsvJoin-v0`` ...) at one (about 10 s a seed)."""
+    template_id = "template" in gym.spec(env_id).kwargs
+    for seed in (0,) if template_id else (0, 1):
         _assert_table(env_id, seed)
 
 
