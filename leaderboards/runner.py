@@ -37,7 +37,7 @@ from verigym.leaderboards.suite import Suite, Task, load_suite
 from verigym.leaderboards.trajectories import Recorder
 from verigym.progress import counter_bar
 from verigym.provenance import git_sha
-from verigym.workers import descendants
+from verigym.workers import descendants, process_executable
 
 __all__ = [
     "EpisodePlayer",
@@ -366,11 +366,9 @@ def end_env_processes(keep: set[int] | frozenset[int] = frozenset()) -> None:
     for pid in descendants(os.getpid()):
         if pid in keep:
             continue
-        try:
-            if os.path.realpath(f"/proc/{pid}/exe") == python:
+        if process_executable(pid) == python:
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
     close_shared_browser()  # a no-op where no GUI env ran
     for pid in descendants(os.getpid()):
         if pid not in keep:

@@ -71,6 +71,10 @@ __all__ = [
     "descendants",
     "kill_tree",
     "memory_sizes",
+    "ProcessInfo",
+    "process_command",
+    "process_executable",
+    "process_info",
     "process_state",
     "reap",
     "set_parent_death_signal",
@@ -143,6 +147,46 @@ def cpu_seconds(pid: int) -> float | None:
     try:
         return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS if fields else None
     except (ValueError, IndexError):
+        return None
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """What ``/proc/<pid>/stat`` says of a process (see :func:`process_info`)."""
+
+    state: str
+    """state letter: ``"R"``, ``"S"``, ``"T"``, ``"Z"`` (exited, not reaped), ..."""
+    parent: int
+    """parent pid"""
+    start_ticks: int
+    """start time after boot, in clock ticks: with the pid, it tells a process from a later one
+    that reuses its pid"""
+
+
+def process_info(pid: int) -> ProcessInfo | None:
+    """State, parent and start time of process ``pid``; ``None`` when it is gone or ``/proc`` is
+    unreadable."""
+    fields = _stat_fields(f"/proc/{pid}/stat")
+    try:
+        return ProcessInfo(fields[0], int(fields[1]), int(fields[19])) if fields else None
+    except (ValueError, IndexError):
+        return None
+
+
+def process_command(pid: int) -> bytes | None:
+    """The command line of process ``pid`` (arguments separated by NUL bytes), ``None`` when gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def process_executable(pid: int) -> str | None:
+    """The resolved path of the program process ``pid`` runs, ``None`` when gone or unreadable."""
+    try:
+        return os.path.realpath(os.readlink(f"/proc/{pid}/exe"))
+    except OSError:
         return None
 
 

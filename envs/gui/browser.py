@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from verigym.workers import descendants
+from verigym.workers import descendants, process_command, process_info
 
 __all__ = [
     "Browser",
@@ -160,29 +160,14 @@ def _this_thread(create: bool) -> _Shared | None:
     return entry
 
 
-def _proc_stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, parent pid, start time in clock ticks) of a process, None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-        return fields[0].decode(), int(fields[1]), int(fields[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def _driver_pids() -> list[int]:
     """This process's child processes that are Playwright drivers (node running ``run-driver``)."""
     found = []
     for pid in descendants(os.getpid()):
-        stat = _proc_stat(pid)
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                command = handle.read()
-        except OSError:
-            continue
+        info, command = process_info(pid), process_command(pid) or b""
         if (
-            stat
-            and stat[1] == os.getpid()
+            info is not None
+            and info.parent == os.getpid()
             and b"playwright" in command
             and b"run-driver" in command
         ):
@@ -261,7 +246,7 @@ def _stop(entry: _Shared) -> None:
         owned = {other.driver_pid for other in _SHARED.values()}
         drivers = [pid for pid in _driver_pids() if pid not in owned]
     tree = [pid for root in drivers for pid in (root, *descendants(root))]
-    started = {pid: stat[2] for pid in tree if (stat := _proc_stat(pid)) is not None}
+    started = {pid: info.start_ticks for pid in tree if (info := process_info(pid)) is not None}
     if chromium is not None:
         _quietly(chromium.close, "closing the shared browser")
     for pid in drivers:
@@ -274,8 +259,8 @@ def _stop(entry: _Shared) -> None:
     def alive() -> list[int]:
         left = []
         for pid, start in started.items():
-            stat = _proc_stat(pid)
-            if stat is not None and stat[2] == start and stat[0] not in ("Z", "X"):
+            info = process_info(pid)
+            if info is not None and info.start_ticks == start and info.state not in ("Z", "X"):
                 left.append(pid)
         return left
 
