@@ -63,7 +63,9 @@ def evaluate(agent, env_id: str, episodes: int = EVAL_SEEDS) -> float:
     return float(success.mean())
 
 
-def run(task: str, encoder: str, seed: int, threads: int | None) -> dict:
+def run(
+    task: str, encoder: str, seed: int, threads: int | None, max_seconds: float | None = None
+) -> dict:
     import verigym.agents as agents
 
     env_id, config, budget, every = TASKS[task]
@@ -75,6 +77,8 @@ def run(task: str, encoder: str, seed: int, threads: int | None) -> dict:
     def check(metrics) -> bool:
         state["phases"] = (metrics["charts/rollout_SPS"], metrics["charts/update_SPS"])
         step = int(metrics["global_step"])
+        if max_seconds is not None and time.perf_counter() - start - state["eval"] > max_seconds:
+            return False  # out of time: counted as not reached
         if step < state["next"]:
             return True
         state["next"] += every
@@ -109,6 +113,9 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--threads", type=int, help="torch threads (default: verigym's choice)")
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel processes")
+    parser.add_argument(
+        "--max-seconds", type=float, help="cut each run's training there (counted as not reached)"
+    )
     args = parser.parse_args()
     runs = [(t, e, s) for t in args.tasks for s in range(args.seeds) for e in args.encoders]
     results = []
@@ -124,11 +131,13 @@ def main() -> int:
 
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
-            for future in as_completed([pool.submit(run, *r, args.threads) for r in runs]):
+            for future in as_completed(
+                [pool.submit(run, *r, args.threads, args.max_seconds) for r in runs]
+            ):
                 show(future.result())
     else:
         for r in runs:
-            show(run(*r, args.threads))
+            show(run(*r, args.threads, args.max_seconds))
     for task in args.tasks:
         medians = {}
         for encoder in args.encoders:
