@@ -177,7 +177,7 @@ def test_a_shell_timeout_is_the_tools_observation_never_a_sandbox_death(monkeypa
     """The run_shell call's deadline is the shell's timeout + SHELL_GRACE_S, and a background process
     that keeps the output open (a new session: the kill of the shell's group misses it) no longer
     holds the call until the sandbox kills it: the shell is reported killed, the sandbox lives on."""
-    ws = Workspace(shell_timeout_s=1.0)
+    ws = Workspace(shell_timeout_s=0.5)
     deadlines = []
     real_call = ws.sandbox.call
 
@@ -194,10 +194,10 @@ def test_a_shell_timeout_is_the_tools_observation_never_a_sandbox_death(monkeypa
         out = ws.run_shell("setsid sleep 30 & echo started")  # the daemon holds stdout open
         assert out == "started\n[exit status 0]"
         out = ws.run_shell("(setsid sleep 30 &); echo before; sleep 5")
-        assert "before" in out and "[killed after 1 s]" in out, out
-        assert "[killed after 2 s]" in ws.run_shell("sleep 5", timeout_s=2.0)
+        assert "before" in out and "[killed after 0.5 s]" in out, out
+        assert "[killed after 1 s]" in ws.run_shell("sleep 5", timeout_s=1.0)
         assert ws.sandbox.notebook_pid == pid  # the same worker: no sandbox restart
         assert ws.read_text("kept.txt") == "still here\n"  # nothing was rebuilt
-        assert deadlines == [1.0 + SHELL_GRACE_S, 1.0 + SHELL_GRACE_S, 2.0 + SHELL_GRACE_S]
+        assert deadlines == [0.5 + SHELL_GRACE_S, 0.5 + SHELL_GRACE_S, 1.0 + SHELL_GRACE_S]
     finally:
         ws.close()
