@@ -188,7 +188,8 @@ class RepoFixEnv(ToolEnv):
     ## Arguments
     * ``level`` (``"file"``, ``"anywhere"``, ``"pair"``): one bug with its file named, one bug, or
       two bugs (in different functions, usually failing a common test).
-    * ``project`` (str or None): fix the repository; None draws one per reset.
+    * ``project`` (str or None): fix the repository (the ids ``RepoFix-<Project>-v0`` set it, e.g.
+      ``RepoFix-SemVer-v0``); None draws one per reset. Either way only mutants the suite detects.
     * ``timeout_s`` (float): deadline of the hidden-test run; ``shell_timeout_s`` (float): of one
       shell command.
     * ``unsafe`` (bool): run without bubblewrap (never for untrusted agents).

@@ -208,7 +208,8 @@ class TerminalEnv(ToolEnv):
     Terminated at ``submit`` (or an ``<answer>``); truncated after ``max_turns`` replies.
 
     ## Arguments
-    * ``template`` (str | None): one template by name; ``group`` (str | None): one group; neither:
+    * ``template`` (str | None): one template by name (the ids ``Terminal-<Template>-v0`` set it, e.g.
+      ``Terminal-CsvJoin-v0``); ``group`` (str | None): one group (``Terminal-Text-v0`` ...); neither:
       all templates. Templates whose program (``git``) is missing in the sandbox are left out of a
       mixed draw (a warning says so; seeds then map to other tasks than on a machine with git);
       asking for them alone raises ``ValueError`` here, at make, naming the missing program.
