@@ -14,6 +14,10 @@ tasks: ``gymnasium.make_vec``'s ``vector_entry_point``, :mod:`verigym.envs.grid.
 stepped through it by default (``batched_env``): the same episodes as ``num_envs`` single envs
 seeded ``seed + i``, stepped as arrays.
 
+Symbolic grid observations go through the ``encoder`` option's network: ``cnn`` or ``mlp`` (the
+flattened one-hot grid, one linear layer); ``auto`` (the default) picks by measurement
+(:data:`AUTO_ENCODER`).
+
 Supports observations of any kind :class:`~verigym.agents.common.spaces.ObservationBatcher`
 handles (vectors, symbolic grids, images, text, ``Dict`` of those) and ``Discrete``,
 ``MultiDiscrete`` and ``Box`` actions.
