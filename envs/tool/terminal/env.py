@@ -18,6 +18,7 @@ from verigym.envs.tool.terminal.core import (
     Snapshot,
     Template,
     host_snapshot,
+    normalize_files,
     snapshot_from_wire,
     snapshot_setup_code,
     tree_command,
@@ -158,6 +159,21 @@ def _precheck(call: ToolCall) -> None:
 
 
 _TOOL_NAMES = ("run_shell", "read_file", "write_file", "apply_patch", "submit")
+_LISTED = 40
+"""Most initial files the reset observation lists (the rest are counted)."""
+
+
+def _listing(files: dict[str, Any]) -> str:
+    """The initial files as ``path (N bytes)`` lines, sorted, at most :data:`_LISTED` of them.
+
+    What ``ls -lR`` would show first (the git templates' ``.git`` is made after it); the sizes
+    come from the seed's contents, so two seeds of one template start from different text.
+    """
+    entries = sorted(normalize_files(files).items())
+    lines = [f"  {path} ({len(data)} bytes)" for path, (data, _) in entries[:_LISTED]]
+    if len(entries) > _LISTED:
+        lines.append(f"  ... and {len(entries) - _LISTED} more")
+    return f"Files at the start ({len(entries)}):\n" + "\n".join(lines)
 
 
 class TerminalEnv(ToolEnv):
@@ -189,7 +205,8 @@ class TerminalEnv(ToolEnv):
     message), e.g. ``<tool_call>{"name": "run_shell", "arguments": {"command": "ls"}}</tool_call>``.
 
     ## Observation Space
-    ``UnicodeText``: the task on reset; then the tool's result (output capped and marked when cut).
+    ``UnicodeText``: the task on reset, with the initial files and their sizes (at most 40 listed);
+    then the tool's result (output capped and marked when cut).
 
     ## Rewards
     On ``submit``: ``score`` = the fraction of the task's required items done (lines of a report,
@@ -345,7 +362,10 @@ class TerminalEnv(ToolEnv):
         self._stale = True  # the sandbox is built at the first call that needs it
         self.verdict = ""
         self._baseline, self._patch = None, ""
-        return f"Task ({self._task.group}/{self._task.name}): {instruction}\nWorkspace: {ROOT}"
+        return (
+            f"Task ({self._task.group}/{self._task.name}): {instruction}\nWorkspace: {ROOT}\n"
+            + _listing(files)
+        )
 
     def parse_action(self, text: str) -> ToolCall | FinalAnswer:
         parsed = super().parse_action(text)
