@@ -455,7 +455,11 @@ def _oracle_params() -> list:
     """200 seeds each; the sandboxed ids (a sandbox call per step) run 40 seeds in the default run
     and their 200 in the slow one."""
     params = []
+    from verigym.envs.tool.table import PER_TASK_IDS
+
     for env_id in TOOL_IDS:
+        if env_id in PER_TASK_IDS:  # one repository or one template: 100 seeds in their own tests
+            continue
         if env_id in _WORKSPACE_IDS:
             params.append(pytest.param(env_id, 200, marks=pytest.mark.slow))
         elif env_id in SANDBOX_IDS:
