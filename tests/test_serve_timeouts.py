@@ -140,5 +140,8 @@ def test_a_result_that_arrives_after_the_sessions_task_was_cancelled_goes_to_the
                 await task
         # the pool's shutdown waited for build: it handed "env" to the late handler
 
-    asyncio.run(scenario())
+    # in a thread of its own: a test before it in this process may have left an event loop running
+    # in the main thread (Playwright's sync API does), where asyncio.run refuses to start
+    with concurrent.futures.ThreadPoolExecutor(1) as runner:
+        runner.submit(asyncio.run, scenario()).result()
     assert late == ["env"]
