@@ -211,11 +211,6 @@ class PPOConfig(AgentConfig):
         )
 
 
-def auto_encoder(parts: Sequence[Any]) -> Literal["cnn", "mlp"]:
-    """The grid encoder ``encoder="auto"`` picks for an observation's parts (see AUTO_ENCODER)."""
-    return AUTO_ENCODER
-
-
 AUTO_ENCODER: Literal["cnn", "mlp"] = "mlp"
 """The grid encoder of ``encoder="auto"``, chosen by ``benchmarks/ppo_grid_encoders.py``
 (docs/benchmarks.md): on DoorKey-5x5 the MLP reached 0.95 evaluation success in 0.37x the CNN's
@@ -229,7 +224,7 @@ class ActorCritic(nn.Module):
 
     def __init__(self, parts: Sequence[Any], action_space: spaces.Space, config: PPOConfig):
         super().__init__()
-        grid = auto_encoder(parts) if config.encoder == "auto" else config.encoder
+        grid = AUTO_ENCODER if config.encoder == "auto" else config.encoder
         self.encoder = ObservationEncoder(parts, grid=grid)
         if isinstance(action_space, spaces.Discrete):
             self.kind, out = "discrete", int(action_space.n)
@@ -272,7 +267,7 @@ class PPO(TorchLearner):
 
     def _build(self) -> None:
         if self.config.encoder == "auto":  # the saved config names the encoder the weights fit
-            self.config = self.config.replace(encoder=auto_encoder(self.batcher.parts))
+            self.config = self.config.replace(encoder=AUTO_ENCODER)
         self.policy = ActorCritic(self.batcher.parts, self.action_space, self.config).to(
             self.device
         )
