@@ -6,6 +6,7 @@ kept, and no process left behind. Needs bubblewrap (CI installs it); skipped onl
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import json
@@ -13,6 +14,7 @@ import os
 import pickle
 import shutil
 import socket
+import subprocess
 import threading
 import time
 
@@ -634,6 +636,28 @@ def test_seccomp_denies_kernel_attack_surface(box):
     assert int(lines[6].split()[0]) > 0  # getpid still works
 
 
+@needs_sandbox
+@pytest.mark.skipif(seccomp.program() is None, reason="no seccomp table for this machine")
+def test_seccomp_denies_the_pidfd_calls(box):
+    """``pidfd_getfd`` would copy the worker's control pipes into another process; it and the other
+    pidfd calls, unused inside, answer EPERM (without the filter: EBADF/ESRCH for these arguments)."""
+    code = (
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "calls = ((438, -1, 0, 0), (434, os.getpid(), 0, 0), (424, -1, 9, 0), (440, -1, 0, 0),\n"
+        "         (448, -1, 0, 0))\n"
+        "for nr, *args in calls:  # pidfd_getfd, pidfd_open, pidfd_send_signal, process_madvise,\n"
+        "    r = libc.syscall(nr, *args, 0, 0)  # process_mrelease\n"
+        "    print(r, ctypes.get_errno() if r < 0 else 0)\n"
+        "print(os.getpid())\n"
+    )
+    result = box.run(code)
+    assert result.ok, result
+    lines = result.output.splitlines()
+    assert lines[:5] == ["-1 1"] * 5, lines  # EPERM from the filter, whatever the arguments
+    assert lines[5] == "1"  # the worker is pid 1 of its namespace and still runs
+
+
 _NON_ROOT_SCENARIO = """
 import json, os, sys, time, types
 package = types.ModuleType("verigym")
@@ -781,3 +805,53 @@ def test_oom_kills_are_read_from_either_cgroup_version(tmp_path):
     assert CgroupSet(directories=[str(v1)]).oom_kills() == 2
     assert CgroupSet(directories=[str(v2)]).oom_kills() == 1
     assert CgroupSet(directories=[str(none)]).oom_kills() is None
+
+
+def test_remove_stale_keeps_live_owners_and_foreign_names(tmp_path):
+    """Only ``verigym-sandbox-<pid>-<8 hex>`` directories of a process that is gone are removed."""
+    from verigym.sandbox.cgroups import remove_stale
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    names = {
+        f"verigym-sandbox-{dead.pid}-deadbeef": False,  # removed
+        f"verigym-sandbox-{os.getpid()}-0badf00d": True,  # its owner runs
+        f"verigym-sandbox-{dead.pid}-notahex!": True,  # not a name the sandbox makes
+        "verigym-sandbox-0-deadbeef": True,  # pid 0 would signal a process group
+        f"other-{dead.pid}-deadbeef": True,
+    }
+    for name in names:
+        (tmp_path / name).mkdir()
+    (tmp_path / f"verigym-sandbox-{dead.pid}-cafecafe").mkdir()
+    (tmp_path / f"verigym-sandbox-{dead.pid}-cafecafe" / "held").mkdir()  # not empty: kept
+    assert remove_stale(str(tmp_path)) == [str(tmp_path / f"verigym-sandbox-{dead.pid}-deadbeef")]
+    assert {name: (tmp_path / name).is_dir() for name in names} == names
+    assert (tmp_path / f"verigym-sandbox-{dead.pid}-cafecafe").is_dir()
+
+
+@needs_sandbox
+@pytest.mark.skipif(not HAS_CGROUP, reason="no writable cgroup filesystem")
+def test_stale_cgroups_of_a_killed_host_are_removed_at_the_next_start():
+    """A host process killed with SIGKILL leaves its sandbox cgroups; the next start removes them
+    (every controller), and keeps those of a host process that still runs."""
+    bases = cgroups.parent_directories()
+    assert bases
+    host = subprocess.Popen(["sleep", "60"])
+    killed = subprocess.Popen(["sleep", "60"])
+    killed.kill()
+    killed.wait()
+    stale = [f"{base}/verigym-sandbox-{killed.pid}-deadbeef" for base in bases]
+    kept = [f"{base}/verigym-sandbox-{host.pid}-0badf00d" for base in bases]
+    try:
+        for directory in stale + kept:
+            os.mkdir(directory)
+        with PythonSandbox(FAST) as sandbox:
+            assert sandbox.run("print(6 * 7)").output == "42\n"
+        assert [d for d in stale if os.path.isdir(d)] == []
+        assert [d for d in kept if os.path.isdir(d)] == kept
+    finally:
+        host.kill()
+        host.wait()
+        for directory in stale + kept:
+            with contextlib.suppress(FileNotFoundError):
+                os.rmdir(directory)

@@ -3,18 +3,26 @@
 cgroup v1 (``/sys/fs/cgroup/<controller>``) and v2 (``/sys/fs/cgroup`` unified) are both handled;
 where the cgroup filesystem is not writable (an unprivileged user, a locked-down container) the
 sandbox falls back to rlimits only and :func:`available` says so.
+
+Each directory is named ``verigym-sandbox-<owner pid>-<8 hex digits>``. A host process that is
+killed (``SIGKILL``, the OOM killer) cannot remove its directories; its sandboxes die with it
+(``--die-with-parent``), so they are left empty. Every :meth:`CgroupSet.create` first removes such
+stale directories beside the ones it makes: those whose owner pid is gone (or a zombie) in this pid
+namespace. Only empty directories can be removed (``rmdir``), so a group that still holds a
+process is never touched, and nothing is killed.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import time
 import uuid
 from dataclasses import dataclass, field
 
-__all__ = ["CgroupSet", "available"]
+__all__ = ["CgroupSet", "available", "parent_directories", "remove_stale"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +41,77 @@ def _own_paths() -> dict[str, str]:
     except OSError:
         pass
     return paths
+
+
+_NAME_PREFIX = "verigym-sandbox-"
+_STALE_NAME = re.compile(r"verigym-sandbox-([1-9][0-9]{0,9})-[0-9a-f]{8}")
+_PID_MAX = 1 << 22  # the kernel's largest pid_max
+
+
+def parent_directories() -> list[str]:
+    """The directories this process's sandboxes make their cgroups in (empty: no cgroup here).
+
+    One per controller (``pids``, ``memory``) under cgroup v1, one under v2: this process's own
+    group in each hierarchy. The directories may still be read-only (see :func:`available`).
+    """
+    own = _own_paths()
+    if "pids" in own and os.path.isdir(f"{_ROOT}/pids"):  # cgroup v1
+        return [
+            f"{_ROOT}/{controller}{own.get(controller, '/')}".rstrip("/")
+            for controller in ("pids", "memory")
+        ]
+    if "" in own and os.path.exists(f"{_ROOT}/cgroup.controllers"):  # cgroup v2
+        return [f"{_ROOT}{own['']}".rstrip("/")]
+    return []
+
+
+def _owner_gone(pid: int) -> bool:
+    """Whether process ``pid`` no longer runs in this pid namespace (gone or a zombie)."""
+    if not 1 < pid < _PID_MAX:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # EPERM: it runs, as another user
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            state = handle.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in (b"Z", b"X")
+
+
+def remove_stale(directory: str) -> list[str]:
+    """Remove the sandbox cgroups in ``directory`` whose owner process is gone.
+
+    Args:
+        directory: a parent directory (one of :func:`parent_directories`).
+
+    Returns:
+        The removed paths. A directory that cannot be removed (it still holds a process, or this
+        user may not remove it) is left, logged at debug level; nothing is raised.
+    """
+    removed: list[str] = []
+    try:
+        entries = [entry for entry in os.listdir(directory) if entry.startswith(_NAME_PREFIX)]
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _STALE_NAME.fullmatch(entry)
+        if match is None or not _owner_gone(int(match.group(1))):
+            continue
+        path = f"{directory}/{entry}"
+        try:
+            os.rmdir(path)
+        except OSError as exc:
+            logger.debug("stale cgroup %s not removed: %s", path, exc)
+        else:
+            removed.append(path)
+    if removed:
+        logger.info("removed %d stale sandbox cgroup(s) in %s", len(removed), directory)
+    return removed
 
 
 def _write(path: str, value: str) -> None:
@@ -54,22 +133,23 @@ class CgroupSet:
 
     @classmethod
     def create(cls, *, max_processes: int, memory_bytes: int) -> CgroupSet:
-        """Make the cgroups; failures are logged at debug level and leave the set partial."""
-        own = _own_paths()
-        name = f"verigym-sandbox-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        """Make the cgroups; failures are logged at debug level and leave the set partial.
+
+        Stale directories of dead owners beside them are removed first (:func:`remove_stale`).
+        """
+        bases = parent_directories()
+        name = f"{_NAME_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         made = cls()
-        if "pids" in own and os.path.isdir(f"{_ROOT}/pids"):  # cgroup v1
-            for controller, files in (
-                ("pids", {"pids.max": str(max_processes)}),
-                ("memory", {"memory.limit_in_bytes": str(memory_bytes)}),
-            ):
-                base = f"{_ROOT}/{controller}{own.get(controller, '/')}".rstrip("/")
-                made._make(f"{base}/{name}", files)
-        elif "" in own and os.path.exists(f"{_ROOT}/cgroup.controllers"):  # cgroup v2
-            base = f"{_ROOT}{own['']}".rstrip("/")
-            made._make(
-                f"{base}/{name}", {"pids.max": str(max_processes), "memory.max": str(memory_bytes)}
+        if len(bases) == 2:  # cgroup v1: pids, memory
+            files = (
+                {"pids.max": str(max_processes)},
+                {"memory.limit_in_bytes": str(memory_bytes)},
             )
+        else:  # cgroup v2
+            files = ({"pids.max": str(max_processes), "memory.max": str(memory_bytes)},)
+        for base, settings in zip(bases, files, strict=False):
+            remove_stale(base)
+            made._make(f"{base}/{name}", settings)
         return made
 
     def _make(self, directory: str, files: dict[str, str]) -> None:

@@ -1,9 +1,13 @@
 """A seccomp deny-list for the sandbox (classic BPF, handed to ``bwrap --seccomp FD``).
 
 Agent code gets ``EPERM`` for system calls that only widen the kernel attack surface or inspect
-other processes: ``ptrace`` and ``process_vm_*``, mounts and namespaces, kernel keyrings, ``bpf``,
-``perf_event_open``, ``userfaultfd``, ``io_uring``, module loading, ``kexec``, ``reboot``, swap,
-``acct``, ``open_by_handle_at``; x32-ABI calls are refused too. Everything else is allowed.
+other processes: ``ptrace`` and ``process_vm_*``, the pidfd calls (``pidfd_getfd`` would copy the
+worker's control pipes into another process of the sandbox; ``pidfd_open``,
+``pidfd_send_signal``, ``process_madvise`` and ``process_mrelease`` are not used by the worker
+or the tools it runs; the supervisor's own pidfds are opened outside the sandbox), mounts and
+namespaces, kernel keyrings, ``bpf``, ``perf_event_open``, ``userfaultfd``, ``io_uring``, module
+loading, ``kexec``, ``reboot``, swap, ``acct``, ``open_by_handle_at``; x32-ABI calls are refused
+too. Everything else is allowed.
 
 Only x86-64 has a table here; on other machines :func:`program` returns ``None`` and the sandbox
 runs without the filter (the namespaces, uid and limits still hold).
@@ -21,6 +25,11 @@ DENIED_X86_64: dict[str, int] = {
     "ptrace": 101,
     "process_vm_readv": 310,
     "process_vm_writev": 311,
+    "pidfd_open": 434,
+    "pidfd_getfd": 438,
+    "pidfd_send_signal": 424,
+    "process_madvise": 440,
+    "process_mrelease": 448,
     "mount": 165,
     "umount2": 166,
     "pivot_root": 155,
