@@ -230,18 +230,71 @@ def test_a_token_counts_only_in_one_authorization_header():
         env.close()
 
 
-def test_repeated_wrong_tokens_get_429_from_that_address():
+def test_repeated_wrong_tokens_get_429_from_that_address_but_the_right_token_goes_through():
     with verigym.serve.start(TEXT, token="s3cret") as server:
         for _ in range(serve_auth.AUTH_FAILURE_LIMIT):
             assert _get(server.url + "/health", {"Authorization": "Bearer guess"})[0] == 401
         status, body, headers = _get(server.url + "/health", {"Authorization": "Bearer guess"})
         assert status == 429 and int(headers["Retry-After"]) > 0 and "too many" in body["detail"]
-        assert (
-            _get(server.url + "/health", {"Authorization": "Bearer s3cret"})[0] == 429
-        )  # no guessing on
-        with pytest.raises(RemoteEnvError) as caught:
-            verigym.remote.make(TEXT, url=server.url, token="s3cret")
-        assert caught.value.code == "CONNECTION"
+        # the rightful holder on the same address is never locked out by someone else's guesses
+        assert _get(server.url + "/health", {"Authorization": "Bearer s3cret"})[0] == 200
+        env = verigym.remote.make(TEXT, url=server.url, token="s3cret")
+        env.reset(seed=0)
+        env.close()
+
+
+def _get_from(source: str, url: str, token: str) -> int:
+    """The status of ``GET url`` sent from the local address ``source`` (any of 127.0.0.0/8)."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(
+        parts.hostname, parts.port, timeout=30, source_address=(source, 0)
+    )
+    try:
+        connection.request("GET", parts.path or "/", headers={"Authorization": f"Bearer {token}"})
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        connection.close()
+
+
+def test_wrong_tokens_from_rotating_addresses_are_limited_per_network():
+    sources = [f"127.0.0.{n}" for n in range(2, 14)]  # 12 addresses of one /24, 10 guesses each
+    with verigym.serve.start(TEXT, token="s3cret") as server:
+        statuses = [
+            _get_from(source, server.url + "/health", "guess")
+            for source in sources
+            for _ in range(serve_auth.AUTH_FAILURE_LIMIT)
+        ]
+        assert statuses.count(401) == serve_auth.AUTH_NETWORK_FAILURE_LIMIT
+        assert statuses[serve_auth.AUTH_NETWORK_FAILURE_LIMIT :] == [429] * (
+            len(statuses) - serve_auth.AUTH_NETWORK_FAILURE_LIMIT
+        )
+        assert _get_from("127.0.0.20", server.url + "/health", "s3cret") == 200
+
+
+def test_networks_are_slash_24_and_slash_64():
+    assert serve_auth.network_of("10.1.2.3") == serve_auth.network_of("10.1.2.250") == "10.1.2.0/24"
+    assert serve_auth.network_of("::ffff:10.1.2.3") == "10.1.2.0/24"
+    assert serve_auth.network_of("2001:db8:0:1::5") == "2001:db8:0:1::/64"
+    assert serve_auth.network_of("2001:db8:0:1:ffff::9") == "2001:db8:0:1::/64"
+    assert serve_auth.network_of("unknown") == "unknown"
+
+
+def test_a_weak_token_is_refused_off_loopback_and_warned_about_on_it(caplog):
+    import secrets
+
+    weak = serve_app.ServeConfig(env_ids=(TEXT,), token="s3cret")
+    with pytest.raises(ValueError, match="weak token.*under 128"):
+        verigym.serve.check_exposure(weak, "0.0.0.0")
+    with caplog.at_level("WARNING", logger="verigym.serve.auth"):
+        verigym.serve.check_exposure(weak, "127.0.0.1")
+    assert "under 128" in caplog.text
+    assert serve_auth.token_weakness("0123456789abcdef" * 2) is None  # 128 bits of hex
+    assert serve_auth.token_weakness(("0123456789abcdef" * 2)[:31]) is not None  # 124 bits
+    assert serve_auth.token_weakness(secrets.token_urlsafe(32)) is None
+    strong = serve_app.ServeConfig(env_ids=(TEXT,), token=secrets.token_hex(16))
+    assert verigym.serve.check_exposure(strong, "0.0.0.0").token == strong.token
 
 
 def test_the_failure_limiter_forgets_old_windows_and_holds_a_bounded_number_of_addresses(
@@ -294,3 +347,55 @@ def test_closing_a_sandbox_from_another_thread_kills_the_running_call_and_refuse
     assert not tree & set(descendants())
     with pytest.raises(SandboxError, match="closed"):
         sandbox.run("1")
+
+
+# --- the front door (verigym.serve.front, shared by both servers) -----------------------------------
+
+
+def test_a_connection_that_trickles_its_headers_is_closed_after_the_header_timeout(monkeypatch):
+    import socket
+
+    import verigym.serve.front as front
+
+    monkeypatch.setattr(front, "HEADER_TIMEOUT_S", 0.5)
+    with verigym.serve.start(TEXT) as server:
+        parts = urlsplit(server.url)
+        with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            deadline = time.monotonic() + 5
+            closed = False
+            while time.monotonic() < deadline and not closed:
+                try:
+                    sock.sendall(
+                        b"X-Slow: 1\r\n"
+                    )  # a byte now and then never completes the headers
+                    sock.settimeout(0.2)
+                    closed = sock.recv(1024) == b""
+                except TimeoutError:
+                    continue
+                except OSError:  # reset by the server
+                    closed = True
+            assert closed, "the server kept a connection that never completed its headers"
+        # a connection that sends its request in time is served, and kept alive past the timeout
+        with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert sock.recv(1024).startswith(b"HTTP/1.1 200")
+
+
+def test_over_deep_json_and_over_large_bodies_are_client_errors_on_the_env_server():
+    with verigym.serve.start(TEXT, max_message_bytes=4096) as server:
+        deep = b"[" * 200_000 + b"]" * 200_000
+        for body, status in ((deep[:4000], 400), (b'{"env_id": "' + b"x" * 8192 + b'"}', 413)):
+            request = urllib.request.Request(server.url + "/reset", data=body, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    got = response.status
+            except urllib.error.HTTPError as error:
+                got = error.code
+            assert got == status
+        request = urllib.request.Request(
+            server.url + "/reset", data=b"[" * 2000 + b"]" * 2000, method="POST"
+        )
+        with pytest.raises(urllib.error.HTTPError) as caught:  # over the recursion limit
+            urllib.request.urlopen(request, timeout=30)
+        assert caught.value.code == 400

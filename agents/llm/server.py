@@ -105,6 +105,7 @@ from verigym.agents.llm.policy import Generation, TransformersPolicy
 from verigym.core import ActionParseError
 
 __all__ = [
+    "BODY_BUDGET_BYTES",
     "MAX_BODY_BYTES",
     "MAX_CONNECTIONS",
     "MAX_TOOLS",
@@ -122,7 +123,13 @@ MAX_BODY_BYTES = 8 << 20
 """Bytes of JSON one request body may hold (larger: 400, counted as the body arrives)."""
 
 MAX_CONNECTIONS = 1024
-"""Connections served at once (uvicorn's ``limit_concurrency``); one more gets HTTP 503."""
+"""Requests served at once (one more gets HTTP 503), and open connections above which the
+longest-idle one is closed for each new one (:mod:`verigym.serve.front`): idle connections never
+refuse a request."""
+
+BODY_BUDGET_BYTES = 4 * MAX_BODY_BYTES
+"""Bytes all request bodies being read or held by requests in progress may hold together (more:
+HTTP 503, before the body is read when its ``Content-Length`` says so)."""
 
 MAX_TOOLS = 128
 """Tools one chat request may offer (OpenAI's limit)."""
@@ -258,7 +265,8 @@ class ChatServer:
         server_address: the bound (host, port).
 
     Raises:
-        ValueError: a limit is below 1, or ``address`` is not loopback and there is no token.
+        ValueError: a limit is below 1, or ``address`` is not loopback and there is no token (or
+            one under :data:`verigym.serve.auth.MIN_TOKEN_BITS` bits).
         OSError: the address cannot be bound.
         ImportError: Starlette or uvicorn is missing (``pip install verigym[serve]``).
     """
@@ -280,6 +288,8 @@ class ChatServer:
         import uvicorn
 
         from verigym.serve import bind_socket, is_loopback
+        from verigym.serve.auth import check_token
+        from verigym.serve.front import uvicorn_protocol
 
         limits = {
             "max_batch_size": max_batch_size,
@@ -297,6 +307,7 @@ class ChatServer:
                 f"refusing to serve on {host} without a token: anyone who reaches the port could use "
                 "the model. Pass --token or set VERIGYM_TOKEN, or bind 127.0.0.1."
             )
+        check_token(token, host, "serve-model")
         self.policy = policy
         self.model_name = model_name
         self.max_tokens_limit = max_tokens_limit
@@ -316,7 +327,7 @@ class ChatServer:
                 log_level="warning",
                 access_log=False,
                 lifespan="off",
-                limit_concurrency=MAX_CONNECTIONS,
+                http=uvicorn_protocol(max_connections=MAX_CONNECTIONS),
                 timeout_keep_alive=30,
                 timeout_graceful_shutdown=10,
             )
@@ -360,6 +371,7 @@ class ChatServer:
         from starlette.routing import Route
 
         from verigym.serve.auth import TokenGate
+        from verigym.serve.front import guard
 
         routes = []
         for paths, endpoint, method in (
@@ -385,7 +397,12 @@ class ChatServer:
 
         app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
         app.state.server = self
-        return app if not token else TokenGate(app, token)
+        return guard(
+            app if not token else TokenGate(app, token),
+            max_requests=MAX_CONNECTIONS,
+            max_body_bytes=MAX_BODY_BYTES,
+            body_budget_bytes=BODY_BUDGET_BYTES,
+        )
 
     async def _models_route(self, request: Any) -> Any:
         return _json_response(
@@ -437,6 +454,8 @@ class ChatServer:
             return _error_response(400, "the client left before its answer")
         except TimeoutError as exc:
             return _error_response(504, str(exc), "server_error", code="timeout")
+        except RecursionError:  # over-deep JSON, or a structure in it too deep to render
+            return _error_response(400, "the request is nested too deeply")
         except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
             return _error_response(400, str(exc))
         except Exception as exc:  # keep the server up; tell the client
@@ -791,7 +810,9 @@ class ChatServer:
                 message says which, and the flag that raises it).
         """
         if isinstance(request, (bytes, bytearray)):
-            request = json.loads(request)
+            from verigym.serve.front import loads_json
+
+            request = loads_json(request)
         if not isinstance(request, dict):
             raise RequestError("the body must be a JSON object")
         self._check_model(request)
@@ -1067,7 +1088,9 @@ class ChatServer:
             RequestError: the request is malformed, names another model or is above a limit.
         """
         if isinstance(request, (bytes, bytearray)):
-            request = json.loads(request)
+            from verigym.serve.front import loads_json
+
+            request = loads_json(request)
         if not isinstance(request, dict):
             raise RequestError("the body must be a JSON object")
         self._check_model(request)
@@ -1254,7 +1277,8 @@ def make_server(
     ``serve_forever()`` to run it and ``shutdown()`` + ``server_close()`` to stop.
 
     Raises:
-        ValueError: a limit is below 1, or ``host`` is not loopback and there is no ``token``.
+        ValueError: a limit is below 1, or ``host`` is not loopback and there is no ``token`` (or
+            a weak one).
         OSError: the address cannot be bound.
         ImportError: Starlette or uvicorn is missing (``pip install verigym[serve]``).
     """

@@ -49,8 +49,11 @@ def is_loopback(host: str) -> bool:
 def check_exposure(config: ServeConfig, host: str) -> ServeConfig:
     """``config`` with the token of ``VERIGYM_TOKEN`` when it has none.
 
+    A token under :data:`verigym.serve.auth.MIN_TOKEN_BITS` bits is logged as a warning on
+    loopback.
+
     Raises:
-        ValueError: ``host`` is not loopback and there is no token.
+        ValueError: ``host`` is not loopback and there is no token, or a weak one.
     """
     if config.token is None and os.environ.get("VERIGYM_TOKEN"):
         import dataclasses
@@ -61,6 +64,9 @@ def check_exposure(config: ServeConfig, host: str) -> ServeConfig:
             f"refusing to serve on {host} without a token: anyone who reaches the port could run envs "
             "(and tool sandboxes) here. Pass --token or set VERIGYM_TOKEN, or bind 127.0.0.1."
         )
+    from verigym.serve.auth import check_token
+
+    check_token(config.token, host, "serve-env")
     return config
 
 
@@ -80,13 +86,25 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+MAX_REQUESTS = 1024
+"""HTTP requests ``serve-env`` serves at once (more get 503); idle connections do not count."""
+
+
 def _uvicorn_server(config: ServeConfig, host: str) -> Any:
     import uvicorn
 
-    app = create_app(config)
+    from verigym.serve.front import guard, uvicorn_protocol
+
+    app = guard(
+        create_app(config),
+        max_requests=MAX_REQUESTS,
+        max_body_bytes=config.max_message_bytes,
+        body_budget_bytes=4 * config.max_message_bytes,
+    )
     settings = uvicorn.Config(
         app,
         host=host,
+        http=uvicorn_protocol(max_connections=MAX_REQUESTS),
         log_level="warning",
         ws_max_size=config.max_message_bytes * 4
         + 4096,  # larger frames: close 1009; between: MESSAGE_TOO_LARGE
