@@ -32,7 +32,14 @@ from typing import Any
 import numpy as np
 
 from verigym.leaderboards.agent_spec import parse_agent_spec
-from verigym.leaderboards.store import DEFAULT_DIR, EpisodeRow, ResultsStore, canonical_kwargs
+from verigym.leaderboards.store import (
+    DEFAULT_DIR,
+    MAX_LENGTH,
+    MAX_TIME_S,
+    EpisodeRow,
+    ResultsStore,
+    canonical_kwargs,
+)
 from verigym.leaderboards.suite import Suite, Task, load_suite
 from verigym.leaderboards.trajectories import Recorder
 from verigym.progress import counter_bar
@@ -558,10 +565,12 @@ def evaluate(
                     **key,
                     **failed_result(
                         f"the episode's result was refused: {exc}",
-                        length=max(length, 0)
+                        length=min(max(length, 0), MAX_LENGTH)
                         if isinstance(length, int) and not isinstance(length, bool)
                         else 0,
-                        time_s=float(result["time_s"]) if _finite(result.get("time_s")) else 0.0,
+                        time_s=min(float(result["time_s"]), MAX_TIME_S)
+                        if _finite(result.get("time_s"))
+                        else 0.0,
                     ),
                 )
             if not store.add(row, trajectory, frames):

@@ -8,6 +8,13 @@ its name says what it covers (``ppo:ckpts (covers DoorKey-5x5-v0)``). Each per-t
 with its standard error over episodes. A reference row that cannot win every episode by design (the
 oracle in a game against an opponent, where chance and the opponent decide some episodes) gets a
 note that says so.
+
+What a row proves: only an ``ok`` row carries a verdict (``verigym reverify`` replays it). A
+``timeout`` or ``error`` row was never replayed, so it carries no score: it counts as a failure in
+every aggregate (score 0, not a success, and for the ``return`` metric its partial return capped at
+0, so a timeout never earns more than playing on would have), whatever the row says. Rows recorded
+with constructor kwargs of their own are another task: without a suite they get their own row,
+labelled with the kwargs (:func:`task_label`); a suite keeps only rows of its own kwargs.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ __all__ = [
     "render_html",
     "render_markdown",
     "render_table",
+    "task_label",
 ]
 
 _METRIC_FIELD = {"score": "score", "success": "success", "return": "episode_return"}
@@ -115,8 +123,32 @@ class Standings:
         return [e for e in self.entries if not e.complete]
 
 
+def task_label(env_id: str, env_kwargs: str) -> str:
+    """The standings' name of the task a row was played on: its env id, with its kwargs when they
+    are not the defaults (``verigym/GuessNumber-v0 {"max_number":2}``), or a note when the row
+    predates rows naming their kwargs. Rows of two labels never share a cell.
+
+    Args:
+        env_id: the row's env id.
+        env_kwargs: the row's canonical kwargs JSON (``""`` on a migrated row).
+    """
+    if env_kwargs == "{}":
+        return env_id
+    if not env_kwargs:
+        return f"{env_id} (kwargs not recorded)"
+    return f"{env_id} {env_kwargs}"
+
+
+def _credited(row: EpisodeRow, metric: str) -> float:
+    """What a row counts for in an aggregate: its own value when it is an ``ok`` row; a
+    ``timeout``/``error`` row carries no verdict, so no credit (0, and a return capped at 0)."""
+    if row.status == "ok":
+        return float(getattr(row, _METRIC_FIELD[metric]))
+    return min(0.0, row.episode_return) if metric == "return" else 0.0
+
+
 def _aggregate(rows: Sequence[EpisodeRow], metric: str) -> Cell:
-    values = [float(getattr(r, _METRIC_FIELD[metric])) for r in rows]
+    values = [_credited(r, metric) for r in rows]
     n = len(values)
     mean = sum(values) / n
     var = sum((v - mean) ** 2 for v in values) / (n - 1) if n > 1 else 0.0
@@ -124,9 +156,9 @@ def _aggregate(rows: Sequence[EpisodeRow], metric: str) -> Cell:
         episodes=n,
         mean=mean,
         stderr=math.sqrt(var / n),
-        success_rate=sum(r.success for r in rows) / n,
-        mean_score=sum(r.score for r in rows) / n,
-        mean_return=sum(r.episode_return for r in rows) / n,
+        success_rate=sum(_credited(r, "success") for r in rows) / n,
+        mean_score=sum(_credited(r, "score") for r in rows) / n,
+        mean_return=sum(_credited(r, "return") for r in rows) / n,
         mean_length=sum(r.length for r in rows) / n,
         timeouts=sum(r.status == "timeout" for r in rows),
         errors=sum(r.status == "error" for r in rows),
@@ -152,6 +184,7 @@ def compute_standings(store: ResultsStore, suite: Suite | None = None) -> Standi
             [],
             ratings=compute_ratings(matches),
         )
+    label = lambda row: row.env_id  # noqa: E731 - a suite's task: the suite fixes its kwargs
     if suite is not None:  # the suite's seeds and kwargs; every row is validated as it is read
         rows = store.suite_rows(suite)
         env_ids, metric, title = (
@@ -161,14 +194,15 @@ def compute_standings(store: ResultsStore, suite: Suite | None = None) -> Standi
         )
     else:
         rows = store.rows()
+        label = lambda row: task_label(row.env_id, row.env_kwargs)  # noqa: E731
         env_ids, metric, title = (
-            sorted({r.env_id for r in rows}),
+            sorted({label(r) for r in rows}),
             "score",
             "verigym leaderboard: all results",
         )
     grouped: dict[tuple[str, str], dict[str, list[EpisodeRow]]] = {}
     for row in rows:
-        grouped.setdefault((row.agent_spec, row.config_hash), {}).setdefault(row.env_id, []).append(
+        grouped.setdefault((row.agent_spec, row.config_hash), {}).setdefault(label(row), []).append(
             row
         )
     entries = []
@@ -278,7 +312,7 @@ def _cell_text(cell: Cell | None) -> str:
         return "—"
     text = f"{cell.mean:.3f} ± {cell.stderr:.3f}"
     if cell.timeouts or cell.errors:
-        text += f" ({cell.timeouts} timeout, {cell.errors} error)"
+        text += f" ({cell.timeouts} timeout, {cell.errors} error: no credit)"
     return text
 
 

@@ -15,6 +15,9 @@ the agent spec and its config hash, the verigym version, the package versions an
 Rows are checked the same way when they are read back (:meth:`ResultsStore.rows`): a row that was
 edited into the file after it was written (a NaN or out-of-range score, a ``success`` of 5, a NUL
 or a newline in an identifier, an oversized ``packages``) is refused with its rowid, never trusted.
+Numbers are bounded as well as finite (an ``episode_return`` of ``1e300`` is refused, see
+:data:`MAX_ABS_RETURN`), and a ``timeout`` or ``error`` row carries no score: it was never replayed,
+so its ``score`` must be 0 and a row that says otherwise is refused on write and on read.
 
 Binding: a row names the constructor kwargs of its episode (``env_kwargs``, canonical JSON) and the
 SHA-256 of its trajectory bound to the row's env id, version, seed, kwargs, agent spec and config
@@ -68,6 +71,17 @@ MAX_KWARGS_CHARS = 16 * 1024
 """``env_kwargs`` (canonical JSON) longer than this is refused."""
 MAX_TRAJECTORY_BYTES = 64 << 20
 """A stored (compressed) trajectory larger than this is not read."""
+MAX_ABS_RETURN = 1e9
+"""An ``episode_return`` (or a match payoff) beyond ``±MAX_ABS_RETURN`` is refused: no verigym env sums
+rewards anywhere near it, so such a value is damage or a forgery, never a result."""
+MAX_LENGTH = 10_000_000
+"""Most steps a row may say an episode (or a match) took."""
+MAX_TIME_S = 10_000_000.0
+"""Most wall-clock seconds a row may say an episode took (about 116 days)."""
+MAX_SEED = 2**63 - 1
+"""Seeds are in ``[0, MAX_SEED]`` (NumPy seeds are non-negative; SQLite integers are 64-bit)."""
+MAX_VERSION = 1_000_000
+"""An ``env_version`` above this is refused."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +96,8 @@ class EpisodeRow:
         agent_spec: the agent spec string (``random``, ``ppo:runs/ppo``, ...).
         config_hash: SHA-256 prefix of the agent's configuration (spec + checkpoint config).
         status: ``ok``, ``timeout`` or ``error``.
-        score: ``info["score"]`` at episode end (0 when the episode did not finish).
+        score: ``info["score"]`` at episode end; always 0 on a ``timeout``/``error`` row (such a row
+            was not replayed: it carries no score, and the standings give it no credit).
         success: ``info["success"]`` at episode end.
         episode_return: sum of rewards.
         length: steps taken.
@@ -145,8 +160,10 @@ class EpisodeRow:
         Raises:
             ValueError: a field has the wrong type (``bool`` is not an ``int`` and an ``int`` is not
                 a ``bool``), the row lacks provenance, or a value is out of range (``score`` outside
-                [0, 1], a negative ``length`` or ``time_s``, a NaN or infinite number, a
-                ``created_at`` that is not ISO 8601, an unknown ``status``), an identifier holds a
+                [0, 1], a NaN or infinite number, a ``created_at`` that is not ISO 8601, an unknown
+                ``status``, a ``timeout``/``error`` row whose score is not 0, an ``episode_return``
+                beyond ``±``:data:`MAX_ABS_RETURN`, a ``length``, ``time_s``, ``seed`` or
+                ``env_version`` outside ``[0, MAX_...]``), an identifier holds a
                 control character (NUL, newline) or text that is not UTF-8 or is over
                 :data:`MAX_IDENTIFIER_CHARS`, ``packages`` or ``env_kwargs`` is over its bound or
                 not a JSON object, or ``trajectory_digest`` is not ``""`` or 64 hex digits.
@@ -187,8 +204,17 @@ class EpisodeRow:
             raise ValueError(f"score {self.score!r} is outside [0, 1]")
         if self.length < 0 or self.time_s < 0:
             raise ValueError(f"length ({self.length}) and time_s ({self.time_s}) must be >= 0")
+        _require_bounds(self, "seed", 0, MAX_SEED)
+        _require_bounds(self, "env_version", 0, MAX_VERSION)
+        _require_bounds(self, "length", 0, MAX_LENGTH)
+        _require_bounds(self, "time_s", 0.0, MAX_TIME_S)
+        _require_bounds(self, "episode_return", -MAX_ABS_RETURN, MAX_ABS_RETURN)
         if self.success and self.status != "ok":
             raise ValueError(f"a {self.status} row cannot be a success")
+        if self.status != "ok" and self.score != 0.0:
+            raise ValueError(
+                f"a {self.status} row was not replayed and carries no score, got score {self.score!r} (it must be 0)"
+            )
         _require_packages(self.packages)
         _require_iso_date(self.created_at)
         if (
@@ -300,6 +326,12 @@ def _require_finite(row: Any, name: str) -> None:
         )
 
 
+def _require_bounds(row: Any, name: str, low: float, high: float) -> None:
+    value = getattr(row, name)
+    if not low <= value <= high:
+        raise ValueError(f"{name} {value!r} is outside [{low:g}, {high:g}]")
+
+
 def _require_packages(text: str) -> None:
     packages = _json_object("packages", text, MAX_PACKAGES_CHARS)
     if packages is None or not packages or not all(isinstance(v, str) for v in packages.values()):
@@ -356,8 +388,8 @@ class MatchRow:
         """Check every field strictly.
 
         Raises:
-            ValueError: a wrong type, missing provenance, a NaN or infinite payoff, a negative
-                length, a ``created_at`` that is not ISO 8601, or an identifier that holds a control
+            ValueError: a wrong type, missing provenance, a NaN, infinite or absurd payoff (beyond
+                ``±``:data:`MAX_ABS_RETURN`), a negative or huge length or seed, a ``created_at`` that is not ISO 8601, or an identifier that holds a control
                 character or text that is not UTF-8.
         """
         for name in (
@@ -406,8 +438,10 @@ class MatchRow:
             value = getattr(self, name)
             if not value.strip():
                 raise ValueError(f"refusing a match row without provenance: {name} is {value!r}")
-        if self.length < 0:
-            raise ValueError(f"length must be >= 0, got {self.length}")
+        _require_bounds(self, "seed", 0, MAX_SEED)
+        _require_bounds(self, "length", 0, MAX_LENGTH)
+        for name in ("first_payoff", "second_payoff"):
+            _require_bounds(self, name, -MAX_ABS_RETURN, MAX_ABS_RETURN)
         _require_packages(self.packages)
         _require_iso_date(self.created_at)
 

@@ -53,6 +53,22 @@ METRICS = ("score", "success", "return", "rating")
 KINDS = ("single", "competitive")
 SUITES_DIR = pathlib.Path(__file__).resolve().parent / "suites"
 _VERSION = re.compile(r"-v(\d+)$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""A suite's name: it names files (``leaderboard-<name>.html``), so a short plain word."""
+MAX_TIME_LIMIT_S = 7 * 86400.0
+"""Longest ``time_limit_s`` of a task (seconds): one week, scaled limits included."""
+MAX_EPISODES = 100_000
+"""Most episodes of one task."""
+MAX_TASKS = 1_000
+"""Most tasks of one suite."""
+MAX_SUITE_BYTES = 1 << 20
+"""A suite file larger than this is refused before it is parsed."""
+MAX_ID_CHARS = 200
+MAX_DESCRIPTION_CHARS = 4096
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 @dataclass(frozen=True)
@@ -76,22 +92,38 @@ class Task:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.env_id, str) or not 0 < len(self.env_id) <= MAX_ID_CHARS:
+            raise ValueError(
+                f"suite task env_id must be an id of 1 to {MAX_ID_CHARS} characters, got {str(self.env_id)[:80]!r}"
+            )
         if not _VERSION.search(self.env_id):
             raise ValueError(
                 f"suite task {self.env_id!r} must name a version (…-vN): scores are never compared across versions"
             )
-        if not isinstance(self.episodes, int) or self.episodes < 1:
+        if not _positive_int(self.episodes) or self.episodes > MAX_EPISODES:
             raise ValueError(
-                f"{self.env_id}: episodes must be a positive int, got {self.episodes!r}"
+                f"{self.env_id}: episodes must be an int in [1, {MAX_EPISODES}], got {self.episodes!r}"
             )
+        if not (isinstance(self.seed_start, int) and not isinstance(self.seed_start, bool)):
+            raise ValueError(f"{self.env_id}: seed_start must be an int, got {self.seed_start!r}")
         if not (
             EVAL_SEED_START <= self.seed_start and self.seed_start + self.episodes <= EVAL_SEED_END
         ):
             raise ValueError(
                 f"{self.env_id}: seeds {self.seed_start}..{self.seed_start + self.episodes - 1} leave the held-out range [{EVAL_SEED_START}, {EVAL_SEED_END})"
             )
-        if not self.time_limit_s > 0:
-            raise ValueError(f"{self.env_id}: time_limit_s must be > 0, got {self.time_limit_s!r}")
+        if (
+            isinstance(self.time_limit_s, bool)
+            or not isinstance(self.time_limit_s, (int, float))
+            or not 0 < self.time_limit_s <= MAX_TIME_LIMIT_S
+        ):
+            raise ValueError(
+                f"{self.env_id}: time_limit_s must be a number of seconds in (0, {MAX_TIME_LIMIT_S:g}], got {self.time_limit_s!r}"
+            )
+        if not isinstance(self.env_kwargs, dict):
+            raise ValueError(
+                f"{self.env_id}: env_kwargs must be an object, got {type(self.env_kwargs).__name__}"
+            )
 
     @property
     def seeds(self) -> range:
@@ -113,6 +145,16 @@ class Suite:
     kind: str = "single"
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+            raise ValueError(
+                f"a suite's name must be 1 to 64 letters, digits, '.', '_' or '-' (it names files), got {str(self.name)[:80]!r}"
+            )
+        if not isinstance(self.description, str) or len(self.description) > MAX_DESCRIPTION_CHARS:
+            raise ValueError(
+                f"suite {self.name}: description must be text of at most {MAX_DESCRIPTION_CHARS} characters"
+            )
+        if len(self.tasks) > MAX_TASKS:
+            raise ValueError(f"suite {self.name}: {len(self.tasks)} tasks (at most {MAX_TASKS})")
         if self.kind not in KINDS:
             raise ValueError(f"suite {self.name}: kind must be one of {KINDS}, got {self.kind!r}")
         if self.metric not in METRICS or (self.metric == "rating") != (self.kind == "competitive"):
@@ -141,9 +183,31 @@ class Suite:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Suite:
+        """A suite from its file's JSON object.
+
+        Raises:
+            ValueError: the object is not a valid suite; the message is one line naming the field.
+        """
+        if not isinstance(data, dict):
+            raise ValueError(f"a suite must be a JSON object, got {type(data).__name__}")
         unknown = set(data) - {"name", "tasks", "metric", "description", "kind"}
         if unknown:
-            raise ValueError(f"suite {data.get('name')}: unknown fields {sorted(unknown)}")
+            raise ValueError(
+                f"suite {str(data.get('name'))[:80]}: unknown fields {sorted(map(str, unknown))[:10]}"
+            )
+        for required in ("name", "tasks"):
+            if required not in data:
+                raise ValueError(f"a suite needs {required!r}")
+        if not isinstance(data["tasks"], list) or len(data["tasks"]) > MAX_TASKS:
+            raise ValueError(
+                f"suite {str(data['name'])[:80]}: tasks must be a list of at most {MAX_TASKS} objects"
+            )
+        fields_ = {"env_id", "episodes", "seed_start", "time_limit_s", "env_kwargs"}
+        for index, task in enumerate(data["tasks"], 1):
+            if not isinstance(task, dict) or not set(task) <= fields_ or "env_id" not in task:
+                raise ValueError(
+                    f"suite {str(data['name'])[:80]}: task {index} must be an object with env_id and only {sorted(fields_)}"
+                )
         tasks = tuple(Task(**t) for t in data["tasks"])
         for task in tasks:
             _check_env_kwargs(data.get("name"), task)
@@ -173,7 +237,7 @@ def _check_env_kwargs(suite: Any, task: Task) -> None:
 
     try:
         require_id(task.env_id)
-    except KeyError:
+    except Exception:  # noqa: BLE001 - an unknown id or version is left to Suite.missing_ids
         return
     try:
         untrusted_kwargs(task.env_id, task.env_kwargs)
@@ -191,7 +255,8 @@ def load_suite(name_or_path: str | pathlib.Path) -> Suite:
 
     Raises:
         FileNotFoundError: no such suite (the message lists the shipped ones).
-        ValueError: the file is not a valid suite.
+        ValueError: the file is not a valid suite (one line saying why: not JSON, ``NaN`` or
+            ``Infinity``, over :data:`MAX_SUITE_BYTES`, a field of the wrong type or out of bounds).
     """
     path = pathlib.Path(name_or_path)
     if not path.suffix:
@@ -201,7 +266,18 @@ def load_suite(name_or_path: str | pathlib.Path) -> Suite:
             f"no suite {name_or_path!r}; shipped suites: {', '.join(list_suites())} (or give a path to a .json file)"
         )
     try:
-        data = json.loads(path.read_text())
+        size = path.stat().st_size
+        if size > MAX_SUITE_BYTES:
+            raise ValueError(f"a suite file is at most {MAX_SUITE_BYTES} bytes, this one {size}")
+        data = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
+        return Suite.from_dict(data)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: invalid JSON: {exc}") from None
-    return Suite.from_dict(data)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError included
+        raise ValueError(f"{path}: {' '.join(str(exc).split())[:500]}") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a suite may hold (give a finite number)")

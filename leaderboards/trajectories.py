@@ -54,6 +54,8 @@ __all__ = [
     "Recorder",
     "ReplayResult",
     "ReverifyReport",
+    "UnboundTrajectory",
+    "bound_trajectory",
     "chat_messages",
     "dataset_records",
     "decode",
@@ -814,59 +816,125 @@ def _plain_kwargs(encoded: Any) -> Any:
     return json.loads(json.dumps(_plain_json(decode_value(encoded)), sort_keys=True))
 
 
-def _bound_document(
-    store: Any, row: Any, registry: Any, allow: tuple[str, ...]
-) -> dict[str, Any] | str:
-    """The row's trajectory set to replay from the row's own values, or why it cannot be replayed."""
+class UnboundTrajectory(ValueError):
+    """A stored trajectory that is not read for its row: it was not written with the row (digest,
+    header), it cannot be decoded, or the row's kwargs are refused; the message says which."""
+
+
+def bound_trajectory(
+    store: Any,
+    row: Any,
+    *,
+    rebuild: bool = False,
+    allow: Collection[str] = (),
+    registry: Any = None,
+) -> dict[str, Any] | None:
+    """The trajectory of a stored row, read only when it is provably the one written with the row.
+
+    Every path that reads a stored episode goes through here (``reverify``, ``export`` in every
+    format, the episode viewer), so none of them trusts the trajectory's own header. The row's
+    ``trajectory_digest`` must match the blob (:func:`~verigym.leaderboards.store.trajectory_digest`:
+    it binds the row's env id, version, seed, kwargs, agent and config), and the trajectory's
+    header must name the row's env id, seed, kwargs and text view. The document returned carries
+    the row's own values in those fields, never the trajectory's.
+
+    Args:
+        store: a :class:`~verigym.leaderboards.store.ResultsStore`.
+        row: the :class:`~verigym.leaderboards.store.EpisodeRow`.
+        rebuild: the caller will build the env from the returned ``env_kwargs`` (reverify, the SFT
+            export): the row's kwargs must then pass :func:`verigym.registration.untrusted_kwargs`
+            (with ``allow``) and its id must be registered; a row migrated from before rows named
+            their kwargs (``env_kwargs == ""``) is refused. Without ``rebuild`` (the viewer, the
+            dataset export) such a legacy row is read when its header names the row's env id and
+            seed, and the document says ``"bound": False``.
+        allow: operator-only kwargs the row may carry (``untrusted_kwargs(..., allow=...)``);
+            ``never`` parameters (``unsafe``) stay refused.
+        registry: Gymnasium's registry (default: ``gymnasium.registry``), with ``rebuild``.
+
+    Returns:
+        The trajectory document (:func:`decode`) with ``env_id``, ``seed``, ``env_kwargs`` (encoded,
+        :func:`encode_value`) and ``text_view`` set from the row, and ``"bound"`` (True unless the
+        row is a legacy one); None when no trajectory was recorded for the row.
+
+    Raises:
+        UnboundTrajectory: why the trajectory is not read (the message is one line).
+    """
     from verigym.registration import KwargsRefused, untrusted_kwargs
 
-    if row.env_id not in registry:
-        return f"{row.env_id} is not registered here (a newer version replaced it?)"
-    if not row.env_kwargs:
-        return (
-            "unbound: recorded before rows named their kwargs and the digest of their trajectory; "
-            "run these episodes again into a new folder (--out DIR) to verify them"
-        )
-    try:
-        kwargs = untrusted_kwargs(row.env_id, json.loads(row.env_kwargs), allow=allow)
-    except KwargsRefused as exc:
-        return f"its kwargs are refused, so it is not replayed: {exc}"
+    legacy = not row.env_kwargs
+    if rebuild:
+        if registry is None:
+            import gymnasium
+
+            registry = gymnasium.registry
+        if row.env_id not in registry:
+            raise UnboundTrajectory(
+                f"{row.env_id} is not registered here (a newer version replaced it?)"
+            )
+        if legacy:
+            raise UnboundTrajectory(
+                "unbound: recorded before rows named their kwargs and the digest of their trajectory; "
+                "run these episodes again into a new folder (--out DIR) to verify them"
+            )
+        try:
+            kwargs = untrusted_kwargs(row.env_id, json.loads(row.env_kwargs), allow=tuple(allow))
+        except KwargsRefused as exc:
+            raise UnboundTrajectory(
+                f"its kwargs are refused, so it is not replayed: {exc}"
+            ) from None
+    else:
+        kwargs = {} if legacy else json.loads(row.env_kwargs)
     try:
         blob = store.trajectory(row)
     except ValueError as exc:
-        return f"its trajectory is not read: {exc}"
+        raise UnboundTrajectory(f"its trajectory is not read: {exc}") from None
     if blob is None:
-        return "no trajectory was recorded for this result"
-    if row.trajectory_digest != trajectory_digest(row, blob):
-        return "the stored trajectory is not the one written with this row (the row's trajectory digest does not match it)"
+        return None
+    if not legacy and row.trajectory_digest != trajectory_digest(row, blob):
+        raise UnboundTrajectory(
+            "the stored trajectory is not the one written with this row (the row's trajectory digest does not match it)"
+        )
     try:
         doc = decode(blob)
         recorded = (doc["env_id"], doc["seed"], _plain_kwargs(doc["env_kwargs"]), doc["text_view"])
     except (ValueError, TypeError, KeyError, RecursionError) as exc:
-        return f"its trajectory cannot be read: {exc}"
+        raise UnboundTrajectory(
+            f"its trajectory cannot be read: {safe_text(str(exc))[:500]}"
+        ) from None
     expected = (
         row.env_id,
         row.seed,
         json.loads(canonical_kwargs(kwargs)),
         _text_view_of(row.agent_spec),
     )
-    if recorded != expected:
-        names = ("env id", "seed", "kwargs", "text view")
-        differ = "; ".join(
-            f"{n} {r!r} in the trajectory, {e!r} in the row"
-            for n, r, e in zip(names, recorded, expected)
-            if r != e
-        )
-        return f"the trajectory was recorded for another episode: {differ}"
+    names = ("env id", "seed", "kwargs", "text view")
+    checked = 2 if legacy else 4  # a legacy row names no kwargs: its env id and seed are checked
+    differ = "; ".join(
+        f"{n} {safe_text(repr(r))[:200]} in the trajectory, {e!r} in the row"
+        for n, r, e in list(zip(names, recorded, expected))[:checked]
+        if r != e
+    )
+    if differ:
+        raise UnboundTrajectory(f"the trajectory was recorded for another episode: {differ}")
+    bound = {**doc, "env_id": row.env_id, "seed": row.seed, "bound": not legacy}
+    if not legacy:
+        bound.update(env_kwargs=encode_value(kwargs), text_view=expected[3])
+    return bound
+
+
+def _bound_document(
+    store: Any, row: Any, registry: Any, allow: tuple[str, ...]
+) -> dict[str, Any] | str:
+    """The row's trajectory set to replay from the row's own values, or why it cannot be replayed."""
+    try:
+        doc = bound_trajectory(store, row, rebuild=True, allow=allow, registry=registry)
+    except UnboundTrajectory as exc:
+        return str(exc)
+    if doc is None:
+        return "no trajectory was recorded for this result"
     if doc["reset"] is None:
         return "its trajectory has no reset (the episode did not start)"
-    return {
-        **doc,
-        "env_id": row.env_id,
-        "seed": row.seed,
-        "env_kwargs": encode_value(kwargs),
-        "text_view": expected[3],
-    }
+    return doc
 
 
 def _replay_row(
@@ -930,8 +998,9 @@ def dataset_records(
     ``score``, ``success``, ``env_id``, ``seed``, ``agent``, ``config_hash``, ``status``, ``length``,
     ``suite``, and ``provenance`` (a JSON string: verigym version, git SHA, packages, Python, time).
 
-    A trajectory is read only when it is bound to its row: the row's digest matches it (rows
-    migrated from before rows were bound have none), and its header names the row's env id and seed.
+    A trajectory is read only when it is bound to its row (:func:`bound_trajectory`): the row's
+    digest matches it and its header names the row's env id, seed, kwargs and text view (rows
+    migrated from before rows were bound have no digest: their env id and seed are checked).
 
     Args:
         store: a :class:`~verigym.leaderboards.store.ResultsStore`.
@@ -945,18 +1014,9 @@ def dataset_records(
     """
     for row in rows:
         try:
-            blob = store.trajectory(row)
-            if blob is None:
+            doc = bound_trajectory(store, row)
+            if doc is None:
                 continue
-            if row.trajectory_digest and row.trajectory_digest != trajectory_digest(row, blob):
-                raise ValueError(
-                    "the stored trajectory is not the one written with this row (its digest differs)"
-                )
-            doc = decode(blob)
-            if (doc["env_id"], doc["seed"]) != (row.env_id, row.seed):
-                raise ValueError(
-                    f"the trajectory is of {doc['env_id']} seed {doc['seed']}, not of this row"
-                )
             messages = chat_messages(doc)
         except (ValueError, TypeError, KeyError, RecursionError) as exc:
             why = f"{row.agent_spec} {row.env_id} seed {row.seed}: {safe_text(str(exc))[:500]}"

@@ -7,6 +7,11 @@ verdict, the conversation (system rules, observations as user turns, actions as 
 the action/observation table, the per-step rewards and infos, the LLM agent's own messages and
 token counts when recorded, and the frames as a filmstrip.
 
+A page shows a trajectory only when it is the one written with its row
+(:func:`~verigym.leaderboards.trajectories.bound_trajectory`: the row's digest, and a header naming
+the row's env id, seed and kwargs); otherwise it says why and shows none of it. A ``timeout`` or
+``error`` row shows no score: it was never replayed.
+
 Where the episode's last ``info`` carries a ``patch`` (the unified diff of the agent's changes that
 RepoFix and Terminal compute themselves), the page opens with it as a diff view: file headers,
 hunks, added and removed lines coloured, every character escaped (the text is the agent's), cut at
@@ -21,10 +26,16 @@ import html
 import json
 import pathlib
 import re
+from collections.abc import Callable
 from typing import Any
 
-from verigym.leaderboards.standings import agent_label
-from verigym.leaderboards.trajectories import chat_messages, decode, show_action
+from verigym.leaderboards.standings import agent_label, task_label
+from verigym.leaderboards.trajectories import (
+    UnboundTrajectory,
+    bound_trajectory,
+    chat_messages,
+    show_action,
+)
 
 __all__ = ["DIFF_CHARS", "DIFF_LINES", "diff_html", "episode_filename", "write_viewer"]
 
@@ -93,7 +104,18 @@ def _page(title: str, body: str, script: str = "") -> str:
     )
 
 
+def _score_text(row: Any) -> str:
+    """A row's score as shown: none for a ``timeout``/``error`` row (it was never replayed)."""
+    return f"{row.score:.3f}" if row.status == "ok" else "—"
+
+
 def _verdict(row: Any) -> str:
+    if row.status != "ok":
+        return (
+            f'<span class="fail">no score</span> &middot; status {html.escape(row.status)}: the episode has no verdict '
+            f"(it was not replayed; the standings count it as a failure) &middot; {row.length} steps"
+            + (f"<pre>{html.escape(row.error)}</pre>" if row.error else "")
+        )
     mark = (
         '<span class="ok">success</span>' if row.success else '<span class="fail">no success</span>'
     )
@@ -218,7 +240,9 @@ def _changes(doc: dict[str, Any]) -> str:
     return ""
 
 
-def _episode_page(row: Any, doc: dict[str, Any] | None, frames: list[tuple[int, bytes]]) -> str:
+def _episode_page(
+    row: Any, doc: dict[str, Any] | None, frames: list[tuple[int, bytes]], refused: str = ""
+) -> str:
     title = f"{row.env_id} seed {row.seed} — {row.agent_spec}"
     heading = f"{row.env_id} seed {row.seed} — {agent_label(row.agent_spec)}"
     parts = [
@@ -227,7 +251,13 @@ def _episode_page(row: Any, doc: dict[str, Any] | None, frames: list[tuple[int, 
         f'<p id="verdict">{_verdict(row)}</p>',
         f"<p>recorded {html.escape(row.created_at)} with verigym {html.escape(row.verigym_version)} ({html.escape(row.git_sha[:12])}), "
         f"config {html.escape(row.config_hash[:12])}, {row.time_s:.2f} s</p>",
+        f'<p id="kwargs">env kwargs <code>{html.escape(row.env_kwargs or "(not recorded)")}</code></p>',
     ]
+    if refused:
+        parts.append(
+            f'<p id="unbound" class="fail">The stored trajectory is not shown: {html.escape(refused)}</p>'
+        )
+        return _page(title, "".join(parts))
     if doc is None:
         parts.append("<p>No trajectory was recorded for this episode.</p>")
         return _page(title, "".join(parts))
@@ -290,37 +320,52 @@ def _select(name: str, values: list[tuple[str, str]]) -> str:
 
 
 def write_viewer(
-    store: Any, folder: str | pathlib.Path, rows: list[Any] | None = None
+    store: Any,
+    folder: str | pathlib.Path,
+    rows: list[Any] | None = None,
+    *,
+    subfolder: str = "episodes",
+    task_of: Callable[[Any], str] | None = None,
 ) -> pathlib.Path:
-    """Write the viewer into ``folder/episodes``.
+    """Write the viewer into ``folder/<subfolder>``: exactly ``rows``, nothing else.
 
     Args:
         store: a :class:`~verigym.leaderboards.store.ResultsStore`.
         folder: the results folder (the standings pages sit beside ``episodes/``).
         rows: the episodes to show (default: every row of the store).
+        subfolder: the viewer's folder name (``episodes``; ``verigym leaderboard --suite S``
+            writes ``episodes-S``, so a suite's viewer lists the suite's episodes only).
+        task_of: a row's task name for the task filter (default :func:`task_label`: the env id,
+            with the kwargs when they are not the defaults, as the standings name it).
 
     Returns:
-        The path of ``episodes/index.html``.
+        The path of ``<subfolder>/index.html``.
     """
-    target = pathlib.Path(folder) / "episodes"
+    target = pathlib.Path(folder) / subfolder
     target.mkdir(parents=True, exist_ok=True)
     rows = store.rows() if rows is None else rows
+    task_of = task_of or (lambda row: task_label(row.env_id, row.env_kwargs))
     lines = []
     for row in rows:
-        blob = store.trajectory(row)
-        doc = decode(blob) if blob is not None else None
+        refused = ""
+        try:
+            doc = bound_trajectory(store, row)
+        except UnboundTrajectory as exc:
+            doc, refused = None, str(exc)
         name = episode_filename(row)
+        frames = store.frames(row) if doc is not None else []
         (target / name).write_text(
-            _episode_page(row, doc, store.frames(row)), encoding="utf-8", errors="backslashreplace"
+            _episode_page(row, doc, frames, refused), encoding="utf-8", errors="backslashreplace"
         )  # text UTF-8 cannot hold (lone surrogates) shown escaped
+        task = task_of(row)
         lines.append(
-            f'<tr data-task="{html.escape(row.env_id)}" data-agent="{html.escape(row.agent_spec)}" data-success="{int(row.success)}">'
-            f'<td>{html.escape(row.env_id)}</td><td title="{html.escape(row.agent_spec)}">{html.escape(agent_label(row.agent_spec))}</td><td class="num">{row.seed}</td>'
+            f'<tr data-task="{html.escape(task)}" data-agent="{html.escape(row.agent_spec)}" data-success="{int(row.success)}">'
+            f'<td>{html.escape(task)}</td><td title="{html.escape(row.agent_spec)}">{html.escape(agent_label(row.agent_spec))}</td><td class="num">{row.seed}</td>'
             f"<td>{html.escape(row.status)}</td><td>{'yes' if row.success else 'no'}</td>"
-            f'<td class="num"><a href="{name}">{row.score:.3f}</a></td><td class="num">{row.episode_return:.3f}</td>'
+            f'<td class="num"><a href="{name}">{_score_text(row)}</a></td><td class="num">{row.episode_return:.3f}</td>'
             f'<td class="num">{row.length}</td></tr>'
         )
-    tasks = sorted({r.env_id for r in rows})
+    tasks = sorted({task_of(r) for r in rows})
     agents = sorted({r.agent_spec for r in rows})
     filters = (
         _select("task", [(t, t) for t in tasks])

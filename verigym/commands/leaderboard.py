@@ -55,11 +55,15 @@ def run(args: argparse.Namespace) -> int:
         suite = load_suite(args.suite) if args.suite else None
         with ResultsStore(out, create=False) as store:
             standings = compute_standings(store, suite)
-            rows = store.rows(env_ids=[t.env_id for t in suite] if suite else None)
-            if suite is not None:
-                seeds = {t.env_id: set(t.seeds) for t in suite}
-                rows = [r for r in rows if r.seed in seeds[r.env_id]]
-            viewer = write_viewer(store, out, rows) if rows else None
+            # the viewer lists what the standings count: a suite's tasks, seeds and kwargs only
+            rows = store.suite_rows(suite)
+            viewer = None
+            if rows and suite is not None:  # own folder: the all-results viewer stays
+                viewer = write_viewer(
+                    store, out, rows, subfolder=f"episodes-{suite.name}", task_of=lambda r: r.env_id
+                )
+            elif rows:
+                viewer = write_viewer(store, out, rows)
     except (FileNotFoundError, ValueError, StoreError) as exc:
         return usage_error("leaderboard", str(exc))
     logs = []
