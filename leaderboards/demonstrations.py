@@ -251,8 +251,10 @@ def stored_demonstrations(
 
     A row is refused (appended to ``refused`` as ``(row, why)``, or raised without it) when its
     seed is an evaluation seed (``>= TRAIN_SEED_END``), it did not succeed, it has no trajectory, or
-    its trajectory is not bound to it (:func:`~verigym.leaderboards.trajectories.decode` and the
-    row's digest). The instructions and tools are those of the text view built at the row's seed
+    its trajectory is not bound to it, or its kwargs are refused
+    (:func:`~verigym.leaderboards.trajectories.bound_trajectory` with ``rebuild``: the env is built
+    from the row's own kwargs after :func:`verigym.registration.untrusted_kwargs`, never from the
+    trajectory's header). The instructions and tools are those of the text view built at the row's seed
     (what an LLM agent is shown), the actions are the recorded ones as text, the observations the
     recorded text views.
 
@@ -266,8 +268,7 @@ def stored_demonstrations(
         ValueError: a row is refused and ``refused`` is None.
     """
     from verigym.agents.llm.chat import feedback_text
-    from verigym.leaderboards.store import trajectory_digest
-    from verigym.leaderboards.trajectories import decode, decode_value
+    from verigym.leaderboards.trajectories import bound_trajectory, decode_value
 
     if make_env is None:
         from verigym.leaderboards.runner import make_env as runner_make_env
@@ -285,14 +286,10 @@ def stored_demonstrations(
                     )
                 if row.status != "ok" or not row.success:
                     raise ValueError("the episode did not succeed")
-                blob = store.trajectory(row)
-                if blob is None:
+                # the row's own env id, seed and kwargs (through untrusted_kwargs), never the trajectory's
+                doc = bound_trajectory(store, row, rebuild=True)
+                if doc is None:
                     raise ValueError("no stored trajectory")
-                if row.trajectory_digest and row.trajectory_digest != trajectory_digest(row, blob):
-                    raise ValueError("the stored trajectory is not the one written with this row")
-                doc = decode(blob)
-                if (doc["env_id"], doc["seed"]) != (row.env_id, row.seed):
-                    raise ValueError(f"the trajectory is of {doc['env_id']} seed {doc['seed']}")
                 steps = doc["steps"]
                 if not steps or len(steps) > MAX_EPISODE_STEPS:
                     raise ValueError(f"{len(steps)} steps (1 to {MAX_EPISODE_STEPS} are exported)")

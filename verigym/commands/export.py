@@ -141,6 +141,7 @@ def _run_sft(args: argparse.Namespace) -> int:
                 env_ids = _suite_envs(suite, args.families)
             if not env_ids:
                 raise ValueError("--play needs --env ID (repeatable) or --suite")
+            _require_ids(env_ids)
             records = play_demonstrations(
                 env_ids, _seed_range(args.seeds), agent=args.play, refused=refused
             )
@@ -175,6 +176,17 @@ def _run_sft(args: argparse.Namespace) -> int:
     return 1 if refused and not args.play else 0
 
 
+def _require_ids(env_ids: list[str]) -> None:
+    """Raise ``ValueError`` (one line, the closest ids) unless every id can be made here."""
+    from verigym.registration import require_id
+
+    for env_id in env_ids:
+        try:
+            require_id(env_id)
+        except KeyError as exc:
+            raise ValueError(str(exc.args[0])) from None
+
+
 def _suite_envs(suite, families: str | None) -> list[str]:
     from verigym.core import FAMILIES
     from verigym.registration import row
@@ -183,4 +195,5 @@ def _suite_envs(suite, families: str | None) -> list[str]:
     bad = [f for f in wanted if f not in FAMILIES]
     if bad:
         raise ValueError(f"unknown families {bad}; choose from {', '.join(FAMILIES)}")
+    _require_ids([task.env_id for task in suite])
     return [task.env_id for task in suite if not wanted or row(task.env_id).family in wanted]
