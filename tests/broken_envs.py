@@ -170,3 +170,13 @@ class HangsInStepEnv(CountdownTextEnv):
             while True:
                 time.sleep(0.05)
         return super().step(action)
+
+
+class LoneSurrogateEnv(CountdownTextEnv):
+    """Shows a name it decoded with ``surrogateescape`` (as ``os.listdir`` does for a file name that
+    is not UTF-8): the observation holds a lone surrogate, ``"\\udcff"``, that no tokenizer, UTF-8
+    JSON or wire can carry."""
+
+    def _obs(self) -> str:
+        name = b"notes-\xff.txt".decode("utf-8", "surrogateescape")
+        return f"say {self._target} (from {name})"

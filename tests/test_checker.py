@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
 import pytest
 
 from tests import broken_envs
-from verigym.checker import ALL_CHECKS, ConformanceError, check_env
+from verigym.checker import ALL_CHECKS, CheckResult, ConformanceError, check_env
 
 
 def _failed(factory, **kwargs) -> dict[str, str]:
@@ -174,3 +177,103 @@ def test_a_hanging_step_fails_its_check_instead_of_hanging_the_checker():
 def test_call_timeout_leaves_a_correct_env_alone():
     report = check_env(broken_envs.CountdownTextEnv, steps=60, call_timeout=5.0)
     assert report.passed, report.format()
+
+
+def test_a_lone_surrogate_is_named_in_one_line():
+    """An observation with a lone surrogate fails naming the check, the field and why, in one line
+    (not a bare UnicodeEncodeError, nor a pass); the printed report is valid UTF-8."""
+    report = check_env(broken_envs.LoneSurrogateEnv, steps=20, checks=["determinism", "text_view"])
+    failed = {r.name: r.detail for r in report.failures}
+    assert set(failed) == {"determinism", "text_view"}, report.format()
+    for detail in failed.values():
+        assert "\n" not in detail and "lone surrogate '\\udcff'" in detail, detail
+        assert detail.endswith("it cannot be encoded to UTF-8"), detail
+    assert re.fullmatch(  # the first one only, though every observation holds one
+        r"the observation at reset\(seed=0\) holds a lone surrogate '\\udcff' at index \d+: "
+        r"it cannot be encoded to UTF-8",
+        failed["determinism"],
+    ), failed
+    assert "[fail] determinism\n      the observation at reset(seed=0)" in report.format()
+    report.format().encode("utf-8")  # printable: no raw surrogate in the report
+
+
+def test_lone_surrogate_names_the_field_and_passes_valid_text():
+    from verigym.checker import lone_surrogate
+
+    info = {"notes": ["fine", {"path": "a\udc80b"}]}
+    assert lone_surrogate(info, "info at step 3") == (
+        "info at step 3['notes'][1]['path'] holds a lone surrogate '\\udc80' at index 1: "
+        "it cannot be encoded to UTF-8"
+    )
+    assert "(a key)" in lone_surrogate({"\ud800": 1}, "info")
+    assert "[1]" in lone_surrogate(np.array(["ok", "\udfff"]), "the observation")
+    for valid in ("", "😀 a surrogate pair is one character", {"k": ("x", 1, None)}, np.zeros(3)):
+        assert lone_surrogate(valid, "x") is None
+
+
+class _EchoesTheReplyEnv(broken_envs.CountdownTextEnv):
+    """Correct: its error message quotes the agent's reply, lone surrogates included."""
+
+    def _parse(self, action: str) -> int:
+        if len(action) > 64 or not action.strip().isdigit():
+            raise ValueError(f"reply with digits only, not {action[:20]}")
+        return int(action.strip())
+
+
+def test_an_echo_of_the_agents_own_surrogates_is_allowed_and_escaped():
+    report = check_env(_EchoesTheReplyEnv, steps=20, checks=["malformed_actions"])
+    assert report.passed, report.format()
+    assert CheckResult("x", "fail", "not \ud800 digits").detail == "not \\ud800 digits"
+
+
+def _surrogate_game():
+    """A two-player parallel game whose step observations hold a lone surrogate."""
+    from pettingzoo import ParallelEnv
+
+    from verigym.core import UnicodeText
+
+    class SurrogateGame(ParallelEnv):
+        metadata = {"name": "surrogate_game_v0", "is_parallelizable": True}
+        possible_agents = ["a", "b"]
+
+        def __init__(self):
+            self.agents = []
+            self._turn = 0
+
+        def observation_space(self, agent):
+            return UnicodeText(64)
+
+        def action_space(self, agent):
+            return broken_envs.spaces.Discrete(2)
+
+        def reset(self, seed=None, options=None):
+            self.agents, self._turn = list(self.possible_agents), 0
+            return {a: "start" for a in self.agents}, {a: {} for a in self.agents}
+
+        def step(self, actions):
+            self._turn += 1
+            done = self._turn >= 3
+            agents = list(self.agents)
+            infos = {a: {"success": False, "score": 0.0} if done else {} for a in agents}
+            if done:
+                self.agents = []
+            return (
+                {a: f"turn {self._turn} \udcff" for a in agents},
+                dict.fromkeys(agents, 0.0),
+                dict.fromkeys(agents, done),
+                dict.fromkeys(agents, False),
+                infos,
+            )
+
+    return SurrogateGame()
+
+
+def test_a_lone_surrogate_in_a_multiagent_game_is_named_in_one_line():
+    from verigym.checker_multiagent import check_multiagent_env
+
+    report = check_multiagent_env(_surrogate_game, steps=6, checks=["determinism"])
+    detail = {r.name: r.detail for r in report.failures}["determinism"]
+    assert detail == (
+        "a's observation at step 1 holds a lone surrogate '\\udcff' at index 7: "
+        "it cannot be encoded to UTF-8"
+    ), detail

@@ -15,7 +15,9 @@ Checks (each reports what was tried and what happened):
 ``determinism``
     two instances, the same seed and the same actions for ``steps`` steps (episodes restarted with
     derived seeds) give equal observations, rewards, ``terminated``/``truncated`` and verdicts;
-    every observation is in the observation space and every reward is a finite number.
+    every observation is in the observation space and every reward is a finite number; no text
+    the env returns (observations, ``info`` values and keys, at reset too) holds a lone surrogate,
+    which cannot be encoded to UTF-8 (a tokenizer, the wire and the stores need valid text).
 ``reset_leak``
     ``reset(seed=s)`` after other play replays exactly like a first ``reset(seed=s)``.
 ``seed_sensitivity``
@@ -29,7 +31,9 @@ Checks (each reports what was tried and what happened):
 ``malformed_actions``
     empty / random / 1 MB / invalid UTF-8 and lone-surrogate text, NaN, inf, out-of-range and
     wrong-shape arrays: no exception, ``info["action_error"]`` is a non-empty ``str``, the
-    observation stays in its space, the reward is finite, and the env keeps working.
+    observation stays in its space, the reward is finite, and the env keeps working. After an
+    action without lone surrogates, the env's text holds none either (after one with them, an
+    echo of the agent's own text is allowed).
 ``verifier_bounds``
     for text actions, the worst reply of :func:`verigym.verifier_bounds.adversarial_replies` (long,
     deeply nested, huge numbers, many variables, repetition counts; bare, in ``<answer>``, in
@@ -37,7 +41,8 @@ Checks (each reports what was tried and what happened):
     process's peak memory by at most 512 MiB.
 ``text_view``
     ``LanguageWrapper`` gives ``str`` observations and instructions, the action text round-trips
-    (``parse_action(action_text(a)) == a``), and both views give the same trajectory.
+    (``parse_action(action_text(a)) == a``), and both views give the same trajectory; the
+    instructions and the text observations hold no lone surrogate.
 ``episode_end``
     every step that ends an episode carries ``info["success"]`` (bool) and ``info["score"]``
     (float in [0, 1]).
@@ -99,7 +104,14 @@ from verigym.core import (
     TextInterface,
 )
 
-__all__ = ["CheckReport", "CheckResult", "ConformanceError", "check_all", "check_env"]
+__all__ = [
+    "CheckReport",
+    "CheckResult",
+    "ConformanceError",
+    "check_all",
+    "check_env",
+    "lone_surrogate",
+]
 
 Status = Literal["pass", "fail", "skip", "warn"]
 EnvSource = str | gym.Env | Callable[[], gym.Env]
@@ -132,6 +144,82 @@ class CheckResult:
     name: str
     status: Status
     detail: str = ""
+
+    def __post_init__(self) -> None:
+        # an env's error text may hold lone surrogates: escape them, so printing the report (or
+        # writing it as UTF-8) never fails
+        self.detail = _printable(self.detail)
+
+
+def _printable(text: str) -> str:
+    """``text`` with lone surrogates written as ``\\udXXX`` escapes (valid UTF-8)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+_SURROGATE_SCAN_ITEMS = 100_000  # strings, keys and items looked at per value, at most
+
+
+def lone_surrogate(value: Any, field: str) -> str | None:
+    """One line naming the first lone surrogate in the text ``value`` holds, or ``None``.
+
+    A lone surrogate (U+D800..U+DFFF not in a pair, e.g. ``"\\ud800"``) is a ``str`` Python holds
+    but cannot encode to UTF-8: a tokenizer, JSON written as UTF-8, the env server and the stores
+    all fail on it. Strings are looked for in ``str`` values, the keys and values of dicts, the
+    items of lists and tuples and text or object arrays (nested 16 deep, 100,000 items at most).
+
+    Args:
+        value: an observation, an ``info`` dict, an instruction text...
+        field: what ``value`` is, for the message (e.g. ``"the observation at reset(seed=0)"``).
+
+    Returns:
+        e.g. ``"the observation at step 3 ['text'] holds a lone surrogate '\\ud800' at index 8:
+        it cannot be encoded to UTF-8"``; ``None`` when every string encodes.
+    """
+    budget = [_SURROGATE_SCAN_ITEMS]
+    found = _find_surrogate(value, "", 0, budget)
+    if found is None:
+        return None
+    where, text, index = found
+    return (
+        f"{field}{where} holds a lone surrogate {text[index]!r} at index {index}: "
+        "it cannot be encoded to UTF-8"
+    )
+
+
+def _find_surrogate(
+    value: Any, where: str, depth: int, budget: list[int]
+) -> tuple[str, str, int] | None:
+    budget[0] -= 1
+    if budget[0] < 0 or depth > 16:
+        return None
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return where, value, exc.start
+        return None
+    if isinstance(value, dict):
+        for key, item in list(value.items()):
+            if isinstance(key, str) and (
+                found := _find_surrogate(key, f"{where} (a key)", depth + 1, budget)
+            ):
+                return found
+            label = _printable(repr(key))[:60]
+            if found := _find_surrogate(item, f"{where}[{label}]", depth + 1, budget):
+                return found
+        return None
+    if isinstance(value, (list, tuple)):
+        items: Iterable[Any] = value
+    elif isinstance(value, np.ndarray) and value.dtype.kind in "UO":
+        items = value.ravel().tolist()
+    else:
+        return None
+    for index, item in enumerate(items):
+        if budget[0] < 0:
+            return None
+        if found := _find_surrogate(item, f"{where}[{index}]", depth + 1, budget):
+            return found
+    return None
 
 
 @dataclass
@@ -299,14 +387,18 @@ def _iter_rollout(
     fingerprint: bool = False,
     on_step: Callable | None = None,
     action_seed: int | None = None,
+    on_reset: Callable | None = None,
 ) -> Iterator[_Step]:
     """The records of ``steps`` steps from ``reset(seed)``, one at a time (a consumer that stops
     early saves the rest), restarting finished episodes with seeds seed+1, ...
 
     Actions come from :class:`_ActionSource` seeded with ``action_seed`` (default ``seed``).
+    ``on_step(result)`` sees each step's result, ``on_reset(seed, observation, info)`` each reset's.
     """
     actions = _ActionSource(env, seed if action_seed is None else action_seed)
     observation, info = env.reset(seed=seed)
+    if on_reset is not None:
+        on_reset(seed, observation, info)
     yield _record(observation, 0.0, False, False, {}, fingerprint, reset=True)
     episode = 0
     for _ in range(steps):
@@ -318,6 +410,8 @@ def _iter_rollout(
         if result[2] or result[3]:
             episode += 1
             observation, info = env.reset(seed=seed + episode)
+            if on_reset is not None:
+                on_reset(seed + episode, observation, info)
             yield _record(observation, 0.0, False, False, {}, fingerprint, reset=True)
 
 
@@ -329,11 +423,18 @@ def _rollout(
     fingerprint: bool = False,
     on_step: Callable | None = None,
     action_seed: int | None = None,
+    on_reset: Callable | None = None,
 ) -> list[_Step]:
     """:func:`_iter_rollout` as a list."""
     return list(
         _iter_rollout(
-            env, seed, steps, fingerprint=fingerprint, on_step=on_step, action_seed=action_seed
+            env,
+            seed,
+            steps,
+            fingerprint=fingerprint,
+            on_step=on_step,
+            action_seed=action_seed,
+            on_reset=on_reset,
         )
     )
 
@@ -829,10 +930,19 @@ class _Checker:
                 f"episode {self.episode_ends} ({how}): {problem}{hint}"
             )
 
-    def _observation_problems(self, result: tuple, space: spaces.Space) -> str | None:
+    def _observation_problems(
+        self, result: tuple, space: spaces.Space, *, text: str | None = "the observation"
+    ) -> str | None:
+        """What is wrong with one step's result (``None``: nothing). ``text`` names the step for
+        the lone-surrogate scan of the observation and ``info``; ``None`` skips that scan."""
         observation, reward, terminated, truncated, info = result
         if not space.contains(observation):
             return f"observation {_short(observation)} is not in {space}"
+        if text is not None and (
+            problem := lone_surrogate(observation, text)
+            or lone_surrogate(info, text.replace("the observation", "info", 1))
+        ):
+            return problem
         if (
             isinstance(reward, bool)
             or not isinstance(reward, (int, float, np.integer, np.floating))
@@ -853,17 +963,33 @@ class _Checker:
 
     def determinism(self) -> tuple[Status, str]:
         problems: list[str] = []
+        surrogates: list[str] = []  # the first lone surrogate only: an env repeats it every step
+        steps = [0]
 
         def watch(result: tuple) -> None:
             self._check_episode_end(result)
+            steps[0] += 1
             if len(problems) < 3 and (
-                problem := self._observation_problems(result, self.observation_space)
+                problem := self._observation_problems(result, self.observation_space, text=None)
             ):
                 problems.append(problem)
+            if not surrogates and (
+                problem := lone_surrogate(result[0], f"the observation at step {steps[0]}")
+                or lone_surrogate(result[4], f"info at step {steps[0]}")
+            ):
+                surrogates.append(problem)
+
+        def watch_reset(seed: int, observation: Any, info: Any) -> None:
+            where = f"at reset(seed={seed})"
+            if not surrogates and (
+                problem := lone_surrogate(observation, f"the observation {where}")
+                or lone_surrogate(info, f"info {where}")
+            ):
+                surrogates.append(problem)
 
         a, b = self.factory(), self.factory()
         try:
-            first = _rollout(a, self.seed, self.steps, on_step=watch)
+            first = _rollout(a, self.seed, self.steps, on_step=watch, on_reset=watch_reset)
             second = _rollout(b, self.seed, self.steps)
             # make sure at least one episode ends, for the episode_end check
             extra = 0
@@ -874,8 +1000,8 @@ class _Checker:
         finally:
             a.close()
             b.close()
-        if problems:
-            return "fail", "; ".join(problems)
+        if problems or surrogates:
+            return "fail", "; ".join(surrogates + problems)
         if self.nondeterministic:
             return "skip", "the spec says nondeterministic=True"
         difference = _first_difference(first, second, self.atol)
@@ -1027,7 +1153,12 @@ class _Checker:
                         f"{label}: step raised {type(exc).__name__}: {_short(str(exc))}"
                     )
                     continue
-                if problem := self._observation_problems(result, self.observation_space):
+                echo_allowed = lone_surrogate(action, "") is not None  # the agent's own text
+                if problem := self._observation_problems(
+                    result,
+                    self.observation_space,
+                    text=None if echo_allowed else "the observation after it",
+                ):
                     problems.append(f"{label}: {problem}")
                 elif must_flag and not result[4].get(ACTION_ERROR):
                     problems.append(f"{label}: no info['action_error'] was set")
@@ -1071,12 +1202,22 @@ class _Checker:
                 return "fail", f"LanguageWrapper.reset gave {type(observation).__name__}, not str"
             if not isinstance(text_env.instructions(), str) or not text_env.instructions().strip():
                 return "fail", "instructions() is empty"
+            if problem := lone_surrogate(
+                text_env.instructions(), "LanguageWrapper.instructions()"
+            ) or lone_surrogate(
+                observation, f"LanguageWrapper.reset(seed={self.seed})'s observation"
+            ):
+                return "fail", problem
             result = text_env.step("\u2603 not an action \u2603")
             if not isinstance(result[0], str):
                 return (
                     "fail",
                     f"LanguageWrapper.step on garbage gave a {type(result[0]).__name__} observation",
                 )
+            if problem := lone_surrogate(
+                result[0], "LanguageWrapper.step's observation after a garbage reply"
+            ):
+                return "fail", problem
             if text_env._native_text:
                 return "pass", "natively text"
             inner = tensor_env.unwrapped

@@ -15,9 +15,10 @@ types as the Gymnasium checker. Checks, beyond PettingZoo's own API tests:
 ``determinism``
     two instances, the same seed and the same turn/joint actions for ``steps`` steps (finished games
     restarted with seeds ``seed + 1``, ...) give equal observations, rewards, terminations,
-    truncations, verdicts and ``action_error`` flags; every observation is in its agent's space and
-    every reward is finite. Actions are sampled uniformly over ``infos[agent]["action_mask"]`` when
-    the info has one.
+    truncations, verdicts and ``action_error`` flags; every observation is in its agent's space,
+    every reward is finite, and no observation or info (at reset too) holds a lone surrogate (text
+    that cannot be encoded to UTF-8; the failure is one line naming the agent, field and step).
+    Actions are sampled uniformly over ``infos[agent]["action_mask"]`` when the info has one.
 ``reset_leak``
     ``reset(seed=s)`` after other play replays exactly like ``reset(seed=s)`` on a fresh instance.
 ``pickle_deepcopy``
@@ -61,6 +62,7 @@ from verigym.checker import (
     CheckReport,
     CheckResult,
     Status,
+    lone_surrogate,
     malformed_cases,
     run_checks,
     same_values,
@@ -243,6 +245,10 @@ class _Driver:
         )
 
 
+class _ObservationProblem(AssertionError):
+    """What a rollout saw that ends its check: a failure in one line, not a traceback."""
+
+
 def _observation_problem(env: Any, records: Sequence[_Record]) -> str | None:
     for r in records:
         space = env.observation_space(r.agent)
@@ -250,7 +256,17 @@ def _observation_problem(env: Any, records: Sequence[_Record]) -> str | None:
             return f"{r.agent}'s observation {_short(r.observation)} is not in {space}"
         if not math.isfinite(r.reward):
             return f"{r.agent}'s reward {r.reward!r} is not finite"
+        if problem := lone_surrogate(r.observation, f"{r.agent}'s observation"):
+            return problem
     return None
+
+
+def _text_problem(records: Sequence[_Record], infos: Mapping[str, Any], when: str) -> str | None:
+    """The first lone surrogate in what the agents see ``when`` (observations and infos)."""
+    for r in records:
+        if problem := lone_surrogate(r.observation, f"{r.agent}'s observation {when}"):
+            return problem
+    return lone_surrogate(dict(infos), f"the infos {when}")
 
 
 def _verdict_problem(agent: str, info: Mapping[str, Any]) -> str | None:
@@ -326,13 +342,17 @@ class _MultiAgentChecker:
         also collects the episode-end problems of :meth:`episode_end`."""
         source = _Actions(driver.env, seed if action_seed is None else action_seed)
         trajectory = driver.reset(seed)
+        if problem := _text_problem(trajectory, driver.infos, f"at reset(seed={seed})"):
+            raise _ObservationProblem(problem)
         episode = 0
-        for _ in range(steps):
+        for step in range(1, steps + 1):
             records, infos, ended = driver.step(driver.choose(source))
             trajectory.extend(records)
-            problem = _observation_problem(driver.env, records)
+            problem = _text_problem(records, infos, f"at step {step}") or _observation_problem(
+                driver.env, records
+            )
             if problem:
-                raise AssertionError(problem)
+                raise _ObservationProblem(problem)
             for agent in ended:
                 self.episode_ends += 1
                 issue = _verdict_problem(agent, infos.get(agent, {}))
@@ -340,7 +360,12 @@ class _MultiAgentChecker:
                     self.episode_end_problems.append(issue)
             if driver.done():
                 episode += 1
-                trajectory.extend(driver.reset(seed + episode))
+                restart = driver.reset(seed + episode)
+                if problem := _text_problem(
+                    restart, driver.infos, f"at reset(seed={seed + episode})"
+                ):
+                    raise _ObservationProblem(problem)
+                trajectory.extend(restart)
         return trajectory
 
     @staticmethod
@@ -689,7 +714,14 @@ def check_multiagent_env(
         )
         return report
     names = [name for name in MULTIAGENT_CHECKS if name in selected]
-    return run_checks(CheckReport(checker.name), names, lambda name: getattr(checker, name)())
+
+    def run(name: str) -> tuple[Status, str]:
+        try:
+            return getattr(checker, name)()
+        except _ObservationProblem as exc:  # one line naming the agent, the field and the step
+            return "fail", str(exc)
+
+    return run_checks(CheckReport(checker.name), names, run)
 
 
 def check_multiagent_all(
