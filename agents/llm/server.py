@@ -58,9 +58,14 @@ serve-model`` flag that raises it): ``n`` (``--max-n``, default 16), ``max_token
 (``--max-tokens``, default 4096, and at most the model's context minus the prompt), prompts per
 ``/v1/completions`` request (``--max-prompts``, default 16) and the request's tokens, ``n x (prompt
 + max_tokens)`` summed over its prompts (``--max-request-tokens``, default 65536), which is what
-sizes its KV cache. A body is 1 byte to :data:`MAX_BODY_BYTES` of JSON (counted as it arrives, also
-without a ``Content-Length``); at most :data:`MAX_CONNECTIONS` connections are served at once (more
-get 503). Sampling options must be finite numbers in range (else 400); a temperature so small that
+sizes its KV cache. A body is 1 byte to :data:`MAX_BODY_BYTES` of JSON (larger: 413, counted as it
+arrives, also without a ``Content-Length``), and the bodies of all requests in progress hold at most
+:data:`BODY_BUDGET_BYTES` together (more: 503, before the body is read when its ``Content-Length``
+says so); at most :data:`MAX_CONNECTIONS` requests are served at once (more get 503). A connection
+must send its request's headers within :data:`verigym.serve.front.HEADER_TIMEOUT_S` seconds of
+opening (or of its previous answer) or it is closed, and when more than :data:`MAX_CONNECTIONS`
+connections are open the longest-idle one is closed, so idle connections never refuse a request.
+JSON nested deeper than the interpreter's recursion limit is a 400. Sampling options must be finite numbers in range (else 400); a temperature so small that
 the logits overflow samples greedily. A request whose client disconnects is dropped from the queue,
 or stops generating at the next decoding step.
 
@@ -72,8 +77,10 @@ generates, and a client that leaves is noticed at once (the ASGI ``http.disconne
 
 Security: with a token (``token=``, ``verigym serve-model --token`` or ``$VERIGYM_TOKEN``) every
 request needs ``Authorization: Bearer <token>``, checked by :class:`verigym.serve.auth.TokenGate`
-(the env server's gate: 401 for a wrong or missing token, 429 for an address that sent too many);
-binding any address but loopback without a token is refused, as ``verigym serve-env`` does.
+(the env server's gate: the right token always goes through; a wrong or missing one gets 401, or 429
+once its address or its /24 (/64) network sent too many); binding any address but loopback without
+a token, or with one under 128 bits, is refused, as ``verigym serve-env`` does (on loopback a weak
+token is logged as a warning).
 
 ``usage`` counts the prompt tokens once per request (not once per choice) and the tokens of every
 choice, as OpenAI does. Errors carry OpenAI's error object and the env server's fields in one
@@ -120,7 +127,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 8 << 20
-"""Bytes of JSON one request body may hold (larger: 400, counted as the body arrives)."""
+"""Bytes of JSON one request body may hold (larger: 413, counted as the body arrives)."""
 
 MAX_CONNECTIONS = 1024
 """Requests served at once (one more gets HTTP 503), and open connections above which the
