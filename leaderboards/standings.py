@@ -320,6 +320,11 @@ def _short_id(env_id: str) -> str:
     return env_id.removeprefix("verigym/")
 
 
+def _markdown_cell(text: str) -> str:
+    """``text`` safe in a Markdown table cell (a task label's kwargs may hold ``|``)."""
+    return text.replace("|", "\\|")
+
+
 LABEL_LENGTH = 24
 """Characters of an agent's short label in the HTML standings (the full spec is its tooltip)."""
 
@@ -495,7 +500,7 @@ def render_markdown(standings: Standings) -> str:
     ]
     for env_id in standings.env_ids:
         lines.append(
-            f"| {_short_id(env_id)} | "
+            f"| {_markdown_cell(_short_id(env_id))} | "
             + " | ".join(
                 _cell_text(e.cells.get(env_id)).replace("|", "\\|") for e in standings.entries
             )
@@ -510,7 +515,7 @@ def render_markdown(standings: Standings) -> str:
     ]
     for env_id in standings.env_ids:
         lines.append(
-            f"| {_short_id(env_id)} | "
+            f"| {_markdown_cell(_short_id(env_id))} | "
             + " | ".join(
                 f"{e.cells[env_id].success_rate:.0%}" if env_id in e.cells else "—"
                 for e in standings.entries

@@ -20,7 +20,7 @@ import pytest
 from verigym.cli import main
 from verigym.leaderboards.demonstrations import stored_demonstrations
 from verigym.leaderboards.runner import EpisodePlayer, Job, provenance
-from verigym.leaderboards.standings import compute_standings, task_label
+from verigym.leaderboards.standings import compute_standings, render_markdown, task_label
 from verigym.leaderboards.store import (
     MAX_ABS_RETURN,
     EpisodeRow,
@@ -146,6 +146,7 @@ def test_rows_with_other_kwargs_do_not_share_a_cell_with_default_rows(tmp_path):
     assert standings.env_ids == sorted([GUESS, task_label(GUESS, easy)])
     assert entry.cells[GUESS].mean == 0.0 and entry.cells[task_label(GUESS, easy)].mean == 1.0
     assert task_label(GUESS, easy) == f'{GUESS} {{"max_number":2}}'
+    assert '| GuessNumber-v0 {"max_number":2} |' in render_markdown(standings)
     assert task_label(GUESS, "") != GUESS  # a row that predates kwargs is not a default row either
 
 
