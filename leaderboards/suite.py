@@ -145,9 +145,9 @@ class Suite:
     kind: str = "single"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+        if not isinstance(self.name, str) or not 0 < len(self.name) <= MAX_ID_CHARS:
             raise ValueError(
-                f"a suite's name must be 1 to 64 letters, digits, '.', '_' or '-' (it names files), got {str(self.name)[:80]!r}"
+                f"a suite's name must be text of 1 to {MAX_ID_CHARS} characters, got {str(self.name)[:80]!r}"
             )
         if not isinstance(self.description, str) or len(self.description) > MAX_DESCRIPTION_CHARS:
             raise ValueError(
@@ -198,6 +198,10 @@ class Suite:
         for required in ("name", "tasks"):
             if required not in data:
                 raise ValueError(f"a suite needs {required!r}")
+        if not isinstance(data["name"], str) or not _NAME.fullmatch(data["name"]):
+            raise ValueError(
+                f"a suite file's name must be 1 to 64 letters, digits, '.', '_' or '-' (it names files), got {str(data['name'])[:80]!r}"
+            )
         if not isinstance(data["tasks"], list) or len(data["tasks"]) > MAX_TASKS:
             raise ValueError(
                 f"suite {str(data['name'])[:80]}: tasks must be a list of at most {MAX_TASKS} objects"
