@@ -156,7 +156,7 @@ def _printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-_SURROGATE_SCAN_ITEMS = 100_000  # strings, keys and items looked at per value, at most
+_SURROGATE_SCAN_ITEMS = 20_000  # strings, keys and items looked at per value, at most
 
 
 def lone_surrogate(value: Any, field: str) -> str | None:
@@ -165,7 +165,7 @@ def lone_surrogate(value: Any, field: str) -> str | None:
     A lone surrogate (U+D800..U+DFFF not in a pair, e.g. ``"\\ud800"``) is a ``str`` Python holds
     but cannot encode to UTF-8: a tokenizer, JSON written as UTF-8, the env server and the stores
     all fail on it. Strings are looked for in ``str`` values, the keys and values of dicts, the
-    items of lists and tuples and text or object arrays (nested 16 deep, 100,000 items at most).
+    items of lists and tuples and text or object arrays (nested 16 deep, the first 20,000 items).
 
     Args:
         value: an observation, an ``info`` dict, an instruction text...
@@ -176,7 +176,7 @@ def lone_surrogate(value: Any, field: str) -> str | None:
         it cannot be encoded to UTF-8"``; ``None`` when every string encodes.
     """
     budget = [_SURROGATE_SCAN_ITEMS]
-    found = _find_surrogate(value, "", 0, budget)
+    found = _find_surrogate(value, 0, budget)
     if found is None:
         return None
     where, text, index = found
@@ -186,9 +186,9 @@ def lone_surrogate(value: Any, field: str) -> str | None:
     )
 
 
-def _find_surrogate(
-    value: Any, where: str, depth: int, budget: list[int]
-) -> tuple[str, str, int] | None:
+def _find_surrogate(value: Any, depth: int, budget: list[int]) -> tuple[str, str, int] | None:
+    """``(where, text, index)`` of the first lone surrogate: ``where`` is the path inside ``value``
+    (built only for the one found), ``index`` its position in ``text``."""
     budget[0] -= 1
     if budget[0] < 0 or depth > 16:
         return None
@@ -196,29 +196,26 @@ def _find_surrogate(
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:
-            return where, value, exc.start
+            return "", value, exc.start
         return None
     if isinstance(value, dict):
-        for key, item in list(value.items()):
-            if isinstance(key, str) and (
-                found := _find_surrogate(key, f"{where} (a key)", depth + 1, budget)
-            ):
-                return found
-            label = _printable(repr(key))[:60]
-            if found := _find_surrogate(item, f"{where}[{label}]", depth + 1, budget):
-                return found
+        for key, item in itertools.islice(value.items(), max(budget[0], 0)):
+            if isinstance(key, str) and (found := _find_surrogate(key, depth + 1, budget)):
+                return " (a key)", found[1], found[2]
+            if found := _find_surrogate(item, depth + 1, budget):
+                return f"[{_printable(repr(key))[:60]}]{found[0]}", found[1], found[2]
         return None
     if isinstance(value, (list, tuple)):
         items: Iterable[Any] = value
     elif isinstance(value, np.ndarray) and value.dtype.kind in "UO":
-        items = value.ravel().tolist()
+        items = itertools.islice(value.flat, max(budget[0], 0) + 1)
     else:
         return None
     for index, item in enumerate(items):
         if budget[0] < 0:
             return None
-        if found := _find_surrogate(item, f"{where}[{index}]", depth + 1, budget):
-            return found
+        if found := _find_surrogate(item, depth + 1, budget):
+            return f"[{index}]{found[0]}", found[1], found[2]
     return None
 
 
