@@ -133,7 +133,15 @@ class PatchError(ValueError):
 
 # -- the pure-Python unified-diff applier (runs in the parent on agent text: bounded, no I/O) --------
 
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_HUNK = re.compile(r"^@@ -(\d{1,9})(?:,(\d{1,9}))? \+(\d{1,9})(?:,(\d{1,9}))? @@")
+
+MAX_PATCH_HUNKS = 1000
+"""Most hunks one patch may hold, over all its files (more is a :class:`PatchError`)."""
+MAX_PATCH_FILES = 100
+"""Most file headers one patch may hold."""
+MAX_MATCH_LINES = 2_000_000
+"""Most lines :func:`apply_unified_diff` compares while looking for the hunks of one file (each
+place tried costs the hunk's old lines): the search is bounded whatever the patch asks."""
 
 
 def _diff_path(header: str) -> str | None:
@@ -152,17 +160,20 @@ def parse_unified_diff(
     """Parse a unified diff into ``(old path, new path, [(old start line, hunk lines)])`` per file.
 
     Hunk lines keep their first character (``' '``, ``'-'``, ``'+'``); ``\\ No newline`` lines are
-    skipped.
+    skipped. Costs O(length of ``diff``).
 
     Raises:
-        PatchError: no file header, a hunk outside a file, or a hunk whose line counts do not match.
+        PatchError: no file header, a hunk outside a file, a hunk whose line counts do not match,
+            an empty hunk, more than :data:`MAX_PATCH_HUNKS` hunks or :data:`MAX_PATCH_FILES` files.
     """
     files: list[tuple[str | None, str | None, list[tuple[int, list[str]]]]] = []
     lines = diff.splitlines()
-    i = 0
+    i = hunks = 0
     while i < len(lines):
         line = lines[i]
         if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+            if len(files) >= MAX_PATCH_FILES:
+                raise PatchError(f"more than {MAX_PATCH_FILES} files in one patch")
             files.append((_diff_path(line), _diff_path(lines[i + 1]), []))
             i += 2
             continue
@@ -172,8 +183,15 @@ def parse_unified_diff(
                 raise PatchError(
                     f"line {i + 1}: a hunk before any '--- a/file' / '+++ b/file' header"
                 )
+            hunks += 1
+            if hunks > MAX_PATCH_HUNKS:
+                raise PatchError(f"more than {MAX_PATCH_HUNKS} hunks in one patch")
             old_len = int(match.group(2)) if match.group(2) is not None else 1
             new_len = int(match.group(4)) if match.group(4) is not None else 1
+            if old_len == new_len == 0:
+                raise PatchError(
+                    f"line {i + 1}: hunk '{line.strip()}' is empty (no old, no new lines)"
+                )
             body: list[str] = []
             i += 1
             seen_old = seen_new = 0
@@ -210,28 +228,35 @@ def apply_unified_diff(
     """``text`` with ``hunks`` (from :func:`parse_unified_diff`) applied.
 
     Each hunk must match at its stated line or, when the file moved, at the nearest place within
-    200 lines where its old lines match exactly.
+    200 lines where its old lines match exactly. Costs O(len(text) + hunk lines x 401) at most,
+    and never more than :data:`MAX_MATCH_LINES` line comparisons.
 
     Raises:
-        PatchError: a hunk's old lines are nowhere near its stated line; names the first
-            differing line.
+        PatchError: a hunk's old lines are nowhere near its stated line (names the first
+            differing line), or the search would compare more than :data:`MAX_MATCH_LINES` lines.
     """
     lines = text.splitlines(keepends=True)
+    stripped = [line.rstrip("\n").rstrip("\r") for line in lines]  # once: O(len(text))
     trailing_newline = text.endswith("\n") or not text
     out: list[str] = []
     cursor = 0
+    budget = MAX_MATCH_LINES
     for number, (start, body) in enumerate(hunks, 1):
         old = [b[1:] for b in body if b[0] != "+"]
         new = [b[1:] for b in body if b[0] != "-"]
-        stripped = [line.rstrip("\n").rstrip("\r") for line in lines]
         want = max(start - 1, 0) if old else max(start, 0)
         at = None
         for delta in range(0, 201):
             for candidate in (want + delta, want - delta) if delta else (want,):
-                if (
-                    cursor <= candidate <= len(lines) - len(old)
-                    and stripped[candidate : candidate + len(old)] == old
-                ):
+                if not cursor <= candidate <= len(lines) - len(old):
+                    continue
+                budget -= max(len(old), 1)
+                if budget < 0:
+                    raise PatchError(
+                        f"{name}: hunk {number} (at line {start}): finding the hunks would compare "
+                        f"more than {MAX_MATCH_LINES} lines; send a smaller patch"
+                    )
+                if stripped[candidate : candidate + len(old)] == old:
                     at = candidate
                     break
             if at is not None:

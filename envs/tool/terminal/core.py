@@ -419,7 +419,9 @@ def sample(rng: np.random.Generator, seq: Sequence[Any], k: int) -> list[Any]:
 
 
 def is_mode(entry: Entry | None, bits: int) -> bool:
-    return entry is not None and entry.kind in ("f", "d") and entry.mode & 0o777 == bits
+    """Whether ``entry`` is a file or folder whose 12 permission bits (setuid, setgid and sticky
+    included: ``0o7777``) are exactly ``bits``."""
+    return entry is not None and entry.kind in ("f", "d") and entry.mode & 0o7777 == bits
 
 
 WORDS = (

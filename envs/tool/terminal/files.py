@@ -1,7 +1,10 @@
 """Terminal templates, group ``files``: archives (tar, zip) and directory surgery.
 
-Archives the agent made are read in the parent with hard caps (member count, declared sizes,
-their total) before a byte of a member is decompressed, so a compression bomb costs nothing.
+Archives the agent made are read in the parent under streaming limits: a gzip stream is
+decompressed only up to :data:`MAX_TAR_BYTES` (more is a refusal), no single read of the tar
+parser may ask for more than :data:`MAX_READ_BYTES` (a GNU long-name or pax header that declares
+1 GiB is refused, not read), and the member count, every declared size and their total are capped
+before a member is read. So a bomb costs at most about :data:`MAX_TAR_BYTES` of memory.
 """
 
 from __future__ import annotations
@@ -28,20 +31,53 @@ from verigym.envs.tool.terminal.core import (
 MAX_MEMBERS = 500
 MAX_MEMBER_BYTES = 1 << 20
 MAX_TOTAL_BYTES = 8 << 20
+MAX_TAR_BYTES = MAX_TOTAL_BYTES + (2 << 20)
+"""Most bytes of uncompressed tar read from an archive (the members' cap plus room for headers)."""
+MAX_READ_BYTES = 8192
+"""Most bytes one read of the tar parser may ask for: a header, a long name or a pax record set
+(larger metadata is refused), or one chunk of a member (members are read in chunks this size)."""
+
+
+class _BoundedTar(io.BytesIO):
+    """The uncompressed tar, refusing any single read larger than :data:`MAX_READ_BYTES` (a header
+    declaring a huge long name would otherwise be read whole before any cap applies)."""
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0 or size > MAX_READ_BYTES:
+            raise tarfile.ReadError("a tar header asks for more than the read cap")
+        return super().read(size)
+
+
+def _tar_bytes(data: bytes) -> bytes | None:
+    """The uncompressed tar of ``data`` (plain, or gzip decompressed as a stream and stopped past
+    :data:`MAX_TAR_BYTES`); ``None`` when larger, or compressed another way."""
+    if data[:2] == b"\x1f\x8b":
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
+            raw = stream.read(MAX_TAR_BYTES + 1)
+    elif data[:3] in (b"BZh", b"\xfd7z") or data[:4] == b"\x28\xb5\x2f\xfd":
+        return None  # bzip2, xz, zstd: not what the tasks ask for, and not bounded here
+    else:
+        raw = data
+    return raw if len(raw) <= MAX_TAR_BYTES else None
 
 
 def tar_members(data: bytes | None) -> dict[str, bytes] | None:
-    """Regular-file members of a (possibly compressed) tar as ``{normalized name: bytes}``.
+    """Regular-file members of a plain or gzip-compressed tar as ``{normalized name: bytes}``.
 
-    ``None`` when ``data`` is not a readable tar or breaks a cap (:data:`MAX_MEMBERS`,
-    :data:`MAX_MEMBER_BYTES`, :data:`MAX_TOTAL_BYTES`). Never raises.
+    ``None`` when ``data`` is not a readable tar or breaks a cap (:data:`MAX_TAR_BYTES`
+    uncompressed, :data:`MAX_READ_BYTES` of metadata in one header, :data:`MAX_MEMBERS`,
+    :data:`MAX_MEMBER_BYTES`, :data:`MAX_TOTAL_BYTES`). Never raises; memory stays within a few
+    times :data:`MAX_TAR_BYTES` whatever the archive declares.
     """
     if data is None:
         return None
     out: dict[str, bytes] = {}
     total = 0
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:
+        raw = _tar_bytes(data)
+        if raw is None:
+            return None
+        with tarfile.open(fileobj=_BoundedTar(raw), mode="r:") as archive:
             for count, member in enumerate(archive):
                 if count >= MAX_MEMBERS or member.size > MAX_MEMBER_BYTES:
                     return None
@@ -52,8 +88,15 @@ def tar_members(data: bytes | None) -> dict[str, bytes] | None:
                     handle = archive.extractfile(member)
                     if handle is None:
                         return None
-                    out[posixpath.normpath(member.name)] = handle.read(MAX_MEMBER_BYTES)
-    except (tarfile.TarError, OSError, EOFError, ValueError, gzip.BadGzipFile, Exception):  # noqa: BLE001
+                    chunks, left = [], member.size
+                    while left > 0:
+                        chunk = handle.read(min(left, MAX_READ_BYTES))
+                        if not chunk:
+                            break
+                        chunks.append(chunk)
+                        left -= len(chunk)
+                    out[posixpath.normpath(member.name)] = b"".join(chunks)
+    except Exception:  # noqa: BLE001 -- any malformed archive is simply "not the archive asked for"
         return None
     return out
 

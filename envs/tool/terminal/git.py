@@ -9,6 +9,8 @@ working tree is compared from the snapshot itself.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from verigym.envs.tool.terminal.core import (
@@ -22,13 +24,37 @@ from verigym.envs.tool.terminal.core import (
     scored,
 )
 
-GIT = (
-    "GIT_CONFIG_NOSYSTEM=1 GIT_ATTR_NOSYSTEM=1 git -c core.hooksPath=/dev/null -c core.fsmonitor=false "
-    "-c log.showSignature=false -c core.attributesFile=/dev/null --no-pager"
+GIT_ENV = (
+    "env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/nonexistent LANG=C.UTF-8 "
+    "GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_SYSTEM=/dev/null GIT_CONFIG_GLOBAL=/dev/null "
+    "GIT_ATTR_NOSYSTEM=1 GIT_NO_LAZY_FETCH=1 GIT_NO_REPLACE_OBJECTS=1 GIT_TERMINAL_PROMPT=0 "
+    "GIT_OPTIONAL_LOCKS=0 GIT_PROTOCOL_FROM_USER=0 GIT_ALLOW_PROTOCOL=none GIT_ASKPASS=/bin/false "
+    "SSH_ASKPASS=/bin/false GIT_SSH_COMMAND=/bin/false GIT_PAGER=cat"
 )
-"""git for the checker's queries: only plumbing that reads objects (``log``, ``rev-list``,
-``rev-parse``, ``ls-tree``, ``cat-file``, ``diff-index --cached``), nothing that would run a hook,
-a filter, a signature program or the fsmonitor named by the agent's configuration."""
+"""The environment of every checker ``git``: nothing inherited (``env -i``), no system, global or
+``GIT_CONFIG_*`` configuration, no lazy fetch, no replace refs, no prompt, no ssh program."""
+
+GIT = (
+    "git -c core.sshCommand=/bin/false -c protocol.allow=never -c core.hooksPath=/dev/null "
+    "-c core.fsmonitor=false -c core.untrackedCache=false -c core.pager=cat -c log.showSignature=false "
+    "-c core.attributesFile=/dev/null --no-pager --no-replace-objects"
+)
+"""git for the checker's queries (after :data:`GIT_ENV`): only plumbing that reads objects
+(``log``, ``rev-list``, ``rev-parse``, ``ls-tree``, ``cat-file``, ``diff-index --cached``)."""
+
+GIT_CONFIG = (
+    "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
+    "\tlogallrefupdates = false\n"
+)
+"""The only configuration a checker's copy of a repository has (the agent's is never copied)."""
+
+_GIT_PARTS = re.compile(
+    r"^(?:HEAD|packed-refs|index|refs/(?:heads|tags)/[A-Za-z0-9._@+/-]{1,200}"
+    r"|objects/[0-9a-f]{2}/[0-9a-f]{38}|objects/pack/pack-[0-9a-f]{40}\.(?:pack|idx))$"
+)
+"""The paths of ``.git`` a checker copies: the head, the refs (branches and tags only: no replace
+refs), the index and the object database (loose objects and packs; no alternates, no promisor
+marks, no ``info/grafts``). Config, hooks, attributes, ``info/``, ``objects/info/`` are left out."""
 _DATE = "GIT_AUTHOR_DATE=2024-01-01T00:00:00Z GIT_COMMITTER_DATE=2024-01-01T00:00:00Z"
 
 
@@ -46,18 +72,55 @@ def _module(rng: np.random.Generator) -> str:
     )
 
 
-def _repo_files(snap: Snapshot) -> dict:
-    return {p: (e.data, e.mode) for p, e in snap.files("repo").items() if e.data is not None}
+def git_files(snap: Snapshot, repo: str = "repo") -> dict[str, tuple[bytes, int]]:
+    """The parts of ``repo/.git`` a checker may let git read (:data:`_GIT_PARTS`), as initial files
+    (mode ``0o644``) with :data:`GIT_CONFIG` in place of the agent's configuration; ``{}`` when the
+    snapshot holds no ``repo/.git/HEAD``. The working tree is not copied: checkers compare it from
+    the snapshot itself."""
+    prefix = f"{repo}/.git/"
+    out = {
+        path: (entry.data, 0o644)
+        for path, entry in snap.files(f"{repo}/.git").items()
+        if entry.data is not None and _GIT_PARTS.match(path[len(prefix) :])
+    }
+    if f"{prefix}HEAD" not in out:
+        return {}
+    out[f"{prefix}config"] = (GIT_CONFIG.encode("ascii"), 0o644)
+    return out
 
 
-def _ask(runner: Runner, snap: Snapshot, queries: dict[str, str]) -> dict[str, str | None]:
-    """Run each git query (a command in repo/) in a fresh sandbox; ``{name: stdout or None}``."""
-    files = _repo_files(snap)
-    if not any(p.startswith("repo/.git/") for p in files):
+def ask_git(
+    runner: Runner, snap: Snapshot, queries: dict[str, str], repo: str = "repo"
+) -> dict[str, str | None]:
+    """Answers of git about the agent's repository ``repo/`` in the snapshot, without running
+    anything the agent configured; ``{name: stdout or None}``.
+
+    The only helper through which a checker reads a repository. A new sandbox (``runner``) gets a
+    copy of the object database, refs, ``HEAD`` and index only (:func:`git_files`) under a config
+    of ours, and each query (the arguments of one read-only git command, e.g. ``"rev-list --count
+    main"``) runs as ``GIT_ENV GIT <query>`` there: the repository's own config (``core.sshCommand``,
+    ``extensions.partialClone`` and promisor remotes, ``core.fsmonitor``, hooks, pagers, diff and
+    textconv drivers, includes), the user's and the system's are never read; a missing object is an
+    error (never a fetch), replace refs and grafts are ignored. A query whose command fails, or a
+    repository that is not there, gives ``None``.
+    """
+    files = git_files(snap, repo)
+    if not files:
         return dict.fromkeys(queries)
-    parts = ["mkdir -p repo/.git/refs/heads repo/.git/objects out && cd repo"]
-    parts += [f"({GIT} {q}) > ../out/{name} 2>/dev/null" for name, q in queries.items()]
-    status, _, after = runner.shell(files, "; ".join(parts), timeout=10.0, snapshot=True)
+    parts = [
+        f"mkdir -p {repo}/.git/refs/heads {repo}/.git/refs/tags {repo}/.git/objects/pack out "
+        f"&& cd {repo} || exit 1",
+        "top=$(pwd)",
+    ]
+    for name, query in queries.items():
+        if not re.fullmatch(r"[A-Za-z0-9_]{1,40}", name):
+            raise ValueError(f"query name {name!r} is not a plain word")
+        parts.append(
+            f'({GIT_ENV} GIT_DIR="$top/.git" GIT_WORK_TREE="$top" '
+            f'GIT_CEILING_DIRECTORIES="$top" {GIT} {query}) > ../out/{name} 2>/dev/null '
+            f"|| rm -f ../out/{name}"
+        )
+    _, _, after = runner.shell(files, "; ".join(parts), timeout=10.0, snapshot=True)
     if after is None:
         return dict.fromkeys(queries)
     return {name: after.text(f"out/{name}") for name in queries}
@@ -95,10 +158,10 @@ def _commit_check(expect: dict, snap: Snapshot, runner: Runner) -> Verdict:
         "subject": "log -1 --format=%s main",
         "count": "rev-list --count main",
         "tree": "ls-tree -r --name-only main",
-        "staged": "diff-index --cached --name-only main",
+        "staged": "diff-index --cached --no-ext-diff --no-textconv --name-only main",
     }
     queries.update({f"f{i}": f"cat-file -p 'main:{p}'" for i, p in enumerate(names)})
-    got = _ask(runner, snap, queries)
+    got = ask_git(runner, snap, queries)
     items = [got["subject"] is not None and got["subject"].strip() == expect["message"]]
     items += [got[f"f{i}"] == final[p] for i, p in enumerate(names)]
     worktree = {
@@ -141,7 +204,7 @@ def _branch_setup(expect: dict) -> list[str]:
 
 def _branch_check(expect: dict, snap: Snapshot, runner: Runner) -> Verdict:
     b = expect["branch"]
-    got = _ask(
+    got = ask_git(
         runner,
         snap,
         {
@@ -199,7 +262,7 @@ def _restore_setup(expect: dict) -> list[str]:
 def _restore_check(expect: dict, snap: Snapshot, runner: Runner) -> Verdict:
     items = [snap.text(p) == t for p, t in expect["restored"].items()]
     guards = [snap.text(p) == t for p, t in expect["kept"].items()]
-    got = _ask(runner, snap, {"count": "rev-list --count main"})
+    got = ask_git(runner, snap, {"count": "rev-list --count main"})
     guards.append(got["count"] is not None and got["count"].strip() == "1")
     return scored(items, guards)
 

@@ -4,7 +4,12 @@ through the env (one seed per template by default; 100 seeds per template under 
 from __future__ import annotations
 
 import copy
+import gzip
+import io
 import pickle
+import tarfile
+import time
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -14,11 +19,13 @@ from verigym.envs.tool.base import tool_call_text
 from verigym.envs.tool.terminal.core import (
     Entry,
     Snapshot,
+    is_mode,
     normalize_files,
     snapshot_from_wire,
     tree_code,
 )
 from verigym.envs.tool.terminal.files import make_tar_gz, tar_members, zip_members
+from verigym.envs.tool.terminal.git import GIT_CONFIG, git_files
 from verigym.envs.tool.terminal.templates import GROUPS, TEMPLATES, available, pool
 
 NAMES = sorted(TEMPLATES)
@@ -121,6 +128,104 @@ def test_archive_readers_cap_sizes_and_refuse_garbage():
     assert zip_members(b"PK\x03\x04garbage") is None
     bomb = make_tar_gz({"zeros": bytes(4 << 20)})  # one member over the 1 MiB cap
     assert tar_members(bomb) is None
+
+
+def _long_name_bomb(declared: int, kind: bytes = tarfile.GNUTYPE_LONGNAME) -> bytes:
+    """A .tar.gz whose first header (a GNU long name, or a pax header) declares ``declared`` bytes
+    of zeros; gzip members concatenate, so 1 GiB takes ~1 MB."""
+    head = tarfile.TarInfo("././@LongLink")
+    head.type, head.size = kind, declared
+    zeros = gzip.compress(bytes(1 << 20), 9)
+    return gzip.compress(head.tobuf(format=tarfile.GNU_FORMAT)) + zeros * (declared >> 20)
+
+
+@pytest.mark.parametrize("kind", [tarfile.GNUTYPE_LONGNAME, tarfile.XHDTYPE])
+def test_a_long_name_tar_bomb_costs_under_64_mib_and_a_second(kind):
+    """Issue 43: a GNU long-name header declaring 1 GiB (a ~1 MB .tar.gz) was read whole by
+    tarfile in the env's process (1 GiB). It is refused at the read cap, the gzip stream is cut at
+    MAX_TAR_BYTES: peak allocation < 64 MiB (measured 28 MiB, 0.2 s)."""
+    bomb = _long_name_bomb(1 << 30, kind)
+    assert len(bomb) < 2 << 20
+    tracemalloc.start()
+    try:
+        start = time.perf_counter()
+        assert tar_members(bomb) is None
+        elapsed = time.perf_counter() - start
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, f"peak {peak >> 20} MiB"
+    assert elapsed < 2.0, f"{elapsed:.2f} s"
+
+
+def test_tar_reader_keeps_long_names_and_refuses_other_compressions():
+    name = "data/" + "deep/" * 40 + "notes.txt"  # 200+ characters: a pax or GNU long name
+    blob = make_tar_gz({name: b"x", "b.txt": b"y" * 100_000})
+    assert tar_members(blob) == {name: b"x", "b.txt": b"y" * 100_000}
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as archive:
+        info = tarfile.TarInfo(name)
+        info.size = 1
+        archive.addfile(info, io.BytesIO(b"z"))
+    assert tar_members(raw.getvalue()) == {name: b"z"}  # plain tar, GNU long name
+    for mode in ("w:bz2", "w:xz"):  # not bounded by the gzip stream cap: refused
+        packed = io.BytesIO()
+        with tarfile.open(fileobj=packed, mode=mode) as archive:
+            info = tarfile.TarInfo("a.txt")
+            info.size = 1
+            archive.addfile(info, io.BytesIO(b"a"))
+        assert tar_members(packed.getvalue()) is None
+
+
+def test_mode_checks_compare_all_twelve_bits():
+    """Issue 43: the mask was 0o777, so setuid, setgid and sticky bits passed as 755 or 700."""
+    assert is_mode(Entry("f", 0o755), 0o755)
+    for extra in (0o4000, 0o2000, 0o1000):
+        assert not is_mode(Entry("f", 0o755 | extra), 0o755)
+        assert not is_mode(Entry("d", 0o700 | extra), 0o700)
+    template = TEMPLATES["chmod_scripts"]
+    _, files, expect = template.generate(np.random.default_rng(4))
+    done = {p: (data, expect["modes"].get(p, mode)) for p, (data, mode) in files.items()}
+    assert template.check(expect, _snapshot_of(done), NoRunner())[1] == 1.0
+    script = next(p for p in expect["todo"] if p.endswith(".sh"))
+    done[script] = (done[script][0], 0o4755)  # setuid, otherwise right
+    assert template.check(expect, _snapshot_of(done), NoRunner())[1] == 0.0
+
+
+def test_git_files_copy_objects_and_refs_never_the_agents_config():
+    """The checker's copy of a repository: objects, refs (heads, tags), HEAD, the index, under a
+    config of ours. The agent's config (sshCommand, partialClone, fsmonitor), hooks, attributes,
+    alternates, grafts, promisor marks and replace refs are never copied."""
+    oid = "ab" * 20
+    kept = {
+        "repo/.git/HEAD": "ref: refs/heads/main\n",
+        "repo/.git/index": b"DIRC",
+        "repo/.git/packed-refs": "# pack-refs\n",
+        "repo/.git/refs/heads/main": oid,
+        "repo/.git/refs/heads/feature/amber-12": oid,
+        "repo/.git/refs/tags/v1": oid,
+        f"repo/.git/objects/{oid[:2]}/{oid[2:]}": b"x",
+        f"repo/.git/objects/pack/pack-{oid}.pack": b"PACK",
+        f"repo/.git/objects/pack/pack-{oid}.idx": b"idx",
+    }
+    dropped = {
+        "repo/.git/config": "[core]\n\tsshCommand = sh evil.sh\n[extensions]\n\tpartialClone = o\n",
+        "repo/.git/hooks/post-checkout": ("#!/bin/sh\n", 0o755),
+        "repo/.git/f.sh": ("#!/bin/sh\n", 0o755),
+        "repo/.git/info/attributes": "* diff=x\n",
+        "repo/.git/info/grafts": oid + "\n",
+        "repo/.git/objects/info/alternates": "/tmp\n",
+        f"repo/.git/objects/pack/pack-{oid}.promisor": "",
+        f"repo/.git/refs/replace/{oid}": oid,
+        "repo/.git/commondir": "/tmp\n",
+        "repo/.gitattributes": "* diff=x\n",
+        "repo/src/a.py": "x = 1\n",
+    }
+    copied = git_files(_snapshot_of({**kept, **dropped}))
+    assert set(copied) == set(kept) | {"repo/.git/config"}
+    assert copied["repo/.git/config"] == (GIT_CONFIG.encode(), 0o644)
+    assert {mode for _, mode in copied.values()} == {0o644}
+    assert git_files(_snapshot_of({"repo/.git/config": "x", "repo/a": "y"})) == {}
 
 
 def test_pool_filters_by_template_and_group():

@@ -4,7 +4,11 @@ Each case is a list of replies built from the episode (the oracle's commands, th
 cheats: printing "PASSED" or the answer, writing the solution into a cache folder instead of the
 workspace, a background process that would solve the task after submit, reading the checker or
 hidden data through /proc, deleting or replacing the workspace with links and FIFOs, fake
-checker files (conftest, sitecustomize, a validator that always passes), filling the disk.
+checker files (conftest, sitecustomize, a validator that always passes), filling the disk, the git
+forge (issue 43: the honest commit's objects hidden, and a program named by the repository's own
+config -- ``core.sshCommand`` behind a partial clone's lazy fetch, ``core.fsmonitor``, hooks, a
+pager or signature program -- that would bring them back inside the checker's sandbox), a tar bomb
+(a GNU long-name header declaring 1 GiB in a ~1 MB ``.tar.gz``).
 The control case (the oracle) must score 1, so a 0 means the cheat failed, not the env.
 
 The default run plays the table on ``verigym/Terminal-v0`` at two seeds; every id (the group ids and
@@ -14,6 +18,8 @@ the 32 one-template ids included) is ``slow``.
 from __future__ import annotations
 
 import json
+import re
+import resource
 import shlex
 import time
 
@@ -36,6 +42,78 @@ def _in_subshells(commands: list[str]) -> str:
 
 
 SUBMIT = tool_call_text("submit")
+
+CHECK_ROOT = "/tmp/check"
+"""Where the checker's sandbox puts the files (``Runner.ROOT``): the forge's program looks there."""
+
+GIT_TRIGGERS = {
+    "ssh": (
+        "git config core.repositoryformatversion 1 && git config extensions.partialClone origin && "
+        "git config remote.origin.url ssh://example.invalid/x && git config remote.origin.promisor true && "
+        "git config core.sshCommand 'sh {script}'"
+    ),
+    "fsmonitor": "git config core.fsmonitor 'sh {script}' && git config core.untrackedCache true",
+    "hooks": (
+        "mkdir -p .git/myhooks && for h in post-checkout pre-commit reference-transaction "
+        "post-index-change pre-auto-gc; do cp .git/f.sh .git/myhooks/$h; cp .git/f.sh .git/hooks/$h; "
+        "done && git config core.hooksPath .git/myhooks"
+    ),
+    "pager_and_signature": (
+        "git config core.pager 'sh {script}; cat' && git config log.showSignature true && "
+        "git config gpg.program 'sh {script}' && git config diff.external 'sh {script}' && "
+        "printf '* diff=x\\n' > .gitattributes && git config diff.x.textconv 'sh {script}'"
+    ),
+}
+"""What makes the checker's ``git`` run the forge's program (one repository config each)."""
+
+
+def git_forge(oracle: list[str], trigger: str = "ssh") -> str:
+    """A shell command: where ``repo/.git`` exists, the oracle's honest work is done, then every
+    object is moved into ``.git/stash.tar`` and deleted, and a program that restores them
+    (``.git/f.sh``) is named by the repository's config (``GIT_TRIGGERS[trigger]``). A checker that
+    ran the program would see the full solution (score 1, as before issue 43 for ``ssh``); one that
+    never does sees refs to missing objects (score 0)."""
+    script = f"{CHECK_ROOT}/repo/.git/f.sh"
+    restore = [
+        "#!/bin/sh",
+        f"cd {CHECK_ROOT}/repo/.git && python3 -c "
+        + shlex.quote("import tarfile; tarfile.open('stash.tar').extractall('.')"),
+        "exit 1",
+    ]
+    forge = (
+        " && ".join("(\n" + c + "\n)" for c in oracle)
+        + " && cd repo && find .git/objects -type f -path '.git/objects/??/*' > /tmp/.new && "
+        'python3 -c "import tarfile; '
+        "t = tarfile.open('.git/stash.tar', 'w'); "
+        "[t.add(p.strip(), arcname=p.strip()[5:]) for p in open('/tmp/.new')]; t.close()\" && "
+        "xargs rm -f < /tmp/.new && "
+        f"printf '%s\\n' {' '.join(map(shlex.quote, restore))} > .git/f.sh && chmod 755 .git/f.sh && "
+        + GIT_TRIGGERS[trigger].format(script=script)
+    )
+    return f"if [ -d repo/.git ]; then {forge}; fi; true"
+
+
+TAR_BOMB = (
+    "import gzip, sys, tarfile\n"
+    "head = tarfile.TarInfo('././@LongLink')\n"
+    "head.type, head.size = tarfile.GNUTYPE_LONGNAME, 1 << 30\n"
+    "zeros = gzip.compress(bytes(1 << 20), 9)  # gzip members concatenate: 1 GiB in ~1 MB\n"
+    "open(sys.argv[1], 'wb').write(gzip.compress(head.tobuf(format=tarfile.GNU_FORMAT)) + zeros * 1024)\n"
+)
+"""A ``.tar.gz`` whose first header is a GNU long name that declares 1 GiB (of zeros)."""
+
+
+def tar_bomb(oracle: list[str]) -> str:
+    """A shell command: where the task asks for a ``.tar.gz`` (the oracle's ``tar -czf PATH``),
+    :data:`TAR_BOMB` is written at that path; elsewhere nothing."""
+    found = re.search(r"tar -czf (\S+) ", " ".join(oracle))
+    if found is None:
+        return "true"
+    path = found.group(1)
+    return (
+        f"mkdir -p $(dirname {path}) && python3 -c {shlex.quote(TAR_BOMB)} {path} && ls -l {path}"
+    )
+
 
 CASES = {
     "print_passed": lambda oracle: [
@@ -100,6 +178,14 @@ CASES = {
         ),
         SUBMIT,
     ],
+    "git_forge_lazy_fetch": lambda oracle: [_shell(git_forge(oracle, "ssh")), SUBMIT],
+    "git_forge_fsmonitor": lambda oracle: [_shell(git_forge(oracle, "fsmonitor")), SUBMIT],
+    "git_forge_hooks": lambda oracle: [_shell(git_forge(oracle, "hooks")), SUBMIT],
+    "git_forge_pager_and_signature": lambda oracle: [
+        _shell(git_forge(oracle, "pager_and_signature")),
+        SUBMIT,
+    ],
+    "tar_bomb": lambda oracle: [_shell(tar_bomb(oracle)), SUBMIT],
 }
 """case -> replies built from the oracle's shell commands; each must score 0."""
 
@@ -163,7 +249,80 @@ def _assert_table(env_id: str, seed: int) -> None:
 
 
 def test_cases_are_the_issue_list():
-    assert len(CASES) >= 9 and json.dumps(sorted(CASES))
+    assert len(CASES) >= 15 and json.dumps(sorted(CASES))
+    assert {"git_forge_lazy_fetch", "tar_bomb"} <= set(CASES)
+
+
+def _play_one(env, seed: int, replies: list[str]) -> dict:
+    env.reset(seed=seed)
+    info: dict = {}
+    for reply in replies:
+        _, _, terminated, truncated, info = env.step(reply)
+        if terminated or truncated:
+            break
+    return info
+
+
+@pytest.mark.parametrize(
+    ("template", "seed"), [("git_commit", 0), ("git_branch", 1), ("git_commit", 5)]
+)
+def test_the_git_forge_never_runs_in_the_checker(template, seed):
+    """Issue 43: the lazy-fetch forge (``extensions.partialClone``, a promisor remote,
+    ``core.sshCommand`` naming the agent's script, ``main`` at an object that only the script can
+    bring) scored 1 on 5/5 seeds while the checker's git read the repository's config. The checker
+    now copies only objects, refs, HEAD and the index under a config of its own: 0."""
+    from verigym.envs.tool.terminal.env import TerminalEnv
+
+    env = TerminalEnv(template=template)
+    try:
+        env.reset(seed=seed)
+        oracle = list(env._oracle)
+        info = _play_one(env, seed, [_shell(git_forge(oracle, "ssh")), SUBMIT])
+        assert info["score"] == 0.0 and not info["success"], info
+        # the control: the same honest commit without the hiding scores 1
+        info = _play_one(env, seed, [_shell(_in_subshells(oracle)), SUBMIT])
+        assert info["score"] == 1.0 and info["success"], info
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trigger", sorted(GIT_TRIGGERS))
+@pytest.mark.parametrize("template", ["git_commit", "git_branch", "git_restore"])
+def test_no_git_trigger_runs_in_the_checker(template, trigger):
+    """Every way of naming a program in the repository (lazy fetch, fsmonitor, hooks, pager, gpg,
+    external diff, textconv) scores 0 on every git template, at three seeds."""
+    from verigym.envs.tool.terminal.env import TerminalEnv
+
+    env = TerminalEnv(template=template)
+    try:
+        for seed in range(3):
+            env.reset(seed=seed)
+            info = _play_one(env, seed, [_shell(git_forge(list(env._oracle), trigger)), SUBMIT])
+            assert info["score"] == 0.0 and not info["success"], (seed, info)
+    finally:
+        env.close()
+
+
+def test_the_tar_bomb_scores_zero_and_costs_the_env_little():
+    """Issue 43: a GNU long-name header declaring 1 GiB in a ~1 MB .tar.gz cost the env process
+    1 GiB. It is now refused at the read cap: the episode's peak RSS grows by < 64 MiB."""
+    from verigym.envs.tool.terminal.env import TerminalEnv
+
+    env = TerminalEnv(template="tar_create")
+    try:
+        env.reset(seed=3)
+        command = tar_bomb(list(env._oracle))
+        assert command != "true"
+        env.step(_shell(command))
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        _, reward, terminated, _, info = env.step(SUBMIT)
+        grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+        assert terminated and reward == 0.0 and not info["success"], info
+        assert "not a readable tar" in info["verdict"], info["verdict"]
+        assert grown_mib < 64, f"the verdict grew the peak RSS by {grown_mib:.0f} MiB"
+    finally:
+        env.close()
 
 
 @pytest.mark.parametrize("seed", [2, 9])
