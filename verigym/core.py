@@ -152,6 +152,14 @@ class EpisodeGuard:
     _episode_over: bool = False
     """Whether the last step ended the episode (``step`` refuses to run until ``reset``)."""
 
+    def task_fingerprint(self) -> Any:
+        """The hidden target of the task drawn by the last ``reset`` (what the reset observation and
+        info do not show: a secret, a gold answer, hidden tests), as plain data; ``None`` (this
+        default) when the observation shows the whole task. Part of the task's content hash
+        (:func:`verigym.task_split.task_hash`), which splits training from evaluation tasks; a
+        family's base class overrides it."""
+        return None
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for name, guard in (("step", _guard_step), ("reset", _guard_reset)):

@@ -554,6 +554,17 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
     def action_text(self, action: Any) -> str:
         return self.action_names[int(action)]
 
+    def task_fingerprint(self) -> dict[str, Any]:
+        """The full layout (the observation is the agent's partial view), the agent's start and
+        the mission: the hidden target of the task's content hash."""
+        from verigym.task_split import canonical
+
+        return {
+            "cells": canonical(np.asarray(self.grid.cells)),
+            "agent": canonical([self.agent_pos, self.agent_dir, self.carrying]),
+            "mission": str(getattr(self, "mission", "")),
+        }
+
     # -- oracle ---------------------------------------------------------------------------------
     def oracle_action(self) -> np.int64:
         """The next action of the oracle's plan (replanned when the state left the plan)."""

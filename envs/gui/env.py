@@ -495,6 +495,13 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
             return op.replace("_", " ")
         return "done"
 
+    def task_fingerprint(self) -> Any:
+        """The generated page spec (the task's target values and layout); the screenshot and the
+        element list are left to the observation."""
+        from verigym.task_split import canonical
+
+        return canonical(self._spec)
+
     # -- oracle --------------------------------------------------------------------------------
     def oracle_action(self) -> dict[str, Any]:
         """The scripted solver's next action, from the page state and the current element list."""

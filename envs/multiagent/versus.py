@@ -195,6 +195,13 @@ class VersusEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
     def action_text(self, action: Any) -> str:
         return self.game.action_text(action, self.seat)
 
+    def task_fingerprint(self) -> dict[str, Any]:
+        """The game's drawn state (dealt cards, dice; :func:`verigym.task_split.plain_state`).
+        An opponent's own random choices are not part of the task."""
+        from verigym.task_split import plain_state
+
+        return plain_state(self.game)
+
     # -- oracle ---------------------------------------------------------------------------------
     def oracle_action(self) -> int:
         """The game's solver move for the seat (or its heuristic, or the first legal move)."""

@@ -122,6 +122,13 @@ class TextGameEnv(EpisodeGuard, gym.Env[str, str]):
         """The score in [0, 1] of an episode that ends unsolved (default 0)."""
         return 0.0
 
+    def task_fingerprint(self) -> dict[str, Any]:
+        """The game's drawn state (the hidden word, code or board; :func:`verigym.task_split.plain_state`
+        without the turn counter), the hidden target of the task's content hash."""
+        from verigym.task_split import plain_state
+
+        return plain_state(self, exclude=("_turn",))
+
     def oracle_action(self) -> str:
         """The scripted solver's reply in the current state."""
         raise NotImplementedError

@@ -128,6 +128,10 @@ class GuessNumberEnv(EpisodeGuard, gym.Env[str, str]):
             raise ActionParseError(f"{guess} is outside 1..{self.max_number}")
         return guess
 
+    def task_fingerprint(self) -> int:
+        """The secret (the hidden target of the task; :meth:`verigym.core.EpisodeGuard.task_fingerprint`)."""
+        return int(self._secret)
+
     # -- oracle -----------------------------------------------------------------------------------
     def oracle_action(self) -> str:
         """Binary search over the interval still consistent with the feedback."""

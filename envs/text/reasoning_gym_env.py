@@ -742,6 +742,12 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
             )
         return text
 
+    def task_fingerprint(self) -> Any:
+        """The item's reference answer (the hidden target; the question is the observation). The
+        item's index and seed are left out: two indices that draw the same question and answer
+        pose the same task."""
+        return (self._entry or {}).get("answer")
+
     def oracle_action(self) -> str:
         """The dataset's own answer in an ``<answer>`` tag."""
         return f"<answer>{self._reference_answer()}</answer>"

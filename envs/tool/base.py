@@ -12,6 +12,7 @@ on a tool step, ``tool`` (its name). The step that ends the episode adds ``succe
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +25,9 @@ from verigym.toolcalls import FinalAnswer, Tool, ToolCall, parse_reply
 from verigym.validation import check_choice, check_int, check_number
 
 __all__ = ["ToolEnv", "tool_call_text"]
+
+_TARGET_NAME = re.compile(r"gold|reference|answer|expected|solution|target", re.I)
+"""Attribute names of a tool task's hidden target (:meth:`ToolEnv.task_fingerprint`)."""
 
 OBSERVATION_LENGTH = 1 << 16
 """Largest observation, characters (tool output is truncated before it)."""
@@ -106,6 +110,21 @@ class ToolEnv(EpisodeGuard, gym.Env[str, str]):
     def _task_instructions(self) -> str:
         """The task-specific part of the instructions (what to find, the answer format)."""
         raise NotImplementedError
+
+    def task_fingerprint(self) -> dict[str, Any]:
+        """The hidden target of the drawn task: the plain attributes named for it (``*gold*``,
+        ``*reference*``, ``*answer*``, ``*expected*``, ``*solution*``, ``*target*``: the gold
+        answer, SQL or call, the reference solution), else every plain attribute but the
+        per-episode counters (:func:`verigym.task_split.plain_state`). A database's rows or a
+        test's random inputs are left out: a task with the same question and the same answer is
+        the same task to an agent that remembered the answer."""
+        from verigym.task_split import plain_state
+
+        state = plain_state(
+            self, exclude=("_turn", "_tool_calls", "_tool_cost", "_tool_time", "_last")
+        )
+        named = {k: v for k, v in state.items() if _TARGET_NAME.search(k)}
+        return named or state
 
     # -- TextInterface -------------------------------------------------------------------------------
     def instructions(self) -> str:
