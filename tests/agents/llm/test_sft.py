@@ -183,8 +183,9 @@ def test_adapter_folders_are_checked(tmp_path, tiny_model_dir):
     (folder / "adapter_config.json").write_text('{"peft_type": "PREFIX_TUNING"}')
     with pytest.raises(ValueError, match="LoRA"):
         check_adapter(folder)
-    (folder / "adapter_config.json").write_text('{"peft_type": "LORA"}')
-    assert check_adapter(folder) == folder.resolve()
+    (folder / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 2}')
+    with pytest.raises(ValueError, match="safetensors"):  # an empty weights file holds no rank
+        check_adapter(folder)  # (test_adapter_checks.py has the well-formed folders)
 
 
 def test_agent_spec_adapter_option_is_validated_and_hashed(tmp_path, tiny_model_dir):
@@ -272,6 +273,7 @@ def test_stored_episodes_become_demonstrations_only_on_training_seeds():
 
     from verigym.leaderboards.demonstrations import stored_demonstrations
     from verigym.leaderboards.runner import make_env, run_episode
+    from verigym.leaderboards.store import trajectory_digest
     from verigym.leaderboards.trajectories import Recorder
 
     env_id = "verigym/GuessNumber-v0"
@@ -291,9 +293,12 @@ def test_stored_episodes_become_demonstrations_only_on_training_seeds():
             success=result["success"],
             score=1.0,
             agent_spec="oracle",
-            trajectory_digest="",
+            env_version=0,
+            config_hash="c",
+            env_kwargs="{}",
         )
         blobs[seed] = recorder.finish()[0]
+        row.trajectory_digest = trajectory_digest(row, blobs[seed])  # bound, as the store writes it
         rows.append(row)
     store = SimpleNamespace(trajectory=lambda row: blobs[row.seed])
     refused: list = []
