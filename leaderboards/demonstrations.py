@@ -30,6 +30,11 @@ Two sources:
   in-process, and keeps its successful episodes (``verigym export --format sft --play oracle``);
 * :func:`stored_demonstrations` converts stored episodes of the results store (``verigym export
   --format sft``), refusing rows on evaluation seeds, failed rows and rows without a trajectory.
+
+Both drop every episode whose *task* is an evaluation task, whatever its seed: two seeds can draw
+the same task (GuessNumber has 100 secrets), so the split is made on the task's content hash
+(:class:`~verigym.leaderboards.heldout.HeldOutTasks`, over every shipped suite's evaluation seeds;
+docs/design.md, "Training and evaluation").
 """
 
 from __future__ import annotations
@@ -43,12 +48,16 @@ from verigym.leaderboards.store import safe_text
 from verigym.leaderboards.suite import TRAIN_SEED_END
 
 __all__ = [
+    "EVALUATION_TASK",
     "MAX_EPISODE_STEPS",
     "demonstration_messages",
     "play_demonstrations",
     "stored_demonstrations",
     "tool_call_of",
 ]
+
+EVALUATION_TASK = "the task is an evaluation task of a suite (another seed draws the same one); never training data"
+"""Why an episode whose task an evaluation seed also poses is not exported."""
 
 MAX_EPISODE_STEPS = 200
 """Episodes longer than this are not turned into demonstrations (a chat of that length does not fit
@@ -166,6 +175,7 @@ def play_demonstrations(
     agent: str = "oracle",
     make_env: Callable[[str], Any] | None = None,
     refused: list[str] | None = None,
+    held_out: Any = None,
 ) -> Iterator[dict[str, Any]]:
     """Play ``agent`` on every env and training seed through the text view; yield the successes as SFT records.
 
@@ -178,7 +188,10 @@ def play_demonstrations(
         seeds: reset seeds, each in ``[0, TRAIN_SEED_END)``.
         agent: ``"oracle"`` (the env's scripted solver); the only agent played in-process.
         make_env: ``env_id -> text-view env`` (default: the runner's ``make_env(env_id, {}, True)``).
-        refused: when given, ``"env seed: why"`` of each episode not kept (failed, too long, an error).
+        refused: when given, ``"env seed: why"`` of each episode not kept (failed, too long, an
+            error, an evaluation task).
+        held_out: a :class:`~verigym.leaderboards.heldout.HeldOutTasks` (default: one over every
+            shipped suite); an episode whose task is one of its evaluation tasks is not played.
 
     Raises:
         ValueError: a seed outside the training range, or an agent other than ``oracle``.
@@ -193,6 +206,10 @@ def play_demonstrations(
         raise ValueError(
             f"seeds {bad[:5]} are not training seeds [0, {TRAIN_SEED_END}); demonstrations never use evaluation seeds"
         )
+    if held_out is None:
+        from verigym.leaderboards.heldout import HeldOutTasks
+
+        held_out = HeldOutTasks()
     if make_env is None:
         from verigym.leaderboards.runner import make_env as runner_make_env
 
@@ -207,7 +224,10 @@ def play_demonstrations(
                 raise ValueError(f"{env_id} has no oracle_action(); it has no demonstrations")
             for seed in seeds:
                 try:
-                    record = _play_one(env, env_id, seed, oracle)
+                    if held_out.is_evaluation_task(env_id, env, seed):
+                        record = EVALUATION_TASK
+                    else:
+                        record = _play_one(env, env_id, seed, oracle)
                 except Exception as exc:  # noqa: BLE001 - one bad episode is reported, the rest go on
                     record = f"{type(exc).__name__}: {exc}"
                 if isinstance(record, dict):
@@ -246,6 +266,7 @@ def stored_demonstrations(
     refused: list[tuple[Any, str]] | None = None,
     *,
     make_env: Callable[[str, dict[str, Any]], Any] | None = None,
+    held_out: Any = None,
 ) -> Iterator[dict[str, Any]]:
     """SFT records of stored successful episodes on training seeds.
 
@@ -263,6 +284,8 @@ def stored_demonstrations(
         rows: the rows.
         refused: see above.
         make_env: ``(env_id, env_kwargs) -> text-view env`` (default: the runner's).
+        held_out: a :class:`~verigym.leaderboards.heldout.HeldOutTasks` (default: one over every
+            shipped suite); a row whose task is one of its evaluation tasks is refused.
 
     Raises:
         ValueError: a row is refused and ``refused`` is None.
@@ -270,6 +293,10 @@ def stored_demonstrations(
     from verigym.agents.llm.chat import feedback_text
     from verigym.leaderboards.trajectories import bound_trajectory, decode_value
 
+    if held_out is None:
+        from verigym.leaderboards.heldout import HeldOutTasks
+
+        held_out = HeldOutTasks()
     if make_env is None:
         from verigym.leaderboards.runner import make_env as runner_make_env
 
@@ -297,6 +324,8 @@ def stored_demonstrations(
                 if key not in envs:
                     envs[key] = make_env(doc["env_id"], decode_value(doc["env_kwargs"]))
                 env = envs[key]
+                if held_out.is_evaluation_task(row.env_id, env, int(doc["seed"])):
+                    raise ValueError(EVALUATION_TASK)
                 _, info = env.reset(seed=int(doc["seed"]))
                 shown = [_shown(doc["reset"])] + [
                     feedback_text(_shown(step), _plain_info(step.get("info")))

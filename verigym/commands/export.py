@@ -2,7 +2,9 @@
 
 ``--format sft`` writes chat SFT records of successful episodes on training seeds
 (:mod:`verigym.leaderboards.demonstrations`): from the store, or, with ``--play oracle``, played
-in-process on ``--seeds`` of the ``--env`` ids or of a ``--suite``'s tasks (``--families``)."""
+in-process on ``--seeds`` of the ``--env`` ids or of a ``--suite``'s tasks (``--families``). An
+episode whose task is an evaluation task of any shipped suite (or of ``--suite``) is left out,
+whatever its seed (:mod:`verigym.leaderboards.heldout`)."""
 
 from __future__ import annotations
 
@@ -126,15 +128,23 @@ def _seed_range(text: str) -> range:
 def _run_sft(args: argparse.Namespace) -> int:
     """``--format sft``: demonstrations as chat SFT JSON Lines; exit 0, or 1 when rows were refused."""
     from verigym.commands import usage_error
-    from verigym.leaderboards.demonstrations import play_demonstrations, stored_demonstrations
-    from verigym.leaderboards.suite import load_suite
+    from verigym.leaderboards.demonstrations import (
+        EVALUATION_TASK,
+        play_demonstrations,
+        stored_demonstrations,
+    )
+    from verigym.leaderboards.heldout import HeldOutTasks
+    from verigym.leaderboards.suite import list_suites, load_suite
     from verigym.leaderboards.trajectories import export_dataset
 
     if args.format != "sft":
         return usage_error("export", "--play writes --format sft")
     refused: list = []
+    held_out = None
     try:
         suite = load_suite(args.suite) if args.suite else None
+        # every shipped suite's evaluation tasks, and those of a suite given by path
+        held_out = HeldOutTasks([load_suite(n) for n in list_suites()] + ([suite] if suite else []))
         if args.play:
             env_ids = list(args.env or [])
             if not env_ids and suite is not None:
@@ -143,7 +153,11 @@ def _run_sft(args: argparse.Namespace) -> int:
                 raise ValueError("--play needs --env ID (repeatable) or --suite")
             _require_ids(env_ids)
             records = play_demonstrations(
-                env_ids, _seed_range(args.seeds), agent=args.play, refused=refused
+                env_ids,
+                _seed_range(args.seeds),
+                agent=args.play,
+                refused=refused,
+                held_out=held_out,
             )
             path, count = export_dataset(records, args.path, "jsonl")
         else:
@@ -157,10 +171,25 @@ def _run_sft(args: argparse.Namespace) -> int:
                     rows = [r for r in rows if r.env_id in names]
                 rows = [r for r in rows if r.status == "ok" and r.success]
                 path, count = export_dataset(
-                    stored_demonstrations(store, rows, refused), args.path, "jsonl"
+                    stored_demonstrations(store, rows, refused, held_out=held_out),
+                    args.path,
+                    "jsonl",
                 )
     except (RuntimeError, ValueError, FileNotFoundError, OSError) as exc:
         return usage_error("export", str(exc))
+    # episodes whose task an evaluation seed poses: one summary line, not one line each
+    refused = [
+        item
+        for item in refused
+        if not (item[1] if isinstance(item, tuple) else item).endswith(EVALUATION_TASK)
+    ]
+    if held_out is not None and held_out.dropped:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(held_out.dropped.items()))
+        print(
+            f"verigym export: left out {sum(held_out.dropped.values())} episodes whose task is an "
+            f"evaluation task of a suite (the same task as an evaluation seed's): {counts}",
+            file=sys.stderr,
+        )
     for item in refused:
         why = item[1] if isinstance(item, tuple) else item
         print(f"verigym export: not exported: {why}", file=sys.stderr)
