@@ -25,6 +25,9 @@ hash (``trajectory_digest``, :func:`trajectory_digest`), so ``verigym reverify``
 from the row's own values and knows the trajectory is the one written with the row. Stores written
 before rows were bound are migrated on open: their rows get ``env_kwargs = ""`` and no digest, which
 ``reverify`` reports as unbound (re-run such episodes into a new folder to verify them).
+The digest proves that a trajectory belongs to its row, not who wrote either: anyone who can call
+:meth:`ResultsStore.add` (or write the file) can store a real winning trajectory under any agent's
+name, and ``reverify`` will confirm its verdict (docs/leaderboards.md, "What the stores prove").
 """
 
 from __future__ import annotations

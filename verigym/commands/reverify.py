@@ -7,7 +7,8 @@ import os
 
 HELP = (
     "replay every stored result from its row's own env id, seed and kwargs in the current env versions; "
-    "exit 1 naming each result whose verdict changed or that could not be replayed"
+    "exit 1 naming each result whose verdict changed or that could not be replayed. It proves each stored "
+    "trajectory's verdict on its row's task, not who produced the trajectory"
 )
 
 
