@@ -26,13 +26,17 @@ import hashlib
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "SHORT_NAMES",
     "ADAPTER_FILES",
+    "adapter_config",
     "cache_root",
     "check_adapter",
     "check_model",
@@ -236,6 +240,9 @@ _MAX_ADAPTER_CONFIG_BYTES = 64 * 1024
 def check_adapter(path: str | os.PathLike[str]) -> Path:
     """The LoRA adapter folder ``path``, checked without loading weights (cheap; no torch import).
 
+    The folder is untrusted input: its ``adapter_config.json`` is checked field by field by
+    :func:`adapter_config` before ``peft`` sees it.
+
     Args:
         path: a folder written by ``peft``'s ``save_pretrained`` (``~`` expanded).
 
@@ -246,8 +253,99 @@ def check_adapter(path: str | os.PathLike[str]) -> Path:
         FileNotFoundError: not a directory, or it lacks ``adapter_config.json`` or
             ``adapter_model.safetensors`` (a pickled ``adapter_model.bin`` is refused: loading it
             could run code).
-        ValueError: ``adapter_config.json`` is over 64 KiB, not a JSON object, or not a LoRA
-            config (``peft_type`` must be ``LORA``).
+        ValueError: as :func:`adapter_config` (one line naming the file and the field).
+    """
+    folder = Path(path).expanduser()
+    adapter_config(folder)
+    return folder.resolve()
+
+
+_MAX_SAFETENSORS_HEADER_BYTES = 16 << 20
+_MAX_LIST = 1024
+_MAX_ALPHA = 65536.0
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_]{1,128}(\.[A-Za-z0-9_]{1,128}){0,31}")
+_INIT_CONFIGS = (
+    "loftq_config",
+    "eva_config",
+    "corda_config",
+    "lora_ga_config",
+    "megatron_config",
+    "velora_config",
+    "monteclora_config",
+    "arrow_config",
+    "kasa_config",
+    "runtime_config",
+)
+"""Fields that configure training-time initialisation or other machinery: loading needs none, so
+each must be absent, null or ``{}``."""
+
+
+def _adapter_ranks(weights: Path) -> int:
+    """The largest LoRA rank the tensors of ``weights`` hold, read from the safetensors header.
+
+    Raises:
+        ValueError: the header is over 16 MiB or unreadable, or no tensor is a LoRA factor.
+    """
+    import struct
+
+    with open(weights, "rb") as file:
+        prefix = file.read(8)
+    if len(prefix) != 8 or struct.unpack("<Q", prefix)[0] > _MAX_SAFETENSORS_HEADER_BYTES:
+        raise ValueError(
+            f"{weights}: not a safetensors file with a header of at most "
+            f"{_MAX_SAFETENSORS_HEADER_BYTES} bytes"
+        )
+    from safetensors import safe_open
+
+    ranks = [0]
+    try:
+        with safe_open(str(weights), framework="numpy") as tensors:
+            for key in tensors.keys():
+                shape = tensors.get_slice(key).get_shape()
+                if len(shape) < 2:
+                    continue
+                if ".lora_A." in key or ".lora_embedding_A" in key:
+                    ranks.append(int(shape[0]))
+                elif ".lora_B." in key or ".lora_embedding_B" in key:
+                    ranks.append(int(shape[1]))
+    except Exception as exc:  # safetensors raises its own error types
+        raise ValueError(f"{weights}: unreadable safetensors header: {exc}") from None
+    if max(ranks) < 1:
+        raise ValueError(f"{weights} holds no LoRA weights (lora_A/lora_B tensors)")
+    return max(ranks)
+
+
+def adapter_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The checked ``adapter_config.json`` of the LoRA adapter folder ``path`` (no torch import).
+
+    Every field ``peft`` would act on is bounded before it sees the config:
+
+    * ``peft_type`` is exactly ``"LORA"``;
+    * ``r`` and every ``rank_pattern`` value is an integer from 1 to the largest rank the
+      ``lora_A``/``lora_B`` tensors of ``adapter_model.safetensors`` hold (read from its header,
+      without loading them), so a declared rank cannot allocate more than the file holds;
+    * ``lora_alpha`` and every ``alpha_pattern`` value is a finite number of magnitude at most
+      65536;
+    * ``target_modules``, ``exclude_modules``, ``modules_to_save``, ``target_parameters``,
+      ``layers_pattern`` and the keys of the patterns are plain module names (letters, digits,
+      ``_`` and dots: ``peft`` reads a string there as a regular expression), at most 1024;
+    * ``init_lora_weights`` is ``true`` or ``false`` (other values run an initialisation such as
+      PiSSA's SVD, which loading does not need); ``layer_replication`` and
+      ``trainable_token_indices`` are absent or null; the initialisation configs
+      (``loftq_config`` ...) absent, null or ``{}``;
+    * any other field is a JSON scalar or a list of at most 1024 scalars.
+
+    Args:
+        path: the adapter folder (``~`` expanded).
+
+    Returns:
+        the config as a ``dict`` (what :func:`~verigym.agents.llm.policy.load_adapter` gives peft).
+
+    Raises:
+        FileNotFoundError: as :func:`check_adapter`.
+        ValueError: ``adapter_config.json`` is over 64 KiB or not a JSON object, the safetensors
+            header is unreadable or holds no LoRA tensors, or a field is refused (one line naming
+            the file and the field).
     """
     import json
 
@@ -269,8 +367,121 @@ def check_adapter(path: str | os.PathLike[str]) -> Path:
         raise ValueError(f"{config_path} is over {_MAX_ADAPTER_CONFIG_BYTES} bytes")
     try:
         config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ValueError(f"{config_path} is not JSON: {exc}") from None
-    if not isinstance(config, dict) or str(config.get("peft_type", "")).upper() != "LORA":
-        raise ValueError(f"{config_path} is not a LoRA adapter config (peft_type LORA)")
-    return folder.resolve()
+    if not isinstance(config, dict) or config.get("peft_type") != "LORA":
+        given = config.get("peft_type") if isinstance(config, dict) else None
+        raise ValueError(
+            f'{config_path}: peft_type must be exactly "LORA" (a LoRA adapter), got {given!r}'
+        )
+
+    def refuse(field: str, why: str) -> ValueError:
+        return ValueError(f"{config_path}: {field} {why}")
+
+    max_rank = _adapter_ranks(folder / "adapter_model.safetensors")
+
+    def rank(field: str, value: Any) -> None:
+        if not _is_count(value) or not 1 <= value <= max_rank:
+            raise refuse(
+                field,
+                f"must be an integer from 1 to {max_rank} (the largest rank "
+                f"adapter_model.safetensors holds), got {_short(value)}",
+            )
+
+    def alpha(field: str, value: Any) -> None:
+        if not _is_real(value) or not 0 < abs(value) <= _MAX_ALPHA:
+            raise refuse(
+                field, f"must be a finite nonzero number of magnitude <= 65536, got {_short(value)}"
+            )
+
+    def names(field: str, value: Any, *, one_allowed: bool = False) -> None:
+        if value is None or (one_allowed and isinstance(value, str) and _plain(value)):
+            return
+        if (
+            not isinstance(value, list)
+            or len(value) > _MAX_LIST
+            or not all(isinstance(name, str) and _plain(name) for name in value)
+        ):
+            raise refuse(
+                field,
+                "must be a list of plain module names (letters, digits, _ and dots; no regular "
+                f"expression), got {_short(value)}",
+            )
+
+    def pattern(field: str, value: Any, check: Callable[[str, Any], None]) -> None:
+        if value is None:
+            return
+        if not isinstance(value, dict) or len(value) > _MAX_LIST:
+            raise refuse(field, f"must be an object of at most {_MAX_LIST} entries")
+        for key, entry in value.items():
+            if not _plain(key):
+                raise refuse(field, f"key {_short(key)} is not a plain module name")
+            check(f"{field}[{key!r}]", entry)
+
+    rank("r", config.get("r", 8))
+    alpha("lora_alpha", config.get("lora_alpha", 8))
+    pattern("rank_pattern", config.get("rank_pattern"), rank)
+    pattern("alpha_pattern", config.get("alpha_pattern"), alpha)
+    for field in ("target_modules", "exclude_modules", "modules_to_save", "target_parameters"):
+        names(field, config.get(field))
+    names("layers_pattern", config.get("layers_pattern"), one_allowed=True)
+    if config.get("init_lora_weights", True) not in (True, False):
+        raise refuse(
+            "init_lora_weights",
+            f"must be true or false (loading needs no initialisation), got {_short(config['init_lora_weights'])}",
+        )
+    for field in ("layer_replication", "trainable_token_indices"):
+        if config.get(field) not in (None, [], {}):
+            raise refuse(field, f"must be null, got {_short(config[field])}")
+    for field in _INIT_CONFIGS:
+        if config.get(field) not in (None, {}):
+            raise refuse(field, f"must be null or {{}}, got {_short(config[field])}")
+    checked = {
+        "r",
+        "lora_alpha",
+        "rank_pattern",
+        "alpha_pattern",
+        "target_modules",
+        "exclude_modules",
+        "modules_to_save",
+        "target_parameters",
+        "layers_pattern",
+        "init_lora_weights",
+        "layer_replication",
+        "trainable_token_indices",
+        *_INIT_CONFIGS,
+    }
+    for field, value in config.items():
+        if field in checked or _scalar(value):
+            continue
+        if isinstance(value, list) and len(value) <= _MAX_LIST and all(map(_scalar, value)):
+            continue
+        raise refuse(field, f"must be a JSON scalar or a list of scalars, got {_short(value)}")
+    return config
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    import math
+
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _scalar(value: Any) -> bool:
+    return (
+        value is None
+        or isinstance(value, (bool, int, float))
+        or (isinstance(value, str) and len(value) <= 4096)
+    )
+
+
+def _plain(name: str) -> bool:
+    return isinstance(name, str) and _PLAIN_NAME.fullmatch(name) is not None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -45,22 +45,30 @@ def load_adapter(model: Any, adapter: str | os.PathLike[str], *, trainable: bool
 
     Args:
         model: a ``transformers`` causal LM (the adapter's base model).
-        adapter: a folder checked by :func:`~verigym.agents.llm.models.check_adapter`.
+        adapter: a folder checked by :func:`~verigym.agents.llm.models.adapter_config` (its
+            checked config is what peft gets).
         trainable: return the ``peft`` model with trainable LoRA layers; otherwise the adapter is
             merged into the weights and a plain ``transformers`` model is returned.
 
     Raises:
-        FileNotFoundError, ValueError: as :func:`~verigym.agents.llm.models.check_adapter`.
+        FileNotFoundError, ValueError: as :func:`~verigym.agents.llm.models.adapter_config` (a
+            refused field: one line naming it).
         ImportError: ``peft`` is not installed.
     """
-    from verigym.agents.llm.models import check_adapter
+    import dataclasses
 
-    folder = check_adapter(adapter)
+    from verigym.agents.llm.models import adapter_config
+
+    checked = adapter_config(adapter)  # bounded field by field before peft sees it
+    folder = Path(adapter).expanduser().resolve()
     try:
-        from peft import PeftModel
+        from peft import LoraConfig, PeftModel
     except ImportError:
         raise ImportError("loading a LoRA adapter needs peft: pip install peft") from None
-    wrapped = PeftModel.from_pretrained(model, str(folder), is_trainable=trainable)
+    known = {field.name for field in dataclasses.fields(LoraConfig)}
+    config = LoraConfig(**{key: value for key, value in checked.items() if key in known})
+    # peft is given the checked config, not a second read of the file (which could have changed)
+    wrapped = PeftModel.from_pretrained(model, str(folder), is_trainable=trainable, config=config)
     return wrapped if trainable else wrapped.merge_and_unload()
 
 
