@@ -609,6 +609,10 @@ class GRPOTrainer:
         self._envs: dict[int, list[gym.Env]] = {}
         self.global_step = 0
         self._next_seed = config.train_seed_offset
+        from verigym.leaderboards.heldout import HeldOutTasks
+
+        self.held_out = HeldOutTasks()
+        """Evaluation tasks of the shipped suites: a training seed that draws one is skipped."""
         self._writers = MetricsLogger(
             config.output_dir, tensorboard=config.tensorboard, step_key="step", prefix="grpo/"
         )
@@ -623,6 +627,22 @@ class GRPOTrainer:
             pool.append(make_env(self.tasks[task]))
         return pool[:n]
 
+    def _training_seed(self, task: int) -> int:
+        """The next training seed whose task is no evaluation task of a suite (two seeds can draw
+        the same task; :mod:`verigym.leaderboards.heldout`).
+
+        Raises:
+            RuntimeError: 10,000 seeds in a row draw evaluation tasks.
+        """
+        env = self._env_pool(task, 1)[0]
+        env_id = getattr(getattr(env.unwrapped, "spec", None), "id", None)
+        for _ in range(10_000):
+            seed = self._next_seed
+            self._next_seed += 1
+            if env_id is None or not self.held_out.is_evaluation_task(env_id, env, seed):
+                return seed
+        raise RuntimeError(f"{env_id}: 10000 training seeds in a row draw evaluation tasks")
+
     def _draw_tasks(self) -> list[int]:
         if self.config.curriculum and len(self.tasks) > 1:
             return [self.curriculum.sample(self.rng) for _ in range(self.config.groups_per_step)]
@@ -635,8 +655,7 @@ class GRPOTrainer:
         envs, seeds, tasks = [], [], []
         used: dict[int, int] = {}
         for task in drawn:
-            seed = self._next_seed
-            self._next_seed += 1
+            seed = self._training_seed(task)
             start = used.get(task, 0)
             envs.extend(self._env_pool(task, start + g)[start:])
             used[task] = start + g

@@ -134,13 +134,17 @@ def test_sft_export_holds_no_evaluation_task(env_id, seeds):
 
 
 def test_sql_export_holds_no_evaluation_task():
-    """SQL: a training range holds none of the tool suite's evaluation tasks (by content)."""
+    """SQL: seeds 83 and 87 pose the tool suite's evaluation tasks (same question, same answer)."""
     held = HeldOutTasks([load_suite("tool")])
-    records = list(play_demonstrations(["verigym/SQL-v0"], range(3), held_out=held))
+    refused: list[str] = []
+    records = list(
+        play_demonstrations(["verigym/SQL-v0"], [82, 83, 87], refused=refused, held_out=held)
+    )
     env = make("verigym/SQL-v0")
     exported = {reset_task_hash(env, r["seed"]) for r in records}
     env.close()
     assert records and not exported & held.hashes("verigym/SQL-v0")
+    assert held.dropped == {"verigym/SQL-v0": 2} and len(refused) == 2
 
 
 def test_a_suite_seed_that_repeats_a_training_task_is_held_out():
