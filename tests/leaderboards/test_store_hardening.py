@@ -392,3 +392,25 @@ def test_a_suite_naming_an_unknown_version_is_one_line_in_every_command(tmp_path
         capsys, "eval", "--agent", "random", "--suite", str(path), "--out", str(tmp_path)
     )
     assert code != 0 and "not registered" in out and "Traceback" not in out, out
+
+
+# ---- what reverify proves, said plainly --------------------------------------------------------
+
+
+def test_an_oracle_trajectory_under_another_name_passes_reverify_and_the_docs_say_so(
+    tmp_path, capsys
+):
+    """Inherent: the digest binds a trajectory to its row, not to whoever played it. The docs and
+    ``reverify --help`` must say that reverify proves the verdict, not who produced it."""
+    row, blob = _played("oracle", SEED)
+    with ResultsStore(tmp_path) as store:  # re-added through the store's API under random's name
+        store.add(EpisodeRow(**{**row.__dict__, "agent_spec": "random"}), blob)
+    code, text = _cli(capsys, "reverify", "--out", str(tmp_path))
+    assert code == 0 and "1 episodes re-verified, 0 changed" in text, text
+    docs = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "leaderboards.md").read_text()
+    section = docs[docs.index("## What the stores prove") :]
+    assert "What `reverify` proves: the verdict of the stored trajectory" in section
+    assert "cannot prove **who**" in section
+    with pytest.raises(SystemExit):
+        main(["reverify", "--help"])
+    assert "not who produced the trajectory" in " ".join(capsys.readouterr().out.split())
