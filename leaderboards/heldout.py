@@ -32,6 +32,7 @@ from verigym.task_split import TASK_HASH_VERSION, task_hash
 
 __all__ = [
     "HeldOutTasks",
+    "drop_evaluation_records",
     "evaluation_tasks",
     "reset_task_hash",
     "task_hashes",
@@ -198,3 +199,52 @@ class HeldOutTasks:
         if hit:
             self.dropped[env_id] = self.dropped.get(env_id, 0) + 1
         return hit
+
+
+def drop_evaluation_records(
+    records: Iterable[dict[str, Any]], held_out: HeldOutTasks | None = None
+) -> tuple[list[dict[str, Any]], dict[str, int], int]:
+    """Leave out the SFT records (``verigym export --format sft`` rows) whose task is an evaluation task.
+
+    A record names its ``env_id`` and ``seed``; its task is that env (default kwargs) reset at that
+    seed. Records made before the split was by content (the shipped adapter's data) can hold them.
+
+    Args:
+        records: dicts with ``env_id`` (a registered id) and ``seed`` (an int in ``[0, 2**32)``).
+        held_out: the evaluation tasks (default: every shipped suite's).
+
+    Returns:
+        ``(kept, dropped per env id, unchecked)``: ``unchecked`` counts records kept without a
+        check (no registered ``env_id`` or no integer ``seed``: data from elsewhere).
+    """
+    from verigym.registration import make, rows
+
+    held_out = held_out if held_out is not None else HeldOutTasks()
+    known = {r.id for r in rows() if r.api == "gymnasium"}
+    envs: dict[str, Any] = {}
+    kept: list[dict[str, Any]] = []
+    unchecked = 0
+    try:
+        for record in records:
+            env_id, seed = record.get("env_id"), record.get("seed")
+            if (
+                not isinstance(env_id, str)
+                or env_id not in known
+                or not isinstance(seed, int)
+                or isinstance(seed, bool)
+                or not 0 <= seed < 2**32
+            ):
+                unchecked += 1
+                kept.append(record)
+                continue
+            if not held_out.hashes(env_id):
+                kept.append(record)
+                continue
+            if env_id not in envs:
+                envs[env_id] = make(env_id)
+            if not held_out.is_evaluation_task(env_id, envs[env_id], seed):
+                kept.append(record)
+    finally:
+        for env in envs.values():
+            env.close()
+    return kept, dict(held_out.dropped), unchecked

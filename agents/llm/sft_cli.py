@@ -2,7 +2,10 @@
 
 Every :class:`~verigym.agents.llm.sft.SFTConfig` field is a flag (``--epochs 2``,
 ``--learning-rate 2e-4``, ``--lora-r 16``; ``--lora-target-modules`` takes a comma-separated
-list). ``--adapter DIR`` continues training an existing LoRA adapter. The adapter (or, with
+list). ``--adapter DIR`` continues training an existing LoRA adapter. A record whose task is an
+evaluation task of a shipped suite (its ``env_id`` reset at its ``seed``; data exported before the
+split was made by task content can hold them) is left out and counted on stdout
+(:func:`verigym.leaderboards.heldout.drop_evaluation_records`). The adapter (or, with
 ``--lora-r 0``, the model), ``sft_config.json`` and ``train_log.jsonl`` go to ``--out``; play the
 result with the agent spec ``llm:M?adapter=DIR``.
 """
@@ -70,6 +73,15 @@ def run(args: argparse.Namespace) -> int:
         records = load_records(args.data, max_records=config.max_records)
     except (TypeError, ValueError, FileNotFoundError) as exc:
         return usage_error(command, str(exc))
+    from verigym.leaderboards.heldout import drop_evaluation_records
+
+    records, dropped, _ = drop_evaluation_records(records)
+    if dropped:
+        print(
+            f"left out {sum(dropped.values())} records whose task is an evaluation task of a suite: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(dropped.items())),
+            flush=True,
+        )
     quiet_library_bars()
     if config.torch_threads is not None:
         import torch

@@ -170,3 +170,25 @@ def test_hash_sets_are_cached(tmp_path):
     files = list((tmp_path / "cache" / "heldout").glob("*.json"))
     assert len(files) == 1 and json.loads(files[0].read_text()) == first
     assert task_hashes("verigym/GuessNumber-v0", range(1_000_000, 1_000_005)) == first
+
+
+def test_sft_training_leaves_out_evaluation_records():
+    """``verigym train sft`` data made before the split (the shipped adapter's) loses its evaluation tasks."""
+    from verigym.leaderboards.heldout import drop_evaluation_records
+
+    env = make("verigym/GuessNumber-v0")
+    target = reset_task_hash(env, 1_000_000)
+    hashes = {s: reset_task_hash(env, s) for s in range(300)}
+    env.close()
+    same = next(s for s, h in hashes.items() if h == target)
+    other = next(s for s, h in hashes.items() if h != target)
+    suite = Suite(name="mine", tasks=(Task("verigym/GuessNumber-v0", episodes=1),))
+    records = [
+        {"env_id": "verigym/GuessNumber-v0", "seed": same, "messages": []},
+        {"env_id": "verigym/GuessNumber-v0", "seed": other, "messages": []},
+        {"messages": []},
+        {"env_id": "verigym/GuessNumber-v0", "seed": True},
+    ]
+    kept, dropped, unchecked = drop_evaluation_records(records, HeldOutTasks([suite]))
+    assert dropped == {"verigym/GuessNumber-v0": 1}
+    assert kept == records[1:] and unchecked == 2
