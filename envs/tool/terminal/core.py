@@ -57,6 +57,9 @@ MAX_FILES = 4000
 """Most entries a snapshot reads; more is reported as an error (the check fails)."""
 MAX_BYTES = 32 << 20
 """Most file bytes a snapshot reads in all."""
+MAX_TEXT_BYTES = 1 << 20
+"""Largest file :meth:`Snapshot.text` decodes (a checker parses text: CSV rows, JSON; a 32 MiB
+file of short lines would cost the env's process gigabytes as parsed rows). Larger is ``None``."""
 
 
 @dataclass(frozen=True)
@@ -94,9 +97,10 @@ class Snapshot:
         return entry.data if entry is not None and entry.kind == "f" else None
 
     def text(self, path: str) -> str | None:
-        """The UTF-8 text of the regular file ``path``; ``None`` when missing or not UTF-8."""
+        """The UTF-8 text of the regular file ``path``; ``None`` when missing, not UTF-8 or over
+        :data:`MAX_TEXT_BYTES` (no task's answer is that large; what checkers parse stays small)."""
         raw = self.data(path)
-        if raw is None:
+        if raw is None or len(raw) > MAX_TEXT_BYTES:
             return None
         try:
             return raw.decode("utf-8")

@@ -49,7 +49,7 @@ def _json_value(snap: Snapshot, path: str) -> Any:
         return None
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # deep nesting is not the JSON asked for
         return None
 
 

@@ -45,6 +45,11 @@ PATCH_CHARS = 20000
 """Longest ``info["patch"]``, characters (a longer diff is cut and ends with ``[patch cut]``)."""
 _DIFF_FILE_BYTES = 1 << 18
 """Files larger than this are not diffed line by line (``Large files ... differ``)."""
+_DIFF_LINES = 1000
+"""Files with more lines than this (either side) are not diffed line by line: ``difflib`` is
+quadratic on lines that repeat (4,000 lines of 150 values took 6 s of the env's CPU)."""
+_DIFF_TOTAL_LINES = 4000
+"""Most lines diffed line by line in one :func:`changes_diff`; later files get a ``differ`` line."""
 _NOT_DIFFED = (".git", "__pycache__")
 """Path parts whose entries the diff leaves out (git's own database, bytecode caches)."""
 _TYPE_BITS = {"f": "100", "l": "120", "d": "040", "o": "000"}
@@ -72,7 +77,7 @@ def _content(entry: Entry | None) -> bytes | None:
     return entry.data or b""
 
 
-def _path_diff(path: str, old: Entry | None, new: Entry | None) -> str:
+def _path_diff(path: str, old: Entry | None, new: Entry | None, budget: list[int]) -> str:
     """The ``git diff``-style text of one changed path: mode lines, then the content's hunks."""
     name = _quoted(path)
     sides = f"{'/dev/null' if old is None else 'a/' + name} and {'/dev/null' if new is None else 'b/' + name}"
@@ -99,6 +104,11 @@ def _path_diff(path: str, old: Entry | None, new: Entry | None) -> str:
     except UnicodeDecodeError:
         lines.append(f"Binary files {sides} differ")
         return "\n".join(lines) + "\n"
+    counts = [0 if t is None else t.count("\n") + 1 for t in texts]
+    if max(counts) > _DIFF_LINES or sum(counts) > budget[0]:
+        lines.append(f"Large files {sides} differ ({' -> '.join(map(str, counts))} lines)")
+        return "\n".join(lines) + "\n"
+    budget[0] -= sum(counts)
     old_files = {} if texts[0] is None else {name: texts[0]}
     new_files = {} if texts[1] is None else {name: texts[1]}
     return "\n".join(lines) + "\n" + unified_diff(old_files, new_files)
@@ -107,8 +117,9 @@ def _path_diff(path: str, old: Entry | None, new: Entry | None) -> str:
 def changes_diff(before: Snapshot, after: Snapshot, *, limit: int = PATCH_CHARS) -> str:
     """A unified diff (``git diff`` style) from the ``before`` tree to the ``after`` tree.
 
-    Text files get their hunks (``difflib``); binary files and files over 256 KiB a ``Binary
-    files``/``Large files ... differ`` line; permission changes ``old mode``/``new mode`` lines;
+    Text files get their hunks (``difflib``); binary files, files over 256 KiB or 1,000 lines (and
+    all text files past 4,000 diffed lines in all) a ``Binary files``/``Large files ... differ``
+    line, so the env's cost stays bounded whatever the agent wrote; permission changes ``old mode``/``new mode`` lines;
     links their target. Paths below ``.git`` or ``__pycache__`` are left out, and a folder only
     shows when its mode changed. Paths are sorted; names holding control characters are
     JSON-quoted.
@@ -121,7 +132,7 @@ def changes_diff(before: Snapshot, after: Snapshot, *, limit: int = PATCH_CHARS)
     Returns:
         The diff text ("" when nothing changed).
     """
-    chunks, size = [], 0
+    chunks, size, budget = [], 0, [_DIFF_TOTAL_LINES]
     for path in sorted(set(before.entries) | set(after.entries)):
         if any(part in _NOT_DIFFED for part in path.split("/")):
             continue
@@ -131,7 +142,7 @@ def changes_diff(before: Snapshot, after: Snapshot, *, limit: int = PATCH_CHARS)
         folders = (old is None or old.kind == "d") and (new is None or new.kind == "d")
         if folders and (old is None or new is None or old.mode == new.mode):
             continue  # a folder made or removed: the files in it say so
-        chunks.append(_path_diff(path, old, new))
+        chunks.append(_path_diff(path, old, new, budget))
         size += len(chunks[-1])
         if size > limit:
             break

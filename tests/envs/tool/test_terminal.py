@@ -192,6 +192,53 @@ def test_mode_checks_compare_all_twelve_bits():
     assert template.check(expect, _snapshot_of(done), NoRunner())[1] == 0.0
 
 
+def test_checkers_parse_no_agent_text_over_the_cap():
+    """A checker parses what Snapshot.text gives: a 20 MiB CSV of one-letter rows (10 M rows as
+    lists, gigabytes) or 1 MiB of nested JSON is refused before any parser sees it."""
+    template = TEMPLATES["csv_filter"]
+    _, files, expect = template.generate(np.random.default_rng(1))
+    path = f"data/big_{expect['region']}.csv"
+    snap = _snapshot_of({**files, path: b"a\n" * (10 << 20)})
+    tracemalloc.start()
+    try:
+        start = time.perf_counter()
+        success, score, _ = template.check(expect, snap, NoRunner())
+        elapsed = time.perf_counter() - start
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (success, score) == (False, 0.0)
+    assert peak < 64 << 20 and elapsed < 2.0, (peak >> 20, elapsed)
+    assert _snapshot_of({"a.json": b"[" * 200_000}).text("a.json") == "[" * 200_000
+    json_task = TEMPLATES["fix_json_config"]  # deep nesting is "not valid JSON", no checker error
+    _, files, expect = json_task.generate(np.random.default_rng(1))
+    deep = _snapshot_of({**files, "config/app.json": b"[" * 200_000})
+    assert json_task.check(expect, deep, NoRunner()) == (
+        False,
+        0.0,
+        "config/app.json is missing or still not valid JSON",
+    )
+
+
+def test_the_episode_diff_costs_little_whatever_the_files():
+    """info["patch"] is computed by the env: difflib is quadratic on repeated lines (4,000 lines of
+    150 values took 6 s), so files over 1,000 lines get a 'differ' line."""
+    from verigym.envs.tool.terminal.env import changes_diff
+
+    before = _snapshot_of(
+        {f"f{i}.txt": "".join(f"{k % 150}\n" for k in range(4000)) for i in range(5)}
+    )
+    after = _snapshot_of(
+        {f"f{i}.txt": "".join(f"{k * 7 % 150}\n" for k in range(4000)) for i in range(5)}
+    )
+    start = time.perf_counter()
+    text = changes_diff(before, after)
+    assert time.perf_counter() - start < 2.0
+    assert "Large files a/f0.txt and b/f0.txt differ (4001 -> 4001 lines)" in text
+    small = changes_diff(_snapshot_of({"a.txt": "x\ny\n"}), _snapshot_of({"a.txt": "x\nz\n"}))
+    assert "-y\n+z\n" in small
+
+
 def test_git_files_copy_objects_and_refs_never_the_agents_config():
     """The checker's copy of a repository: objects, refs (heads, tags), HEAD, the index, under a
     config of ours. The agent's config (sshCommand, partialClone, fsmonitor), hooks, attributes,
