@@ -73,7 +73,13 @@ Concurrency: the event loop parses nothing large and runs no model code. Bodies 
 prompts tokenized on a pool of :data:`PREP_THREADS` threads; every model call (sampling, the
 ``"required"`` choosing pass) runs on one batcher thread (:mod:`verigym.agents.llm.batcher`) that
 takes queued requests in arrival order, so ``/health`` and new requests are answered while a batch
-generates, and a client that leaves is noticed at once (the ASGI ``http.disconnect`` event).
+generates, and a client that leaves is noticed at once (the ASGI ``http.disconnect`` event). The
+model folder's chat template is untrusted code: it renders in :data:`TEMPLATE_WORKERS` worker
+processes (:mod:`verigym.agents.llm.template_guard`), each render bounded to
+:data:`~verigym.agents.llm.template_guard.TEMPLATE_TIMEOUT_S` seconds (then the worker is killed
+and replaced), :data:`~verigym.agents.llm.template_guard.TEMPLATE_MEMORY_BYTES` of memory and
+:data:`~verigym.agents.llm.template_guard.TEMPLATE_MAX_CHARS` characters; a template over a bound is
+a 400 and costs a prep thread at most the timeout.
 
 Security: with a token (``token=``, ``verigym serve-model --token`` or ``$VERIGYM_TOKEN``) every
 request needs ``Authorization: Bearer <token>``, checked by :class:`verigym.serve.auth.TokenGate`
@@ -117,6 +123,7 @@ __all__ = [
     "MAX_CONNECTIONS",
     "MAX_TOOLS",
     "PREP_THREADS",
+    "TEMPLATE_WORKERS",
     "ChatServer",
     "RequestError",
     "error_body",
@@ -143,6 +150,9 @@ MAX_TOOLS = 128
 
 PREP_THREADS = 4
 """Threads that decode request bodies, tokenize prompts and build answers, off the event loop."""
+
+TEMPLATE_WORKERS = 2
+"""Processes that render the model's chat template (:mod:`verigym.agents.llm.template_guard`)."""
 
 _REQUIRED = "\x00required"
 """The forced-call marker of ``tool_choice="required"`` (never a tool name: names are printable)."""
@@ -324,6 +334,12 @@ class ChatServer:
         self.request_timeout = request_timeout
         template = getattr(policy.tokenizer, "chat_template", None) or ""
         self._template_reads_tools = policy.chat.use_template and "tools" in str(template)
+        from verigym.agents.llm.template_guard import TemplateRenderer
+
+        self._templates = None
+        if policy.chat.use_template:  # the policy renders through the workers from now on
+            self._templates = TemplateRenderer(policy.tokenizer, workers=TEMPLATE_WORKERS)
+            policy.chat.render = functools.partial(_render_with, self._templates)
         self.app = self._create_app(token)
         self._sock = bind_socket(host, port)
         self.server_address: tuple[str, int] = tuple(self._sock.getsockname()[:2])  # type: ignore[assignment]
@@ -370,6 +386,8 @@ class ChatServer:
         """Stop the batcher and the prep threads and close the socket (idempotent)."""
         self.batcher.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._templates is not None:
+            self._templates.close()
         self._sock.close()
 
     # -- the app ------------------------------------------------------------------------------------------
@@ -724,11 +742,8 @@ class ChatServer:
     ) -> list[int]:
         if not tools:
             return self.policy.encode_messages(messages)
-        if self._template_reads_tools:
-            text = self.policy.tokenizer.apply_chat_template(
-                messages, tools=tools, tokenize=False, add_generation_prompt=True
-            )
-            return self.policy.chat.encode(text)
+        if self._template_reads_tools and self._templates is not None:
+            return self.policy.chat.encode(self._templates.render(messages, tools=tools))
         section = _HERMES.format(tools="\n".join(json.dumps(t) for t in tools))
         if messages[0]["role"] == "system":
             messages = [
@@ -1218,6 +1233,14 @@ class ChatServer:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+
+
+def _render_with(
+    templates: Any, messages: Sequence[Any], *, add_generation_prompt: bool = True
+) -> str:
+    """``ChatFormat.render`` through a :class:`~verigym.agents.llm.template_guard.TemplateRenderer`
+    (raises its ``TemplateError``, a ``ValueError``: HTTP 400)."""
+    return templates.render(messages, add_generation_prompt=add_generation_prompt)
 
 
 def _openai_call(name: str, arguments: str) -> dict[str, Any]:

@@ -166,6 +166,13 @@ def run(args: argparse.Namespace) -> int:
             f"refusing to serve on {args.host} without a token: anyone who reaches the port could use "
             "the model. Pass --token or set VERIGYM_TOKEN, or bind 127.0.0.1.",
         )
+    from verigym.serve.auth import check_token
+
+    try:  # a weak token: refused off loopback here (the server warns about one on loopback)
+        if not is_loopback(args.host):
+            check_token(_token(args), args.host, "serve-model")
+    except ValueError as exc:
+        return usage_error("serve-model", str(exc))
     try:
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
@@ -183,6 +190,8 @@ def run(args: argparse.Namespace) -> int:
         )  # before torch and transformers load: one line saying what is missing
         server = build(args)
     except (FileNotFoundError, ImportError) as exc:  # no model there, or gguf missing
+        return usage_error("serve-model", _one_line(exc))
+    except ValueError as exc:  # a refused adapter field (one line naming it)
         return usage_error("serve-model", _one_line(exc))
     except OSError as exc:  # transformers could not read the folder, or the port is taken
         return usage_error("serve-model", f"{args.model_dir}: {_one_line(exc)}")

@@ -122,3 +122,22 @@ def test_load_adapter_refuses_before_peft_and_loads_a_checked_one(tmp_path, tiny
     folder = _folder(tmp_path, r=2_000_000)
     with pytest.raises(ValueError, match="r must be an integer"):
         load_adapter(policy.model, folder)
+
+
+def test_serve_model_refuses_a_hostile_adapter_and_a_weak_exposed_token_in_one_line(
+    tmp_path, tiny_model_dir, capsys
+):
+    import argparse
+
+    from verigym.commands import serve_model as serve
+
+    parser = argparse.ArgumentParser()
+    serve.add_arguments(parser)
+    folder = _folder(tmp_path, target_modules="(\\w|\\w|.)*Z")
+    args = parser.parse_args([str(tiny_model_dir), "--port", "0", "--adapter", str(folder)])
+    assert serve.run(args) == 2
+    error = capsys.readouterr().err.strip()
+    assert "target_modules" in error and len(error.splitlines()) == 1
+    args = parser.parse_args([str(tiny_model_dir), "--host", "0.0.0.0", "--token", "s3cret"])
+    assert serve.run(args) == 2
+    assert "weak token" in capsys.readouterr().err
