@@ -180,3 +180,28 @@ class LoneSurrogateEnv(CountdownTextEnv):
     def _obs(self) -> str:
         name = b"notes-\xff.txt".decode("utf-8", "surrogateescape")
         return f"say {self._target} (from {name})"
+
+
+class SegfaultEnv(gym.Env):
+    """A native crash on demand: ``step("segfault")`` reads address 0 (SIGSEGV, the whole process
+    dies), ``step("bad")`` raises ``ValueError``; any other reply ends the episode. For
+    ``serve-env --isolate`` (tests/test_serve_strangers.py)."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self):
+        self.observation_space = UnicodeText(64)
+        self.action_space = UnicodeText(64)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return "ready", {"pid": __import__("os").getpid()}
+
+    def step(self, action):
+        if action == "segfault":
+            import ctypes
+
+            ctypes.string_at(0)
+        if action == "bad":
+            raise ValueError("SegfaultEnv takes no 'bad' action")
+        return "done", 1.0, True, False, episode_end({}, success=True, score=1.0)

@@ -1,7 +1,7 @@
 """``verigym serve-env`` (issue 28 leftovers): an env whose construction overruns ``--step-timeout``
 ends the session, and the env the worker finishes building afterwards is closed when it arrives
-(a late result never leaks a sandbox or a browser context), on the shared pool (text family) and on
-a pinned thread (every other family), through ``make``, ``reset`` and the stateless ``POST /reset``.
+(a late result never leaks a sandbox or a browser context), for every family (each session runs on
+a thread of its own), through ``make``, ``reset`` and the stateless ``POST /reset``.
 """
 
 from __future__ import annotations
@@ -73,7 +73,9 @@ def test_an_env_built_after_its_make_timed_out_is_closed_when_it_arrives(family)
     CLOSED.clear()
     with verigym.serve.start(SLOW_MAKE, step_timeout=0.3) as server:
         state = server.app.state.server
-        state.families[SLOW_MAKE] = family  # text: the shared pool; tool: a pinned thread
+        state.families[SLOW_MAKE] = (
+            family  # once: text ran on a shared pool, tool on a pinned thread
+        )
         with pytest.raises(RemoteEnvError) as caught:
             verigym.remote.make(SLOW_MAKE, url=server.url)
         assert caught.value.code == "STEP_TIMEOUT"
@@ -117,6 +119,7 @@ def test_a_result_that_arrives_after_the_sessions_task_was_cancelled_goes_to_the
     from types import SimpleNamespace
 
     from verigym.serve.session import Session
+    from verigym.serve.threads import PinnedPool
 
     late: list[str] = []
     started = threading.Event()
@@ -127,18 +130,19 @@ def test_a_result_that_arrives_after_the_sessions_task_was_cancelled_goes_to_the
         return "env"
 
     async def scenario() -> None:
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            server = SimpleNamespace(
-                config=SimpleNamespace(step_timeout=0), inline_pool=pool, abandoned=set()
-            )
-            session = Session(server)  # type: ignore[arg-type]
-            task = asyncio.get_running_loop().create_task(session.call(build, late=late.append))
-            while not started.is_set():
-                await asyncio.sleep(0.01)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-        # the pool's shutdown waited for build: it handed "env" to the late handler
+        pool = PinnedPool(1)
+        server = SimpleNamespace(config=SimpleNamespace(step_timeout=0), pool=pool)
+        session = Session(server)  # type: ignore[arg-type]
+        task = asyncio.get_running_loop().create_task(session.call(build, late=late.append))
+        deadline = time.monotonic() + 10
+        while not started.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        worker = session.worker
+        pool.shutdown()
+        worker._thread.join(10)  # the thread finished build: it handed "env" to the late handler
 
     # in a thread of its own: a test before it in this process may have left an event loop running
     # in the main thread (Playwright's sync API does), where asyncio.run refuses to start

@@ -16,7 +16,7 @@ import numpy as np
 
 from verigym.core import ActionParseError, EpisodeGuard, UnicodeText, action_error_info, episode_end
 from verigym.envs.text.base import ReplySpace
-from verigym.kwargs_policy import FLAG, Bound, Fields, FloatRange, IntRange, client, operator_only
+from verigym.kwargs_policy import FLAG, Bound, Fields, FloatRange, IntRange, operator_only
 from verigym.verifiers import (
     UnsafeExpression,
     contains_oracle,
@@ -595,8 +595,8 @@ CONFIG_FIELDS: dict[str, Bound] = {
     "p_solvable": FloatRange(0.0, 1.0),
     "difficulty": FloatRange(0.0, 10.0),
 }
-"""Generator config fields a client or stored data may set in ``config`` (a dataset without the
-field refuses it itself), with bounds that keep a reset within milliseconds; the rest (``size``,
+"""Generator config fields an operator may let clients or stored data set in ``config`` (a dataset without the
+field refuses it itself), with bounds per field; the rest (``size``,
 ``seed``, lists of operators, ...) come from the registered row or from code on the server."""
 
 
@@ -655,13 +655,22 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
     metadata = {"render_modes": ["ansi"], "family": "text"}
 
     remote_kwargs = {
-        "level": client(IntRange(0, 20)),
-        "config": client(Fields(CONFIG_FIELDS)),
+        "level": operator_only(
+            IntRange(0, 20),
+            why="generator work: the top level of RG-Bf costs 1.2 s a reset against 4 ms",
+        ),
+        "config": operator_only(
+            Fields(CONFIG_FIELDS),
+            why="generator work: a client-set config made a reset cost 0.5 s against 9 ms",
+        ),
         "dataset": operator_only(why="it picks the generator, and some take seconds per item"),
         "score_timeout": operator_only(FloatRange(0.01, 60.0), why="CPU seconds of each check"),
     }
-    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`): a
-    ``config`` may set only the :data:`CONFIG_FIELDS` (never ``size`` or ``seed``)."""
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`): none
+    of the generator's. ``level`` and ``config`` set generator work (a reset must stay within
+    50 ms; some datasets' top levels and configs take seconds), so only the operator lets them
+    through (``serve-env --allow-kwargs level,config``), ``config`` then only with the
+    :data:`CONFIG_FIELDS` (never ``size`` or ``seed``)."""
 
     def __init__(
         self,

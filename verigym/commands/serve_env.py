@@ -51,7 +51,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         default=32,
-        help="threads of each pool at most: text/grid/multi-agent calls share one, GUI/sandbox/MuJoCo sessions are pinned to the other's",
+        help="idle threads kept for new sessions (each session runs on a thread of its own, so no session waits behind another's calls)",
+    )
+    parser.add_argument(
+        "--isolate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run MuJoCo and plugin envs in a child process per session, so a native crash (segfault) ends only that session (default: plugin ids only; --no-isolate: none)",
     )
     parser.add_argument(
         "--max-message-bytes",
@@ -111,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
             token=args.token or os.environ.get("VERIGYM_TOKEN") or None,
             max_message_bytes=args.max_message_bytes,
             workers=args.workers,
+            isolate=args.isolate,
             allow_kwargs=tuple(
                 name.strip() for name in args.allow_kwargs.split(",") if name.strip()
             ),

@@ -35,24 +35,24 @@ HTTP: ``GET /health``, ``GET /metadata``, ``GET /schema[?env_id=...&kwargs=<json
 session: a 409 protocol error that points to ``/ws``), ``GET /state``.
 
 Concurrency: the event loop never runs an env call (make, reset, step, text, close), so it
-answers ``/health`` while any session computes. Text, grid and multi-agent-seat sessions run their
-calls on a shared pool of at most ``workers`` threads (any free thread takes the next call; their
-verifiers and generators are bounded in a worker process of their own). Any other env (GUI, tool
-sandbox, MuJoCo, third-party ids) is pinned for its whole life to one thread of a second pool of at
-most ``workers`` long-lived threads (Playwright objects are thread-bound; a thread's Chromium serves
-all its GUI sessions), the least-loaded one. Every call is bounded by ``step_timeout``: a call that
-overruns ends its session, its env is closed at once from another thread (a tool env's sandbox
-tree is killed, so the stuck call returns), and a pinned thread is retired from the pool (a fresh
-thread takes its place; the stuck one exits when the call returns). ``/health`` counts the calls
-still running for ended sessions as ``stuck_workers``. A native crash (segfault) of an env takes
-the whole server process down: see "Isolation" in ``docs/design.md``.
+answers ``/health`` while any session computes. Every session runs its calls on a thread of its
+own (:mod:`verigym.serve.threads`), in order, so its calls queue only behind its own and no other
+client's call delays it; ``workers`` idle threads are kept for new sessions (a GUI thread keeps its
+Chromium: Playwright objects are thread-bound). Every call is bounded by ``step_timeout``, counted
+from the moment it starts running: a call that overruns ends its session, its env is closed at once
+from another thread (a tool env's sandbox tree is killed, so the stuck call returns), and its thread
+is retired (it exits when the call returns). ``/health`` counts those calls as ``stuck_workers``.
+Plugin ids (and, with ``isolate=True``, MuJoCo ids) run in a child process per session
+(:mod:`verigym.serve.isolated`): a native crash (segfault) ends that session with ``ENV_CRASHED``,
+not the server. An env stepped in the server's own process that crashes natively still takes the
+server down: see "Isolation" in ``docs/design.md``.
 
 Security: a token, when configured, is checked by :class:`verigym.serve.auth.TokenGate` in front
 of every route. ``/schema`` answers are cached for the :data:`SCHEMA_CACHE_SIZE` most recent
 (id, kwargs) pairs.
 
 The pieces: :class:`ServeConfig` (settings), :class:`EnvServer` (what sessions share: the ids, the
-thread pools, the kwargs policy; the HTTP routes), :class:`verigym.serve.session.Session` (one
+session threads, the kwargs policy; the HTTP routes), :class:`verigym.serve.session.Session` (one
 client's env and its messages), :mod:`verigym.serve.threads` (the threads env calls run on) and
 :func:`create_app`, which puts them on Starlette.
 """
@@ -60,7 +60,6 @@ client's env and its messages), :mod:`verigym.serve.threads` (the threads env ca
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import json
 import logging
@@ -72,17 +71,27 @@ from typing import Any
 
 import gymnasium as gym
 
-from verigym.serve.session import ProtocolError, Session, describe_env
+from verigym.serve.session import ProtocolError, Session, describe_env, forget
 from verigym.serve.threads import PinnedPool
-from verigym.serve.wire import WireError, decode, space_json_schema
+from verigym.serve.wire import WireError, decode, frame_budget, space_json_schema
 
-__all__ = ["INLINE_FAMILIES", "SCHEMA_CACHE_SIZE", "EnvServer", "ServeConfig", "create_app"]
+__all__ = [
+    "INLINE_FAMILIES",
+    "ISOLATED_FAMILIES",
+    "SCHEMA_CACHE_SIZE",
+    "EnvServer",
+    "ServeConfig",
+    "create_app",
+]
 
 logger = logging.getLogger(__name__)
 
 INLINE_FAMILIES = frozenset({"text", "grid", "multiagent"})
-"""Families whose env calls run on the shared thread pool (any free thread); all others are pinned
-to one thread of the worker pool for their whole life."""
+"""Families whose envs are pure Python in the server's process (no sandbox, browser or native
+library). Kept for compatibility: every session now runs on a thread of its own."""
+
+ISOLATED_FAMILIES = frozenset({"mujoco"})
+"""Families that ``--isolate`` runs in a child process per session, besides every plugin id."""
 
 SCHEMA_CACHE_SIZE = 128
 """``/schema`` answers kept (least recently used dropped first): one per (env id, kwargs) pair."""
@@ -104,11 +113,15 @@ class ServeConfig:
             0 disables.
         token: required credential (``None``: none; mandatory for a non-loopback host).
         max_message_bytes: larger frames get ``MESSAGE_TOO_LARGE`` (the session goes on).
-        workers: threads of each of the two pools: the one that runs text/grid/multi-agent
-            calls and the one whose threads GUI/sandbox/MuJoCo/third-party sessions are pinned to.
+        workers: idle session threads kept for new sessions (each session runs on a thread of
+            its own; this bounds no session).
         allow_kwargs: constructor parameters clients may set beyond those the env declares
             client-settable (``--allow-kwargs``; see :func:`verigym.registration.untrusted_kwargs`);
             declared bounds still apply, and ``unsafe`` is never accepted.
+        isolate: which envs run in a child process per session
+            (:class:`verigym.serve.isolated.IsolatedEnv`), so that a native crash ends only that
+            session: ``None`` (the default) plugin ids, ``True`` (``--isolate``) plugin and
+            MuJoCo ids, ``False`` (``--no-isolate``) none.
     """
 
     env_ids: tuple[str, ...] = ()
@@ -120,6 +133,7 @@ class ServeConfig:
     max_message_bytes: int = 16 << 20
     workers: int = 32
     allow_kwargs: tuple[str, ...] = ()
+    isolate: bool | None = None
 
     def __post_init__(self) -> None:
         from verigym.kwargs_policy import NEVER_REMOTE
@@ -149,9 +163,8 @@ class EnvServer:
     Attributes:
         sessions: the open WebSocket sessions by id.
         families: the family of every registered verigym Gymnasium id.
-        pool: the threads blocking sessions are pinned to; ``inline_pool``: the shared threads of
-            text, grid and multi-agent-seat calls.
-        abandoned: calls of ended sessions (``STEP_TIMEOUT``) still running on the shared pool.
+        pool: the sessions' threads (one per session, idle ones kept for reuse).
+        plugin_ids: the served ids of plugins (outside ``verigym/``), isolated by default.
         schema_cache: ``/schema`` answers by (env id, canonical kwargs), most recent last.
         steps: env steps served so far.
     """
@@ -168,12 +181,9 @@ class EnvServer:
         else:
             self.allowed = None  # any verigym gymnasium id
         self.families = {r.id: r.family for r in rows() if r.api == "gymnasium"}
+        self.plugin_ids = {i for i in self.families if not i.startswith("verigym/")}
         self.sessions: dict[str, Session] = {}
         self.pool = PinnedPool(config.workers)
-        self.inline_pool = concurrent.futures.ThreadPoolExecutor(
-            config.workers, thread_name_prefix="verigym-env-call"
-        )
-        self.abandoned: set[concurrent.futures.Future] = set()
         self.schema_cache: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
         self.reaper: asyncio.Task | None = None
         self.steps = 0
@@ -225,26 +235,47 @@ class EnvServer:
             )
         return env_id
 
-    def inline(self, env_id: str) -> bool:
-        """Whether ``env_id``'s calls run on the shared pool (:data:`INLINE_FAMILIES`)."""
-        return self.families.get(env_id) in INLINE_FAMILIES
+    def isolated(self, env_id: str) -> bool:
+        """Whether ``env_id`` runs in a child process per session (``ServeConfig.isolate``)."""
+        if self.config.isolate is False:
+            return False
+        if env_id in self.plugin_ids:
+            return True
+        return bool(self.config.isolate) and self.families.get(env_id) in ISOLATED_FAMILIES
 
-    def decode(self, value: Any) -> Any:
-        """:func:`verigym.serve.wire.decode` with arrays of at most 4x ``max_message_bytes``
-        declared: a short frame cannot make the server allocate more than a full one could."""
-        return decode(value, max_bytes=4 * self.config.max_message_bytes)
+    def decode(self, value: Any, frame_bytes: int | None = None) -> Any:
+        """:func:`verigym.serve.wire.decode` with the arrays a frame may declare bounded by its
+        length (:func:`verigym.serve.wire.frame_budget`: 64 KiB plus 16 bytes per byte received,
+        at most 4x ``max_message_bytes``), checked before anything is allocated: a 97-byte frame
+        cannot make the server allocate 64 MB.
+
+        Args:
+            value: parsed JSON of one value of a frame (an action, options, kwargs).
+            frame_bytes: length of the frame it came in; ``None``: a full-size frame's budget.
+
+        Raises:
+            WireError: malformed, or its arrays declare more than the budget.
+        """
+        cap = 4 * self.config.max_message_bytes
+        return decode(
+            value, max_bytes=cap if frame_bytes is None else frame_budget(frame_bytes, cap)
+        )
 
     def stuck_calls(self) -> int:
         """Env calls still running for sessions that ended on ``STEP_TIMEOUT``."""
-        return self.pool.retired + sum(1 for f in list(self.abandoned) if not f.done())
+        return self.pool.retired
 
-    def checked_kwargs(self, env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def checked_kwargs(
+        self, env_id: str, kwargs: dict[str, Any], frame_bytes: int | None = None
+    ) -> dict[str, Any]:
         """A client's decoded kwargs, refused with ``INVALID_KWARGS`` unless the env declares them
-        client-settable (or the operator allowed them) and they are within bounds."""
+        client-settable (or the operator allowed them) and they are within bounds; ``frame_bytes``
+        as in :meth:`decode`."""
         from verigym.registration import KwargsRefused, untrusted_kwargs
 
         try:
-            return untrusted_kwargs(env_id, self.decode(kwargs), allow=self.config.allow_kwargs)
+            decoded = self.decode(kwargs, frame_bytes)
+            return untrusted_kwargs(env_id, decoded, allow=self.config.allow_kwargs)
         except WireError as exc:
             raise ProtocolError("VALIDATION_ERROR", f"kwargs: {exc}") from None
         except KwargsRefused as exc:
@@ -282,7 +313,6 @@ class EnvServer:
             for session in list(self.sessions.values()):
                 await session.drop_env()
             self.pool.shutdown()
-            self.inline_pool.shutdown(wait=False, cancel_futures=True)
 
     # --- routes --------------------------------------------------------------------------------
     async def websocket(self, websocket: Any) -> None:
@@ -318,7 +348,7 @@ class EnvServer:
                 "status": "healthy",
                 "sessions": len(self.sessions),
                 "max_sessions": self.config.max_sessions,
-                "workers": len(self.pool.workers),
+                "workers": sum(1 for w in list(self.pool.workers) if w.sessions),
                 "stuck_workers": self.stuck_calls(),
                 "steps": self.steps,
             }
@@ -421,12 +451,14 @@ class EnvServer:
             body = await request.body()
             if len(body) > self.config.max_message_bytes:
                 raise ProtocolError("MESSAGE_TOO_LARGE", "request body over --max-message-bytes")
+            session.frame_bytes = len(body)
             data = json.loads(body) if body.strip() else {}
             if not isinstance(data, dict):
                 raise ProtocolError("VALIDATION_ERROR", "the body must be a JSON object")
             frame = json.loads(await session.reset(data))
             return JSONResponse(frame["data"])
         except ProtocolError as exc:
+            forget(exc)
             return _error_response(exc)
         except ValueError as exc:
             return JSONResponse(

@@ -5,33 +5,34 @@ parses it, :meth:`handle` dispatches on its ``type`` to :meth:`make`, :meth:`res
 :meth:`step`, :meth:`text` or :meth:`state`), send the reply; a :class:`ProtocolError` is sent as
 an error frame and ends the session when it is fatal. Every env call runs off the event loop
 through :meth:`call`, bounded by ``--step-timeout``. The stateless HTTP ``/reset`` and ``/schema``
-use a session without a socket. The shared parts (ids, thread pools, kwargs policy) are the
+use a session without a socket. The shared parts (ids, session threads, kwargs policy) are the
 server's (:class:`verigym.serve.app.EnvServer`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import functools
 import json
 import logging
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
+from verigym.serve.isolated import IsolatedEnv
 from verigym.serve.threads import Handoff, PinnedThread, quiet
 from verigym.serve.wire import WireError, encode, space_to_json
 
 if TYPE_CHECKING:
     from verigym.serve.app import EnvServer
 
-__all__ = ["TEXT_METHODS", "ProtocolError", "Session", "describe_env"]
+__all__ = ["TEXT_METHODS", "ProtocolError", "Session", "describe_env", "forget"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class Session:
         self.env: gym.Env | None = None
         self.env_id: str | None = None
         self.kwargs_key = "{}"  # canonical JSON of the env's kwargs
-        self.worker: PinnedThread | None = None  # None: calls go to the shared pool
+        self.worker: PinnedThread | None = None  # this session's own thread, from its first call
         self.reset_done = False
         self.episode_over = False
         self.episode_id: str | None = None
@@ -94,6 +95,7 @@ class Session:
         self.last_active = time.monotonic()
         self.busy = False  # a message is being handled (never reaped meanwhile)
         self.timed_out = False  # a call overran --step-timeout: the env is closed at once
+        self.frame_bytes = 0  # length of the frame being answered (bounds what it may declare)
 
     # --- the WebSocket loop --------------------------------------------------------------------
     async def run(self) -> None:
@@ -106,11 +108,16 @@ class Session:
                 try:
                     reply = await self.answer(frame)
                 except ProtocolError as exc:
-                    await self.websocket.send_text(exc.frame())
-                    if exc.fatal:
+                    fatal, text = exc.fatal, exc.frame()
+                    forget(exc)  # a refused action's arrays go now, not at the next cyclic GC
+                    del exc
+                    await self.websocket.send_text(text)
+                    if fatal:
                         break
                     continue
-                except RecursionError:
+                except RecursionError as exc:
+                    forget(exc)
+                    del exc
                     error = ProtocolError("VALIDATION_ERROR", "message nested too deeply")
                     await self.websocket.send_text(error.frame())
                     continue
@@ -146,6 +153,7 @@ class Session:
                 frame that is not a message, or whatever :meth:`handle` raises.
         """
         limit = self.config.max_message_bytes
+        self.frame_bytes = len(frame)
         if len(frame) > limit:
             unit = "character" if isinstance(frame, str) else "byte"
             raise ProtocolError(
@@ -215,15 +223,15 @@ class Session:
             raise ProtocolError(
                 "VALIDATION_ERROR", f"kwargs must be an object, got {type(kwargs).__name__}"
             )
-        kwargs = self.server.checked_kwargs(env_id, kwargs)
+        kwargs = self.server.checked_kwargs(env_id, kwargs, self.frame_bytes)
         key = json.dumps(kwargs, sort_keys=True, default=repr)
         if self.env is not None and (self.env_id, self.kwargs_key) == (env_id, key):
             return
         await self.drop_env()
-        if not self.server.inline(env_id):
-            self.worker = self.server.pool.assign()
+        self.worker = self.server.pool.assign()
         try:
-            self.env = await self.call(_make_env, env_id, kwargs, late=_close)
+            isolate = self.server.isolated(env_id)
+            self.env = await self.call(_make_env, env_id, kwargs, isolate, late=_close)
         except ProtocolError:
             raise
         except (TypeError, ValueError, WireError) as exc:
@@ -253,7 +261,7 @@ class Session:
         same = json.loads(self.kwargs_key) if have_env and "env_id" not in data else None
         await self.make(env_id, data.get("kwargs", same))
         try:
-            options = self.server.decode(data.get("options"))
+            options = self.server.decode(data.get("options"), self.frame_bytes)
         except WireError as exc:
             raise ProtocolError("VALIDATION_ERROR", f"options: {exc}") from None
         reset = self.env.reset
@@ -282,7 +290,7 @@ class Session:
                 "a step needs data.action (text, number, nested list or an encoded array)",
             )
         try:
-            action = self.server.decode(data["action"])
+            action = self.server.decode(data["action"], self.frame_bytes)
         except WireError as exc:
             raise ProtocolError("VALIDATION_ERROR", f"action: {exc}") from None
         observation, reward, terminated, truncated, info = await self.guarded(self.env.step, action)
@@ -301,17 +309,29 @@ class Session:
             raise ProtocolError("NOT_RESET", "no env yet: send make or reset first")
         inner = self.env.unwrapped
         method = data.get("method")
-        if (
+        if isinstance(inner, IsolatedEnv):  # the methods its child's env answers
+            if method not in inner.text_methods:
+                raise ProtocolError(
+                    "VALIDATION_ERROR", f"{self.env_id} has no text method {method!r}"
+                )
+            target = functools.partial(inner.text, method)
+        elif (
             method not in TEXT_METHODS
             or not isinstance(inner, TextInterface)
             or not callable(getattr(inner, method, None))
         ):
             raise ProtocolError("VALIDATION_ERROR", f"{self.env_id} has no text method {method!r}")
+        else:
+            target = getattr(inner, method)
         try:
-            args = () if method == "instructions" else (self.server.decode(data.get("value")),)
+            args = (
+                ()
+                if method == "instructions"
+                else (self.server.decode(data.get("value"), self.frame_bytes),)
+            )
         except WireError as exc:
             raise ProtocolError("VALIDATION_ERROR", f"value: {exc}") from None
-        value = await self.guarded(getattr(inner, method), *args)
+        value = await self.guarded(target, *args)
         return json.dumps({"type": "text", "data": {"value": encode(value)}})
 
     def state(self) -> dict[str, Any]:
@@ -352,7 +372,8 @@ class Session:
             ) from None
 
     async def call(self, fn: Callable, *args: Any, late: Callable[[Any], Any] | None = None) -> Any:
-        """``fn(*args)`` off the event loop: on the session's pinned thread, else on the shared pool.
+        """``fn(*args)`` off the event loop, on this session's own thread (after its own earlier
+        calls only: no other session's call is ever queued there).
 
         Args:
             fn, args: the env call.
@@ -361,31 +382,34 @@ class Session:
                 ``make`` passes ``close``, so an env built after its timeout never leaks.
 
         Raises:
-            ProtocolError: ``STEP_TIMEOUT`` (fatal) when the call overruns ``step_timeout``; the
-                session is marked so that :meth:`drop_env` closes its env at once.
+            ProtocolError: ``STEP_TIMEOUT`` (fatal) when the call runs longer than
+                ``step_timeout``, counted from the moment it starts running (or waits that long
+                behind this session's own previous call); the session is marked so that
+                :meth:`drop_env` closes its env at once.
         """
-        server = self.server
+        if self.worker is None:
+            self.worker = self.server.pool.assign()
+        worker = self.worker
         handoff = Handoff(late)
         job = handoff.wrap(fn, *args)
-        pending: concurrent.futures.Future | None = None
-        if self.worker is None:
-            pending = server.inline_pool.submit(job)
-            future: asyncio.Future = asyncio.wrap_future(pending)
-        else:
-            future = self.worker.run(job)
+        loop = asyncio.get_running_loop()
+        started = asyncio.Event()
+
+        def run() -> Any:
+            loop.call_soon_threadsafe(started.set)
+            return job()
+
+        future = worker.run(run)
         timeout = self.config.step_timeout or None
         try:
+            await asyncio.wait_for(started.wait(), timeout)  # only this session's own work before
             return await asyncio.wait_for(asyncio.shield(future), timeout)
         except asyncio.TimeoutError:
             if not handoff.abandon():  # it returned at the deadline: its result is on the way
                 return await future
             self.timed_out = True
-            future.cancel()  # a shared-pool call that has not started is cancelled with it
-            if pending is None:
-                server.pool.retire(self.worker)
-            elif not pending.done():  # running: counted as stuck until it returns
-                server.abandoned.add(pending)
-                pending.add_done_callback(server.abandoned.discard)
+            future.cancel()
+            self.server.pool.retire(worker)
             raise ProtocolError(
                 "STEP_TIMEOUT",
                 f"the env did not answer within --step-timeout {self.config.step_timeout:g} s; this session is closed and its env with it",
@@ -410,10 +434,29 @@ class Session:
                 ).start()
             elif worker is not None:
                 worker.later(env.close)
-            else:
-                self.server.inline_pool.submit(quiet(env.close))
+            else:  # pragma: no cover - an env always has the thread that built it
+                threading.Thread(target=quiet(env.close), daemon=True).start()
         if worker is not None:
             self.server.pool.release(worker)
+
+
+def forget(exc: BaseException) -> None:
+    """Drop what ``exc`` keeps alive: the locals of every finished frame of its traceback and of
+    the exceptions it was raised from (an env's error holds the frame that held the action), and
+    the tracebacks themselves. Without it a refused action's arrays stay referenced through a
+    cycle (exception -> traceback -> frame -> the exception) until the cyclic GC runs."""
+    seen: set[int] = set()
+    stack = [exc]
+    while stack:
+        error = stack.pop()
+        if error is None or id(error) in seen:
+            continue
+        seen.add(id(error))
+        stack += [error.__context__, error.__cause__]
+        if error.__traceback__ is not None:
+            traceback.clear_frames(error.__traceback__)
+            error.__traceback__ = None
+        error.__context__ = error.__cause__ = None
 
 
 def describe_env(env: gym.Env, env_id: str | None) -> dict[str, Any]:
@@ -428,7 +471,9 @@ def describe_env(env: gym.Env, env_id: str | None) -> dict[str, Any]:
         "metadata": encode(dict(env.unwrapped.metadata)),
         "max_episode_steps": getattr(spec, "max_episode_steps", None),
         "nondeterministic": bool(getattr(spec, "nondeterministic", False)),
-        "text_interface": [
+        "text_interface": list(env.unwrapped.text_methods)
+        if isinstance(env.unwrapped, IsolatedEnv)
+        else [
             m for m in TEXT_METHODS if text_interface and callable(getattr(env.unwrapped, m, None))
         ],
         "reward_range": encode(
@@ -443,7 +488,9 @@ def _is_text_interface(env: gym.Env) -> bool:
     return isinstance(env.unwrapped, TextInterface)
 
 
-def _make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
+def _make_env(env_id: str, kwargs: dict[str, Any], isolate: bool = False) -> gym.Env:
+    if isolate:
+        return IsolatedEnv(env_id, {"disable_env_checker": True, **kwargs}, gym.spec(env_id))
     return gym.make(env_id, disable_env_checker=True, **kwargs)
 
 

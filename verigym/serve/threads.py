@@ -1,9 +1,14 @@
-"""The threads ``verigym serve-env`` runs env calls on, off the event loop.
+"""The threads ``verigym serve-env`` runs env calls on, off the event loop: one per session.
 
-A :class:`PinnedThread` runs every call of the sessions pinned to it, in order (Playwright objects
-are thread-bound, so a GUI env must see one thread for its whole life); a :class:`PinnedPool`
-holds at most ``size`` of them and pins each new session to an idle or the least-loaded one. A
-thread whose call overran ``--step-timeout`` is retired: it leaves the pool and exits once the
+Every session (a WebSocket, or one stateless HTTP ``/reset`` or ``/schema``) gets a
+:class:`PinnedThread` of its own from :class:`PinnedPool` and runs all its calls there, in order,
+so a session's calls queue only behind its own: no other client's call can delay it or count
+against its ``--step-timeout`` (which :meth:`verigym.serve.session.Session.call` measures from
+the moment the call starts running). A thread is also what Playwright objects are bound to, so a GUI
+env sees one thread for its whole life. A thread whose session ended goes back to the pool and is
+handed to a new session only once it has nothing left to run (at most ``keep`` idle threads are
+kept, each with its Chromium, so GUI sessions do not start a browser each); the others exit. A
+thread whose call overran ``--step-timeout`` is retired: it is never reused and exits once the
 call returns.
 
 A call whose caller gave up on it (``--step-timeout``, a cancelled session) may still finish: its
@@ -27,43 +32,69 @@ logger = logging.getLogger(__name__)
 
 
 class PinnedThread:
-    """One daemon thread that runs every call of the sessions pinned to it, in order."""
+    """One daemon thread that runs every call of the session pinned to it, in order.
+
+    Attributes:
+        sessions: sessions pinned to it now (0 or 1).
+        pending: jobs queued or running (a thread is handed to a new session only at 0).
+        retired: it overran a call and exits once that call returns.
+    """
 
     def __init__(self, on_exit: Callable[[PinnedThread], None]):
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._on_exit = on_exit
+        self._lock = threading.Lock()
         self.sessions = 0
+        self.pending = 0
         self.retired = False
-        self._thread = threading.Thread(target=self._main, name="verigym-env-worker", daemon=True)
+        self._thread = threading.Thread(target=self._main, name="verigym-env-session", daemon=True)
         self._thread.start()
 
     def _main(self) -> None:
         try:
             while (job := self._jobs.get()) is not None:
                 loop, future, fn, args = job
-                if loop is None:
-                    fn()
-                    continue
+                job = None  # the queue entry holds no argument (an action) past its call
                 try:
-                    result = fn(*args)
-                except BaseException as exc:  # noqa: BLE001 - handed to the event loop
-                    loop.call_soon_threadsafe(_settle, future, None, exc)
-                else:
-                    loop.call_soon_threadsafe(_settle, future, result, None)
+                    if loop is None:
+                        fn()
+                        continue
+                    try:
+                        result = fn(*args)
+                    except BaseException as exc:  # noqa: BLE001 - handed to the event loop
+                        loop.call_soon_threadsafe(_settle, future, None, exc)
+                        del exc
+                    else:
+                        loop.call_soon_threadsafe(_settle, future, result, None)
+                        del result
+                finally:
+                    fn = args = future = None
+                    with self._lock:
+                        self.pending -= 1
         finally:
             _release_thread_browser()
             self._on_exit(self)
+
+    def _put(self, job: Any) -> None:
+        with self._lock:
+            self.pending += 1
+        self._jobs.put(job)
 
     def run(self, fn: Callable, *args: Any) -> asyncio.Future:
         """Queue ``fn(*args)``; the returned future of the running loop settles with its result."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._jobs.put((loop, future, fn, args))
+        self._put((loop, future, fn, args))
         return future
 
     def later(self, fn: Callable[[], Any]) -> None:
         """Run ``fn`` (e.g. ``env.close``) after the pending calls, ignoring its errors."""
-        self._jobs.put((None, None, quiet(fn), ()))
+        self._put((None, None, quiet(fn), ()))
+
+    def idle(self) -> bool:
+        """Whether no session is pinned to it and it has nothing queued or running."""
+        with self._lock:
+            return self.sessions == 0 and self.pending == 0 and not self.retired
 
     def stop(self) -> None:
         """End the thread after the pending calls."""
@@ -78,33 +109,45 @@ def _release_thread_browser() -> None:
 
 
 class PinnedPool:
-    """At most ``size`` long-lived worker threads; each blocking session is pinned to one."""
+    """The threads of one server: one per session, idle ones kept for reuse.
 
-    def __init__(self, size: int):
-        self.size = size
+    Args:
+        keep: idle threads kept for the next sessions (``--workers``); more exit. It bounds no
+            session: a new session always gets a thread with nothing queued.
+
+    Attributes:
+        workers: every live, non-retired thread (pinned or idle).
+        retired: stuck threads still running an abandoned call.
+    """
+
+    def __init__(self, keep: int):
+        self.size = self.keep = keep
         self.workers: list[PinnedThread] = []
-        self.retired = 0  # stuck threads still running an abandoned call
+        self.retired = 0
         self._lock = threading.Lock()
 
     def assign(self) -> PinnedThread:
-        """Pin one more session: an idle thread, a new one while under ``size``, else the
-        least-loaded."""
+        """Pin one new session to a thread of its own: an idle one with nothing queued, else a new
+        one."""
         with self._lock:
-            idle = [w for w in self.workers if w.sessions == 0]
-            if idle:
-                worker = idle[0]
-            elif len(self.workers) < self.size:
+            worker = next((w for w in self.workers if w.idle()), None)
+            if worker is None:
                 worker = PinnedThread(self._exited)
                 self.workers.append(worker)
-            else:
-                worker = min(self.workers, key=lambda w: w.sessions)
             worker.sessions += 1
             return worker
 
     def release(self, worker: PinnedThread) -> None:
-        """Unpin one session from ``worker``."""
+        """Unpin the session from ``worker``; the thread is kept for reuse while fewer than
+        ``keep`` others are, else it exits after its pending jobs (its env's ``close``)."""
         with self._lock:
             worker.sessions -= 1
+            if worker.retired or worker.sessions:
+                return
+            spare = sum(1 for w in self.workers if w.sessions == 0 and w is not worker)
+            if spare >= self.keep and worker in self.workers:
+                self.workers.remove(worker)
+                worker.stop()
 
     def retire(self, worker: PinnedThread) -> None:
         """Take a stuck worker out of the pool; it exits once its current call returns."""

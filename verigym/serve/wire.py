@@ -38,10 +38,13 @@ from gymnasium import spaces
 
 __all__ = [
     "INLINE_ELEMENTS",
+    "DECLARED_BYTES_FLOOR",
+    "DECLARED_BYTES_PER_FRAME_BYTE",
     "MAX_DECODED_BYTES",
     "WireError",
     "decode",
     "encode",
+    "frame_budget",
     "space_from_json",
     "space_json_schema",
     "space_to_json",
@@ -55,6 +58,15 @@ MAX_DECODED_BYTES = 64 << 20
 over the payload) unless the caller gives another budget. Checked before anything is allocated:
 a short payload such as ``{"__ndarray__": ["a"], "dtype": "U200000000", "shape": [1]}`` declares
 800 MB and is refused."""
+
+DECLARED_BYTES_PER_FRAME_BYTE = 16
+"""Bytes of arrays that each byte (character) of a received frame may declare. What
+:func:`encode` writes needs at most 4 (a float64 or int64 written as ``0,`` in a nested list;
+base64 needs 3/4); a frame that declares more (``"dtype": "U16000000"`` over a one-character
+list) is refused before anything is allocated."""
+
+DECLARED_BYTES_FLOOR = 64 << 10
+"""Bytes of arrays any frame may declare whatever its length (small actions, NumPy scalars)."""
 
 _TAGS = ("__tuple__", "__items__", "__ndarray__", "__bytes__", "__repr__", "__key__")
 _SPACE_MODULES = ("verigym.", "gymnasium.")
@@ -127,6 +139,22 @@ def _encode_array(array: np.ndarray) -> dict[str, Any]:
         "dtype": name,
         "shape": list(array.shape),
     }
+
+
+def frame_budget(frame_bytes: int, cap: int = MAX_DECODED_BYTES) -> int:
+    """The bytes of arrays a frame of ``frame_bytes`` bytes (or characters) may declare:
+    :data:`DECLARED_BYTES_FLOOR` plus :data:`DECLARED_BYTES_PER_FRAME_BYTE` per byte, at most
+    ``cap``. So what a server allocates for a frame grows with what the client sent: a 97-byte
+    frame may make it allocate 66 KB, not 64 MB.
+
+    Args:
+        frame_bytes: length of the received frame (its JSON text).
+        cap: the most any frame may declare.
+
+    Returns:
+        A budget in bytes for :func:`decode`'s ``max_bytes``.
+    """
+    return int(min(cap, DECLARED_BYTES_FLOOR + DECLARED_BYTES_PER_FRAME_BYTE * max(0, frame_bytes)))
 
 
 def decode(value: Any, *, max_bytes: int = MAX_DECODED_BYTES) -> Any:
@@ -214,15 +242,21 @@ class _Decoder:
                 return array.reshape(shape)
             except ValueError as exc:
                 raise WireError(str(exc)) from None
+        if len(dtype_name) > 32:
+            raise WireError(f"unknown dtype {dtype_name[:40]!r}...")
         try:
             dtype = np.dtype(dtype_name)
-        except TypeError:
+        except (TypeError, ValueError, OverflowError, MemoryError):
             raise WireError(f"unknown dtype {dtype_name!r}") from None
         if dtype.kind not in "biufcU":
             raise WireError(f"dtype {dtype_name!r} cannot be sent")
         self.charge(max(count, 1), dtype.itemsize, shape, dtype_name)
         try:
             if type(data) is str:
+                if len(data) // 4 * 3 > count * dtype.itemsize + 3:
+                    raise WireError(
+                        f"{len(data)} base64 characters overfill shape {shape} of {dtype_name}"
+                    )
                 raw = _b64(data)
                 if len(raw) != count * dtype.itemsize:
                     raise WireError(f"{len(raw)} bytes do not fill shape {shape} of {dtype_name}")
@@ -235,7 +269,18 @@ class _Decoder:
                 if type(data) not in (int, float, bool):
                     raise WireError("a NumPy scalar needs a number")
                 return dtype.type(data)
-            array = np.array(data, dtype=dtype)
+            if dtype.kind == "U":
+                # a string's itemsize is the declared one, not the data's: check the shape on an
+                # object array (8 bytes a string) before the charged conversion allocates
+                cells = np.array(data, dtype=object)
+                if list(cells.shape) != shape:
+                    raise WireError(
+                        f"__ndarray__ data of shape {list(cells.shape)} does not match shape {shape}"
+                    )
+                array = cells.astype(dtype)
+                del cells
+            else:
+                array = np.array(data, dtype=dtype)
         except (ValueError, TypeError, OverflowError) as exc:
             if isinstance(exc, WireError):
                 raise
