@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import math
 import os
 import pathlib
 import tempfile
@@ -32,10 +33,13 @@ from verigym.task_split import TASK_HASH_VERSION, task_hash
 
 __all__ = [
     "HeldOutTasks",
+    "count_tasks",
     "drop_evaluation_records",
     "evaluation_tasks",
     "reset_task_hash",
+    "small_task_space_notes",
     "task_hashes",
+    "task_spaces",
 ]
 
 
@@ -248,3 +252,127 @@ def drop_evaluation_records(
         for env in envs.values():
             env.close()
     return kept, dict(held_out.dropped), unchecked
+
+
+TASK_SPACES = pathlib.Path(__file__).resolve().parent / "task_spaces.json"
+"""Shipped per-id counts of distinct tasks (:func:`count_tasks` over training seeds), read by
+``verigym list --json`` and the standings; regenerate with ``python -m verigym.leaderboards.heldout``."""
+
+SMALL_TASK_SPACE = 10_000
+"""An id with fewer distinct tasks than this (estimated) has evaluation tasks that any training run
+of that many seeds draws: they cannot be kept out of training data made elsewhere."""
+
+
+def _estimate(distinct: int, sampled: int) -> float:
+    """The size ``N`` of a uniform space in which ``sampled`` draws give ``distinct`` values on average."""
+    if distinct >= sampled:
+        return math.inf
+    low, high = float(distinct), float(distinct)
+    while high * (1 - (1 - 1 / high) ** sampled) < distinct:
+        high *= 2
+    while high * (1 - (1 - 1 / high) ** sampled) - distinct > 0.01 and high - low > 0.5:
+        middle = (low + high) / 2
+        if middle * (1 - (1 - 1 / middle) ** sampled) < distinct:
+            low = middle
+        else:
+            high = middle
+    return high
+
+
+def count_tasks(env_id: str, sampled: int = 1000) -> dict[str, Any]:
+    """How many distinct tasks ``env_id`` (default kwargs) draws, from its first training seeds.
+
+    Args:
+        env_id: a registered gymnasium id.
+        sampled: training seeds ``0 .. sampled - 1`` reset and hashed.
+
+    Returns:
+        ``{"distinct_tasks": str, "sampled_seeds": int, "distinct_in_sample": int}``:
+        ``distinct_tasks`` is exact (``"100"``) when the sample covers the space (the estimate of
+        its size is within one of what was seen), ``"~N"`` when repeats were seen (the size of a
+        uniform space that gives as many), ``">= sampled"`` when no task repeated.
+    """
+    from verigym.registration import make
+
+    env = make(env_id)
+    try:
+        distinct = len({reset_task_hash(env, seed) for seed in range(sampled)})
+    finally:
+        env.close()
+    size = _estimate(distinct, sampled)
+    if math.isinf(size):
+        text = f">= {sampled}"
+    elif size - distinct < 1:
+        text = str(distinct)
+    else:
+        text = f"~{round(size)}"
+    return {"distinct_tasks": text, "sampled_seeds": sampled, "distinct_in_sample": distinct}
+
+
+def task_spaces() -> dict[str, dict[str, Any]]:
+    """The shipped table (:data:`TASK_SPACES`): ``{env_id: count_tasks(env_id)}``; ``{}`` when unreadable."""
+    try:
+        table = json.loads(TASK_SPACES.read_text())
+    except (OSError, ValueError):
+        return {}
+    return table if isinstance(table, dict) else {}
+
+
+def small_task_space(entry: dict[str, Any] | None) -> bool:
+    """Whether a :func:`count_tasks` entry says fewer than :data:`SMALL_TASK_SPACE` distinct tasks."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("distinct_tasks"), str):
+        return False
+    text = entry["distinct_tasks"]
+    if text.startswith(">="):
+        return False
+    try:
+        return float(text.lstrip("~")) < SMALL_TASK_SPACE
+    except ValueError:
+        return False
+
+
+def small_task_space_notes(env_ids: Iterable[str]) -> list[str]:
+    """One standings note naming the tasks whose evaluation tasks cannot be kept out of training
+    (a small task space: :func:`small_task_space`); ``[]`` when there are none."""
+    table = task_spaces()
+    small = [
+        f"{env_id.removeprefix('verigym/')} ({table[env_id]['distinct_tasks']})"
+        for env_id in env_ids
+        if small_task_space(table.get(env_id))
+    ]
+    if not small:
+        return []
+    return [
+        "† Small task spaces (distinct tasks): "
+        + ", ".join(small)
+        + ". Their evaluation tasks are drawn by training seeds too: verigym's exports and trainers "
+        "leave them out, but training data made elsewhere can hold them, so a score there may be "
+        "memorised."
+    ]
+
+
+def _main() -> None:
+    """Regenerate :data:`TASK_SPACES` for the ids of the shipped single-agent suites."""
+    import sys
+
+    from verigym.leaderboards.suite import list_suites, load_suite
+
+    table = task_spaces()
+    ids = sys.argv[1:] or sorted(
+        {t.env_id for n in list_suites() for t in load_suite(n) if load_suite(n).kind == "single"}
+    )
+    for env_id in ids:
+        slow = row_family(env_id) == "gui" or "RepoFix" in env_id or "Terminal" in env_id
+        table[env_id] = count_tasks(env_id, 100 if slow else 1000)
+        print(env_id, table[env_id], flush=True)
+        TASK_SPACES.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+
+
+def row_family(env_id: str) -> str:
+    from verigym.registration import row
+
+    return row(env_id).family
+
+
+if __name__ == "__main__":
+    _main()

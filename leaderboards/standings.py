@@ -235,7 +235,10 @@ def compute_standings(store: ResultsStore, suite: Suite | None = None) -> Standi
     )
     for rank, entry in enumerate((e for e in entries if e.complete), 1):
         entry.rank = rank
-    return Standings(title, metric, env_ids, entries, notes=_reference_notes(entries, env_ids))
+    from verigym.leaderboards.heldout import small_task_space_notes  # † small task spaces
+
+    notes = _reference_notes(entries, env_ids) + small_task_space_notes(env_ids)
+    return Standings(title, metric, env_ids, entries, notes=notes)
 
 
 def _reference_notes(entries: Sequence[Entry], env_ids: Sequence[str]) -> list[str]:

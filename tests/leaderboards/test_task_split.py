@@ -192,3 +192,30 @@ def test_sft_training_leaves_out_evaluation_records():
     kept, dropped, unchecked = drop_evaluation_records(records, HeldOutTasks([suite]))
     assert dropped == {"verigym/GuessNumber-v0": 1}
     assert kept == records[1:] and unchecked == 2
+
+
+def test_standings_mark_small_task_spaces(tmp_path):
+    """GuessNumber's 100 secrets are marked in the standings; Treasure's layouts are not."""
+    from tests.test_standings import SUITE, _row
+    from verigym.leaderboards.heldout import task_spaces
+    from verigym.leaderboards.standings import compute_standings, render_markdown
+    from verigym.leaderboards.store import ResultsStore
+
+    assert task_spaces()["verigym/GuessNumber-v0"]["distinct_tasks"] == "100"
+    with ResultsStore(tmp_path / "results") as store:
+        for task in SUITE:
+            for seed in task.seeds:
+                store.add(_row("oracle", task.env_id, seed, 1.0))
+        standings = compute_standings(store, SUITE)
+    marked = [n for n in standings.notes if n.startswith("†")]
+    assert len(marked) == 1 and "GuessNumber-v0 (100)" in marked[0]
+    assert "Treasure" not in marked[0] and "† Small task spaces" in render_markdown(standings)
+
+
+def test_task_space_counts_match_the_env():
+    """The shipped table is what count_tasks finds (GuessNumber: exact; Treasure: no repeat)."""
+    from verigym.leaderboards.heldout import count_tasks, task_spaces
+
+    table = task_spaces()
+    assert count_tasks("verigym/GuessNumber-v0", 1000) == table["verigym/GuessNumber-v0"]
+    assert count_tasks("verigym/Treasure-7x7-v0", 200)["distinct_tasks"] == ">= 200"

@@ -2,7 +2,9 @@
 
 On a terminal, a table with its legend; when stdout is not a terminal (a pipe, a file), plain
 tab-separated rows with a header line and no legend, never wrapped or truncated; ``--json`` prints a JSON list of objects (``id``,
-``family``, ``api``, ``step_limit``, ``description``, ``entry_point``, ``kwargs``) for scripts.
+``family``, ``api``, ``step_limit``, ``description``, ``entry_point``, ``kwargs``, ``task_space``:
+the number of distinct tasks the id draws, from the shipped table of
+:mod:`verigym.leaderboards.heldout`) for scripts.
 """
 
 from __future__ import annotations
@@ -185,6 +187,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     made = made_limits(selected)
     if args.json:
+        from verigym.leaderboards.heldout import small_task_space, task_spaces
+
+        spaces = task_spaces()  # a shipped table: distinct tasks per id, measured once
         records = []
         for r in selected:
             cells = _cells(r, args.spaces, made)
@@ -196,6 +201,14 @@ def run(args: argparse.Namespace) -> int:
                 "description": r.description,
                 "entry_point": r.entry_point,
                 "kwargs": dict(r.kwargs),
+                # distinct tasks among the first training seeds ("100": all there are, "~N":
+                # estimated, ">= N": none repeated); small: fewer than 10,000 (evaluation tasks
+                # are drawn by training seeds too); null: not measured
+                "task_space": (
+                    {**spaces[r.id], "small": small_task_space(spaces[r.id])}
+                    if isinstance(spaces.get(r.id), dict)
+                    else None
+                ),
             }
             if args.spaces:
                 record["observation_space"], record["action_space"] = cells[5:]
