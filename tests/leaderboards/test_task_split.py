@@ -219,3 +219,49 @@ def test_task_space_counts_match_the_env():
     table = task_spaces()
     assert count_tasks("verigym/GuessNumber-v0", 1000) == table["verigym/GuessNumber-v0"]
     assert count_tasks("verigym/Treasure-7x7-v0", 200)["distinct_tasks"] == ">= 200"
+
+
+def test_stored_episodes_on_an_evaluation_task_are_not_exported():
+    """``verigym export --format sft`` from the store: a training-seed row whose task an
+    evaluation seed poses (GuessNumber seed 0) is refused; seed 6's is exported."""
+    from types import SimpleNamespace
+
+    from verigym.leaderboards.demonstrations import stored_demonstrations
+    from verigym.leaderboards.runner import make_env, run_episode
+    from verigym.leaderboards.store import trajectory_digest
+    from verigym.leaderboards.trajectories import Recorder
+
+    env_id = "verigym/GuessNumber-v0"
+    held = HeldOutTasks()
+    probe = make(env_id)
+    assert reset_task_hash(probe, 0) in held.hashes(env_id)
+    assert reset_task_hash(probe, 6) not in held.hashes(env_id)
+    probe.close()
+    blobs, rows = {}, []
+    for seed in (6, 0):
+        env = make_env(env_id, {}, False)
+        agent = SimpleNamespace(
+            act=lambda obs, info, deterministic=True, env=env: env.unwrapped.oracle_action()
+        )
+        recorder = Recorder(env, agent, env_id=env_id, env_kwargs={}, seed=seed, text_view=False)
+        result = run_episode(agent, env, seed, recorder=recorder)
+        env.close()
+        row = SimpleNamespace(
+            env_id=env_id,
+            seed=seed,
+            status="ok",
+            success=result["success"],
+            score=1.0,
+            agent_spec="oracle",
+            env_version=0,
+            config_hash="c",
+            env_kwargs="{}",
+        )
+        blobs[seed] = recorder.finish()[0]
+        row.trajectory_digest = trajectory_digest(row, blobs[seed])
+        rows.append(row)
+    store = SimpleNamespace(trajectory=lambda row: blobs[row.seed])
+    refused: list = []
+    records = list(stored_demonstrations(store, rows, refused, held_out=held))
+    assert [r["seed"] for r in records] == [6]
+    assert len(refused) == 1 and refused[0][1].endswith(EVALUATION_TASK)
