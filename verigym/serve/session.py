@@ -392,18 +392,28 @@ class Session:
         worker = self.worker
         handoff = Handoff(late)
         job = handoff.wrap(fn, *args)
-        loop = asyncio.get_running_loop()
-        started = asyncio.Event()
+        began: list[float] = []  # when the call started running on the thread
 
         def run() -> Any:
-            loop.call_soon_threadsafe(started.set)
+            began.append(time.monotonic())
             return job()
 
         future = worker.run(run)
         timeout = self.config.step_timeout or None
         try:
-            await asyncio.wait_for(started.wait(), timeout)  # only this session's own work before
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
+            wait, queued = timeout, False
+            while True:
+                try:
+                    return await asyncio.wait_for(asyncio.shield(future), wait)
+                except asyncio.TimeoutError:
+                    if began:  # count only from its start: the time queued is not its own
+                        wait = began[0] + timeout - time.monotonic()
+                    elif not queued:  # still behind this session's own previous call
+                        wait, queued = timeout, True
+                    else:
+                        raise
+                    if wait <= 0:
+                        raise
         except asyncio.TimeoutError:
             if not handoff.abandon():  # it returned at the deadline: its result is on the way
                 return await future
