@@ -76,7 +76,9 @@ def verigym_dataset(
 
     Args:
         tasks: env ids, env factories or envs (:data:`~verigym.agents.llm.grpo.Task`).
-        seeds: reset seeds; every task gets every seed.
+        seeds: reset seeds; every task gets every seed, except a seed whose task is an evaluation
+            task of a shipped suite (:class:`~verigym.leaderboards.heldout.HeldOutTasks`: two
+            seeds can draw the same task), which is left out.
         tokenizer: the model's tokenizer. When it has no chat template, prompts are plain text in
             the ``System:/User:/Assistant:`` layout of :class:`~verigym.agents.llm.chat.ChatFormat`
             (what :class:`~verigym.agents.llm.grpo.GRPOTrainer` does), since TRL refuses
@@ -84,12 +86,18 @@ def verigym_dataset(
     """
     from datasets import Dataset
 
+    from verigym.leaderboards.heldout import HeldOutTasks
+
     rows: dict[str, list[Any]] = {"prompt": [], SEED_COLUMN: [], TASK_COLUMN: []}
     seeds = list(seeds)
+    held_out = HeldOutTasks()
     for index, task in enumerate(_as_list(tasks)):
         env = make_env(task)
+        env_id = getattr(getattr(env.unwrapped, "spec", None), "id", None)
         try:
             for seed in seeds:
+                if env_id is not None and held_out.is_evaluation_task(env_id, env, int(seed)):
+                    continue  # the same task as an evaluation seed's: never training data
                 observation, info = env.reset(seed=int(seed))
                 rows["prompt"].append(
                     initial_messages(str(info.get("instructions", "")), str(observation))

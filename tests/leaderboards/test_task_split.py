@@ -265,3 +265,16 @@ def test_stored_episodes_on_an_evaluation_task_are_not_exported():
     records = list(stored_demonstrations(store, rows, refused, held_out=held))
     assert [r["seed"] for r in records] == [6]
     assert len(refused) == 1 and refused[0][1].endswith(EVALUATION_TASK)
+
+
+@pytest.mark.slow  # the datasets import alone takes 5 to 15 s
+def test_trl_dataset_leaves_out_evaluation_tasks():
+    pytest.importorskip("datasets")
+    from verigym.agents.llm.trl_adapter import SEED_COLUMN, verigym_dataset
+
+    data = verigym_dataset(["verigym/GuessNumber-v0"], seeds=range(10))
+    held = HeldOutTasks().hashes("verigym/GuessNumber-v0")
+    env = make("verigym/GuessNumber-v0")
+    clean = [s for s in range(10) if reset_task_hash(env, s) not in held]
+    env.close()
+    assert 0 < len(clean) < 10 and list(data[SEED_COLUMN]) == clean
