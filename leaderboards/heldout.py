@@ -11,14 +11,16 @@ given by path) whose env has the same entry point (class), at that task's seeds 
 exported as demonstrations).
 
 The hash sets are cached in ``$VERIGYM_CACHE/heldout/`` (one JSON file per suite task), keyed by
-:data:`~verigym.task_split.TASK_HASH_VERSION`, the task (id, kwargs, seeds) and the SHA-256 of the
-source files of the env's class and its bases, so an edit to an env's generator recomputes them.
+:data:`~verigym.task_split.TASK_HASH_VERSION`, the task (id, kwargs, seeds), the SHA-256 of the
+source files of the env's class and its bases and the installed distributions' versions, so an
+edit to an env's generator (or a new reasoning-gym) recomputes them.
 Computing one costs a reset per evaluation seed (``verigym/GuessNumber-v0``: 60 seeds, well under a
 second; the first RG id about 3 s for reasoning-gym's import).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -55,12 +57,28 @@ def reset_task_hash(env: Any, seed: int) -> str:
     return task_hash(inner, observation, info)
 
 
+@functools.lru_cache(maxsize=1)
+def _installed_key() -> str:
+    """SHA-256 of the installed distributions' names and versions (the ``*.dist-info`` folders on
+    ``sys.path``): a generator from a library, such as reasoning-gym's, changes with its version."""
+    import sys
+
+    names: list[str] = []
+    for folder in sys.path:
+        try:
+            names += [n for n in os.listdir(folder or ".") if n.endswith(".dist-info")]
+        except OSError:
+            continue
+    return hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()
+
+
 def _source_key(env_id: str) -> str:
-    """SHA-256 of the source files of the env's class and of its bases (outside site-packages)."""
+    """SHA-256 of the source files of the env's class and of its bases (outside site-packages)
+    and of the installed distributions' versions."""
     from verigym.registration import entry_point_class, row
 
     entry = row(env_id).entry_point
-    digest = hashlib.sha256(f"{TASK_HASH_VERSION}\0{entry}".encode())
+    digest = hashlib.sha256(f"{TASK_HASH_VERSION}\0{entry}\0{_installed_key()}".encode())
     cls = entry_point_class(entry)
     files = set()
     for base in cls.__mro__ if cls is not None else ():
