@@ -303,6 +303,26 @@ def test_a_client_cannot_set_a_reasoning_gym_generator_config_or_level():
             untrusted_kwargs(env_id, {"level": 10**6, "config": {"size": 10**9}}, allow=(name,))
 
 
+@pytest.mark.parametrize(
+    "env_id, kwargs",
+    [
+        ("verigym/Coverage-10x10-v0", {"size": 20, "obstacle_density": 0.3}),
+        ("verigym/IceLake-8x8-v0", {"size": 20}),
+        ("verigym/SearchQA-3Hop-v0", {"corpus_size": 200}),
+        ("verigym/Sokoban-6x6-B1-v0", {"size": 8, "num_boxes": 3}),
+    ],
+)
+def test_generator_sizes_that_cost_a_reset_over_50_ms_are_operator_only(env_id, kwargs):
+    """Measured at their bounds (2 loaded cores): Coverage 0.3 s, IceLake 0.4 s, SearchQA 0.2 s,
+    Sokoban 0.5 s a reset, against 3-25 ms by default; the operator may still allow them."""
+    from verigym.registration import KwargsRefused, untrusted_kwargs
+
+    for name, value in kwargs.items():
+        with pytest.raises(KwargsRefused, match="--allow-kwargs"):
+            untrusted_kwargs(env_id, {name: value})
+        assert untrusted_kwargs(env_id, {name: value}, allow=(name,)) == {name: value}
+
+
 # --- a segfaulting plugin env ---------------------------------------------------------------------
 
 _SEGFAULT_SERVER = """

@@ -17,7 +17,7 @@ from verigym.envs.grid.engine import (
     simulate_plan,
     standing_goal,
 )
-from verigym.kwargs_policy import FloatRange, IntRange, client
+from verigym.kwargs_policy import FloatRange, IntRange, client, operator_only
 from verigym.validation import check_int, check_number
 
 __all__ = ["CoverageEnv"]
@@ -69,8 +69,10 @@ class CoverageEnv(GridEnv):
     default_action_set = "cardinal"
 
     remote_kwargs = {
-        "size": client(IntRange(5, 20)),
-        "obstacle_density": client(FloatRange(0.0, 0.3)),
+        "size": operator_only(IntRange(5, 20), why="generator work per reset (issue 43)"),
+        "obstacle_density": operator_only(
+            FloatRange(0.0, 0.3), why="generator work: 0.3 costs up to 0.3 s a reset"
+        ),
         "decay": client(FloatRange(0.0, 1.0)),
     }
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""

@@ -20,7 +20,7 @@ from verigym.envs.grid.engine import (
     safe_mask,
     standing_goal,
 )
-from verigym.kwargs_policy import FloatRange, IntRange, client
+from verigym.kwargs_policy import FloatRange, IntRange, client, operator_only
 from verigym.validation import check_int, check_number
 
 __all__ = ["IceLakeEnv"]
@@ -77,7 +77,7 @@ class IceLakeEnv(GridEnv):
     default_action_set = "cardinal"
 
     remote_kwargs = {
-        "size": client(IntRange(3, 20)),
+        "size": operator_only(IntRange(3, 20), why="generator work: 20 costs up to 0.4 s a reset"),
         "hole_density": client(FloatRange(0.0, 0.4)),
         "slip": client(FloatRange(0.0, 1.0)),
     }

@@ -12,7 +12,7 @@ import numpy as np
 
 from verigym.core import ActionParseError
 from verigym.envs.tool.base import ToolEnv, tool_call_text
-from verigym.kwargs_policy import IntRange, OneOf, client
+from verigym.kwargs_policy import IntRange, OneOf, client, operator_only
 from verigym.toolcalls import Tool, ToolCall
 from verigym.validation import check_int
 
@@ -216,7 +216,9 @@ class SearchQAEnv(ToolEnv):
 
     remote_kwargs = {
         "hops": client(IntRange(2, 3)),
-        "corpus_size": client(IntRange(6, 200)),
+        "corpus_size": operator_only(
+            IntRange(6, 200), why="generator work: 200 costs about 0.2 s a reset"
+        ),
         "reward": client(OneOf(("em", "f1"))),
     }
     """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
