@@ -13,7 +13,10 @@ Three kinds of entry:
 
 * :func:`client` -- a client may set it, within its bound (``difficulty``, ``render_mode``).
 * :func:`operator_only` -- refused unless the operator names it (``verigym serve-env --allow-kwargs
-  timeout_s``): a cost (time limits, sizes); its bound still applies when allowed.
+  timeout_s``): a cost (time limits, sizes); its bound still applies when allowed. Any generator
+  parameter (size, density, level, config) whose bounds let one ``reset`` take more than
+  :data:`RESET_BUDGET_S` is operator-only: a client's resets run in the server's process and
+  share its CPUs with every other session.
 * :func:`never` -- never taken from outside, whatever the operator allows (``unsafe``).
 
 Example::
@@ -48,6 +51,7 @@ __all__ = [
     "MAKE_KWARGS",
     "NEVER_REMOTE",
     "OneOf",
+    "RESET_BUDGET_S",
     "check_kwargs",
     "client",
     "declared_kwargs",
@@ -55,6 +59,9 @@ __all__ = [
     "operator_only",
 ]
 
+RESET_BUDGET_S = 0.05
+"""Seconds of generator work a client-settable kwarg may make one ``reset`` cost (at its bounds);
+anything costlier is :func:`operator_only`."""
 MAX_STRING = 1024
 """Longest string value (characters) accepted anywhere in untrusted kwargs."""
 MAX_ITEMS = 64
