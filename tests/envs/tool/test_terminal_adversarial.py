@@ -264,7 +264,8 @@ def _play_one(env, seed: int, replies: list[str]) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("template", "seed"), [("git_commit", 0), ("git_branch", 1), ("git_commit", 5)]
+    ("template", "seed"),
+    [("git_commit", 0), ("git_branch", 1), pytest.param("git_commit", 5, marks=pytest.mark.slow)],
 )
 def test_the_git_forge_never_runs_in_the_checker(template, seed):
     """Issue 43: the lazy-fetch forge (``extensions.partialClone``, a promisor remote,
