@@ -239,6 +239,17 @@ def test_the_episode_diff_costs_little_whatever_the_files():
     assert "-y\n+z\n" in small
 
 
+def test_a_patch_of_empty_hunks_is_an_action_error_before_any_sandbox():
+    """The env refuses an apply_patch of empty hunks on its arguments alone (no sandbox, no file
+    read): the agent gets info["action_error"] naming the hunk."""
+    from verigym.envs.tool.terminal.env import _precheck
+    from verigym.toolcalls import ToolCall
+
+    diff = "--- a/f.txt\n+++ b/f.txt\n" + "@@ -5,0 +5,0 @@\n" * 500
+    with pytest.raises(ActionParseError, match="is empty"):
+        _precheck(ToolCall("apply_patch", {"diff": diff}))
+
+
 def test_git_files_copy_objects_and_refs_never_the_agents_config():
     """The checker's copy of a repository: objects, refs (heads, tags), HEAD, the index, under a
     config of ours. The agent's config (sshCommand, partialClone, fsmonitor), hooks, attributes,
