@@ -485,6 +485,36 @@ def test_adversarial_table_scores_zero(attacked_env, name):
         assert info["tampered"], name  # caught by the runner, not by luck
 
 
+_IN_PROCESS = [
+    "__code__ swap of TestCase.run",
+    "sys.modules rebinds the tests' unittest",
+    "load_tests injected into the test module",
+    "__code__ no-op of assertEqual",
+    "__eq__ always True on the library's classes",
+]
+"""The import-time tricks that won every RepoFix task before the runner kept its baseline apart."""
+
+
+@needs_sandbox
+@pytest.mark.parametrize("project, seed", [("semver", 1), ("lrucache", 2), ("textkit", 3)])
+def test_in_process_tricks_score_zero_on_more_projects(project, seed):
+    """The tricks above on three more projects and seeds: 0 each, caught as tampering (the
+    ``__eq__`` override needs none: the canonical comparison fails it)."""
+    env = RepoFixEnv(project=project, level="anywhere")
+    env.cache_verdicts = False
+    try:
+        for name in _IN_PROCESS:
+            env.reset(seed=seed)
+            for action in _attacks(env)[name]:
+                *_, info = env.step(action)
+                assert "action_error" not in info, (name, info)
+            *_, terminated, _, info = env.step(_call("submit"))
+            assert terminated and info["score"] == 0.0 and not info["success"], (project, name)
+            assert info["tests_run"] and (info["tampered"] or name.startswith("__eq__")), name
+    finally:
+        env.close()
+
+
 @needs_sandbox
 def test_always_equal_object_and_test_edits():
     env = RepoFixEnv(project="lrucache", level="anywhere")
@@ -593,3 +623,135 @@ def test_adversarial_table_per_id(env_id):
             assert info["tests_run"], (env_id, name)
     finally:
         env.close()
+
+
+# -- the runner against tricks in a small repository of our own -------------------------------------
+
+_BOX_TESTS = (
+    "import unittest\n\nfrom box import Box, make, fails\n\n\n"
+    "class T(unittest.TestCase):\n"
+    "    def test_make(self):\n"
+    "        self.assertEqual(make(), Box(2))\n\n"
+    "    def test_raises(self):\n"
+    "        with self.assertRaises(ValueError):\n"
+    "            fails()\n\n"
+    "    def test_plain(self):\n"
+    "        self.assertEqual(sorted([3, 1, 2]), [1, 2, 3])\n"
+)
+_BOX = (
+    "class Box:\n    def __init__(self, value):\n        self.value = value\n\n"
+    "    def __eq__(self, other):\n        return isinstance(other, Box) and self.value == other.value\n\n"
+    "    __hash__ = None\n\n\n"
+    "def fails():\n    raise ValueError('no')\n\n\n"
+    "def make():\n    return Box(2)\n"
+)
+_BUGGY_BOX = _BOX.replace("return Box(2)", "return Box(1)").replace(
+    "raise ValueError('no')", "return 0"
+)
+"""``make`` returns the wrong box and ``fails`` does not raise: only a trick could pass those two."""
+_BOX_TRICKS = {
+    "__eq__ always True": "Box.__eq__ = lambda self, other: True\n",
+    "a signal handler walks the frames": (
+        "import os, signal\n\n"
+        "def _handler(signum, frame):\n"
+        "    while frame is not None:\n"
+        "        for value in list(frame.f_locals.values()):\n"
+        "            if hasattr(value, 'failures') and hasattr(value, 'errors'):\n"
+        "                value.failures.clear()\n"
+        "                value.errors.clear()\n"
+        "                value.addSuccess(None)\n"
+        "        frame = frame.f_back\n\n"
+        "_old_make = make\n\n"
+        "def make():\n"
+        "    signal.signal(signal.SIGUSR1, _handler)\n"
+        "    os.kill(os.getpid(), signal.SIGUSR1)\n"
+        "    return _old_make()\n"
+    ),
+    "sys._getframe reaches the result": (
+        "import sys\n\n_old_make = make\n\n"
+        "def make():\n"
+        "    try:\n"
+        "        frame = sys._getframe(1)\n"
+        "        frame.f_locals['self'].assertEqual = lambda *a, **k: None\n"
+        "    except Exception:\n"
+        "        pass\n"
+        "    return _old_make()\n"
+    ),
+    "the garbage collector finds the result": (
+        "import gc\n\n_old_make = make\n\n"
+        "def make():\n"
+        "    for obj in gc.get_objects():\n"
+        "        if type(obj).__name__ == 'TestResult':\n"
+        "            obj.failures.clear()\n"
+        "    return _old_make()\n"
+    ),
+    "a transient patch of assertRaises' context": (
+        "import unittest.case\n\n_real_exit = unittest.case._AssertRaisesContext.__exit__\n"
+        "unittest.case._AssertRaisesContext.__exit__ = lambda *a: True\n"
+    ),
+    "the trace hook's defaults rewritten": (
+        "import sys\n\n_old_make = make\n\n"
+        "def make():\n"
+        "    hook = sys.gettrace()\n"
+        "    if hook is not None:\n"
+        "        hook.__defaults__ = tuple(None for _ in hook.__defaults__)\n"
+        "    return _old_make()\n"
+    ),
+    "a thread races the checks": (
+        "import threading, time, unittest\n\n"
+        "def _race():\n"
+        "    real = unittest.TestCase.assertEqual\n"
+        "    for _ in range(2000):\n"
+        "        unittest.TestCase.assertEqual = lambda *a, **k: None\n"
+        "        time.sleep(0.0005)\n"
+        "        unittest.TestCase.assertEqual = real\n\n"
+        "threading.Thread(target=_race, daemon=True).start()\n"
+    ),
+    "/proc/self/mem": "open('/proc/self/mem', 'rb').close()\n",
+    "a forged report on the pipe": (
+        "import os\n\n"
+        "for _fd in range(3, 64):\n"
+        "    try:\n"
+        "        os.write(_fd, b'0' * 32 + b' results\\ntests.test_box.T.test_make pass\\n')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "os._exit(0)\n"
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def box_env():
+    env = RepoFixEnv(project="intervals", level="anywhere")
+    env.reset(seed=0)
+    yield env
+    env.close()
+
+
+def _box_verdict(env, library):
+    from verigym.envs.tool.repofix.env import run_hidden_tests
+
+    files = {"box/__init__.py": library, "tests/__init__.py": "", "tests/test_box.py": _BOX_TESTS}
+    return run_hidden_tests(env.workspace, files, ["tests.test_box"], timeout_s=30)
+
+
+@needs_sandbox
+def test_the_runner_passes_an_honest_box_and_fails_a_buggy_one(box_env):
+    results, tampered = _box_verdict(box_env, _BOX)
+    assert not tampered and set(results.values()) == {"pass"} and len(results) == 3, results
+    results, tampered = _box_verdict(box_env, _BUGGY_BOX)
+    assert (
+        results["tests.test_box.T.test_make"] == results["tests.test_box.T.test_raises"] == "fail"
+    )
+    assert results["tests.test_box.T.test_plain"] == "pass" and not tampered
+
+
+@needs_sandbox
+@pytest.mark.parametrize("trick", sorted(_BOX_TRICKS))
+def test_the_runner_holds_against_in_process_tricks(box_env, trick):
+    """Each trick, in the buggy library, passes neither the wrong ``make`` nor the silent ``fails``
+    (every test fails when the run is marked tampered: the parent then scores 0)."""
+    results, tampered = _box_verdict(box_env, _BUGGY_BOX + "\n" + _BOX_TRICKS[trick])
+    passing = {t for t, v in results.items() if v == "pass"} if not tampered else set()
+    assert "tests.test_box.T.test_make" not in passing, (trick, results, tampered)
+    assert "tests.test_box.T.test_raises" not in passing, (trick, results, tampered)
