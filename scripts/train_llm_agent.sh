@@ -37,7 +37,7 @@ done
 SECONDS=0
 verigym train sft --model smollm2 --data "$work/demos.jsonl" --out "$work/sft" \
   --epochs 1 --batch-size 4 --learning-rate 1e-3 --warmup-steps 3 --lora-r 16 --log-every 5 \
-  --device cpu --torch-threads 1 --bf16 | tee "$work/sft.log"
+  --device cpu --torch-threads 1 --bf16 true | tee "$work/sft.log"
 echo "SFT wall time: $((SECONDS / 60)) min" | tee -a "$work/sft.log"
 final="$work/sft"
 

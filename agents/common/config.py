@@ -96,9 +96,24 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
+def _parse_bool(text: str) -> bool:
+    """``true``/``yes``/``1`` or ``false``/``no``/``0`` (``bool("false")`` would be True)."""
+    word = text.strip().lower()
+    if word in ("true", "yes", "1"):
+        return True
+    if word in ("false", "no", "0"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+_parse_bool.__name__ = "bool"
+
+
 def _none_or(kind: Any) -> Any:
+    convert = _parse_bool if kind is bool else kind
+
     def parse(text: str) -> Any:
-        return None if text.lower() == "none" else kind(text)
+        return None if text.lower() == "none" else convert(text)
 
     parse.__name__ = getattr(kind, "__name__", "value")  # argparse names the type in its errors
     return parse
@@ -116,7 +131,8 @@ def add_config_arguments(
     The help is the field's docstring (:func:`field_docs`) and its default. A flag that is not given
     leaves its attribute out of the parsed namespace (``argparse.SUPPRESS``), so the dataclass
     default applies. Types: ``bool`` as ``--flag/--no-flag``, a ``Literal`` as choices, a tuple
-    as one or more values, ``X | None`` as ``X`` or the word ``none``, other types as converters.
+    as one or more values, ``X | None`` as ``X`` or the word ``none`` (``bool | None``: ``true``,
+    ``false`` or ``none``), other types as converters.
 
     Args:
         parser: an ``argparse.ArgumentParser`` (the flags go into a group named after the class).
