@@ -450,8 +450,8 @@ def _assert_equal(
     **options,
 ):
     """``assertEqual`` (``equal`` True) or ``assertNotEqual`` on the runner's canonical forms
-    (``options``, such as ``assertSequenceEqual``'s ``seq_type``, are accepted and ignored)."""
-    check()
+    (``options``, such as ``assertSequenceEqual``'s ``seq_type``, are accepted and ignored). The
+    trace hook checked the fingerprint when control last came back from other code."""
     same = canon(first, [], [100000], canon, trusted) == canon(second, [], [100000], canon, trusted)
     if same is not equal:
         got, expected = short(first), short(second)
