@@ -83,6 +83,7 @@ def main() -> None:
     )
     parser.add_argument("--skip-self", action="store_true", help="key calls without the receiver")
     parser.add_argument("--no-oracle", action="store_true")
+    parser.add_argument("--no-attack", action="store_true", help="play only the oracle")
     parser.add_argument("--timeout-s", type=float, default=60.0, help="verdict deadline (load)")
     parser.add_argument(
         "--without-checks", action="store_true", help="baseline: drop the differential checks"
@@ -97,8 +98,10 @@ def main() -> None:
     for env_id in ids:
         id_wins = id_oracle = 0
         for seed in range(start, stop):
-            reward, info = play_attack(
-                env_id, seed, args.skip_self, args.timeout_s, not args.without_checks
+            reward, info = (
+                play_attack(env_id, seed, args.skip_self, args.timeout_s, not args.without_checks)
+                if not args.no_attack
+                else (0.0, {"ran": "-", "pass_to_pass": [0, 0]})
             )
             kept = info.get("pass_to_pass") or [0, 1]
             if kept[0] != kept[1]:  # the wrapper keeps every other test as it was: a dead run

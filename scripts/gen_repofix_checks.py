@@ -7,7 +7,8 @@ between the original code and both the buggy code and the buggy code special-cas
 example, and stores up to ``--max-checks`` of them (edits + digest of the original's record) as
 ``"checks"``; a two-bug pair gets the checks of its two mutants. The env adds them to
 FAIL_TO_PASS. Prints, per project, how many mutants got a check that defeats the special-casing
-attack.
+attack. ``--what repair`` searches again, wider (2x the copies per test, every test), for the mutants
+whose stored checks the attack survives.
 
 Usage::
 
@@ -41,6 +42,7 @@ def add_checks(
     files = project["files"]
     cache: dict = {}
     beaten = total = 0
+    max_tests = 2
     tasks = [(m, [m]) for m in project["mutants"]] if what != "pairs" else []
     for task, chosen in tasks:
         mutated = dict(files)
@@ -53,6 +55,12 @@ def add_checks(
             package=project["package"],
             several=len(chosen) > 1,
         )
+        if what == "repair":  # only the mutants whose stored checks the attack survives
+            if _beats_attack(files, mutated, issue, task["shown"], task.get("checks", [])):
+                total += 1
+                beaten += 1
+                continue
+            per_test, max_tests = per_test * 2, 4
         tests = [task["shown"], *(t for t in task["f2p"] if t != task["shown"])]
         others = [t for t in project["tests"] if t not in set(task["f2p"])]
         checks, stats = differential.make_checks(
@@ -63,9 +71,28 @@ def add_checks(
             task["shown"],
             max_checks=max_checks,
             per_test=per_test,
+            max_tests=max_tests,
             cache=cache,
             fallback_tests=others,
         )
+        if what == "repair" and not (checks and stats["beat_attack"]):  # bugs in __eq__
+            checks, stats = differential.make_checks(
+                files,
+                mutated,
+                tests,
+                issue,
+                task["shown"],
+                max_checks=max_checks,
+                per_test=per_test,
+                max_tests=max_tests,
+                fallback_tests=others,
+                compare=True,
+            )
+        if what == "repair":
+            per_test, max_tests = per_test // 2, 2
+            if not (checks and stats["beat_attack"]):
+                total += 1
+                continue
         task["checks"] = checks
         total += 1
         beaten += bool(stats["beat_attack"]) and bool(checks)
@@ -75,6 +102,18 @@ def add_checks(
         for pair in project["pairs"]:
             pair["checks"] = pair_checks([project["mutants"][i] for i in pair["mutants"]])
     return project
+
+
+def _beats_attack(files: dict, mutated: dict, issue: str, shown: str, checks: list) -> bool:
+    """Whether a stored check fails on the mutated tree special-cased on the issue's example."""
+    attacked = dict(mutated)
+    attacked.update(
+        differential.special_case(files, mutated, differential.snippet_of(issue), shown)
+    )
+    records = differential.run_probes_locally(attacked, differential.check_probes(files, checks))
+    return bool(records) and any(
+        differential.digest(r) != c["digest"] for r, c in zip(records, checks, strict=True)
+    )
 
 
 def pair_checks(mutants: list[dict]) -> list[dict]:
@@ -93,7 +132,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--max-checks", type=int, default=3)
     parser.add_argument("--per-test", type=int, default=20)
-    parser.add_argument("--what", choices=("all", "singles", "pairs"), default="all")
+    parser.add_argument("--what", choices=("all", "singles", "pairs", "repair"), default="all")
     parser.add_argument("--only", default="")
     args = parser.parse_args()
     data = json.loads(DATA.read_text())

@@ -8,7 +8,8 @@ each), and keep the mutants that at least one test detects (fail-to-pass tests e
 hangs, and nothing fails at import. At most ``--max-mutants`` per project are kept, round-robin
 over the operators; then up to ``--pairs`` two-bug tasks are formed from kept mutants in different
 functions whose fail-to-pass sets overlap where possible (interacting bugs), and their combined
-fail-to-pass set is measured too. The JSON holds the project files, the test ids, every kept
+fail-to-pass set is measured too; then every instance gets its differential checks
+(``scripts/gen_repofix_checks.py``: inputs other than the issue's example). The JSON holds the project files, the test ids, every kept
 mutant with its fail-to-pass ids and where its first failure showed (line, compared values), so an
 env reset runs no test.
 
@@ -221,6 +222,11 @@ def main() -> None:
         names = [n for n in names if n in args.only.split(",")]
     start = time.time()
     data = {"format": 1, "projects": {name: scan(name, args) for name in names}}
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from gen_repofix_checks import add_checks  # differential checks: a step of construction
+
+    for name in names:
+        add_checks(name, data["projects"][name])
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(data, indent=0, sort_keys=True) + "\n")
     print(

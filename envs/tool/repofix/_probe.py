@@ -136,12 +136,20 @@ class _VgAsserts(ast.NodeTransformer):
         return ast.copy_location(ast.Expr(call), node)
 
 
-def _vg_patch_case(case, recorder):
-    """Replace the assertion methods of one TestCase instance by recorders."""
+def _vg_patch_case(case, recorder, compare=False):
+    """Replace the assertion methods of one TestCase instance by recorders (``compare``: the
+    outcome of ``first == second`` too, for a bug in the repository's own ``__eq__``)."""
 
     def record(*args, **kwargs):
         kwargs.pop("msg", None)
         recorder.values(*args, *[kwargs[k] for k in sorted(kwargs)])
+        if compare and len(args) >= 2:
+            try:
+                recorder.add("eq:" + repr(bool(args[0] == args[1])))
+            except _VgTimeout:
+                raise
+            except BaseException as exc:  # noqa: BLE001
+                recorder.add("eq:" + type(exc).__name__)
 
     def raises(expected=None, *args, **kwargs):
         manager = _VgRaises(recorder)
@@ -193,7 +201,7 @@ def _vg_one(root, probe, seconds):
         if owner:
             klass = module.__dict__[owner]
             case = klass(function)
-            _vg_patch_case(case, recorder)
+            _vg_patch_case(case, recorder, bool(probe.get("compare")))
             klass.setUpClass()
             case.setUp()
             try:
@@ -217,7 +225,7 @@ def _vg_one(root, probe, seconds):
 
 def _vg_run_probes(root, probes, seconds=2.0):
     """Each probe's outcome text, in order (``probes``: ``{"module", "source", "test"}`` dicts,
-    ``test`` being ``Class.method`` or a function name)."""
+    ``test`` being ``Class.method`` or a function name, and an optional ``compare`` flag)."""
     if root not in sys.path:
         sys.path.insert(0, root)
     os.chdir(root)

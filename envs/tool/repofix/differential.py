@@ -155,7 +155,9 @@ def _test_functions(tree: ast.Module, test: str) -> list[ast.AST]:
 
 
 def probe_variants(source: str, test: str, limit: int = 120) -> list[list[list]]:
-    """Edit lists, each changing one input literal of ``test`` in the module ``source``.
+    """Edit lists, each changing one input literal of ``test`` (its body, its class's ``setUp``, or a
+    module-level constant it reads) in the module ``source``, after four that change all the
+    test's numbers together (+1, +2, x2, +10).
 
     Returns at most ``limit`` lists (spread over the literals) whose edited module still parses.
     """
@@ -164,7 +166,15 @@ def probe_variants(source: str, test: str, limit: int = 120) -> list[list[list]]
     except SyntaxError:
         return []
     per_literal: list[list[list[list]]] = []
-    for function in _test_functions(tree, test):
+    functions = _test_functions(tree, test)
+    used = {n.id for f in functions for n in ast.walk(f) if isinstance(n, ast.Name)}
+    shared = [  # module-level constants the test reads (after the test's own literals)
+        stmt
+        for stmt in tree.body
+        if isinstance(stmt, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id in used for t in stmt.targets)
+    ]
+    for function in [*functions, *shared]:
         for node in _literals(function):
             if type(node.value) is int:
                 values: list[Any] = _int_values(node.value)
@@ -175,6 +185,18 @@ def probe_variants(source: str, test: str, limit: int = 120) -> list[list[list]]
             place = [node.lineno, node.col_offset, node.end_lineno, node.end_col_offset]
             per_literal.append([[[*place, repr(v)]] for v in values])
     out: list[list[list]] = []
+    # every number of the test shifted or scaled together first: the relations between its inputs
+    # hold, so a bug at a boundary the example sits on shows again, on other arguments
+    numbers = [
+        n for function in functions for n in _literals(function) if type(n.value) in (int, float)
+    ]
+    for shift in (lambda v: v + 1, lambda v: v + 2, lambda v: v * 2, lambda v: v + 10):
+        edits = [
+            [n.lineno, n.col_offset, n.end_lineno, n.end_col_offset, repr(shift(n.value))]
+            for n in numbers
+        ]
+        if len(edits) > 1:
+            out.append(edits)
     for round_ in range(max((len(v) for v in per_literal), default=0)):  # one of each literal first
         for options in per_literal:
             if round_ < len(options):
@@ -197,9 +219,14 @@ def check_probes(files: Mapping[str, str], checks: Iterable[Mapping[str, Any]]) 
     for check in checks:
         module = str(check["module"])
         source = files.get(module.replace(".", "/") + ".py", "")
-        out.append(
-            {"module": module, "test": str(check["test"]), "source": _edit(source, check["edits"])}
-        )
+        probe = {
+            "module": module,
+            "test": str(check["test"]),
+            "source": _edit(source, check["edits"]),
+        }
+        if check.get("compare"):
+            probe["compare"] = True
+        out.append(probe)
     return out
 
 
@@ -501,6 +528,7 @@ def make_checks(
     max_checks: int = 3,
     max_tests: int = 2,
     per_test: int = 20,
+    compare: bool = False,
     cache: dict[tuple[str, str], str | None] | None = None,
     fallback_tests: list[str] = (),
 ) -> tuple[list[dict], dict[str, Any]]:
@@ -517,10 +545,13 @@ def make_checks(
         cache: (test id, edits json) -> the original's record; shared between the instances of a
             repository (the original runs once per copy).
         fallback_tests: tried when ``tests`` give no check that differs on the buggy tree.
+        compare: record the outcome of each ``assertEqual``'s ``==`` too (for bugs in ``__eq__``:
+            the stored check carries ``"compare": True``).
 
     Returns:
         (checks, stats): check dicts ``{"id", "module", "test", "edits", "digest"}``, and
-        ``{"candidates", "discriminating", "beat_attack"}`` counts.
+        ``{"candidates", "discriminating", "beat_attack"}`` counts (the last: kept checks that the
+        attack fails, run together as the verdict runs them).
     """
     cache = {} if cache is None else cache
     attack_tree = dict(mutated)
@@ -530,7 +561,14 @@ def make_checks(
     pool: list[tuple[str, str, list, str]] = []
     for start in range(0, min(len(order), max_tests * _BATCHES), max_tests):
         beating, differing = _select(
-            original, mutated, attack_tree, order[start : start + max_tests], per_test, cache, stats
+            original,
+            mutated,
+            attack_tree,
+            order[start : start + max_tests],
+            per_test,
+            cache if not compare else {},
+            stats,
+            compare,
         )
         pool = pool or differing  # checks on other inputs, even if the attack survives them
         if beating:
@@ -540,16 +578,19 @@ def make_checks(
     checks = []
     if chosen:
         probes = [
-            {"module": m, "test": t, "source": _edit(_source(original, m), e)}
+            {"module": m, "test": t, "source": _edit(_source(original, m), e), "compare": compare}
             for m, t, e, _ in chosen
         ]
         first = run_probes_locally(original, probes)
         second = run_probes_locally(original, probes)
         buggy = run_probes_locally(mutated, probes)
+        attacked = run_probes_locally(attack_tree, probes)  # as the verdict runs them
+        stats["beat_attack"] = 0
         for index, (module, test, edits, _) in enumerate(chosen):
-            if not (first and second and buggy):
+            if not (first and second and buggy and attacked):
                 break
             if first[index] == second[index] and buggy[index] != first[index]:
+                stats["beat_attack"] += attacked[index] != first[index]
                 checks.append(
                     {
                         "id": f"differential:{module}.{test}#{len(checks)}",
@@ -557,6 +598,7 @@ def make_checks(
                         "test": test,
                         "edits": edits,
                         "digest": digest(first[index]),
+                        **({"compare": True} if compare else {}),
                     }
                 )
     return checks, stats
@@ -574,6 +616,7 @@ def _select(
     per_test: int,
     cache: dict,
     stats: dict,
+    compare: bool = False,
 ) -> tuple[list[tuple[str, str, list, str]], list[tuple[str, str, list, str]]]:
     """(copies that differ on the buggy and the attacked tree, copies that differ on the buggy)."""
     candidates = []
@@ -589,7 +632,7 @@ def _select(
     missing = [c for c in candidates if (c[3], json.dumps(c[2])) not in cache]
     if missing:
         probes = [
-            {"module": m, "test": t, "source": _edit(_source(original, m), e)}
+            {"module": m, "test": t, "source": _edit(_source(original, m), e), "compare": compare}
             for m, t, e, _ in missing
         ]
         first = run_probes_locally(original, probes) or [None] * len(missing)
@@ -598,7 +641,8 @@ def _select(
             cache[(candidate[3], json.dumps(candidate[2]))] = record if usable else None
     usable = [c for c in candidates if cache[(c[3], json.dumps(c[2]))] is not None]
     probes = [
-        {"module": m, "test": t, "source": _edit(_source(original, m), e)} for m, t, e, _ in usable
+        {"module": m, "test": t, "source": _edit(_source(original, m), e), "compare": compare}
+        for m, t, e, _ in usable
     ]
     buggy = run_probes_locally(mutated, probes) or []
     differing = [
