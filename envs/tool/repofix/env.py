@@ -13,6 +13,7 @@ from typing import Any
 
 from verigym.core import episode_end
 from verigym.envs.tool.base import ToolEnv, tool_call_text
+from verigym.envs.tool.repofix.differential import run_checks
 from verigym.envs.tool.repofix.issue import issue_text
 from verigym.envs.tool.repofix.mutations import Mutant, apply
 from verigym.envs.tool.workspace import ROOT, WORKSPACE_TOOLS, Workspace, unified_diff
@@ -158,10 +159,14 @@ class RepoFixEnv(ToolEnv):
     started is there) together with the full hidden test suite, which a trusted runner executes one
     test at a time. Its answer reaches the parent through ``PythonSandbox.call`` as typed JSON (never
     printed text): per-test outcomes and whether ``unittest``/``builtins`` were tampered with (then
-    everything fails). ``assertEqual`` compares exact types there. FAIL_TO_PASS are the tests the bug
-    breaks, PASS_TO_PASS all the others (SWE-bench's definitions). A workspace whose library modules
-    are exactly the buggy or exactly the original ones gets the outcome the offline scan measured
-    for that tree without a run (``info["tests_run"]`` False).
+    everything fails). ``assertEqual`` and its typed variants compare canonical forms the
+    runner builds, never the repository's own ``__eq__``. FAIL_TO_PASS are the tests the bug
+    breaks, PASS_TO_PASS all the others (SWE-bench's definitions). FAIL_TO_PASS also holds the
+    instance's differential checks (:mod:`~verigym.envs.tool.repofix.differential`: the tests on
+    other inputs than the issue's example, compared with the original code's records by digest in
+    the parent, in another fresh sandbox); on one-bug levels a failing check scores 0. A workspace
+    whose library modules are exactly the buggy or exactly the original ones gets the outcome the
+    offline scan measured for that tree without a run (``info["tests_run"]`` False).
 
     ## Action Space
     ``UnicodeText``: one tool call per turn (``run_shell``, ``read_file``, ``write_file``,
@@ -247,6 +252,7 @@ class RepoFixEnv(ToolEnv):
         self._mutated: dict[str, str] = {}
         self._modules: list[str] = []
         self._f2p: list[str] = []
+        self._checks: list[dict[str, Any]] = []
         self._p2p: list[str] = []
         self._reference = ""
         self._end_info: dict[str, Any] = {}
@@ -296,6 +302,9 @@ class RepoFixEnv(ToolEnv):
             )
         for path, names in hidden_by_file.items():
             visible[path] = _drop_tests(visible[path], names)
+        # differential checks (inputs other than the issue's example) count as FAIL_TO_PASS
+        self._checks = list(task.get("checks", []))
+        self._f2p += [c["id"] for c in self._checks]
         self.workspace.reset(visible)
         return issue_text(
             files,
@@ -341,6 +350,10 @@ class RepoFixEnv(ToolEnv):
             results, tampered = run_hidden_tests(
                 self.workspace, checkout, self._modules, timeout_s=self.timeout_s
             )
+            if self._checks and not tampered:
+                results.update(
+                    run_checks(self.workspace, checkout, self._checks, timeout_s=self.timeout_s)
+                )
         else:  # the buggy or the original tree: the offline scan's outcome, no run needed
             failing = set(self._f2p) if agent == before else set()
             results = {t: "fail" if t in failing else "pass" for t in self._f2p + self._p2p}
@@ -352,6 +365,8 @@ class RepoFixEnv(ToolEnv):
         fixed = sum(1 for t in self._f2p if t in passing)
         kept = sum(1 for t in self._p2p if t in passing)
         score = (fixed / len(self._f2p)) * (1.0 if kept == len(self._p2p) else 0.0)
+        if self.level != "pair" and any(c["id"] not in passing for c in self._checks):
+            score = 0.0  # one bug: a fix that fails a differential check only fits the example
         success = fixed == len(self._f2p) and kept == len(self._p2p)
         patch = unified_diff(before, agent)
         self._end_info = {
