@@ -27,7 +27,6 @@ import json
 import math
 import os
 import pathlib
-import tempfile
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -142,7 +141,7 @@ def task_hashes(
     Raises:
         gymnasium.error.Error: ``env_id`` is not registered.
     """
-    from verigym.agents.llm.models import cache_root
+    from verigym.agents.llm.models import cache_root, write_cache_json
     from verigym.registration import make
 
     seeds = [int(s) for s in seeds]
@@ -168,15 +167,7 @@ def task_hashes(
     finally:
         env.close()
     if cache:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(
-                "w", dir=path.parent, delete=False, suffix=".tmp"
-            ) as file:
-                json.dump(hashes, file)
-            os.replace(file.name, path)
-        except OSError:  # a read-only cache: computed again next time
-            pass
+        write_cache_json(path, hashes)
     return hashes
 
 

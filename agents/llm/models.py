@@ -69,6 +69,21 @@ def cache_root() -> Path:
     return Path(base) / "verigym"
 
 
+def write_cache_json(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON to the cache file ``path`` at once (a temporary file, then
+    ``os.replace``: a reader never sees half a file); a read-only cache is no error (the caller
+    computes the value again next time)."""
+    import json
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as file:
+            json.dump(data, file)
+        os.replace(file.name, path)
+    except OSError:
+        pass
+
+
 def locate_model(reference: str | os.PathLike[str]) -> Path:
     """The file or folder ``reference`` names, without loading or converting it: a short name of
     :data:`SHORT_NAMES` is resolved to the model file its package ships, anything else is taken as

@@ -112,10 +112,8 @@ def made_limits(selected: list[EnvRow]) -> dict[str, str]:
     and the answers are cached (``$VERIGYM_CACHE/list-step-limits.json``, keyed by
     :func:`_cache_key`), so later listings make nothing."""
     import json
-    import os
-    import tempfile
 
-    from verigym.agents.llm.models import cache_root
+    from verigym.agents.llm.models import cache_root, write_cache_json
 
     todo = [r for r in selected if static_limit(r) is None]
     if not todo:
@@ -134,15 +132,7 @@ def made_limits(selected: list[EnvRow]) -> dict[str, str]:
         _, _, limit, made = _spaces(r.id, r.api)
         limits[r.id] = str(limit) if limit is not None else (NO_LIMIT if made else UNKNOWN)
     if missing:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(
-                "w", dir=path.parent, delete=False, suffix=".tmp"
-            ) as file:
-                json.dump({"key": key, "limits": limits}, file)
-            os.replace(file.name, path)
-        except OSError:  # a read-only cache: the limits are just made again next time
-            pass
+        write_cache_json(path, {"key": key, "limits": limits})
     return {r.id: limits[r.id] for r in todo}
 
 
