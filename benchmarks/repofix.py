@@ -13,9 +13,11 @@ The repository is about 1,000 lines: three RepoFix projects merged into one tree
 * verdict: ``run_hidden_tests`` on the merged tree (fresh sandbox, tree written, trusted runner,
   every test one at a time, typed answer).
 
-Prints the medians and the ratios to the bare run. Usage::
+Prints the medians and the ratios to the bare run. ``--runner-before FILE`` also times the verdict
+with another runner source (an older ``_runner.py``), its samples interleaved with the current
+runner's so that both see the same load. Usage::
 
-    python benchmarks/repofix.py [--repeats 10]
+    python benchmarks/repofix.py [--repeats 10] [--runner-before OLD_RUNNER.py]
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from verigym.envs.tool.repofix import env as env_module
 from verigym.envs.tool.repofix.env import RepoFixEnv, load_data, run_hidden_tests
 from verigym.envs.tool.workspace import Workspace
 
@@ -47,7 +50,10 @@ def _median(function: Callable[[], object], repeats: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--runner-before", type=Path, default=None)
     args = parser.parse_args()
+    current_runner = env_module._RUNNER
+    before_runner = args.runner_before.read_text() if args.runner_before else None
     data = load_data()
     files: dict[str, str] = {}
     modules: list[str] = []
@@ -84,6 +90,18 @@ def main() -> None:
         results, tampered = run_hidden_tests(workspace, files, modules, timeout_s=30.0)
         assert not tampered and len(results) == tests and set(results.values()) == {"pass"}
 
+    def verdicts_interleaved() -> tuple[float, float]:
+        """Medians of the current and the --runner-before runner, sample by sample in turn."""
+        samples: dict[str, list[float]] = {"now": [], "before": []}
+        for _ in range(args.repeats):
+            for label, source in (("before", before_runner), ("now", current_runner)):
+                env_module._RUNNER = source
+                start = time.perf_counter()
+                verdict()
+                samples[label].append(time.perf_counter() - start)
+        env_module._RUNNER = current_runner
+        return statistics.median(samples["now"]), statistics.median(samples["before"])
+
     largest = max(data, key=lambda n: sum(t.count("\n") for t in data[n]["files"].values()))
     env = RepoFixEnv(project=largest)
     seeds = iter(range(10**6))
@@ -102,8 +120,13 @@ def main() -> None:
             "workspace reset (1k-line tree)": _median(reset_workspace, args.repeats),
             "workspace reset, sandbox untouched": _median(reset_untouched, args.repeats),
             f"env reset ({largest})": _median(reset_env, args.repeats),
-            "verdict (hidden tests, fresh sandbox)": _median(verdict, args.repeats),
         }
+        if before_runner is None:
+            timings["verdict (hidden tests, fresh sandbox)"] = _median(verdict, args.repeats)
+        else:
+            now, before = verdicts_interleaved()
+            timings["verdict (hidden tests, fresh sandbox)"] = now
+            timings[f"verdict, runner {args.runner_before.name}"] = before
     finally:
         workspace.close()
         env.close()
@@ -111,7 +134,7 @@ def main() -> None:
     print(f"repository: {len(files)} files, {lines} lines, {tests} tests ({', '.join(PROJECTS)})")
     base = timings["bare python -m unittest"]
     for label, seconds in timings.items():
-        print(f"{label:40s} {seconds * 1000:8.1f} ms   x{seconds / base:5.2f} of bare")
+        print(f"{label:44s} {seconds * 1000:8.1f} ms   x{seconds / base:5.2f} of bare")
 
 
 if __name__ == "__main__":

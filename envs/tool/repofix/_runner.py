@@ -27,9 +27,13 @@ Inside a child, before any repository code runs:
   hooks, the thread count, then the test module's globals and classes and the contents of its
   mutable constants; their functions by code object (identity and content: bytes, constants,
   names), defaults, keyword defaults, globals and closure. It is checked after the test module (and
-  so the repository) is imported, before and after the test, at every assertion and, through a
-  profile hook, on every return from untrusted code (the repository, anything compiled after the
-  baseline) into trusted code and every call the other way;
+  so the repository) is imported, before and after the test, at the end and, through a trace hook,
+  whenever control passes from other code (the repository, anything compiled after the baseline)
+  into the verdict's code (the tests', ``unittest``'s and ``contextlib``'s, the generators behind
+  their context managers included, the runner's): on such a call and on such a return. Those
+  transition checks compare the values only, and skip the dicts of immutable types (the builtin
+  ones): no attribute of those can be set, and their dict is reachable only as a read-only proxy
+  (the garbage collector's walks and ``ctypes``, the ways around that, end the child);
 * the test module must be what its source says: every global bound by importing a module the
   runner loaded is that very object, nothing is bound that the source does not bind (an injected
   ``load_tests``), every function's code is the compiled one, every test class derives only from the
@@ -76,6 +80,8 @@ import unittest.util
 _RUNNER_FILE = sys._getframe().f_code.co_filename
 _EXACT = (type(None), bool, int, float, complex, str, bytes)
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_IMMUTABLE_TYPE = 1 << 8
+"""``Py_TPFLAGS_IMMUTABLETYPE``: setting or deleting an attribute of such a type raises TypeError."""
 TAMPERED = 86
 """Exit status of a child that caught the repository tampering with the verdict's machinery."""
 _PER_MODULE_S = 60.0
@@ -266,6 +272,7 @@ def _check(
     _all=all,
     _is=operator.is_,
     _len=len,
+    _sum=sum,
     _zip=zip,
     _chain=itertools.chain.from_iterable,
     _values=operator.methodcaller("values"),
@@ -275,9 +282,13 @@ def _check(
 ):
     """End the child as tampered unless every watched binding is the very object the baseline
     recorded (compared with ``is``: no ``__eq__`` runs, and ``id`` would raise audit events)."""
+    # the values: counted, then compared as they stream (no tuple is built on the hot path)
+    if _sum(_map(_len, watch)) != _len(values) or not _all(
+        _map(_is, _chain(_map(_values, watch)), values)
+    ):
+        _exit(_status)
     for now, then in (
         (_tuple(_chain(watch)) if keys is not None else None, keys),
-        (_tuple(_chain(_map(_values, watch))), values),
         (_tuple(_map(_modules.get, names)), modules),
         (_tuple(_meta), meta),
         (_tuple(_hooks), hooks),
@@ -582,19 +593,25 @@ def _baseline(root, compiled, bindings):
     for code in compiled.values():
         if type(code) is types.CodeType:
             _code_objects(code, trusted)
-    watch, functions = [], []
+    watch, functions, frozen = [], [], []
     for name in _WATCHED_MODULES:
         module = sys.modules[name]
         watch.append(vars(module))
         for value in list(vars(module).values()):
             if isinstance(value, type) and value.__module__ == name:
                 watch.append(vars(value))
+                if value.__flags__ & _IMMUTABLE_TYPE:
+                    frozen.append(watch[-1])
                 functions.extend(v for v in vars(value).values() if type(v) is types.FunctionType)
             elif type(value) is types.FunctionType:
                 functions.append(value)
     for function in functions:  # unittest's and contextlib's (the run enters its managers)
         if function.__module__.startswith("unittest") or function.__module__ == "contextlib":
             _code_objects(function.__code__, verdict)
+            inner = getattr(function, "__wrapped__", None)  # a @contextmanager's generator
+            while type(inner) is types.FunctionType and inner.__module__ == function.__module__:
+                _code_objects(inner.__code__, verdict)
+                inner = getattr(inner, "__wrapped__", None)
     for code in compiled.values():
         if type(code) is types.CodeType:
             _code_objects(code, verdict)
@@ -620,7 +637,10 @@ def _baseline(root, compiled, bindings):
         ),
         "alive": (tuple(trusted), tuple(verdict)),  # keeps the ids above from being reused
         "watch": tuple(watch),
-        "hot": tuple(m for m in watch if _hot(m)),
+        # immutable types (the builtin ones: int, str, the exceptions...) refuse every attribute
+        # write and their dict is reachable only as a read-only proxy (gc and ctypes, the only
+        # ways to its dict, end the child): checked after import and at the end, not in between
+        "hot": tuple(m for m in watch if _hot(m) and not any(m is f for f in frozen)),
         "functions": tuple(functions),
         "forms": tuple(_function_form(f) for f in functions),
         "contents": tuple(_code_form(f) for f in functions),

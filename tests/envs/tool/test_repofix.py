@@ -708,6 +708,24 @@ _BOX_TRICKS = {
         "threading.Thread(target=_race, daemon=True).start()\n"
     ),
     "/proc/self/mem": "open('/proc/self/mem', 'rb').close()\n",
+    "a builtin type's attribute rewritten": (
+        "import unittest\n\n_old_make = make\n\n"
+        "def make():\n"
+        "    for klass, name in ((AssertionError, '__init__'), (object, '__eq__')):\n"
+        "        try:\n"
+        "            type.__setattr__(klass, name, lambda *a, **k: True)\n"
+        "        except TypeError:\n"
+        "            pass\n"
+        "    return _old_make()\n"
+    ),
+    "a builtin type's dict reached through the garbage collector": (
+        "import gc\n\n_old_make = make\n\n"
+        "def make():\n"
+        "    for mapping in gc.get_referents(vars(object)):\n"
+        "        if type(mapping) is dict:\n"
+        "            mapping['__eq__'] = lambda *a: True\n"
+        "    return _old_make()\n"
+    ),
     "a forged report on the pipe": (
         "import os\n\n"
         "for _fd in range(3, 64):\n"
@@ -755,3 +773,55 @@ def test_the_runner_holds_against_in_process_tricks(box_env, trick):
     passing = {t for t, v in results.items() if v == "pass"} if not tampered else set()
     assert "tests.test_box.T.test_make" not in passing, (trick, results, tampered)
     assert "tests.test_box.T.test_raises" not in passing, (trick, results, tampered)
+
+
+_WATCH_PROBE = """
+import importlib.util, json, sys, unittest
+spec = importlib.util.spec_from_file_location("vg_runner", sys.argv[1])
+runner = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(runner)
+plan = runner._baseline(sys.argv[2], {}, {})
+hot = plan["hot"]
+owners = []  # what each watched mapping belongs to, in the baseline's order
+for name in runner._WATCHED_MODULES:
+    owners.append(sys.modules[name])
+    for value in list(vars(sys.modules[name]).values()):
+        if isinstance(value, type) and value.__module__ == name:
+            owners.append(value)
+assert len(owners) == len(plan["watch"])
+left_out, skipped = [], 0
+for klass, mapping in zip(owners, plan["watch"]):
+    if any(m is mapping for m in hot) or not runner._hot(mapping):
+        continue
+    skipped += 1
+    try:
+        type.__setattr__(klass, "_vg_probe", 1)
+        left_out.append(klass.__module__ + "." + klass.__qualname__)
+    except TypeError:
+        pass
+assert skipped > 50 and any(m is vars(sys.modules["builtins"]) for m in hot), skipped
+wrapped = unittest.case._Outcome.testPartExecutor.__wrapped__.__code__
+print(json.dumps({"mutable_left_out": left_out, "generator_trusted": wrapped in plan["verdict"]}))
+"""
+
+
+def test_the_transition_checks_leave_out_only_types_that_refuse_writes(tmp_path):
+    """The trace-time check skips dicts of immutable types for speed: each one it skips must refuse
+    an attribute write, and the generator behind ``testPartExecutor`` counts as the verdict's code
+    (a return from other code into it is checked)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import verigym.envs.tool.repofix.env as env_module
+
+    runner = Path(env_module.__file__).with_name("_runner.py")
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _WATCH_PROBE, str(runner), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    answer = json.loads(done.stdout)
+    assert answer == {"mutable_left_out": [], "generator_trusted": True}
