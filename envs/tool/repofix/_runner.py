@@ -885,7 +885,15 @@ def _run(plan, name, details):
                 result.__dict__[attribute] = value
         successes, errors = [], []
         result.__dict__["addSuccess"] = successes.append
-        result.__dict__["_exc_info_to_string"] = errors.append if details else _noop
+        if details:  # called as (err, test): keep err (exc_type, exc, tb) for _failure_detail
+
+            def keep(err, test, _append=errors.append):
+                _append(err)
+                return ""
+
+            result.__dict__["_exc_info_to_string"] = keep
+        else:
+            result.__dict__["_exc_info_to_string"] = _noop
         check()
         real_run(test, result)
         check()

@@ -825,3 +825,38 @@ def test_the_transition_checks_leave_out_only_types_that_refuse_writes(tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     answer = json.loads(done.stdout)
     assert answer == {"mutable_left_out": [], "generator_trusted": True}
+
+
+def test_the_scan_mode_reports_each_failure_with_its_line(tmp_path):
+    """``python -I -S _runner.py ROOT MODULE`` (the mutant scan, details on) keeps running after a
+    failing test and says where it failed."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import verigym.envs.tool.repofix.env as env_module
+
+    files = {
+        "box/__init__.py": _BUGGY_BOX,
+        "tests/__init__.py": "",
+        "tests/test_box.py": _BOX_TESTS,
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    runner = Path(env_module.__file__).with_name("_runner.py")
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(runner), str(tmp_path), "tests.test_box"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    answer = json.loads(done.stdout)
+    assert answer["results"] == {
+        "tests.test_box.T.test_make": "fail",
+        "tests.test_box.T.test_plain": "pass",
+        "tests.test_box.T.test_raises": "fail",
+    }, answer
+    assert not answer["tampered"]
+    make = answer["details"]["tests.test_box.T.test_make"]
+    assert make["kind"] == "assert" and make["line"] == 8 and make["file"] == "tests/test_box.py"
