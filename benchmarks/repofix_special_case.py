@@ -13,6 +13,10 @@ the hidden tests and the differential checks really run) is played on the same t
 Prints per id and in total: attack wins / tasks, and oracle 1.0 rewards / tasks. Usage::
 
     python benchmarks/repofix_special_case.py [--seeds 0:10] [--ids RepoFix-Anywhere-v0,...]
+    python benchmarks/repofix_special_case.py --every-mutant --no-oracle  # every single-bug task
+
+A seed range samples few mutants: with the project fixed, the seed's first draw is the mutant, so
+seeds 0 and 2 draw the same index in every project. ``--every-mutant`` plays each mutant once.
 """
 
 from __future__ import annotations
@@ -34,6 +38,29 @@ def single_bug_ids() -> list[str]:
         for row in verigym.rows("tool")
         if ".repofix." in row.entry_point and row.kwargs.get("level", "file") != "pair"
     )
+
+
+def every_mutant_seeds(env_id: str, start: int = 0) -> list[int]:
+    """One reset seed per mutant of the id's project (the smallest one >= ``start`` that draws it),
+    in mutant order; ``[]`` for an id without a fixed project (its seed draws the project too)."""
+    from gymnasium.utils import seeding
+
+    from verigym.envs.tool.repofix.env import load_data
+
+    env = gym.make(env_id)
+    try:
+        project = env.unwrapped.project
+    finally:
+        env.close()
+    if not project:
+        return []
+    count = len(load_data()[project]["mutants"])
+    seeds: dict[int, int] = {}
+    seed = start
+    while len(seeds) < count and seed < start + 100 * count:
+        seeds.setdefault(int(seeding.np_random(seed)[0].integers(count)), seed)
+        seed += 1
+    return [seeds[i] for i in sorted(seeds)]
 
 
 def play_attack(
@@ -89,7 +116,21 @@ def main() -> None:
         "--without-checks", action="store_true", help="baseline: drop the differential checks"
     )
     parser.add_argument("--verbose", action="store_true", help="one line per attack episode")
+    parser.add_argument(
+        "--every-mutant",
+        action="store_true",
+        help="instead of --seeds: one seed per mutant of each id with a fixed project (every task)",
+    )
+    parser.add_argument(
+        "--mutants",
+        default="",
+        help="with --every-mutant: only these, as project:i+j,... (e.g. matrix:0+18,fsm:19)",
+    )
     args = parser.parse_args()
+    only: dict[str, set[int]] = {}
+    for item in filter(None, args.mutants.split(",")):
+        project, _, numbers = item.partition(":")
+        only[project] = {int(i) for i in numbers.split("+") if i}
     start, stop = (int(x) for x in args.seeds.split(":"))
     ids = [i if "/" in i else "verigym/" + i for i in args.ids.split(",") if i] or single_bug_ids()
     began = time.time()
@@ -97,7 +138,13 @@ def main() -> None:
     ran: dict[str, int] = {}
     for env_id in ids:
         id_wins = id_oracle = 0
-        for seed in range(start, stop):
+        seeds = every_mutant_seeds(env_id, start) if args.every_mutant else range(start, stop)
+        if only:
+            project = gym.spec(env_id).kwargs.get("project")
+            seeds = [s for i, s in enumerate(seeds) if i in only.get(project, ())]
+        if args.every_mutant and not seeds:
+            continue
+        for seed in seeds:
             reward, info = (
                 play_attack(env_id, seed, args.skip_self, args.timeout_s, not args.without_checks)
                 if not args.no_attack
@@ -118,7 +165,7 @@ def main() -> None:
                 id_oracle += oracle >= 1.0
                 if oracle < 1.0:
                     print(f"  ORACLE FAILED: {env_id} seed {seed} reward {oracle}", flush=True)
-        count = stop - start
+        count = len(seeds)
         wins, tasks, oracle_ok = wins + id_wins, tasks + count, oracle_ok + id_oracle
         oracle_text = "" if args.no_oracle else f"; oracle {id_oracle}/{count}"
         print(f"{env_id}: attack wins {id_wins}/{count}{oracle_text}", flush=True)

@@ -7,12 +7,14 @@ between the original code and both the buggy code and the buggy code special-cas
 example, and stores up to ``--max-checks`` of them (edits + digest of the original's record) as
 ``"checks"``; a two-bug pair gets the checks of its two mutants. The env adds them to
 FAIL_TO_PASS. Prints, per project, how many mutants got a check that defeats the special-casing
-attack. ``--what repair`` searches again, wider (2x the copies per test, every test), for the mutants
-whose stored checks the attack survives.
+attack. ``--what repair`` searches again, wider (2x the copies per test, 4 tests per batch, copies
+that change the structure of the inputs first), for the mutants whose stored checks the attack
+survives; ``--mutants cmdline:30+34,csvlite:2`` limits a run to those mutants.
 
 Usage::
 
     python scripts/gen_repofix_checks.py [--jobs 2] [--only semver,textkit] [--what singles]
+    python scripts/gen_repofix_checks.py --what repair [--mutants cmdline:30+34]
 """
 
 from __future__ import annotations
@@ -36,14 +38,22 @@ def _mutant(record: dict) -> Mutant:
 
 
 def add_checks(
-    name: str, project: dict, max_checks: int = 3, per_test: int = 20, what: str = "all"
+    name: str,
+    project: dict,
+    max_checks: int = 3,
+    per_test: int = 20,
+    what: str = "all",
+    indices: list[int] | None = None,
 ) -> dict:
-    """``project`` (a ``repofix.json`` entry) with ``"checks"`` on every mutant and/or pair."""
+    """``project`` (a ``repofix.json`` entry) with ``"checks"`` on every mutant (or those at
+    ``indices``) and/or pair."""
     files = project["files"]
     cache: dict = {}
     beaten = total = 0
     max_tests = 2
     tasks = [(m, [m]) for m in project["mutants"]] if what != "pairs" else []
+    if indices is not None:
+        tasks = [tasks[i] for i in indices if 0 <= i < len(tasks)]
     for task, chosen in tasks:
         mutated = dict(files)
         for record in sorted(chosen, key=lambda m: -m["first"]):
@@ -74,6 +84,7 @@ def add_checks(
             max_tests=max_tests,
             cache=cache,
             fallback_tests=others,
+            structural=what == "repair",
         )
         if what == "repair" and not (checks and stats["beat_attack"]):  # bugs in __eq__
             checks, stats = differential.make_checks(
@@ -87,6 +98,7 @@ def add_checks(
                 max_tests=max_tests,
                 fallback_tests=others,
                 compare=True,
+                structural=True,
             )
         if what == "repair":
             per_test, max_tests = per_test // 2, 2
@@ -134,16 +146,29 @@ def main() -> None:
     parser.add_argument("--per-test", type=int, default=20)
     parser.add_argument("--what", choices=("all", "singles", "pairs", "repair"), default="all")
     parser.add_argument("--only", default="")
+    parser.add_argument(
+        "--mutants", default="", help="project:i+j,... (only these mutants; implies --only)"
+    )
     args = parser.parse_args()
     data = json.loads(DATA.read_text())
     names = sorted(data["projects"])
-    if args.only:
-        names = [n for n in names if n in args.only.split(",")]
+    chosen: dict[str, list[int]] = {}
+    for item in filter(None, args.mutants.split(",")):
+        project, _, numbers = item.partition(":")
+        chosen[project] = [int(i) for i in numbers.split("+") if i]
+    if args.only or chosen:
+        names = [n for n in names if n in args.only.split(",") or n in chosen]
     start = time.time()
     with ProcessPoolExecutor(args.jobs) as pool:
         futures = {
             n: pool.submit(
-                add_checks, n, data["projects"][n], args.max_checks, args.per_test, args.what
+                add_checks,
+                n,
+                data["projects"][n],
+                args.max_checks,
+                args.per_test,
+                args.what,
+                chosen.get(n),
             )
             for n in names
         }

@@ -88,6 +88,7 @@ def _str_values(value: str) -> list[str]:
     if n:
         out += [value[1:], value[:-1], value[: n // 2] + value[n // 2 + 1 :], value + value[-1]]
         out += [value[:1] + value, value.swapcase(), value[::-1] if n <= 40 else value]
+        out.append("")
     else:
         out += ["a", " "]
     return [v for v in dict.fromkeys(out) if v != value]
@@ -98,8 +99,9 @@ def _float_values(value: float) -> list[float]:
     return [v for v in dict.fromkeys(out) if v != value]
 
 
-def _literals(function: ast.AST) -> list[ast.Constant]:
-    """The input literals of a test function: not docstrings, f-string parts or expected values."""
+def _skipped(function: ast.AST) -> set[int]:
+    """ids of the nodes of ``function`` that are no inputs: docstrings, f-string parts, expected
+    values of assertions."""
     skip: set[int] = set()
     for node in ast.walk(function):
         if isinstance(node, ast.JoinedStr):
@@ -118,6 +120,12 @@ def _literals(function: ast.AST) -> list[ast.Constant]:
         if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare):
             for comparator in node.test.comparators:
                 skip.update(id(n) for n in ast.walk(comparator))
+    return skip
+
+
+def _literals(function: ast.AST) -> list[ast.Constant]:
+    """The input literals of a test function: not docstrings, f-string parts or expected values."""
+    skip = _skipped(function)
     return [
         n
         for n in ast.walk(function)
@@ -126,6 +134,91 @@ def _literals(function: ast.AST) -> list[ast.Constant]:
         and type(n.value) in (int, float, str)
         and hasattr(n, "end_col_offset")
     ]
+
+
+def _joined(items: list[str], opening: str, closing: str, empty: str, comma: str) -> str:
+    if not items:
+        return empty
+    return opening + ", ".join(items) + (comma if len(items) == 1 else "") + closing
+
+
+def _structural(source: str, function: ast.AST) -> list[list[list]]:
+    """Copies that change the structure of a test's inputs: each list, tuple, set or dict literal
+    with one element dropped, emptied, its first or last element duplicated, or reversed; each
+    call (not an assertion) with its first two positional arguments swapped or its last dropped.
+    Each copy is one edit ``[line, col, end_line, end_col, text]``."""
+    skip = _skipped(function)
+    per_node: list[list[list[list]]] = []
+
+    def text(node: ast.AST) -> str | None:
+        return ast.get_source_segment(source, node)
+
+    def place(node: ast.AST) -> list:
+        return [node.lineno, node.col_offset, node.end_lineno, node.end_col_offset]
+
+    for node in ast.walk(function):
+        if id(node) in skip or not hasattr(node, "end_col_offset"):
+            continue
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)) and not isinstance(
+            node.ctx if hasattr(node, "ctx") else None, ast.Store
+        ):
+            parts = [text(e) for e in node.elts]
+            if any(p is None or isinstance(e, ast.Starred) for p, e in zip(parts, node.elts)):
+                continue
+            kind = type(node)
+            opening, closing = {ast.List: "[]", ast.Tuple: "()", ast.Set: "{}"}[kind]
+            empty = {ast.List: "[]", ast.Tuple: "()", ast.Set: "set()"}[kind]
+            comma = "," if kind is ast.Tuple else ""
+
+            shapes = [[]] if parts else [["0"], ['"a"']]
+            shapes += [parts[:k] + parts[k + 1 :] for k in range(min(len(parts), 8))]
+            if parts:
+                shapes += [[parts[0], *parts], [*parts, parts[-1]], parts[::-1], parts[:1]]
+                inner = node.elts[0]
+                if isinstance(inner, (ast.List, ast.Tuple)) and inner.elts:  # [[1, 2], [3]] -> [[]]
+                    shapes.append(["[]" if isinstance(inner, ast.List) else "()"])
+            options = [
+                [[*place(node), _joined(items, opening, closing, empty, comma)]]
+                for items in shapes
+                if items != parts
+            ]
+            if kind in (ast.List, ast.Tuple):  # the other sequence type, same elements
+                other = ("()", ",") if kind is ast.List else ("[]", "")
+                swapped = _joined(parts, other[0][0], other[0][1], other[0], other[1])
+                options.append([[*place(node), swapped]])
+            per_node.append(list({o[0][4]: o for o in options}.values()))
+        elif isinstance(node, ast.Dict):
+            if any(k is None for k in node.keys):
+                continue
+            pairs = [f"{text(k)}: {text(v)}" for k, v in zip(node.keys, node.values)]
+            shapes = [[]] + [pairs[:k] + pairs[k + 1 :] for k in range(min(len(pairs), 8))]
+            per_node.append(
+                [
+                    [[*place(node), "{" + ", ".join(items) + "}"]]
+                    for items in shapes
+                    if items != pairs
+                ]
+            )
+        elif (
+            isinstance(node, ast.Call)
+            and not (isinstance(node.func, ast.Attribute) and node.func.attr.startswith("assert"))
+            and node.args
+            and not any(isinstance(a, ast.Starred) for a in node.args)
+        ):
+            args = [text(a) for a in node.args]
+            func = text(node.func)
+            if func is None or any(a is None for a in args) or node.keywords:
+                continue
+            shapes = [args[:-1]]
+            if len(args) >= 2:
+                shapes.append([args[1], args[0], *args[2:]])
+            per_node.append([[[*place(node), func + "(" + ", ".join(i) + ")"]] for i in shapes])
+    out: list[list[list]] = []
+    for round_ in range(max((len(v) for v in per_node), default=0)):  # one of each node first
+        for options in per_node:
+            if round_ < len(options):
+                out.append(options[round_])
+    return out
 
 
 def _edit(source: str, edits: Iterable[list]) -> str:
@@ -154,10 +247,13 @@ def _test_functions(tree: ast.Module, test: str) -> list[ast.AST]:
     return [n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name in (name, "setUp")]
 
 
-def probe_variants(source: str, test: str, limit: int = 120) -> list[list[list]]:
+def probe_variants(
+    source: str, test: str, limit: int = 120, structural: bool = False
+) -> list[list[list]]:
     """Edit lists, each changing one input literal of ``test`` (its body, its class's ``setUp``, or a
-    module-level constant it reads) in the module ``source``, after four that change all the
-    test's numbers together (+1, +2, x2, +10).
+    module-level constant or helper function it reads) in the module ``source``, after four that change all the
+    test's numbers together (+1, +2, x2, +10); with ``structural``, copies that change the
+    structure of its inputs (:func:`_structural`) come first.
 
     Returns at most ``limit`` lists (spread over the literals) whose edited module still parses.
     """
@@ -168,11 +264,13 @@ def probe_variants(source: str, test: str, limit: int = 120) -> list[list[list]]
     per_literal: list[list[list[list]]] = []
     functions = _test_functions(tree, test)
     used = {n.id for f in functions for n in ast.walk(f) if isinstance(n, ast.Name)}
-    shared = [  # module-level constants the test reads (after the test's own literals)
+    shared = [  # module-level constants and helper functions the test reads (after its own)
         stmt
         for stmt in tree.body
         if isinstance(stmt, ast.Assign)
         and any(isinstance(t, ast.Name) and t.id in used for t in stmt.targets)
+        or isinstance(stmt, ast.FunctionDef)
+        and stmt.name in used
     ]
     for function in [*functions, *shared]:
         for node in _literals(function):
@@ -201,6 +299,8 @@ def probe_variants(source: str, test: str, limit: int = 120) -> list[list[list]]
         for options in per_literal:
             if round_ < len(options):
                 out.append(options[round_])
+    if structural:  # the structure of the inputs first: fewer, more, no or swapped elements
+        out = [edits for node in [*functions, *shared] for edits in _structural(source, node)] + out
     kept = []
     for edits in out:
         if len(kept) >= limit:
@@ -535,6 +635,7 @@ def make_checks(
     compare: bool = False,
     cache: dict[tuple[str, str], str | None] | None = None,
     fallback_tests: list[str] = (),
+    structural: bool = False,
 ) -> tuple[list[dict], dict[str, Any]]:
     """The differential checks of one instance (see the module docstring).
 
@@ -551,6 +652,8 @@ def make_checks(
         fallback_tests: tried when ``tests`` give no check that differs on the buggy tree.
         compare: record the outcome of each ``assertEqual``'s ``==`` too (for bugs in ``__eq__``:
             the stored check carries ``"compare": True``).
+        structural: try copies that change the structure of the inputs first (elements dropped,
+            duplicated, emptied; arguments swapped or dropped).
 
     Returns:
         (checks, stats): check dicts ``{"id", "module", "test", "edits", "digest"}``, and
@@ -573,6 +676,7 @@ def make_checks(
             cache if not compare else {},
             stats,
             compare,
+            structural,
         )
         pool = pool or differing  # checks on other inputs, even if the attack survives them
         if beating:
@@ -621,6 +725,7 @@ def _select(
     cache: dict,
     stats: dict,
     compare: bool = False,
+    structural: bool = False,
 ) -> tuple[list[tuple[str, str, list, str]], list[tuple[str, str, list, str]]]:
     """(copies that differ on the buggy and the attacked tree, copies that differ on the buggy)."""
     candidates = []
@@ -628,7 +733,7 @@ def _select(
         module, test, _ = _split(original, test_id)
         if not module:
             continue
-        for edits in probe_variants(_source(original, module), test, per_test):
+        for edits in probe_variants(_source(original, module), test, per_test, structural):
             candidates.append((module, test, edits, test_id))
     stats["candidates"] += len(candidates)
     if not candidates:

@@ -96,6 +96,60 @@ def test_variants_change_input_literals_and_never_the_expected_value():
     assert all(differential._edit(source, e) != source for e in variants)
 
 
+SECOND = {
+    "pkg/__init__.py": "from pkg.core import second_or\n",
+    "pkg/core.py": (
+        "def second_or(items, default):\n"
+        "    if len(items) < 2:\n"
+        "        return default\n"
+        "    return items[1]\n"
+    ),
+    "tests/__init__.py": "",
+    "tests/test_core.py": (
+        "import unittest\n"
+        "\n"
+        "from pkg import second_or\n"
+        "\n"
+        "\n"
+        "class CoreTest(unittest.TestCase):\n"
+        "    def test_second(self):\n"
+        "        self.assertEqual(second_or([4, 5], None), 5)\n"
+        "        self.assertIsNone(second_or([], None))\n"
+    ),
+}
+SECOND_BUGGY = dict(
+    SECOND, **{"pkg/core.py": "def second_or(items, default):\n    return items[1]\n"}
+)
+
+
+SECOND_ISSUE = "Running this:\n\n```python\nfrom pkg import second_or\nsecond_or([], None)\n```\n"
+
+
+def test_structural_copies_change_the_shape_of_the_inputs():
+    source = SECOND["tests/test_core.py"]
+    variants = differential.probe_variants(source, "CoreTest.test_second", 60, structural=True)
+    shapes = {e[0][4] for e in variants if len(e) == 1}
+    assert {"[4]", "[5]", "[]", "[0]", "[4, 5, 5]", "[5, 4]", "(4, 5)", "()"} <= shapes
+    assert {"second_or([4, 5])", "second_or(None, [4, 5])"} <= shapes  # arguments dropped, swapped
+    assert not {"[]", "[0]"} & {
+        e[0][4] for e in differential.probe_variants(source, "CoreTest.test_second", 60)
+    }  # without structural: only literals change
+    expected = (8, 50)  # the expected `5` of assertEqual(second_or([4, 5], None), 5)
+    assert all((e[0], e[1]) != expected for edits in variants for e in edits)
+
+
+@pytest.mark.slow  # about 15 subprocesses
+def test_structural_copies_reach_a_bug_that_no_literal_change_reaches():
+    # the dropped guard shows only on a list shorter than 2; the example's is `[]` (no literal to
+    # change), the test's other list has two elements: only a copy with another shape reaches it
+    test = "tests.test_core.CoreTest.test_second"
+    args = (SECOND, SECOND_BUGGY, [test], SECOND_ISSUE, test)
+    _, literal = differential.make_checks(*args, per_test=30)
+    checks, structural = differential.make_checks(*args, per_test=30, structural=True)
+    assert literal["beat_attack"] == 0
+    assert checks and structural["beat_attack"] >= 1
+
+
 def test_the_attack_fits_the_example_and_nothing_else():
     attacked = dict(BUGGY)
     info: dict = {}
@@ -180,6 +234,8 @@ def _attack(env_id: str, seed: int) -> tuple[float, dict]:
         env.close()
 
 
+MEASURED = "measured: TBD"
+
 # seeds on which the special-casing patch passed every hidden test before the checks existed
 WON_BEFORE = [("verigym/RepoFix-Fsm-v0", 0), ("verigym/RepoFix-LruCache-v0", 1)]
 
@@ -194,19 +250,36 @@ def test_special_casing_the_example_scores_zero(env_id, seed):
     assert reward == 0.0 and not info["success"]
 
 
-@pytest.mark.slow
-@needs_sandbox
-@pytest.mark.xfail(
-    reason="measured 7/56 (12.5%): bugs reachable only by changing the example's structure keep "
-    "checks the attack passes (issue 43 item 4 is open on this)",
-    strict=False,
-)
-def test_special_casing_wins_at_most_2_percent_of_single_bug_tasks():
-    ids = sorted(
-        row.id
-        for row in verigym.rows("tool")
-        if ".repofix." in row.entry_point and row.kwargs.get("level", "file") != "pair"
+def _survives(project: dict, mutant: dict) -> bool:
+    """Whether the special-casing patch passes every stored check of a single-bug mutant (offline:
+    the checks run locally on the attacked tree, as the verdict runs them)."""
+    from verigym.envs.tool.repofix.issue import issue_text
+    from verigym.envs.tool.repofix.mutations import Mutant, apply
+
+    files = project["files"]
+    mutated = dict(files)
+    record = Mutant(**{k: mutant[k] for k in Mutant.__dataclass_fields__})
+    mutated[record.file] = apply(files[record.file], record)
+    issue = issue_text(files, mutant["shown"], mutant["detail"], package=project["package"])
+    attacked = dict(mutated)
+    attacked.update(
+        differential.special_case(files, mutated, differential.snippet_of(issue), mutant["shown"])
     )
-    rewards = {(env_id, seed): _attack(env_id, seed)[0] for env_id in ids for seed in range(5)}
-    won = [k for k, r in rewards.items() if r >= 1.0]
-    assert len(won) <= 0.02 * len(rewards), won
+    checks = mutant.get("checks", [])
+    if not checks:
+        return True
+    records = differential.run_probes_locally(attacked, differential.check_probes(files, checks))
+    return records is not None and all(  # a crashed run fails every check at the verdict
+        differential.digest(r) == c["digest"] for r, c in zip(records, checks, strict=True)
+    )
+
+
+@pytest.mark.slow  # every single-bug task: 432 attacks, minutes
+@pytest.mark.xfail(reason=MEASURED, strict=False)
+def test_special_casing_wins_at_most_2_percent_of_single_bug_tasks():
+    # every mutant once (a seed range samples few: the seed's first draw is the mutant index, so
+    # seeds 0 and 2 draw the same mutant of every project)
+    data = load_data()
+    tasks = [(name, i) for name in sorted(data) for i in range(len(data[name]["mutants"]))]
+    won = [(n, i) for n, i in tasks if _survives(data[n], data[n]["mutants"][i])]
+    assert len(won) <= 0.02 * len(tasks), won
