@@ -15,6 +15,7 @@ import time
 import pytest
 
 import verigym
+from tests.leaderboards.rows import episode_row
 from verigym.leaderboards.runner import ResultsExistError, evaluate, provenance
 from verigym.leaderboards.standings import compute_standings, render_html, render_markdown
 from verigym.leaderboards.store import EpisodeRow, ResultsStore
@@ -108,24 +109,7 @@ def test_unknown_suite_lists_the_shipped_ones():
 
 
 def _row(**overrides) -> EpisodeRow:
-    values = dict(
-        suite="s",
-        env_id="verigym/GuessNumber-v0",
-        env_version=0,
-        seed=EVAL_SEED_START,
-        agent_spec="random",
-        config_hash="abc",
-        status="ok",
-        score=1.0,
-        success=True,
-        episode_return=1.0,
-        length=3,
-        time_s=0.1,
-        error="",
-        **provenance(),
-    )
-    values.update(overrides)
-    return EpisodeRow(**values)
+    return episode_row(**overrides)
 
 
 @pytest.mark.parametrize(

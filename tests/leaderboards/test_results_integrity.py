@@ -15,8 +15,9 @@ import time
 
 import pytest
 
+from tests.leaderboards.rows import episode_row
 from verigym.cli import main
-from verigym.leaderboards.runner import evaluate, provenance
+from verigym.leaderboards.runner import evaluate
 from verigym.leaderboards.store import EpisodeRow, ResultsStore, StoreError
 from verigym.leaderboards.suite import EVAL_SEED_START, Suite, Task
 from verigym.workers import descendants
@@ -26,24 +27,7 @@ ONE = Suite("one", (Task("verigym/GuessNumber-v0", episodes=4),))
 
 
 def _row(**overrides) -> EpisodeRow:
-    values = dict(
-        suite="s",
-        env_id="verigym/GuessNumber-v0",
-        env_version=0,
-        seed=EVAL_SEED_START,
-        agent_spec="random",
-        config_hash="abc",
-        status="ok",
-        score=1.0,
-        success=True,
-        episode_return=1.0,
-        length=3,
-        time_s=0.1,
-        error="",
-        **provenance(),
-    )
-    values.update(overrides)
-    return EpisodeRow(**values)
+    return episode_row(**overrides)
 
 
 def _fill(folder: pathlib.Path, rows: int = 200) -> pathlib.Path:

@@ -17,6 +17,7 @@ import zlib
 
 import pytest
 
+from tests.leaderboards.rows import episode_row
 from verigym.cli import main
 from verigym.leaderboards.demonstrations import stored_demonstrations
 from verigym.leaderboards.runner import EpisodePlayer, Job, provenance
@@ -39,24 +40,7 @@ SEED = EVAL_SEED_START
 
 
 def _row(**overrides) -> EpisodeRow:
-    values = dict(
-        suite="s",
-        env_id=GUESS,
-        env_version=0,
-        seed=SEED,
-        agent_spec="random",
-        config_hash="abc",
-        status="ok",
-        score=1.0,
-        success=True,
-        episode_return=1.0,
-        length=3,
-        time_s=0.1,
-        error="",
-        **provenance(),
-    )
-    values.update(overrides)
-    return EpisodeRow(**values)
+    return episode_row(**overrides)
 
 
 def _played(agent: str, seed: int, kwargs: dict | None = None) -> tuple[EpisodeRow, bytes]:
