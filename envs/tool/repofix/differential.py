@@ -94,6 +94,11 @@ def _str_values(value: str) -> list[str]:
     return [v for v in dict.fromkeys(out) if v != value]
 
 
+def _shift_digits(value: str, step: int) -> str:
+    """``value`` with every run of digits increased by ``step`` (zero-padded to its width)."""
+    return re.sub(r"\d+", lambda m: str(int(m.group()) + step).zfill(len(m.group())), value)
+
+
 def _float_values(value: float) -> list[float]:
     out = [value + 1.0, value / 2 if value else 0.5, -value if value else 1.5, value + 0.25]
     return [v for v in dict.fromkeys(out) if v != value]
@@ -294,6 +299,22 @@ def probe_variants(
             for n in numbers
         ]
         if len(edits) > 1:
+            out.append(edits)
+    # every number written in the test's strings shifted together ("<=1.5.0" with "1.5.0")
+    texts = [n for function in functions for n in _literals(function) if type(n.value) is str]
+    for step in (1, 2):
+        edits = [
+            [
+                n.lineno,
+                n.col_offset,
+                n.end_lineno,
+                n.end_col_offset,
+                repr(_shift_digits(n.value, step)),
+            ]
+            for n in texts
+            if re.search(r"\d", n.value)
+        ]
+        if len(edits) > 1 and structural:
             out.append(edits)
     for round_ in range(max((len(v) for v in per_literal), default=0)):  # one of each literal first
         for options in per_literal:

@@ -134,6 +134,7 @@ def test_structural_copies_change_the_shape_of_the_inputs():
     assert not {"[]", "[0]"} & {
         e[0][4] for e in differential.probe_variants(source, "CoreTest.test_second", 60)
     }  # without structural: only literals change
+    assert differential._shift_digits(">=1.5.09 <2", 1) == ">=2.6.10 <3"  # strings' numbers too
     expected = (8, 50)  # the expected `5` of assertEqual(second_or([4, 5], None), 5)
     assert all((e[0], e[1]) != expected for edits in variants for e in edits)
 
