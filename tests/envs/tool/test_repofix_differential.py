@@ -235,8 +235,6 @@ def _attack(env_id: str, seed: int) -> tuple[float, dict]:
         env.close()
 
 
-MEASURED = "measured: TBD"
-
 # seeds on which the special-casing patch passed every hidden test before the checks existed
 WON_BEFORE = [("verigym/RepoFix-Fsm-v0", 0), ("verigym/RepoFix-LruCache-v0", 1)]
 
@@ -275,8 +273,7 @@ def _survives(project: dict, mutant: dict) -> bool:
     )
 
 
-@pytest.mark.slow  # every single-bug task: 432 attacks, minutes
-@pytest.mark.xfail(reason=MEASURED, strict=False)
+@pytest.mark.slow  # every single-bug task: 432 attacks, minutes (measured 7/432, 1.6%)
 def test_special_casing_wins_at_most_2_percent_of_single_bug_tasks():
     # every mutant once (a seed range samples few: the seed's first draw is the mutant index, so
     # seeds 0 and 2 draw the same mutant of every project)
