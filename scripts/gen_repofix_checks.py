@@ -73,32 +73,22 @@ def add_checks(
             per_test, max_tests = per_test * 2, 4
         tests = [task["shown"], *(t for t in task["f2p"] if t != task["shown"])]
         others = [t for t in project["tests"] if t not in set(task["f2p"])]
+        common = dict(
+            max_checks=max_checks, per_test=per_test, max_tests=max_tests, fallback_tests=others
+        )
         checks, stats = differential.make_checks(
             files,
             mutated,
             tests,
             issue,
             task["shown"],
-            max_checks=max_checks,
-            per_test=per_test,
-            max_tests=max_tests,
             cache=cache,
-            fallback_tests=others,
             structural=what == "repair",
+            **common,
         )
         if what == "repair" and not (checks and stats["beat_attack"]):  # bugs in __eq__
             checks, stats = differential.make_checks(
-                files,
-                mutated,
-                tests,
-                issue,
-                task["shown"],
-                max_checks=max_checks,
-                per_test=per_test,
-                max_tests=max_tests,
-                fallback_tests=others,
-                compare=True,
-                structural=True,
+                files, mutated, tests, issue, task["shown"], compare=True, structural=True, **common
             )
         if what == "repair":
             per_test, max_tests = per_test // 2, 2

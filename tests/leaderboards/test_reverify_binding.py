@@ -12,6 +12,7 @@ import zlib
 
 import pytest
 
+from tests.leaderboards.rows import episode_row
 from verigym.cli import main
 from verigym.leaderboards.runner import evaluate, provenance
 from verigym.leaderboards.store import EpisodeRow, ResultsStore, StoreError, trajectory_digest
@@ -249,22 +250,6 @@ def test_a_row_edited_into_the_file_is_reported_not_trusted(
 
 
 def test_writes_are_held_to_the_same_rules(tmp_path):
-    values = dict(
-        suite="s",
-        env_id=GUESS,
-        env_version=0,
-        seed=SEED_A,
-        agent_spec="random",
-        config_hash="abc",
-        status="ok",
-        score=1.0,
-        success=True,
-        episode_return=1.0,
-        length=3,
-        time_s=0.1,
-        error="",
-        **provenance(),
-    )
     with ResultsStore(tmp_path) as store:
         for bad, message in (
             (dict(agent_spec="ran\x00dom"), "control character"),
@@ -274,7 +259,7 @@ def test_writes_are_held_to_the_same_rules(tmp_path):
             (dict(packages=json.dumps({f"p{i}": "1" for i in range(300)})), "packages names 300"),
         ):
             with pytest.raises(ValueError, match=message):
-                store.add(EpisodeRow(**{**values, **bad}))
+                store.add(episode_row(env_id=GUESS, seed=SEED_A, **bad))
         assert store.rows() == []
 
 
