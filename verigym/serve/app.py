@@ -71,6 +71,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from verigym.serve.front import loads_json
 from verigym.serve.session import ProtocolError, Session, describe_env, forget
 from verigym.serve.threads import PinnedPool
 from verigym.serve.wire import WireError, decode, frame_budget, space_json_schema
@@ -380,7 +381,7 @@ class EnvServer:
 
         try:
             env_id = self.resolve(request.query_params.get("env_id"))
-            kwargs = json.loads(request.query_params.get("kwargs") or "{}")
+            kwargs = loads_json(request.query_params.get("kwargs") or "{}")
             if not isinstance(kwargs, dict):
                 raise ProtocolError("VALIDATION_ERROR", "kwargs must be a JSON object")
             key = (env_id, json.dumps(kwargs, sort_keys=True))
@@ -452,7 +453,7 @@ class EnvServer:
             if len(body) > self.config.max_message_bytes:
                 raise ProtocolError("MESSAGE_TOO_LARGE", "request body over --max-message-bytes")
             session.frame_bytes = len(body)
-            data = json.loads(body) if body.strip() else {}
+            data = loads_json(body) if body.strip() else {}
             if not isinstance(data, dict):
                 raise ProtocolError("VALIDATION_ERROR", "the body must be a JSON object")
             frame = json.loads(await session.reset(data))

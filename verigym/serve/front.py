@@ -13,10 +13,10 @@ Two parts, one under uvicorn and one in front of the app:
   503), each body at most ``max_body_bytes`` (413) and all bodies being read or held by requests in
   progress at most ``body_budget_bytes`` together (503 before the body is read where its
   ``Content-Length`` says so, else as soon as the budget is spent); a body must arrive within
-  ``body_timeout`` seconds (408). The app gets the body already read, in one message. A
-  ``RecursionError`` that reaches it before the response starts (over-deep JSON) is answered 400.
+  ``body_timeout`` seconds (408). The app gets the body already read, in one message.
 
-:func:`loads_json` is ``json.loads`` with over-deep nesting raised as ``ValueError``.
+:func:`loads_json` is ``json.loads`` with over-deep nesting raised as ``ValueError``: both servers
+parse every client's JSON with it, so over-deep JSON is a 400.
 
 Refusals carry both servers' error shapes, ``{"detail", "code", "error": {...}}``.
 """
@@ -295,11 +295,9 @@ class FrontDoor:
         )
 
     async def _call_app(self, scope: dict, receive: Callable, send: Callable, body: bytes) -> None:
-        """Run the app on the read ``body``. A 500 answer is held until the app ends: when the app
-        raised ``RecursionError`` (over-deep JSON; Starlette answers 500 and re-raises) a 400 goes
-        out instead."""
-        replayed = sent = False
-        held: list[dict] | None = None
+        """Run the app on the read ``body``, handed over in one ``http.request`` message (the
+        servers parse it with :func:`loads_json`: over-deep JSON is their 400, not a 500)."""
+        replayed = False
 
         async def replay() -> dict:
             nonlocal replayed
@@ -308,30 +306,4 @@ class FrontDoor:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
-        async def watch(message: dict) -> None:
-            nonlocal held, sent
-            if held is None and message["type"] == "http.response.start":
-                if message.get("status") == 500:
-                    held = [message]
-                    return
-            elif held is not None:
-                held.append(message)
-                return
-            sent = True
-            await send(message)
-
-        try:
-            await self.app(scope, replay, watch)
-        except RecursionError:
-            if sent:
-                raise
-            await refusal(400, "the request is nested too deeply", "VALIDATION_ERROR")(
-                scope, receive, send
-            )
-            return
-        except BaseException:
-            for message in held or ():
-                await send(message)
-            raise
-        for message in held or ():
-            await send(message)
+        await self.app(scope, replay, send)

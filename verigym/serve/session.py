@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
+from verigym.serve.front import loads_json
 from verigym.serve.isolated import IsolatedEnv
 from verigym.serve.threads import Handoff, PinnedThread, quiet
 from verigym.serve.wire import WireError, encode, space_to_json
@@ -162,7 +163,7 @@ class Session:
             )
         text = frame if isinstance(frame, str) else frame.decode("utf-8", "replace")
         try:
-            request = json.loads(text)
+            request = loads_json(text)
         except ValueError as exc:
             raise ProtocolError("INVALID_JSON", f"Invalid JSON: {exc}") from None
         if not isinstance(request, dict):
