@@ -1,8 +1,15 @@
 """The tool-call format: JSON-schema tools, tool calls and final answers.
 
 One contract shared by the ``tool`` env family (:mod:`verigym.envs.tool.base` parses each reply
-with :func:`parse_reply`), the model server and the OpenAI agent (:func:`message_to_text`,
-:func:`tool_calls_in`) and, through the tool envs, the TRL adapter.
+with :func:`parse_reply`), the model server, the OpenAI agent, the SFT export and training and,
+through the tool envs, the TRL adapter. This module is the one place where tool calls are
+converted between the Hermes text the models write and the OpenAI chat messages:
+
+* text -> OpenAI: :func:`tool_calls_in` (the calls in a reply), :func:`text_to_message` (a reply
+  as an assistant message's ``content`` and ``tool_calls``), :func:`openai_tool_call` (one
+  ``tool_calls`` entry);
+* OpenAI -> text: :func:`message_to_text` (one assistant message), :func:`messages_to_text` (a
+  chat, ``tool`` results included), :func:`tool_call_text` (one ``<tool_call>`` block).
 
 Tools are described in the OpenAI function-calling format::
 
@@ -30,6 +37,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,8 +50,12 @@ __all__ = [
     "ToolCall",
     "check_arguments",
     "message_to_text",
+    "messages_to_text",
+    "openai_tool_call",
     "parse_reply",
     "strip_think",
+    "text_to_message",
+    "tool_call_text",
     "tool_calls_in",
 ]
 
@@ -175,12 +187,99 @@ def tool_calls_in(text: str) -> list[tuple[str, dict[str, Any]]]:
     return []
 
 
-def message_to_text(message: Mapping[str, Any]) -> str:
-    """The text form of an OpenAI assistant message: its ``tool_calls`` as ``<tool_call>`` blocks
-    after its ``content``.
+def openai_tool_call(name: str, arguments: str | Mapping[str, Any]) -> dict[str, Any]:
+    """One entry of an OpenAI ``message.tool_calls`` list.
+
+    Args:
+        name: the function name.
+        arguments: the arguments, as the JSON text to send (kept as given, also when it is not
+            valid JSON: a truncated call is handed back as written) or as a mapping (serialised
+            with ``json.dumps``).
+
+    Returns:
+        ``{"id": "call_<24 hex digits>", "type": "function", "function": {"name": name,
+        "arguments": <str>}}`` with a fresh random id.
 
     Raises:
-        ActionParseError: ``tool_calls`` is not a list of ``{"function": {"name", "arguments"}}``.
+        TypeError: a mapping ``arguments`` holds a value JSON cannot encode.
+    """
+    if not isinstance(arguments, str):
+        arguments = json.dumps(dict(arguments))
+    return {
+        "id": f"call_{uuid.uuid4().hex[:24]}",
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
+
+
+def tool_call_text(name: str, arguments: str | Mapping[str, Any]) -> str:
+    """One call as a Hermes block, ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``.
+
+    Args:
+        name: the function name.
+        arguments: a mapping (serialised with ``json.dumps``) or JSON text, written as given.
+    """
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments)
+    return f'<tool_call>{{"name": {json.dumps(name)}, "arguments": {arguments}}}</tool_call>'
+
+
+def text_to_message(text: str) -> tuple[str | None, list[dict[str, Any]]]:
+    """A reply the model wrote (Hermes ``<tool_call>`` blocks) as OpenAI ``(content, tool_calls)``.
+
+    Args:
+        text: the reply text.
+
+    Returns:
+        ``(content, tool_calls)``: with calls (:func:`tool_calls_in`), ``content`` is the text
+        before the first ``<tool_call>``, stripped, or ``None`` when that is empty (also for a
+        bare JSON call), and ``tool_calls`` holds one :func:`openai_tool_call` per call, its
+        arguments re-serialised with ``json.dumps``. Without calls, or when a call is malformed,
+        ``(text, [])``: the text is handed back as content. Nothing is raised.
+    """
+    try:
+        calls = tool_calls_in(text)
+    except ActionParseError:  # malformed: the text is the content
+        return text, []
+    if not calls:
+        return text, []
+    cut = text.find("<tool_call>")
+    content = text[:cut].strip() if cut >= 0 else ""
+    return content or None, [openai_tool_call(name, arguments) for name, arguments in calls]
+
+
+def _arguments_object(name: str, arguments: Any) -> dict[str, Any]:
+    """A call's arguments as a JSON object (from its JSON text, ``""`` being ``{}``)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            raise ActionParseError(
+                f"the arguments of {name!r} are not valid JSON: {arguments[:200]}"
+            ) from None
+    if not isinstance(arguments, Mapping):
+        raise ActionParseError(
+            f"the arguments of {name!r} must be a JSON object, got {type(arguments).__name__}"
+        )
+    return dict(arguments)
+
+
+def message_to_text(message: Mapping[str, Any], *, parse_arguments: bool = False) -> str:
+    """The text form of an OpenAI assistant message: its ``content``, then each of its
+    ``tool_calls`` as a :func:`tool_call_text` block, one per line.
+
+    Args:
+        message: ``{"content": str | None | [{"type": "text", "text": str}, ...],
+            "tool_calls": [{"function": {"name": str, "arguments": str | dict}}, ...]}``;
+            other keys are ignored. Empty content adds no line.
+        parse_arguments: ``False`` writes a string ``arguments`` as given (what a client echoes
+            back, checked later by the reader); ``True`` parses it and writes it back with
+            ``json.dumps``, so the text is well-formed.
+
+    Raises:
+        ActionParseError: the content is not text, ``tool_calls`` is not a list of
+            ``{"function": {"name", "arguments"}}``, or (``parse_arguments``) arguments that are
+            not a JSON object or its text.
     """
     content = message.get("content") or ""
     if isinstance(content, list):  # list of parts: keep the text ones
@@ -201,13 +300,69 @@ def message_to_text(message: Mapping[str, Any]) -> str:
         function = call.get("function") if isinstance(call, Mapping) else None
         if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
             raise ActionParseError("each tool call needs function.name and function.arguments")
-        arguments = function.get("arguments", {})
-        if not isinstance(arguments, str):
-            arguments = json.dumps(arguments)
-        blocks.append(
-            f'<tool_call>{{"name": {json.dumps(function["name"])}, "arguments": {arguments}}}</tool_call>'
+        name, arguments = function["name"], function.get("arguments", {})
+        if parse_arguments:
+            arguments = _arguments_object(name, arguments)
+        blocks.append(tool_call_text(name, arguments))
+    return "\n".join([content, *blocks] if content else blocks) if blocks else content
+
+
+def messages_to_text(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    tool_response: bool = False,
+    parse_arguments: bool = True,
+) -> list[dict[str, str]]:
+    """OpenAI chat messages in the text protocol: plain ``{"role", "content"}`` text messages.
+
+    An assistant message's ``tool_calls`` become its content (:func:`message_to_text`: the text
+    content, then one ``<tool_call>`` block per call); a ``tool`` message (a call's result)
+    becomes a ``user`` message; a ``developer`` message a ``system`` one; other roles are kept.
+    The two readers differ only in the keywords:
+
+    * training and the tool envs' text view (the defaults): a tool result is the env's
+      observation as the agent saw it, and arguments are parsed and re-serialised, so a
+      malformed call is refused rather than trained on
+      (:func:`verigym.agents.llm.sft.encode_example`);
+    * a model's prompt in the model server (``tool_response=True, parse_arguments=False``): a
+      tool result is wrapped as ``<tool_response>\\n...\\n</tool_response>`` (the Hermes chat
+      convention), and arguments a client echoes back are written as given (a call the server
+      returned truncated stays as it was).
+
+    Args:
+        messages: ``{"role": str, "content": str | None | [text parts], "tool_calls": [...]}``
+            mappings (``tool_calls`` is read on assistant messages only).
+        tool_response: wrap tool results in ``<tool_response>`` tags.
+        parse_arguments: see :func:`message_to_text`.
+
+    Returns:
+        one ``{"role": str, "content": str}`` per message, in order.
+
+    Raises:
+        ValueError: a message that is not a mapping with a string role, or
+            :class:`~verigym.core.ActionParseError` (a ``ValueError``) from
+            :func:`message_to_text`.
+    """
+    out: list[dict[str, str]] = []
+    for message in messages:
+        role = message.get("role") if isinstance(message, Mapping) else None
+        if not isinstance(role, str):
+            raise ValueError(f"a message without a role: {str(message)[:200]}")
+        text = message_to_text(
+            {
+                "content": message.get("content"),
+                "tool_calls": message.get("tool_calls") if role == "assistant" else None,
+            },
+            parse_arguments=parse_arguments,
         )
-    return "\n".join([content, *blocks]) if blocks else content
+        if role == "tool":
+            role = "user"
+            if tool_response:
+                text = f"<tool_response>\n{text}\n</tool_response>"
+        elif role == "developer":
+            role = "system"
+        out.append({"role": role, "content": text})
+    return out
 
 
 def _as_message(text: str) -> Mapping[str, Any] | None:
