@@ -252,17 +252,6 @@ def test_serve_model_and_train_grpo_on_a_folder_without_a_model_say_so_in_one_li
     )
 
 
-def test_serve_is_the_old_name_of_serve_model_with_a_notice(tmp_path):
-    (tmp_path / "empty").mkdir()
-    done = cli("serve", "empty", cwd=tmp_path)
-    assert done.returncode == 2, done.stderr
-    notice, error = done.stderr.strip().splitlines()
-    assert notice == (
-        "verigym serve: renamed to verigym serve-model; `serve` goes away in the next version"
-    )
-    assert error.startswith("verigym serve-model: no model in empty"), error
-
-
 def test_train_option_errors_are_one_line_with_did_you_mean(tmp_path):
     done = cli(
         "train",

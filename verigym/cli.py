@@ -28,7 +28,6 @@ COMMANDS: tuple[str, ...] = (
     "export",
     "serve-model",
     "serve-env",
-    "serve",  # the old name of serve-model, one more version
     "new-env",
 )
 
