@@ -14,7 +14,8 @@ import gymnasium as gym
 
 import verigym  # noqa: F401
 from verigym.agents.reference import RandomAgent
-from verigym.leaderboards.runner import evaluate, run_episode
+from verigym.leaderboards.episode import run_episode
+from verigym.leaderboards.runner import evaluate
 from verigym.leaderboards.suite import Suite, Task
 
 ENV_ID = "verigym/Treasure-7x7-v0"

@@ -1,8 +1,8 @@
 """Where the runner's episodes run: local worker processes or a Ray cluster.
 
-Both backends take the same arguments: the :class:`~verigym.leaderboards.runner.Job` s, a
+Both backends take the same arguments: the :class:`~verigym.leaderboards.episode.Job` s, a
 zero-argument ``new_player`` that builds an
-:class:`~verigym.leaderboards.runner.EpisodePlayer` in the worker (a picklable
+:class:`~verigym.leaderboards.episode.EpisodePlayer` in the worker (a picklable
 ``functools.partial``: spawned processes and Ray tasks see none of the parent's objects), the
 number of parallel episodes and ``on_result(job, result)``, called in the parent as each episode
 ends, in the order they end.
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from multiprocessing.connection import wait
 from typing import Any
 
-from verigym.leaderboards.runner import EpisodePlayer, Job, failed_result
+from verigym.leaderboards.episode import EpisodePlayer, Job, failed_result
 from verigym.workers import kill_tree, reap, set_parent_death_signal
 
 __all__ = ["OnResult", "PlayerFactory", "run_local", "run_ray"]

@@ -759,7 +759,7 @@ def reverify(
     Args:
         store: a :class:`~verigym.leaderboards.store.ResultsStore`.
         rows: the rows to re-verify (``ok`` rows are replayed; ``error``/``timeout`` rows are skipped).
-        make_env: builds an env as the runner did (:func:`verigym.leaderboards.runner.make_env`).
+        make_env: builds an env as the runner did (:func:`verigym.leaderboards.episode.make_env`).
         current: this installation's provenance (``verigym_version``, ``git_sha``), named in the reasons.
         on_row: called with each changed row and its reasons as soon as it is found.
         on_unverifiable: called with each unverifiable row and why as soon as it is found.

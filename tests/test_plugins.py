@@ -417,7 +417,7 @@ def test_doctor_probe_raising_base_exception_is_a_broken_line(plugin_module, mon
 def test_an_env_module_that_exits_at_import_is_no_class_and_ends_nothing(tmp_path, monkeypatch):
     """The runner's render-mode probe and eval's oracle preflight import an env's module without
     building it: a module raising SystemExit there is a broken entry point, never the end of verigym."""
-    from verigym.leaderboards.runner import _render_modes
+    from verigym.leaderboards.episode import _render_modes
     from verigym.registration import entry_point_class
 
     (tmp_path / "exits_at_import.py").write_text("import sys\nsys.exit(3)\n")

@@ -2,7 +2,7 @@
 
 Everything that runs work in another process uses these pieces: the verifier workers
 (:func:`verigym.verifiers.symbolic_equal`, the SQL and reasoning-gym envs), the sandbox
-(:mod:`verigym.sandbox`), the evaluation pool (:mod:`verigym.leaderboards.runner`) and the
+(:mod:`verigym.sandbox`), the evaluation pool (:mod:`verigym.leaderboards.backends`) and the
 shared Chromium (:mod:`verigym.envs.gui.browser`).
 
 * **Reading** ``/proc`` (Linux): :func:`descendants`, :func:`cpu_seconds`, :func:`memory_sizes`,

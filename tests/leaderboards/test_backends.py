@@ -9,7 +9,8 @@ import os
 import pytest
 
 from verigym.leaderboards.backends import run_local
-from verigym.leaderboards.runner import EpisodePlayer, Job, evaluate
+from verigym.leaderboards.episode import EpisodePlayer, Job
+from verigym.leaderboards.runner import evaluate
 from verigym.leaderboards.store import ResultsStore
 from verigym.leaderboards.suite import EVAL_SEED_START, Suite, Task
 

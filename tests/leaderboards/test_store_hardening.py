@@ -20,7 +20,8 @@ import pytest
 from tests.leaderboards.rows import episode_row
 from verigym.cli import main
 from verigym.leaderboards.demonstrations import stored_demonstrations
-from verigym.leaderboards.runner import EpisodePlayer, Job, provenance
+from verigym.leaderboards.episode import EpisodePlayer, Job
+from verigym.leaderboards.runner import provenance
 from verigym.leaderboards.standings import compute_standings, render_markdown, task_label
 from verigym.leaderboards.store import (
     MAX_ABS_RETURN,
@@ -286,7 +287,7 @@ def test_sft_export_builds_an_honest_row_from_the_rows_kwargs(tmp_path):
     built: list = []
 
     def make(env_id, env_kwargs):
-        from verigym.leaderboards.runner import make_env
+        from verigym.leaderboards.episode import make_env
 
         built.append(env_kwargs)
         return make_env(env_id, env_kwargs, True)

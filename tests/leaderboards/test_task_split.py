@@ -227,7 +227,7 @@ def test_stored_episodes_on_an_evaluation_task_are_not_exported():
     from types import SimpleNamespace
 
     from verigym.leaderboards.demonstrations import stored_demonstrations
-    from verigym.leaderboards.runner import make_env, run_episode
+    from verigym.leaderboards.episode import make_env, run_episode
     from verigym.leaderboards.store import trajectory_digest
     from verigym.leaderboards.trajectories import Recorder
 

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from verigym.cli import main
-from verigym.leaderboards.runner import evaluate, make_env, provenance
+from verigym.leaderboards.episode import make_env
+from verigym.leaderboards.runner import evaluate, provenance
 from verigym.leaderboards.store import ResultsStore
 from verigym.leaderboards.suite import EVAL_SEED_START, Suite, Task
 from verigym.leaderboards.trajectories import (

@@ -31,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from verigym.commands import usage_error
-    from verigym.leaderboards.runner import end_env_processes, make_env, provenance
+    from verigym.leaderboards.episode import end_env_processes, make_env
+    from verigym.leaderboards.runner import provenance
     from verigym.leaderboards.store import DEFAULT_DIR, ResultsStore
     from verigym.leaderboards.suite import load_suite
     from verigym.leaderboards.trajectories import reverify
