@@ -30,6 +30,7 @@ __all__ = [
     "PrefixCache",
     "TransformersPolicy",
     "load_adapter",
+    "load_trainable_policy",
     "resolve_device",
 ]
 
@@ -70,6 +71,41 @@ def load_adapter(model: Any, adapter: str | os.PathLike[str], *, trainable: bool
     # peft is given the checked config, not a second read of the file (which could have changed)
     wrapped = PeftModel.from_pretrained(model, str(folder), is_trainable=trainable, config=config)
     return wrapped if trainable else wrapped.merge_and_unload()
+
+
+def load_trainable_policy(
+    model: str | os.PathLike[str],
+    *,
+    device: str = "auto",
+    adapter: str | os.PathLike[str] | None = None,
+    lora_r: int = 0,
+    lora_alpha: float | None = None,
+    target_modules: Sequence[str] = DEFAULT_LORA_TARGETS,
+) -> TransformersPolicy:
+    """The policy a trainer (GRPO, SFT) starts from: ``model`` with ``adapter`` kept trainable,
+    or with new LoRA layers of rank ``lora_r`` when it has none (``lora_r`` 0: every weight trains).
+
+    The model and adapter folders are checked first (:func:`~verigym.agents.llm.models.check_model`,
+    :func:`~verigym.agents.llm.models.check_adapter`), so a missing file is one line before any
+    weights load.
+
+    Raises:
+        FileNotFoundError, ImportError, OSError, ValueError: the model or adapter cannot be loaded,
+            or ``lora_r`` < 0.
+    """
+    from verigym.agents.llm.models import check_adapter, check_model
+
+    if lora_r < 0:
+        raise ValueError(f"lora_r must be >= 0, got {lora_r}")
+    check_model(model)  # before the model loads: one line saying what is missing
+    if adapter:
+        check_adapter(adapter)
+    policy = TransformersPolicy.from_pretrained(
+        model, device=device, adapter=adapter, trainable_adapter=True
+    )
+    if lora_r > 0 and not policy.has_adapter:
+        policy.add_lora(lora_r, alpha=lora_alpha, target_modules=tuple(target_modules))
+    return policy
 
 
 def base_model_class(model: Any) -> type:

@@ -9,7 +9,7 @@ saved agent (``config.json``, ``model.safetensors``, ``meta.json``), ``metrics.j
 events under ``tb/`` (when tensorboard is installed), ``learning_curve.png`` and ``eval.json``.
 
 ``verigym train grpo ...`` and ``verigym train sft ...`` dispatch to the LLM trainers' own command
-lines (``verigym.agents.llm.grpo_cli``, ``verigym.agents.llm.sft_cli``).
+lines (:mod:`verigym.commands.train_llm`).
 """
 
 from __future__ import annotations
@@ -64,24 +64,17 @@ def _plot(metrics_path: Path, out: Path, title: str) -> bool:
     return True
 
 
-def _run_grpo(options: list[str]) -> int:
-    from verigym.agents.llm import grpo_cli
+def _run_llm(agent: str, options: list[str]) -> int:
+    """``verigym train grpo|sft OPTIONS``: the verb's own parser and run."""
     from verigym.cli import ArgumentParser
+    from verigym.commands.train_llm import VERBS
 
+    help_line, add_arguments, run = VERBS[agent]
     parser = ArgumentParser(
-        prog="verigym train grpo", description=grpo_cli.HELP, allow_abbrev=False
+        prog=f"verigym train {agent}", description=help_line, allow_abbrev=False
     )
-    grpo_cli.add_arguments(parser)
-    return int(grpo_cli.run(parser.parse_args(options)) or 0)
-
-
-def _run_sft(options: list[str]) -> int:
-    from verigym.agents.llm import sft_cli
-    from verigym.cli import ArgumentParser
-
-    parser = ArgumentParser(prog="verigym train sft", description=sft_cli.HELP, allow_abbrev=False)
-    sft_cli.add_arguments(parser)
-    return int(sft_cli.run(parser.parse_args(options)) or 0)
+    add_arguments(parser)
+    return int(run(parser.parse_args(options)) or 0)
 
 
 def _evaluation_line(result: dict[str, Any]) -> str:
@@ -117,10 +110,8 @@ def _what_fits(agent: str, env_id: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.agent == "grpo":
-        return _run_grpo(args.options)
-    if args.agent == "sft":
-        return _run_sft(args.options)
+    if args.agent in ("grpo", "sft"):
+        return _run_llm(args.agent, args.options)
 
     from verigym.agents.base import AGENTS, agent_class
     from verigym.agents.common.config import add_config_arguments

@@ -275,10 +275,10 @@ def test_train_grpo_command_line(tmp_path, tiny_model_dir, capsys):
     """``verigym train grpo`` flags come from GRPOConfig; a run writes a servable model directory."""
     import argparse
 
-    from verigym.agents.llm import grpo_cli
+    from verigym.commands import train_llm
 
     parser = argparse.ArgumentParser()
-    grpo_cli.add_arguments(parser)
+    train_llm.add_grpo_arguments(parser)
     out = tmp_path / "cli-run"
     args = parser.parse_args(
         [
@@ -304,7 +304,7 @@ def test_train_grpo_command_line(tmp_path, tiny_model_dir, capsys):
         ]
     )
     assert args.dynamic_sampling is False and "learning_rate" not in vars(args)  # unset: default
-    assert grpo_cli.run(args) == 0
+    assert train_llm.run_grpo(args) == 0
     assert "greedy success" in capsys.readouterr().out
     saved = json.loads((out / "grpo_config.json").read_text())
     assert saved["num_generations"] == 2 and saved["dynamic_sampling"] is False
