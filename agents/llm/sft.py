@@ -5,7 +5,7 @@ The data is JSON Lines of chat records (``{"messages": [...], "tools": [...]}``)
 oracle's successful episodes on training seeds. The loss is the cross-entropy of the assistant
 tokens only (the demonstrated replies and their end-of-turn token); system, user and tool tokens
 are context. ``verigym train sft --model M --data D --out DIR`` runs it
-(:mod:`verigym.agents.llm.sft_cli`).
+(:mod:`verigym.commands.train_llm`).
 
 Why our own loop and not TRL's ``SFTTrainer``: (1) TRL's assistant-only loss needs a chat template
 with ``{% generation %}`` markers, which SmolLM2's (and most small models') templates lack; (2) the
