@@ -1,9 +1,11 @@
 """``verigym doctor``: which optional parts work on this machine, and how to fix what does not.
 
-Each probe is a zero-argument function returning a :class:`Probe`. Probes are collected from the
-entry-point group ``verigym.doctor`` (:data:`PROBE_GROUP`), verigym's own first (declared in its
-``pyproject.toml``, run in entry-point name order), then those of installed plugins, so a part of
-the library or a third-party package contributes a probe without being named here::
+Each probe is a zero-argument function returning a :class:`Probe` (defined on the ground floor,
+:mod:`verigym.probe`, so the layers below this module write probes without importing it). Probes
+are collected from the entry-point group ``verigym.doctor`` (:data:`PROBE_GROUP`), verigym's own
+first (declared in its ``pyproject.toml``, run in entry-point name order), then those of installed
+plugins, so a part of the library or a third-party package contributes a probe without being named
+here::
 
     [project.entry-points."verigym.doctor"]
     acme = "acme_envs.doctor:probe"
@@ -17,28 +19,12 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+
+from verigym.probe import Probe
 
 __all__ = ["PROBE_GROUP", "Probe", "probe_plugins", "run_probes"]
 
 PROBE_GROUP = "verigym.doctor"
-
-
-@dataclass(frozen=True)
-class Probe:
-    """One line of the doctor's report.
-
-    Attributes:
-        part: what was probed ("MuJoCo rendering", ...).
-        ok: True works, False broken or missing.
-        detail: what was seen (a version, an error).
-        fix: the command that fixes it, when not ok.
-    """
-
-    part: str
-    ok: bool
-    detail: str
-    fix: str = ""
 
 
 def _run(

@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from verigym.doctor import Probe
+    from verigym.probe import Probe
     from verigym.sandbox.supervisor import (
         ExecResult,
         Limits,
@@ -79,7 +79,7 @@ def doctor_probe() -> Probe:
     namespaces, the read-only root, the size of the writable mounts, and whether the notebook is
     stopped between calls.
     """
-    from verigym.doctor import Probe
+    from verigym.probe import Probe
     from verigym.sandbox import cgroups, seccomp, supervisor
     from verigym.workers import process_state
 
