@@ -57,14 +57,14 @@ def doctor_probe() -> Any:
     TRL (the GRPO adapter) and TensorBoard (reported, not required). Nothing is imported.
 
     Returns:
-        a :class:`verigym.doctor.Probe`; ``fix`` is a shell command using this interpreter's pip.
+        a :class:`verigym.probe.Probe`; ``fix`` is a shell command using this interpreter's pip.
     """
     import importlib.util
     import shlex
     import sys
     from importlib.metadata import PackageNotFoundError, version
 
-    from verigym.doctor import Probe
+    from verigym.probe import Probe
 
     found: dict[str, str | None] = {}
     for package in ("transformers", "accelerate", "gguf", "trl", "tensorboard"):

@@ -574,7 +574,7 @@ class Browser:
 
 def probe() -> Any:
     """``verigym doctor`` probe: launch Chromium offline, load a task, take a screenshot."""
-    from verigym.doctor import Probe
+    from verigym.probe import Probe
 
     browser = Browser(64, 64)
     try:
