@@ -211,7 +211,7 @@ def play_demonstrations(
 
         held_out = HeldOutTasks()
     if make_env is None:
-        from verigym.leaderboards.runner import make_env as runner_make_env
+        from verigym.leaderboards.episode import make_env as runner_make_env
 
         def make_env(env_id: str) -> Any:
             return runner_make_env(env_id, {}, True)
@@ -298,7 +298,7 @@ def stored_demonstrations(
 
         held_out = HeldOutTasks()
     if make_env is None:
-        from verigym.leaderboards.runner import make_env as runner_make_env
+        from verigym.leaderboards.episode import make_env as runner_make_env
 
         def make_env(env_id: str, env_kwargs: dict[str, Any]) -> Any:
             return runner_make_env(env_id, env_kwargs, True)

@@ -272,7 +272,7 @@ def test_stored_episodes_become_demonstrations_only_on_training_seeds():
     from types import SimpleNamespace
 
     from verigym.leaderboards.demonstrations import stored_demonstrations
-    from verigym.leaderboards.runner import make_env, run_episode
+    from verigym.leaderboards.episode import make_env, run_episode
     from verigym.leaderboards.store import trajectory_digest
     from verigym.leaderboards.trajectories import Recorder
 

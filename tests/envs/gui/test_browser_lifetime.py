@@ -164,7 +164,7 @@ def test_verigym_check_launches_the_browser_once_and_leaves_none(no_browser):
 
 def test_a_leaderboard_worker_holds_the_browser_across_its_gui_tasks(no_browser):
     """The runner's per-worker player switches envs between tasks: one launch for all of them."""
-    from verigym.leaderboards.runner import EpisodePlayer, Job
+    from verigym.leaderboards.episode import EpisodePlayer, Job
 
     player = EpisodePlayer("oracle")
     try:
