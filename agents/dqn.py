@@ -32,10 +32,9 @@ from verigym.agents.common.learner import (
     emit,
     episode_metrics,
     final_batch,
-    stack_masks,
 )
 from verigym.agents.common.networks import ObservationEncoder, adam, mlp, to_tensors
-from verigym.agents.common.vec import EnvPool
+from verigym.agents.common.vec import action_masks, final_observations, vector_env
 
 __all__ = ["DQN", "DQNConfig"]
 
@@ -175,7 +174,7 @@ class DQN(TorchLearner):
         """Train for ``total_steps`` env steps (over all envs).
 
         Args:
-            env: an env id, a ``gymnasium.Env`` or an :class:`~verigym.agents.common.vec.EnvPool`.
+            env: an env id, a ``gymnasium.Env`` or a ``VectorEnv`` (:func:`~verigym.agents.common.vec.vector_env`).
             total_steps: env steps.
             callbacks: called every ``log_interval`` env steps with the metrics; False stops.
 
@@ -183,10 +182,10 @@ class DQN(TorchLearner):
             self.
         """
         cfg = self.config
-        pool = EnvPool.build(env, cfg.num_envs, seed=cfg.seed)
+        pool = vector_env(env, cfg.num_envs)
         n = pool.num_envs
         buffer = ReplayBuffer(min(cfg.buffer_size, max(total_steps, 1)), self.rng)
-        obs_list, infos = pool.reset()
+        obs_list, infos = pool.reset(seed=cfg.seed)
         batch = self.batcher(obs_list)
         start, start_step, next_log = (
             time.perf_counter(),
@@ -202,7 +201,7 @@ class DQN(TorchLearner):
                 self.epsilon = cfg.exploration_initial_eps + min(done_steps / decay_steps, 1.0) * (
                     cfg.exploration_final_eps - cfg.exploration_initial_eps
                 )
-                mask = stack_masks(infos)
+                mask = action_masks(infos)
                 if done_steps < cfg.learning_starts:
                     actions = np.array(
                         [self._random_action(m) for m in (mask if mask is not None else [None] * n)]
@@ -211,11 +210,11 @@ class DQN(TorchLearner):
                     actions = self._act_batch(batch, mask, deterministic=False) - int(
                         self.action_space.start
                     )
-                obs_list, rewards, terminated, truncated, infos, finals = pool.step(
+                obs_list, rewards, terminated, truncated, infos = pool.step(
                     self.env_actions(actions)
                 )
                 next_batch = self.batcher(obs_list)
-                stored_next = final_batch(self.batcher, next_batch, finals)
+                stored_next = final_batch(self.batcher, next_batch, final_observations(infos, n))
                 buffer.add(batch, actions, rewards, stored_next, terminated)
                 batch = next_batch
                 self.global_step += n
@@ -242,7 +241,7 @@ class DQN(TorchLearner):
                     if not emit(callbacks, metrics):
                         break
         finally:
-            if pool is not env:
+            if pool is not env and pool.unwrapped is not env:
                 pool.close()
         return self
 

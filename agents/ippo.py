@@ -199,9 +199,7 @@ class IPPO(TorchLearner):
             ValueError: the env's agents are not those this agent was built for.
         """
         cfg = self.config
-        pool = ParallelEnvPool.build(
-            env, cfg.num_envs, seed=cfg.seed, agent_indicator=cfg.agent_indicator
-        )
+        pool = ParallelEnvPool.build(env, cfg.num_envs, agent_indicator=cfg.agent_indicator)
         try:
             if sorted(pool.agents) != self.agents:
                 raise ValueError(

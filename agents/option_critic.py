@@ -37,10 +37,9 @@ from verigym.agents.common.learner import (
     TorchLearner,
     emit,
     episode_metrics,
-    stack_masks,
 )
 from verigym.agents.common.networks import ObservationEncoder, adam, layer_init, mlp, to_tensors
-from verigym.agents.common.vec import EnvPool
+from verigym.agents.common.vec import action_masks, final_observations, vector_env
 
 __all__ = ["OptionCritic", "OptionCriticConfig"]
 
@@ -202,7 +201,7 @@ class OptionCritic(TorchLearner):
         """Train for ``total_steps`` env steps (rounded up to whole rollouts).
 
         Args:
-            env: an env id, a ``gymnasium.Env`` or an :class:`~verigym.agents.common.vec.EnvPool`.
+            env: an env id, a ``gymnasium.Env`` or a ``VectorEnv`` (:func:`~verigym.agents.common.vec.vector_env`).
             total_steps: env steps over all envs.
             callbacks: called after each ``log_interval`` rollouts with the metrics; False stops.
 
@@ -210,10 +209,10 @@ class OptionCritic(TorchLearner):
             self.
         """
         cfg = self.config
-        pool = EnvPool.build(env, cfg.num_envs, seed=cfg.seed)
+        pool = vector_env(env, cfg.num_envs)
         n, t_max = pool.num_envs, cfg.num_steps
         num_updates = max(1, -(-total_steps // (n * t_max)))
-        obs_list, infos = pool.reset()
+        obs_list, infos = pool.reset(seed=cfg.seed)
         batch = self.batcher(obs_list)
         with torch.no_grad():
             q, beta, logits = self.net(to_tensors(batch, self.device))
@@ -231,16 +230,17 @@ class OptionCritic(TorchLearner):
                     self.epsilon = cfg.option_eps_initial + min(
                         (self.global_step - start_step) / decay, 1.0
                     ) * (cfg.option_eps_final - cfg.option_eps_initial)
-                    mask = stack_masks(infos)
+                    mask = action_masks(infos)
                     with torch.no_grad():
                         dist = Categorical(
                             _pick(logits, options),
                             None if mask is None else torch.as_tensor(mask, device=self.device),
                         )
                         actions = dist.sample(self.generator)
-                    obs_list, rewards, terminated, truncated, infos, finals = pool.step(
+                    obs_list, rewards, terminated, truncated, infos = pool.step(
                         self.env_actions(actions.cpu().numpy())
                     )
+                    finals = final_observations(infos, n)
                     done = terminated | truncated
                     next_batch = self.batcher(
                         obs_list
@@ -292,7 +292,7 @@ class OptionCritic(TorchLearner):
                     if not emit(callbacks, metrics | episode_metrics(pool.pop_episodes()) | losses):
                         break
         finally:
-            if pool is not env:
+            if pool is not env and pool.unwrapped is not env:
                 pool.close()
         return self
 

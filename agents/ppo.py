@@ -9,14 +9,15 @@ observation and reward normalization (running statistics), bootstrapping at time
 ``info["action_mask"]`` for discrete actions.
 
 Acting (rollouts, bootstraps, ``act``) runs under ``torch.inference_mode``; only the update
-records autograd. An env id whose registration row has a natively batched engine (the grid
-tasks: ``gymnasium.make_vec``'s ``vector_entry_point``, :mod:`verigym.envs.grid.batched`) is
-stepped through it by default (``batched_env``): the same episodes as ``num_envs`` single envs
-seeded ``seed + i``, stepped as arrays.
+records autograd. Envs are stepped as a Gymnasium ``VectorEnv``
+(:func:`verigym.agents.common.vec.vector_env`): an env id that the registry gives a natively
+batched engine (:func:`verigym.registration.native_vector`; the grid tasks) is stepped through
+it by default (``batched_env``), the same episodes as ``num_envs`` single envs seeded
+``seed + i``, stepped as arrays.
 
-Symbolic grid observations go through the ``encoder`` option's network: ``cnn`` or ``mlp`` (the
-flattened one-hot grid, one linear layer); ``auto`` (the default) picks by measurement
-(:data:`AUTO_ENCODER`).
+Symbolic grid observations go through the ``encoder`` option's network: ``mlp`` (the default:
+the flattened one-hot grid, one linear layer) or ``cnn`` (a cell embedding and two
+convolutions); docs/benchmarks.md compares them.
 
 Supports observations of any kind :class:`~verigym.agents.common.spaces.ObservationBatcher`
 handles (vectors, symbolic grids, images, text, ``Dict`` of those) and ``Discrete``,
@@ -34,7 +35,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
@@ -43,97 +43,11 @@ from torch import nn
 from verigym.agents.common.buffers import RunningMeanStd, gae
 from verigym.agents.common.config import AgentConfig, require
 from verigym.agents.common.distributions import Categorical, DiagGaussian, MultiCategorical
-from verigym.agents.common.learner import Callback, TorchLearner, emit, episode_metrics, stack_masks
+from verigym.agents.common.learner import Callback, TorchLearner, emit, episode_metrics
 from verigym.agents.common.networks import ObservationEncoder, adam, mlp, to_tensors
-from verigym.agents.common.vec import EnvPool
-from verigym.core import ACTION_MASK, SCORE, SUCCESS
+from verigym.agents.common.vec import action_masks, final_observations, vector_env
 
-__all__ = ["PPO", "PPOConfig", "BatchedPool", "train"]
-
-
-class BatchedPool:
-    """A natively batched ``VectorEnv`` behind the :class:`EnvPool` interface PPO's loop steps.
-
-    Observations come back as one array ``(num_envs, *obs_shape)`` (not a list), the action
-    masks as :attr:`action_masks` ``int8 (num_envs, n)``; an env whose episode ends is reset in
-    the same step (Gymnasium's ``SAME_STEP`` autoreset) and its last observation is the row of
-    ``final_observations``. Env ``i`` is first reset with ``seed + i``, as :class:`EnvPool` does,
-    so both pools give the same episodes.
-
-    Args:
-        envs: a vector env made with ``autoreset_mode="SameStep"`` whose infos carry
-            ``action_mask`` (the grid engine of :mod:`verigym.envs.grid.batched`).
-        seed: the first reset's seed.
-    """
-
-    def __init__(self, envs: Any, *, seed: int | None = None):
-        self.envs = envs
-        self.num_envs = int(envs.num_envs)
-        self.observation_space = envs.single_observation_space
-        self.action_space = envs.single_action_space
-        self.seed = seed
-        self.action_masks: np.ndarray | None = None
-        self._returns = np.zeros(self.num_envs)
-        self._lengths = np.zeros(self.num_envs, dtype=np.int64)
-        self._finished: list[dict[str, float]] = []
-
-    @classmethod
-    def for_id(cls, env: Any, num_envs: int, *, seed: int | None = None) -> BatchedPool | None:
-        """A pool on the batched engine of the id ``env``; ``None`` when ``env`` is not an id
-        whose ``vector_entry_point`` is one of :mod:`verigym.envs.grid.batched`."""
-        if not isinstance(env, str):
-            return None
-        import verigym  # noqa: F401  (registers the ids)
-
-        spec = gym.registry.get(env)
-        entry = None if spec is None else spec.vector_entry_point
-        if not (isinstance(entry, str) and entry.startswith("verigym.envs.grid.batched:")):
-            return None  # only verigym's engines take autoreset_mode and report action masks
-        envs = gym.make_vec(
-            env,
-            num_envs=num_envs,
-            vectorization_mode="vector_entry_point",
-            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-        )
-        return cls(envs, seed=seed)
-
-    def reset(self) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        """Reset every env (seeded on the first call): ``(observations, infos)``."""
-        obs, info = self.envs.reset(seed=self.seed)
-        self.seed = None
-        self.action_masks = info[ACTION_MASK]
-        self._returns[:] = 0.0
-        self._lengths[:] = 0
-        return obs, [{ACTION_MASK: m} for m in self.action_masks]
-
-    def step(
-        self, actions: Any
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]], np.ndarray]:
-        """As :meth:`EnvPool.step`; ``infos`` is empty (masks: :attr:`action_masks`) and
-        ``final_observations`` an array whose rows are meaningful where an episode ended."""
-        obs, reward, terminated, truncated, info = self.envs.step(np.asarray(actions))
-        self.action_masks = info[ACTION_MASK]
-        self._returns += reward
-        self._lengths += 1
-        finals = info.get("final_obs", obs)
-        if "_final_obs" in info:
-            verdict = info["final_info"]
-            for i in np.flatnonzero(info["_final_obs"]).tolist():
-                episode = {"return": float(self._returns[i]), "length": float(self._lengths[i])}
-                if SUCCESS in verdict:
-                    episode["success"] = float(bool(verdict[SUCCESS][i]))
-                    episode["score"] = float(verdict[SCORE][i])
-                self._finished.append(episode)
-                self._returns[i], self._lengths[i] = 0.0, 0
-        return obs, reward.astype(np.float32), terminated, truncated, [], finals
-
-    def pop_episodes(self) -> list[dict[str, float]]:
-        """As :meth:`EnvPool.pop_episodes`."""
-        done, self._finished = self._finished, []
-        return done
-
-    def close(self) -> None:
-        self.envs.close()
+__all__ = ["PPO", "PPOConfig", "train"]
 
 
 @dataclass(frozen=True)
@@ -186,10 +100,10 @@ class PPOConfig(AgentConfig):
     """rollouts between metric reports to the callbacks"""
     batched_env: bool = True
     """step an env id through its natively batched engine when it has one (grid tasks)"""
-    encoder: Literal["auto", "cnn", "mlp"] = "auto"
-    """encoder of symbolic grid observations: "cnn" (cell embedding + two 2x2 convolutions), "mlp"
-    (flattened one-hot cells, one linear layer, as SB3's MlpPolicy on a flat grid) or "auto"
-    (chosen by measured time to solve: see AUTO_ENCODER); the saved config holds the choice"""
+    encoder: Literal["cnn", "mlp"] = "mlp"
+    """encoder of symbolic grid observations: "mlp" (flattened one-hot cells, one linear layer,
+    as SB3's MlpPolicy on a flat grid; solved DoorKey in 0.37-0.46x the CNN's time,
+    docs/benchmarks.md) or "cnn" (cell embedding + two 2x2 convolutions)"""
 
     def check(self) -> None:
         for name in ("num_envs", "num_steps", "num_epochs", "batch_size", "log_interval"):
@@ -211,21 +125,12 @@ class PPOConfig(AgentConfig):
         )
 
 
-AUTO_ENCODER: Literal["cnn", "mlp"] = "mlp"
-"""The grid encoder of ``encoder="auto"``, chosen by ``benchmarks/ppo_grid_encoders.py``
-(docs/benchmarks.md): on DoorKey-5x5 the MLP reached 0.95 evaluation success in 0.37x the CNN's
-time (15.4 s vs 41.2 s, medians of 2 seeds, in about as many env steps: 22.5k vs 26.6k), its
-update 2-4x faster per env step; on DoorKey-8x8 (16 envs, seed 0) 107 s at 147k steps against 235 s
-at 131k (0.46x)."""
-
-
 class ActorCritic(nn.Module):
     """Shared observation encoder; separate actor and critic MLPs."""
 
     def __init__(self, parts: Sequence[Any], action_space: spaces.Space, config: PPOConfig):
         super().__init__()
-        grid = AUTO_ENCODER if config.encoder == "auto" else config.encoder
-        self.encoder = ObservationEncoder(parts, grid=grid)
+        self.encoder = ObservationEncoder(parts, grid=config.encoder)
         if isinstance(action_space, spaces.Discrete):
             self.kind, out = "discrete", int(action_space.n)
         elif isinstance(action_space, spaces.MultiDiscrete):
@@ -266,8 +171,6 @@ class PPO(TorchLearner):
     config: PPOConfig
 
     def _build(self) -> None:
-        if self.config.encoder == "auto":  # the saved config names the encoder the weights fit
-            self.config = self.config.replace(encoder=AUTO_ENCODER)
         self.policy = ActorCritic(self.batcher.parts, self.action_space, self.config).to(
             self.device
         )
@@ -280,9 +183,13 @@ class PPO(TorchLearner):
         self.return_rms = RunningMeanStd(())
 
     # -- acting -------------------------------------------------------------------------------
-    def _normalize(
+    def normalize(
         self, batch: dict[str, np.ndarray], update: bool = False
     ) -> dict[str, np.ndarray]:
+        """``batch`` (the batcher's arrays by key) with its vector parts normalized by the running
+        statistics (``normalize_observation``; clipped to +-10), float32, same shapes; ``update``
+        first folds the batch into the statistics. Returns ``batch`` itself when the option is
+        off."""
         if not self.obs_rms:
             return batch
         batch = dict(batch)
@@ -296,7 +203,7 @@ class PPO(TorchLearner):
         self, batch: dict[str, np.ndarray], mask: np.ndarray | None, deterministic: bool
     ) -> np.ndarray:
         with torch.inference_mode():
-            features = self.policy.encoder(to_tensors(self._normalize(batch), self.device))
+            features = self.policy.encoder(to_tensors(self.normalize(batch), self.device))
             dist = self.policy.dist(
                 features, None if mask is None else torch.as_tensor(mask, device=self.device)
             )
@@ -308,10 +215,12 @@ class PPO(TorchLearner):
         """Train for ``total_steps`` env steps (rounded up to whole rollouts).
 
         Args:
-            env: an env id (stepped through its batched engine when it has one and
-                ``batched_env`` is on: :class:`BatchedPool`), a ``gymnasium.Env`` (copied into
-                ``num_envs`` envs) or an :class:`~verigym.agents.common.vec.EnvPool` (or a
-                :class:`~verigym.agents.common.vec.ParallelEnvPool`: one policy for every agent).
+            env: an env id (stepped through its batched engine when the registry has one and
+                ``batched_env`` is on), a ``gymnasium.Env`` (copied into ``num_envs`` envs), a
+                ``VectorEnv`` with ``SAME_STEP`` autoreset (an
+                :class:`~verigym.agents.common.vec.EnvPool`, say) or a
+                :class:`~verigym.agents.common.vec.ParallelEnvPool` (one policy for every agent);
+                see :func:`~verigym.agents.common.vec.vector_env`.
             total_steps: env steps over all envs.
             callbacks: called after each ``log_interval`` rollouts with the metrics
                 (``global_step``, ``charts/*``, ``losses/*``); returning False stops.
@@ -319,19 +228,31 @@ class PPO(TorchLearner):
         Returns:
             self.
         """
-        pool = (
-            BatchedPool.for_id(env, self.config.num_envs, seed=self.config.seed)
-            if self.config.batched_env
-            else None
-        ) or EnvPool.build(env, self.config.num_envs, seed=self.config.seed)
+        envs = vector_env(env, self.config.num_envs, native=self.config.batched_env)
         try:
-            train([(self, np.arange(pool.num_envs))], pool, total_steps, callbacks)
+            train([(self, np.arange(envs.num_envs))], envs, total_steps, callbacks)
         finally:
-            if pool is not env:
-                pool.close()
+            if envs is not env and envs.unwrapped is not env:
+                envs.close()
         return self
 
-    def _update(self, data: dict[str, Any], clip: float) -> dict[str, float]:
+    def update(self, data: dict[str, Any], clip: float) -> dict[str, float]:
+        """One PPO update: ``num_epochs`` passes of clipped-surrogate minibatch steps over a
+        rollout (stopped early past ``target_kl``).
+
+        Args:
+            data: the rollout as tensors on :attr:`device`, time-major and flat over
+                ``T * N`` transitions: ``obs`` (the batcher's keys), ``actions``, ``log_probs``
+                (float32), ``values``, ``advantages``, ``returns`` (float32), ``masks``
+                (``int8 (T*N, n)`` or None) and ``valid`` (``bool (T*N,)``, or None when every
+                transition carries loss).
+            clip: the surrogate (and value) clip range this update.
+
+        Returns:
+            the mean over minibatches of ``losses/policy_loss``, ``losses/value_loss``,
+            ``losses/entropy``, ``losses/approx_kl`` and ``losses/clipfrac`` (empty when no
+            transition carried loss).
+        """
         cfg = self.config
         valid = data["valid"]  # transitions of inactive multi-agent slots carry no loss
         total = len(data["advantages"]) if valid is None else int(valid.sum())
@@ -468,8 +389,9 @@ def train(
 
     Args:
         groups: ``(learner, slots)`` pairs; ``slots`` int array of the pool slots it acts for.
-        pool: an :class:`EnvPool`, :class:`BatchedPool` or :class:`ParallelEnvPool` (its
-            ``active`` slots, when it has them, select the transitions that carry loss).
+        pool: a vector env of :func:`~verigym.agents.common.vec.vector_env` (``SAME_STEP``
+            autoreset, ``pop_episodes``) or a :class:`ParallelEnvPool` (its ``active`` slots
+            select the transitions that carry loss).
         total_steps: env steps over all slots (rounded up to whole rollouts).
         callbacks: as :meth:`PPO.learn`; losses average over the learners.
         owner: whose ``global_step`` counts the env steps (default: the first learner).
@@ -479,7 +401,7 @@ def train(
     n, t_max = pool.num_envs, cfg.num_steps
     num_updates = max(1, -(-total_steps // (n * t_max)))
     active = getattr(pool, "active", None)
-    obs_list, infos = pool.reset()
+    obs_list, infos = pool.reset(seed=cfg.seed)
     done = np.zeros(n, dtype=np.float32)
     disc_return = np.zeros(n)
     start, start_step = time.perf_counter(), owner.global_step
@@ -496,15 +418,11 @@ def train(
         for _ in range(t_max):
             actions: list[Any] = [None] * n
             for (learner, slots), rollout in zip(groups, rollouts):
-                batch = learner._normalize(learner.batcher(_rows(obs_list, slots)), update=True)
+                batch = learner.normalize(learner.batcher(_rows(obs_list, slots, n)), update=True)
                 mask = None
                 if learner.policy.kind != "box":
-                    pool_masks = getattr(pool, "action_masks", None)
-                    mask = (
-                        pool_masks[slots]
-                        if pool_masks is not None
-                        else stack_masks([infos[s] for s in slots])
-                    )
+                    masks = action_masks(infos)
+                    mask = None if masks is None else masks if single else masks[slots]
                 with torch.inference_mode():
                     features = learner.policy.encoder(to_tensors(batch, learner.device))
                     dist = learner.policy.dist(
@@ -527,8 +445,8 @@ def train(
                 rollout.dones.append(done[slots])
                 if active is not None:
                     rollout.valid.append(active[slots].copy())
-            obs_list, reward, terminated, truncated, infos, finals = pool.step(actions)
-            reward = reward.astype(np.float32)
+            obs_list, reward, terminated, truncated, infos = pool.step(actions)
+            reward = np.asarray(reward, dtype=np.float32)
             ended = terminated | truncated
             for (learner, slots), rollout in zip(groups, rollouts):
                 r = reward[slots]
@@ -540,7 +458,8 @@ def train(
                     )
                 trunc_only = [j for j, s in enumerate(slots) if truncated[s] and not terminated[s]]
                 if trunc_only:
-                    final = learner._normalize(
+                    finals = final_observations(infos, n)
+                    final = learner.normalize(
                         learner.batcher([finals[slots[j]] for j in trunc_only])
                     )
                     with torch.inference_mode():
@@ -561,7 +480,7 @@ def train(
         losses: dict[str, list[float]] = {}
         for (learner, slots), rollout in zip(groups, rollouts):
             with torch.inference_mode():
-                batch = learner._normalize(learner.batcher(_rows(obs_list, slots)))
+                batch = learner.normalize(learner.batcher(_rows(obs_list, slots, n)))
                 last_value = (
                     learner.policy.value(learner.policy.encoder(to_tensors(batch, learner.device)))
                     .cpu()
@@ -576,7 +495,7 @@ def train(
                 cfg.gamma,
                 cfg.gae_lambda,
             )
-            for key, value in learner._update(
+            for key, value in learner.update(
                 rollout.data(learner, advantages, returns), clip
             ).items():
                 losses.setdefault(key, []).append(value)
@@ -599,9 +518,12 @@ def train(
                 break
 
 
-def _rows(observations: Any, slots: np.ndarray) -> Any:
-    """The observations of ``slots``: rows of an array pool's batch, else a list."""
+def _rows(observations: Any, slots: np.ndarray, n: int) -> Any:
+    """The observations of ``slots``: the batch itself when ``slots`` is every slot in order (a
+    learner over a whole vector env), else a list or array rows (the slots of a
+    :class:`~verigym.agents.common.vec.ParallelEnvPool`)."""
+    if len(slots) == n and bool((slots == np.arange(n)).all()):
+        return observations
     if isinstance(observations, np.ndarray):
-        whole = len(slots) == len(observations) and bool((slots == np.arange(len(slots))).all())
-        return observations if whole else observations[slots]
+        return observations[slots]
     return [observations[s] for s in slots]

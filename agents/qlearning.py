@@ -26,7 +26,7 @@ from gymnasium import spaces
 
 from verigym.agents.common.config import AgentConfig, require
 from verigym.agents.common.learner import Callback, TorchLearner, emit, episode_metrics
-from verigym.agents.common.vec import EnvPool
+from verigym.agents.common.vec import action_masks, final_observations, unbatched, vector_env
 from verigym.core import ACTION_MASK
 
 __all__ = ["QLearning", "QLearningConfig"]
@@ -172,15 +172,18 @@ class QLearning(TorchLearner):
     def _learn(
         self, env: Any, total_steps: int, *, callbacks: Sequence[Callback] = ()
     ) -> QLearning:
-        """Train for ``total_steps`` env steps on one env (an id, an env or an EnvPool of one).
+        """Train for ``total_steps`` env steps on one env (an id, an env or a ``VectorEnv`` of one).
+
+        An id is stepped as a single env even when it has a natively batched engine: at one env
+        the engine's fixed per-step cost loses to a Python step (docs/benchmarks.md).
 
         Returns:
             self.
         """
         cfg = self.config
-        pool = EnvPool.build(env, 1, seed=cfg.seed)
-        obs_list, infos = pool.reset()
-        state = self.state_index(obs_list[0])
+        pool = vector_env(env, 1, native=False)
+        obs_list, infos = pool.reset(seed=cfg.seed)
+        state = self.state_index(unbatched(pool, obs_list)[0])
         start, start_step, next_log = (
             time.perf_counter(),
             self.global_step,
@@ -195,16 +198,21 @@ class QLearning(TorchLearner):
                 lr = cfg.learning_rate + min(t / max(cfg.lr_fraction * total_steps, 1), 1.0) * (
                     cfg.final_learning_rate - cfg.learning_rate
                 )
-                action = self._choose(self.q[state], infos[0].get(ACTION_MASK), explore=True)
-                obs_list, rewards, terminated, truncated, infos, finals = pool.step(
-                    [np.int64(action + offset)]
+                masks = action_masks(infos)
+                action = self._choose(
+                    self.q[state], None if masks is None else masks[0], explore=True
                 )
-                next_state = self.state_index(finals[0] if finals[0] is not None else obs_list[0])
+                obs_list, rewards, terminated, truncated, infos = pool.step(
+                    np.array([action + offset], dtype=np.int64)
+                )
+                final = final_observations(infos, 1)[0]
+                now = unbatched(pool, obs_list)[0]
+                next_state = self.state_index(final if final is not None else now)
                 target = float(rewards[0])
                 if not terminated[0]:
                     target += cfg.gamma * float(self.q[next_state].max())
                 self.q[state, action] += lr * (target - self.q[state, action])
-                state = self.state_index(obs_list[0])
+                state = self.state_index(now)
                 self.global_step += 1
                 if self.global_step >= next_log:
                     next_log += cfg.log_interval
@@ -217,7 +225,7 @@ class QLearning(TorchLearner):
                     if not emit(callbacks, metrics | episode_metrics(pool.pop_episodes())):
                         break
         finally:
-            if pool is not env:
+            if pool is not env and pool.unwrapped is not env:
                 pool.close()
         return self
 

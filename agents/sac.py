@@ -33,7 +33,7 @@ from verigym.agents.common.config import AgentConfig, require
 from verigym.agents.common.distributions import squashed_gaussian_sample
 from verigym.agents.common.learner import Callback, TorchLearner, emit, episode_metrics, final_batch
 from verigym.agents.common.networks import EnsembleMLP, ObservationEncoder, adam, mlp, to_tensors
-from verigym.agents.common.vec import EnvPool
+from verigym.agents.common.vec import final_observations, unbatched, vector_env
 
 __all__ = ["SAC", "SACConfig"]
 
@@ -184,7 +184,7 @@ class SAC(TorchLearner):
         """Train for ``total_steps`` env steps (over all envs).
 
         Args:
-            env: an env id, a ``gymnasium.Env`` or an :class:`~verigym.agents.common.vec.EnvPool`.
+            env: an env id, a ``gymnasium.Env`` or a ``VectorEnv`` (:func:`~verigym.agents.common.vec.vector_env`).
             total_steps: env steps.
             callbacks: called every ``log_interval`` env steps with the metrics; False stops.
 
@@ -195,22 +195,22 @@ class SAC(TorchLearner):
             TypeError: ``her_k > 0`` but the env is not goal-conditioned.
         """
         cfg = self.config
-        pool = EnvPool.build(env, cfg.num_envs, seed=cfg.seed)
+        pool = vector_env(env, cfg.num_envs)
         n = pool.num_envs
         buffer = ReplayBuffer(min(cfg.buffer_size, max(total_steps * (1 + cfg.her_k), 1)), self.rng)
         her = None
         if cfg.her_k:
-            unwrapped = pool.envs[0].unwrapped
+            unwrapped = pool.unwrapped.envs[0].unwrapped
             if (
-                not isinstance(pool.observation_space, spaces.Dict)
-                or "achieved_goal" not in pool.observation_space.spaces
+                not isinstance(pool.single_observation_space, spaces.Dict)
+                or "achieved_goal" not in pool.single_observation_space.spaces
                 or not hasattr(unwrapped, "compute_reward")
             ):
                 raise TypeError(
                     "her_k > 0 needs a goal-conditioned env: Dict observations with achieved_goal/desired_goal and compute_reward()"
                 )
             her = HindsightRelabeller(n, cfg.her_k, unwrapped.compute_reward, self.rng)
-        obs_list, _ = pool.reset()
+        obs_list, _ = pool.reset(seed=cfg.seed)
         batch = self.batcher(obs_list)
         start, start_step, next_log = (
             time.perf_counter(),
@@ -234,8 +234,9 @@ class SAC(TorchLearner):
                         mean, log_std = self.actor(to_tensors(batch, self.device))
                         squashed = squashed_gaussian_sample(mean, log_std, self.generator)[0]
                 env_actions = self._to_env(squashed)
-                previous = [dict(o) for o in obs_list] if her is not None else []
-                obs_list, rewards, terminated, truncated, _, finals = pool.step(env_actions)
+                previous = [dict(o) for o in unbatched(pool, obs_list)] if her is not None else []
+                obs_list, rewards, terminated, truncated, infos = pool.step(env_actions)
+                finals = final_observations(infos, n)
                 next_batch = self.batcher(obs_list)
                 stored_next = final_batch(self.batcher, next_batch, finals)
                 stored_actions = (
@@ -250,7 +251,14 @@ class SAC(TorchLearner):
                 buffer.add(batch, stored_actions.cpu().numpy(), rewards, stored_next, terminated)
                 if her is not None:
                     self._hindsight(
-                        her, buffer, previous, env_actions, obs_list, finals, terminated, truncated
+                        her,
+                        buffer,
+                        previous,
+                        env_actions,
+                        unbatched(pool, obs_list),
+                        finals,
+                        terminated,
+                        truncated,
                     )
                 batch = next_batch
                 self.global_step += n
@@ -275,7 +283,7 @@ class SAC(TorchLearner):
                     if not emit(callbacks, metrics):
                         break
         finally:
-            if pool is not env:
+            if pool is not env and pool.unwrapped is not env:
                 pool.close()
         return self
 

@@ -15,7 +15,7 @@ return of 0.9; SB3's PPO with the same settings and its MLP policy on the flatte
 
 ``ppo-doorkey8`` is issue 32's target: PPO on DoorKey-8x8 until the deterministic policy succeeds on
 at least 0.95 of the 20 evaluation seeds (10,000-10,019), verigym as a user gets it (the batched
-grid engine and ``encoder="auto"``, 16 envs, the DoorKey example's other settings) against SB3's
+grid engine and the default ``encoder="mlp"``, 16 envs, the DoorKey example's other settings) against SB3's
 PPO on MiniGrid's own ``MiniGrid-DoorKey-8x8-v0`` with rl-zoo's MiniGrid hyperparameters (its
 ``MiniGrid-DoorKey-5x5-v0`` entry, the only DoorKey one: MiniGrid's ``FlatObsWrapper``, VecNormalize,
 8 envs x 128 steps, minibatch 64, 10 epochs, lr 2.5e-4, no entropy bonus).

@@ -3,17 +3,17 @@
 Both envs are made with ``gymnasium.make`` (the same default wrappers) and stepped with the same
 uniformly random actions (7 MiniGrid actions), resets included, partial egocentric 7x7 views on
 both sides. Three settings: a single env; a ``gymnasium.vector.SyncVectorEnv`` of ``--num-envs``
-copies on both sides (auto-reset); and verigym's own batched runner
-(:class:`verigym.envs.grid.vector.GridVectorEnv`) against MiniGrid's ``SyncVectorEnv`` (MiniGrid
-has no batched runner of its own). Prints steps/s and the ratio verigym / MiniGrid; the target of
+copies on both sides (auto-reset); and verigym's per-env vector env, what the learners step for a
+task without a batched engine (:class:`verigym.agents.common.vec.EnvPool`), against MiniGrid's
+``SyncVectorEnv`` (MiniGrid has no batched runner of its own). Prints steps/s and the ratio verigym / MiniGrid; the target of
 issue 5 is >= 10x.
 
 The second table is the natively batched engine (:mod:`verigym.envs.grid.batched`, what
 ``gymnasium.make_vec("verigym/DoorKey-8x8-v0", num_envs=N)`` returns) at each ``--batch-sizes``
 N, against MiniGrid per core (one MiniGrid env stepped in a loop: the steps/s one core gives
 MiniGrid), MiniGrid under ``SyncVectorEnv`` of N copies, and verigym's per-env
-``GridVectorEnv`` of N copies; issue 32's targets at N=1024 are >= 100x MiniGrid per core and
->= 10x ``GridVectorEnv``. Everything runs in one process on one core. Needs the ``bench`` extra
+``EnvPool`` of N copies; issue 32's targets at N=1024 are >= 100x MiniGrid per core and
+>= 10x the per-env path. Everything runs in one process on one core. Needs the ``bench`` extra
 (``pip install -e .[bench]``, which pulls minigrid).
 
 Usage::
@@ -70,10 +70,10 @@ def vector_rate(make: Callable[[], gym.Env], steps: int, num_envs: int) -> float
 
 
 def native_rate(steps: int, num_envs: int) -> float:
-    """Env steps per second of verigym's ``GridVectorEnv`` with ``num_envs`` DoorKey-8x8 envs."""
-    from verigym.envs.grid.vector import GridVectorEnv
+    """Env steps per second of verigym's per-env ``EnvPool`` of ``num_envs`` DoorKey-8x8 envs."""
+    from verigym.agents.common.vec import EnvPool
 
-    return batched_rate(GridVectorEnv(OURS, num_envs=num_envs), steps)
+    return batched_rate(EnvPool.build(OURS, num_envs), steps)
 
 
 def batched_engine_rate(steps: int, num_envs: int) -> float:
@@ -110,12 +110,12 @@ def main() -> None:
 
 
 def batched_table(args: argparse.Namespace, peer: Callable[[], gym.Env]) -> None:
-    """The batched engine against MiniGrid per core, MiniGrid SyncVectorEnv and GridVectorEnv."""
+    """The batched engine against MiniGrid per core, MiniGrid SyncVectorEnv and EnvPool."""
     sizes = [int(x) for x in args.batch_sizes.split(",") if x.strip()]
     print()
     print(
         f"{'N':>5s} {'batched steps/s':>16s} {'MiniGrid 1 core':>16s} {'MiniGrid Sync xN':>17s} "
-        f"{'GridVectorEnv xN':>17s} {'vs MG core':>11s} {'vs MG Sync':>11s} {'vs GridVec':>11s}"
+        f"{'EnvPool xN':>17s} {'vs MG core':>11s} {'vs MG Sync':>11s} {'vs EnvPool':>11s}"
     )
     for num_envs in sizes:
         a = core = sync = grid = 0.0
@@ -134,7 +134,7 @@ def batched_table(args: argparse.Namespace, peer: Callable[[], gym.Env]) -> None
 def classic(
     args: argparse.Namespace, ours: Callable[[], gym.Env], peer: Callable[[], gym.Env], n: int
 ) -> None:
-    """The first table: single env, SyncVectorEnv and GridVectorEnv against MiniGrid."""
+    """The first table: single env, SyncVectorEnv and EnvPool against MiniGrid."""
     settings = (
         (
             "single env",
@@ -147,7 +147,7 @@ def classic(
             lambda: vector_rate(peer, args.steps, n),
         ),
         (
-            f"GridVectorEnv x{n} *",
+            f"EnvPool x{n} *",
             lambda: native_rate(args.steps, n),
             lambda: vector_rate(peer, args.steps, n),
         ),
@@ -160,7 +160,7 @@ def classic(
             a = max(a, measure_ours())
             b = max(b, measure_peer())
         print(f"{label:22s} {a:34,.0f} {b:36,.0f} {a / b:6.1f}x")
-    print("* verigym's batched runner against MiniGrid under SyncVectorEnv")
+    print("* verigym's per-env vector env against MiniGrid under SyncVectorEnv")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ batched engine; the evaluation time is off the clock); training stops when the s
 reaches 0.95. Printed per run: training seconds and env steps to that point (or the whole budget,
 flagged ``*``), the final success rate, and the steps/s of the rollout and the update phases;
 per task: the median seconds and steps per encoder and the mlp/cnn ratio of seconds (< 1: the
-MLP solves sooner). These numbers pick ``encoder="auto"`` (``verigym.agents.ppo.AUTO_ENCODER``).
+MLP solves sooner). These numbers made ``mlp`` PPO's default ``encoder``.
 
 Usage::
 

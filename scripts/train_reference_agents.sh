@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Retrain the reference agents shipped in leaderboards/checkpoints/ (the trained rows of the main
 # job's standings). PPO steps the grid tasks through their batched engine (PPO's default,
-# batched_env) with the encoder "auto" picks (the flat one-hot MLP on grids). DoorKey-5x5 succeeds
+# batched_env) with the default encoder (the flat one-hot MLP on grids). DoorKey-5x5 succeeds
 # after 20-30k steps; the rest of the 150k (learning rate annealed to 0) shortens the paths: SPL
 # 0.995 on training seeds 0-49 and 1.000 on the starter suite's 10 evaluation seeds, as the CNN
 # checkpoint it replaces (a few minutes on 2 busy cores; seed 0 of this recipe gave 0.96 at 100k).

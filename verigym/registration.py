@@ -61,6 +61,7 @@ __all__ = [
     "entry_points",
     "make",
     "namespace",
+    "native_vector",
     "plugin_errors",
     "record_plugin_error",
     "register_all",
@@ -111,7 +112,9 @@ class EnvRow:
             ``compute_reward`` for third-party clients).
         vector_entry_point: ``"module:attr"`` of a natively batched ``VectorEnv`` factory
             (called as ``attr(num_envs=N, **kwargs)``), which ``gymnasium.make_vec`` uses by
-            default (``vectorization_mode="vector_entry_point"``); ``None``: none.
+            default (``vectorization_mode="vector_entry_point"``); ``None``: none. The learners
+            step it with ``autoreset_mode=AutoresetMode.SAME_STEP`` (:func:`native_vector`), so
+            the factory takes that argument.
     """
 
     id: str
@@ -592,6 +595,14 @@ def row(env_id: str) -> EnvRow:
         return _TABLE[env_id]
     except KeyError:
         raise KeyError(unknown_id_message(env_id)) from None
+
+
+def native_vector(env_id: str) -> bool:
+    """Whether ``env_id`` is a registered id with a natively batched engine
+    (:attr:`EnvRow.vector_entry_point`); False for an id outside the table."""
+    register_all()
+    entry = _TABLE.get(env_id)
+    return entry is not None and entry.vector_entry_point is not None
 
 
 def unknown_id_message(env_id: str) -> str:

@@ -48,7 +48,6 @@ __all__ = [
     "final_batch",
     "flush_denormal",
     "resolve_device",
-    "stack_masks",
     "torch_threads",
 ]
 
@@ -170,12 +169,6 @@ def episode_metrics(episodes: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
-def stack_masks(infos: Sequence[Mapping[str, Any]]) -> np.ndarray | None:
-    """``info["action_mask"]`` of each env stacked ``(N, n)``, or None when any env lacks one."""
-    masks = [info.get(ACTION_MASK) for info in infos]
-    return None if any(m is None for m in masks) else np.stack(masks)
-
-
 def final_batch(
     batcher: ObservationBatcher, next_batch: dict[str, np.ndarray], finals: Sequence[Any]
 ) -> dict[str, np.ndarray]:
@@ -198,7 +191,8 @@ def env_id_of(env: Any) -> str | None:
     """The registered id of ``env`` (a str id, an env with a spec, or a pool of them), if any."""
     if isinstance(env, str):
         return env
-    first = env.envs[0] if hasattr(env, "envs") else env
+    inner = env.unwrapped if isinstance(env, gym.vector.VectorEnv) else env
+    first = inner.envs[0] if hasattr(inner, "envs") else inner
     spec = getattr(first, "spec", None)
     return None if spec is None else spec.id
 
@@ -238,7 +232,8 @@ class TorchLearner:
     # -- construction -------------------------------------------------------------------------
     @classmethod
     def from_env(cls, env: str | gym.Env | Any, **config: Any) -> TorchLearner:
-        """Build for ``env`` (an env, an id, or an :class:`EnvPool`) with ``config`` overrides.
+        """Build for ``env`` (an env, an id, or a vector env: its single spaces) with ``config``
+        overrides.
 
         Raises:
             TypeError: unknown option or wrong type; ValueError: out-of-range option, or spaces
@@ -249,8 +244,12 @@ class TorchLearner:
         if env is None:
             raise ValueError(f"{cls.name} needs an env (or an env id) to build its networks")
         cfg = cls.config_class.from_dict(config)
-        probe = env if hasattr(env, "observation_space") else make_env(env)
-        return cls(probe.observation_space, probe.action_space, cfg, env_id=env_id_of(env))
+        if hasattr(env, "single_observation_space"):
+            observation_space, action_space = env.single_observation_space, env.single_action_space
+        else:
+            probe = env if hasattr(env, "observation_space") else make_env(env)
+            observation_space, action_space = probe.observation_space, probe.action_space
+        return cls(observation_space, action_space, cfg, env_id=env_id_of(env))
 
     def _build(self) -> None:
         """Create networks/optimizers (called under the config seed)."""

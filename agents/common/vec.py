@@ -1,9 +1,12 @@
-"""Light synchronous pools of envs with same-step autoreset and episode statistics.
+"""The vector envs the learners step: one path, Gymnasium's ``VectorEnv`` with same-step autoreset.
 
-Gymnasium's ``SyncVectorEnv`` merges every ``info`` dict into arrays on every step; the learners
-only need per-env infos (for ``info["action_mask"]``), the final observation of an episode that
-ended (to bootstrap on time-limit truncation) and each finished episode's return, length and
-verdict. :class:`EnvPool` does just that, with one Python loop over the envs.
+:func:`vector_env` gives a learner ``num_envs`` copies of an env as a ``VectorEnv`` with
+``AutoresetMode.SAME_STEP`` (the last observation of an episode that ended is
+``info["final_obs"]``, needed to bootstrap on time-limit truncation), wrapped in
+:class:`EpisodeStats` (each finished episode's return, length and verdict): an id's natively
+batched engine (``gymnasium.make_vec`` with ``vectorization_mode="vector_entry_point"``) when the
+registry has one for it (:func:`verigym.registration.native_vector`), else an :class:`EnvPool`,
+envs stepped in turn in one process without Gymnasium's per-step env checker.
 
 :class:`ParallelEnvPool` gives copies of a PettingZoo ``ParallelEnv`` the same interface, one
 *slot* per agent and copy (the layout of SuperSuit's ``pettingzoo_env_to_vec_env_v1``, which
@@ -14,22 +17,29 @@ multi-agent games.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from verigym.core import ACTION_MASK, SCORE, SUCCESS
 
 __all__ = [
     "EnvPool",
+    "EpisodeStats",
     "ParallelEnvPool",
+    "action_masks",
     "add_agent_id",
     "agent_id_space",
+    "final_observations",
     "is_parallel_env",
     "make_env",
+    "unbatched",
+    "vector_env",
 ]
 
 
@@ -97,51 +107,56 @@ def _episode(total: float, length: int, info: dict[str, Any]) -> dict[str, float
     return episode
 
 
-class EnvPool:
-    """``num_envs`` envs stepped in turn; an env whose episode ends is reset in the same step.
+class EnvPool(VectorEnv):
+    """``num_envs`` envs stepped in turn in one process: a Gymnasium ``VectorEnv`` with
+    ``AutoresetMode.SAME_STEP`` (an env whose episode ends is reset in the step that ended it).
+
+    It behaves as ``gymnasium.vector.SyncVectorEnv(..., autoreset_mode="SameStep")`` without
+    Gymnasium's per-step env checker: observations batched into ``observation_space``
+    (``batch_space`` of the single space; a new batch each call), rewards ``float64 (N,)``,
+    ``terminated``/``truncated`` ``bool (N,)``, the envs' infos merged by
+    :meth:`VectorEnv._add_info` (``info["action_mask"]`` ``(N, n)`` with ``info["_action_mask"]``);
+    where an episode ended ``info["final_obs"]`` (object ``(N,)``, None elsewhere),
+    ``info["final_info"]`` and their ``"_final_obs"``/``"_final_info"`` masks; the observation
+    and info of such an env are those of its new episode.
 
     Args:
         envs: the envs (same spaces).
-        seed: env ``i`` is reset with ``seed + i`` the first time (and its action space seeded).
 
     Raises:
         ValueError: no envs, or envs with different spaces.
     """
 
-    def __init__(self, envs: Sequence[gym.Env], *, seed: int | None = None):
+    metadata: ClassVar[dict[str, Any]] = {"autoreset_mode": AutoresetMode.SAME_STEP}
+
+    def __init__(self, envs: Sequence[gym.Env]):
         if not envs:
             raise ValueError("EnvPool needs at least one env")
         self.envs = list(envs)
-        self.observation_space = self.envs[0].observation_space
-        self.action_space = self.envs[0].action_space
+        first = self.envs[0]
         for env in self.envs[1:]:
             if (
-                env.observation_space != self.observation_space
-                or env.action_space != self.action_space
+                env.observation_space != first.observation_space
+                or env.action_space != first.action_space
             ):
                 raise ValueError(
                     "all envs of a pool must have the same observation and action spaces"
                 )
-        self.seed = seed
         self.num_envs = len(self.envs)
-        self._returns = np.zeros(self.num_envs)
-        self._lengths = np.zeros(self.num_envs, dtype=np.int64)
-        self._finished: list[dict[str, float]] = []
-        self.observations: list[Any] = []
-        self.infos: list[dict[str, Any]] = []
+        self.single_observation_space = first.observation_space
+        self.single_action_space = first.action_space
+        self.observation_space = batch_space(first.observation_space, self.num_envs)
+        self.action_space = batch_space(first.action_space, self.num_envs)
+        self.metadata = {**type(self).metadata, "render_modes": []}
+        self.render_mode = None
 
     @classmethod
-    def build(
-        cls, env: str | gym.Env | EnvPool, num_envs: int, *, seed: int | None = None
-    ) -> EnvPool:
-        """A pool of ``num_envs`` copies of ``env`` (an id, an env, or a pool -- also a
-        :class:`ParallelEnvPool` -- returned as is).
+    def build(cls, env: str | gym.Env, num_envs: int) -> EnvPool:
+        """A pool of ``num_envs`` copies of ``env`` (a Gymnasium id or env).
 
         Copies of an env instance are rebuilt from ``env.spec`` (with its recorded wrappers) when it
         has one, else deep-copied (verigym envs pickle).
         """
-        if isinstance(env, (EnvPool, ParallelEnvPool)):
-            return env
         first = make_env(env)
         envs = [first]
         for _ in range(num_envs - 1):
@@ -151,50 +166,103 @@ class EnvPool:
                 envs.append(gym.make(first.spec))
             else:
                 envs.append(copy.deepcopy(first))
-        return cls(envs, seed=seed)
+        return cls(envs)
 
-    def reset(self) -> tuple[list[Any], list[dict[str, Any]]]:
-        """Reset every env (seeded on the first call); returns observations and infos."""
-        self.observations, self.infos = [], []
-        for i, env in enumerate(self.envs):
-            seed = None if self.seed is None else self.seed + i
-            if seed is not None:
-                env.action_space.seed(seed)
-            obs, info = env.reset(seed=seed)
-            self.observations.append(obs)
-            self.infos.append(info)
-        self.seed = None  # later resets continue each env's RNG
-        self._returns[:] = 0.0
-        self._lengths[:] = 0
-        return self.observations, self.infos
+    def _batch(self, observations: list[Any]) -> Any:
+        out = create_empty_array(self.single_observation_space, self.num_envs)
+        return concatenate(self.single_observation_space, observations, out)
 
-    def step(
-        self, actions: Sequence[Any]
-    ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]], list[Any]]:
-        """Step env ``i`` with ``actions[i]``.
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset every env: an int ``seed`` resets env ``i`` with ``seed + i`` (and seeds its
+        action space so); a sequence gives one seed per env.
 
-        Returns:
-            ``(observations, rewards, terminated, truncated, infos, final_observations)``:
-            ``rewards`` float32 ``(num_envs,)``, the flags bool ``(num_envs,)``. Where an episode
-            ended, the observation and info are those of the new episode (same-step autoreset)
-            and ``final_observations[i]`` is the last observation of the old one (else None).
+        Raises:
+            ValueError: ``seed`` is a sequence of the wrong length.
         """
-        rewards = np.zeros(self.num_envs, dtype=np.float32)
+        if seed is None or isinstance(seed, (int, np.integer)):
+            seeds = [None if seed is None else int(seed) + i for i in range(self.num_envs)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"expected {self.num_envs} seeds, got {len(seeds)}")
+        observations, infos = [], {}
+        for i, (env, s) in enumerate(zip(self.envs, seeds)):
+            if s is not None:
+                env.action_space.seed(s)
+            obs, info = env.reset(seed=s, options=options)
+            observations.append(obs)
+            infos = self._add_info(infos, info, i)
+        return self._batch(observations), infos
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step env ``i`` with the ``i``-th action of ``actions`` (see the class doc).
+
+        Raises:
+            ValueError: ``actions`` does not hold one action per env.
+        """
+        rewards = np.zeros(self.num_envs)
         terminated = np.zeros(self.num_envs, dtype=bool)
         truncated = np.zeros(self.num_envs, dtype=bool)
-        finals: list[Any] = [None] * self.num_envs
-        for i, env in enumerate(self.envs):
-            obs, reward, term, trunc, info = env.step(actions[i])
-            rewards[i], terminated[i], truncated[i] = reward, term, trunc
-            self._returns[i] += float(reward)
-            self._lengths[i] += 1
-            if term or trunc:
-                self._finished.append(_episode(self._returns[i], self._lengths[i], info))
-                self._returns[i], self._lengths[i] = 0.0, 0
-                finals[i] = obs
+        actions = list(iterate(self.action_space, actions))
+        if len(actions) != self.num_envs:
+            raise ValueError(f"expected {self.num_envs} actions, got {len(actions)}")
+        observations, infos = [], {}
+        for i, (env, action) in enumerate(zip(self.envs, actions)):
+            obs, rewards[i], terminated[i], truncated[i], info = env.step(action)
+            if terminated[i] or truncated[i]:
+                infos = self._add_info(infos, {"final_obs": obs, "final_info": info}, i)
                 obs, info = env.reset()
-            self.observations[i], self.infos[i] = obs, info
-        return self.observations, rewards, terminated, truncated, self.infos, finals
+            observations.append(obs)
+            infos = self._add_info(infos, info, i)
+        return self._batch(observations), rewards, terminated, truncated, infos
+
+    def close_extras(self, **kwargs: Any) -> None:
+        for env in self.envs:
+            env.close()
+
+
+class EpisodeStats(VectorWrapper):
+    """Each finished episode's return, length and, when the env reports them, ``success`` and
+    ``score``, for a vector env with ``AutoresetMode.SAME_STEP`` autoreset (read from
+    ``info["final_info"]``); :meth:`pop_episodes` hands them over.
+
+    Raises:
+        ValueError: the env's ``metadata["autoreset_mode"]`` is not ``SAME_STEP``.
+    """
+
+    def __init__(self, env: VectorEnv):
+        super().__init__(env)
+        if env.metadata.get("autoreset_mode") != AutoresetMode.SAME_STEP:
+            raise ValueError(
+                "the learners need a vector env with autoreset_mode=AutoresetMode.SAME_STEP"
+            )
+        self._returns = np.zeros(self.num_envs)
+        self._lengths = np.zeros(self.num_envs, dtype=np.int64)
+        self._finished: list[dict[str, float]] = []
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self._returns[:] = 0.0
+        self._lengths[:] = 0
+        return self.env.reset(**kwargs)
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        self._returns += rewards
+        self._lengths += 1
+        ended = terminated | truncated
+        if ended.any():
+            verdict = info.get("final_info", {})
+            for i in np.flatnonzero(ended).tolist():
+                self._finished.append(
+                    _episode(self._returns[i], self._lengths[i], _entry(verdict, i))
+                )
+            self._returns[ended], self._lengths[ended] = 0.0, 0
+        return obs, rewards, terminated, truncated, info
 
     def pop_episodes(self) -> list[dict[str, float]]:
         """The episodes finished since the last call: ``return``, ``length`` and, when the env
@@ -202,17 +270,92 @@ class EnvPool:
         done, self._finished = self._finished, []
         return done
 
-    def close(self) -> None:
-        for env in self.envs:
-            env.close()
+
+def _entry(info: Mapping[str, Any], i: int) -> dict[str, Any]:
+    """Env ``i``'s ``success`` and ``score`` of a merged vector info (where its mask is set)."""
+    out = {}
+    for key in (SUCCESS, SCORE):
+        mask = info.get("_" + key)
+        if key in info and (mask is None or mask[i]):
+            out[key] = info[key][i]
+    return out
 
 
-class ParallelEnvPool:
+def vector_env(env: Any, num_envs: int, *, native: bool = True) -> Any:
+    """The vector env a learner steps: ``num_envs`` copies of ``env`` with
+    ``AutoresetMode.SAME_STEP``, wrapped in :class:`EpisodeStats`.
+
+    Args:
+        env: an env id (its natively batched engine via ``gymnasium.make_vec`` when the
+            registry has one for it, :func:`verigym.registration.native_vector`, and ``native``
+            is on; else an :class:`EnvPool`), a ``gymnasium.Env`` (copied into an
+            :class:`EnvPool`), a ``VectorEnv`` with ``SAME_STEP`` autoreset (used as is), or a
+            :class:`ParallelEnvPool` / :class:`EpisodeStats` (returned as is).
+        num_envs: copies to make (ignored for a vector env or pool).
+        native: use an id's natively batched engine when it has one.
+
+    Raises:
+        ValueError: a vector env without ``SAME_STEP`` autoreset, or an AEC id (:func:`make_env`).
+    """
+    if isinstance(env, (EpisodeStats, ParallelEnvPool)):
+        return env
+    if isinstance(env, VectorEnv):
+        return EpisodeStats(env)
+    if isinstance(env, str) and native:
+        import verigym  # noqa: F401  (registers the ids)
+        from verigym import registration
+
+        if registration.native_vector(env):
+            return EpisodeStats(
+                gym.make_vec(
+                    env,
+                    num_envs=num_envs,
+                    vectorization_mode="vector_entry_point",
+                    autoreset_mode=AutoresetMode.SAME_STEP,
+                )
+            )
+    return EpisodeStats(EnvPool.build(env, num_envs))
+
+
+def final_observations(info: Mapping[str, Any], num_envs: int) -> list[Any]:
+    """Per env, the last observation of the episode that ended in this step (``SAME_STEP``
+    autoreset's ``info["final_obs"]``), else None."""
+    ended = info.get("_final_obs")
+    if ended is None:
+        return [None] * num_envs
+    final = info["final_obs"]
+    if isinstance(final, Mapping):  # a Dict space batched by key
+        return [{k: v[i] for k, v in final.items()} if ended[i] else None for i in range(num_envs)]
+    return [final[i] if ended[i] else None for i in range(num_envs)]
+
+
+def unbatched(envs: Any, observations: Any) -> list[Any]:
+    """The observations of a vector env's batch, one per env (a list is returned as is)."""
+    if isinstance(observations, list):
+        return observations
+    return list(iterate(envs.observation_space, observations))
+
+
+def action_masks(info: Mapping[str, Any]) -> np.ndarray | None:
+    """``info["action_mask"]`` of a vector env as ``(N, n)``, or None when some env lacks one."""
+    masks = info.get(ACTION_MASK)
+    present = info.get("_" + ACTION_MASK)
+    if masks is None or (present is not None and not present.all()):
+        return None
+    masks = np.asarray(masks)
+    return np.stack(list(masks)) if masks.dtype == object else masks
+
+
+class ParallelEnvPool(VectorEnv):
     """``num_copies`` copies of a PettingZoo ``ParallelEnv`` as a pool of agent *slots*.
 
     Slot ``e * num_agents + i`` is agent ``possible_agents[i]`` in copy ``e``; ``num_envs`` is
-    the number of slots, so a learner written for :class:`EnvPool` steps every agent of every copy
-    as one batch. A copy is reset in the same step once all its agents are done.
+    the number of slots, so a learner written for a vector env steps every agent of every copy
+    as one batch. ``reset`` and ``step`` return what a ``VectorEnv`` with
+    ``AutoresetMode.SAME_STEP`` returns (infos merged over the slots, ``info["final_obs"]`` where
+    an agent's episode ended) except that observations are a list, one per slot, since agents'
+    observation spaces may differ; ``observation_space``/``action_space`` are the spaces every
+    agent shares (not batched). A copy is reset in the same step once all its agents are done.
 
     An agent that finishes before the others (caught in Tag, say) leaves its slot *inactive*
     until its copy resets: ``active[s]`` is False, the slot reports ``terminated=True`` and reward
@@ -221,7 +364,6 @@ class ParallelEnvPool:
 
     Args:
         envs: the copies (same agents and spaces).
-        seed: copy ``e`` is reset with ``seed + e`` the first time.
         agent_indicator: add a one-hot ``agent_id`` (float32 ``(num_agents,)``, agents in sorted
             order of their names) to every observation (``Dict(observation, agent_id)``, or a new
             key of a ``Dict``), so one shared policy can tell the agents apart (Terry et al. 2020,
@@ -231,16 +373,16 @@ class ParallelEnvPool:
     Attributes:
         agents: ``possible_agents`` of the game. ``observation_spaces`` / ``action_spaces``:
             per agent (with the indicator). ``observation_space`` / ``action_space``: the
-            spaces every agent shares, or None when they differ.
+            spaces every agent shares, or None when they differ (also ``single_*``).
 
     Raises:
         ValueError: no copies, copies with other agents, or ``agent_indicator`` with agents whose
             observation spaces differ.
     """
 
-    def __init__(
-        self, envs: Sequence[Any], *, seed: int | None = None, agent_indicator: bool = False
-    ):
+    metadata: ClassVar[dict[str, Any]] = {"autoreset_mode": AutoresetMode.SAME_STEP}
+
+    def __init__(self, envs: Sequence[Any], *, agent_indicator: bool = False):
         if not envs:
             raise ValueError("ParallelEnvPool needs at least one env")
         self.envs = list(envs)
@@ -265,7 +407,10 @@ class ParallelEnvPool:
         self.observation_spaces = raw
         self.observation_space = _common(list(raw.values()))
         self.action_space = _common(list(self.action_spaces.values()))
-        self.seed = seed
+        self.single_observation_space = self.observation_space
+        self.single_action_space = self.action_space
+        self.metadata = dict(type(self).metadata)
+        self.render_mode = None
         self.active = np.zeros(self.num_envs, dtype=bool)
         self.observations: list[Any] = [None] * self.num_envs
         self.infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
@@ -279,7 +424,6 @@ class ParallelEnvPool:
         env: str | Any,
         num_copies: int,
         *,
-        seed: int | None = None,
         agent_indicator: bool = False,
     ) -> ParallelEnvPool:
         """A pool of ``num_copies`` copies of ``env`` (a parallel env id or instance; a pool is
@@ -293,7 +437,7 @@ class ParallelEnvPool:
             make_env(env) if isinstance(env, str) else copy.deepcopy(first)
             for _ in range(num_copies - 1)
         ]
-        return cls(envs, seed=seed, agent_indicator=agent_indicator)
+        return cls(envs, agent_indicator=agent_indicator)
 
     def slots(self, agent: str) -> np.ndarray:
         """``int64 (num_copies,)``: the slots of ``agent``."""
@@ -318,29 +462,37 @@ class ParallelEnvPool:
                 self.observations[s] = self.with_indicator(agent, observations[agent])
                 self.infos[s] = dict(infos.get(agent, {}))
 
-    def reset(self) -> tuple[list[Any], list[dict[str, Any]]]:
-        """Reset every copy (seeded on the first call); returns per-slot observations and infos."""
+    def _merged(self, infos: dict[str, Any]) -> dict[str, Any]:
+        for s, info in enumerate(self.infos):
+            infos = self._add_info(infos, info, s)
+        return infos
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """Reset every copy (copy ``e`` with ``seed + e``, and agent ``i``'s action space with
+        ``seed + i``): per-slot observations (a list) and the slots' merged infos."""
         for e in range(len(self.envs)):
-            self._start(e, None if self.seed is None else self.seed + e)
-        if self.seed is not None:
+            self._start(e, None if seed is None else seed + e)
+        if seed is not None:
             for a, space in self.action_spaces.items():
-                space.seed(self.seed + self._index[a])
-        self.seed = None
-        return self.observations, self.infos
+                space.seed(seed + self._index[a])
+        return list(self.observations), self._merged({})
 
     def step(
         self, actions: Sequence[Any]
-    ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]], list[Any]]:
+    ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every copy with ``actions[s]`` for each active slot ``s``.
 
         Returns:
-            ``(observations, rewards, terminated, truncated, infos, final_observations)`` per
-            slot, as :meth:`EnvPool.step`; inactive slots report ``terminated=True``.
+            ``(observations, rewards, terminated, truncated, infos)`` per slot, as a
+            ``SAME_STEP`` vector env (``info["final_obs"]`` where an agent's episode ended in
+            this step); inactive slots report ``terminated=True`` and no ``final_obs``.
         """
         rewards = np.zeros(self.num_envs, dtype=np.float32)
         terminated = ~self.active.copy()
         truncated = np.zeros(self.num_envs, dtype=bool)
-        finals: list[Any] = [None] * self.num_envs
+        merged: dict[str, Any] = {}
         for e, env in enumerate(self.envs):
             base = e * self.num_agents
             acting = [a for a in env.agents if self.active[base + self._index[a]]]
@@ -359,7 +511,8 @@ class ParallelEnvPool:
                 self._lengths[s] += 1
                 if terminated[s] or truncated[s]:
                     self._finished.append(_episode(self._returns[s], self._lengths[s], info))
-                    finals[s] = self.with_indicator(agent, observations[agent])
+                    final = self.with_indicator(agent, observations[agent])
+                    merged = self._add_info(merged, {"final_obs": final, "final_info": info}, s)
                     self.active[s] = False
                     mask = self.infos[s].get(
                         ACTION_MASK
@@ -372,14 +525,14 @@ class ParallelEnvPool:
                     )
             if not env.agents:
                 self._start(e, None)
-        return self.observations, rewards, terminated, truncated, self.infos, finals
+        return list(self.observations), rewards, terminated, truncated, self._merged(merged)
 
     def pop_episodes(self) -> list[dict[str, float]]:
-        """Each agent's episodes finished since the last call (as :meth:`EnvPool.pop_episodes`)."""
+        """Each agent's episodes finished since the last call (as :meth:`EpisodeStats.pop_episodes`)."""
         done, self._finished = self._finished, []
         return done
 
-    def close(self) -> None:
+    def close_extras(self, **kwargs: Any) -> None:
         for env in self.envs:
             env.close()
 

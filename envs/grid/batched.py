@@ -20,7 +20,8 @@ over the copies whose block ran out) so that seeding matches the single env.
 
 Tasks served (:data:`SERVED`): Empty, FourRooms, Maze, LavaCrossing, DoorKey, MultiRoom,
 KeyCorridor, GoToObject, IceLake; :class:`BatchedTreasureEnv` serves Treasure. Sokoban and
-Coverage stay per env (:class:`~verigym.envs.grid.vector.GridVectorEnv`).
+Coverage stay per env (:class:`~verigym.agents.common.vec.EnvPool`, what
+:func:`~verigym.agents.common.vec.vector_env` gives an id without a batched engine).
 
 Autoreset (``autoreset_mode``) as Gymnasium 1.x defines it: ``NEXT_STEP`` (default; the step after
 an episode ended resets that copy, ignores its action and returns its first observation with
@@ -403,7 +404,7 @@ class BatchedGridEnv(_BatchedBase):
         if env_class not in SERVED:
             raise TypeError(
                 f"{getattr(env_class, '__name__', env_class)} is not stepped natively in batches; "
-                "use verigym.envs.grid.vector.GridVectorEnv"
+                "use verigym.agents.common.vec.EnvPool"
             )
         self.envs: list[GridEnv] = [env_class(**kwargs) for _ in range(num_envs)]
         self._setup(autoreset_mode, self.envs[0].render_mode)

@@ -66,19 +66,22 @@ class Relay(ParallelEnv):
 
 
 def test_pool_slots_and_agents_that_finish_early():
-    pool = ParallelEnvPool([Relay(), Relay()], seed=0)
+    pool = ParallelEnvPool([Relay(), Relay()])
     assert pool.num_envs == 4 and pool.slots("late").tolist() == [1, 3]
-    pool.reset()
+    pool.reset(seed=0)
     assert pool.active.all()
     for t in range(1, 5):
-        _, rewards, terminated, _, infos, finals = pool.step([1, 1, 1, 1])
+        _, rewards, terminated, _, infos = pool.step([1, 1, 1, 1])
         if t == 1:
             assert rewards.tolist() == [1, 1, 1, 1] and not terminated.any()
         if t == 2:  # early is done: its final observation is returned, its slot goes inactive
-            assert terminated.tolist() == [True, False, True, False] and finals[0] is not None
+            assert terminated.tolist() == [True, False, True, False]
+            assert infos["_final_obs"].tolist() == [True, False, True, False]
+            assert infos["final_obs"][0] is not None
             assert not pool.active[0] and pool.active[1]
         if t == 3:  # the inactive slot: terminated every step, no reward, its mask kept
-            assert rewards.tolist() == [0, 1, 0, 1] and terminated[0] and "action_mask" in infos[0]
+            assert rewards.tolist() == [0, 1, 0, 1] and terminated[0]
+            assert infos["_action_mask"][0]
     assert pool.active.all(), "a copy restarts once all its agents are done"
     episodes = pool.pop_episodes()
     assert sorted(e["length"] for e in episodes) == [2, 2, 4, 4] and all(
@@ -117,8 +120,8 @@ def test_inactive_transitions_carry_no_loss():
     agent = agents.make("ippo", Relay(), **SMALL)
     seen = []
     ppo = agent.policies["shared"]
-    update = ppo._update
-    ppo._update = lambda data, clip: seen.append(data["valid"]) or update(data, clip)
+    update = ppo.update
+    ppo.update = lambda data, clip: seen.append(data["valid"]) or update(data, clip)
     agent.learn(Relay(), 32)
     valid = seen[0].cpu().numpy().reshape(8, 4)  # time-major: (num_steps, slots)
     # early (slots 0, 2) acts at t = 0, 1 of each 4-step game; late (1, 3) every step
@@ -126,7 +129,7 @@ def test_inactive_transitions_carry_no_loss():
 
 
 def test_plain_ppo_steps_a_pool_of_agent_slots():
-    pool = ParallelEnvPool([Relay(), Relay()], seed=0)
+    pool = ParallelEnvPool([Relay(), Relay()])
     agent = agents.make("ppo", pool, num_steps=4, batch_size=8, num_epochs=1)
     agent.learn(pool, 32)
     assert agent.global_step == 32 and len(pool.envs) == 2

@@ -1,5 +1,5 @@
-"""PPO's grid encoders (issue 32): the flat one-hot MLP encoder beside the CNN, ``encoder="auto"``,
-and checkpoints saved before the option (CNN weights, no ``encoder`` key) loading as CNN."""
+"""PPO's grid encoders (issue 32): the flat one-hot MLP encoder (the default) beside the CNN, and
+checkpoints saved before the option (CNN weights, no ``encoder`` key) loading as CNN."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import verigym  # noqa: F401
 import verigym.agents as agents
 from verigym.agents.common.networks import GRID_ENCODERS, ObservationEncoder
 from verigym.agents.common.spaces import ObservationBatcher
-from verigym.agents.ppo import AUTO_ENCODER, PPOConfig
+from verigym.agents.ppo import PPOConfig
 
 GRID = spaces.Box(0, 14, (7, 7, 3), np.uint8)
 
@@ -49,13 +49,15 @@ def test_mlp_encoder_is_a_linear_layer_on_the_one_hot_grid():
     assert torch.equal(encoder(big), encoder(top))
 
 
-def test_encoder_option_is_validated_and_auto_resolves():
+def test_encoder_option_is_validated_and_defaults_to_mlp():
     with pytest.raises(ValueError, match="grid encoder"):
         ObservationEncoder(ObservationBatcher(GRID).parts, grid="transformer")
     with pytest.raises(ValueError, match="encoder"):
         PPOConfig(encoder="transformer")
+    with pytest.raises(ValueError, match="encoder"):
+        PPOConfig(encoder="auto")  # the default is stated plainly, no alias
     agent = agents.make("ppo", "verigym/DoorKey-5x5-v0", num_envs=2, num_steps=8)
-    assert agent.config.encoder == AUTO_ENCODER  # the saved config names the concrete choice
+    assert agent.config.encoder == PPOConfig().encoder == "mlp"
     cnn = agents.make("ppo", "verigym/DoorKey-5x5-v0", encoder="cnn")
     mlp = agents.make("ppo", "verigym/DoorKey-5x5-v0", encoder="mlp")
     assert cnn.num_parameters() != mlp.num_parameters()
@@ -77,7 +79,7 @@ def test_save_load_keeps_the_encoder(encoder, tmp_path):
 
 
 def test_checkpoint_without_the_encoder_key_loads_its_cnn(tmp_path):
-    """Checkpoints saved before the option hold CNN weights whatever ``auto`` picks today."""
+    """Checkpoints saved before the option hold CNN weights whatever the default is today."""
     agent = agents.make("ppo", "verigym/DoorKey-5x5-v0", encoder="cnn", num_envs=2, num_steps=8)
     agent.save(tmp_path / "old")
     config = json.loads((tmp_path / "old" / "config.json").read_text())

@@ -211,14 +211,17 @@ def test_render_draws_each_copy_as_its_single_env(env_id, mode):
 
 
 def test_ppo_steps_the_batched_engine_and_learns_the_same_as_on_single_envs():
-    from verigym import agents
-    from verigym.agents.ppo import BatchedPool
+    from verigym import agents, registration
+    from verigym.agents.common.vec import EnvPool, vector_env
 
-    pool = BatchedPool.for_id("verigym/DoorKey-5x5-v0", 4, seed=0)
-    assert pool is not None and isinstance(pool.envs, BatchedGridEnv)
-    assert BatchedPool.for_id("verigym/Sokoban-6x6-B1-v0", 4) is None
-    assert BatchedPool.for_id("CartPole-v1", 4) is None
+    assert registration.native_vector("verigym/DoorKey-5x5-v0")
+    assert not registration.native_vector("verigym/Sokoban-6x6-B1-v0")
+    assert not registration.native_vector("CartPole-v1")
+    pool = vector_env("verigym/DoorKey-5x5-v0", 4)
+    assert isinstance(pool.unwrapped, BatchedGridEnv)
     pool.close()
+    assert isinstance(vector_env("verigym/Sokoban-6x6-B1-v0", 4).unwrapped, EnvPool)
+    assert isinstance(vector_env("verigym/DoorKey-5x5-v0", 4, native=False).unwrapped, EnvPool)
     metrics = {}
     for batched in (True, False):
         options = dict(num_envs=4, num_steps=8, num_epochs=1, batch_size=32, seed=0)

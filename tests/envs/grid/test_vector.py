@@ -1,22 +1,26 @@
-"""GridVectorEnv: batched stepping matches single envs, next-step autoreset, verdict infos."""
+"""Grid tasks stepped per env as a Gymnasium ``VectorEnv`` (:class:`EnvPool`, the path of the
+tasks without a natively batched engine): the single envs' steps, same-step autoreset, verdicts."""
 
 from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.vector import AutoresetMode
 
 import verigym  # noqa: F401
-from verigym.envs.grid.vector import GridVectorEnv
+from verigym.agents.common.vec import EnvPool, action_masks, final_observations
 
 
-def test_batched_steps_equal_single_env_steps():
-    envs = GridVectorEnv("verigym/DoorKey-5x5-v0", num_envs=3, observation="full")
+def test_pool_steps_equal_single_env_steps():
+    envs = EnvPool([gym.make("verigym/DoorKey-5x5-v0", observation="full") for _ in range(3)])
     singles = [gym.make("verigym/DoorKey-5x5-v0", observation="full") for _ in range(3)]
+    assert isinstance(envs, gym.vector.VectorEnv) and envs.num_envs == 3
+    assert envs.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+    assert envs.single_observation_space == singles[0].observation_space
     obs, info = envs.reset(seed=10)
-    assert (
-        obs.shape == (3, 5, 5, 3) and obs.dtype == np.uint8 and info["action_mask"].shape == (3, 7)
-    )
+    assert obs.shape == (3, 5, 5, 3) and obs.dtype == np.uint8
+    assert action_masks(info).shape == (3, 7)
     for i, env in enumerate(singles):
         single_obs, _ = env.reset(seed=10 + i)
         assert np.array_equal(obs[i], single_obs)
@@ -24,29 +28,36 @@ def test_batched_steps_equal_single_env_steps():
     for _ in range(20):
         actions = rng.integers(0, 7, size=3)
         obs, rewards, terminated, truncated, info = envs.step(actions)
+        finals = final_observations(info, 3)
         for i, env in enumerate(singles):
             single = env.step(int(actions[i]))
-            assert np.array_equal(obs[i], single[0]) and rewards[i] == single[1]
+            assert rewards[i] == single[1]
+            if single[2] or single[3]:
+                assert np.array_equal(finals[i], single[0])
+                assert np.array_equal(obs[i], env.reset()[0])
+            else:
+                assert finals[i] is None and np.array_equal(obs[i], single[0])
 
 
-def test_next_step_autoreset_and_verdicts():
-    envs = GridVectorEnv("verigym/Empty-5x5-v0", num_envs=2, max_steps=2)
+def test_same_step_autoreset_and_verdicts():
+    envs = EnvPool([gym.make("verigym/Empty-5x5-v0", max_steps=2) for _ in range(2)])
     envs.reset(seed=0)
-    envs.step(np.zeros(2, dtype=np.int64))
     _, _, terminated, truncated, info = envs.step(np.zeros(2, dtype=np.int64))
-    assert truncated.all() and not terminated.any()
-    assert info["_success"].all() and not info["success"].any() and np.all(info["score"] == 0.0)
-    obs, rewards, terminated, truncated, info = envs.step(np.zeros(2, dtype=np.int64))
-    assert not (terminated | truncated).any() and np.all(rewards == 0.0) and "success" not in info
+    assert not (terminated | truncated).any() and "final_obs" not in info
+    obs, _, terminated, truncated, info = envs.step(np.zeros(2, dtype=np.int64))
+    assert truncated.all() and not terminated.any() and info["_final_obs"].all()
+    verdict = info["final_info"]
+    assert verdict["_success"].all() and not verdict["success"].any()
+    assert np.all(verdict["score"] == 0.0)
     assert envs.observation_space.contains(obs)
 
 
 def test_rejects_bad_arguments():
-    with pytest.raises(ValueError, match="num_envs"):
-        GridVectorEnv("verigym/Empty-5x5-v0", num_envs=0)
-    with pytest.raises(TypeError, match="grid envs"):
-        GridVectorEnv([lambda: gym.make("CartPole-v1")])
-    envs = GridVectorEnv("verigym/Empty-5x5-v0", num_envs=2)
+    with pytest.raises(ValueError, match="at least one"):
+        EnvPool([])
+    with pytest.raises(ValueError, match="same observation"):
+        EnvPool([gym.make("verigym/Empty-5x5-v0"), gym.make("CartPole-v1")])
+    envs = EnvPool([gym.make("verigym/Empty-5x5-v0") for _ in range(2)])
     envs.reset(seed=0)
-    with pytest.raises(ValueError, match="shape"):
+    with pytest.raises(ValueError, match="actions"):
         envs.step(np.zeros(3, dtype=np.int64))
