@@ -185,7 +185,7 @@ class LoneSurrogateEnv(CountdownTextEnv):
 class SegfaultEnv(gym.Env):
     """A native crash on demand: ``step("segfault")`` reads address 0 (SIGSEGV, the whole process
     dies), ``step("bad")`` raises ``ValueError``; any other reply ends the episode. For
-    ``serve-env --isolate`` (tests/test_serve_strangers.py)."""
+    ``serve-env --isolate`` (tests/serve/test_env_server_strangers.py)."""
 
     metadata = {"render_modes": []}
 

@@ -97,3 +97,23 @@ def _no_child_process_survives(request: pytest.FixtureRequest):
             break
         time.sleep(0.2)
     assert not left, f"child processes outlived the test session: {left}"
+
+
+@pytest.fixture(scope="session")
+def one_torch_thread():
+    """torch on one thread for the rest of the session (the model tests share two cores)."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, one_torch_thread):
+    """A 2-layer character-level model with a ChatML chat template (the LLM agents' and the model
+    server's tests, tests/agents/llm and tests/serve)."""
+    from verigym.agents.llm.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-chatml"))

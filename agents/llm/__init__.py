@@ -25,7 +25,6 @@ __all__ = [
     "TransformersPolicy",
     "UCBCurriculum",
     "build_tiny_model",
-    "make_server",
 ]
 
 _WHERE = {
@@ -39,7 +38,6 @@ _WHERE = {
     "TransformersPolicy": "policy",
     "UCBCurriculum": "curriculum",
     "build_tiny_model": "tiny",
-    "make_server": "server",
 }
 
 

@@ -1,6 +1,7 @@
 """``verigym serve-model MODEL_DIR``: an OpenAI-compatible chat-completions server over a local
 model (``verigym serve-env`` is the other server: environments). Both run on Starlette and uvicorn
-(the ``serve`` extra) and check a token the same way; the server is :mod:`verigym.agents.llm.server`."""
+(the ``serve`` extra) and are hosted the same way (:mod:`verigym.serve.hosting`); the server is
+:mod:`verigym.serve.model.server`."""
 
 from __future__ import annotations
 
@@ -113,7 +114,7 @@ def build(args: argparse.Namespace):
     from pathlib import Path
 
     from verigym.agents.llm.policy import TransformersPolicy
-    from verigym.agents.llm.server import make_server
+    from verigym.serve.model.server import make_server
 
     policy = TransformersPolicy.from_pretrained(
         args.model_dir,
@@ -158,19 +159,12 @@ def run(args: argparse.Namespace) -> int:
         )
     if not 0 <= args.port <= 65535:
         return usage_error("serve-model", f"--port must be in 0..65535, got {args.port}")
-    from verigym.serve import is_loopback
+    from verigym.serve.hosting import exposed_token, is_loopback
 
-    if not is_loopback(args.host) and not _token(args):
-        return usage_error(
-            "serve-model",
-            f"refusing to serve on {args.host} without a token: anyone who reaches the port could use "
-            "the model. Pass --token or set VERIGYM_TOKEN, or bind 127.0.0.1.",
-        )
-    from verigym.serve.auth import check_token
-
-    try:  # a weak token: refused off loopback here (the server warns about one on loopback)
+    try:  # off loopback, no token or a weak one is refused before the model loads (the server
+        # itself warns about a weak one on loopback)
         if not is_loopback(args.host):
-            check_token(_token(args), args.host, "serve-model")
+            exposed_token(_token(args), args.host, "serve-model", "use the model")
     except ValueError as exc:
         return usage_error("serve-model", str(exc))
     try:

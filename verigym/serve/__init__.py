@@ -1,4 +1,6 @@
-"""Serve verigym environments over the OpenEnv wire protocol (``verigym serve-env``).
+"""Serve verigym environments over the OpenEnv wire protocol (``verigym serve-env``); the model
+server (``verigym serve-model``) is :mod:`verigym.serve.model`, and both are hosted by one HTTP
+layer (:mod:`verigym.serve.hosting`, :mod:`verigym.serve.front`, :mod:`verigym.serve.auth`).
 
 * :func:`create_app` -- the ASGI app (Starlette); :class:`ServeConfig` -- its settings.
 * :func:`serve` -- run it on uvicorn until interrupted; :func:`start` -- run it on a background
@@ -11,14 +13,12 @@
 
 from __future__ import annotations
 
-import ipaddress
-import logging
-import os
-import socket
-import threading
+import dataclasses
 from typing import Any
 
-from verigym.serve.app import INLINE_FAMILIES, ServeConfig, create_app
+from verigym.serve.app import create_app
+from verigym.serve.hosting import Hosted, bind_socket, exposed_token, http_url, is_loopback
+from verigym.serve.served import INLINE_FAMILIES, ServeConfig
 
 __all__ = [
     "INLINE_FAMILIES",
@@ -33,21 +33,10 @@ __all__ = [
     "start",
 ]
 
-logger = logging.getLogger(__name__)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names only this machine (``localhost``, ``127.0.0.0/8``, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
 
 def check_exposure(config: ServeConfig, host: str) -> ServeConfig:
-    """``config`` with the token of ``VERIGYM_TOKEN`` when it has none.
+    """``config`` with the token of ``VERIGYM_TOKEN`` when it has none
+    (:func:`verigym.serve.hosting.exposed_token`).
 
     A token under :data:`verigym.serve.auth.MIN_TOKEN_BITS` bits is logged as a warning on
     loopback.
@@ -55,65 +44,30 @@ def check_exposure(config: ServeConfig, host: str) -> ServeConfig:
     Raises:
         ValueError: ``host`` is not loopback and there is no token, or a weak one.
     """
-    if config.token is None and os.environ.get("VERIGYM_TOKEN"):
-        import dataclasses
-
-        config = dataclasses.replace(config, token=os.environ["VERIGYM_TOKEN"])
-    if not is_loopback(host) and not config.token:
-        raise ValueError(
-            f"refusing to serve on {host} without a token: anyone who reaches the port could run envs "
-            "(and tool sandboxes) here. Pass --token or set VERIGYM_TOKEN, or bind 127.0.0.1."
-        )
-    from verigym.serve.auth import check_token
-
-    check_token(config.token, host, "serve-env")
-    return config
-
-
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (IPv6 when the host has a colon; ``port=0`` picks a
-    free port), inheritable so uvicorn workers can share it. Both servers bind through it.
-
-    Raises:
-        OSError: the address is taken or cannot be bound.
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
+    token = exposed_token(config.token, host, "serve-env", "run envs (and tool sandboxes) here")
+    return config if token == config.token else dataclasses.replace(config, token=token)
 
 
 MAX_REQUESTS = 1024
 """HTTP requests ``serve-env`` serves at once (more get 503); idle connections do not count."""
 
 
-def _uvicorn_server(config: ServeConfig, host: str) -> Any:
-    import uvicorn
-
-    from verigym.serve.front import guard, uvicorn_protocol
-
-    app = guard(
+def _hosted(config: ServeConfig, host: str, port: int) -> Hosted:
+    """``config``'s app bound to ``host:port`` behind the shared front door."""
+    return Hosted(
         create_app(config),
+        host,
+        port,
+        name="verigym-serve",
         max_requests=MAX_REQUESTS,
         max_body_bytes=config.max_message_bytes,
         body_budget_bytes=4 * config.max_message_bytes,
-    )
-    settings = uvicorn.Config(
-        app,
-        host=host,
-        http=uvicorn_protocol(max_connections=MAX_REQUESTS),
-        log_level="warning",
-        ws_max_size=config.max_message_bytes * 4
-        + 4096,  # larger frames: close 1009; between: MESSAGE_TOO_LARGE
+        # larger frames: close 1009; between: MESSAGE_TOO_LARGE
+        ws_max_size=config.max_message_bytes * 4 + 4096,
         ws_ping_interval=20.0,
         ws_ping_timeout=60.0,
-        timeout_keep_alive=30,
         lifespan="on",
     )
-    return uvicorn.Server(settings)
 
 
 def serve(
@@ -131,17 +85,13 @@ def serve(
         ValueError: a non-loopback host without a token.
         OSError: the address cannot be bound.
     """
-    config = check_exposure(config, host)
-    sock = bind_socket(host, port)
-    server = _uvicorn_server(config, host)
-    if ready is not None:
-        ready(http_url(host, sock.getsockname()[1]))
-    server.run(sockets=[sock])
-
-
-def http_url(host: str, port: int) -> str:
-    """``http://host:port`` with an IPv6 host in brackets."""
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    hosted = _hosted(check_exposure(config, host), host, port)
+    try:
+        if ready is not None:
+            ready(hosted.url)
+        hosted.run()
+    finally:
+        hosted.close()
 
 
 class ServerHandle:
@@ -153,31 +103,19 @@ class ServerHandle:
     """
 
     def __init__(self, config: ServeConfig, host: str, port: int):
-        config = check_exposure(config, host)
-        self._sock = bind_socket(host, port)
-        self._server = _uvicorn_server(config, host)
-        self.app = self._server.config.app
-        self.url = http_url(host, self._sock.getsockname()[1])
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [self._sock]},
-            name="verigym-serve",
-            daemon=True,
-        )
-        self._thread.start()
-        import time
-
-        deadline = time.monotonic() + 30
-        while not self._server.started and self._thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if not self._server.started:
-            raise RuntimeError(f"the server on {self.url} did not start")
+        self._hosted = _hosted(check_exposure(config, host), host, port)
+        self.app = self._hosted.app
+        self.url = self._hosted.url
+        try:
+            self._hosted.start()
+        except BaseException:
+            self._hosted.close()
+            raise
 
     def stop(self, timeout: float = 10.0) -> None:
         """Close every session and stop serving (idempotent)."""
-        self._server.should_exit = True
-        self._thread.join(timeout)
-        self._sock.close()
+        self._hosted.stop(timeout)
+        self._hosted.close()
 
     def __enter__(self) -> ServerHandle:
         return self

@@ -51,9 +51,10 @@ Security: a token, when configured, is checked by :class:`verigym.serve.auth.Tok
 of every route. ``/schema`` answers are cached for the :data:`SCHEMA_CACHE_SIZE` most recent
 (id, kwargs) pairs.
 
-The pieces: :class:`ServeConfig` (settings), :class:`EnvServer` (what sessions share: the ids, the
-session threads, the kwargs policy; the HTTP routes), :class:`verigym.serve.session.Session` (one
-client's env and its messages), :mod:`verigym.serve.threads` (the threads env calls run on) and
+The pieces: :mod:`verigym.serve.served` (the settings, :class:`~verigym.serve.served.ServeConfig`,
+and what sessions share: the ids, the session threads, the kwargs policy),
+:class:`EnvServer` (that shared state plus the HTTP routes), :class:`verigym.serve.session.Session`
+(one client's env and its messages), :mod:`verigym.serve.threads` (the threads env calls run on) and
 :func:`create_app`, which puts them on Starlette.
 """
 
@@ -66,221 +67,43 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
-import gymnasium as gym
-
-from verigym.serve.front import loads_json
-from verigym.serve.session import ProtocolError, Session, describe_env, forget
-from verigym.serve.threads import PinnedPool
-from verigym.serve.wire import WireError, decode, frame_budget, space_json_schema
+from verigym.serve.front import error_response, loads_json
+from verigym.serve.served import ProtocolError, ServeConfig, ServedEnvs
+from verigym.serve.session import Session, describe_env, forget
+from verigym.serve.wire import space_json_schema
 
 __all__ = [
-    "INLINE_FAMILIES",
-    "ISOLATED_FAMILIES",
     "SCHEMA_CACHE_SIZE",
     "EnvServer",
-    "ServeConfig",
     "create_app",
 ]
 
 logger = logging.getLogger(__name__)
 
-INLINE_FAMILIES = frozenset({"text", "grid", "multiagent"})
-"""Families whose envs are pure Python in the server's process (no sandbox, browser or native
-library). Kept for compatibility: every session now runs on a thread of its own."""
-
-ISOLATED_FAMILIES = frozenset({"mujoco"})
-"""Families that ``--isolate`` runs in a child process per session, besides every plugin id."""
-
 SCHEMA_CACHE_SIZE = 128
 """``/schema`` answers kept (least recently used dropped first): one per (env id, kwargs) pair."""
 
 
-@dataclass(frozen=True)
-class ServeConfig:
-    """Settings of one server.
-
-    Attributes:
-        env_ids: the ids a session may ask for; empty: every registered verigym Gymnasium id
-            (of ``family`` if given).
-        family: restrict the default ids to this family.
-        max_sessions: open WebSocket sessions at most; one more gets ``CAPACITY_REACHED``.
-        idle_timeout: seconds without a message after which a session is closed
-            (``IDLE_TIMEOUT``); 0 disables.
-        step_timeout: seconds one make/reset/step/text call of any env may take before its
-            session ends with ``STEP_TIMEOUT`` and its env is closed (a sandbox tree is killed);
-            0 disables.
-        token: required credential (``None``: none; mandatory for a non-loopback host).
-        max_message_bytes: larger frames get ``MESSAGE_TOO_LARGE`` (the session goes on).
-        workers: idle session threads kept for new sessions (each session runs on a thread of
-            its own; this bounds no session).
-        allow_kwargs: constructor parameters clients may set beyond those the env declares
-            client-settable (``--allow-kwargs``; see :func:`verigym.registration.untrusted_kwargs`);
-            declared bounds still apply, and ``unsafe`` is never accepted.
-        isolate: which envs run in a child process per session
-            (:class:`verigym.serve.isolated.IsolatedEnv`), so that a native crash ends only that
-            session: ``None`` (the default) plugin ids, ``True`` (``--isolate``) plugin and
-            MuJoCo ids, ``False`` (``--no-isolate``) none.
-    """
-
-    env_ids: tuple[str, ...] = ()
-    family: str | None = None
-    max_sessions: int = 1024
-    idle_timeout: float = 600.0
-    step_timeout: float = 120.0
-    token: str | None = None
-    max_message_bytes: int = 16 << 20
-    workers: int = 32
-    allow_kwargs: tuple[str, ...] = ()
-    isolate: bool | None = None
-
-    def __post_init__(self) -> None:
-        from verigym.kwargs_policy import NEVER_REMOTE
-
-        object.__setattr__(self, "allow_kwargs", tuple(self.allow_kwargs))
-        never = sorted(set(self.allow_kwargs) & set(NEVER_REMOTE))
-        if never:
-            raise ValueError(
-                f"--allow-kwargs cannot allow {', '.join(never)}: it is never accepted from a client"
-            )
-        if self.max_sessions < 1 or self.workers < 1:
-            raise ValueError(
-                f"max_sessions and workers must be >= 1, got {self.max_sessions}, {self.workers}"
-            )
-        if self.idle_timeout < 0 or self.step_timeout < 0:
-            raise ValueError("idle_timeout and step_timeout must be >= 0 (0 disables)")
-        if self.max_message_bytes < 1024:
-            raise ValueError(f"max_message_bytes must be >= 1024, got {self.max_message_bytes}")
-
-
-class EnvServer:
-    """What the sessions of one server share, and its HTTP routes.
+class EnvServer(ServedEnvs):
+    """The env server: what its sessions share (:class:`~verigym.serve.served.ServedEnvs`), the
+    idle-session reaper and the HTTP routes.
 
     Args:
         config: the server's settings.
 
     Attributes:
-        sessions: the open WebSocket sessions by id.
-        families: the family of every registered verigym Gymnasium id.
-        pool: the sessions' threads (one per session, idle ones kept for reuse).
-        plugin_ids: the served ids of plugins (outside ``verigym/``), isolated by default.
         schema_cache: ``/schema`` answers by (env id, canonical kwargs), most recent last.
-        steps: env steps served so far.
+        reaper: the task that closes idle sessions (while the app runs).
+
+    The other attributes are :class:`~verigym.serve.served.ServedEnvs`'.
     """
 
     def __init__(self, config: ServeConfig):
-        import verigym  # noqa: F401  (registers the verigym ids)
-        from verigym.registration import rows
-
-        self.config = config
-        if config.env_ids:
-            self.allowed: frozenset[str] | None = frozenset(config.env_ids)
-        elif config.family:
-            self.allowed = frozenset(r.id for r in rows(config.family) if r.api == "gymnasium")
-        else:
-            self.allowed = None  # any verigym gymnasium id
-        self.families = {r.id: r.family for r in rows() if r.api == "gymnasium"}
-        self.plugin_ids = {i for i in self.families if not i.startswith("verigym/")}
-        self.sessions: dict[str, Session] = {}
-        self.pool = PinnedPool(config.workers)
+        super().__init__(config)
         self.schema_cache: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
         self.reaper: asyncio.Task | None = None
-        self.steps = 0
-
-    # --- env ids and kwargs --------------------------------------------------------------------
-    @property
-    def default_id(self) -> str | None:
-        return (
-            next(iter(self.allowed))
-            if self.allowed is not None and len(self.allowed) == 1
-            else None
-        )
-
-    def resolve(self, env_id: Any) -> str:
-        """``env_id`` checked against the served ids (``None``: the only one served).
-
-        Raises:
-            ProtocolError: ``VALIDATION_ERROR`` (no id, or not a string), ``UNKNOWN_ENV``.
-        """
-        if env_id is None:
-            env_id = self.default_id
-            if env_id is None:
-                raise ProtocolError(
-                    "VALIDATION_ERROR",
-                    "this server serves several ids; name one with data.env_id (GET /metadata lists them)",
-                )
-        if not isinstance(env_id, str):
-            raise ProtocolError(
-                "VALIDATION_ERROR", f"env_id must be a string, got {type(env_id).__name__}"
-            )
-        if self.allowed is not None:
-            if env_id not in self.allowed:
-                raise ProtocolError(
-                    "UNKNOWN_ENV",
-                    f"{env_id} is not served here; served ids: {', '.join(sorted(self.allowed)[:20])}",
-                )
-        elif env_id not in self.families:
-            from verigym.registration import unknown_id_message
-
-            raise ProtocolError(
-                "UNKNOWN_ENV",
-                unknown_id_message(env_id)
-                if env_id.startswith("verigym/")
-                else f"{env_id} is not a verigym Gymnasium id",
-            )
-        if env_id not in gym.registry:
-            raise ProtocolError(
-                "UNKNOWN_ENV", f"{env_id} is not registered in this server's Gymnasium registry"
-            )
-        return env_id
-
-    def isolated(self, env_id: str) -> bool:
-        """Whether ``env_id`` runs in a child process per session (``ServeConfig.isolate``)."""
-        if self.config.isolate is False:
-            return False
-        if env_id in self.plugin_ids:
-            return True
-        return bool(self.config.isolate) and self.families.get(env_id) in ISOLATED_FAMILIES
-
-    def decode(self, value: Any, frame_bytes: int | None = None) -> Any:
-        """:func:`verigym.serve.wire.decode` with the arrays a frame may declare bounded by its
-        length (:func:`verigym.serve.wire.frame_budget`: 64 KiB plus 16 bytes per byte received,
-        at most 4x ``max_message_bytes``), checked before anything is allocated: a 97-byte frame
-        cannot make the server allocate 64 MB.
-
-        Args:
-            value: parsed JSON of one value of a frame (an action, options, kwargs).
-            frame_bytes: length of the frame it came in; ``None``: a full-size frame's budget.
-
-        Raises:
-            WireError: malformed, or its arrays declare more than the budget.
-        """
-        cap = 4 * self.config.max_message_bytes
-        return decode(
-            value, max_bytes=cap if frame_bytes is None else frame_budget(frame_bytes, cap)
-        )
-
-    def stuck_calls(self) -> int:
-        """Env calls still running for sessions that ended on ``STEP_TIMEOUT``."""
-        return self.pool.retired
-
-    def checked_kwargs(
-        self, env_id: str, kwargs: dict[str, Any], frame_bytes: int | None = None
-    ) -> dict[str, Any]:
-        """A client's decoded kwargs, refused with ``INVALID_KWARGS`` unless the env declares them
-        client-settable (or the operator allowed them) and they are within bounds; ``frame_bytes``
-        as in :meth:`decode`."""
-        from verigym.registration import KwargsRefused, untrusted_kwargs
-
-        try:
-            decoded = self.decode(kwargs, frame_bytes)
-            return untrusted_kwargs(env_id, decoded, allow=self.config.allow_kwargs)
-        except WireError as exc:
-            raise ProtocolError("VALIDATION_ERROR", f"kwargs: {exc}") from None
-        except KwargsRefused as exc:
-            raise ProtocolError("INVALID_KWARGS", str(exc), param=exc.param) from None
 
     # --- lifecycle -------------------------------------------------------------------------------
     async def reap(self) -> None:
@@ -319,8 +142,6 @@ class EnvServer:
     async def websocket(self, websocket: Any) -> None:
         """``/ws``: one :class:`Session`, or ``CAPACITY_REACHED`` (HTTP 503 where the server can
         refuse the upgrade) when ``max_sessions`` are open."""
-        from starlette.responses import JSONResponse
-
         limit = self.config.max_sessions
         if len(self.sessions) < limit:
             await Session(self, websocket).run()
@@ -332,9 +153,7 @@ class EnvServer:
             max_sessions=limit,
         )
         if "websocket.http.response" in (websocket.scope.get("extensions") or {}):
-            await websocket.send_denial_response(
-                JSONResponse({"detail": str(full), "code": full.code}, status_code=503)
-            )
+            await websocket.send_denial_response(error_response(503, str(full), code=full.code))
         else:
             await websocket.accept()
             await websocket.send_text(full.frame())
@@ -395,9 +214,7 @@ class EnvServer:
         except ProtocolError as exc:
             return _error_response(exc)
         except ValueError as exc:
-            return JSONResponse(
-                {"detail": f"bad kwargs: {exc}", "code": "VALIDATION_ERROR"}, status_code=400
-            )
+            return error_response(400, f"bad kwargs: {exc}", code="VALIDATION_ERROR")
 
     async def env_schema(self, env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The ``/schema`` answer for ``env_id`` made with the client's ``kwargs``.
@@ -462,22 +279,17 @@ class EnvServer:
             forget(exc)
             return _error_response(exc)
         except ValueError as exc:
-            return JSONResponse(
-                {"detail": f"Invalid JSON: {exc}", "code": "INVALID_JSON"}, status_code=400
-            )
+            return error_response(400, f"Invalid JSON: {exc}", code="INVALID_JSON")
         finally:
             await session.drop_env()
 
     async def http_step(self, request: Any) -> Any:
         """``POST /step``: HTTP has no session, so a 409 that points to ``/ws``."""
-        from starlette.responses import JSONResponse
-
-        return JSONResponse(
-            {
-                "detail": "HTTP requests have no session, so there is nothing to step: open the WebSocket /ws, send reset, then step",
-                "code": "NOT_RESET",
-            },
-            status_code=409,
+        return error_response(
+            409,
+            "HTTP requests have no session, so there is nothing to step: open the WebSocket /ws, "
+            "send reset, then step",
+            code="NOT_RESET",
         )
 
     async def http_state(self, request: Any) -> Any:
@@ -489,10 +301,8 @@ class EnvServer:
 
 def _error_response(exc: ProtocolError) -> Any:
     """A protocol error as HTTP: 404 for ``UNKNOWN_ENV``, else 400."""
-    from starlette.responses import JSONResponse
-
     status = 404 if exc.code == "UNKNOWN_ENV" else 400
-    return JSONResponse({"detail": str(exc), "code": exc.code}, status_code=status)
+    return error_response(status, str(exc), code=exc.code)
 
 
 def create_app(config: ServeConfig | None = None) -> Any:

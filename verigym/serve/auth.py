@@ -109,7 +109,7 @@ def check_token(token: str | None, host: str, server: str) -> None:
     weakness = token_weakness(token)
     if weakness is None:
         return
-    from verigym.serve import is_loopback
+    from verigym.serve.hosting import is_loopback
 
     if not is_loopback(host):
         raise ValueError(f"{server}: refusing a weak token on {host}: {weakness}")
@@ -181,11 +181,14 @@ async def _deny(
     detail: str,
     headers: dict[str, str] | None,
 ) -> None:
-    """Answer ``{"detail": detail}`` with ``status``: an HTTP response or a refused upgrade."""
-    from starlette.responses import JSONResponse
+    """Answer ``detail`` with ``status`` in the shared error body
+    (:func:`verigym.serve.front.error_response`): an HTTP response or a refused upgrade."""
     from starlette.websockets import WebSocket
 
-    response = JSONResponse({"detail": detail}, status_code=status, headers=headers)
+    from verigym.serve.front import error_response
+
+    code = "rate_limited" if status == 429 else "unauthorized"
+    response = error_response(status, detail, code=code, headers=headers)
     if scope["type"] != "websocket":
         await response(scope, receive, send)
     elif "websocket.http.response" in (scope.get("extensions") or {}):
@@ -214,43 +217,48 @@ def authorized(token: str, headers: list[tuple[bytes, bytes]]) -> bool:
 
 
 class FailureLimiter:
-    """Failed logins per key (an address or a network) in a fixed window; bounded memory (the
-    oldest key is forgotten first).
+    """Failed logins per key (an address or a network) in a fixed window, counted by the
+    ``limits`` library (``FixedWindowRateLimiter`` over its in-memory storage: the window starts
+    at a key's first failure); at most ``capacity`` keys are remembered, the least recently failed
+    forgotten first (a bound ``limits`` does not keep, so this class keeps it).
 
     Args:
         limit: failures a key may have per window before :meth:`blocked` says so.
-        window: seconds from a key's first failure until its count starts over.
+        window: seconds from a key's first failure until its count starts over (whole seconds).
         capacity: keys remembered at most.
+
+    Raises:
+        ValueError: ``window`` is not a whole number of seconds >= 1.
     """
 
     def __init__(self, limit: int, window: float, capacity: int) -> None:
-        self.limit, self.window, self.capacity = limit, window, capacity
-        self._failures: OrderedDict[str, tuple[float, int]] = (
-            OrderedDict()
-        )  # key -> (window start, count)
+        from limits import RateLimitItemPerSecond
+        from limits.storage import MemoryStorage
+        from limits.strategies import FixedWindowRateLimiter
 
-    def _current(self, key: str, now: float) -> int:
-        entry = self._failures.get(key)
-        if entry is None:
-            return 0
-        if now - entry[0] >= self.window:
-            del self._failures[key]
-            return 0
-        return entry[1]
+        if window != int(window) or window < 1:
+            raise ValueError(f"window must be a whole number of seconds >= 1, got {window!r}")
+        self.limit, self.window, self.capacity = limit, window, capacity
+        self._item = RateLimitItemPerSecond(limit, int(window))
+        self._counts = FixedWindowRateLimiter(MemoryStorage())
+        self._keys: OrderedDict[str, None] = OrderedDict()  # least recently failed first
+
+    def __len__(self) -> int:
+        """Keys remembered (at most ``capacity``)."""
+        return len(self._keys)
 
     def blocked(self, key: str) -> float:
         """Seconds ``key`` must wait (0.0: not blocked)."""
-        now = time.monotonic()
-        if self._current(key, now) < self.limit:
+        if self._counts.test(self._item, key):
             return 0.0
-        return max(0.0, self._failures[key][0] + self.window - now)
+        reset, _ = self._counts.get_window_stats(self._item, key)
+        return max(0.0, reset - time.time())
 
     def fail(self, key: str) -> None:
         """Count one failure of ``key``."""
-        now = time.monotonic()
-        count = self._current(key, now)
-        start = self._failures[key][0] if count else now
-        self._failures[key] = (start, count + 1)
-        self._failures.move_to_end(key)
-        while len(self._failures) > self.capacity:
-            self._failures.popitem(last=False)
+        self._counts.hit(self._item, key)
+        self._keys[key] = None
+        self._keys.move_to_end(key)
+        while len(self._keys) > self.capacity:
+            forgotten, _ = self._keys.popitem(last=False)
+            self._counts.clear(self._item, forgotten)

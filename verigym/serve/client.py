@@ -78,13 +78,14 @@ def _headers(token: str | None) -> dict[str, str]:
 
 
 def _refused(url: str, exc: Any) -> RemoteEnvError:
-    """The error for a refused WebSocket upgrade (a wrong token: 403; server full: 503)."""
+    """The error for a refused WebSocket upgrade: ``CONNECTION`` for the token gate's refusals
+    (401/403, 429), else the server's code (server full: 503 ``CAPACITY_REACHED``)."""
     status = exc.response.status_code
     try:
         body = json.loads(exc.response.body or b"{}")
     except ValueError:
         body = {}
-    if isinstance(body, dict) and body.get("code"):
+    if status not in (401, 403, 429) and isinstance(body, dict) and body.get("code"):
         return RemoteEnvError(str(body.get("detail", "")), str(body["code"]), body)
     hint = ": missing or wrong token (token=... or $VERIGYM_TOKEN)" if status in (401, 403) else ""
     return RemoteEnvError(

@@ -18,7 +18,9 @@ Two parts, one under uvicorn and one in front of the app:
 :func:`loads_json` is ``json.loads`` with over-deep nesting raised as ``ValueError``: both servers
 parse every client's JSON with it, so over-deep JSON is a 400.
 
-Refusals carry both servers' error shapes, ``{"detail", "code", "error": {...}}``.
+Every error answer of both servers (the front door's refusals, the token gate's, the routes') is
+:func:`error_response`: one body readable by both servers' clients, OpenAI's ``error`` object and
+the env client's ``detail`` and ``code``.
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ __all__ = [
     "BODY_TIMEOUT_S",
     "HEADER_TIMEOUT_S",
     "FrontDoor",
+    "error_body",
+    "error_response",
     "guard",
+    "json_response",
     "loads_json",
-    "refusal",
     "uvicorn_protocol",
 ]
 
@@ -59,18 +63,57 @@ def loads_json(data: bytes | str) -> Any:
         raise ValueError("JSON nested too deeply") from None
 
 
-def refusal(status: int, message: str, code: str, headers: dict[str, str] | None = None) -> Any:
-    """A JSON error response readable by both servers' clients: the env server's ``detail`` and
-    ``code`` and OpenAI's ``error`` object."""
-    from starlette.responses import JSONResponse
+def error_body(
+    message: str,
+    *,
+    kind: str = "invalid_request_error",
+    code: str | None = None,
+    param: str | None = None,
+) -> dict[str, Any]:
+    """The JSON of an error answer: OpenAI's error object and the env server's ``detail``/``code``.
 
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    body = {
-        "error": {"message": message, "type": kind, "param": None, "code": code},
+    Args:
+        message: what went wrong and what to do.
+        kind: OpenAI's error ``type`` (``invalid_request_error``, ``not_found``, ``server_error``).
+        code: the error's code (OpenAI's, e.g. ``model_not_found``, or the env protocol's, e.g.
+            ``UNKNOWN_ENV``), or ``None``.
+        param: the request field at fault, or ``None``.
+
+    Returns:
+        ``{"error": {"message", "type", "param", "code"}, "detail": message, "code": code or kind}``.
+    """
+    return {
+        "error": {"message": message, "type": kind, "param": param, "code": code},
         "detail": message,
-        "code": code,
+        "code": code or kind,
     }
-    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Any:
+    """A JSON response written as Python's ``json`` writes it (``-Infinity`` log-probs included;
+    Starlette's ``JSONResponse`` refuses them)."""
+    from starlette.responses import Response
+
+    return Response(
+        json.dumps(body), status_code=status, headers=headers, media_type="application/json"
+    )
+
+
+def error_response(
+    status: int,
+    message: str,
+    *,
+    code: str | None = None,
+    kind: str | None = None,
+    param: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Any:
+    """An error answer with HTTP ``status`` and the body of :func:`error_body` (``kind``
+    defaults to ``invalid_request_error`` under 500, else ``server_error``)."""
+    if kind is None:
+        kind = "invalid_request_error" if status < 500 else "server_error"
+    body = error_body(message, kind=kind, code=code, param=param)
+    return json_response(status, body, headers)
 
 
 def uvicorn_protocol(*, header_timeout: float | None = None, max_connections: int = 1024) -> type:
@@ -218,11 +261,11 @@ class FrontDoor:
             await self.app(scope, receive, send)
             return
         if self.requests >= self.max_requests:
-            await refusal(
+            await error_response(
                 503,
                 f"the server has {self.max_requests} requests in progress; retry shortly",
-                "server_busy",
-                {"Retry-After": "1"},
+                code="server_busy",
+                headers={"Retry-After": "1"},
             )(scope, receive, send)
             return
         self.requests += 1
@@ -233,8 +276,8 @@ class FrontDoor:
                     self._read_body(scope, receive, charged), self.body_timeout
                 )
             except asyncio.TimeoutError:
-                body = refusal(
-                    408, f"the body did not arrive within {self.body_timeout:.0f} s", "timeout"
+                body = error_response(
+                    408, f"the body did not arrive within {self.body_timeout:.0f} s", code="timeout"
                 )
             if not isinstance(body, bytes):
                 await body(scope, receive, send)
@@ -252,7 +295,7 @@ class FrontDoor:
             try:
                 size = int(declared)
             except ValueError:
-                return refusal(400, "Content-Length is not a number", "bad_request")
+                return error_response(400, "Content-Length is not a number", code="bad_request")
             if size > self.max_body_bytes:
                 return self._too_large()
             if not self._charge(charged, size):
@@ -262,7 +305,9 @@ class FrontDoor:
         while True:
             message = await receive()
             if message["type"] != "http.request":  # http.disconnect
-                return refusal(400, "the client left before its body arrived", "client_gone")
+                return error_response(
+                    400, "the client left before its body arrived", code="client_gone"
+                )
             chunk = message.get("body", b"")
             received += len(chunk)
             if received > self.max_body_bytes:
@@ -282,16 +327,16 @@ class FrontDoor:
         return True
 
     def _too_large(self) -> Any:
-        return refusal(
-            413, f"the body must be at most {self.max_body_bytes} bytes", "MESSAGE_TOO_LARGE"
+        return error_response(
+            413, f"the body must be at most {self.max_body_bytes} bytes", code="MESSAGE_TOO_LARGE"
         )
 
     def _over_budget(self) -> Any:
-        return refusal(
+        return error_response(
             503,
             f"the server is reading {self.body_budget_bytes} bytes of bodies already; retry shortly",
-            "server_busy",
-            {"Retry-After": "1"},
+            code="server_busy",
+            headers={"Retry-After": "1"},
         )
 
     async def _call_app(self, scope: dict, receive: Callable, send: Callable, body: bytes) -> None:

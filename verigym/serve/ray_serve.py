@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from verigym.serve.app import ServeConfig
+from verigym.serve.served import ServeConfig
 
 __all__ = ["deploy", "shutdown"]
 

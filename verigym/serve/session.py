@@ -6,7 +6,7 @@ parses it, :meth:`handle` dispatches on its ``type`` to :meth:`make`, :meth:`res
 an error frame and ends the session when it is fatal. Every env call runs off the event loop
 through :meth:`call`, bounded by ``--step-timeout``. The stateless HTTP ``/reset`` and ``/schema``
 use a session without a socket. The shared parts (ids, session threads, kwargs policy) are the
-server's (:class:`verigym.serve.app.EnvServer`).
+server's (:class:`verigym.serve.served.ServedEnvs`).
 """
 
 from __future__ import annotations
@@ -21,19 +21,17 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 
 from verigym.serve.front import loads_json
 from verigym.serve.isolated import IsolatedEnv
+from verigym.serve.served import ProtocolError, ServedEnvs
 from verigym.serve.threads import Handoff, PinnedThread, quiet
 from verigym.serve.wire import WireError, encode, space_to_json
 
-if TYPE_CHECKING:
-    from verigym.serve.app import EnvServer
-
-__all__ = ["TEXT_METHODS", "ProtocolError", "Session", "describe_env", "forget"]
+__all__ = ["TEXT_METHODS", "Session", "describe_env", "forget"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,27 +49,6 @@ _RECOVERABLE = (
 """Errors an env raises on purpose (bad argument, step after the end, ...): the session goes on."""
 
 
-class ProtocolError(Exception):
-    """An error sent to the client as ``{"type": "error", "data": {"code": code, ...}}``.
-
-    Args:
-        code: the protocol's error code (``"NOT_RESET"``, ``"STEP_TIMEOUT"``, ...).
-        message: what went wrong and what to do, for the client.
-        fatal: the session ends after this error is sent.
-        **extra: more fields of the error's ``data`` (``param``, ``exception``, ...).
-    """
-
-    def __init__(self, code: str, message: str, *, fatal: bool = False, **extra: Any):
-        super().__init__(message)
-        self.code, self.fatal, self.extra = code, fatal, extra
-
-    def frame(self) -> str:
-        """The error as a JSON text frame."""
-        return json.dumps(
-            {"type": "error", "data": {"message": str(self), "code": self.code, **self.extra}}
-        )
-
-
 class Session:
     """One client's env and episode, driven by its messages in order.
 
@@ -81,7 +58,7 @@ class Session:
         session_id: a name for logs (default: a fresh random hex id).
     """
 
-    def __init__(self, server: EnvServer, websocket: Any = None, session_id: str | None = None):
+    def __init__(self, server: ServedEnvs, websocket: Any = None, session_id: str | None = None):
         self.server, self.config, self.websocket = server, server.config, websocket
         self.id = session_id or uuid.uuid4().hex
         self.env: gym.Env | None = None

@@ -8,21 +8,8 @@ LEARN_ALPHABET = "abcdefghijklmnopqrstuvwxyz .\n"
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _one_torch_thread():
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory):
-    """A 2-layer character-level model with a ChatML chat template."""
-    from verigym.agents.llm.tiny import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-chatml"))
+def _one_torch_thread(one_torch_thread):
+    """Every LLM test runs torch on one thread (``one_torch_thread``, tests/conftest.py)."""
 
 
 @pytest.fixture(scope="session")

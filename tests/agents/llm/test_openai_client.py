@@ -12,8 +12,8 @@ import pytest
 
 import verigym  # noqa: F401 - registers the ids
 from verigym.agents.llm.policy import Generation, TransformersPolicy
-from verigym.agents.llm.server import make_server
 from verigym.leaderboards.agent_spec import parse_agent_spec
+from verigym.serve.model.server import make_server
 
 openai = pytest.importorskip("openai")
 

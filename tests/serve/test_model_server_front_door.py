@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import http.client
 import json
@@ -13,27 +12,16 @@ import time
 
 import pytest
 
-from verigym.agents.llm import server as chat_server
-from verigym.commands import serve_model as serve
+from tests.serve.model_servers import built, running
+from verigym.serve.model import server as chat_server
 
 TOKEN = secrets.token_urlsafe(32)
 
 
 @pytest.fixture(scope="module")
 def server(tiny_model_dir):
-    parser = argparse.ArgumentParser()
-    serve.add_arguments(parser)
-    args = parser.parse_args(
-        [str(tiny_model_dir), "--port", "0", "--device", "cpu", "--model-name", "tiny"]
-        + ["--token", TOKEN]
-    )
-    httpd = serve.build(args)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=10)
+    with running(built(tiny_model_dir, "--model-name", "tiny", "--token", TOKEN)) as httpd:
+        yield httpd
 
 
 def _request(server, method: str, path: str, body: bytes | None = None) -> tuple[int, dict]:

@@ -11,8 +11,10 @@ import urllib.request
 
 import pytest
 
+from tests.serve.model_servers import running
 from verigym.agents.llm.policy import Generation, TransformersPolicy
-from verigym.agents.llm.server import ChatServer, make_server, tool_call_opening
+from verigym.serve.model.server import make_server
+from verigym.serve.model.tool_choice import draw, tool_call_opening
 
 openai = pytest.importorskip("openai")
 
@@ -43,23 +45,13 @@ class RecordingPolicy(TransformersPolicy):
         return [Generation(self.reply, ids, [0.0] * len(ids), "stop") for _ in prompts]
 
 
-def _serve(policy, **kwargs):
-    httpd = make_server(policy, port=0, model_name="tiny", **kwargs)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    return httpd, thread
-
-
 @pytest.fixture(scope="module")
 def served(tiny_model_dir):
     base = TransformersPolicy.from_pretrained(tiny_model_dir, device="cpu")
     policy = RecordingPolicy(base.model, base.tokenizer)
-    httpd, thread = _serve(policy)
-    client = openai.OpenAI(base_url=httpd.base_url, api_key="unused", timeout=60, max_retries=0)
-    yield policy, httpd, client
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=10)
+    with running(make_server(policy, port=0, model_name="tiny")) as httpd:
+        client = openai.OpenAI(base_url=httpd.base_url, api_key="unused", timeout=60, max_retries=0)
+        yield policy, httpd, client
 
 
 @pytest.fixture
@@ -193,9 +185,9 @@ def test_required_with_several_tools_calls_the_most_likely_opening_at_temperatur
 
 def test_draw_follows_the_scores():
     names = ["a", "b", "c"]
-    assert ChatServer._draw(names, [-3.0, -1.0, -2.0], 0.0, 4) == ["b"] * 4
-    assert ChatServer._draw(names, [-500.0, -1.0, -400.0], 1.0, 20) == ["b"] * 20
-    assert set(ChatServer._draw(names, [-1.0, -1.0, -1.0], 1.0, 200)) == set(names)
+    assert draw(names, [-3.0, -1.0, -2.0], 0.0, 4) == ["b"] * 4
+    assert draw(names, [-500.0, -1.0, -400.0], 1.0, 20) == ["b"] * 20
+    assert set(draw(names, [-1.0, -1.0, -1.0], 1.0, 200)) == set(names)
 
 
 @pytest.mark.parametrize(
@@ -325,8 +317,7 @@ def test_health_is_answered_while_a_batch_generates(served, policy):
 
 
 def test_a_token_is_required_on_every_request_when_set(policy):
-    httpd, thread = _serve(policy, token="s3cret")
-    try:
+    with running(make_server(policy, port=0, model_name="tiny", token="s3cret")) as httpd:
         status, body = _post(httpd.base_url, "/chat/completions", {"messages": HI})
         assert status == 401 and "token" in body["detail"]
         status, _ = _post(
@@ -338,9 +329,5 @@ def test_a_token_is_required_on_every_request_when_set(policy):
         assert status == 200
         client = openai.OpenAI(base_url=httpd.base_url, api_key="s3cret", max_retries=0)
         assert client.models.list().data[0].id == "tiny"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=10)
     with pytest.raises(ValueError, match="without a token"):
         make_server(policy, host="0.0.0.0", port=0)

@@ -18,11 +18,12 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from verigym.agents.llm.policy import Generation, TransformersPolicy
+if TYPE_CHECKING:
+    from verigym.agents.llm.policy import Generation, TransformersPolicy
 
-__all__ = ["Batcher", "ClientGone", "Job"]
+__all__ = ["Batcher", "ClientGone", "Job", "Sampling"]
 
 logger = logging.getLogger(__name__)
 
@@ -31,13 +32,33 @@ class ClientGone(Exception):
     """The client closed its connection before its answer (nobody reads the reply)."""
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How replies are sampled (``TransformersPolicy.generate``'s options); jobs with equal
+    options are sampled together.
+
+    Attributes:
+        max_tokens: tokens a reply may have (0 only before the server picks the default).
+        temperature: >= 0 (0: greedy).
+        top_p: in (0, 1].
+        stop: strings that end a reply.
+        top_logprobs: most likely tokens reported per sampled token (0: none).
+    """
+
+    max_tokens: int
+    temperature: float
+    top_p: float
+    stop: tuple[str, ...] = ()
+    top_logprobs: int = 0
+
+
 @dataclass
 class Job:
     """``n`` replies to one prompt, sampled on the batcher thread."""
 
     prompt: list[int]
     n: int
-    sampling: tuple[int, float, float, tuple[str, ...], int]
+    sampling: Sampling
     loop: asyncio.AbstractEventLoop | None = None
     future: asyncio.Future | None = None
     abandoned: bool = False
@@ -175,12 +196,12 @@ class Batcher:
                     _deliver(call, None, RuntimeError(f"model call failed: {exc}"))
 
     def _sample(self, batch: list[Job]) -> None:
-        groups: dict[tuple[int, float, float, tuple[str, ...], int], list[Job]] = {}
+        groups: dict[Sampling, list[Job]] = {}
         for job in batch:
             if job.abandoned:  # nobody waits for it: do not spend the batch's time on it
                 continue
             groups.setdefault(job.sampling, []).append(job)
-        for (max_tokens, temperature, top_p, stop, top_logprobs), jobs in groups.items():
+        for sampling, jobs in groups.items():
             prompts = [job.prompt for job in jobs for _ in range(job.n)]
 
             def gone(jobs: list[Job] = jobs) -> list[bool]:
@@ -189,11 +210,11 @@ class Batcher:
             try:
                 out = self.policy.generate(
                     prompts,
-                    max_new_tokens=max_tokens,
-                    temperature=temperature,
-                    top_p=top_p,
-                    stop=stop,
-                    top_logprobs=top_logprobs,
+                    max_new_tokens=sampling.max_tokens,
+                    temperature=sampling.temperature,
+                    top_p=sampling.top_p,
+                    stop=sampling.stop,
+                    top_logprobs=sampling.top_logprobs,
                     stop_rows=gone,
                 )
             except Exception as exc:  # report to the waiting clients, keep serving

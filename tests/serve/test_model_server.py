@@ -13,6 +13,7 @@ import pytest
 
 import verigym  # noqa: F401
 import verigym.agents
+from tests.serve.model_servers import built, running
 from verigym.agents.llm.agent import ChatHistory
 from verigym.agents.llm.openai_agent import ChatCompletionError, OpenAIAgent, chat_completion
 from verigym.commands import serve_model as serve
@@ -21,18 +22,8 @@ from verigym.wrappers.language import LanguageWrapper
 
 @pytest.fixture(scope="module")
 def server(tiny_model_dir):
-    parser = argparse.ArgumentParser()
-    serve.add_arguments(parser)
-    args = parser.parse_args(
-        [str(tiny_model_dir), "--port", "0", "--device", "cpu", "--model-name", "tiny"]
-    )
-    httpd = serve.build(args)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=10)
+    with running(built(tiny_model_dir, "--model-name", "tiny")) as httpd:
+        yield httpd
 
 
 def _get(url):
@@ -148,12 +139,8 @@ def test_dtype_option_loads_bfloat16_weights_and_answers(tiny_model_dir):
     """``serve --dtype bfloat16`` holds the weights (and so the KV cache) in bfloat16; float32 by default on CPU."""
     import torch
 
-    parser = argparse.ArgumentParser()
-    serve.add_arguments(parser)
     for option, expected in (([], torch.float32), (["--dtype", "bfloat16"], torch.bfloat16)):
-        httpd = serve.build(
-            parser.parse_args([str(tiny_model_dir), "--port", "0", "--device", "cpu", *option])
-        )
+        httpd = built(tiny_model_dir, *option)
         try:
             policy = httpd.policy
             assert next(policy.model.parameters()).dtype == expected
@@ -181,34 +168,9 @@ def _post(base_url, path, payload, raw=None):
 @pytest.fixture(scope="module")
 def limited(tiny_model_dir):
     """A server started with small per-request limits (the tiny model's context is 1024 tokens)."""
-    parser = argparse.ArgumentParser()
-    serve.add_arguments(parser)
-    args = parser.parse_args(
-        [
-            str(tiny_model_dir),
-            "--port",
-            "0",
-            "--device",
-            "cpu",
-            "--model-name",
-            "tiny",
-            "--max-n",
-            "4",
-            "--max-tokens",
-            "64",
-            "--max-prompts",
-            "2",
-            "--max-request-tokens",
-            "300",
-        ]
-    )
-    httpd = serve.build(args)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=10)
+    flags = ("--model-name", "tiny", "--max-n", "4", "--max-tokens", "64", "--max-prompts", "2")
+    with running(built(tiny_model_dir, *flags, "--max-request-tokens", "300")) as httpd:
+        yield httpd
 
 
 def test_each_request_limit_is_a_400_naming_its_flag(limited):
@@ -341,7 +303,7 @@ def test_a_client_that_disconnects_stops_generating(tiny_model_dir):
     import time
 
     from verigym.agents.llm.policy import TransformersPolicy
-    from verigym.agents.llm.server import make_server
+    from verigym.serve.model.server import make_server
 
     policy = TransformersPolicy.from_pretrained(tiny_model_dir, device="cpu")
     policy.eos_token_ids = (
@@ -349,10 +311,7 @@ def test_a_client_that_disconnects_stops_generating(tiny_model_dir):
     )  # never ends by itself: only max_tokens or the disconnect stops it
     forwards = []
     policy.model.register_forward_hook(lambda *_: forwards.append(1))
-    httpd = make_server(policy, port=0, model_name="tiny")
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running(make_server(policy, port=0, model_name="tiny")) as httpd:
         body = json.dumps({"model": "tiny", "prompt": [[5] * 10], "max_tokens": 1000}).encode()
         host, port = httpd.server_address[:2]
         with socket.create_connection((host, port)) as raw:
@@ -370,7 +329,3 @@ def test_a_client_that_disconnects_stops_generating(tiny_model_dir):
         )
         assert status == 200
         assert 3 <= len(forwards) - 1 < 900
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=10)
