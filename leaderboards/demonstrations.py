@@ -21,8 +21,8 @@ instructions, observations and, after a malformed reply, the feedback
 action as it was, any other action through the env's ``action_text`` (a GUI click becomes
 ``click 3``). A reply that is exactly one Hermes tool call (``<tool_call>{"name", "arguments"}
 </tool_call>``, the tool envs' text protocol) becomes a native ``tool_calls`` entry and the
-observation after it a ``tool`` message; :func:`verigym.agents.llm.chat.text_protocol_messages`
-turns such a record back into the text protocol for a model whose chat template has no tools.
+observation after it a ``tool`` message; :func:`verigym.toolcalls.messages_to_text` turns such a
+record back into the text protocol for a model whose chat template has no tools.
 
 Two sources:
 
@@ -40,12 +40,12 @@ docs/design.md, "Training and evaluation").
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from verigym.leaderboards.store import safe_text
 from verigym.leaderboards.suite import TRAIN_SEED_END
+from verigym.toolcalls import message_to_text, openai_tool_call, text_to_message
 
 __all__ = [
     "EVALUATION_TASK",
@@ -63,29 +63,24 @@ MAX_EPISODE_STEPS = 200
 """Episodes longer than this are not turned into demonstrations (a chat of that length does not fit
 a small model's context)."""
 
-_TOOL_CALL = re.compile(r"\s*<tool_call>\s*(\{.*\})\s*</tool_call>\s*", re.DOTALL)
-
 
 def tool_call_of(text: str) -> tuple[str, dict[str, Any]] | None:
     """``(name, arguments)`` when ``text`` is exactly one Hermes tool call, else None.
 
+    Exactly: the reply, stripped, is the :func:`~verigym.toolcalls.message_to_text` rendering of
+    the one call :func:`~verigym.toolcalls.text_to_message` reads in it, so the record turns back
+    into the text the agent wrote (no text beside the call, no second call, no other layout).
+
     Args:
         text: a reply, e.g. ``<tool_call>{"name": "calculate", "arguments": {"expression": "1+2"}}</tool_call>``.
     """
-    match = _TOOL_CALL.fullmatch(text)
-    if match is None:
+    content, calls = text_to_message(text)
+    if content is not None or len(calls) != 1:
         return None
-    try:
-        call = json.loads(match.group(1))
-    except ValueError:
+    if message_to_text({"tool_calls": calls}) != text.strip():
         return None
-    if (
-        not isinstance(call, dict)
-        or not isinstance(call.get("name"), str)
-        or not isinstance(call.get("arguments", {}), dict)
-    ):
-        return None
-    return call["name"], call.get("arguments", {})
+    function = calls[0]["function"]
+    return function["name"], json.loads(function["arguments"])
 
 
 def demonstration_messages(
@@ -126,20 +121,8 @@ def demonstration_messages(
             pending = None
         else:
             pending = f"call_{turn}"
-            name, arguments = call
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": "",
-                    "tool_calls": [
-                        {
-                            "id": pending,
-                            "type": "function",
-                            "function": {"name": name, "arguments": json.dumps(arguments)},
-                        }
-                    ],
-                }
-            )
+            entry = {**openai_tool_call(*call), "id": pending}
+            messages.append({"role": "assistant", "content": "", "tool_calls": [entry]})
     return messages
 
 

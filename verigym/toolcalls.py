@@ -9,7 +9,7 @@ converted between the Hermes text the models write and the OpenAI chat messages:
   as an assistant message's ``content`` and ``tool_calls``), :func:`openai_tool_call` (one
   ``tool_calls`` entry);
 * OpenAI -> text: :func:`message_to_text` (one assistant message), :func:`messages_to_text` (a
-  chat, ``tool`` results included), :func:`tool_call_text` (one ``<tool_call>`` block).
+  chat, ``tool`` results included), :func:`hermes_call` (one ``<tool_call>`` block).
 
 Tools are described in the OpenAI function-calling format::
 
@@ -49,13 +49,13 @@ __all__ = [
     "Tool",
     "ToolCall",
     "check_arguments",
+    "hermes_call",
     "message_to_text",
     "messages_to_text",
     "openai_tool_call",
     "parse_reply",
     "strip_think",
     "text_to_message",
-    "tool_call_text",
     "tool_calls_in",
 ]
 
@@ -153,18 +153,7 @@ def _call_object(data: Any) -> tuple[str, dict[str, Any]]:
             'a tool call is a JSON object {"name": "<tool>", "arguments": {...}}'
         )
     arguments = data.get("arguments", data.get("parameters", {}))
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
-            raise ActionParseError(
-                f"the arguments of {data['name']!r} are a string that is not a JSON object"
-            ) from None
-    if not isinstance(arguments, dict):
-        raise ActionParseError(
-            f"the arguments of {data['name']!r} must be a JSON object, got {type(arguments).__name__}"
-        )
-    return data["name"], arguments
+    return data["name"], _arguments_object(data["name"], arguments)
 
 
 def tool_calls_in(text: str) -> list[tuple[str, dict[str, Any]]]:
@@ -212,7 +201,7 @@ def openai_tool_call(name: str, arguments: str | Mapping[str, Any]) -> dict[str,
     }
 
 
-def tool_call_text(name: str, arguments: str | Mapping[str, Any]) -> str:
+def hermes_call(name: str, arguments: str | Mapping[str, Any]) -> str:
     """One call as a Hermes block, ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``.
 
     Args:
@@ -266,7 +255,7 @@ def _arguments_object(name: str, arguments: Any) -> dict[str, Any]:
 
 def message_to_text(message: Mapping[str, Any], *, parse_arguments: bool = False) -> str:
     """The text form of an OpenAI assistant message: its ``content``, then each of its
-    ``tool_calls`` as a :func:`tool_call_text` block, one per line.
+    ``tool_calls`` as a :func:`hermes_call` block, one per line.
 
     Args:
         message: ``{"content": str | None | [{"type": "text", "text": str}, ...],
@@ -303,7 +292,7 @@ def message_to_text(message: Mapping[str, Any], *, parse_arguments: bool = False
         name, arguments = function["name"], function.get("arguments", {})
         if parse_arguments:
             arguments = _arguments_object(name, arguments)
-        blocks.append(tool_call_text(name, arguments))
+        blocks.append(hermes_call(name, arguments))
     return "\n".join([content, *blocks] if content else blocks) if blocks else content
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["ChatFormat", "Message", "feedback_text", "initial_messages", "text_protocol_messages"]
+__all__ = ["ChatFormat", "Message", "feedback_text", "initial_messages"]
 
 Message = Mapping[str, str]
 """A chat message: ``{"role": "system" | "user" | "assistant", "content": str}``."""
@@ -44,56 +44,6 @@ def initial_messages(instructions: str, observation: str) -> list[dict[str, str]
         messages.append({"role": "system", "content": instructions})
     messages.append({"role": "user", "content": observation})
     return messages
-
-
-def text_protocol_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
-    """OpenAI chat messages (``tool_calls``, ``tool``-role results) in the tool envs' text protocol,
-    as :class:`~verigym.agents.llm.agent.LLMAgent` plays them through the text view.
-
-    An assistant message's ``tool_calls`` become its content: each call as
-    ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (the Hermes format the tool envs
-    parse), after any text content; a ``tool`` message becomes a ``user`` message with the same
-    content (the env's observation). Other messages keep their role and content.
-
-    Raises:
-        ValueError: a message without a string role, a tool call without a function name, or
-            arguments that are not a JSON object (or its text).
-    """
-    import json
-
-    out: list[dict[str, str]] = []
-    for message in messages:
-        role = message.get("role")
-        if not isinstance(role, str):
-            raise ValueError(f"a message without a role: {str(message)[:200]}")
-        content = message.get("content") or ""
-        if not isinstance(content, str):
-            raise ValueError(f"a {role} message whose content is not text: {str(content)[:200]}")
-        if role == "assistant" and message.get("tool_calls"):
-            parts = [content] if content else []
-            for call in message["tool_calls"]:
-                function = call.get("function", {}) if isinstance(call, Mapping) else {}
-                name, arguments = function.get("name"), function.get("arguments", {})
-                if isinstance(arguments, str):
-                    try:
-                        arguments = json.loads(arguments) if arguments.strip() else {}
-                    except ValueError:
-                        raise ValueError(
-                            f"tool call arguments are not JSON: {arguments[:200]}"
-                        ) from None
-                if not isinstance(name, str) or not isinstance(arguments, dict):
-                    raise ValueError(f"a malformed tool call: {str(call)[:200]}")
-                parts.append(
-                    "<tool_call>"
-                    + json.dumps({"name": name, "arguments": arguments})
-                    + "</tool_call>"
-                )
-            out.append({"role": "assistant", "content": "\n".join(parts)})
-        elif role == "tool":
-            out.append({"role": "user", "content": content})
-        else:
-            out.append({"role": role, "content": content})
-    return out
 
 
 class ChatFormat:

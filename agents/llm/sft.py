@@ -16,7 +16,7 @@ episode is encoded here exactly as :class:`~verigym.agents.llm.grpo.GRPOTrainer`
 the prompt up to the first reply, then per turn the reply's tokens plus the end-of-turn token
 (trained) and the template's continuation to the next reply (not trained). One protocol per
 path: records with native ``tool_calls`` are turned into that text protocol
-(:func:`~verigym.agents.llm.chat.text_protocol_messages`). The loop is ~100 lines: batches sorted
+(:func:`~verigym.toolcalls.messages_to_text`). The loop is ~100 lines: batches sorted
 by length, AdamW, linear warm-up, gradient clipping, a token-mean loss.
 
 LoRA (Hu et al. 2021) through ``peft``: ``lora_r > 0`` trains low-rank adapters on the attention
@@ -41,8 +41,9 @@ import numpy as np
 import torch
 
 from verigym.agents.common.config import AgentConfig, require
-from verigym.agents.llm.chat import ChatFormat, text_protocol_messages
+from verigym.agents.llm.chat import ChatFormat
 from verigym.agents.llm.policy import DEFAULT_LORA_TARGETS, TransformersPolicy
+from verigym.toolcalls import messages_to_text
 
 __all__ = [
     "MAX_DATA_BYTES",
@@ -186,10 +187,10 @@ def encode_example(chat: ChatFormat, messages: Sequence[Mapping[str, Any]]) -> E
         messages: OpenAI chat messages (native tool calls are turned into the text protocol).
 
     Raises:
-        ValueError: a malformed tool call (:func:`~verigym.agents.llm.chat.text_protocol_messages`)
+        ValueError: a malformed tool call (:func:`~verigym.toolcalls.messages_to_text`)
             or no assistant message.
     """
-    plain = text_protocol_messages(messages)
+    plain = messages_to_text(messages)
     replies = [i for i, m in enumerate(plain) if m["role"] == "assistant"]
     if not replies:
         raise ValueError("an episode without an assistant message")

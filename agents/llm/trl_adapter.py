@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -55,6 +54,7 @@ from typing import Any
 from verigym.agents.llm.chat import initial_messages
 from verigym.agents.llm.grpo import Task, make_env
 from verigym.core import SCORE
+from verigym.toolcalls import hermes_call
 
 __all__ = ["VerigymReward", "environment_factory", "native_tool_instructions", "verigym_dataset"]
 
@@ -196,8 +196,7 @@ def _tool_method(name: str, schema: dict[str, Any]) -> Callable[..., str]:
     required = set(parameters.get("required") or [])
 
     def method(self: Any, **arguments: Any) -> str:
-        call = json.dumps({"name": name, "arguments": arguments})
-        return self._step(f"<tool_call>{call}</tool_call>")
+        return self._step(hermes_call(name, arguments))
 
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     annotations: dict[str, Any] = {"return": str}

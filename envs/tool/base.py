@@ -21,7 +21,7 @@ import gymnasium as gym
 
 from verigym.core import ActionParseError, EpisodeGuard, UnicodeText, action_error_info, episode_end
 from verigym.kwargs_policy import FloatRange, IntRange, client, never, operator_only
-from verigym.toolcalls import FinalAnswer, Tool, ToolCall, parse_reply
+from verigym.toolcalls import FinalAnswer, Tool, ToolCall, hermes_call, parse_reply
 from verigym.validation import check_choice, check_int, check_number
 
 __all__ = ["ToolEnv", "tool_call_text"]
@@ -34,8 +34,9 @@ OBSERVATION_LENGTH = 1 << 16
 
 
 def tool_call_text(name: str, **arguments: Any) -> str:
-    """The canonical text of a tool call, as the oracles and the docs write it."""
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+    """The canonical text of a tool call, as the oracles and the docs write it
+    (:func:`verigym.toolcalls.hermes_call` with keyword arguments)."""
+    return hermes_call(name, arguments)
 
 
 class ToolEnv(EpisodeGuard, gym.Env[str, str]):

@@ -12,7 +12,7 @@ import numpy as np
 from verigym.core import ActionParseError, action_error_info, episode_end
 from verigym.envs.tool.base import ToolEnv
 from verigym.kwargs_policy import FLAG, IntRange, client
-from verigym.toolcalls import Tool, check_arguments, tool_calls_in
+from verigym.toolcalls import Tool, check_arguments, hermes_call, tool_calls_in
 from verigym.validation import check_bool, check_int
 
 __all__ = ["FUNCTIONS", "FunctionCallingEnv", "calls_score"]
@@ -392,7 +392,4 @@ class FunctionCallingEnv(ToolEnv):
         """The gold calls, or a plain refusal when no function fits."""
         if not self._gold:
             return "<answer>None of the available functions can do that.</answer>"
-        return "\n".join(
-            "<tool_call>" + json.dumps({"name": n, "arguments": a}) + "</tool_call>"
-            for n, a in self._gold
-        )
+        return "\n".join(hermes_call(n, a) for n, a in self._gold)

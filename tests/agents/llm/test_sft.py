@@ -7,7 +7,6 @@ import json
 import pytest
 import torch
 
-from verigym.agents.llm.chat import text_protocol_messages
 from verigym.agents.llm.policy import TransformersPolicy
 from verigym.agents.llm.sft import SFTConfig, SupervisedTrainer, encode_example, load_records
 from verigym.leaderboards.demonstrations import (
@@ -15,6 +14,7 @@ from verigym.leaderboards.demonstrations import (
     play_demonstrations,
     tool_call_of,
 )
+from verigym.toolcalls import messages_to_text
 
 CALL = '<tool_call>{"name": "calculate", "arguments": {"expression": "1 + 2"}}</tool_call>'
 
@@ -27,13 +27,13 @@ def test_demonstration_messages_use_native_tool_calls_and_invert_to_the_text_pro
     call = messages[2]["tool_calls"][0]
     assert call["function"] == {"name": "calculate", "arguments": '{"expression": "1 + 2"}'}
     assert messages[3]["tool_call_id"] == call["id"] and messages[2]["content"] == ""
-    plain = text_protocol_messages(messages)
+    plain = messages_to_text(messages)
     assert plain[2] == {"role": "assistant", "content": CALL}  # what the env parses, exactly
     assert plain[3] == {"role": "user", "content": "[calculate result]\n3"}
     assert tool_call_of("say <tool_call>{}</tool_call>") is None
     assert tool_call_of('<tool_call>{"name": 3}</tool_call>') is None
     with pytest.raises(ValueError):
-        text_protocol_messages(
+        messages_to_text(
             [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{"}}]}]
         )
 
@@ -102,7 +102,7 @@ def test_only_assistant_tokens_carry_loss(json_model_dir):
     eos = policy.tokenizer.eos_token
     assert policy.tokenizer.decode(trained) == f"{CALL}{eos}<answer>3</answer>{eos}"
     # the whole sequence is the conversation as the agent renders it
-    whole = chat.render(text_protocol_messages(messages), add_generation_prompt=False)
+    whole = chat.render(messages_to_text(messages), add_generation_prompt=False)
     assert policy.tokenizer.decode(example.token_ids) == whole.rstrip("\n")
 
 
