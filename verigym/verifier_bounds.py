@@ -46,6 +46,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
+from verigym.toolcalls import hermes_call
 from verigym.workers import WALL_CLOCK_FACTOR, memory_sizes, verifier_cpu_seconds
 
 __all__ = [
@@ -188,11 +189,7 @@ def adversarial_replies(max_length: int, instructions: str = "") -> list[tuple[s
             def call(
                 payload: str, name: str = schema["name"], key: str = key, others: dict = others
             ) -> str:
-                return (
-                    "<tool_call>"
-                    + json.dumps({"name": name, "arguments": {**others, key: payload}})
-                    + "</tool_call>"
-                )
+                return hermes_call(name, {**others, key: payload})
 
             wrappers.append((f"tool:{schema['name']}.{key}", call))
     for wrapper, wrap in wrappers:
