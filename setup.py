@@ -5,9 +5,11 @@ each folder so new subpackages are included in the wheel without editing any lis
 
 An editable install (`pip install -e .`) maps these folders with setuptools' meta path finder, which
 setuptools appends after Python's own path finder: a `verigym/` folder without `__init__.py` in the
-working directory would then be imported as an empty namespace package instead of verigym
-(setuptools issue 3557). `EditableWheel` adds one `.pth` line that moves verigym's finder to the
-front of `sys.meta_path` (it answers only for `verigym` and its mapped subpackages).
+working directory (the parent of a clone named `verigym`, say) would then be imported as an empty
+namespace package instead of verigym (setuptools issue 3557). `EditableWheel` adds one `.pth` line
+that moves verigym's finder to the front of `sys.meta_path` (it answers only for `verigym` and its
+mapped subpackages). setuptools' `compat` and `strict` editable modes do not replace it:
+docs/design.md section 1 says where each fails.
 """
 
 from setuptools import find_packages, setup
