@@ -14,6 +14,14 @@ Each page is the task shell ``pages/app.html`` with its CSS and
 JavaScript inlined, so a task never needs the network: every request the page makes is aborted by a
 route handler and recorded in :attr:`Browser.blocked`.
 
+Opening a page costs a renderer process (0.2-1 s, most of a GUI env's making). While the shared
+Chromium stays (a :func:`held` block or another open page), a closed :class:`Browser` leaves its
+context and page as a *spare* (at most :data:`SPARE_PAGES` per thread) and the next
+:class:`Browser` of the same viewport takes it, after wiping it back to a new page's state: a new
+empty document (``about:blank``, a new JavaScript realm), no cookies, no granted permissions, the
+mouse at (0, 0), then the task shell again. The shell's pages live on ``about:blank`` (an opaque
+origin: no storage, no cookies), so nothing of the previous env's pages is left to see.
+
 Screenshots go through the DevTools ``Page.captureScreenshot`` command with the compositor's frame
 rate limit off (Playwright's own ``page.screenshot`` waits for the next 30 Hz frame); with
 animations, transitions and the text caret disabled by the page's CSS, the same actions give
@@ -34,7 +42,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -130,6 +138,22 @@ class _Shared:
     """The driver's process (node running ``run-driver``), None when it could not be told apart."""
     chromium: Any = None
     """The Chromium (a Playwright ``Browser``) or None."""
+    spares: list[_Page] = field(default_factory=list)
+    """Pages of closed :class:`Browser` objects, kept for the next ones (they die with Chromium)."""
+
+
+@dataclass(eq=False)
+class _Page:
+    """A browser context with its one page and DevTools session (see :class:`Browser`)."""
+
+    context: Any
+    page: Any
+    cdp: Any
+    size: tuple[int, int]
+    """The viewport (width, height)."""
+    blocked: list[list[str]]
+    """``[list]``: where the route handler records the URLs it aborted (the current owner's
+    :attr:`Browser.blocked`, swapped when a spare changes hands)."""
 
 
 _SHARED: dict[int, _Shared] = {}
@@ -137,6 +161,8 @@ _SHARED: dict[int, _Shared] = {}
 _LOCK = threading.RLock()
 """Guards ``_SHARED`` and the counts, and keeps two threads' driver starts apart (pids by difference)."""
 STOP_WAIT_S = 5.0
+SPARE_PAGES = 4
+"""Closed pages kept per thread for the next :class:`Browser` (each holds a renderer process)."""
 """Seconds a stopped driver and its Chromium processes get to exit before they are killed."""
 
 
@@ -238,6 +264,7 @@ def _stop(entry: _Shared) -> None:
     """
     chromium, driver, driver_pid = entry.chromium, entry.driver, entry.driver_pid
     entry.chromium = entry.driver = entry.driver_pid = None
+    entry.spares.clear()  # they close with their Chromium
     if driver is None:
         return
     if driver_pid is not None:
@@ -401,6 +428,7 @@ class Browser:
         self.blocked: list[str] = []
         self._shared: _Shared | None = None
         self._browser: Any = None
+        self._held: _Page | None = None
         self._context: Any = None
         self._page: Any = None
         self._cdp: Any = None
@@ -414,36 +442,68 @@ class Browser:
         )
 
     def launch(self) -> None:
-        """Open this browser's context and page in the shared Chromium (no-op when open)."""
+        """Open this browser's context and page in the shared Chromium (no-op when open): a spare
+        of the same viewport when this thread has one (see the module docstring), else a new one."""
         if self.alive:
             return
         self.close()
         self._shared = _acquire(launch=True)
         self._browser = self._shared.chromium
         try:
-            context = self._context = self._browser.new_context(
-                viewport={"width": self.width, "height": self.height},
-                device_scale_factor=1,
-                locale="en-US",
-                timezone_id="UTC",
-                reduced_motion="reduce",
-                service_workers="block",
-                java_script_enabled=True,
-            )
-            context.route("**/*", self._block)
-            self._page = context.new_page()
-            self._page.set_default_timeout(10_000)
-            self._cdp = context.new_cdp_session(self._page)
+            held = self._held = self._spare() or self._new_page()
+            held.blocked[0] = self.blocked
+            self._context, self._page, self._cdp = held.context, held.page, held.cdp
             self._page.set_content(app_html())
         except Exception:
             self.close()
             raise
         logger.debug("opened a %dx%d page", self.width, self.height)
 
-    def _block(self, route: Any) -> None:
-        """Abort every request: the task shell is inlined and needs no network."""
-        self.blocked.append(route.request.url)
-        route.abort("blockedbyclient")
+    def _new_page(self) -> _Page:
+        """A new context with one page and its DevTools session (every request aborted)."""
+        context = self._browser.new_context(
+            viewport={"width": self.width, "height": self.height},
+            device_scale_factor=1,
+            locale="en-US",
+            timezone_id="UTC",
+            reduced_motion="reduce",
+            service_workers="block",
+            java_script_enabled=True,
+        )
+        held = _Page(context, None, None, (self.width, self.height), [self.blocked])
+        try:
+            context.route("**/*", lambda route: _block(route, held.blocked[0]))
+            held.page = context.new_page()
+            held.page.set_default_timeout(10_000)
+            held.cdp = context.new_cdp_session(held.page)
+        except Exception:
+            _quietly(context.close, "closing a context that failed to open")
+            raise
+        return held
+
+    def _spare(self) -> _Page | None:
+        """A spare page of this viewport from this thread's Chromium, wiped back to a new page's
+        state (a new empty document, no cookies or permissions, the mouse at (0, 0)); ``None``
+        when there is none (a spare that fails its wipe is closed)."""
+        assert self._shared is not None
+        spares = self._shared.spares
+        while True:
+            with _LOCK:
+                index = next(
+                    (i for i, s in enumerate(spares) if s.size == (self.width, self.height)), None
+                )
+                if index is None:
+                    return None
+                held = spares.pop(index)
+            try:
+                held.page.goto("about:blank")
+                held.context.clear_cookies()
+                held.context.clear_permissions()
+                held.page.mouse.move(0, 0)
+                return held
+            except Exception as exc:  # its renderer died: a new page instead
+                logger.debug("dropped a spare page: %s", exc)
+                _quietly(held.context.close, "closing a spare page")
 
     def close(self) -> None:
         """Close the page and its context (idempotent; never raises); the last user of the shared
@@ -451,12 +511,15 @@ class Browser:
         self._close(stop=True)
 
     def _close(self, stop: bool) -> None:
-        context, shared = getattr(self, "_context", None), getattr(self, "_shared", None)
-        self._shared = self._browser = self._context = self._page = self._cdp = None
+        held, shared = getattr(self, "_held", None), getattr(self, "_shared", None)
+        alive = held is not None and self.alive
+        self._shared = self._browser = self._held = self._context = self._page = self._cdp = None
         if shared is not None and shared.pid != os.getpid():
             return  # a fork's copy: a call would write into the parent's driver pipe
-        if context is not None:
-            _quietly(context.close, "closing the browser context")
+        if held is not None:
+            held.blocked[0] = []  # requests of a page no longer ours are not this env's
+            if not (alive and stop and _keep_spare(shared, held)):
+                _quietly(held.context.close, "closing the browser context")
         if shared is not None:
             _release(shared, stop=stop)
 
@@ -570,6 +633,27 @@ class Browser:
         # garbage collection may run inside Playwright's own event loop: gives the count back
         # but leaves stopping the browser to its next user, close_thread_browser or exit
         self._close(stop=False)
+
+
+def _block(route: Any, blocked: list[str]) -> None:
+    """Abort every request (the task shell is inlined and needs no network); record its URL."""
+    blocked.append(route.request.url)
+    route.abort("blockedbyclient")
+
+
+def _keep_spare(shared: _Shared, held: _Page) -> bool:
+    """Keep ``held`` (an open page being closed) as a spare of ``shared`` when its Chromium stays
+    for another user of this thread and the spares are not full; ``False``: close it."""
+    with _LOCK:
+        if (
+            shared.users > 1  # someone else (a hold, another page) keeps Chromium running
+            and shared.thread is threading.current_thread()
+            and _SHARED.get(threading.get_ident()) is shared
+            and len(shared.spares) < SPARE_PAGES
+        ):
+            shared.spares.append(held)
+            return True
+    return False
 
 
 def probe() -> Any:

@@ -127,6 +127,37 @@ def test_held_keeps_one_browser_across_many_envs_and_releases_it_at_the_end(no_b
     assert no_browser[0] == 1
 
 
+def test_held_reuses_a_closed_envs_page_wiped(no_browser, monkeypatch):
+    """Within a hold, the next env takes a closed env's page (no new renderer) after wiping it: a
+    new JavaScript realm, its own blocked-request count; a page of another viewport is not taken;
+    the spares go with the browser."""
+    opened = []
+    new_page = browser_module.Browser._new_page
+    monkeypatch.setattr(
+        browser_module.Browser, "_new_page", lambda self: opened.append(1) or new_page(self)
+    )
+    with held():
+        first = GuiEnv(task="click-button")
+        first.reset(seed=0)
+        page = first.unwrapped._browser._page
+        first.unwrapped._browser.evaluate("() => { window.leftOver = 1; }")
+        first.unwrapped._browser.blocked.append("http://example.invalid/")
+        first.close()
+        second = GuiEnv(task="enter-text")
+        other_size = GuiEnv(task="enter-text", viewport_width=320)
+        try:
+            second.reset(seed=0)
+            other_size.reset(seed=0)
+            assert second._browser._page is page and other_size._browser._page is not page
+            assert second._browser.evaluate("() => typeof window.leftOver") == "undefined"
+            assert second.step(second.oracle_action())[4]["blocked_requests"] == 0
+            assert len(opened) == 2, "one new page per viewport"
+        finally:
+            second.close()
+            other_size.close()
+    assert not _browser_processes()
+
+
 def test_each_thread_stops_its_own_browser_with_its_last_env(no_browser):
     main_env = GuiEnv(task="login")
     main_env.reset(seed=0)
