@@ -46,12 +46,7 @@ def add_grpo_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ID",
         help="a registered env id to train on; repeat for several (the curriculum picks among them)",
     )
-    parser.add_argument(
-        "--model",
-        required=True,
-        metavar="DIR",
-        help="local model directory (save_pretrained layout), a .gguf file, or smollm2",
-    )
+    add_model_arguments(parser, metavar="DIR")
     parser.add_argument("--steps", type=int, default=100, help="GRPO steps (default: 100)")
     parser.add_argument(
         "--eval-episodes",
@@ -59,7 +54,6 @@ def add_grpo_arguments(parser: argparse.ArgumentParser) -> None:
         default=0,
         help="after training, greedy success on this many held-out seeds of each env (default: 0)",
     )
-    add_lora_arguments(parser)
     add_config_arguments(parser, GRPOConfig, aliases={"output_dir": ("--out",)})
 
 
@@ -68,12 +62,7 @@ def add_sft_arguments(parser: argparse.ArgumentParser) -> None:
     from verigym.agents.common.config import add_config_arguments
     from verigym.agents.llm.sft import SFTConfig
 
-    parser.add_argument(
-        "--model",
-        required=True,
-        metavar="M",
-        help="local model directory (save_pretrained layout), a .gguf file, or smollm2",
-    )
+    add_model_arguments(parser, metavar="M", default_r=SFTConfig.lora_r)
     parser.add_argument(
         "--data",
         required=True,
@@ -87,14 +76,22 @@ def add_sft_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="where the adapter (or model) and logs go",
     )
-    add_lora_arguments(parser, default_r=SFTConfig.lora_r)
     add_config_arguments(parser, SFTConfig, skip=set(_SFT_OWN))
 
 
-def add_lora_arguments(parser: argparse.ArgumentParser, *, default_r: int = 0) -> None:
-    """``--adapter``, ``--lora-r``, ``--lora-alpha``, ``--lora-target-modules`` (both verbs)."""
+def add_model_arguments(
+    parser: argparse.ArgumentParser, *, metavar: str, default_r: int = 0
+) -> None:
+    """``--model``, ``--adapter``, ``--lora-r``, ``--lora-alpha``, ``--lora-target-modules``: what
+    :func:`_load_policy` reads (both verbs)."""
     from verigym.agents.llm.policy import DEFAULT_LORA_TARGETS
 
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar=metavar,
+        help="local model directory (save_pretrained layout), a .gguf file, or smollm2",
+    )
     parser.add_argument(
         "--adapter",
         default=None,
