@@ -9,7 +9,7 @@ import pytest
 from gymnasium.vector import AutoresetMode
 
 import verigym  # noqa: F401
-from verigym.agents.common.vec import EnvPool, action_masks, final_observations
+from verigym.agents.common.vec import EnvPool, action_masks, final_observations, vector_env
 
 
 def test_pool_steps_equal_single_env_steps():
@@ -61,3 +61,19 @@ def test_rejects_bad_arguments():
     envs.reset(seed=0)
     with pytest.raises(ValueError, match="actions"):
         envs.step(np.zeros(3, dtype=np.int64))
+
+
+def test_learners_vector_env_counts_episodes_and_needs_same_step_autoreset():
+    with pytest.raises(ValueError, match="SAME_STEP"):
+        vector_env(gym.make_vec("verigym/Empty-5x5-v0", num_envs=2, vectorization_mode="sync"), 2)
+    for native in (True, False):  # the batched engine and the per-env pool count alike
+        envs = vector_env("verigym/Empty-5x5-v0", 2, native=native)
+        envs.reset(seed=0)
+        assert envs.pop_episodes() == []
+        for _ in range(100):  # Empty-5x5: max_steps 100
+            envs.step(np.full(2, 6, dtype=np.int64))  # "done": a no-op, so both run out of time
+        assert (
+            envs.pop_episodes()
+            == [{"return": 0.0, "length": 100.0, "success": 0.0, "score": 0.0}] * 2
+        )
+        envs.close()
