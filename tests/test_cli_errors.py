@@ -423,6 +423,7 @@ def test_library_bars_are_off_in_a_log_only():
         def isatty(self) -> bool:
             return True
 
+    transformers_logging.enable_progress_bar()  # an earlier test's quiet run may have turned it off
     try:
         assert not quiet_library_bars(Terminal()) and transformers_logging.is_progress_bar_enabled()
         assert (
