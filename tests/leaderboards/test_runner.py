@@ -21,7 +21,7 @@ from verigym.leaderboards.standings import compute_standings, render_html, rende
 from verigym.leaderboards.store import EpisodeRow, ResultsStore
 from verigym.leaderboards.suite import EVAL_SEED_START, Suite, Task, list_suites, load_suite
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 CHEAP = Suite(

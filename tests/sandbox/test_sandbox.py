@@ -711,7 +711,7 @@ def test_the_non_root_path_holds(tmp_path):
     import sys
 
     repo_package = os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "verigym"
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "verigym"
     )
     if os.geteuid() == 0:
         setpriv, system_python = (
