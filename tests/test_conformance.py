@@ -21,17 +21,19 @@ from verigym.checker import _fresh_trajectories, check_env
 
 FAMILY_MARKS = {"gui": pytest.mark.gui, "mujoco": pytest.mark.mujoco}
 STEPS = 120
-# Rollout length per family: 60 steps where a step or a reset is a verifier, a sandbox or a browser
-# call (still several episodes of every text/tool/GUI task; the checker's own default is 200), 120
-# where steps are cheap array updates (grid worlds, MuJoCo: their episodes are long)
+# Rollout length per family (check_env's ``steps``: the determinism and fresh-interpreter rollouts,
+# and the other play before reset_leak's replay): 120 where steps are cheap array updates (grid
+# worlds, MuJoCo: their episodes are long); 30 where a step or a reset is a task generator, a
+# verifier, a sandbox or a browser call (still several episodes of every text/tool/GUI task, 30 of
+# a single-turn one; the checker's own default is 200, its other play 60 steps)
 CHEAP_STEP_FAMILIES = {"grid", "mujoco"}
 
 
 def steps_for(env_id: str) -> int:
-    """The determinism/fresh-interpreter rollout length used for ``env_id`` (see ``STEPS``)."""
+    """The rollout length ``check_env`` is given for ``env_id`` (see ``STEPS``)."""
     from verigym.registration import row
 
-    return STEPS if row(env_id).family in CHEAP_STEP_FAMILIES else STEPS // 2
+    return STEPS if row(env_id).family in CHEAP_STEP_FAMILIES else STEPS // 4
 
 
 # Variants checked in the slow run only: each costs 15-50 s of sandboxed or browser episodes, and

@@ -19,7 +19,8 @@ Checks (each reports what was tried and what happened):
     the env returns (observations, ``info`` values and keys, at reset too) holds a lone surrogate,
     which cannot be encoded to UTF-8 (a tokenizer, the wire and the stores need valid text).
 ``reset_leak``
-    ``reset(seed=s)`` after other play replays exactly like a first ``reset(seed=s)``.
+    ``reset(seed=s)`` after other play (``min(steps, 60)`` steps from another seed) replays exactly
+    like a first ``reset(seed=s)``.
 ``seed_sensitivity``
     different seeds give different tasks (an env whose reset is legitimately seed-independent sets
     ``metadata["seedless_reset"] = True``).
@@ -1017,9 +1018,10 @@ class _Checker:
         if self.nondeterministic:
             return "skip", "the spec says nondeterministic=True"
         reference = self._seeded(25)  # what a fresh instance plays
+        other = min(self.steps, 60)  # as long as the determinism rollouts, up to 60 steps
         env = self.factory()
         try:
-            _rollout(env, self.seed + 1000, 60)
+            _rollout(env, self.seed + 1000, other)
             again = _rollout(env, self.seed, 25)
         finally:
             env.close()
@@ -1027,7 +1029,7 @@ class _Checker:
         if difference:
             return (
                 "fail",
-                f"reset(seed={self.seed}) after 60 other steps does not replay the first episode: {difference} (is some state kept across reset?)",
+                f"reset(seed={self.seed}) after {other} other steps does not replay the first episode: {difference} (is some state kept across reset?)",
             )
         return "pass", ""
 
@@ -1467,7 +1469,8 @@ def check_env(
 
     Args:
         env: a registered id, a ``gymnasium.Env`` instance, or a zero-argument factory.
-        steps: length of the determinism rollouts.
+        steps: length of the determinism rollouts (and of the other play before the replay in
+            ``reset_leak``, up to 60 steps).
         seed: the first reset seed.
         atol: absolute tolerance for float observations/rewards; default
             ``metadata["determinism_atol"]`` or 0 (exact).
