@@ -15,7 +15,8 @@ native tool calls (:data:`WORKSPACE_TOOLS`, OpenAI function-calling schemas):
   observation (``[killed after N s]``), never as a dead sandbox.
 * ``read_file(path, start_line, end_line)``: numbered lines of a text file (1-based, inclusive).
 * ``write_file(path, content)``: create or replace a file (directories are made).
-* ``apply_patch(diff)``: apply a unified diff with verigym's own pure-Python applier
+* ``apply_patch(diff)``: apply a unified diff, parsed by ``unidiff`` after our bounds on its
+  headers (:func:`parse_unified_diff`), with verigym's own pure-Python applier
   (:func:`apply_unified_diff`; the ``patch`` binary is not used): every hunk's context and removed
   lines must match the file exactly at the stated line (or, failing that, at one unique place
   nearby); on any mismatch nothing is written and the error names the file, hunk and line.
@@ -26,6 +27,8 @@ Paths are relative to :data:`ROOT` (an absolute path inside it is accepted); ``.
 workspace, other absolute paths, and symbolic links that point outside are refused with an
 :class:`~verigym.core.ActionParseError` (the env turns it into ``info["action_error"]``).
 
+The code that runs in the sandbox's worker is ``envs/tool/_sandbox_shell.py`` (:data:`SANDBOX_SOURCE`).
+
 What the sandbox answers is untrusted (agent processes ran there): :meth:`Workspace.snapshot` bounds
 the number and size of the files it reads out and checks every value's type.
 """
@@ -35,8 +38,12 @@ from __future__ import annotations
 import copy
 import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+from unidiff import PatchSet
+from unidiff.errors import UnidiffParseError
 
 from verigym.core import ActionParseError
 from verigym.sandbox import Limits, PythonSandbox
@@ -44,6 +51,7 @@ from verigym.toolcalls import Tool, ToolCall
 
 __all__ = [
     "ROOT",
+    "SANDBOX_SOURCE",
     "WORKSPACE_TOOLS",
     "PatchError",
     "Workspace",
@@ -134,6 +142,7 @@ class PatchError(ValueError):
 # -- the pure-Python unified-diff applier (runs in the parent on agent text: bounded, no I/O) --------
 
 _HUNK = re.compile(r"^@@ -(\d{1,9})(?:,(\d{1,9}))? \+(\d{1,9})(?:,(\d{1,9}))? @@")
+_HUNK_DIGITS = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
 
 MAX_PATCH_HUNKS = 1000
 """Most hunks one patch may hold, over all its files (more is a :class:`PatchError`)."""
@@ -144,41 +153,28 @@ MAX_MATCH_LINES = 2_000_000
 place tried costs the hunk's old lines): the search is bounded whatever the patch asks."""
 
 
-def _diff_path(header: str) -> str | None:
-    """The path of a ``---``/``+++`` line (``None`` for ``/dev/null``), a/ b/ prefixes dropped."""
-    name = header[4:].split("\t")[0].strip()
-    if name == "/dev/null":
-        return None
-    if name.startswith(("a/", "b/")):
-        name = name[2:]
-    return name
+def _bounds(lines: list[str]) -> int:
+    """Check the diff's headers before any parsing; the number of file headers.
 
-
-def parse_unified_diff(
-    diff: str,
-) -> list[tuple[str | None, str | None, list[tuple[int, list[str]]]]]:
-    """Parse a unified diff into ``(old path, new path, [(old start line, hunk lines)])`` per file.
-
-    Hunk lines keep their first character (``' '``, ``'-'``, ``'+'``); ``\\ No newline`` lines are
-    skipped. Costs O(length of ``diff``).
+    Counts ``--- ``/``+++ `` header pairs (an upper bound: a removed line ``-- x`` right before an
+    added line ``++ y`` counts too) and hunk headers, in the order they come.
 
     Raises:
-        PatchError: no file header, a hunk outside a file, a hunk whose line counts do not match,
-            an empty hunk, more than :data:`MAX_PATCH_HUNKS` hunks or :data:`MAX_PATCH_FILES` files.
+        PatchError: a hunk before any file header, an empty hunk, a hunk header with a number over
+            9 digits, more than :data:`MAX_PATCH_HUNKS` hunks or :data:`MAX_PATCH_FILES` files.
     """
-    files: list[tuple[str | None, str | None, list[tuple[int, list[str]]]]] = []
-    lines = diff.splitlines()
-    i = hunks = 0
-    while i < len(lines):
-        line = lines[i]
+    files = hunks = 0
+    for i, line in enumerate(lines):
         if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
-            if len(files) >= MAX_PATCH_FILES:
+            files += 1
+            if files > MAX_PATCH_FILES:
                 raise PatchError(f"more than {MAX_PATCH_FILES} files in one patch")
-            files.append((_diff_path(line), _diff_path(lines[i + 1]), []))
-            i += 2
-            continue
-        match = _HUNK.match(line)
-        if match:
+        elif line.startswith("@@ -"):
+            match = _HUNK.match(line)
+            if match is None:
+                if _HUNK_DIGITS.match(line):
+                    raise PatchError(f"line {i + 1}: a hunk header number has over 9 digits")
+                continue  # not a hunk header: the parser reads it as text
             if not files:
                 raise PatchError(
                     f"line {i + 1}: a hunk before any '--- a/file' / '+++ b/file' header"
@@ -192,29 +188,94 @@ def parse_unified_diff(
                 raise PatchError(
                     f"line {i + 1}: hunk '{line.strip()}' is empty (no old, no new lines)"
                 )
-            body: list[str] = []
-            i += 1
-            seen_old = seen_new = 0
-            while i < len(lines) and (seen_old < old_len or seen_new < new_len):
-                text = lines[i]
-                if text.startswith("\\"):
-                    i += 1
-                    continue
-                kind = text[:1] or " "  # an empty line inside a hunk is an empty context line
-                if kind not in " -+":
-                    break
-                body.append(kind + text[1:])
-                seen_old += kind != "+"
-                seen_new += kind != "-"
-                i += 1
-            if (seen_old, seen_new) != (old_len, new_len):
-                raise PatchError(
-                    f"hunk '{line.strip()}' of {files[-1][1] or files[-1][0]}: the header promises "
-                    f"{old_len} old and {new_len} new lines, the body has {seen_old} and {seen_new}"
-                )
-            files[-1][2].append((int(match.group(1)), body))
+    return files
+
+
+def _diff_path(name: str) -> str | None:
+    """The path of a ``---``/``+++`` file name (``None`` for ``/dev/null``), a/ b/ prefixes dropped."""
+    name = name.strip()
+    if name == "/dev/null":
+        return None
+    if name.startswith(("a/", "b/")):
+        name = name[2:]
+    return name
+
+
+_HINTS = {
+    "Unexpected hunk found": " (a hunk must follow its file's '---'/'+++' header or another hunk)",
+    "Target without source": " (a '+++' line must follow its '---' line)",
+}
+"""What to add to ``unidiff``'s terse errors (keyed by the text before their colon)."""
+
+
+def parse_unified_diff(
+    diff: str,
+) -> list[tuple[str | None, str | None, list[tuple[int, list[str]]]]]:
+    """Parse a unified diff into ``(old path, new path, [(old start line, hunk lines)])`` per file.
+
+    The headers are bounded first (:func:`_bounds`); then ``unidiff`` parses. Hunk lines keep their
+    first character (``' '``, ``'-'``, ``'+'``); ``\\ No newline`` lines are skipped; an empty line
+    inside a hunk is an empty context line. Files without a ``---``/``+++`` pair (a ``diff --git``
+    rename or mode change alone, a binary file) are left out. Costs O(length of ``diff``).
+
+    Raises:
+        PatchError: no file header, a hunk outside a file, a hunk whose line counts do not match
+            its body, an empty hunk, more than :data:`MAX_PATCH_HUNKS` hunks or
+            :data:`MAX_PATCH_FILES` files.
+    """
+    lines = diff.splitlines()
+    if not _bounds(lines):
+        raise PatchError(
+            "no file header found: a unified diff starts with '--- a/path' and '+++ b/path'"
+        )
+    where = {"line": 0, "hunk": "", "file": ""}
+
+    def feed() -> Iterator[str]:  # records where the library is, for its error messages
+        target = ""
+        for number, line in enumerate(lines, 1):
+            where["line"] = number
+            if line.startswith("+++ "):
+                target = line[4:].split("\t")[0]
+            elif _HUNK.match(line):
+                where["hunk"], where["file"] = line.strip(), target
+            yield line + "\n"
+
+    try:
+        patch = PatchSet(feed())
+    except (UnidiffParseError, ValueError) as exc:
+        reason = str(exc).split(":")[0]
+        match = _HUNK.match(where["hunk"])
+        if match is not None and reason.startswith("Hunk"):
+            old_len = match.group(2) if match.group(2) is not None else "1"
+            new_len = match.group(4) if match.group(4) is not None else "1"
+            name = _diff_path(where["file"]) or where["file"].strip()
+            raise PatchError(
+                f"hunk '{where['hunk']}' of {name}: the header promises {old_len} old and "
+                f"{new_len} new lines, the body does not match them ({reason.lower()}, at line "
+                f"{where['line']})"
+            ) from None
+        hint = _HINTS.get(reason, "")
+        raise PatchError(f"line {where['line']}: {reason.lower()}{hint}") from None
+    files: list[tuple[str | None, str | None, list[tuple[int, list[str]]]]] = []
+    for patched in patch:
+        if patched.is_binary_file or not lines[patched.diff_line_no - 1].startswith(
+            ("+++ ", "diff --git ")
+        ):
             continue
-        i += 1
+        hunks = [
+            (
+                hunk.source_start,
+                [
+                    line.line_type + line.value.removesuffix("\n")
+                    for line in hunk
+                    if line.line_type in (" ", "-", "+")
+                ],
+            )
+            for hunk in patched
+        ]
+        if lines[patched.diff_line_no - 1].startswith("diff --git ") and not hunks:
+            continue  # a rename or mode change alone: no '---'/'+++' lines, nothing to write
+        files.append((_diff_path(patched.source_file), _diff_path(patched.target_file), hunks))
     if not files:
         raise PatchError(
             "no file header found: a unified diff starts with '--- a/path' and '+++ b/path'"
@@ -300,101 +361,9 @@ def unified_diff(old: Mapping[str, str], new: Mapping[str, str], context: int = 
     return "".join(line if line.endswith("\n") else line + "\n" for line in chunks)
 
 
-# -- the helpers defined inside the sandbox's worker (stdlib only) -----------------------------------
-
-_HELPERS = r"""
-import os as _vgw_os, subprocess as _vgw_sp, signal as _vgw_signal, sys as _vgw_sys
-
-def _vgw_inside(root, rel):
-    path = _vgw_os.path.realpath(_vgw_os.path.join(root, rel))
-    if path != root and not path.startswith(root + "/"):
-        raise PermissionError("the path leaves the workspace: " + rel)
-    return path
-
-def _vgw_write_tree(root, files, clear=False):
-    if clear and _vgw_os.path.isdir(root):
-        import shutil
-        shutil.rmtree(root)
-    _vgw_os.makedirs(root, exist_ok=True)
-    for rel, text in files.items():
-        path = _vgw_inside(root, rel)
-        _vgw_os.makedirs(_vgw_os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-    bin_dir = "/tmp/.bin"
-    _vgw_os.makedirs(bin_dir, exist_ok=True)
-    for name in ("python", "python3"):
-        link = bin_dir + "/" + name
-        if not _vgw_os.path.lexists(link):
-            _vgw_os.symlink(_vgw_sys.executable, link)
-    return len(files)
-
-def _vgw_read(root, rel, cap):
-    path = _vgw_inside(root, rel)
-    if not _vgw_os.path.isfile(path):
-        return {"missing": True}
-    with open(path, "rb") as handle:
-        data = handle.read(cap + 1)
-    return {"text": data[:cap].decode("utf-8", "replace"), "cut": len(data) > cap}
-
-def _vgw_write(root, rel, text):
-    path = _vgw_inside(root, rel)
-    _vgw_os.makedirs(_vgw_os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="") as handle:
-        handle.write(text)
-    return len(text)
-
-def _vgw_shell(root, command, timeout, cap):
-    # output to an unlinked file, not a pipe: a process that left the group (setsid, a daemon)
-    # would hold a pipe open past the shell's end and its kill, and the call with it
-    import tempfile as _vgw_tempfile
-    env = {"PATH": "/tmp/.bin:/usr/local/bin:/usr/bin:/bin", "HOME": root, "LANG": "C.UTF-8",
-           "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": "/tmp"}
-    timed_out = False
-    with _vgw_tempfile.TemporaryFile(dir="/tmp") as out:
-        process = _vgw_sp.Popen(["/bin/sh", "-c", command], cwd=root, env=env,
-                                stdin=_vgw_sp.DEVNULL, stdout=out, stderr=_vgw_sp.STDOUT,
-                                start_new_session=True)
-        try:
-            process.wait(timeout=timeout)
-        except _vgw_sp.TimeoutExpired:
-            timed_out = True
-            try:
-                _vgw_os.killpg(process.pid, _vgw_signal.SIGKILL)
-            except OSError:
-                pass
-            process.wait()
-        size = _vgw_os.fstat(out.fileno()).st_size
-        out.seek(0)
-        data = out.read(4 * cap + 4)
-    text = data.decode("utf-8", "replace")
-    return {"status": process.returncode, "output": text[:cap],
-            "chars": len(text) if len(data) >= size else max(size, len(text)),
-            "timed_out": timed_out}
-
-def _vgw_snapshot(root, max_files, cap, under=""):
-    out = {}
-    skipped = []
-    top = _vgw_inside(root, under) if under else root
-    for folder, dirs, names in _vgw_os.walk(top):
-        dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", ".git"))
-        for name in sorted(names):
-            path = _vgw_os.path.join(folder, name)
-            rel = _vgw_os.path.relpath(path, root)
-            if _vgw_os.path.islink(path) or not _vgw_os.path.isfile(path):
-                skipped.append(rel)
-                continue
-            if len(out) >= max_files:
-                skipped.append(rel)
-                continue
-            with open(path, "rb") as handle:
-                data = handle.read(cap + 1)
-            if len(data) > cap:
-                skipped.append(rel)
-                continue
-            out[rel] = data.decode("utf-8", "replace")
-    return {"files": out, "skipped": skipped[:100]}
-"""
+SANDBOX_SOURCE = (Path(__file__).with_name("_sandbox_shell.py")).read_text()
+"""The sandbox-side code of the workspace and Terminal (``envs/tool/_sandbox_shell.py``, stdlib
+only): sent to the sandbox's worker as one cell by :meth:`Workspace.load_helpers`."""
 
 
 class Workspace:
@@ -491,7 +460,7 @@ class Workspace:
 
     def load_helpers(self) -> None:
         """Define the workspace helpers in the sandbox's worker (after a ``fresh()``)."""
-        loaded = self.sandbox.run(_HELPERS)
+        loaded = self.sandbox.run(SANDBOX_SOURCE)
         if not loaded.ok:
             raise RuntimeError(f"the workspace helpers did not load: {loaded.text()}")
 

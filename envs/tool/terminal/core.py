@@ -23,6 +23,7 @@ import base64
 import json
 import os
 import posixpath
+import shlex
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from verigym.envs.tool import _sandbox_shell
+from verigym.envs.tool.workspace import SANDBOX_SOURCE
 from verigym.workers import process_state
 
 __all__ = [
@@ -40,11 +43,11 @@ __all__ = [
     "Template",
     "Verdict",
     "scored",
+    "fresh_snapshot",
     "host_snapshot",
     "snapshot_from_wire",
-    "tree_code",
     "tree_command",
-    "SNAPSHOT_SOURCE",
+    "tree_payload",
 ]
 
 FileValue = str | bytes | tuple[str | bytes, int]
@@ -112,94 +115,32 @@ class Snapshot:
         return entry.mode if entry is not None else None
 
 
-SNAPSHOT_SOURCE = r"""
-import base64 as _b64, os as _os, stat as _stat
-
-def _vg_snapshot(root, max_files, max_bytes):
-    entries, total, error = {}, 0, ""
-    try:
-        top = _os.lstat(root)
-    except OSError:
-        return {"error": "the workspace folder is gone", "entries": {}}
-    if not _stat.S_ISDIR(top.st_mode):  # a link in its place would make another folder count
-        return {"error": "the workspace folder was replaced by something else", "entries": {}}
-    stack = [""]
-    while stack and not error:
-        rel_dir = stack.pop()
-        here = _os.path.join(root, rel_dir) if rel_dir else root
-        try:
-            names = sorted(_os.listdir(here))
-        except OSError as exc:
-            entries[rel_dir or "."] = ["d", 0, "", "unreadable: " + type(exc).__name__]
-            continue
-        for name in names:
-            rel = rel_dir + "/" + name if rel_dir else name
-            path = _os.path.join(here, name)
-            if len(entries) >= max_files:
-                error = "more than %d entries" % max_files
-                break
-            try:
-                st = _os.lstat(path)
-            except OSError:
-                continue
-            mode = _stat.S_IMODE(st.st_mode)
-            if _stat.S_ISLNK(st.st_mode):
-                entries[rel] = ["l", 0, "", _os.readlink(path)]
-            elif _stat.S_ISDIR(st.st_mode):
-                entries[rel] = ["d", mode, "", ""]
-                stack.append(rel)
-            elif _stat.S_ISREG(st.st_mode):
-                if total + st.st_size > max_bytes:
-                    error = "more than %d bytes of files" % max_bytes
-                    break
-                try:
-                    fd = _os.open(path, _os.O_RDONLY | _os.O_NOFOLLOW | _os.O_NONBLOCK)
-                except OSError:
-                    entries[rel] = ["f", mode, None, ""]
-                    continue
-                with _os.fdopen(fd, "rb") as handle:
-                    raw = handle.read(st.st_size + 1)[: max_bytes - total]
-                total += len(raw)
-                entries[rel] = ["f", mode, _b64.b64encode(raw).decode("ascii"), ""]
-            else:
-                entries[rel] = ["o", mode, "", ""]
-    return {"error": error, "entries": entries}
-"""
-"""Source of ``_vg_snapshot(root, max_files, max_bytes)``, run inside a sandbox: it never follows
-a link, never opens anything but a regular file (``O_NOFOLLOW | O_NONBLOCK``) and stops at the caps."""
-
-_HOST: dict[str, Any] = {}
-exec(compile(SNAPSHOT_SOURCE, "<verigym terminal snapshot>", "exec"), _HOST)  # our own source
-
-
 def host_snapshot(path: str) -> Snapshot:
-    """The tree at ``path`` read by this process (see :data:`SNAPSHOT_SOURCE` for what is read).
+    """The tree at ``path`` read by this process (the sandbox-side ``_vg_snapshot`` of
+    ``envs/tool/_sandbox_shell.py``: no link is followed, only regular files are opened, and it
+    stops at :data:`MAX_FILES` entries and :data:`MAX_BYTES` bytes).
 
     For a sandbox's tree through ``/proc/<stopped worker pid>/root``: with every process of the
     sandbox stopped or killed nothing changes the tree while it is read, and no link is followed,
     so nothing outside the tree is read.
     """
-    return snapshot_from_wire(_HOST["_vg_snapshot"](path, MAX_FILES, MAX_BYTES))
+    return snapshot_from_wire(_sandbox_shell._vg_snapshot(path, MAX_FILES, MAX_BYTES))
 
 
-SNAPSHOT_CALL = (
-    "import json as _json, subprocess as _sp, sys as _sys\n"
-    "def _vg_fresh_snapshot(root, max_files, max_bytes, timeout):\n"
-    "    # a new interpreter reads the tree: nothing the agent's commands did to this process counts\n"
-    "    code = _VG_SOURCE + '\\nimport json, sys\\nsys.stdout.write(json.dumps(_vg_snapshot(*json.loads(sys.argv[1]))))'\n"
-    "    done = _sp.run([_sys.executable, '-I', '-S', '-c', code, _json.dumps([root, max_files, max_bytes])],\n"
-    "                   capture_output=True, timeout=timeout, stdin=_sp.DEVNULL)\n"
-    "    if done.returncode != 0:\n"
-    "        return {'error': 'snapshot failed: ' + done.stderr.decode('utf-8', 'replace')[-300:], 'entries': {}}\n"
-    "    return _json.loads(done.stdout)\n"
-)
-"""Source of ``_vg_fresh_snapshot(root, max_files, max_bytes, timeout)``: the snapshot taken by a
-new ``python -I -S`` process (prepend ``_VG_SOURCE = <repr of SNAPSHOT_SOURCE>``)."""
-
-
-def snapshot_setup_code() -> str:
-    """Python cell that defines ``_vg_fresh_snapshot`` in a sandbox notebook."""
-    return f"_VG_SOURCE = {SNAPSHOT_SOURCE!r}\n{SNAPSHOT_CALL}"
+def fresh_snapshot(box: Any, root: str, timeout: float) -> Snapshot:
+    """The tree at ``root`` in ``box`` (a :class:`verigym.sandbox.PythonSandbox`) read by a new
+    ``python -I -S`` process there: nothing the agent's commands did to the worker's own
+    interpreter counts. A failure is a snapshot with ``error`` set.
+    """
+    loaded = box.run(SANDBOX_SOURCE, timeout=30.0)
+    if not loaded.ok:
+        return Snapshot(error="the snapshot could not start")
+    taken = box.call(
+        "_vg_fresh_snapshot",
+        [SANDBOX_SOURCE, root, MAX_FILES, MAX_BYTES, timeout],
+        timeout=timeout + 10.0,
+    )
+    return snapshot_from_wire(taken.value if taken.ok else None)
 
 
 def snapshot_from_wire(value: Any) -> Snapshot:
@@ -252,63 +193,34 @@ def normalize_files(files: Mapping[str, FileValue]) -> dict[str, tuple[bytes, in
     return out
 
 
-def tree_code(root: str, files: Mapping[str, FileValue]) -> str:
-    """Python source that creates ``root`` and writes ``files`` below it (modes applied last)."""
-    payload = {
+def tree_payload(files: Mapping[str, FileValue]) -> dict[str, list[Any]]:
+    """``{path: [base64 bytes, mode]}``: the argument of the sandbox-side ``_vg_write_files``.
+
+    Raises:
+        ValueError: a path is absolute, climbs out with ``..`` or is empty.
+    """
+    return {
         path: [base64.b64encode(data).decode("ascii"), mode]
         for path, (data, mode) in normalize_files(files).items()
     }
-    return (
-        "import base64 as _b, json as _j, os as _o\n"
-        f"_root = {root!r}\n"
-        "_o.makedirs(_root, exist_ok=True)\n"
-        f"for _p, (_d, _m) in _j.loads({json.dumps(payload)!r}).items():\n"
-        "    _f = _o.path.join(_root, _p)\n"
-        "    _o.makedirs(_o.path.dirname(_f), exist_ok=True)\n"
-        "    with open(_f, 'wb') as _h:\n"
-        "        _h.write(_b.b64decode(_d))\n"
-        "    _o.chmod(_f, _m)\n"
-    )
+
+
+def _packed(data: bytes) -> str:
+    return base64.b64encode(zlib.compress(data, 9)).decode("ascii")
 
 
 def tree_command(root: str, files: Mapping[str, FileValue]) -> str:
-    """A shell command (``python3 -c``, compressed) that does what :func:`tree_code` does; for a
-    workspace that logs and replays its shell commands."""
-    packed = base64.b64encode(zlib.compress(tree_code(root, files).encode("utf-8"), 9))
-    return (
-        'python3 -I -S -c "import base64, zlib; '
-        f"exec(zlib.decompress(base64.b64decode('{packed.decode('ascii')}')))\""
-    )
+    """A shell command that creates ``root`` and writes ``files`` below it (modes applied after
+    each write): ``python3 -I -S -c`` with a one-line bootstrap that runs the sandbox-side module
+    (compressed) as a script; for a workspace that logs and replays its shell commands.
 
-
-RUN_SOURCE = r"""
-import os as _vg_os, subprocess as _vg_sp, sys as _vg_sys
-_vg_os.makedirs("/tmp/.bin", exist_ok=True)
-for _vg_name in ("python", "python3"):
-    if not _vg_os.path.lexists("/tmp/.bin/" + _vg_name):
-        _vg_os.symlink(_vg_sys.executable, "/tmp/.bin/" + _vg_name)
-def _vg_shell(command, cwd, timeout, stdin_text):
-    # output to a file, not a pipe: a process that left the group cannot hold the call open
-    import signal as _vg_signal
-    with open("/tmp/.vg_in", "wb") as handle:
-        handle.write(stdin_text.encode("utf-8"))
-    with open("/tmp/.vg_in", "rb") as stdin, open("/tmp/.vg_out", "wb") as out:
-        process = _vg_sp.Popen(["/bin/sh", "-c", command], cwd=cwd, stdin=stdin, stdout=out,
-                               stderr=_vg_sp.DEVNULL, start_new_session=True,
-                               env={"PATH": "/tmp/.bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"})
-        try:
-            status = process.wait(timeout=timeout)
-        except _vg_sp.TimeoutExpired:
-            try:
-                _vg_os.killpg(process.pid, _vg_signal.SIGKILL)
-            except OSError:
-                pass
-            process.wait()
-            status = -1
-    with open("/tmp/.vg_out", "rb") as handle:
-        data = handle.read(1 << 20)
-    return [status, data.decode("utf-8", "replace"), ""]
-"""
+    Raises:
+        ValueError: a path is absolute, climbs out with ``..`` or is empty.
+    """
+    payload = json.dumps(tree_payload(files)).encode("utf-8")
+    source = _packed(SANDBOX_SOURCE.encode("utf-8"))
+    bootstrap = f"import base64, zlib; exec(zlib.decompress(base64.b64decode('{source}')))"
+    return f'python3 -I -S -c "{bootstrap}" --vg-write-files {shlex.quote(root)} {_packed(payload)}'
 
 
 class Runner:
@@ -345,13 +257,13 @@ class Runner:
             self._box = self._factory()
         box = self._box
         box.fresh()
-        setup = box.run(
-            tree_code(self.ROOT, files) + RUN_SOURCE + snapshot_setup_code(), timeout=30.0
-        )
+        setup = box.run(SANDBOX_SOURCE, timeout=30.0)
+        if setup.ok:
+            setup = box.call("_vg_write_files", [self.ROOT, tree_payload(files)], timeout=30.0)
         if not setup.ok:
             return -1, "", None
         result = box.call(
-            "_vg_shell", [command, self.ROOT, float(timeout), stdin], timeout=timeout + 5.0
+            "_vg_run", [command, self.ROOT, float(timeout), stdin], timeout=timeout + 5.0
         )
         value = result.value
         if not result.ok or not isinstance(value, list) or len(value) != 3:
@@ -365,10 +277,7 @@ class Runner:
             if process_state(pid) in ("T", "t"):
                 snap = host_snapshot(f"/proc/{pid}/root{self.ROOT}")
         if snapshot and snap is None:
-            taken = box.call(
-                "_vg_fresh_snapshot", [self.ROOT, MAX_FILES, MAX_BYTES, 30.0], timeout=40.0
-            )
-            snap = snapshot_from_wire(taken.value if taken.ok else None)
+            snap = fresh_snapshot(box, self.ROOT, 30.0)
         return (status if type(status) is int else -1), (out if isinstance(out, str) else ""), snap
 
     def close(self) -> None:

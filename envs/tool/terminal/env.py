@@ -11,16 +11,13 @@ from typing import Any
 from verigym.core import ActionParseError
 from verigym.envs.tool.base import ToolEnv, tool_call_text
 from verigym.envs.tool.terminal.core import (
-    MAX_BYTES,
-    MAX_FILES,
     Entry,
     Runner,
     Snapshot,
     Template,
+    fresh_snapshot,
     host_snapshot,
     normalize_files,
-    snapshot_from_wire,
-    snapshot_setup_code,
     tree_command,
 )
 from verigym.envs.tool.terminal.templates import GROUPS, TEMPLATES, pool
@@ -407,11 +404,7 @@ class TerminalEnv(ToolEnv):
             inside = f"/proc/{pid}/root{ROOT}"
             if os.path.isdir(f"/proc/{pid}/root/tmp"):
                 return host_snapshot(inside)
-        loaded = box.run(snapshot_setup_code(), timeout=30.0)
-        if not loaded.ok:
-            return Snapshot(error="the snapshot could not start")
-        taken = box.call("_vg_fresh_snapshot", [ROOT, MAX_FILES, MAX_BYTES, 20.0], timeout=30.0)
-        return snapshot_from_wire(taken.value if taken.ok else None)
+        return fresh_snapshot(box, ROOT, 20.0)
 
     def _verify(self, answer: str) -> tuple[bool, float]:
         assert self._task is not None

@@ -22,7 +22,8 @@ from verigym.envs.tool.terminal.core import (
     is_mode,
     normalize_files,
     snapshot_from_wire,
-    tree_code,
+    tree_command,
+    tree_payload,
 )
 from verigym.envs.tool.terminal.files import make_tar_gz, tar_members, zip_members
 from verigym.envs.tool.terminal.git import GIT_CONFIG, git_files
@@ -114,11 +115,12 @@ def test_snapshot_from_wire_refuses_malformed_values():
     assert snap.data("junk") is None
 
 
-def test_tree_code_refuses_paths_outside_the_workspace():
-    with pytest.raises(ValueError):
-        tree_code("/tmp/work", {"../escape": "x"})
-    with pytest.raises(ValueError):
-        tree_code("/tmp/work", {"/etc/passwd": "x"})
+def test_tree_writers_refuse_paths_outside_the_workspace():
+    for write in (tree_payload, lambda files: tree_command("/tmp/work", files)):
+        with pytest.raises(ValueError):
+            write({"../escape": "x"})
+        with pytest.raises(ValueError):
+            write({"/etc/passwd": "x"})
 
 
 def test_archive_readers_cap_sizes_and_refuse_garbage():
@@ -248,6 +250,26 @@ def test_a_patch_of_empty_hunks_is_an_action_error_before_any_sandbox():
     diff = "--- a/f.txt\n+++ b/f.txt\n" + "@@ -5,0 +5,0 @@\n" * 500
     with pytest.raises(ActionParseError, match="is empty"):
         _precheck(ToolCall("apply_patch", {"diff": diff}))
+
+
+def test_a_malformed_patch_is_the_same_action_error_as_before_the_library():
+    """A hunk whose body is shorter than its header says (what unidiff reads as "Hunk is shorter
+    than expected") is an action error naming the hunk, the file and the promised counts; the
+    episode goes on and no sandbox starts."""
+    from verigym.envs.tool.terminal.env import TerminalEnv
+
+    env = TerminalEnv(template="dedupe_lines")
+    try:
+        env.reset(seed=0)
+        diff = "--- a/f.txt\n+++ b/f.txt\n@@ -1,3 +1,2 @@\n-a\n+b\n"
+        _, reward, terminated, truncated, info = env.step(tool_call_text("apply_patch", diff=diff))
+        error = info["action_error"]
+        assert error.startswith("the patch does not apply: hunk '@@ -1,3 +1,2 @@' of f.txt")
+        assert "promises 3 old and 2 new lines" in error, error
+        assert not terminated and not truncated and reward <= 0
+        assert env._workspace is None  # refused on its arguments: no sandbox was started
+    finally:
+        env.close()
 
 
 def test_git_files_copy_objects_and_refs_never_the_agents_config():

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.test_sandbox import needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
+from tests.sandbox.test_sandbox import needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
 from verigym.core import ActionParseError
 from verigym.envs.tool.workspace import (
     MAX_MATCH_LINES,
@@ -54,6 +54,57 @@ def test_diff_mismatch_names_the_line():
         parse_unified_diff("@@ -1 +1 @@\n-a\n+b\n")
     with pytest.raises(PatchError, match="promises"):
         parse_unified_diff("--- a/x\n+++ b/x\n@@ -1,3 +1,2 @@\n-a\n+b\n")
+
+
+GIT_DIFF = """diff --git a/n b/n
+new file mode 100644
+index 0000000..3e75765
+--- /dev/null
++++ b/n
+@@ -0,0 +1 @@
++new
+diff --git a/x b/x
+old mode 100644
+new mode 100755
+index 1c943a9..36ef1ba
+--- a/x
++++ b/x
+@@ -1,3 +1,3 @@
+ a
+-b
++B
+ c
+\\ No newline at end of file
+diff --git a/y b/y2
+similarity index 100%
+rename from y
+rename to y2
+diff --git a/z b/z
+index 87ae6b6..22f6b3b 100644
+Binary files a/z and b/z differ
+"""
+
+
+def test_a_git_diff_parses_to_its_text_hunks_only():
+    """``git diff`` output: a new file and a changed one with their hunks; the rename without
+    content and the binary file have no '---'/'+++' lines and are left out."""
+    assert parse_unified_diff(GIT_DIFF) == [
+        (None, "n", [(0, ["+new"])]),
+        ("x", "x", [(1, [" a", "-b", "+B", " c"])]),
+    ]
+
+
+def test_malformed_diffs_are_patch_errors_that_say_where():
+    with pytest.raises(PatchError, match="over 9 digits"):
+        parse_unified_diff("--- a/x\n+++ b/x\n@@ -1,1234567890 +1 @@\n-a\n")
+    with pytest.raises(PatchError, match=r"line 7: unexpected hunk found \(a hunk must follow"):
+        parse_unified_diff("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\nprose\n@@ -5 +5 @@\n-c\n+d\n")
+    with pytest.raises(
+        PatchError, match="hunk '@@ -1,2 \\+1,2 @@' of x: the header promises 2 old"
+    ):
+        parse_unified_diff("--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-a\n+b\nnot a hunk line\n")
+    with pytest.raises(PatchError, match="no file header found"):
+        parse_unified_diff("just some text\n")
 
 
 BIG = "".join(f"line {i}\n" for i in range(131_000))
