@@ -24,7 +24,7 @@ import json
 import math
 import pathlib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -494,38 +494,35 @@ def render_markdown(standings: Standings) -> str:
         ]
     if standings.notes:
         lines += ["", "## Notes", ""] + [f"* {note}" for note in standings.notes]
-    lines += [
-        "",
-        "## Per task",
-        "",
-        "| task | " + " | ".join(f"`{e.label}`" for e in standings.entries) + " |",
-        "|---|" + "---|" * len(standings.entries),
-    ]
-    for env_id in standings.env_ids:
-        lines.append(
-            f"| {_markdown_cell(_short_id(env_id))} | "
-            + " | ".join(
-                _cell_text(e.cells.get(env_id)).replace("|", "\\|") for e in standings.entries
-            )
-            + " |"
-        )
-    lines += [
-        "",
-        "## Success rate",
-        "",
-        "| task | " + " | ".join(f"`{e.label}`" for e in standings.entries) + " |",
-        "|---|" + "---|" * len(standings.entries),
-    ]
-    for env_id in standings.env_ids:
-        lines.append(
-            f"| {_markdown_cell(_short_id(env_id))} | "
-            + " | ".join(
-                f"{e.cells[env_id].success_rate:.0%}" if env_id in e.cells else "—"
-                for e in standings.entries
-            )
-            + " |"
-        )
+    lines += _markdown_task_table(
+        "Per task", standings, lambda e, env_id: _cell_text(e.cells.get(env_id))
+    )
+    lines += _markdown_task_table(
+        "Success rate",
+        standings,
+        lambda e, env_id: f"{e.cells[env_id].success_rate:.0%}" if env_id in e.cells else "—",
+    )
     return "\n".join(lines) + "\n"
+
+
+def _markdown_task_table(
+    title: str, standings: Standings, cell: Callable[[Entry, str], str]
+) -> list[str]:
+    """A Markdown section: a row per task, a column per entry, ``cell(entry, env_id)`` in each."""
+    lines = [
+        "",
+        f"## {title}",
+        "",
+        "| task | " + " | ".join(f"`{e.label}`" for e in standings.entries) + " |",
+        "|---|" + "---|" * len(standings.entries),
+    ]
+    for env_id in standings.env_ids:
+        lines.append(
+            f"| {_markdown_cell(_short_id(env_id))} | "
+            + " | ".join(cell(e, env_id).replace("|", "\\|") for e in standings.entries)
+            + " |"
+        )
+    return lines
 
 
 # ---- HTML with inline SVG plots --------------------------------------------------------------
