@@ -171,34 +171,13 @@ class EpisodeRow:
                 :data:`MAX_IDENTIFIER_CHARS`, ``packages`` or ``env_kwargs`` is over its bound or
                 not a JSON object, or ``trajectory_digest`` is not ``""`` or 64 hex digits.
         """
-        for name in (
-            "suite",
-            "env_id",
-            "agent_spec",
-            "config_hash",
-            "status",
-            "error",
-            "verigym_version",
-            "packages",
-            "git_sha",
-            "python",
-            "created_at",
-            "env_kwargs",
-            "trajectory_digest",
-        ):
-            _require_type(self, name, str)
-        for name in self.IDENTIFIERS:
-            _require_identifier(self, name)
+        _require_text_fields(self, self.IDENTIFIERS)
         for name in ("env_version", "seed", "length"):
             _require_type(self, name, int)
         _require_type(self, "success", bool)
         for name in ("score", "episode_return", "time_s"):
             _require_finite(self, name)
-        for name in self.PROVENANCE:
-            if not getattr(self, name).strip():
-                raise ValueError(
-                    f"refusing a result row without provenance: {name} is {getattr(self, name)!r}"
-                )
+        _require_provenance(self, self.PROVENANCE, "result")
         if not self.env_id.endswith(f"-v{self.env_version}"):
             raise ValueError(f"env_version {self.env_version} does not match {self.env_id}")
         if self.status not in STATUSES:
@@ -278,6 +257,24 @@ def trajectory_digest(row: EpisodeRow, blob: bytes) -> str:
         ensure_ascii=True,
     )
     return hashlib.sha256(header.encode() + b"\0" + bytes(blob)).hexdigest()
+
+
+def _require_text_fields(row: Any, identifiers: Iterable[str]) -> None:
+    """Every field annotated ``str`` holds a ``str``; each of ``identifiers`` is clean text
+    (:func:`_require_identifier`). Raises ``ValueError``."""
+    for f in fields(row):
+        if f.type == "str":
+            _require_type(row, f.name, str)
+    for name in identifiers:
+        _require_identifier(row, name)
+
+
+def _require_provenance(row: Any, names: Iterable[str], kind: str) -> None:
+    """Each of ``names`` is a non-blank string, else ``ValueError`` naming the ``kind`` of row."""
+    for name in names:
+        value = getattr(row, name)
+        if not value.strip():
+            raise ValueError(f"refusing a {kind} row without provenance: {name} is {value!r}")
 
 
 def _require_identifier(row: Any, name: str) -> None:
@@ -387,6 +384,30 @@ class MatchRow:
     python: str
     created_at: str = ""
 
+    IDENTIFIERS = (
+        "suite",
+        "env_id",
+        "first_spec",
+        "first_hash",
+        "second_spec",
+        "second_hash",
+        "verigym_version",
+        "git_sha",
+        "python",
+        "created_at",
+    )
+    PROVENANCE = (
+        "env_id",
+        "first_spec",
+        "first_hash",
+        "second_spec",
+        "second_hash",
+        "verigym_version",
+        "packages",
+        "git_sha",
+        "python",
+    )
+
     def validate(self) -> None:
         """Check every field strictly.
 
@@ -395,52 +416,12 @@ class MatchRow:
                 ``±``:data:`MAX_ABS_RETURN`), a negative or huge length or seed, a ``created_at`` that is not ISO 8601, or an identifier that holds a control
                 character or text that is not UTF-8.
         """
-        for name in (
-            "suite",
-            "env_id",
-            "first_spec",
-            "first_hash",
-            "second_spec",
-            "second_hash",
-            "error",
-            "verigym_version",
-            "packages",
-            "git_sha",
-            "python",
-            "created_at",
-        ):
-            _require_type(self, name, str)
-        for name in (
-            "suite",
-            "env_id",
-            "first_spec",
-            "first_hash",
-            "second_spec",
-            "second_hash",
-            "verigym_version",
-            "git_sha",
-            "python",
-            "created_at",
-        ):
-            _require_identifier(self, name)
+        _require_text_fields(self, self.IDENTIFIERS)
         for name in ("seed", "length"):
             _require_type(self, name, int)
         for name in ("first_payoff", "second_payoff"):
             _require_finite(self, name)
-        for name in (
-            "env_id",
-            "first_spec",
-            "first_hash",
-            "second_spec",
-            "second_hash",
-            "verigym_version",
-            "packages",
-            "git_sha",
-            "python",
-        ):
-            value = getattr(self, name)
-            if not value.strip():
-                raise ValueError(f"refusing a match row without provenance: {name} is {value!r}")
+        _require_provenance(self, self.PROVENANCE, "match")
         _require_bounds(self, "seed", 0, MAX_SEED)
         _require_bounds(self, "length", 0, MAX_LENGTH)
         for name in ("first_payoff", "second_payoff"):
