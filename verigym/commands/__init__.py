@@ -7,9 +7,10 @@ by :func:`lookup_env`, before any work starts.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-__all__ = ["lookup_env", "usage_error"]
+__all__ = ["add_row_filters", "lookup_env", "usage_error"]
 
 
 def usage_error(command: str, message: str) -> int:
@@ -20,6 +21,17 @@ def usage_error(command: str, message: str) -> int:
     """
     print(f"verigym {command}: {message}", file=sys.stderr)
     return 2
+
+
+def add_row_filters(parser: argparse.ArgumentParser) -> None:
+    """Add ``--suite`` and ``--agent``, which pick the stored episodes a command reads (as
+    :meth:`verigym.leaderboards.store.ResultsStore.suite_rows` takes them)."""
+    parser.add_argument(
+        "--suite",
+        default=None,
+        help="only the tasks, seeds and kwargs of this suite (name or .json path)",
+    )
+    parser.add_argument("--agent", default=None, help="only the episodes of this agent spec")
 
 
 def lookup_env(command: str, env_id: str) -> str | None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from verigym.commands import add_row_filters
+
 HELP = "write the stored trajectories as a Hugging Face datasets table (chat messages, reward, success, provenance), or demonstrations as chat SFT data (--format sft)"
 
 
@@ -51,12 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="any",
         help="keep every episode, only the successes (rejection sampling / SFT), or only the failures",
     )
-    parser.add_argument(
-        "--suite",
-        default=None,
-        help="only the tasks, seeds and kwargs of this suite (name or .json path)",
-    )
-    parser.add_argument("--agent", default=None, help="only the episodes of this agent spec")
+    add_row_filters(parser)
     parser.add_argument(
         "--include-errors",
         action="store_true",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from verigym.commands import add_row_filters
+
 HELP = (
     "replay every stored result from its row's own env id, seed and kwargs in the current env versions; "
     "exit 1 naming each result whose verdict changed or that could not be replayed. It proves each stored "
@@ -14,12 +16,7 @@ HELP = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None, help="results folder (default: ./verigym-results)")
-    parser.add_argument(
-        "--suite",
-        default=None,
-        help="only the tasks, seeds and kwargs of this suite (name or .json path)",
-    )
-    parser.add_argument("--agent", default=None, help="only the episodes of this agent spec")
+    add_row_filters(parser)
     parser.add_argument(
         "--allow-kwargs",
         default="",
