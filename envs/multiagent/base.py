@@ -47,7 +47,7 @@ from verigym.core import (
 )
 from verigym.validation import check_choice, check_int, check_number
 
-__all__ = ["AECView", "AgentSpaces", "ParallelGame", "TurnBasedGame", "last_match"]
+__all__ = ["AECView", "AgentSpaces", "MarkBoardGame", "ParallelGame", "TurnBasedGame", "last_match"]
 
 
 class AgentSpaces:
@@ -378,3 +378,36 @@ class TurnBasedGame(AgentSpaces, AECEnv):
         shown = ", ".join(self.action_text(int(a), agent) for a in legal[:20])
         more = f" and {len(legal) - 20} more" if len(legal) > 20 else ""
         return f"legal moves: {shown}{more}" if len(legal) else "no legal moves"
+
+
+class MarkBoardGame(TurnBasedGame):
+    """A two-seat board game of marks: ``player_0`` places mark 1, ``player_1`` mark 2, an empty
+    cell is 0, and the first to line up its marks wins (tic-tac-toe, connect four).
+
+    Gives the shared rules: the mark of a seat, whose turn is next, the win/loss/draw payoffs
+    and the three-plane observation. An action is a cell or column number.
+    """
+
+    def _mark(self, agent: str) -> int:
+        """1 for ``player_0``, 2 for ``player_1``."""
+        return 1 + self.possible_agents.index(agent)
+
+    def _other(self, agent: str) -> str:
+        """The seat that moves after ``agent``."""
+        return self.possible_agents[1 - self.possible_agents.index(agent)]
+
+    def _mark_payoffs(self, winner: int) -> dict[str, float]:
+        """+1 to the seat with mark ``winner``, -1 to the other; 0 each when ``winner`` is 0 (a draw)."""
+        return {
+            a: 0.0 if not winner else (1.0 if self._mark(a) == winner else -1.0)
+            for a in self.possible_agents
+        }
+
+    def _mark_planes(self, grid: np.ndarray, agent: str) -> np.ndarray:
+        """``int8`` array of shape ``grid.shape + (3,)``: ``agent``'s marks, the opponent's, the
+        empty cells."""
+        mine = self._mark(agent)
+        return np.stack([grid == mine, grid == 3 - mine, grid == 0], axis=-1).astype(np.int8)
+
+    def action_text(self, action: Any, agent: str) -> str:
+        return str(int(action))

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
-from verigym.envs.multiagent.base import TurnBasedGame, last_match
+from verigym.envs.multiagent.base import MarkBoardGame, TurnBasedGame, last_match
 
 __all__ = ["ConnectFourEnv"]
 
@@ -32,7 +31,7 @@ def _connects(board: np.ndarray, row: int, col: int) -> bool:
     return False
 
 
-class ConnectFourEnv(TurnBasedGame):
+class ConnectFourEnv(MarkBoardGame):
     """ConnectFour for two agents on a 6x7 board (PettingZoo AEC).
 
     ## Description
@@ -90,9 +89,6 @@ class ConnectFourEnv(TurnBasedGame):
         self.board = np.zeros((ROWS, COLUMNS), dtype=np.int8)
         self._winner = 0
 
-    def _mark(self, agent: str) -> int:
-        return 1 + self.possible_agents.index(agent)
-
     # -- rules ----------------------------------------------------------------------------------
     def _new_game(self) -> str:
         self.board = np.zeros((ROWS, COLUMNS), dtype=np.int8)
@@ -113,19 +109,13 @@ class ConnectFourEnv(TurnBasedGame):
             return None
         if not (self.board[0] == 0).any():
             return None
-        return self.possible_agents[1 - self.possible_agents.index(agent)]
+        return self._other(agent)
 
     def _payoffs(self) -> dict[str, float]:
-        return {
-            a: 0.0 if not self._winner else (1.0 if self._mark(a) == self._winner else -1.0)
-            for a in self.possible_agents
-        }
+        return self._mark_payoffs(self._winner)
 
     def observe(self, agent: str) -> np.ndarray:
-        mine = self._mark(agent)
-        return np.stack(
-            [self.board == mine, self.board == 3 - mine, self.board == 0], axis=-1
-        ).astype(np.int8)
+        return self._mark_planes(self.board, agent)
 
     def heuristic_action(self, agent: str, rng: np.random.Generator) -> int:
         """Win now if possible, else block the opponent's immediate win, else a random column that
@@ -186,9 +176,6 @@ class ConnectFourEnv(TurnBasedGame):
         """
         found = last_match(_COLUMN, text, "no column found; reply with a column number 0-6")
         return int(found.group())
-
-    def action_text(self, action: Any, agent: str) -> str:
-        return str(int(action))
 
     def board_text(self) -> str:
         return "\n".join(" ".join(DISCS[int(v)] for v in row) for row in self.board)

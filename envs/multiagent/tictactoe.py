@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
-from verigym.envs.multiagent.base import TurnBasedGame, last_match
+from verigym.envs.multiagent.base import MarkBoardGame, TurnBasedGame, last_match
 
 __all__ = ["TicTacToeEnv", "minimax_values"]
 
@@ -67,7 +66,7 @@ def minimax_values(board: tuple[int, ...], mark: int) -> dict[int, int]:
     return values
 
 
-class TicTacToeEnv(TurnBasedGame):
+class TicTacToeEnv(MarkBoardGame):
     """TicTacToe for two agents, turn by turn (PettingZoo AEC).
 
     ## Description
@@ -125,9 +124,6 @@ class TicTacToeEnv(TurnBasedGame):
         self.board = np.zeros(9, dtype=np.int8)
 
     # -- rules ----------------------------------------------------------------------------------
-    def _mark(self, agent: str) -> int:
-        return 1 + self.possible_agents.index(agent)
-
     def _new_game(self) -> str:
         self.board = np.zeros(9, dtype=np.int8)
         return "player_0"
@@ -139,19 +135,13 @@ class TicTacToeEnv(TurnBasedGame):
         self.board[action] = self._mark(agent)
         if _winner(tuple(int(v) for v in self.board)) or not (self.board == 0).any():
             return None
-        return self.possible_agents[1 - self.possible_agents.index(agent)]
+        return self._other(agent)
 
     def _payoffs(self) -> dict[str, float]:
-        winner = _winner(tuple(int(v) for v in self.board))
-        return {
-            a: 0.0 if not winner else (1.0 if self._mark(a) == winner else -1.0)
-            for a in self.possible_agents
-        }
+        return self._mark_payoffs(_winner(tuple(int(v) for v in self.board)))
 
     def observe(self, agent: str) -> np.ndarray:
-        mine = self._mark(agent)
-        grid = self.board.reshape(3, 3)
-        return np.stack([grid == mine, grid == 3 - mine, grid == 0], axis=-1).astype(np.int8)
+        return self._mark_planes(self.board.reshape(3, 3), agent)
 
     # -- solver ---------------------------------------------------------------------------------
     def solver_action(self, agent: str, rng: np.random.Generator | None = None) -> int:
@@ -209,9 +199,6 @@ class TicTacToeEnv(TurnBasedGame):
             _CELL, text, "no cell found; reply with the number (0-8) of an empty cell"
         )
         return int(found.group())
-
-    def action_text(self, action: Any, agent: str) -> str:
-        return str(int(action))
 
     def board_text(self) -> str:
         rows = [" ".join(MARKS[int(v)] for v in self.board[3 * r : 3 * r + 3]) for r in range(3)]
