@@ -87,6 +87,12 @@ MAX_VERSION = 1_000_000
 """An ``env_version`` above this is refused."""
 
 
+_BUILD_PROVENANCE = ("verigym_version", "packages", "git_sha", "python")
+"""The build a row was written by, which every kind of row carries and must not leave blank."""
+_BUILD_IDENTIFIERS = ("verigym_version", "git_sha", "python", "created_at")
+"""The provenance fields every kind of row holds as clean identifiers (:func:`_require_identifier`)."""
+
+
 @dataclass(frozen=True)
 class EpisodeRow:
     """One evaluated episode.
@@ -142,19 +148,13 @@ class EpisodeRow:
         "agent_spec",
         "config_hash",
         "status",
-        "verigym_version",
-        "git_sha",
-        "python",
-        "created_at",
+        *_BUILD_IDENTIFIERS,
     )
     PROVENANCE = (
         "env_id",
         "agent_spec",
         "config_hash",
-        "verigym_version",
-        "packages",
-        "git_sha",
-        "python",
+        *_BUILD_PROVENANCE,
     )
 
     def validate(self) -> None:
@@ -391,10 +391,7 @@ class MatchRow:
         "first_hash",
         "second_spec",
         "second_hash",
-        "verigym_version",
-        "git_sha",
-        "python",
-        "created_at",
+        *_BUILD_IDENTIFIERS,
     )
     PROVENANCE = (
         "env_id",
@@ -402,10 +399,7 @@ class MatchRow:
         "first_hash",
         "second_spec",
         "second_hash",
-        "verigym_version",
-        "packages",
-        "git_sha",
-        "python",
+        *_BUILD_PROVENANCE,
     )
 
     def validate(self) -> None:
