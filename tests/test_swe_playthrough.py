@@ -16,7 +16,7 @@ import gymnasium as gym
 import pytest
 
 import verigym  # noqa: F401 - registers the ids
-from tests.test_sandbox import needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
+from tests.sandbox.support import needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
 from verigym.toolcalls import tool_calls_in
 from verigym.wrappers import LanguageWrapper
 

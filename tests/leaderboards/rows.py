@@ -7,7 +7,12 @@ from typing import Any
 
 from verigym.leaderboards.runner import provenance
 from verigym.leaderboards.store import EpisodeRow
-from verigym.leaderboards.suite import EVAL_SEED_START
+from verigym.leaderboards.suite import EVAL_SEED_START, Suite, Task
+
+TWO_TASKS = Suite(
+    "two", (Task("verigym/GuessNumber-v0", episodes=2), Task("verigym/Treasure-7x7-v0", episodes=2))
+)
+"""A suite of two tasks, two episodes each, for the standings tests."""
 
 
 def episode_row(**overrides: Any) -> EpisodeRow:
@@ -29,3 +34,18 @@ def episode_row(**overrides: Any) -> EpisodeRow:
     )
     values.update(overrides)
     return EpisodeRow(**values)
+
+
+def scored_row(agent: str, env_id: str, seed: int, score: float, suite: str = "two") -> EpisodeRow:
+    """A complete ``ok`` row of ``agent`` on ``env_id`` (success when the score is 1)."""
+    return episode_row(
+        suite=suite,
+        env_id=env_id,
+        seed=seed,
+        agent_spec=agent,
+        config_hash=f"{abs(hash(agent)):016x}"[:16],
+        score=score,
+        success=score == 1.0,
+        episode_return=score,
+        length=5,
+    )

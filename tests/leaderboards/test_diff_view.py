@@ -12,8 +12,8 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
-from tests.test_sandbox import needs_sandbox
-from tests.test_standings import _row
+from tests.leaderboards.rows import scored_row
+from tests.sandbox.support import needs_sandbox
 from verigym.leaderboards.store import ResultsStore
 from verigym.leaderboards.trajectories import PATCH_CHARS, Recorder, decode
 from verigym.leaderboards.viewer import DIFF_LINES, diff_html, episode_filename, write_viewer
@@ -43,7 +43,7 @@ def _recorded(patch: Any, *, similarity: float | None = None) -> bytes:
 
 
 def _page(tmp_path: Path, blob: bytes) -> str:
-    row = _row("oracle", "verigym/RepoFix-v0", 7, 1.0)
+    row = scored_row("oracle", "verigym/RepoFix-v0", 7, 1.0)
     with ResultsStore(tmp_path) as store:
         assert store.add(row, blob)
         index = write_viewer(store, tmp_path)

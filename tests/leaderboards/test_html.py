@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_standings import _row
+from tests.leaderboards.rows import scored_row
 from verigym.leaderboards.standings import LABEL_LENGTH, agent_label, compute_standings, render_html
 from verigym.leaderboards.store import ResultsStore
 from verigym.leaderboards.suite import Suite, Task
@@ -49,7 +49,7 @@ def site(tmp_path_factory) -> Path:
             for task in SUITE:
                 if task.env_id in tasks:
                     assert store.add(
-                        _row(
+                        scored_row(
                             agent,
                             task.env_id,
                             task.seeds[0],

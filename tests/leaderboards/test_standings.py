@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from verigym.leaderboards.runner import provenance
+from tests.leaderboards.rows import TWO_TASKS, scored_row
 from verigym.leaderboards.standings import (
     Cell,
     Entry,
@@ -21,32 +21,7 @@ from verigym.leaderboards.standings import (
     render_markdown,
     render_table,
 )
-from verigym.leaderboards.store import EpisodeRow, ResultsStore
-from verigym.leaderboards.suite import Suite, Task
-
-SUITE = Suite(
-    "two", (Task("verigym/GuessNumber-v0", episodes=2), Task("verigym/Treasure-7x7-v0", episodes=2))
-)
-
-
-def _row(agent: str, env_id: str, seed: int, score: float, suite: str = "two") -> EpisodeRow:
-    """A complete ``ok`` row of ``agent`` (success when the score is 1)."""
-    return EpisodeRow(
-        suite=suite,
-        env_id=env_id,
-        env_version=0,
-        seed=seed,
-        agent_spec=agent,
-        config_hash=f"{abs(hash(agent)):016x}"[:16],
-        status="ok",
-        score=score,
-        success=score == 1.0,
-        episode_return=score,
-        length=5,
-        time_s=0.1,
-        error="",
-        **provenance(),
-    )
+from verigym.leaderboards.store import ResultsStore
 
 
 @pytest.fixture(scope="module")
@@ -57,15 +32,15 @@ def results(tmp_path_factory):
     scores = {"oracle": (1.0, 0.8), "random": (0.0, 0.2), "ppo:ckpts": (None, 1.0)}
     with ResultsStore(out) as store:
         for agent, per_task in scores.items():
-            for task, score in zip(SUITE, per_task):
+            for task, score in zip(TWO_TASKS, per_task):
                 for seed in task.seeds if score is not None else ():
-                    assert store.add(_row(agent, task.env_id, seed, score))
+                    assert store.add(scored_row(agent, task.env_id, seed, score))
     return out
 
 
 def test_partial_entry_is_listed_apart_and_never_ranked(results, capsys):
     with ResultsStore(results) as store:
-        standings = compute_standings(store, SUITE)
+        standings = compute_standings(store, TWO_TASKS)
     assert [e.agent_spec for e in standings.ranked] == ["oracle", "random"]
     assert [e.rank for e in standings.ranked] == [1, 2]
     (ppo,) = standings.partial

@@ -196,17 +196,17 @@ def test_sft_training_leaves_out_evaluation_records():
 
 def test_standings_mark_small_task_spaces(tmp_path):
     """GuessNumber's 100 secrets are marked in the standings; Treasure's layouts are not."""
-    from tests.test_standings import SUITE, _row
+    from tests.leaderboards.rows import TWO_TASKS, scored_row
     from verigym.leaderboards.heldout import task_spaces
     from verigym.leaderboards.standings import compute_standings, render_markdown
     from verigym.leaderboards.store import ResultsStore
 
     assert task_spaces()["verigym/GuessNumber-v0"]["distinct_tasks"] == "100"
     with ResultsStore(tmp_path / "results") as store:
-        for task in SUITE:
+        for task in TWO_TASKS:
             for seed in task.seeds:
-                store.add(_row("oracle", task.env_id, seed, 1.0))
-        standings = compute_standings(store, SUITE)
+                store.add(scored_row("oracle", task.env_id, seed, 1.0))
+        standings = compute_standings(store, TWO_TASKS)
     marked = [n for n in standings.notes if n.startswith("†")]
     assert len(marked) == 1 and "GuessNumber-v0 (100)" in marked[0]
     assert "Treasure" not in marked[0] and "† Small task spaces" in render_markdown(standings)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import gc
 import json
 import os
 import pickle
@@ -20,7 +19,13 @@ import time
 
 import pytest
 
-from tests.processes import descendants
+from tests.sandbox.support import (  # noqa: F401 (autouse fixture)
+    SANDBOX_ERROR,
+    alive,
+    descendant_pids,
+    needs_sandbox,
+    no_sandbox_left_behind,
+)
 from verigym.sandbox import (
     Limits,
     PythonSandbox,
@@ -32,36 +37,9 @@ from verigym.sandbox import (
 )
 from verigym.workers import cpu_seconds
 
-# Skipped only where bubblewrap is not installed (CI installs it): where it is installed but cannot
-# start, the tests run and fail with the sandbox's error.
-SANDBOX_ERROR = (
-    "" if shutil.which("bwrap") else "bubblewrap is not installed (apt-get install -y bubblewrap)"
-)
-
 HAS_CGROUP = cgroups.available()[0]
 
-needs_sandbox = pytest.mark.skipif(
-    bool(SANDBOX_ERROR), reason=f"sandbox unavailable: {SANDBOX_ERROR[:200]}"
-)
-
 FAST = Limits(timeout_s=2.0, output_bytes=1 << 16)
-
-
-def _descendants(pid: int) -> set[int]:
-    """Host pids of every living descendant of ``pid``."""
-    return set(descendants(pid))
-
-
-def _alive(pids: set[int]) -> set[int]:
-    living = set()
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as handle:
-                if handle.read().rsplit(")", 1)[1].split()[0] != "Z":
-                    living.add(pid)
-        except OSError:
-            pass
-    return living
 
 
 class Box:
@@ -78,7 +56,7 @@ class Box:
             while not watcher_stop.is_set():
                 pid = self.sandbox.worker_pid
                 if pid is not None:
-                    self.seen |= {pid} | _descendants(pid)
+                    self.seen |= {pid} | descendant_pids(pid)
                 time.sleep(0.05)
 
         thread = threading.Thread(target=watch, daemon=True)
@@ -92,39 +70,14 @@ class Box:
     def close_and_check(self) -> None:
         pid = self.sandbox.worker_pid
         if pid is not None:
-            self.seen |= {pid} | _descendants(pid)
+            self.seen |= {pid} | descendant_pids(pid)
         self.sandbox.close()
         deadline = (
             time.monotonic() + 5.0
         )  # a killed process may take a moment to exit on a busy machine
-        while _alive(self.seen) and time.monotonic() < deadline:
+        while alive(self.seen) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert not _alive(self.seen), f"processes left behind: {_alive(self.seen)}"
-
-
-def _sandbox_processes() -> list[tuple[int, str]]:
-    """Living bwrap / sandbox-worker processes among this process's descendants."""
-    found = []
-    for pid in _alive(_descendants(os.getpid())):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                command = handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
-        except OSError:
-            continue
-        if "bwrap" in command or "-I -S -c" in command:
-            found.append((pid, command[:80]))
-    return found
-
-
-@pytest.fixture(scope="module", autouse=True)
-def no_sandbox_left_behind():
-    """After the module: no bwrap or sandbox worker is left among this process's descendants."""
-    yield
-    gc.collect()
-    deadline = time.monotonic() + 5.0
-    while _sandbox_processes() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not _sandbox_processes(), f"sandbox processes left behind: {_sandbox_processes()}"
+        assert not alive(self.seen), f"processes left behind: {alive(self.seen)}"
 
 
 @pytest.fixture
@@ -191,7 +144,7 @@ def test_fork_bomb_is_bounded_and_killed():
         for _ in range(30):
             pid = box.sandbox.worker_pid
             if pid is not None:
-                peak = max(peak, len(_descendants(pid)))
+                peak = max(peak, len(descendant_pids(pid)))
             time.sleep(0.03)
 
     sampler = threading.Thread(target=sample)
@@ -233,7 +186,7 @@ def test_no_agent_process_survives_a_call():
     assert result.ok and int(result.output) >= 3, (
         result
     )  # the notebook, the daemon and the burner ran
-    tree = _alive(_descendants(box.sandbox.worker_pid))
+    tree = alive(descendant_pids(box.sandbox.worker_pid))
     assert len(tree) == 1, f"processes of the agent outlive the call: {tree}"  # the notebook only
     assert (
         box.run("print(len([p for p in __import__('os').listdir('/proc') if p.isdigit()]))").output
@@ -247,7 +200,7 @@ def test_cpu_burnt_in_forked_children_stops_with_the_call():
     box = Box()
     code = "import os\nfor _ in range(2):\n    if os.fork() == 0:\n        while True: pass\n"
     assert box.run(code).ok
-    tree = _descendants(box.sandbox.worker_pid)
+    tree = descendant_pids(box.sandbox.worker_pid)
     before = _cpu_seconds(tree)
     time.sleep(0.6)
     assert _cpu_seconds(tree) - before < 0.1  # the burners were killed when the call returned
@@ -270,7 +223,7 @@ def test_a_thread_that_keeps_forking_leaves_nothing_running_after_the_call():
         "time.sleep(0.1)"
     )
     assert box.run(code).ok
-    tree = _alive(_descendants(box.sandbox.worker_pid))
+    tree = alive(descendant_pids(box.sandbox.worker_pid))
     assert len(tree) == 1, tree  # only the (stopped) notebook
     assert box.run("print(7)").output == "7\n"
     box.close_and_check()
@@ -288,7 +241,7 @@ def test_threads_of_the_notebook_do_not_run_between_calls():
         "time.sleep(0.1)"
     )
     assert box.run(code).ok
-    tree = _descendants(box.sandbox.worker_pid)
+    tree = descendant_pids(box.sandbox.worker_pid)
     before = _cpu_seconds(tree)
     time.sleep(0.6)
     assert _cpu_seconds(tree) - before < 0.1  # the notebook is stopped between calls
@@ -474,11 +427,11 @@ def test_doctor_probe_reports():
 def test_fresh_gives_a_new_machine_and_kills_the_old_one():
     box = Box()
     assert box.run("x = 1").ok
-    old = _descendants(box.sandbox.worker_pid) | {box.sandbox.worker_pid}
+    old = descendant_pids(box.sandbox.worker_pid) | {box.sandbox.worker_pid}
     box.sandbox.fresh()
     result = box.run("x")
     assert not result.ok and result.error.startswith("NameError")
-    assert not _alive(old)  # no process of the last episode is left
+    assert not alive(old)  # no process of the last episode is left
     box.sandbox.fresh()  # the next episode's sandbox was started in advance
     assert box.run("print(5)").output == "5\n"
     box.close_and_check()

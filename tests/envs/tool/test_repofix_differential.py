@@ -7,7 +7,7 @@ import gymnasium as gym
 import pytest
 
 import verigym  # noqa: F401  (registers the ids)
-from tests.test_sandbox import needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
+from tests.sandbox.support import needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
 from verigym.envs.tool.base import tool_call_text
 from verigym.envs.tool.repofix import differential
 from verigym.envs.tool.repofix.env import load_data

@@ -10,7 +10,7 @@ import gymnasium as gym
 import pytest
 
 import verigym  # noqa: F401  (registers the ids)
-from tests.test_sandbox import SANDBOX_ERROR, needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
+from tests.sandbox.support import SANDBOX_ERROR, needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
 from verigym.core import ActionParseError
 from verigym.envs.tool.calculator import CalculatorError, evaluate
 from verigym.envs.tool.function_calling import calls_score

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.sandbox.test_sandbox import needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
+from tests.sandbox.support import needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
 from verigym.core import ActionParseError
 from verigym.envs.tool.workspace import (
     MAX_MATCH_LINES,
