@@ -32,6 +32,7 @@ Example::
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
@@ -89,21 +90,10 @@ def doctor_probe() -> Probe:
         return Probe(
             part, False, "bwrap not found; code execution refuses to run", supervisor.INSTALL_HINT
         )
-    code = (
-        "import os\n"
-        "def creatable(place):\n"
-        "    try:\n"
-        "        os.close(os.open(os.path.join(place, '.probe'), os.O_CREAT | os.O_WRONLY))\n"
-        "    except OSError:\n"
-        "        return 0\n"
-        "    os.unlink(os.path.join(place, '.probe'))\n"
-        "    return 1\n"
-        "caps = [os.statvfs(p).f_blocks * os.statvfs(p).f_frsize >> 20 for p in ('/tmp', '/dev/shm')]\n"
-        "print(os.getuid(), creatable('/'), creatable('/dev'), *caps)"
-    )
+    cell = Path(__file__).with_name("_probe_cell.py").read_text(encoding="utf-8")
     try:
         with supervisor.PythonSandbox(supervisor.Limits(timeout_s=30.0)) as box:
-            result = box.run(code)
+            result = box.run(cell + "\nprint(probe_line())")
             stopped = process_state(box.notebook_pid) in ("T", "t")
     except supervisor.SandboxError as exc:
         return Probe(
