@@ -154,6 +154,9 @@ class _Page:
     blocked: list[list[str]]
     """``[list]``: where the route handler records the URLs it aborted (the current owner's
     :attr:`Browser.blocked`, swapped when a spare changes hands)."""
+    owner: Any = None
+    """The :class:`Browser` using it: an unclosed one is freed by the cycle collector, not at once
+    where its last reference goes (a close from there hung inside Playwright's event loop)."""
 
 
 _SHARED: dict[int, _Shared] = {}
@@ -451,7 +454,7 @@ class Browser:
         self._browser = self._shared.chromium
         try:
             held = self._held = self._spare() or self._new_page()
-            held.blocked[0] = self.blocked
+            held.blocked[0], held.owner = self.blocked, self
             self._context, self._page, self._cdp = held.context, held.page, held.cdp
             self._page.set_content(app_html())
         except Exception:
@@ -517,7 +520,7 @@ class Browser:
         if shared is not None and shared.pid != os.getpid():
             return  # a fork's copy: a call would write into the parent's driver pipe
         if held is not None:
-            held.blocked[0] = []  # requests of a page no longer ours are not this env's
+            held.blocked[0], held.owner = [], None  # its requests are no longer this env's
             if not (alive and stop and _keep_spare(shared, held)):
                 _quietly(held.context.close, "closing the browser context")
         if shared is not None:
