@@ -25,15 +25,25 @@ def test_family_filter_and_unknown_family():
 
 
 def test_register_is_idempotent_and_refuses_conflicts():
+    import gymnasium
+
+    from verigym import registration
+
     item = EnvRow(
         "verigym/RegTest-v0", "verigym.envs.text.guess_number:GuessNumberEnv", family="text"
     )
-    register_rows([item])
-    register_rows([item])  # same row again: no-op
-    assert row("verigym/RegTest-v0") == item
-    other = EnvRow("verigym/RegTest-v0", "verigym.envs.grid.treasure:TreasureEnv", family="grid")
-    with pytest.raises(ValueError, match="already registered"):
-        register_rows([other])
+    try:
+        register_rows([item])
+        register_rows([item])  # same row again: no-op
+        assert row("verigym/RegTest-v0") == item
+        other = EnvRow(
+            "verigym/RegTest-v0", "verigym.envs.grid.treasure:TreasureEnv", family="grid"
+        )
+        with pytest.raises(ValueError, match="already registered"):
+            register_rows([other])
+    finally:  # the id is this test's own: no later test in this worker sees an id no table lists
+        registration._TABLE.pop(item.id, None)
+        gymnasium.registry.pop(item.id, None)
 
 
 @pytest.mark.parametrize(
