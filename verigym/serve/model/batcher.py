@@ -95,6 +95,15 @@ def _deliver(item: Job | _Call, result: Any, error: BaseException | None = None)
         pass
 
 
+def _abandon(items: Sequence[Job | _Call]) -> None:
+    """Mark ``items`` abandoned (skipped, or stopped at the next decoding step) and cancel their
+    futures; a plain cancelled future logs nothing when it is collected."""
+    for item in items:
+        item.abandoned = True
+        if item.future is not None:
+            item.future.cancel()
+
+
 class Batcher:
     """One worker thread that runs all model work: queued requests sampled together (grouped by
     sampling options, at most ``max_batch_size`` rows), and :meth:`call` work between batches.
@@ -129,6 +138,9 @@ class Batcher:
         return result
 
     async def _wait(self, items: list[Any], gone: asyncio.Event, timeout: float) -> list[Any]:
+        """Queue ``items`` and await each one's future (no ``asyncio.gather``: a gather cancelled
+        when its client left holds a ``CancelledError`` nobody retrieves, which asyncio logs at
+        ERROR once per abandoned request when it is collected)."""
         if gone.is_set():
             raise ClientGone("the client left before its request was queued")
         loop = asyncio.get_running_loop()
@@ -136,24 +148,35 @@ class Batcher:
             item.loop, item.future = loop, loop.create_future()
         for item in items:
             self.jobs.put(item)
-        waiter = asyncio.gather(*(item.future for item in items))
+        futures = [item.future for item in items]
         watcher = asyncio.ensure_future(gone.wait())
+        deadline = loop.time() + timeout
+        pending = set(futures)
         try:
-            done, _ = await asyncio.wait(
-                {waiter, watcher}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        except asyncio.CancelledError:
-            for item in items:
-                item.abandoned = True
-            waiter.cancel()
+            while pending and not watcher.done():
+                left = deadline - loop.time()
+                if left <= 0:
+                    break
+                done, pending = await asyncio.wait(
+                    pending | {watcher}, timeout=left, return_when=asyncio.FIRST_COMPLETED
+                )
+                pending.discard(watcher)
+                failed = [
+                    f
+                    for f in done
+                    if f is not watcher and not f.cancelled() and f.exception() is not None
+                ]
+                if failed:  # the first failure is the request's (as gather raised it)
+                    _abandon(items)
+                    raise failed[0].exception()
+        except asyncio.CancelledError:  # the request's task was cancelled (the server stops)
+            _abandon(items)
             raise
         finally:
             watcher.cancel()
-        if waiter in done:
-            return waiter.result()
-        for item in items:
-            item.abandoned = True
-        waiter.cancel()
+        if not pending:
+            return [f.result() for f in futures]
+        _abandon(items)
         if gone.is_set():
             raise ClientGone("the client left before its answer")
         raise TimeoutError(f"generation did not finish within {timeout:.0f} s (request_timeout)")

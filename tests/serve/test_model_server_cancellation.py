@@ -1,0 +1,89 @@
+"""The model server's batcher: a request abandoned by its client (it left, or its timeout ran
+out) leaves no ERROR record in the log (issue 42 §3: asyncio logged ``_GatheringFuture exception
+was never retrieved ... CancelledError`` once per abandoned request)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import threading
+
+import pytest
+
+from verigym.serve.model.batcher import Batcher, ClientGone, Job, Sampling
+
+
+class HeldPolicy:
+    """Stands in for ``TransformersPolicy``: ``generate`` waits until released, then answers."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls = 0
+
+    def generate(self, prompts, **sampling):
+        self.calls += 1
+        self.release.wait(10)
+        return [f"reply {len(p)}" for p in prompts]
+
+
+def _job() -> Job:
+    return Job([1, 2, 3], 1, Sampling(4, 0.0, 1.0))
+
+
+@pytest.fixture
+def held():
+    policy = HeldPolicy()
+    batcher = Batcher(policy, 4)
+    yield policy, batcher
+    policy.release.set()
+    batcher.stop()
+
+
+def test_abandoned_requests_log_no_error(held, caplog):
+    policy, batcher = held
+
+    async def scenario():
+        with pytest.raises(TimeoutError):  # the request's timeout runs out
+            await batcher.run([_job(), _job()], asyncio.Event(), 0.2)
+        gone = asyncio.Event()  # the client leaves while its request waits
+        jobs = [_job(), _job()]
+        task = asyncio.ensure_future(batcher.run(jobs, gone, 30))
+        await asyncio.sleep(0.05)
+        gone.set()
+        with pytest.raises(ClientGone):
+            await task
+        assert all(job.abandoned for job in jobs)
+        task = asyncio.ensure_future(batcher.run([_job()], asyncio.Event(), 30))
+        await asyncio.sleep(0.05)
+        task.cancel()  # the server stops the request's task
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        gc.collect()  # asyncio reports an unretrieved exception when its future is collected
+        await asyncio.sleep(0)
+        policy.release.set()  # the batcher goes on serving the next request
+        assert await batcher.run([_job()], asyncio.Event(), 30) == [["reply 3"]]
+        gc.collect()
+        await asyncio.sleep(0)
+
+    with caplog.at_level(logging.DEBUG):
+        asyncio.run(scenario())
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, [r.getMessage() for r in errors]
+
+
+def test_a_failed_generation_is_the_requests_error_and_logs_once(caplog):
+    class Failing(HeldPolicy):
+        def generate(self, prompts, **sampling):
+            raise ValueError("boom")
+
+    batcher = Batcher(Failing(), 4)
+    try:
+        with caplog.at_level(logging.DEBUG):
+            with pytest.raises(RuntimeError, match="generation failed: boom"):
+                asyncio.run(batcher.run([_job(), _job()], asyncio.Event(), 30))
+            gc.collect()
+    finally:
+        batcher.stop()
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == ["generation failed"], errors
