@@ -383,3 +383,8 @@ def _coerce_array(
             f"action {_describe(ints.tolist())} is out of range; component i must be in [start_i, start_i + nvec_i - 1] with nvec={space.nvec.tolist()}"
         )
     return ints.astype(space.dtype)
+
+
+# UnicodeText observations through AsyncVectorEnv's shared memory (registered on import; needs
+# UnicodeText above): gymnasium.make_vec(text id, vectorization_mode="async") gives real strings.
+from verigym import text_shared_memory as _text_shared_memory  # noqa: E402, F401

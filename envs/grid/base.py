@@ -54,6 +54,7 @@ from verigym.envs.grid.planning import bfs_plan
 from verigym.envs.grid.rendering import LEGEND, grid_text, object_name, render_rgb
 from verigym.envs.grid.visibility import ego_offsets
 from verigym.kwargs_policy import FLAG, IntRange, OneOf, client, operator_only
+from verigym.render_modes import accept_render_mode
 from verigym.validation import check_choice, check_int, check_odd_int
 
 
@@ -121,7 +122,7 @@ class GridEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         action_set = self.default_action_set if action_set is None else action_set
         check_choice("action_set", action_set, sorted(ACTION_SETS))
         max_steps = check_int("max_steps", max_steps, 1, 100_000)
-        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        render_mode = accept_render_mode(render_mode, self.metadata["render_modes"])
         self.height, self.width = height, width
         self.max_steps = max_steps
         self.observation_mode = observation

@@ -29,8 +29,9 @@ reward 0), ``SAME_STEP`` (the copy is reset in the step that ended it; ``info["f
 ``(N, *obs_shape)`` with ``info["_final_obs"]`` marking the copies, ``info["final_info"]`` their
 ``success``/``score``) or ``DISABLED`` (``reset(options={"reset_mask": bool (N,)})`` resets some).
 
-Infos: ``info["action_mask"]`` ``int8 (N, n_actions)`` on every call; ``info["mission"]``
-(object ``(N,)``) on ``reset``; on steps where some episode ended ``info["success"]``
+Infos, laid out as ``SyncVectorEnv``'s (each key with its ``"_key"`` mask): ``info["action_mask"]``
+``int8 (N, n_actions)`` on every call; ``info["mission"]`` (object ``(N,)``) on ``reset`` and on
+the autoreset steps (``"_mission"`` marks the copies reset); on steps where some episode ended ``info["success"]``
 ``bool (N,)`` and ``info["score"]`` ``float64 (N,)`` with Gymnasium's ``"_success"``/``"_score"``
 masks, and ``info["optimal_steps"]`` ``int64 (N,)`` (with ``"_optimal_steps"``) for the copies
 whose single env reports it at that end: the SPL tasks on a success, and on a failure only when
@@ -303,9 +304,15 @@ class _BatchedBase(VectorEnv):
         self._pending[which] = False
         return self._observe(), {
             ACTION_MASK: self._masks(),
-            "mission": np.array([getattr(e, "mission", "") for e in self.envs], dtype=object),
+            "_" + ACTION_MASK: np.ones(self.num_envs, dtype=bool),
+            **self._missions(which),
             **self._every_info(),
         }
+
+    def _missions(self, which: np.ndarray) -> dict[str, np.ndarray]:
+        """``mission`` (object ``(N,)``) with its ``_mission`` mask ``which`` (the copies reset)."""
+        missions = np.array([getattr(e, "mission", "") for e in self.envs], dtype=object)
+        return {"mission": missions, "_mission": which.copy()}
 
     def step(
         self, actions: Any
@@ -357,15 +364,18 @@ class _BatchedBase(VectorEnv):
                 for i in np.flatnonzero(ended).tolist():
                     self._reset_one(i, None)
                 obs = self._observe()
+                infos.update(self._missions(ended))
         else:
             infos.update(verdict)
             if np.count_nonzero(restart):
                 for i in np.flatnonzero(restart).tolist():
                     self._reset_one(i, None)
                 obs = self._observe()
+                infos.update(self._missions(restart))
             if self.autoreset_mode == AutoresetMode.NEXT_STEP:
                 self._pending = ended
         infos[ACTION_MASK] = self._masks()
+        infos["_" + ACTION_MASK] = np.ones(self.num_envs, dtype=bool)
         infos.update(self._every_info())
         return obs, reward, terminated, truncated, infos
 

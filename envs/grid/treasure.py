@@ -18,7 +18,8 @@ from verigym.core import (
     episode_end,
 )
 from verigym.kwargs_policy import FloatRange, IntRange, client, operator_only
-from verigym.validation import check_choice, check_int, check_number
+from verigym.render_modes import accept_render_mode
+from verigym.validation import check_int, check_number
 
 __all__ = ["TreasureEnv"]
 
@@ -85,9 +86,7 @@ class TreasureEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         self.max_steps = (
             4 * size * size if max_steps is None else check_int("max_steps", max_steps, 1)
         )
-        self.render_mode = check_choice(
-            "render_mode", render_mode, (None, *self.metadata["render_modes"])
-        )
+        self.render_mode = accept_render_mode(render_mode, self.metadata["render_modes"])
         self.observation_space = spaces.Box(0, 3, shape=(size, size), dtype=np.uint8)
         self.action_space = spaces.Discrete(4)
         self._walls = np.zeros((size, size), dtype=bool)

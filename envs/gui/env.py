@@ -24,6 +24,7 @@ from verigym.core import (
 from verigym.envs.gui.browser import Browser, BrowserCrashed, held
 from verigym.envs.gui.tasks import KEYS, NO_TEXT, OPS, TASKS, make_action
 from verigym.kwargs_policy import IntRange, OneOf, client, operator_only
+from verigym.render_modes import accept_render_mode
 from verigym.validation import check_choice, check_int
 
 __all__ = ["GuiActionSpace", "GuiEnv"]
@@ -175,7 +176,7 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
         check_int("viewport_width", viewport_width, 128, 1280)
         check_int("viewport_height", viewport_height, 128, 1280)
         check_int("max_elements", max_elements, 8, 256)
-        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        render_mode = accept_render_mode(render_mode, self.metadata["render_modes"])
         self._kwargs = {
             "task": task,
             "num_items": num_items,

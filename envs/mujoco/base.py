@@ -44,6 +44,7 @@ from verigym.core import (
     episode_end,
 )
 from verigym.kwargs_policy import IntRange, OneOf, client, operator_only
+from verigym.render_modes import accept_render_mode
 from verigym.textview import format_value, parse_value
 from verigym.validation import check_choice, check_int
 
@@ -212,9 +213,7 @@ class MujocoGoalEnv(EpisodeGuard, gym.Env[dict[str, np.ndarray], np.ndarray]):
         """Validate the common arguments, build the first model and the spaces."""
         self.max_steps = check_int("max_steps", max_steps, 1, 1_000_000)
         self.reward_type = check_choice("reward_type", reward_type, REWARD_TYPES)
-        self.render_mode = check_choice(
-            "render_mode", render_mode, (None, *self.metadata["render_modes"])
-        )
+        self.render_mode = accept_render_mode(render_mode, self.metadata["render_modes"])
         self.width = check_int("width", width, 16, 4096)
         self.height = check_int("height", height, 16, 4096)
         self._xml: str | None = None

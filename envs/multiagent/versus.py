@@ -11,7 +11,8 @@ import numpy as np
 from verigym.core import ACTION_MASK, EpisodeEndedError, EpisodeGuard
 from verigym.envs.multiagent.base import TurnBasedGame
 from verigym.kwargs_policy import IntRange, OneOf, client, operator_only
-from verigym.validation import check_choice, check_int
+from verigym.render_modes import accept_render_mode
+from verigym.validation import check_int
 
 __all__ = ["GAMES", "OPPONENTS", "VersusEnv"]
 
@@ -109,7 +110,7 @@ class VersusEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
             raise ValueError(f"unknown opponent {opponent!r}; choose one of {sorted(OPPONENTS)}")
         if game_kwargs is not None and not isinstance(game_kwargs, dict):
             raise ValueError(f"game_kwargs must be a dict or None, got {game_kwargs!r}")
-        check_choice("render_mode", render_mode, (None, "ansi"))
+        render_mode = accept_render_mode(render_mode, self.metadata["render_modes"])
         self.game = make_game(game, game_kwargs)
         check_int("seat", seat, 0, len(self.game.possible_agents) - 1)
         needed = {"heuristic": "heuristic_action", "optimal": "solver_action"}.get(opponent)

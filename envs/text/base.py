@@ -24,7 +24,8 @@ from verigym.core import (
     episode_end,
 )
 from verigym.kwargs_policy import FloatRange, OneOf, client
-from verigym.validation import check_choice, check_int, check_number
+from verigym.render_modes import accept_render_mode
+from verigym.validation import check_int, check_number
 from verigym.verifiers import strip_think
 
 __all__ = ["DIFFICULTIES", "ReplySpace", "TextGameEnv", "visible_text"]
@@ -99,7 +100,7 @@ class TextGameEnv(EpisodeGuard, gym.Env[str, str]):
     ) -> None:
         self.max_turns = check_int("max_turns", max_turns, 1)
         self.invalid_action_reward = check_number("invalid_action_reward", invalid_action_reward)
-        self.render_mode = check_choice("render_mode", render_mode, (None, "ansi"))
+        self.render_mode = accept_render_mode(render_mode, self.metadata["render_modes"])
         self.observation_space = UnicodeText(1 << 14)
         self.action_space = ReplySpace(MAX_REPLY)
         self._turn = 0

@@ -10,7 +10,8 @@ import gymnasium as gym
 
 from verigym.core import ActionParseError, EpisodeGuard, UnicodeText, action_error_info, episode_end
 from verigym.kwargs_policy import FloatRange, IntRange, client
-from verigym.validation import check_choice, check_int, check_number
+from verigym.render_modes import accept_render_mode
+from verigym.validation import check_int, check_number
 
 __all__ = ["GuessNumberEnv", "extract_final_integer"]
 
@@ -89,7 +90,7 @@ class GuessNumberEnv(EpisodeGuard, gym.Env[str, str]):
             "slack_turns", slack_turns, 0
         )
         self.invalid_action_reward = check_number("invalid_action_reward", invalid_action_reward)
-        self.render_mode = check_choice("render_mode", render_mode, (None, "ansi"))
+        self.render_mode = accept_render_mode(render_mode, self.metadata["render_modes"])
         self.observation_space = UnicodeText(512)
         self.action_space = UnicodeText(8192)
         self._secret = 1

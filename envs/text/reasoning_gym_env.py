@@ -17,6 +17,7 @@ import numpy as np
 from verigym.core import ActionParseError, EpisodeGuard, UnicodeText, action_error_info, episode_end
 from verigym.envs.text.base import ReplySpace
 from verigym.kwargs_policy import FLAG, Bound, Fields, FloatRange, IntRange, operator_only
+from verigym.render_modes import accept_render_mode
 from verigym.verifiers import (
     UnsafeExpression,
     contains_oracle,
@@ -709,8 +710,7 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
             raise ValueError(
                 f"score_timeout must be a positive number of seconds, got {score_timeout!r}"
             )
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        render_mode = accept_render_mode(render_mode, self.metadata["render_modes"])
         self.dataset = dataset
         self.level = level
         self.score_timeout = float(score_timeout)

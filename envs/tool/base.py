@@ -21,8 +21,9 @@ import gymnasium as gym
 
 from verigym.core import ActionParseError, EpisodeGuard, UnicodeText, action_error_info, episode_end
 from verigym.kwargs_policy import FloatRange, IntRange, client, never, operator_only
+from verigym.render_modes import accept_render_mode
 from verigym.toolcalls import FinalAnswer, Tool, ToolCall, hermes_call, parse_reply
-from verigym.validation import check_choice, check_int, check_number
+from verigym.validation import check_int, check_number
 
 __all__ = ["ToolEnv", "tool_call_text"]
 
@@ -76,7 +77,7 @@ class ToolEnv(EpisodeGuard, gym.Env[str, str]):
         self.max_turns = check_int("max_turns", max_turns, 1)
         self.max_action_length = check_int("max_action_length", max_action_length, 16)
         self.invalid_action_reward = check_number("invalid_action_reward", invalid_action_reward)
-        self.render_mode = check_choice("render_mode", render_mode, (None, "ansi"))
+        self.render_mode = accept_render_mode(render_mode, self.metadata["render_modes"])
         self.observation_space = UnicodeText(OBSERVATION_LENGTH)
         self.action_space = UnicodeText(max_action_length)
         self._turn = 0

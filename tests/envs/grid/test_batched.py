@@ -164,8 +164,10 @@ def test_rejects_bad_arguments_and_reports_malformed_actions():
         make_batched(0, env_class=_empty())
     with pytest.raises(TypeError, match="natively"):
         make_batched(2, env_class=SokobanEnv)
+    with pytest.warns(UserWarning, match="render_mode"):  # as Gymnasium's envs: warned, off
+        assert make_batched(2, env_class=_empty(), render_mode="human").render_mode is None
     with pytest.raises(ValueError, match="render_mode"):
-        make_batched(2, env_class=_empty(), render_mode="human")
+        make_batched(2, env_class=_empty(), render_mode=3)
     envs = make_batched(2, env_class=_empty(), size=5)
     with pytest.raises(RuntimeError, match="reset"):
         envs.step(np.zeros(2, dtype=np.int64))

@@ -1,0 +1,162 @@
+"""Third-party vector APIs on verigym ids, unmodified (issue 41 item 5): SB3's ``make_vec_env``
+(an unsupported render mode is accepted as Gymnasium's envs accept it), Gymnasium's async
+vectorization of text ids, and the batched grid engine's ``SyncVectorEnv`` info layout."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import (
+    create_shared_memory,
+    read_from_shared_memory,
+    write_to_shared_memory,
+)
+
+import verigym
+from verigym.core import UnicodeText
+from verigym.render_modes import accept_render_mode
+
+# one id per family (the seat ids are the multi-agent family's Gymnasium ids)
+ONE_PER_FAMILY = [
+    "verigym/GuessNumber-v0",
+    "verigym/Calculator-v0",
+    "verigym/DoorKey-5x5-v0",
+    "verigym/TicTacToe-Random-v0",
+    "verigym/Reach-2Link-v0",
+    "verigym/ClickButton-v0",
+]
+
+
+def _gym_rows():
+    return [r for r in verigym.rows() if r.api == "gymnasium"]
+
+
+def test_accept_render_mode():
+    assert accept_render_mode(None, ["ansi"]) is None
+    assert accept_render_mode("ansi", ["ansi"]) == "ansi"
+    with pytest.warns(UserWarning, match="render_modes"):
+        assert accept_render_mode("rgb_array", ["ansi"]) is None
+    for bad in (3, b"ansi", "x" * 65, ["ansi"]):
+        with pytest.raises(ValueError, match="render_mode"):
+            accept_render_mode(bad, ["ansi"])
+
+
+@pytest.mark.parametrize("env_id", ONE_PER_FAMILY)
+def test_unsupported_render_mode_is_accepted_and_renders_nothing(env_id):
+    """Gymnasium's envs take any render mode (``make`` warns); so does each family's base."""
+    with pytest.warns(UserWarning, match="render_mode"):
+        env = gym.make(env_id, render_mode="depth_array")
+    try:
+        assert env.unwrapped.render_mode is None
+    finally:
+        env.close()
+
+
+def test_every_gymnasium_id_accepts_sb3s_render_mode():
+    """SB3's ``make_vec_env`` makes each copy with ``render_mode="rgb_array"`` (retrying without it
+    only on a ``TypeError``): one id of every entry point of the registry takes it (construction
+    only, which is cheap for every family; the full sweep over every id is the slow test below,
+    which also covers the reasoning-gym ids, left out here: importing reasoning_gym takes ~2.5 s)."""
+    seen = {}
+    for row in _gym_rows():
+        if not row.entry_point.endswith(":ReasoningGymEnv"):
+            seen.setdefault(row.entry_point, row.id)
+    assert len(seen) > 20
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for env_id in seen.values():
+            gym.make(env_id, render_mode="rgb_array").close()
+
+
+@pytest.mark.parametrize("env_id", ["verigym/DoorKey-5x5-v0", "verigym/TicTacToe-Random-v0"])
+def test_sb3_make_vec_env(env_id):
+    from stable_baselines3.common.env_util import make_vec_env
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        venv = make_vec_env(env_id, n_envs=2, seed=0)
+    try:
+        obs = venv.reset()
+        assert obs.shape == (2, *venv.observation_space.shape)
+        venv.step(np.array([venv.action_space.sample() for _ in range(2)]))
+    finally:
+        venv.close()
+
+
+@pytest.mark.slow
+def test_sb3_make_vec_env_factory_on_every_id():
+    """Every Gymnasium id through SB3's own env factory (``make_vec_env``'s ``make_env``); the
+    array-space ids through ``make_vec_env`` itself (SB3's ``DummyVecEnv`` preallocates numpy
+    buffers, so it cannot hold ``Text`` observations: an SB3 limit, not a verigym one)."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for row in _gym_rows():
+            env = gym.make(row.id, render_mode="rgb_array")
+            array_space = env.observation_space.shape is not None
+            env.close()
+            if array_space and row.family != "gui":
+                make_vec_env(row.id, n_envs=1).close()
+
+
+def test_unicode_text_shared_memory_round_trip():
+    space = UnicodeText(16)
+    shared = create_shared_memory(space, n=2)
+    view = read_from_shared_memory(space, shared, n=2)
+    write_to_shared_memory(space, 0, "héllo ✓ 𝄞", shared)
+    write_to_shared_memory(space, 1, "", shared)
+    assert copy.deepcopy(view) == ("héllo ✓ 𝄞", "")
+    write_to_shared_memory(space, 0, "second", shared)  # the view reads the current slots
+    assert tuple(view) == ("second", "") and view[0] == "second" and len(view) == 2
+
+
+def test_text_ids_under_async_vectorization_give_real_strings():
+    envs = gym.make_vec("verigym/GuessNumber-v0", 2, vectorization_mode="async")
+    sync = gym.make_vec("verigym/GuessNumber-v0", 2, vectorization_mode="sync")
+    try:
+        obs, _ = envs.reset(seed=3)
+        expected, _ = sync.reset(seed=3)
+        assert isinstance(obs, tuple) and obs == tuple(expected) and "integer" in obs[0]
+        obs, *_ = envs.step(("50", "no number"))
+        expected, *_ = sync.step(("50", "no number"))
+        assert obs == tuple(expected) and obs[0] != obs[1]
+    finally:
+        envs.close()
+        sync.close()
+
+
+def _info_layout(vectorization_mode: str, autoreset_mode: AutoresetMode):
+    if vectorization_mode == "sync":
+        envs = gym.make_vec(
+            "verigym/DoorKey-5x5-v0",
+            3,
+            vectorization_mode="sync",
+            vector_kwargs={"autoreset_mode": autoreset_mode},
+            max_steps=8,
+        )
+    else:
+        envs = gym.make_vec("verigym/DoorKey-5x5-v0", 3, autoreset_mode=autoreset_mode, max_steps=8)
+    _, info = envs.reset(seed=0)
+    layout = [sorted(info)]
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        *_, info = envs.step(rng.integers(0, 7, 3))
+        layout.append({k: np.asarray(v).tolist() for k, v in info.items() if k.startswith("_")})
+    envs.close()
+    return layout
+
+
+@pytest.mark.parametrize("autoreset_mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_batched_engine_infos_match_sync_vector_env(autoreset_mode):
+    """Every info key of the batched engine carries ``SyncVectorEnv``'s ``_key`` mask, with the
+    same values (``_action_mask``, ``_mission`` on autoreset steps, ...)."""
+    batched = _info_layout("vector_entry_point", autoreset_mode)
+    assert "_action_mask" in batched[0] and "_mission" in batched[0]
+    assert any(step.get("_mission") for step in batched[1:])  # some copy was autoreset
+    assert batched == _info_layout("sync", autoreset_mode)
