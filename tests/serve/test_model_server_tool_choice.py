@@ -219,6 +219,18 @@ def test_draw_follows_the_scores():
             None,
         ),
         ({"tools": TOOLS, "parallel_tool_calls": "yes"}, "parallel_tool_calls", None),
+        # sampling fields the server does not implement: refused, never silently ignored (issue 42)
+        ({"logit_bias": {"5": 100}}, "logit_bias", "unsupported_value"),
+        ({"logit_bias": [5]}, "logit_bias", None),
+        ({"frequency_penalty": 0.5}, "frequency_penalty", "unsupported_value"),
+        ({"frequency_penalty": 3}, "frequency_penalty", None),
+        ({"presence_penalty": -1}, "presence_penalty", "unsupported_value"),
+        ({"presence_penalty": "1"}, "presence_penalty", None),
+        (
+            {"tools": [TOOLS[0], {"type": "function", "function": {"name": "f", "strict": True}}]},
+            "tools[1].function.strict",
+            "unsupported_value",
+        ),
     ],
 )
 def test_unenforceable_or_bad_options_are_400_in_the_shared_error_shape(
@@ -240,6 +252,33 @@ def test_unenforceable_or_bad_options_are_400_in_the_shared_error_shape(
     assert body["detail"] == error["message"] and body["code"] == (code or "invalid_request_error")
     if code:
         assert "not supported" in error["message"]
+
+
+def test_unsupported_sampling_fields_are_refused_on_both_endpoints_and_neutral_values_pass(served):
+    """logit_bias, frequency_penalty, presence_penalty and a strict tool: what the sampler does not
+    apply is a 400 naming the field (also on /v1/completions, through the OpenAI client); the
+    neutral values some clients always send are accepted."""
+    _, httpd, client = served
+    for field, value in (
+        ("logit_bias", {"5": -100}),
+        ("frequency_penalty", 1.0),
+        ("presence_penalty", 0.5),
+    ):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.completions.create(model="tiny", prompt="hi", max_tokens=2, **{field: value})
+        assert caught.value.param == field and caught.value.code == "unsupported_value"
+        assert field in caught.value.body["message"]
+    tool = {"type": "function", "function": {"name": "calculate", "parameters": {}, "strict": True}}
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="tiny", messages=HI, max_tokens=2, tools=[tool])
+    assert caught.value.param == "tools[0].function.strict" and "strict" in caught.value.message
+    neutral = {"logit_bias": {}, "frequency_penalty": 0, "presence_penalty": 0.0}
+    tool["function"]["strict"] = False
+    answer = client.chat.completions.create(
+        model="tiny", messages=HI, max_tokens=2, tools=[tool], **neutral
+    )
+    assert answer.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    assert client.completions.create(model="tiny", prompt="hi", max_tokens=2, **neutral).choices
 
 
 def test_response_format_is_refused_through_the_openai_client(served):

@@ -153,6 +153,7 @@ class RequestReader:
         request = self._object(request)
         self.check_model(request)
         self.check_response_format(request)
+        self.check_unsupported_sampling(request)
         messages = self.messages(request)
         tools, forced, parallel = self.tools(request)
         logprobs = request.get("logprobs") or False
@@ -226,6 +227,7 @@ class RequestReader:
                 "echo and suffix are not supported by verigym serve-model", param="echo"
             )
         self.check_response_format(request)
+        self.check_unsupported_sampling(request)
         prompt = request.get("prompt")
         if isinstance(prompt, str) or (
             isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt)
@@ -445,6 +447,16 @@ class RequestReader:
                 "with names of 1 to 64 printable characters",
                 param="tools",
             )
+        for i, tool in enumerate(tools):
+            strict = tool["function"].get("strict", tool.get("strict"))
+            if strict not in (None, False):
+                raise RequestError(
+                    f'tools[{i}] "strict": {json.dumps(strict)[:20]} is not supported by verigym '
+                    "serve-model: it cannot constrain a call's arguments to the schema (no "
+                    "grammar-constrained decoding). Leave strict out and check the arguments.",
+                    code="unsupported_value",
+                    param=f"tools[{i}].function.strict",
+                )
         if len(tools) > MAX_TOOLS:
             raise RequestError(
                 f"a request may offer at most {MAX_TOOLS} tools, got {len(tools)}", param="tools"
@@ -506,6 +518,38 @@ class RequestReader:
             "response_format must be {type: text} (json_object and json_schema are not supported)",
             param="response_format",
         )
+
+    @staticmethod
+    def check_unsupported_sampling(request: dict[str, Any]) -> None:
+        """Refuse the OpenAI sampling fields this server does not implement, rather than ignore
+        them: ``frequency_penalty`` and ``presence_penalty`` other than 0, a non-empty
+        ``logit_bias`` (HTTP 400, ``code`` ``"unsupported_value"``, ``param`` the field). Their
+        neutral values (0, ``{}``, ``null``), which some clients always send, are accepted."""
+        for name in ("frequency_penalty", "presence_penalty"):
+            value = request.get(name)
+            if value is None:
+                continue
+            if not _is_number(value) or not -2 <= value <= 2:
+                raise RequestError(f"{name} must be a finite number in [-2, 2]", param=name)
+            if value != 0:
+                raise RequestError(
+                    f"{name}={value} is not supported by verigym serve-model (its sampler applies "
+                    f"no penalties); send 0 or leave {name} out",
+                    code="unsupported_value",
+                    param=name,
+                )
+        bias = request.get("logit_bias")
+        if bias is None:
+            return
+        if not isinstance(bias, dict):
+            raise RequestError("logit_bias must be an object {token id: bias}", param="logit_bias")
+        if bias:
+            raise RequestError(
+                "logit_bias is not supported by verigym serve-model (its sampler applies no "
+                "bias); send {} or leave logit_bias out",
+                code="unsupported_value",
+                param="logit_bias",
+            )
 
     def chat_prompt(self, messages: list[dict[str, str]], tools: list[dict[str, Any]]) -> list[int]:
         """The prompt's token ids: the model's chat template (with ``tools`` when it reads

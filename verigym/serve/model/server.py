@@ -20,7 +20,10 @@ Endpoints:
   ``max_tokens`` (or ``max_completion_tokens``), ``temperature``, ``top_p``, ``stop``, ``n``,
   ``logprobs``, ``top_logprobs`` (0-20), ``stream`` (server-sent events;
   ``stream_options.include_usage``). ``seed`` is accepted and ignored (batched sampling shares one
-  generator). Tools reach the model through its chat template when the template reads ``tools``,
+  generator). ``logit_bias``, ``frequency_penalty`` and ``presence_penalty`` other than their
+  neutral values (``{}``, 0) and a tool's ``"strict": true`` are refused with HTTP 400 (``code``
+  ``"unsupported_value"``, ``param`` the field), on both endpoints: the sampler does not apply
+  them, so the server says so rather than ignore them. Tools reach the model through its chat template when the template reads ``tools``,
   else as a Hermes-style system section; ``<tool_call>{"name", "arguments"}</tool_call>`` blocks in
   the reply (also SmolLM2's list form) come back as ``message.tool_calls`` with
   ``finish_reason="tool_calls"``. Each choice carries the generated token ids in the extension
