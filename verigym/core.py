@@ -48,11 +48,11 @@ __all__ = [
     "episode_end",
 ]
 
-Family = Literal["text", "tool", "gui", "grid", "mujoco", "multiagent"]
+Family = Literal["text", "tool", "gui", "grid", "mujoco", "multiagent", "world"]
 """The family tag of an environment, recorded in the registration table and in
 ``metadata["family"]``."""
 
-FAMILIES: tuple[str, ...] = ("text", "tool", "gui", "grid", "mujoco", "multiagent")
+FAMILIES: tuple[str, ...] = ("text", "tool", "gui", "grid", "mujoco", "multiagent", "world")
 
 SUCCESS = "success"
 """``info`` key: ``bool``, set on the step that ends an episode; whether the verifier accepted."""
