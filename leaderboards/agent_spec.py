@@ -20,6 +20,13 @@ spec                               agent
                                    (imported with the working directory on ``sys.path``)
 =================================  ==========================================================
 
+Any spec may carry a display name, the ``name=`` option: ``random?name=Random``,
+``llm:smollm2?adapter=DIR&name=SmolLM2-135M-Instruct + SFT (LoRA)``. The standings show it in place
+of the spec; the spec (with its name: it is the key ``--resume`` finds episodes by) and the config
+hash stay on the row's page and in the standings' agents section. A name is 1 to
+:data:`MAX_NAME_LENGTH` characters from :data:`NAME_PATTERN` (letters, digits, space and
+``._+-/(),:``), nothing that reaches a shell, Markdown or HTML as markup; the agent never sees it.
+
 A saved agent plays only the env it was trained on (its ``meta.json`` ``env_id``); a folder of
 saved agents covers the envs of its members. A suite's other tasks are not run for it, and the
 standings show its coverage.
@@ -31,18 +38,35 @@ entry, never mixed with old rows).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import json
 import os
 import pathlib
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any
 
 from verigym.core import FAMILIES as _FAMILIES
 
-__all__ = ["TEXT_KINDS", "AgentSpec", "parse_agent_spec"]
+__all__ = [
+    "MAX_NAME_LENGTH",
+    "NAME_PATTERN",
+    "TEXT_KINDS",
+    "AgentSpec",
+    "display_name",
+    "parse_agent_spec",
+    "split_display_name",
+]
+
+MAX_NAME_LENGTH = 64
+"""Characters a display name (``name=``) may have."""
+
+NAME_PATTERN = re.compile(rf"[A-Za-z0-9][A-Za-z0-9 ._+/(),:-]{{0,{MAX_NAME_LENGTH - 1}}}")
+"""What a display name may be (matched in full): an allow-list with no ``&``, ``?``, ``=``, ``|``,
+quote, backtick, angle bracket, ``#`` or control character."""
 
 TEXT_KINDS = ("llm", "openai")
 """The spec kinds (``llm:...``, ``openai:...``) whose agent plays through the text view."""
@@ -67,6 +91,8 @@ class AgentSpec:
     """``llm``/``openai`` config overrides from the spec's ``?k=v&k=v`` part"""
     families: tuple[str, ...] = ()
     """``llm``/``openai``: the env families played (empty: all)"""
+    display_name: str = ""
+    """the spec's ``name=`` (empty: none); shown in the standings, never given to the agent"""
 
     @property
     def text_view(self) -> bool:
@@ -182,14 +208,74 @@ def parse_agent_spec(text: str) -> AgentSpec:
     """Parse an agent spec (see the module docstring).
 
     Raises:
-        ValueError: the spec matches no form, a checkpoint/model directory does not exist, or a
-            ``module:factory`` cannot be imported.
+        ValueError: the spec matches no form, a checkpoint/model directory does not exist, a
+            ``module:factory`` cannot be imported, or its ``name=`` is not an allowed display name.
     """
+    text = text.strip()
+    bare, name = split_display_name(text)
+    spec = _parse_bare(bare)
+    if name is None:
+        return spec
+    return dataclasses.replace(spec, text=text, display_name=name)
+
+
+def split_display_name(text: str) -> tuple[str, str | None]:
+    """Split a spec's display name off: ``(the spec without its name= option, the name)``.
+
+    The name is the ``name=`` option of the part after the first ``?`` (one of the ``&``-separated
+    options of an ``llm``/``openai`` spec; the only option of any other spec).
+
+    Args:
+        text: an agent spec.
+
+    Returns:
+        ``(text, None)`` when the spec has no ``name=``.
+
+    Raises:
+        ValueError: ``name=`` appears twice, or the name is not 1 to :data:`MAX_NAME_LENGTH`
+            characters matching :data:`NAME_PATTERN`.
+    """
+    head, sep, query = text.partition("?")
+    if not sep:
+        return text, None
+    parts = query.split("&")
+    names = [p for p in parts if p.startswith("name=")]
+    if not names:
+        return text, None
+    if len(names) > 1:
+        raise ValueError(f"agent spec {text[:200]!r}: name= appears {len(names)} times")
+    name = names[0][len("name=") :]
+    if not NAME_PATTERN.fullmatch(name):
+        raise ValueError(
+            f"agent spec {text[:200]!r}: the display name {name[:80]!r} must be 1 to "
+            f"{MAX_NAME_LENGTH} characters: letters, digits, space and ._+-/(),: (starting with a "
+            "letter or digit)"
+        )
+    rest = "&".join(p for p in parts if not p.startswith("name="))
+    return head + ("?" + rest if rest else ""), name
+
+
+def display_name(spec: str) -> str | None:
+    """The display name of a stored agent spec, or None (no ``name=``, or one that is not
+    allowed: a stored spec is untrusted, and then shows as itself).
+
+    Args:
+        spec: an agent spec string, e.g. from the results store.
+    """
+    if not isinstance(spec, str) or len(spec) > 8192:
+        return None
+    try:
+        return split_display_name(spec.strip())[1]
+    except ValueError:
+        return None
+
+
+def _parse_bare(text: str) -> AgentSpec:
+    """:func:`parse_agent_spec` of a spec without ``name=``."""
     from verigym.agents import AGENTS
     from verigym.agents.base import plugin_agents
 
     plugins = plugin_agents()
-    text = text.strip()
     if text in ("random", "oracle"):
         return AgentSpec(text, text)
     if text in plugins:
@@ -244,7 +330,6 @@ def _llm_options(text: str, rest: str) -> tuple[str, tuple[tuple[str, Any], ...]
         from verigym.agents.llm.agent import LLMConfig as config_class
     else:
         from verigym.agents.llm.openai_agent import OpenAIConfig as config_class
-    import dataclasses
 
     fields = {f.name for f in dataclasses.fields(config_class)}
     options: list[tuple[str, Any]] = []

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from verigym.leaderboards.agent_spec import display_name
 from verigym.leaderboards.store import EpisodeRow, ResultsStore
 from verigym.leaderboards.suite import Suite
 
@@ -89,15 +90,21 @@ class Entry:
         return self.coverage >= 1.0
 
     @property
+    def name(self) -> str:
+        """The spec's display name (``name=``, :func:`~verigym.leaderboards.agent_spec.display_name`),
+        else the agent spec."""
+        return display_name(self.agent_spec) or self.agent_spec
+
+    @property
     def label(self) -> str:
-        """The agent spec, plus what it covers when that is not every task."""
+        """The agent's name, plus what it covers when that is not every task."""
         if self.complete or not self.tasks:
-            return self.agent_spec
+            return self.name
         if 0 < len(self.covers) <= 3 and len(self.covers) < self.tasks:
-            return f"{self.agent_spec} (covers {', '.join(map(_short_id, self.covers))})"
+            return f"{self.name} (covers {', '.join(map(_short_id, self.covers))})"
         if len(self.covers) < self.tasks:
-            return f"{self.agent_spec} (covers {len(self.covers)} of {self.tasks} tasks)"
-        return f"{self.agent_spec} ({self.coverage:.0%} of episodes)"
+            return f"{self.name} (covers {len(self.covers)} of {self.tasks} tasks)"
+        return f"{self.name} ({self.coverage:.0%} of episodes)"
 
 
 @dataclass
@@ -111,6 +118,9 @@ class Standings:
     """For competitive suites: :class:`verigym.leaderboards.arena.Rating`, best first."""
     notes: list[str] = field(default_factory=list)
     """Why a reference row cannot reach the top score on some task (shown under the tables)."""
+    summaries: dict[str, dict[str, float]] = field(default_factory=dict)
+    """The suite's summaries (``"crafter_score"``) per entry, keyed ``"<agent spec>#<config hash>"``
+    (:func:`verigym.leaderboards.achievements.suite_summaries`; also shown as a note)."""
 
     @property
     def ranked(self) -> list[Entry]:
@@ -238,7 +248,11 @@ def compute_standings(store: ResultsStore, suite: Suite | None = None) -> Standi
     from verigym.leaderboards.heldout import small_task_space_notes  # † small task spaces
 
     notes = _reference_notes(entries, env_ids) + small_task_space_notes(env_ids)
-    return Standings(title, metric, env_ids, entries, notes=notes)
+    from verigym.leaderboards.achievements import suite_summaries, summary_notes
+
+    summaries = suite_summaries(store, suite, rows) if suite is not None else {}
+    notes += summary_notes(summaries, entries)
+    return Standings(title, metric, env_ids, entries, notes=notes, summaries=summaries)
 
 
 def _reference_notes(entries: Sequence[Entry], env_ids: Sequence[str]) -> list[str]:
@@ -323,6 +337,17 @@ def _short_id(env_id: str) -> str:
     return env_id.removeprefix("verigym/")
 
 
+def _markdown_code(text: str) -> str:
+    """``text`` as Markdown inline code in a table cell (a backtick in a stored spec cannot close it)."""
+    return "`" + _markdown_cell(text.replace("`", "'")) + "`"
+
+
+def _markdown_agent(entry: Entry) -> str:
+    """An entry's agent cell: its display name (allow-listed: no markup), else its spec as code."""
+    name = display_name(entry.agent_spec)
+    return name if name else _markdown_code(entry.agent_spec)
+
+
 def _markdown_cell(text: str) -> str:
     """``text`` safe in a Markdown table cell (a task label's kwargs may hold ``|``)."""
     return text.replace("|", "\\|")
@@ -344,9 +369,15 @@ def agent_label(spec: str, limit: int = LABEL_LENGTH) -> str:
         spec: an agent spec as stored (any string: it comes from the results store).
         limit: the most characters of the label (>= 8).
 
+    A spec with a display name (``name=``) is labelled by its name, whole (at most
+    :data:`~verigym.leaderboards.agent_spec.MAX_NAME_LENGTH` characters).
+
     Returns:
-        The label, at most ``limit`` characters.
+        The label, at most ``limit`` characters (a display name: at most its own length).
     """
+    name = display_name(spec)
+    if name:
+        return name
     kind, sep, rest = spec.partition(":")
     if sep and rest:
         rest = rest.rpartition("#")[2] or rest
@@ -474,7 +505,7 @@ def render_markdown(standings: Standings) -> str:
     ]
     lines += ["| # | agent | config | overall | coverage |", "|---|---|---|---|---|"]
     lines += [
-        f"| {e.rank} | `{e.agent_spec}` | {e.config_hash[:8]} | {_number(e.overall)} | {e.coverage:.0%} |"
+        f"| {e.rank} | {_markdown_agent(e)} | {e.config_hash[:8]} | {_number(e.overall)} | {e.coverage:.0%} |"
         for e in standings.ranked
     ]
     if standings.partial:
@@ -489,8 +520,15 @@ def render_markdown(standings: Standings) -> str:
             "|---|---|---|---|---|",
         ]
         lines += [
-            f"| `{e.agent_spec}` | {e.config_hash[:8]} | {', '.join(map(_short_id, e.covers))} | {_number(e.covered_mean)} | {e.coverage:.0%} |"
+            f"| {_markdown_agent(e)} | {e.config_hash[:8]} | {', '.join(map(_short_id, e.covers))} | {_number(e.covered_mean)} | {e.coverage:.0%} |"
             for e in standings.partial
+        ]
+    named = [e for e in standings.entries if display_name(e.agent_spec)]
+    if named:  # a display name hides the spec in the tables: here is each one's spec and config
+        lines += ["", "## Agents", ""]
+        lines += [
+            f"* {e.name} (config {e.config_hash[:8]}): {_markdown_code(e.agent_spec)}"
+            for e in named
         ]
     if standings.notes:
         lines += ["", "## Notes", ""] + [f"* {note}" for note in standings.notes]

@@ -38,7 +38,7 @@ if [ "${VERIGYM_LLM:-1}" != 0 ] && python -c "import importlib.util as u, sys; s
   # afterwards) with a progress line every 15 s; fails at once, with the log's last lines, if it exits
   python scripts/wait_for_server.py "http://127.0.0.1:$port/health" --pid "$server" \
     --log "$out/serve-smollm2.log" --name "the model server" --timeout "${VERIGYM_LLM_START_TIMEOUT:-1800}"
-  verigym eval --agent "openai:http://127.0.0.1:$port/v1#smollm2?max_tokens=48&temperature=0&timeout=120&max_retries=0&families=text,tool,gui" \
+  verigym eval --agent "openai:http://127.0.0.1:$port/v1#smollm2?max_tokens=48&temperature=0&timeout=120&max_retries=0&families=text,tool,gui&name=SmolLM2-135M-Instruct" \
     --suite "$suite" --out "$out" --resume --workers "${VERIGYM_LLM_WORKERS:-12}" --time-limit-scale 4
   kill "$server" 2>/dev/null || true
   wait "$server" 2>/dev/null || true
@@ -46,7 +46,7 @@ if [ "${VERIGYM_LLM:-1}" != 0 ] && python -c "import importlib.util as u, sys; s
   # leaderboards/checkpoints/smollm2-sft; scripts/train_llm_agent.sh retrains it), in-process as it
   # was trained (the llm: agent renders prompts as the SFT data did); each worker loads the model.
   # 128 tokens: a tool call spells its numbers one digit a token
-  OMP_NUM_THREADS=1 verigym eval --agent "llm:smollm2?adapter=leaderboards/checkpoints/smollm2-sft&max_new_tokens=128&families=text,tool,gui" \
+  OMP_NUM_THREADS=1 verigym eval --agent "llm:smollm2?adapter=leaderboards/checkpoints/smollm2-sft&max_new_tokens=128&families=text,tool,gui&name=SmolLM2-135M-Instruct + SFT/GRPO (LoRA)" \
     --suite "$suite" --out "$out" --resume --workers "${VERIGYM_LLM_WORKERS_TRAINED:-2}" --time-limit-scale 4
 fi
 verigym leaderboard --suite "$suite" --out "$out" --train-logs leaderboards/checkpoints
