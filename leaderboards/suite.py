@@ -143,6 +143,9 @@ class Suite:
     metric: str = "score"
     description: str = ""
     kind: str = "single"
+    summary: tuple[str, ...] = ()
+    """Suite-level metrics computed from the stored episodes besides ``metric``
+    (:data:`verigym.leaderboards.achievements.SUMMARIES`: ``"crafter_score"``)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not 0 < len(self.name) <= MAX_ID_CHARS:
@@ -166,6 +169,13 @@ class Suite:
             raise ValueError(f"suite {self.name}: an env id appears twice")
         if not self.tasks:
             raise ValueError(f"suite {self.name} has no tasks")
+        from verigym.leaderboards.achievements import SUMMARIES
+
+        if not isinstance(self.summary, (tuple, list)) or not all(
+            isinstance(s, str) and s in SUMMARIES for s in self.summary
+        ):
+            raise ValueError(f"suite {self.name}: summary must list names among {SUMMARIES}")
+        object.__setattr__(self, "summary", tuple(self.summary))
 
     def __iter__(self) -> Iterator[Task]:
         return iter(self.tasks)
@@ -190,7 +200,7 @@ class Suite:
         """
         if not isinstance(data, dict):
             raise ValueError(f"a suite must be a JSON object, got {type(data).__name__}")
-        unknown = set(data) - {"name", "tasks", "metric", "description", "kind"}
+        unknown = set(data) - {"name", "tasks", "metric", "description", "kind", "summary"}
         if unknown:
             raise ValueError(
                 f"suite {str(data.get('name'))[:80]}: unknown fields {sorted(map(str, unknown))[:10]}"
@@ -223,6 +233,7 @@ class Suite:
             metric=metric,
             description=data.get("description", ""),
             kind=kind,
+            summary=data.get("summary", ()),
         )
 
 

@@ -41,7 +41,8 @@ from verigym.core import (
     episode_end,
 )
 from verigym.kwargs_policy import FLAG, Bound, FloatRange, IntRange, client, operator_only
-from verigym.validation import check_bool, check_choice, check_int, check_number
+from verigym.render_modes import accept_render_mode
+from verigym.validation import check_bool, check_int, check_number
 
 __all__ = [
     "ACHIEVEMENTS",
@@ -276,7 +277,7 @@ def _instructions(goal: tuple[str, ...], survive: bool, max_steps: int, text: bo
         aim = f"Stay alive for {max_steps} steps."
     actions = "\n".join(f"- {name}: {ACTION_HELP[name]}" for name in ACTIONS)
     ending = (
-        "The episode ends when you die, at the step limit"
+        f"The episode ends when you die, after {max_steps} steps"
         + (", or when the goal is reached" if goal and not survive else "")
         + "."
     )
@@ -351,7 +352,8 @@ class CrafterEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         survive: success also needs the player alive when the step limit ends the episode (the
             episode then runs to the limit).
         max_steps: step limit (upstream's episodes are 10000 steps).
-        render_mode: ``"rgb_array"`` (the last frame) or ``"ansi"`` (the text view).
+        render_mode: ``"rgb_array"`` (the last frame) or ``"ansi"`` (the text view); another
+            mode renders nothing, with a warning (Gymnasium's envs accept any mode).
 
     Raises:
         ImportError: crafter is not installed (``pip install 'verigym[crafter]'``).
@@ -383,7 +385,7 @@ class CrafterEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         if not self.goal and not self.survive:
             raise ValueError("an empty goal needs survive=True (else no episode could succeed)")
         self.max_steps = check_int("max_steps", max_steps, 1, 10_000)
-        self.render_mode = check_choice("render_mode", render_mode, (None, "rgb_array", "ansi"))
+        self.render_mode = accept_render_mode(render_mode, self.metadata["render_modes"])
         crafter = import_crafter()
         # length=0: no upstream time limit (this class ends episodes, so the verdict rides along)
         self._game = crafter.Env(area=(64, 64), view=(9, 9), size=(64, 64), length=0, seed=0)
@@ -612,6 +614,18 @@ class CrafterTextEnv(CrafterEnv):
 # -- the scripted reference agent ------------------------------------------------------------------
 
 
+_TOOLS: tuple[tuple[str, dict[str, int], tuple[str, ...]], ...] = (
+    ("wood_pickaxe", {"wood": 1}, ("table",)),
+    ("wood_sword", {"wood": 1}, ("table",)),
+    ("stone_pickaxe", {"wood": 1, "stone": 1}, ("table",)),
+    ("stone_sword", {"wood": 1, "stone": 1}, ("table",)),
+    ("iron_pickaxe", {"wood": 1, "coal": 1, "iron": 1}, ("table", "furnace")),
+    ("iron_sword", {"wood": 1, "coal": 1, "iron": 1}, ("table", "furnace")),
+)
+"""The tools the scripted agent makes, in order: (item, materials, stations nearby) as upstream's
+``make`` table has them."""
+
+
 def _neighbours(x: int, y: int) -> Iterable[tuple[str, int, int]]:
     for name, (dx, dy) in _DIRS.items():
         yield name, x + dx, y + dy
@@ -694,9 +708,18 @@ def game_constants(env: CrafterEnv) -> Any:
 
 
 def _explore_move(env: CrafterEnv) -> str:
-    """Walk on in the current exploring direction; turn at random one step in ten."""
-    if env._script_rng.random() < 0.1:
+    """Walk on in the current exploring direction; turn at random one step in ten, and away
+    from lava."""
+    world, player = env._game._world, env._game._player
+    for _ in range(8):
+        dx, dy = env._explore
+        if world[(int(player.pos[0]) + dx, int(player.pos[1]) + dy)][0] != "lava" and (
+            env._script_rng.random() >= 0.1
+        ):
+            break
         env._explore = tuple(_DIRS.values())[int(env._script_rng.integers(4))]
+    else:
+        return "noop"
     return {v: k for k, v in _DIRS.items()}[env._explore]
 
 
@@ -721,55 +744,56 @@ def _script(env: CrafterEnv) -> str:
             return found
     if inv["energy"] <= 2:
         return "sleep"
-    table = _near(env, "table")
-
-    def make(item: str, needs: dict[str, int], nearby: tuple[str, ...]) -> str | None:
-        if inv[item] or any(inv[k] < v for k, v in needs.items()):
-            return None
-        return f"make_{item}" if all(_near(env, n) for n in nearby) else None
-
-    wood_needed = 0 if inv["wood_pickaxe"] else 1
-    wood_needed += 0 if inv["wood_sword"] else 1
-    wood_needed += 0 if inv["stone_pickaxe"] else 1
-    wood_needed += 0 if inv["stone_sword"] else 1
-    for item, needs, nearby in (
-        ("wood_pickaxe", {"wood": 1}, ("table",)),
-        ("wood_sword", {"wood": 1}, ("table",)),
-        ("stone_pickaxe", {"wood": 1, "stone": 1}, ("table",)),
-        ("stone_sword", {"wood": 1, "stone": 1}, ("table",)),
-        ("iron_pickaxe", {"wood": 1, "coal": 1, "iron": 1}, ("table", "furnace")),
-        ("iron_sword", {"wood": 1, "coal": 1, "iron": 1}, ("table", "furnace")),
-    ):
-        action = make(item, needs, nearby)
-        if action:
-            return action
+    water = _material_at(env, ("water",))
+    if inv["drink"] < 9 and any(water(x, y) for _, x, y in _neighbours(px, py)):
+        return _path_to(env, water) or "noop"  # drink while at the water
     costs = game_constants(env).place
-    table_wood = costs["table"]["uses"]["wood"]
-    if not table and not _near(env, "table", 3):
-        if inv["wood"] >= table_wood + min(wood_needed, 1):
-            return _place(env, "table")
-    elif not table and inv["wood"] >= 1 and wood_needed:
-        found = _path_to(env, _material_at(env, ("table",)))
-        if found and found != "do":
-            return found
-    if inv["wood"] < table_wood + wood_needed:
+    missing = [t for t in _TOOLS if not inv[t[0]]]
+    for item, needs, stations in missing:
+        if all(inv[k] >= v for k, v in needs.items()) and all(_near(env, n) for n in stations):
+            return f"make_{item}"
+    ready = [t for t in missing if all(inv[k] >= v for k, v in t[1].items())]
+    for _item, needs, stations in ready[:1]:
+        for station in stations:
+            if _near(env, station):
+                continue
+            if _near(env, station, 6):
+                found = _path_to(env, _material_at(env, (station,)), limit=200)
+                if found and found != "do":
+                    return found
+            station_cost = costs[station]["uses"]
+            if all(inv[k] >= v + needs.get(k, 0) for k, v in station_cost.items()) and (
+                station == "table" or _near(env, "table")
+            ):
+                return _place(env, station)
+            break
+    table_far = not _near(env, "table", 6)
+    wood_goal = sum(t[1].get("wood", 0) for t in missing)
+    wood_goal += costs["table"]["uses"]["wood"] if table_far else 0
+    if inv["wood"] < min(wood_goal, 9):
         found = _path_to(env, _material_at(env, ("tree",)))
         if found:
             return found
-    if inv["wood_pickaxe"] and inv["stone"] < 6:
+    iron_tools = [t for t in missing if "iron" in t[1]]
+    stone_goal = sum(t[1].get("stone", 0) for t in missing) + 1  # one to place
+    if iron_tools and not _near(env, "furnace", 6):
+        stone_goal += costs["furnace"]["uses"]["stone"]
+    if inv["wood_pickaxe"] and inv["stone"] < min(stone_goal, 9):
         found = _path_to(env, _material_at(env, ("stone",)))
         if found:
             return found
     if inv["stone"] and not player.achievements["place_stone"]:
         return _place(env, "stone")
-    if inv["stone"] >= costs["furnace"]["uses"]["stone"] and table and not _near(env, "furnace"):
-        return _place(env, "furnace")
-    if inv["wood_pickaxe"] and not inv["coal"]:
+    if inv["wood_pickaxe"] and iron_tools and inv["coal"] < len(iron_tools):
         found = _path_to(env, _material_at(env, ("coal",)))
         if found:
             return found
-    if inv["stone_pickaxe"] and not inv["iron"]:
+    if inv["stone_pickaxe"] and iron_tools and inv["iron"] < len(iron_tools):
         found = _path_to(env, _material_at(env, ("iron",)))
+        if found:
+            return found
+    if inv["iron_pickaxe"] and not inv["diamond"]:
+        found = _path_to(env, _material_at(env, ("diamond",)))
         if found:
             return found
     if inv["sapling"]:
