@@ -3,26 +3,53 @@
 An SFT record is one successful episode on a *training* seed (below
 :data:`~verigym.leaderboards.suite.TRAIN_SEED_END`; evaluation seeds are refused, so a model is never
 fine-tuned on the episodes it is ranked on), in the OpenAI chat layout that TRL's ``SFTTrainer`` and
-:mod:`verigym.agents.llm.sft` read::
+:mod:`verigym.agents.llm.sft` read, in one of two protocols (:data:`PROTOCOLS`; one per record, one
+per export, named in its ``protocol`` field):
+
+* ``"text"`` (the default): the episode as the agent saw it through the text view, every message
+  ``{"role", "content"}`` text: the instructions (with the tool schemas and the ``<tool_call>`` /
+  ``<answer>`` reply format) as the system message, each observation and tool result as a user
+  message, each reply as the text the env parsed (a tool call as its Hermes ``<tool_call>`` block);
+  ``tools`` is empty (the schemas are in the system text once). This is what ``verigym train sft``
+  trains on and what any chat template renders faithfully (SmolLM2's own included)::
 
     {"messages": [
         {"role": "system", "content": <the text view's instructions>},
         {"role": "user", "content": <first observation>},
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
-            "function": {"name": "calculate", "arguments": "{\\"expression\\": \\"2 + 3\\"}"}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": <the env's answer>},
+        {"role": "assistant", "content": "<tool_call>{\\"name\\": \\"calculate\\", ...}</tool_call>"},
+        {"role": "user", "content": <the env's answer>},
         {"role": "assistant", "content": "<answer>5</answer>"}],
-     "tools": [<OpenAI function schemas>] or [],
-     "env_id", "seed", "agent", "score", "length"}
+     "tools": [], "protocol": "text", "env_id", "seed", "agent", "score", "length"}
+
+* ``"tools"``: native tool calling, for a tool-aware chat template (TRL's ``qwen2_5``): calls are
+  ``tool_calls`` entries whose ``arguments`` is a mapping (as Hugging Face templates expect: they
+  serialise it), results are ``tool`` messages, the schemas are in ``tools`` only, and the system
+  text is the task without the text protocol
+  (:func:`~verigym.agents.llm.trl_adapter.native_tool_instructions`, as under TRL's
+  ``environment_factory``); the final ``<answer>X</answer>`` reply is a call of the ``answer`` tool
+  (:data:`ANSWER_TOOL`, appended to ``tools``)::
+
+    {"messages": [
+        {"role": "system", "content": <the task; call one tool per turn, answer with the answer tool>},
+        {"role": "user", "content": <first observation>},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "calculate", "arguments": {"expression": "2 + 3"}}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": <the env's answer>},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_2", "type": "function",
+            "function": {"name": "answer", "arguments": {"answer": "5"}}}]}],
+     "tools": [<the env's OpenAI function schemas>, ANSWER_TOOL], "protocol": "tools", ...}
+
+  An env without tools gives the same plain records in both protocols. An episode the tool-calling
+  protocol cannot express (instructions that only describe the text protocol, e.g.
+  FunctionCalling's; a reply with several calls; a tool named ``answer``) is not exported in it.
 
 What the agent saw is the env's text view (:class:`~verigym.wrappers.LanguageWrapper`): its
 instructions, observations and, after a malformed reply, the feedback
 (:func:`~verigym.agents.llm.chat.feedback_text`). An action is the text the env parses: a text
 action as it was, any other action through the env's ``action_text`` (a GUI click becomes
-``click 3``). A reply that is exactly one Hermes tool call (``<tool_call>{"name", "arguments"}
-</tool_call>``, the tool envs' text protocol) becomes a native ``tool_calls`` entry and the
-observation after it a ``tool`` message; :func:`verigym.toolcalls.messages_to_text` turns such a
-record back into the text protocol for a model whose chat template has no tools.
+``click 3``). :func:`demonstration_messages` writes an episode with native ``tool_calls``
+(arguments as JSON text, OpenAI's wire form) for a reply that is exactly one Hermes tool call;
+:func:`protocol_record` turns that into one of the two protocols above.
 
 Two sources:
 
@@ -45,16 +72,43 @@ from typing import Any
 
 from verigym.leaderboards.store import safe_text
 from verigym.leaderboards.suite import TRAIN_SEED_END
-from verigym.toolcalls import message_to_text, openai_tool_call, text_to_message
+from verigym.toolcalls import message_to_text, messages_to_text, openai_tool_call, text_to_message
 
 __all__ = [
+    "ANSWER_TOOL",
     "EVALUATION_TASK",
     "MAX_EPISODE_STEPS",
+    "PROTOCOLS",
     "demonstration_messages",
     "play_demonstrations",
+    "protocol_record",
     "stored_demonstrations",
     "tool_call_of",
 ]
+
+PROTOCOLS = ("text", "tools")
+"""The record protocols (see the module docstring): the text view's, or native tool calling."""
+
+ANSWER_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "answer",
+        "description": "Give your final answer; the episode ends and is scored.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "answer": {
+                    "type": "string",
+                    "description": "the final answer, in the format the task asks for.",
+                }
+            },
+            "required": ["answer"],
+        },
+    },
+}
+"""The final-answer tool of the ``"tools"`` protocol: the ``answer`` method TRL's
+``environment_factory`` offers (:mod:`verigym.agents.llm.trl_adapter`), which plays
+``<answer>{answer}</answer>``."""
 
 EVALUATION_TASK = "the task is an evaluation task of a suite (another seed draws the same one); never training data"
 """Why an episode whose task an evaluation seed also poses is not exported."""
@@ -137,12 +191,101 @@ def _action_text(env: Any, action: Any) -> str:
     return str(env.action_text(action))  # LanguageWrapper: generic spaces
 
 
-def _record(
-    env_id: str, seed: int, agent: str, score: float, messages: list, tools: list
-) -> dict[str, Any]:
+def _answer_of(text: str) -> str | None:
+    """The answer when ``text`` is exactly one ``<answer>...</answer>`` (stripped), else None."""
+    stripped = text.strip()
+    if not (stripped.startswith("<answer>") and stripped.endswith("</answer>")):
+        return None
+    inner = stripped[len("<answer>") : -len("</answer>")]
+    return None if "<answer>" in inner or "</answer>" in inner else inner
+
+
+def _native_messages(
+    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | str:
+    """The ``"tools"`` protocol of :func:`demonstration_messages` output: ``(messages, tools)``,
+    or why the episode cannot be written in it."""
+    from verigym.agents.llm.trl_adapter import native_tool_instructions
+
+    names = [t.get("function", {}).get("name") for t in tools]
+    if "answer" in names:
+        return "a tool is named 'answer', the tool-calling protocol's final-answer tool"
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        message = dict(message)
+        if message["role"] == "system":
+            message["content"] = native_tool_instructions(message["content"])
+            if "<tool_call>" in message["content"]:
+                return "its instructions describe the text protocol only (<tool_call> blocks)"
+        elif message["role"] == "assistant" and message.get("tool_calls"):
+            message["tool_calls"] = [
+                {
+                    **call,
+                    "function": {
+                        **call["function"],
+                        "arguments": json.loads(call["function"]["arguments"]),
+                    },
+                }
+                for call in message["tool_calls"]
+            ]
+        elif message["role"] == "assistant":
+            if "<tool_call>" in message["content"]:
+                return "a reply holds tool calls that are not exactly one call"
+            answer = _answer_of(message["content"])
+            if answer is not None:
+                call_id = f"call_{sum(1 for m in out if m['role'] == 'assistant') + 1}"
+                message = {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": "answer", "arguments": {"answer": answer}},
+                        }
+                    ],
+                }
+        out.append(message)
+    return out, [dict(t) for t in tools] + [ANSWER_TOOL]
+
+
+def protocol_record(
+    env_id: str,
+    seed: int,
+    agent: str,
+    score: float,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    protocol: str = "text",
+) -> dict[str, Any] | str:
+    """An SFT record of an episode in ``protocol`` (see the module docstring).
+
+    Args:
+        env_id, seed, agent, score: the episode's provenance and score.
+        messages: :func:`demonstration_messages` output (native ``tool_calls``, JSON-text arguments).
+        tools: the env's OpenAI function schemas (``info["tools"]``).
+        protocol: ``"text"`` or ``"tools"``.
+
+    Returns:
+        the record, or (``"tools"`` only) a one-line reason why the episode cannot be written in it.
+
+    Raises:
+        ValueError: an unknown protocol.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+    uses_tools = bool(tools) or any(m.get("tool_calls") for m in messages)
+    if protocol == "text" or not uses_tools:
+        messages, tools = messages_to_text(messages), []
+    else:
+        native = _native_messages(messages, tools)
+        if isinstance(native, str):
+            return f"not written in the tool-calling protocol: {native}"
+        messages, tools = native
     return {
         "messages": messages,
         "tools": tools,
+        "protocol": protocol,
         "env_id": env_id,
         "seed": int(seed),
         "agent": agent,
@@ -159,6 +302,7 @@ def play_demonstrations(
     make_env: Callable[[str], Any] | None = None,
     refused: list[str] | None = None,
     held_out: Any = None,
+    protocol: str = "text",
 ) -> Iterator[dict[str, Any]]:
     """Play ``agent`` on every env and training seed through the text view; yield the successes as SFT records.
 
@@ -175,10 +319,15 @@ def play_demonstrations(
             error, an evaluation task).
         held_out: a :class:`~verigym.leaderboards.heldout.HeldOutTasks` (default: one over every
             shipped suite); an episode whose task is one of its evaluation tasks is not played.
+        protocol: the records' protocol, ``"text"`` or ``"tools"`` (:data:`PROTOCOLS`); an
+            episode the protocol cannot express goes to ``refused``.
 
     Raises:
-        ValueError: a seed outside the training range, or an agent other than ``oracle``.
+        ValueError: a seed outside the training range, an agent other than ``oracle``, or an
+            unknown protocol.
     """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
     if agent != "oracle":
         raise ValueError(
             f"only the oracle is played in-process, got {agent!r}; export stored episodes instead"
@@ -210,7 +359,7 @@ def play_demonstrations(
                     if held_out.is_evaluation_task(env_id, env, seed):
                         record = EVALUATION_TASK
                     else:
-                        record = _play_one(env, env_id, seed, oracle)
+                        record = _play_one(env, env_id, seed, oracle, protocol)
                 except Exception as exc:  # noqa: BLE001 - one bad episode is reported, the rest go on
                     record = f"{type(exc).__name__}: {exc}"
                 if isinstance(record, dict):
@@ -221,7 +370,9 @@ def play_demonstrations(
             env.close()
 
 
-def _play_one(env: Any, env_id: str, seed: int, oracle: Callable[[], Any]) -> dict | str:
+def _play_one(
+    env: Any, env_id: str, seed: int, oracle: Callable[[], Any], protocol: str
+) -> dict | str:
     from verigym.agents.llm.chat import feedback_text
 
     observation, info = env.reset(seed=seed)
@@ -240,7 +391,8 @@ def _play_one(env: Any, env_id: str, seed: int, oracle: Callable[[], Any]) -> di
     if not info.get("success"):
         return f"not solved (score {info.get('score')})"
     messages = demonstration_messages(instructions, shown, actions)
-    return _record(env_id, seed, "oracle", float(info.get("score", 1.0)), messages, tools)
+    score = float(info.get("score", 1.0))
+    return protocol_record(env_id, seed, "oracle", score, messages, tools, protocol)
 
 
 def stored_demonstrations(
@@ -250,6 +402,7 @@ def stored_demonstrations(
     *,
     make_env: Callable[[str, dict[str, Any]], Any] | None = None,
     held_out: Any = None,
+    protocol: str = "text",
 ) -> Iterator[dict[str, Any]]:
     """SFT records of stored successful episodes on training seeds.
 
@@ -269,10 +422,14 @@ def stored_demonstrations(
         make_env: ``(env_id, env_kwargs) -> text-view env`` (default: the runner's).
         held_out: a :class:`~verigym.leaderboards.heldout.HeldOutTasks` (default: one over every
             shipped suite); a row whose task is one of its evaluation tasks is refused.
+        protocol: the records' protocol (:data:`PROTOCOLS`); a row the protocol cannot express
+            is refused.
 
     Raises:
-        ValueError: a row is refused and ``refused`` is None.
+        ValueError: a row is refused and ``refused`` is None, or an unknown protocol.
     """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
     from verigym.agents.llm.chat import feedback_text
     from verigym.leaderboards.trajectories import bound_trajectory, decode_value
 
@@ -316,20 +473,24 @@ def stored_demonstrations(
                 ]
                 actions = [_action_text(env, decode_value(step["action"])) for step in steps]
                 messages = demonstration_messages(str(info.get("instructions", "")), shown, actions)
+                record = protocol_record(
+                    row.env_id,
+                    row.seed,
+                    row.agent_spec,
+                    row.score,
+                    messages,
+                    list(info.get("tools") or []),
+                    protocol,
+                )
+                if isinstance(record, str):
+                    raise ValueError(record)
             except (ValueError, TypeError, KeyError, RecursionError) as exc:
                 why = f"{row.agent_spec} {row.env_id} seed {row.seed}: {safe_text(str(exc))[:300]}"
                 if refused is None:
                     raise ValueError(why) from None
                 refused.append((row, why))
                 continue
-            yield _record(
-                row.env_id,
-                row.seed,
-                row.agent_spec,
-                row.score,
-                messages,
-                list(info.get("tools") or []),
-            )
+            yield record
     finally:
         for env in envs.values():
             env.close()

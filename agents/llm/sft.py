@@ -173,6 +173,12 @@ def load_records(path: str | Path, *, max_records: int = 100_000) -> list[dict[s
                     )
             if not any(m["role"] == "assistant" for m in messages):
                 raise ValueError(f"{path}:{number}: a record without an assistant message")
+            if record.get("protocol") == "tools":  # one protocol per path (issue 42)
+                raise ValueError(
+                    f"{path}:{number}: a tool-calling-protocol record (verigym export --protocol "
+                    "tools, for TRL's SFTTrainer with a tool-aware chat template); verigym train sft "
+                    "trains on the text view's protocol the agent plays in: export with --protocol text"
+                )
             records.append(record)
     if not records:
         raise ValueError(f"{path} holds no records")

@@ -1,7 +1,9 @@
 """``verigym export --out DIR --format jsonl|parquet|sft --path FILE``: trajectories as a dataset.
 
 ``--format sft`` writes chat SFT records of successful episodes on training seeds
-(:mod:`verigym.leaderboards.demonstrations`): from the store, or, with ``--play oracle``, played
+(:mod:`verigym.leaderboards.demonstrations`), in the text view's protocol (``--protocol text``, the
+default, what ``verigym train sft`` trains on) or native tool calling (``--protocol tools``, for TRL's
+``SFTTrainer`` with a tool-aware chat template): from the store, or, with ``--play oracle``, played
 in-process on ``--seeds`` of the ``--env`` ids or of a ``--suite``'s tasks (``--families``). An
 episode whose task is an evaluation task of any shipped suite (or of ``--suite``) is left out,
 whatever its seed (:mod:`verigym.leaderboards.heldout`)."""
@@ -23,6 +25,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("jsonl", "parquet", "sft"),
         default="jsonl",
         help="JSON Lines or Parquet; sft: JSON Lines of chat SFT records (successful episodes on training seeds, tool calls as OpenAI tool_calls)",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=("text", "tools"),
+        default="text",
+        help="--format sft: text (default): the text view's protocol, tool calls as <tool_call> text "
+        "(verigym train sft; any chat template); tools: native tool_calls with mapping arguments, "
+        "schemas in tools only, the final answer as an answer-tool call (TRL's SFTTrainer with a "
+        "tool-aware chat template, e.g. TRL's qwen2_5; docs/llm.md)",
     )
     parser.add_argument(
         "--play",
@@ -155,6 +166,7 @@ def _run_sft(args: argparse.Namespace) -> int:
                 agent=args.play,
                 refused=refused,
                 held_out=held_out,
+                protocol=args.protocol,
             )
             path, count = export_dataset(records, args.path, "jsonl")
         else:
@@ -168,7 +180,9 @@ def _run_sft(args: argparse.Namespace) -> int:
                     rows = [r for r in rows if r.env_id in names]
                 rows = [r for r in rows if r.status == "ok" and r.success]
                 path, count = export_dataset(
-                    stored_demonstrations(store, rows, refused, held_out=held_out),
+                    stored_demonstrations(
+                        store, rows, refused, held_out=held_out, protocol=args.protocol
+                    ),
                     args.path,
                     "jsonl",
                 )
@@ -196,8 +210,13 @@ def _run_sft(args: argparse.Namespace) -> int:
             "play demonstrations on training seeds with --play oracle",
             file=sys.stderr,
         )
+    how = (
+        f"verigym train sft --model M --data {path}"
+        if args.protocol == "text"
+        else "TRL's SFTTrainer with a tool-aware chat template, e.g. TRL's qwen2_5 (docs/llm.md)"
+    )
     print(
-        f"wrote {count} demonstrations to {path} (train on it: verigym train sft --model M --data {path})"
+        f"wrote {count} demonstrations to {path} in the {args.protocol} protocol (train on it: {how})"
     )
     return 1 if refused and not args.play else 0
 

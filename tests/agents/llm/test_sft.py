@@ -39,11 +39,15 @@ def test_demonstration_messages_use_native_tool_calls_and_invert_to_the_text_pro
 
 
 def test_oracle_demonstrations_are_training_seeds_only_and_replay_as_text():
-    records = list(play_demonstrations(["verigym/Calculator-v0"], range(2)))
+    records = list(play_demonstrations(["verigym/Calculator-v0"], range(2), protocol="tools"))
     assert len(records) == 2 and all(r["seed"] < 1_000_000 for r in records)
     assert records[0]["tools"][0]["function"]["name"] == "calculate"
     roles = [m["role"] for m in records[0]["messages"]]
     assert roles[:2] == ["system", "user"] and "tool" in roles and roles[-1] == "assistant"
+    # the default, text protocol: the text view's messages, the schemas in the system text only
+    (text,) = play_demonstrations(["verigym/Calculator-v0"], range(1))
+    assert text["protocol"] == "text" and text["tools"] == []
+    assert {m["role"] for m in text["messages"]} == {"system", "user", "assistant"}
     with pytest.raises(ValueError, match="training seeds"):
         list(play_demonstrations(["verigym/Calculator-v0"], [1_000_000]))
 
