@@ -75,13 +75,15 @@ class PPOConfig(AgentConfig):
     anneal_clip: bool = False
     """anneal clip_coef linearly to 0 over total_steps"""
     clip_vloss: bool = False
-    """clip the value loss around the old values (with clip_coef)"""
+    """clip the value loss around the old values (with clip_coef; CleanRL's max of the clipped
+    and unclipped squared errors)"""
     norm_adv: bool = True
     """normalize advantages per minibatch"""
     ent_coef: float = 0.0
     """entropy bonus coefficient"""
     vf_coef: float = 0.5
-    """value loss coefficient"""
+    """value loss coefficient; the value loss is SB3's mean squared error (CleanRL's is half of
+    it, so CleanRL's vf_coef 0.5 is 0.25 here)"""
     max_grad_norm: float = 0.5
     """global gradient-norm clip"""
     target_kl: float | None = None
@@ -287,14 +289,14 @@ class PPO(TorchLearner):
                     adv = (adv - adv.mean()) / (adv.std() + 1e-8)
                 policy_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean()
                 returns = data["returns"][idx]
+                # SB3's value loss, the mean squared error (CleanRL halves it: its vf_coef 0.5 is
+                # vf_coef 0.25 here); rl-zoo's settings are tuned with it
                 if cfg.clip_vloss:
                     old = data["values"][idx]
                     clipped = old + (value - old).clamp(-clip, clip)
-                    value_loss = (
-                        0.5 * torch.max((value - returns) ** 2, (clipped - returns) ** 2).mean()
-                    )
+                    value_loss = torch.max((value - returns) ** 2, (clipped - returns) ** 2).mean()
                 else:
-                    value_loss = 0.5 * ((value - returns) ** 2).mean()
+                    value_loss = ((value - returns) ** 2).mean()
                 loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * value_loss
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
