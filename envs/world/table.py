@@ -31,3 +31,27 @@ ROWS: list[EnvRow] = [
         "vitals, inventory); a reply names one of the 17 actions.",
     ),
 ]
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported here (found, not imported)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+# NetHack (nle) is under the NetHack General Public License: an optional extra that is never a
+# default dependency, so its ids exist only where it is installed (the registry-wide tests and the
+# generated id tables of a default install do not depend on it).
+if _installed("nle"):
+    ROWS += variants(
+        "verigym/NetHack{}-v0",
+        f"{_WORLD}.nethack:NetHackEnv",
+        family="world",
+        rows={"": {}, "-Score": {"score_by": "game"}},
+        description="NetHack 3.6 through nle's core (needs verigym[nethack], NetHack GPL): the "
+        "terminal screen; score: depth and experience level reached (-Score: in-game points).",
+    )
