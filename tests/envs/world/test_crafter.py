@@ -160,3 +160,34 @@ def test_scripted_agent_makes_a_wood_pickaxe_on_90_percent_of_100_seeds():
     env = gym.make("verigym/Crafter-v0")
     wins = sum(bool(_scripted_episode(env, seed)[4]["success"]) for seed in range(100))
     assert wins >= 90, f"{wins}/100"
+
+
+def test_served_crafter_plays_like_the_local_one():
+    """serve-env: same seed, same frame; the achievements and the verdict cross the wire; a
+    client's goal kwarg is allowed, an operator-only one refused."""
+    import verigym.remote
+    import verigym.serve
+    from verigym.serve.client import RemoteEnvError
+
+    local = gym.make("verigym/Crafter-v0")
+    local_obs, _ = local.reset(seed=0)
+    with verigym.serve.start("verigym/Crafter-v0", "verigym/Crafter-Text-v0") as server:
+        env = verigym.remote.make("verigym/Crafter-v0", url=server.url)
+        obs, _ = env.reset(seed=0)
+        assert obs.dtype == np.uint8 and (obs == local_obs).all()
+        while True:
+            result = env.step(local.unwrapped.oracle_action())
+            local.step(local.unwrapped.oracle_action())
+            if result[2] or result[3]:
+                break
+        assert result[4]["success"] and "make_wood_pickaxe" in result[4]["achievements"]
+        env.close()
+        text_env = verigym.remote.make(
+            "verigym/Crafter-Text-v0", url=server.url, goal=["collect_wood"]
+        )
+        text, info = text_env.reset(seed=0)
+        assert "Vitals:" in text and "collect_wood" in info["instructions"]
+        assert "action_error" in text_env.step("fly away")[4]
+        text_env.close()
+        with pytest.raises((RemoteEnvError, KwargsRefused, ValueError)):
+            verigym.remote.make("verigym/Crafter-v0", url=server.url, max_steps=5).reset(seed=0)
