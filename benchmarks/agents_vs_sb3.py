@@ -40,6 +40,7 @@ ratio is the meaningful number, not the absolute times.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -222,8 +223,9 @@ class _Clock:
 
     def __init__(self, predict, env_id: str, threshold: float | None, every: int, task: str = ""):
         self.predict, self.env_id, self.threshold, self.every = predict, env_id, threshold, every
-        self.episodes = SUCCESS_TASKS.get(task, 5)
+        self.episodes = SUCCESS_TASKS.get(task, EVAL_EPISODES)
         self.success = task in SUCCESS_TASKS
+        self.curve: list[tuple[int, float]] = []  # (env step, evaluation) of every evaluation
         self.start = time.perf_counter()
         self.eval_time = 0.0
         self.next = every
@@ -246,6 +248,7 @@ class _Clock:
         t = time.perf_counter()
         value = self.last = _evaluate(self.predict, self.env_id, self.episodes, self.success)
         self.eval_time += time.perf_counter() - t
+        self.curve.append((step, value))
         if self.threshold is not None and value >= self.threshold:
             self.reached = (step, self.train_time())
             return False
@@ -255,8 +258,12 @@ class _Clock:
         return time.perf_counter() - self.start - self.eval_time
 
 
+EVAL_EPISODES = 5
+"""Evaluation episodes (seeds 10,000..): 5, or 10 with ``--fidelity``."""
 MAX_SECONDS: float | None = None
 """``--max-seconds``: a run's training time is cut there (then it counts as not reached)."""
+OVERRIDES: dict = {}
+"""``--set KEY=VALUE``: verigym config values over the task's (experiments; not for reports)."""
 THREADS: int | None = None
 """``--threads``: None runs verigym with its own default and SB3 with the count verigym chose."""
 
@@ -278,6 +285,7 @@ def run_verigym(task: str, seed: int) -> tuple[float, float, bool, float, int, t
     import verigym.agents as agents
 
     name, env_id, config, _, _, budget, threshold, every = TASKS[task]
+    config = {**config, **OVERRIDES}
     if THREADS is not None:
         config = {**config, "torch_threads": THREADS}
     torch.set_num_threads(_TORCH_DEFAULT)  # what a user's process starts with: learn must pin it
@@ -291,7 +299,7 @@ def run_verigym(task: str, seed: int) -> tuple[float, float, bool, float, int, t
         return clock.check(int(metrics["global_step"]))
 
     agent.learn(env_id, budget, callbacks=[check])
-    return (*_result(clock, threshold), phases[-1] if phases else None)
+    return (*_result(clock, threshold), phases[-1] if phases else None, clock.curve)
 
 
 def _result(clock: _Clock, threshold: float | None) -> tuple[float, float, bool, float, int]:
@@ -366,7 +374,184 @@ def run_sb3(task: str, seed: int) -> tuple[float, float, bool, float, int, tuple
     if cls_name == "PPO":  # on-policy: collect_rollouts, then train
         update = max(clock.train_time() - rollout["seconds"], 1e-9)
         phases = (clock.steps / max(rollout["seconds"], 1e-9), clock.steps / update)
-    return (*result, phases)
+    return (*result, phases, clock.curve)
+
+
+# -- --fidelity: the same-settings learning curves of issue 41 ---------------------------------
+FIDELITY_TASKS = ("ppo-cartpole", "dqn-cartpole", "sac-pendulum")
+FIDELITY_EVERY = 2000
+"""--fidelity evaluates every 2,000 env steps (10 deterministic episodes, seeds 10,000-10,009)."""
+TARGETS = {"steps": 1.2, "time_per_step": 0.75, "ppo_wall": 0.5}
+"""Issue 41's targets, verigym/SB3: median steps to the threshold, median time per env step, and
+PPO CartPole's median wall time to the threshold."""
+
+
+def _fidelity_run(job: tuple[str, str, int, str, dict, int | None]) -> dict:
+    """One (task, library, seed) run in a fresh process; its result as a JSON-able dict."""
+    task, library, seed, results, overrides, threads = job
+    global OVERRIDES, THREADS, EVAL_EPISODES
+    OVERRIDES, THREADS, EVAL_EPISODES = overrides, threads, 10
+    TASKS[task] = (*TASKS[task][:7], FIDELITY_EVERY)
+    seconds, sps, reached, final, steps, _, curve = (
+        run_verigym if library == "verigym" else run_sb3
+    )(task, seed)
+    out = {
+        "task": task,
+        "library": library,
+        "seed": seed,
+        "seconds": seconds,
+        "steps_per_second": sps,
+        "reached": reached,
+        "steps": steps,
+        "final": final,
+        "curve": curve,
+        "overrides": overrides,
+    }
+    path = Path(results) / f"{task}-{library}-{seed}.json"
+    path.write_text(json.dumps(out))
+    return out
+
+
+def _quartiles(values: list[float]) -> tuple[float, float, float]:
+    q1, median, q3 = np.percentile(values, [25, 50, 75])
+    return float(q1), float(median), float(q3)
+
+
+def _curve_on_grid(curve: list[list[float]], grid: np.ndarray) -> np.ndarray:
+    """A run's evaluations on ``grid`` (each point: the latest evaluation at or before it; NaN
+    before the first; a run that stopped at the threshold keeps its last value)."""
+    out = np.full(len(grid), np.nan)
+    for step, value in curve:
+        out[grid >= step - FIDELITY_EVERY // 2] = value
+    return out
+
+
+def fidelity_report(tasks: list[str], seeds: range, results: Path, plot: Path | None) -> None:
+    """Print the steps-to-threshold / time-per-step table of the stored runs and plot the curves."""
+    rows = {}
+    for task in tasks:
+        runs = {lib: [] for lib in ("verigym", "sb3")}
+        for lib in runs:
+            for seed in seeds:
+                path = results / f"{task}-{lib}-{seed}.json"
+                if path.exists():
+                    runs[lib].append(json.loads(path.read_text()))
+        if not runs["verigym"] or not runs["sb3"]:
+            print(f"{task}: no stored runs of both libraries in {results}")
+            continue
+        rows[task] = runs
+        budget = TASKS[task][5]
+        print(
+            f"\n{task} ({len(runs['verigym'])} verigym / {len(runs['sb3'])} SB3 seeds, "
+            f"threshold {TASKS[task][6]}, budget {budget:,} steps; * = not reached)"
+        )
+        for lib, rs in runs.items():
+            steps = [r["steps"] for r in rs]
+            q1, med, q3 = _quartiles(steps)
+            tps = _quartiles([1e6 / r["steps_per_second"] for r in rs])
+            wall = _quartiles([r["seconds"] for r in rs])
+            each = " ".join(f"{r['steps']}{'' if r['reached'] else '*'}" for r in rs)
+            print(
+                f"  {lib:8} steps to threshold median {med:,.0f} (IQR {q1:,.0f}-{q3:,.0f}); "
+                f"time/step median {tps[1]:.0f} us; wall to threshold median {wall[1]:.1f} s; "
+                f"per seed: {each}"
+            )
+        med = {lib: _quartiles([r["steps"] for r in rs])[1] for lib, rs in runs.items()}
+        tps = {
+            lib: _quartiles([1 / r["steps_per_second"] for r in rs])[1] for lib, rs in runs.items()
+        }
+        wall = {lib: _quartiles([r["seconds"] for r in rs])[1] for lib, rs in runs.items()}
+        ratios = {
+            "steps": med["verigym"] / med["sb3"],
+            "time_per_step": tps["verigym"] / tps["sb3"],
+            "wall": wall["verigym"] / wall["sb3"],
+        }
+        checks = [
+            ("steps", "steps", TARGETS["steps"]),
+            ("time_per_step", "time_per_step", TARGETS["time_per_step"]),
+        ]
+        if task == "ppo-cartpole":
+            checks.append(("wall", "wall", TARGETS["ppo_wall"]))
+        verdicts = []
+        for name, key, target in checks:
+            ratio = ratios[key]
+            verdicts.append(
+                f"{name} {ratio:.2f}x (target <= {target}x: "
+                + ("met" if ratio <= target else f"missed by {ratio / target:.2f}x")
+                + ")"
+            )
+        print("  verigym/SB3: " + "; ".join(verdicts))
+    if plot is None or not rows:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(rows), figsize=(5 * len(rows), 3.6), squeeze=False)
+    for ax, (task, runs) in zip(axes[0], rows.items()):
+        grid = np.arange(FIDELITY_EVERY, TASKS[task][5] + 1, FIDELITY_EVERY)
+        for lib, color in (("verigym", "tab:blue"), ("sb3", "tab:orange")):
+            curves = np.stack([_curve_on_grid(r["curve"], grid) for r in runs[lib]])
+            n = np.sum(~np.isnan(curves), axis=0)
+            mean = np.nanmean(np.where(np.isnan(curves), np.nan, curves), axis=0)
+            se = np.nanstd(curves, axis=0) / np.sqrt(np.maximum(n, 1))
+            label = "verigym" if lib == "verigym" else "Stable-Baselines3"
+            ax.plot(grid, mean, color=color, label=f"{label} ({len(runs[lib])} seeds)")
+            ax.fill_between(grid, mean - se, mean + se, color=color, alpha=0.25)
+        ax.axhline(TASKS[task][6], color="gray", linestyle="--", linewidth=0.8)
+        ax.set_title(f"{task} (same rl-zoo settings)")
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("deterministic eval return (10 episodes)")
+        ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(plot, dpi=110)
+    print(
+        f"\nplot: {plot} (mean +- standard error; a run stopped at the threshold keeps its last value)"
+    )
+
+
+def fidelity(args: argparse.Namespace) -> int:
+    """``--fidelity``: every (task, library, seed) run, stored as JSON in ``--results``
+    (runs already stored are kept unless ``--rerun``), then the report and the plot."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    tasks = (
+        [t for t in args.tasks if t in FIDELITY_TASKS] if args.tasks_given else list(FIDELITY_TASKS)
+    )
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    results = Path(args.results)
+    results.mkdir(parents=True, exist_ok=True)
+    libs = ("verigym", "sb3") if args.library == "both" else (args.library,)
+    jobs = [
+        (task, lib, seed, str(results), OVERRIDES, THREADS)
+        for task in tasks
+        for seed in seeds
+        for lib in libs
+        if args.rerun or not (results / f"{task}-{lib}-{seed}.json").exists()
+    ]
+    print(
+        f"fidelity: {len(jobs)} runs to do ({args.jobs} at a time), results in {results}",
+        flush=True,
+    )
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            for r in pool.map(_fidelity_run, jobs):
+                print(
+                    f"  {r['task']} {r['library']} seed {r['seed']}: {r['steps']} steps"
+                    f"{'' if r['reached'] else '*'}, {r['seconds']:.1f} s",
+                    flush=True,
+                )
+    else:
+        for job in jobs:
+            r = _fidelity_run(job)
+            print(
+                f"  {r['task']} {r['library']} seed {r['seed']}: {r['steps']} steps"
+                f"{'' if r['reached'] else '*'}, {r['seconds']:.1f} s",
+                flush=True,
+            )
+    fidelity_report(tasks, seeds, results, None if args.no_plot else Path(args.plot))
+    return 0
 
 
 def main() -> int:
@@ -374,7 +559,7 @@ def main() -> int:
     parser.add_argument(
         "--tasks", nargs="+", default=[t for t in TASKS if t not in SLOW], choices=list(TASKS)
     )
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, help="seeds per task (default 3; 10 with --fidelity)")
     parser.add_argument(
         "--first-seed", type=int, default=0, help="seeds first-seed, first-seed+1, ..."
     )
@@ -397,11 +582,61 @@ def main() -> int:
         default="auto",
         help="torch threads of both libraries: 'auto' (verigym's default, the same count for SB3) or N",
     )
+    parser.add_argument(
+        "--fidelity",
+        action="store_true",
+        help="issue 41's run: PPO/DQN CartPole and SAC Pendulum, both libraries, eval every 2k steps "
+        "(10 episodes), steps-to-threshold median/IQR, time per step, curves plotted to --plot",
+    )
+    parser.add_argument(
+        "--results",
+        default="benchmarks/results/fidelity",
+        help="--fidelity: folder of the per-run JSON files (kept runs are not rerun)",
+    )
+    parser.add_argument("--rerun", action="store_true", help="--fidelity: rerun stored runs")
+    parser.add_argument("--jobs", type=int, default=1, help="--fidelity: runs in parallel")
+    parser.add_argument(
+        "--plot", default="docs/images/agents_vs_sb3_fidelity.png", help="--fidelity: the plot"
+    )
+    parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument(
+        "--report-only", action="store_true", help="--fidelity: only report the stored runs"
+    )
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override verigym config values (experiments; the value is parsed as a Python literal)",
+    )
     args = parser.parse_args()
-    global THREADS, MAX_SECONDS
+    args.tasks_given = any(a == "--tasks" for a in sys.argv[1:])
+    if args.seeds is None:
+        args.seeds = 10 if args.fidelity else 3
+    global THREADS, MAX_SECONDS, OVERRIDES
+    import ast
+
+    for item in args.set:
+        key, _, value = item.partition("=")
+        try:
+            OVERRIDES[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            OVERRIDES[key] = value
     THREADS = None if args.threads == "auto" else int(args.threads)
     MAX_SECONDS = args.max_seconds
     seeds = range(args.first_seed, args.first_seed + args.seeds)
+    if args.fidelity:
+        if args.report_only:
+            tasks = (
+                [t for t in args.tasks if t in FIDELITY_TASKS]
+                if args.tasks_given
+                else list(FIDELITY_TASKS)
+            )
+            fidelity_report(
+                tasks, seeds, Path(args.results), None if args.no_plot else Path(args.plot)
+            )
+            return 0
+        return fidelity(args)
     if args.steps:
         for task in args.tasks:
             TASKS[task] = (
