@@ -66,3 +66,19 @@ ROWS: list[EnvRow] = [
     )
     for name, (kwargs, description) in _ROWS.items()
 ]
+
+# The MiniWoB++ tasks of the `miniwob` package (issue 38): one id per task it registers; the env
+# needs the `miniwob` extra (a one-line error names it)
+from verigym.envs.gui.miniwob import catalog as _miniwob  # noqa: E402
+
+ROWS += [
+    EnvRow(
+        id=f"verigym/{_miniwob.env_name(task)}-v0",
+        entry_point="verigym.envs.gui.miniwob.env:MiniWoBEnv",
+        family="gui",
+        kwargs={"task": task},
+        description=f"MiniWoB++ {task} (the miniwob package's page, its own reward function)",
+        nondeterministic=task in _miniwob.TIMING_DEPENDENT,
+    )
+    for task in _miniwob.TASKS
+]

@@ -1,0 +1,158 @@
+"""The MiniWoB++ task names the ``miniwob`` package (1.1.0) registers, and their verigym ids.
+
+Light (no imports): :mod:`verigym.envs.gui.table` reads it at ``import verigym``. The pages
+themselves are read from the installed ``miniwob`` package when an env is made.
+"""
+
+from __future__ import annotations
+
+__all__ = ["FLIGHT_TASKS", "ORACLE_TASKS", "TASKS", "TIMING_DEPENDENT", "env_name"]
+
+TASKS: tuple[str, ...] = (
+    "bisect-angle",
+    "book-flight",
+    "book-flight-nodelay",
+    "choose-date",
+    "choose-date-easy",
+    "choose-date-medium",
+    "choose-date-nodelay",
+    "choose-list",
+    "circle-center",
+    "click-button",
+    "click-button-sequence",
+    "click-checkboxes",
+    "click-checkboxes-large",
+    "click-checkboxes-soft",
+    "click-checkboxes-transfer",
+    "click-collapsible",
+    "click-collapsible-2",
+    "click-collapsible-2-nodelay",
+    "click-collapsible-nodelay",
+    "click-color",
+    "click-dialog",
+    "click-dialog-2",
+    "click-link",
+    "click-menu",
+    "click-menu-2",
+    "click-option",
+    "click-pie",
+    "click-pie-nodelay",
+    "click-scroll-list",
+    "click-shades",
+    "click-shape",
+    "click-tab",
+    "click-tab-2",
+    "click-tab-2-easy",
+    "click-tab-2-hard",
+    "click-tab-2-medium",
+    "click-test",
+    "click-test-2",
+    "click-test-transfer",
+    "click-widget",
+    "copy-paste",
+    "copy-paste-2",
+    "count-shape",
+    "count-sides",
+    "drag-box",
+    "drag-circle",
+    "drag-cube",
+    "drag-items",
+    "drag-items-grid",
+    "drag-shapes",
+    "drag-sort-numbers",
+    "email-inbox",
+    "email-inbox-delete",
+    "email-inbox-forward",
+    "email-inbox-forward-nl",
+    "email-inbox-forward-nl-turk",
+    "email-inbox-important",
+    "email-inbox-nl-turk",
+    "email-inbox-noscroll",
+    "email-inbox-reply",
+    "email-inbox-star-reply",
+    "enter-date",
+    "enter-password",
+    "enter-text",
+    "enter-text-2",
+    "enter-text-dynamic",
+    "enter-time",
+    "find-midpoint",
+    "find-word",
+    "focus-text",
+    "focus-text-2",
+    "grid-coordinate",
+    "guess-number",
+    "highlight-text",
+    "highlight-text-2",
+    "identify-shape",
+    "login-user",
+    "login-user-popup",
+    "multi-layouts",
+    "multi-orderings",
+    "navigate-tree",
+    "number-checkboxes",
+    "read-table",
+    "read-table-2",
+    "resize-textarea",
+    "right-angle",
+    "scroll-text",
+    "scroll-text-2",
+    "search-engine",
+    "simple-algebra",
+    "simple-arithmetic",
+    "social-media",
+    "social-media-all",
+    "social-media-some",
+    "terminal",
+    "text-editor",
+    "text-transform",
+    "tic-tac-toe",
+    "unicode-test",
+    "use-autocomplete",
+    "use-autocomplete-nodelay",
+    "use-colorwheel",
+    "use-colorwheel-2",
+    "use-slider",
+    "use-slider-2",
+    "use-spinner",
+    "visual-addition",
+    "flight.Alaska",
+    "flight.Alaska-auto",
+    "flight.AA",
+    "ascending-numbers",
+    "buy-ticket",
+    "daily-calendar",
+    "drag-shapes-2",
+    "drag-single-shape",
+    "draw-circle",
+    "draw-line",
+    "find-greatest",
+    "form-sequence",
+    "form-sequence-2",
+    "form-sequence-3",
+    "generate-number",
+    "hot-cold",
+    "odd-or-even",
+    "order-food",
+    "phone-book",
+    "sign-agreement",
+    "stock-market",
+)
+"""Every task ``miniwob`` registers (``miniwob/<task>-v1``), in its registration order."""
+
+FLIGHT_TASKS = frozenset(t for t in TASKS if t.startswith("flight."))
+"""The tasks that load a whole airline site in an iframe (served over HTTP, 375x667 pixels)."""
+
+ORACLE_TASKS: frozenset[str] = frozenset()
+"""The tasks with a scripted solver in :mod:`verigym.envs.gui.miniwob.oracles` (a test keeps the two
+equal); the others say ``"oracle": false`` in ``verigym list --json``."""
+
+TIMING_DEPENDENT: dict[str, str] = {}
+"""Task -> why its trajectories depend on wall-clock time (exempt from the determinism check only;
+docs/environments.md lists them)."""
+
+
+def env_name(task: str) -> str:
+    """``click-button`` -> ``MiniWoB-ClickButton``, ``flight.Alaska-auto`` -> ``MiniWoB-FlightAlaskaAuto``."""
+    words = task.replace(".", "-").split("-")
+    return "MiniWoB-" + "".join(w[:1].upper() + w[1:] for w in words)

@@ -1,0 +1,543 @@
+"""MiniWoBEnv: the real MiniWoB++ task pages of the ``miniwob`` package, in verigym's browser."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from verigym.core import (
+    ActionParseError,
+    UnicodeText,
+    action_error_info,
+    coerce_action,
+    episode_end,
+)
+from verigym.envs.gui.browser import Browser, BrowserCrashed
+from verigym.envs.gui.env import MAX_TREE_LENGTH, MAX_TYPE_LENGTH, GuiActionSpace, GuiEnv
+from verigym.envs.gui.miniwob import catalog, server
+from verigym.envs.gui.tasks import KEYS, NO_TEXT, OPS
+from verigym.kwargs_policy import IntRange, OneOf, client, operator_only
+from verigym.validation import check_choice, check_int
+
+__all__ = ["MW_OPS", "MiniWoBActionSpace", "MiniWoBEnv", "mw_action"]
+
+logger = logging.getLogger(__name__)
+
+MW_OPS = (*OPS, "drag")
+"""The MiniWoB action kinds: the GUI ops (same indices) and ``drag`` (press at ``xy``, move to
+``to``, release: drag-and-drop, sliders, text selection)."""
+TYPE_CHARSET = "".join(chr(c) for c in range(32, 127) if chr(c) != "<")
+"""What ``type`` can enter: printable ASCII but ``<``. Some task pages echo typed text as HTML
+(terminal's ``innerHTML``): without ``<`` no typed text can become an element or a script."""
+SCROLL_PIXELS = 50
+SETTLE_MS = 1000
+"""After an action, the page's pending short timers (``setTimeout`` of at most 1 s: autocomplete
+menus, delayed widgets) are waited for, at most this long, so the next observation shows them."""
+PAGE_TIMEOUT_MS = 15_000
+MAX_STEPS = 50
+FLIGHT_MAX_STEPS = 100
+
+_COMMAND = re.compile(
+    r"\bdrag\s*\(?\s*(?P<x>-?\d+)\s*[ ,]\s*(?P<y>-?\d+)\s*[ ,]\s*(?P<x2>-?\d+)\s*[ ,]\s*(?P<y2>-?\d+)\s*\)?",
+    re.IGNORECASE,
+)
+_ANY_COMMAND = re.compile(r"\b(?:click_xy|click|type|press|scroll|done|drag)\b", re.IGNORECASE)
+
+# runs once per loaded page, before the episode starts: our CSS (the score panel hidden, no caret),
+# jQuery animations off, and a count of the page's pending short timers for the settle wait
+_SETUP = """([seed, settle]) => {
+  const style = document.createElement('style');
+  style.textContent = '#reward-display, #click-canvas, #reward-reason, #sync-task-cover '
+    + '{ display: none !important; } * { caret-color: transparent !important; }';
+  document.head.appendChild(style);
+  if (window.jQuery) window.jQuery.fx.off = true;
+  const pending = new Set(), setT = window.setTimeout, clearT = window.clearTimeout;
+  window.setTimeout = function (fn, ms, ...args) {
+    if (typeof fn !== 'function') return setT.call(window, fn, ms, ...args);
+    let id = null;
+    id = setT.call(window, function () { pending.delete(id); return fn.apply(this, args); }, ms);
+    if ((Number(ms) || 0) <= settle) pending.add(id);
+    return id;
+  };
+  window.clearTimeout = function (id) { pending.delete(id); return clearT.call(window, id); };
+  Object.defineProperty(window, '__verigymSettle', {value: (limit) => new Promise((done) => {
+    const t0 = performance.now();
+    const tick = () => (pending.size === 0 || performance.now() - t0 > limit)
+      ? done(pending.size) : setT.call(window, tick, 5);
+    tick();
+  })});
+  Math.seedrandom(seed);
+  core.startEpisodeReal();
+  // the episode's limit is verigym's step budget: upstream's 10 s wall-clock timer would make a
+  // verdict depend on the machine's load (the time-decayed reward still uses the page's clock)
+  if (core.EP_TIMER !== null) clearTimeout(core.EP_TIMER);
+  core.EP_TIMER = setT.call(window, function () {}, 2147483647);
+  if (core.CD_TIMER) { clearInterval(core.CD_TIMER); }
+  return true;
+}"""
+
+_SCROLL = """([x, y, dy]) => {
+  let el = document.elementFromPoint(x, y);
+  if (el && el.tagName === 'IFRAME') {
+    const r = el.getBoundingClientRect();
+    const doc = el.contentDocument; el = doc && doc.elementFromPoint(x - r.left, y - r.top);
+  }
+  for (; el; el = el.parentElement) {
+    const s = getComputedStyle(el);
+    if (el.scrollHeight > el.clientHeight + 1 && /(auto|scroll)/.test(s.overflowY)) {
+      el.scrollTop += dy; return true;
+    }
+  }
+  const doc = document.scrollingElement; doc.scrollTop += dy; return true;
+}"""
+
+
+@lru_cache(maxsize=1)
+def observe_js() -> str:
+    """The page reader (``observe.js``): elements, utterance and verdict."""
+    return (resources.files("verigym.envs.gui.miniwob") / "observe.js").read_text(encoding="utf-8")
+
+
+def mw_action(
+    op: str,
+    *,
+    element: int = 0,
+    xy: tuple[int, int] = (0, 0),
+    to: tuple[int, int] = (0, 0),
+    text: str = NO_TEXT,
+    key: str = KEYS[0],
+) -> dict[str, Any]:
+    """A canonical MiniWoB action dict (unused fields at their defaults), e.g.
+    ``mw_action("drag", xy=(10, 20), to=(80, 20))``."""
+    return {
+        "op": MW_OPS.index(op),
+        "element": int(element),
+        "xy": np.asarray(xy, dtype=np.int64),
+        "to": np.asarray(to, dtype=np.int64),
+        "text": text,
+        "key": KEYS.index(key),
+    }
+
+
+class MiniWoBActionSpace(GuiActionSpace):
+    """:class:`GuiActionSpace` with ``drag``: ``Dict(op, element, xy, to, text, key)``; ``op``
+    indexes :data:`MW_OPS`. :meth:`sample` returns canonical actions (unused fields at defaults)."""
+
+    def sample(self, mask: Any = None, probability: Any = None) -> dict[str, Any]:
+        raw = spaces.Dict.sample(self, mask=mask, probability=probability)
+        op = MW_OPS[int(raw["op"])]
+        return mw_action(
+            op,
+            element=int(raw["element"]) if op in ("click", "type") else 0,
+            xy=tuple(raw["xy"]) if op in ("click_xy", "drag") else (0, 0),
+            to=tuple(raw["to"]) if op == "drag" else (0, 0),
+            text=raw["text"] if op == "type" else NO_TEXT,
+            key=KEYS[int(raw["key"])] if op == "press" else KEYS[0],
+        )
+
+
+class MiniWoBEnv(GuiEnv):
+    """One MiniWoB++ task (Liu et al. 2018), the page of the installed ``miniwob`` package, in
+    verigym's headless Chromium (no Selenium, no chromedriver).
+
+    ## Description
+    The page (``miniwob/html/miniwob/<task>.html``, or the flight site of ``flight.*``) is served
+    by a small HTTP server of this process bound to 127.0.0.1 (started with the first MiniWoB env,
+    stopped with the last; :mod:`verigym.envs.gui.miniwob.server`); every other request is
+    aborted. Each ``reset`` loads the page anew (nothing of the previous episode is left), seeds
+    its random generator (``Math.seedrandom``) from the env's seed and starts the episode
+    (``core.startEpisodeReal``). jQuery animations are off and each observation is taken once
+    the page's pending short timers (at most :data:`SETTLE_MS`) have run.
+
+    ## Action Space
+    :class:`MiniWoBActionSpace`: the :class:`GuiActionSpace` ops (``click``, ``click_xy``,
+    ``type``, ``press``, ``scroll_down``/``scroll_up`` (50 px, the scrollable box under the
+    mouse, else the page), ``done`` = give up) and ``drag`` (op 7: press at ``xy``, move to
+    ``to`` in 8 steps, release). ``text``: 1-64 printable ASCII characters but ``<``. Text
+    commands: those of :class:`GuiEnv` and ``drag x1 y1 x2 y2``. Nothing evaluates JavaScript.
+
+    ## Observation Space
+    As :class:`GuiEnv`: ``screenshot`` ``uint8`` ``(height, width, 3)``, ``text`` the visible
+    elements of the task area (``[id] role "name" value=... @(l,t,r,b)``, shapes and coloured boxes
+    with ``color=``; never attributes, hidden fields or script state), ``instruction`` the task's
+    utterance (``core.getUtterance()``).
+
+    ## Rewards
+    The task's own reward function decides. After each action the env reads
+    ``WOB_DONE_GLOBAL``, ``WOB_RAW_REWARD_GLOBAL`` and ``WOB_REWARD_GLOBAL``. The step that ends
+    the episode gets ``score = max(0, raw reward)`` (upstream's raw reward is in [-1, 1]: -1 failed,
+    1 solved, partial credit between, as in the flight forms and soft checkboxes), every other
+    step 0. ``info["success"]`` is raw reward > 0 (upstream's convention),
+    ``info["miniwob_reward"]`` upstream's time-decayed reward (``WOB_REWARD_GLOBAL``, on the
+    page's clock), ``info["raw_reward"]`` the raw one. A malformed action costs the step and sets
+    ``info["action_error"]``.
+
+    ## Episode End
+    Terminated when the page says done, on ``done`` (success False unless the page said done), or
+    when the page navigated away from the task (``info["navigated_away"]``). Truncated after
+    ``max_steps`` (success False, score 0; upstream's 10 s wall-clock limit is replaced by this
+    budget) or when the browser crashed (``info["browser_crashed"]``).
+
+    ## Arguments
+    * ``task`` (str): a MiniWoB++ task name (:data:`verigym.envs.gui.miniwob.catalog.TASKS`).
+    * ``max_steps`` (int | None): step budget; ``None``: 50 (100 for the flight sites).
+    * ``viewport_width``, ``viewport_height`` (int | None): ``None``: the task area, 160x210
+      (375x667 and 540 wide for the flight sites, whose instruction sits right of the site).
+    * ``max_elements`` (int, 8..256): the longest element list.
+
+    Raises:
+        ModuleNotFoundError: the ``miniwob`` package is missing (``pip install 'verigym[miniwob]'``).
+
+    ## Version History
+    * v0: initial version (``miniwob`` 1.1.0 pages).
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 4, "family": "gui"}
+
+    remote_kwargs = {
+        "task": client(OneOf(catalog.TASKS)),
+        "max_steps": operator_only(IntRange(1, 1000), why="raises the cost of an episode"),
+        "viewport_width": operator_only(IntRange(128, 1280), why="rendering cost"),
+        "viewport_height": operator_only(IntRange(128, 1280), why="rendering cost"),
+        "max_elements": operator_only(IntRange(8, 256), why="raises the size of each observation"),
+    }
+
+    def __init__(
+        self,
+        *,
+        task: str,
+        max_steps: int | None = None,
+        viewport_width: int | None = None,
+        viewport_height: int | None = None,
+        max_elements: int = 96,
+        render_mode: str | None = None,
+    ):
+        check_choice("task", task, catalog.TASKS)
+        flight = task in catalog.FLIGHT_TASKS
+        if max_steps is not None:
+            check_int("max_steps", max_steps, 1, 1000)
+        width = viewport_width if viewport_width is not None else (540 if flight else 160)
+        height = viewport_height if viewport_height is not None else (667 if flight else 210)
+        check_int("viewport_width", width, 128, 1280)
+        check_int("viewport_height", height, 128, 1280)
+        check_int("max_elements", max_elements, 8, 256)
+        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        server.html_root()  # the one-line error, before any browser starts
+        self._kwargs = {
+            "task": task,
+            "max_steps": max_steps,
+            "viewport_width": viewport_width,
+            "viewport_height": viewport_height,
+            "max_elements": max_elements,
+            "render_mode": render_mode,
+        }
+        self.task_name = task
+        self.flight = flight
+        self.max_steps = max_steps or (FLIGHT_MAX_STEPS if flight else MAX_STEPS)
+        self.width, self.height = width, height
+        self.max_elements = max_elements
+        self.render_mode = render_mode
+        self.observation_space = spaces.Dict(
+            {
+                "screenshot": spaces.Box(0, 255, shape=(height, width, 3), dtype=np.uint8),
+                "text": UnicodeText(MAX_TREE_LENGTH),
+                "instruction": UnicodeText(1024),
+            }
+        )
+        self.action_space = MiniWoBActionSpace(
+            {
+                "op": spaces.Discrete(len(MW_OPS)),
+                "element": spaces.Discrete(max_elements),
+                "xy": spaces.MultiDiscrete([width, height]),
+                "to": spaces.MultiDiscrete([width, height]),
+                "text": spaces.Text(MAX_TYPE_LENGTH, min_length=1, charset=TYPE_CHARSET),
+                "key": spaces.Discrete(len(KEYS)),
+            }
+        )
+        self._browser = Browser(width, height)
+        self._base: str | None = None  # the server's URL while this env holds it
+        self._routed: Any = None  # the page our route was added to
+        self._spec: dict[str, Any] | None = None
+        self._log: list[dict[str, Any]] = []
+        self._steps = 0
+        self._over = False
+        self._elements: list[dict[str, Any]] = []
+        self._state: dict[str, Any] = {}
+        self._utterance = ""
+        self._verdict: dict[str, Any] | None = None
+        self._mouse = (0.0, 0.0)
+        self._screenshot = np.full((height, width, 3), 255, dtype=np.uint8)
+        if task in catalog.ORACLE_TASKS:
+            self.oracle_action = self._oracle_step
+
+    # -- browser plumbing ----------------------------------------------------------------------
+    def _url(self) -> str:
+        assert self._base is not None
+        if self.flight:
+            return f"{self._base}{self.task_name.replace('.', '/')}/wrapper.html"
+        return f"{self._base}miniwob/{self.task_name}.html"
+
+    def _load(self) -> None:
+        self._browser.launch()
+        if self._base is None:
+            self._base = server.acquire()
+        browser = self._browser
+        page = browser._page
+        if self._routed is not page:  # requests to our server go through; the rest stay blocked
+            browser._call(page.route, f"{self._base}**", lambda route: route.continue_())
+            self._routed = page
+        origin = self._base.rstrip("/")
+        browser._call(
+            browser._cdp.send,
+            "Storage.clearDataForOrigin",
+            {"origin": origin, "storageTypes": "all"},
+        )
+        browser._call(lambda: page.goto(self._url(), wait_until="load", timeout=PAGE_TIMEOUT_MS))
+        assert self._spec is not None
+        browser.evaluate(_SETUP, [str(self._spec["seed"]), SETTLE_MS])
+        if self.flight:  # the airline site loads in the iframe and says when it is ready
+            browser.evaluate(
+                "(limit) => new Promise((done) => { const t0 = performance.now();"
+                " const tick = () => (WOB_TASK_READY || performance.now() - t0 > limit)"
+                " ? done(WOB_TASK_READY) : setTimeout(tick, 20); tick(); })",
+                PAGE_TIMEOUT_MS,
+            )
+        self._mouse = (0.0, 0.0)
+
+    def _settle(self) -> None:
+        if not self.flight:
+            self._browser.evaluate(
+                "(limit) => window.__verigymSettle ? window.__verigymSettle(limit) : 0", SETTLE_MS
+            )
+
+    def _refresh(self, screenshot: bool = True) -> None:
+        self._settle()
+        seen = self._browser.evaluate(observe_js(), [self.max_elements, None])
+        self._elements = seen["elements"]
+        self._utterance = str(seen["utterance"])[:1024]
+        self._verdict = seen["verdict"]
+        if screenshot:
+            self._screenshot = self._browser.screenshot()
+
+    def _observation(self) -> dict[str, Any]:
+        lines = []
+        for e in self._elements:
+            line = f"[{e['id']}] {e['role']} {json.dumps(e['name'], ensure_ascii=False)}"
+            if "value" in e:
+                line += f" value={json.dumps(e['value'], ensure_ascii=False)}"
+            if "options" in e:
+                line += f" options={json.dumps(e['options'], ensure_ascii=False)}"
+            if "color" in e:
+                line += f" color={e['color'].replace(' ', '')}"
+            if "checked" in e:
+                line += " checked" if e["checked"] else " not-checked"
+            for flag in ("disabled", "focused"):
+                if e.get(flag):
+                    line += f" {flag}"
+            left, top, right, bottom = e["box"]
+            line += f" @({left},{top},{right},{bottom})"
+            if bottom <= 0 or top >= self.height or right <= 0 or left >= self.width:
+                line += " offscreen"
+            lines.append(line)
+        tree = "\n".join(lines)
+        if len(tree) > MAX_TREE_LENGTH:
+            tree = tree[: MAX_TREE_LENGTH - 3] + "..."
+        return {"screenshot": self._screenshot.copy(), "text": tree, "instruction": self._utterance}
+
+    def _point(self, element: dict[str, Any]) -> tuple[float, float]:
+        left, top, right, bottom = element["box"]
+        if 0 <= left and 0 <= top and right <= self.width and bottom <= self.height:
+            return (left + right) / 2, (top + bottom) / 2
+        centre = self._browser.evaluate(observe_js(), [self.max_elements, element["id"]])
+        if centre is None:
+            raise ActionParseError(f"element {element['id']} is gone from the page")
+        return float(centre[0]), float(centre[1])
+
+    def _click(self, x: float, y: float) -> None:
+        self._browser.click(x, y)
+        self._mouse = (x, y)
+
+    def _apply(self, action: dict[str, Any]) -> None:
+        op = MW_OPS[int(action["op"])]
+        browser = self._browser
+        if op in ("click", "type"):
+            element = self._element(int(action["element"]))
+            if op == "type" and element["role"] not in ("textbox", "combobox"):
+                raise ActionParseError(
+                    f"element {element['id']} is a {element['role']}, not a textbox; type into a textbox"
+                )
+            self._click(*self._point(element))
+            if op == "type" and element["role"] == "combobox":  # a closed list: type-ahead
+                browser.press("Escape")
+                browser._call(browser._page.keyboard.type, str(action["text"]))
+            elif op == "type":
+                browser.press("Control+A")
+                browser.insert_text(str(action["text"]))
+        elif op == "click_xy":
+            self._click(*(float(v) for v in action["xy"]))
+        elif op == "drag":
+            (x1, y1), (x2, y2) = (float(v) for v in action["xy"]), (float(v) for v in action["to"])
+            mouse = browser._page.mouse
+            browser._call(mouse.move, x1, y1)
+            browser._call(mouse.down)
+            browser._call(lambda: mouse.move(x2, y2, steps=8))
+            browser._call(mouse.up)
+            self._mouse = (x2, y2)
+        elif op == "press":
+            browser.press(KEYS[int(action["key"])])
+        elif op in ("scroll_down", "scroll_up"):
+            dy = SCROLL_PIXELS if op == "scroll_down" else -SCROLL_PIXELS
+            browser.evaluate(_SCROLL, [*self._mouse, dy])
+
+    # -- Gymnasium API -------------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        super(GuiEnv, self).reset(seed=seed)
+        self._spec = {"task": self.task_name, "seed": int(self.np_random.integers(1 << 31))}
+        self._log, self._steps, self._over = [], 0, False
+        for attempt in (0, 1):  # a browser that died between episodes is relaunched once
+            try:
+                self._load()
+                self._refresh()
+                break
+            except BrowserCrashed:
+                self._browser.close()
+                self._routed = None
+                if attempt:
+                    raise
+        return self._observation(), {
+            "task": self.task_name,
+            "instructions": self._utterance,
+            "blocked_requests": len(self._browser.blocked),
+        }
+
+    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        if self._spec is None:
+            raise RuntimeError("call reset() before step()")
+        self._steps += 1
+        info: dict[str, Any] = {"task": self.task_name}
+        if self._over:
+            return self._crashed(info, BrowserCrashed("stepped after the browser crashed"))
+        op = None
+        try:
+            action = coerce_action(self.action_space, action)
+            op = MW_OPS[int(action["op"])]
+            if not (self._verdict or {}).get("done"):
+                self._apply(action)
+            self._log.append(action)
+            self._refresh()
+        except ActionParseError as exc:
+            action_error_info(f"{exc}. Actions: {self._action_help()}", info)
+            op = None
+        except BrowserCrashed as exc:
+            return self._crashed(info, exc)
+        except Exception as exc:  # noqa: BLE001 - a page that broke (navigated, threw)
+            logger.warning("the page of %s failed: %s", self.task_name, exc)
+            self._verdict = None
+        verdict = self._verdict
+        navigated = verdict is None
+        done = bool(verdict and verdict["done"])
+        terminated = done or navigated or op == "done"
+        truncated = not terminated and self._steps >= self.max_steps
+        reward = 0.0
+        if navigated:
+            info["navigated_away"] = True
+        if terminated or truncated:
+            raw = float(verdict["raw"]) if done else -1.0
+            success = done and raw > 0
+            score = max(0.0, min(1.0, raw)) if done else 0.0
+            reward = score
+            episode_end(info, success=success, score=score)
+            info["raw_reward"] = raw
+            info["miniwob_reward"] = float(verdict["reward"]) if done else -1.0
+        info["instructions"] = self._utterance
+        info["blocked_requests"] = len(self._browser.blocked)
+        return self._observation(), reward, terminated, truncated, info
+
+    def close(self) -> None:
+        page, self._routed = self._routed, None
+        if page is not None and self._browser.alive:
+            try:  # a spare page must not keep our route
+                page.unroute_all(behavior="ignoreErrors")
+            except Exception as exc:  # noqa: BLE001
+                logger.debug("unroute: %s", exc)
+        self._browser.close()
+        if self._base is not None:
+            self._base = None
+            server.release()
+
+    def __del__(self) -> None:
+        if getattr(self, "_base", None) is not None:
+            self._base = None
+            server.release()
+
+    # -- TextInterface -------------------------------------------------------------------------
+    def _action_help(self) -> str:
+        return super()._action_help().replace("| done;", "| drag <x1> <y1> <x2> <y2> | done;")
+
+    def instructions(self) -> str:
+        text = super().instructions()
+        text = text.replace("printable ASCII,", "printable ASCII but <,")
+        return text.replace(
+            "  done                  finish",
+            "  drag <x1> <y1> <x2> <y2>  press at (x1, y1), move to (x2, y2), release\n"
+            "  done                  give up",
+        ).replace("(Submit, Send, Checkout, ...)", "(the page judges it)")
+
+    def parse_action(self, text: str) -> dict[str, Any]:
+        """Read the last action command in ``text`` (:meth:`GuiEnv.parse_action` and ``drag``).
+
+        Raises:
+            ActionParseError: no command found, or its values are out of range.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"expected str, got {type(text).__name__}")
+        tail = text[-4000:]
+        commands = list(_ANY_COMMAND.finditer(tail))
+        drags = list(_COMMAND.finditer(tail))
+        if drags and commands and commands[-1].start() == drags[-1].start():
+            m = drags[-1]
+            points = [int(m[k]) for k in ("x", "y", "x2", "y2")]
+            for x, y in (points[:2], points[2:]):
+                if not (0 <= x < self.width and 0 <= y < self.height):
+                    raise ActionParseError(
+                        f"drag point {x} {y} is outside the {self.width}x{self.height} page"
+                    )
+            return mw_action("drag", xy=tuple(points[:2]), to=tuple(points[2:]))
+        parsed = super().parse_action(text)
+        if parsed["op"] == OPS.index("type") and "<" in parsed["text"]:
+            raise ActionParseError("typed text cannot hold '<'")
+        return {**parsed, "to": np.zeros(2, dtype=np.int64)}
+
+    def action_text(self, action: dict[str, Any]) -> str:
+        """The text command of a (canonical) action; ``parse_action`` inverts it."""
+        if MW_OPS[int(action["op"])] == "drag":
+            (x1, y1), (x2, y2) = action["xy"], action["to"]
+            return f"drag {int(x1)} {int(y1)} {int(x2)} {int(y2)}"
+        return super().action_text(action)
+
+    def task_fingerprint(self) -> Any:
+        """The task and the page's seed (the page draws the task from it)."""
+        return dict(self._spec) if self._spec else None
+
+    # -- oracle --------------------------------------------------------------------------------
+    oracle_action: Any = None
+    """The scripted solver, set per instance for the tasks that have one (a method returning the
+    next action, read from the utterance and the element list;
+    :mod:`verigym.envs.gui.miniwob.oracles`). ``None`` for the others, so the checker, ``verigym
+    eval --agent oracle`` and the standings see no oracle there (never a 0)."""
+
+    def _oracle_step(self) -> dict[str, Any]:
+        from verigym.envs.gui.miniwob.oracles import ORACLES
+
+        if self._spec is None or self._over:
+            return mw_action("done")
+        return ORACLES[self.task_name](self._utterance, self._elements, self)
