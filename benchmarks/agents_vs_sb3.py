@@ -481,6 +481,11 @@ def fidelity_report(tasks: list[str], seeds: range, results: Path, plot: Path | 
                 + ")"
             )
         print("  verigym/SB3: " + "; ".join(verdicts))
+        if not all(r["reached"] for rs in runs.values() for r in rs):
+            print(
+                "  (some runs did not reach the threshold: their steps and time count the whole "
+                "run, a lower bound, so these ratios are not a measurement)"
+            )
     if plot is None or not rows:
         return
     import matplotlib
@@ -490,7 +495,9 @@ def fidelity_report(tasks: list[str], seeds: range, results: Path, plot: Path | 
 
     fig, axes = plt.subplots(1, len(rows), figsize=(5 * len(rows), 3.6), squeeze=False)
     for ax, (task, runs) in zip(axes[0], rows.items()):
-        grid = np.arange(FIDELITY_EVERY, TASKS[task][5] + 1, FIDELITY_EVERY)
+        last = max((r["curve"][-1][0] for rs in runs.values() for r in rs if r["curve"]), default=0)
+        end = min(TASKS[task][5], last + 2 * FIDELITY_EVERY)  # up to the slowest run's last eval
+        grid = np.arange(FIDELITY_EVERY, end + 1, FIDELITY_EVERY)
         for lib, color in (("verigym", "tab:blue"), ("sb3", "tab:orange")):
             curves = np.stack([_curve_on_grid(r["curve"], grid) for r in runs[lib]])
             n = np.sum(~np.isnan(curves), axis=0)
