@@ -17,14 +17,17 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def test_wheel_contains_every_subpackage(tmp_path):
     # built from a copy: a build rewrites verigym.egg-info, where the tests (the repo is on
     # sys.path) read verigym's entry points, possibly at the same time in another xdist worker
+    # (never a virtualenv: README's setup puts one in the clone, gigabytes of copy)
     source = tmp_path / "source"
-    shutil.copytree(
-        ROOT,
-        source,
-        ignore=shutil.ignore_patterns(
-            ".git", "build", "dist", "*.egg-info", "__pycache__", ".ruff_cache"
-        ),
+    skip = shutil.ignore_patterns(
+        ".git", "build", "dist", "*.egg-info", "__pycache__", ".ruff_cache", ".hypothesis"
     )
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        venvs = {n for n in names if (pathlib.Path(folder, n, "pyvenv.cfg")).is_file()}
+        return set(skip(folder, names)) | venvs
+
+    shutil.copytree(ROOT, source, ignore=ignore)
     subprocess.run(
         [
             sys.executable,
