@@ -105,6 +105,28 @@ def test_sb3_make_vec_env_factory_on_every_id():
                 make_vec_env(row.id, n_envs=1).close()
 
 
+@pytest.mark.slow
+def test_sb3_subproc_vec_env_on_a_text_id():
+    """A text id through SB3's make_vec_env with SubprocVecEnv (DummyVecEnv cannot buffer Text)."""
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    venv = make_vec_env(  # fork: SB3's default forkserver would outlive the test session
+        "verigym:verigym/GuessNumber-v0",
+        n_envs=2,
+        vec_env_cls=SubprocVecEnv,
+        vec_env_kwargs={"start_method": "fork"},
+        seed=0,
+    )
+    try:
+        obs = venv.reset()
+        assert obs.shape == (2,) and "integer" in str(obs[0])
+        obs, _, _, _ = venv.step(["50", "no number"])
+        assert "50" in str(obs[0]) and obs[0] != obs[1]
+    finally:
+        venv.close()
+
+
 def test_unicode_text_shared_memory_round_trip():
     space = UnicodeText(16)
     shared = create_shared_memory(space, n=2)
