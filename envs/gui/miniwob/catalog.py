@@ -143,7 +143,37 @@ TASKS: tuple[str, ...] = (
 FLIGHT_TASKS = frozenset(t for t in TASKS if t.startswith("flight."))
 """The tasks that load a whole airline site in an iframe (served over HTTP, 375x667 pixels)."""
 
-ORACLE_TASKS: frozenset[str] = frozenset()
+ORACLE_TASKS: frozenset[str] = frozenset(
+    (
+        "choose-list",
+        "click-button",
+        "click-checkboxes",
+        "click-checkboxes-large",
+        "click-checkboxes-transfer",
+        "click-collapsible",
+        "click-collapsible-nodelay",
+        "click-dialog",
+        "click-dialog-2",
+        "click-link",
+        "click-option",
+        "click-tab",
+        "click-test",
+        "click-test-2",
+        "click-test-transfer",
+        "drag-items",
+        "enter-password",
+        "enter-text",
+        "enter-text-2",
+        "enter-text-dynamic",
+        "focus-text",
+        "focus-text-2",
+        "login-user",
+        "simple-arithmetic",
+        "unicode-test",
+        "use-autocomplete",
+        "use-autocomplete-nodelay",
+    )
+)
 """The tasks with a scripted solver in :mod:`verigym.envs.gui.miniwob.oracles` (a test keeps the two
 equal); the others say ``"oracle": false`` in ``verigym list --json``."""
 

@@ -338,7 +338,9 @@ class MiniWoBEnv(GuiEnv):
                 line += f" color={e['color'].replace(' ', '')}"
             if "checked" in e:
                 line += " checked" if e["checked"] else " not-checked"
-            for flag in ("disabled", "focused"):
+            if "expanded" in e:
+                line += " expanded" if e["expanded"] else " not-expanded"
+            for flag in ("selected", "disabled", "focused"):
                 if e.get(flag):
                     line += f" {flag}"
             left, top, right, bottom = e["box"]

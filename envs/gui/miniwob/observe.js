@@ -1,14 +1,14 @@
 // verigym's reader of a MiniWoB++ page: what a user sees of the task area, and the task's verdict.
 // Called by the env (never by the agent) as a function of [maxElements, locate]:
 //  - locate === null: returns {elements, utterance, verdict}; elements are the rendered, visible
-//    nodes of the task area (#wrap, or the flight site's iframe document) in document order:
+//    nodes of the page (or of the flight site's iframe document) in document order:
 //    controls (role, name, value, checked, ...), text leaves (their own text), svg shapes and
 //    coloured boxes (their fill colour), each with its pixel box in the viewport. Hidden inputs,
 //    attributes, data and script state are never read; a password shows as bullets.
 //  - locate === k: scrolls element k into view and returns its centre [x, y] (or null).
 ([maxElements, locate]) => {
   const view = document.getElementById('wrap');
-  let root = view, dx = 0, dy = 0;
+  let root = document.body, dx = 0, dy = 0;  // jQuery UI puts dialogs and menus outside #wrap
   if (view && view.tagName === 'IFRAME') {
     const frame = view.getBoundingClientRect();
     dx = frame.left; dy = frame.top;
@@ -63,13 +63,17 @@
     } else {
       const text = ownText(el);
       const role = el.getAttribute('role');
-      if (role) { e.role = role; e.name = text || squash(el.textContent); }
+      if (el.id === 'query') { e.role = 'text'; e.name = squash(el.textContent); }
+      else if (role) { e.role = role; e.name = text; }
       else if (text) { e.role = 'text'; e.name = text; }
       else if (!el.firstElementChild && opaque(style.backgroundColor)) {
         e.role = 'box'; e.name = ''; e.color = style.backgroundColor;
       } else return null;
     }
     if (el.disabled) e.disabled = true;
+    const expanded = el.getAttribute('aria-expanded'), selected = el.getAttribute('aria-selected');
+    if (expanded !== null) e.expanded = expanded === 'true';
+    if (selected === 'true') e.selected = true;
     if (el.ownerDocument.activeElement === el && el !== el.ownerDocument.body) e.focused = true;
     return e;
   };
@@ -89,7 +93,7 @@
         out.push(e);
       }
     }
-    if (tag === 'select' || tag === 'button' || tag === 'textarea') return;
+    if (tag === 'select' || tag === 'button' || tag === 'textarea' || el.id === 'query') return;
     for (const child of el.children) walk(child);
   };
   if (root) walk(root);

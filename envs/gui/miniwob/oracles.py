@@ -1,7 +1,223 @@
-"""Scripted solvers of MiniWoB++ tasks: the next action from the utterance and the element list."""
+"""Scripted solvers of MiniWoB++ tasks: the next action from the utterance and the element list.
+
+Each solver reads only what the agent reads (the instruction and the observation's elements: role,
+name, value, checked, expanded, focus, box) and is stateless: it looks at the page as it is now
+and returns the one action that moves the task on. ``ORACLES`` maps a task name to its solver;
+:data:`verigym.envs.gui.miniwob.catalog.ORACLE_TASKS` lists the same names (a test keeps them equal).
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Any
 
-ORACLES: dict[str, Any] = {}
+from verigym.envs.gui.miniwob.env import mw_action
+
+__all__ = ["ORACLES"]
+
+Elements = list[dict[str, Any]]
+Solver = Callable[[str, Elements, Any], dict[str, Any]]
+ORACLES: dict[str, Solver] = {}
+
+
+def _solver(*tasks: str) -> Callable[[Solver], Solver]:
+    def register(function: Solver) -> Solver:
+        for task in tasks:
+            ORACLES[task] = function
+        return function
+
+    return register
+
+
+def _quoted(utterance: str) -> list[str]:
+    return re.findall(r'"([^"]*)"', utterance)
+
+
+def _visible(elements: Elements) -> Elements:
+    return [e for e in elements if e["id"] != 0 or e["role"] != "text"]  # not the instruction
+
+
+def _find(elements: Elements, role: str | tuple[str, ...], name: str | None = None) -> Elements:
+    roles = (role,) if isinstance(role, str) else role
+    return [
+        e for e in _visible(elements) if e["role"] in roles and (name is None or e["name"] == name)
+    ]
+
+
+def _click(element: dict[str, Any]) -> dict[str, Any]:
+    return mw_action("click", element=element["id"])
+
+
+def _submit(elements: Elements, label: str = "submit") -> dict[str, Any]:
+    buttons = [e for e in _find(elements, "button") if e["name"].lower() == label.lower()]
+    return _click(buttons[0]) if buttons else mw_action("done")
+
+
+def _fill(elements: Elements, values: list[str], label: str = "submit") -> dict[str, Any]:
+    """Type ``values`` into the textboxes in page order, then press the ``label`` button."""
+    boxes = _find(elements, "textbox")
+    for box, value in zip(boxes, values, strict=False):
+        shown = box.get("value", "")
+        if shown != value and not (set(shown) == {"\u2022"} and len(shown) == len(value)):
+            return mw_action("type", element=box["id"], text=value)
+    return _submit(elements, label)
+
+
+@_solver("click-button", "unicode-test")
+def _click_button(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    target = _quoted(utterance)[0]
+    found = _find(elements, "button", target)
+    return _click(found[0]) if found else mw_action("done")
+
+
+@_solver("click-test")
+def _click_test(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    return _click(_find(elements, "button")[0])
+
+
+@_solver("click-test-2", "click-test-transfer")
+def _click_test_2(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    target = re.search(r"button (\S+?)\.?$", utterance)
+    found = _find(elements, "button", target[1] if target else None)
+    return _click(found[0]) if found else mw_action("done")
+
+
+@_solver("click-checkboxes", "click-checkboxes-large", "click-checkboxes-transfer", "click-option")
+def _click_checkboxes(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    listed = re.search(r"Select (.*) and click Submit", utterance)
+    names = listed[1] if listed else ""
+    wanted = set() if names == "nothing" else {n.strip() for n in names.split(",")}
+    for box in _find(elements, ("checkbox", "radio")):
+        if box["checked"] != (box["name"] in wanted):
+            return _click(box)
+    return _submit(elements)
+
+
+@_solver("enter-text", "enter-text-dynamic")
+def _enter_text(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    return _fill(elements, [_quoted(utterance)[0]])
+
+
+@_solver("enter-text-2")
+def _enter_text_2(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    text = _quoted(utterance)[0]
+    return _fill(elements, [text.upper() if "upper" in utterance else text.lower()])
+
+
+@_solver("enter-password")
+def _enter_password(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    password = _quoted(utterance)[0]
+    return _fill(elements, [password, password])
+
+
+@_solver("login-user")
+def _login_user(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    user, password = _quoted(utterance)[:2]
+    return _fill(elements, [user, password], "login")
+
+
+@_solver("choose-list")
+def _choose_list(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    target = re.search(r"Select (.*) from the list", utterance)[1]
+    box = _find(elements, "combobox")[0]
+    if box["value"] != target:
+        return mw_action("type", element=box["id"], text=target)
+    return _submit(elements)
+
+
+@_solver("use-autocomplete", "use-autocomplete-nodelay")
+def _use_autocomplete(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    quoted = _quoted(utterance)
+    start, end = quoted[0], (quoted[1] if len(quoted) > 1 else "")
+    box = _find(elements, "textbox")[0]
+    value = box.get("value", "")
+    if value.startswith(start) and value.endswith(end) and len(value) > len(start):
+        return _submit(elements)
+    for item in _find(elements, ("text", "menuitem", "option")):
+        name = item["name"]
+        if item["box"][1] > box["box"][1] and name.startswith(start) and name.endswith(end):
+            return _click(item)
+    return mw_action("type", element=box["id"], text=start)
+
+
+@_solver("click-link")
+def _click_link(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    target = _quoted(utterance)[0]
+    found = _find(elements, ("text", "link"), target)
+    return _click(found[0]) if found else mw_action("done")
+
+
+@_solver("click-dialog")
+def _click_dialog(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    return _click(_find(elements, "button", "Close")[0])
+
+
+@_solver("click-dialog-2")
+def _click_dialog_2(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    target = _quoted(utterance)[0]
+    found = _find(elements, "button", "Close" if target.lower() == "x" else target)
+    return _click(found[0]) if found else mw_action("done")
+
+
+@_solver("click-tab")
+def _click_tab(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    target = re.search(r"Click on (Tab #\d+)", utterance)[1]
+    return _click(_find(elements, "link", target)[0])
+
+
+@_solver("focus-text")
+def _focus_text(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    return _click(_find(elements, "textbox")[0])
+
+
+@_solver("focus-text-2")
+def _focus_text_2(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    nth = int(re.search(r"(\d+)(?:st|nd|rd|th)", utterance)[1])
+    return _click(_find(elements, "textbox")[nth - 1])
+
+
+@_solver("click-collapsible", "click-collapsible-nodelay")
+def _click_collapsible(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    headers = [e for e in _find(elements, "tab") if e["name"]]
+    if headers and not headers[0].get("expanded", False):
+        return _click(headers[0])
+    return _submit(elements)
+
+
+@_solver("simple-arithmetic")
+def _simple_arithmetic(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    for e in _find(elements, "text"):
+        m = re.fullmatch(r"(-?\d+)\s*([-+x*])\s*(-?\d+)\s*=", e["name"])
+        if m:
+            a, op, b = int(m[1]), m[2], int(m[3])
+            answer = a + b if op == "+" else a - b if op == "-" else a * b
+            return _fill(elements, [str(answer)])
+    return mw_action("done")
+
+
+@_solver("drag-items")
+def _drag_items(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    m = re.fullmatch(
+        r"Drag (.+?) (to the top|to the bottom|down by one position|up by one position"
+        r"|to the (\d+)\w\w position)\.",
+        utterance,
+    )
+    items = _find(elements, "text")
+    names = [e["name"] for e in items]
+    source = names.index(m[1])
+    where = m[2]
+    target = (
+        0
+        if where == "to the top"
+        else len(items) - 1
+        if where == "to the bottom"
+        else source + 1
+        if where.startswith("down")
+        else source - 1
+        if where.startswith("up")
+        else int(m[3]) - 1
+    )
+    (l1, t1, r1, b1), (l2, t2, r2, b2) = items[source]["box"], items[target]["box"]
+    y2 = b2 - 3 if target > source else t2 + 3
+    return mw_action("drag", xy=((l1 + r1) // 2, (t1 + b1) // 2), to=((l2 + r2) // 2, y2))
