@@ -232,6 +232,8 @@ def _native_messages(
             if "<tool_call>" in message["content"]:
                 return "a reply holds tool calls that are not exactly one call"
             answer = _answer_of(message["content"])
+            if answer is None and "<answer>" in message["content"].lower():
+                return "a reply holds text beside its <answer> (the answer tool takes the answer alone)"
             if answer is not None:
                 call_id = f"call_{sum(1 for m in out if m['role'] == 'assistant') + 1}"
                 message = {

@@ -48,6 +48,29 @@ def test_tools_protocol_records_are_native_and_say_each_thing_once(exported):
         assert not any("<tool_call>" in (m.get("content") or "") for m in record["messages"])
 
 
+def test_protocol_record_writes_one_protocol_or_says_why_not():
+    from verigym.leaderboards.demonstrations import demonstration_messages, protocol_record
+
+    tool = {"type": "function", "function": {"name": "calculate", "parameters": {}}}
+    call = '<tool_call>{"name": "calculate", "arguments": {"expression": "1 + 2"}}</tool_call>'
+    messages = demonstration_messages("Compute.", ["1 + 2?", "3"], [call, "<answer>3</answer>"])
+    text = protocol_record("e", 0, "oracle", 1.0, messages, [tool])
+    assert text["tools"] == [] and all(set(m) == {"role", "content"} for m in text["messages"])
+    assert text["messages"][2]["content"] == call and text["messages"][3]["role"] == "user"
+    native = protocol_record("e", 0, "oracle", 1.0, messages, [tool], "tools")
+    assert [c["function"] for m in native["messages"] for c in m.get("tool_calls") or []] == [
+        {"name": "calculate", "arguments": {"expression": "1 + 2"}},
+        {"name": "answer", "arguments": {"answer": "3"}},
+    ]
+    assert native["messages"][3] == {"role": "tool", "tool_call_id": "call_1", "content": "3"}
+    chatty = demonstration_messages("Compute.", ["1 + 2?", "3"], [call, "It is <answer>3</answer>"])
+    assert "beside its <answer>" in protocol_record("e", 0, "o", 1.0, chatty, [tool], "tools")
+    clash = {"type": "function", "function": {"name": "answer", "parameters": {}}}
+    assert "named 'answer'" in protocol_record("e", 0, "o", 1.0, messages, [clash], "tools")
+    with pytest.raises(ValueError, match="protocol"):
+        protocol_record("e", 0, "o", 1.0, messages, [tool], "hermes")
+
+
 def test_verigym_train_sft_refuses_tools_protocol_records(exported):
     """verigym's trainer trains on the text view's protocol the agent plays in: a tools-protocol
     record would train it on a system text the agent never sees."""
