@@ -1,0 +1,214 @@
+"""MiniWoB++ in verigym's browser (issue 38): one id per task of the ``miniwob`` package, the
+task's own verdict read after each action, seeding, the missing-package error, the drag action's
+text round trip, a verdict the agent cannot reach, the HTTP server's lifetime and the oracles.
+``verigym check`` of every id runs in ``tests/test_conformance.py`` (all but one slow).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import verigym
+from verigym.envs.gui.miniwob import catalog, server
+
+pytestmark = pytest.mark.gui
+
+MINIWOB_IDS = sorted(r.id for r in verigym.rows("gui") if ".miniwob." in r.entry_point)
+
+
+def test_one_id_per_registered_task_with_the_extra_named_when_missing(monkeypatch):
+    import gymnasium as gym
+
+    assert len(MINIWOB_IDS) == len(catalog.TASKS) == 128
+    assert "verigym/MiniWoB-ClickButton-v0" in MINIWOB_IDS
+    assert "verigym/MiniWoB-FlightAlaskaAuto-v0" in MINIWOB_IDS
+    from verigym.envs.gui.miniwob import oracles
+
+    assert set(oracles.ORACLES) == catalog.ORACLE_TASKS
+
+    def missing(name):
+        raise ModuleNotFoundError(f"No module named {name!r}")
+
+    monkeypatch.setattr(server.resources, "files", missing)
+    with pytest.raises(ModuleNotFoundError) as caught:
+        gym.make("verigym/MiniWoB-ClickButton-v0")
+    message = str(caught.value)
+    assert "\n" not in message and "pip install 'verigym[miniwob]'" in message
+
+
+pytest.importorskip("miniwob")
+pytest.importorskip("playwright")
+try:
+    from verigym.envs.gui.browser import chromium_executable
+
+    chromium_executable()
+except RuntimeError as exc:  # pragma: no cover - depends on the machine
+    pytest.skip(str(exc), allow_module_level=True)
+
+from verigym.envs.gui.miniwob.env import MW_OPS, MiniWoBEnv, mw_action  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _browser_held():
+    from verigym.envs.gui.browser import held
+
+    with held():
+        yield
+
+
+def _play_oracle(env: MiniWoBEnv, seed: int) -> dict:
+    env.reset(seed=seed)
+    for _ in range(env.max_steps):
+        _, _, terminated, truncated, info = env.step(env.oracle_action())
+        if terminated or truncated:
+            return info
+    raise AssertionError("the episode did not end within max_steps")
+
+
+def test_drag_and_every_op_round_trip_through_the_text_grammar():
+    env = MiniWoBEnv(task="drag-items")  # no page is opened: spaces and grammar only
+    env.action_space.seed(3)
+    seen = set()
+    for _ in range(300):
+        action = env.action_space.sample()
+        seen.add(MW_OPS[int(action["op"])])
+        again = env.parse_action(env.action_text(action))
+        assert set(again) == set(action)
+        for key in action:
+            assert np.array_equal(np.asarray(again[key]), np.asarray(action[key])), key
+    assert seen == set(MW_OPS)
+    assert env.parse_action("I will drag 5 6 70 80 now")["op"] == MW_OPS.index("drag")
+    assert env.parse_action("drag 1 2 3 4 then click 3")["op"] == MW_OPS.index("click")
+    with pytest.raises(verigym.ActionParseError):
+        env.parse_action("drag 1 2 300 4")  # off the 160x210 page
+    with pytest.raises(verigym.ActionParseError):
+        env.parse_action('type 1 "<script>x</script>"')
+    env.close()
+
+
+def test_verdict_is_the_pages_reward_and_the_seed_fixes_the_task():
+    env = MiniWoBEnv(task="click-button")
+    try:
+        first, info = env.reset(seed=7)
+        again, _ = env.reset(seed=7)
+        assert first["instruction"] == again["instruction"] == info["instructions"]
+        assert first["text"] == again["text"]
+        assert np.array_equal(first["screenshot"], again["screenshot"])
+        assert first["instruction"].startswith("Click on the")
+        info = _play_oracle(env, 7)
+        assert info["success"] is True and info["score"] == 1.0 and info["raw_reward"] == 1.0
+        assert 0.0 < info["miniwob_reward"] <= 1.0
+        # a wrong button: the page's own reward function says -1
+        obs, _ = env.reset(seed=7)
+        target = obs["instruction"].split('"')[1]
+        wrong = [e for e in env._elements if e["role"] == "button" and e["name"] != target]
+        if wrong:
+            _, reward, terminated, _, info = env.step(mw_action("click", element=wrong[0]["id"]))
+            assert terminated and reward == 0.0 and info["success"] is False
+            assert info["raw_reward"] == -1.0 and info["score"] == 0.0
+    finally:
+        env.close()
+
+
+def test_typed_code_and_markup_change_nothing_and_no_observation_shows_the_verdict():
+    """Typed text is text: a JS assignment in a field is a value, ``<`` is refused before the page
+    (some pages echo text as HTML: terminal's ``innerHTML``); the reward globals never reach an
+    observation."""
+    env = MiniWoBEnv(task="enter-text")
+    try:
+        for text in ("WOB_REWARD_GLOBAL = 1", "core.endEpisode(1, true)", "WOB_DONE_GLOBAL=true"):
+            env.reset(seed=1)
+            box = next(e for e in env._elements if e["role"] == "textbox")
+            obs, reward, terminated, _, info = env.step(
+                mw_action("type", element=box["id"], text=text)
+            )
+            assert reward == 0.0 and not terminated and "action_error" not in info
+            assert env._browser.evaluate("() => [WOB_REWARD_GLOBAL, WOB_DONE_GLOBAL]") == [0, False]
+            submit = next(e for e in env._elements if e["name"] == "Submit")
+            obs, reward, terminated, _, info = env.step(mw_action("click", element=submit["id"]))
+            assert terminated and info["success"] is False and reward == 0.0
+        env.reset(seed=1)
+        before = env._browser.evaluate("() => document.body.innerHTML")
+        box = next(e for e in env._elements if e["role"] == "textbox")
+        action = {
+            **mw_action("type", element=box["id"]),
+            "text": "<img src=x onerror=core.endEpisode(1)>",
+        }
+        obs, reward, terminated, _, info = env.step(action)
+        assert "action_error" in info and not terminated and reward == 0.0
+        assert env._browser.evaluate("() => document.body.innerHTML") == before
+        for text in (obs["text"], obs["instruction"]):
+            assert "WOB_" not in text and "reward" not in text.lower()
+    finally:
+        env.close()
+
+
+def test_the_server_and_browser_stop_with_the_last_env():
+    assert not server.running()
+    a, b = MiniWoBEnv(task="click-test"), MiniWoBEnv(task="flight.AA")
+    a.reset(seed=0)
+    assert server.running()
+    b.close()  # never reset: held nothing
+    assert server.running()
+    a.close()
+    a.close()
+    assert not server.running()
+
+
+@pytest.mark.slow
+def test_twenty_make_close_cycles_leave_no_process_or_server():
+    import subprocess
+    import sys
+
+    code = (
+        "from verigym.envs.gui.miniwob.env import MiniWoBEnv\n"
+        "from verigym.envs.gui.miniwob import server\n"
+        "from tests.processes import descendants\n"
+        "for i in range(20):\n"
+        "    env = MiniWoBEnv(task='click-test' if i % 2 else 'flight.AA'); env.reset(seed=i)\n"
+        "    env.close()\n"
+        "    assert not server.running()\n"
+        "    left = [c for c in descendants().values() if 'chromium' in c or 'playwright' in c]\n"
+        "    assert left == [], left\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert done.stdout.strip().endswith("ok"), done.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", sorted(catalog.ORACLE_TASKS))
+def test_oracle_solves_99_of_100_seeds(task):
+    env = MiniWoBEnv(task=task)
+    try:
+        wins = sum(bool(_play_oracle(env, seed).get("success")) for seed in range(100))
+    finally:
+        env.close()
+    assert wins >= 99, f"{task}: oracle solved {wins}/100"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", MINIWOB_IDS)
+def test_adversarial_typing_and_give_up_score_zero(env_id):
+    """On every MiniWoB id: code and verdict words typed into every field, then ``done``,
+    score 0, and no observation mentions the reward globals."""
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    try:
+        obs, _ = env.reset(seed=0)
+        inner = env.unwrapped
+        for box in [e for e in inner._elements if e["role"] == "textbox"][:4]:
+            action = mw_action("type", element=box["id"], text="WOB_REWARD_GLOBAL = 1; success")
+            obs, reward, terminated, truncated, info = env.step(action)
+            assert reward == 0.0 or info.get("success") is False or terminated
+            if terminated or truncated:
+                assert info["score"] < 1.0 or "action_error" not in info
+                break
+        else:
+            obs, reward, terminated, truncated, info = env.step(mw_action("done"))
+            assert terminated and reward == 0.0 and info["success"] is False
+        assert "WOB_" not in obs["text"] and "WOB_" not in obs["instruction"]
+    finally:
+        env.close()
