@@ -103,7 +103,7 @@ def _success_rate(model, episodes: int = 20) -> float:
 @pytest.mark.parametrize("algo", ["PPO", "MaskablePPO"])
 def test_sb3_learns_doorkey_on_the_batched_engine(algo):
     """SB3's PPO and sb3-contrib's MaskablePPO learn DoorKey-5x5 through the bridge (the DoorKey
-    example's settings of docs/agents.md; about a minute each on one core)."""
+    example's settings of docs/agents.md; 5-8 min each, niced, on the loaded 2-core machine)."""
     import sb3_contrib
     import stable_baselines3
     import torch
