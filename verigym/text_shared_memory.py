@@ -53,7 +53,7 @@ class LiveTexts(Sequence[str]):
         if isinstance(i, slice):
             return tuple(self[j] for j in range(*i.indices(len(self))))
         row = self._slots[i]
-        return row[1 : 1 + int(row[0])].tobytes().decode("utf-32-le")
+        return row[1 : 1 + int(row[0])].tobytes().decode("utf-32-le", errors="surrogatepass")
 
     def __iter__(self) -> Iterator[str]:
         return (self[i] for i in range(len(self)))
@@ -83,7 +83,9 @@ def _read(space: UnicodeText, shared_memory: Any, n: int = 1) -> LiveTexts:
 @gym_shm.write_to_shared_memory.register(UnicodeText)
 def _write(space: UnicodeText, index: int, value: str, shared_memory: Any) -> None:
     size = space.max_length + 1
-    codes = np.frombuffer(str(value).encode("utf-32-le"), dtype=np.int32)[: space.max_length]
+    # surrogatepass: a lone surrogate (never in a verigym env's output) travels instead of raising
+    data = str(value).encode("utf-32-le", errors="surrogatepass")
+    codes = np.frombuffer(data, dtype=np.int32)[: space.max_length]
     slot = np.frombuffer(shared_memory.get_obj(), dtype=np.int32)[index * size : (index + 1) * size]
     slot[0] = codes.size
     slot[1 : 1 + codes.size] = codes

@@ -136,6 +136,8 @@ def test_unicode_text_shared_memory_round_trip():
     assert copy.deepcopy(view) == ("héllo ✓ 𝄞", "")
     write_to_shared_memory(space, 0, "second", shared)  # the view reads the current slots
     assert tuple(view) == ("second", "") and view[0] == "second" and len(view) == 2
+    write_to_shared_memory(space, 1, "a\ud800b", shared)  # a lone surrogate travels as is
+    assert view[1] == "a\ud800b" and view[-1] == view[1]
 
 
 def test_text_ids_under_async_vectorization_give_real_strings():
