@@ -338,8 +338,10 @@ def _short_id(env_id: str) -> str:
 
 
 def _markdown_code(text: str) -> str:
-    """``text`` as Markdown inline code in a table cell (a backtick in a stored spec cannot close it)."""
-    return "`" + _markdown_cell(text.replace("`", "'")) + "`"
+    """``text`` as Markdown inline code in a table cell or list item: a backtick in a stored spec
+    cannot close it, nor a line break or other control character end the line."""
+    plain = "".join(c if c.isprintable() else " " for c in text.replace("`", "'"))
+    return "`" + _markdown_cell(plain) + "`"
 
 
 def _markdown_agent(entry: Entry) -> str:

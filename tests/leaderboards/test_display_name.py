@@ -27,6 +27,8 @@ from verigym.leaderboards.store import ResultsStore
 LLM = "openai:http://127.0.0.1:8765/v1#smollm2?max_tokens=48&temperature=0&families=text,tool,gui&name=SmolLM2-135M-Instruct"
 NAMED_RANDOM = "random?name=Random + luck (baseline)"
 BAD = "random?name=<img src=x onerror=alert(1)>"
+INJECTED = "random` **forged** `x | y?name=Looks fine"
+"""The store refuses control characters in a spec; a backtick or a pipe it keeps."""
 
 
 def test_the_name_is_split_off_and_never_reaches_the_agent():
@@ -73,7 +75,12 @@ def test_a_second_name_is_refused():
 def standings(tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
     with ResultsStore(out) as store:
-        for agent, score in ((NAMED_RANDOM, 0.25), (BAD, 0.5), ("oracle", 1.0)):
+        for agent, score in (
+            (NAMED_RANDOM, 0.25),
+            (BAD, 0.5),
+            ("oracle", 1.0),
+            (INJECTED, 0.0),
+        ):
             for task in TWO_TASKS:
                 for seed in task.seeds:
                     assert store.add(scored_row(agent, task.env_id, seed, score))
@@ -92,6 +99,9 @@ def test_markdown_shows_the_name_and_keeps_spec_and_config(standings):
     )
     # a stored spec with a name outside the allow-list is shown as the spec, in code, not as a name
     assert f"`{BAD}`" in ranking and "\n* <img" not in markdown
+    # a stored spec's backtick or pipe cannot close its code span or its table cell
+    assert "* Looks fine (config " in agents
+    assert "`random' **forged** 'x \\| y?name=Looks fine`" in agents
 
 
 def test_html_labels_by_name_with_the_full_spec_as_tooltip_and_escapes_a_bad_one(standings):
