@@ -55,3 +55,20 @@ if _installed("nle"):
         description="NetHack 3.6 through nle's core (needs verigym[nethack], NetHack GPL): the "
         "terminal screen; score: depth and experience level reached (-Score: in-game points).",
     )
+
+
+# TextWorld: its jericho dependency builds from source with a C compiler, so the ids exist only
+# where textworld is installed (the extra `textworld`).
+if _installed("textworld") and _installed("jericho"):
+    ROWS += variants(
+        "verigym/TextWorld-{}-v0",
+        f"{_WORLD}.textworld_env:TextWorldEnv",
+        family="world",
+        rows={
+            "CoinCollector": {"challenge": "coin_collector"},
+            "TreasureHunter": {"challenge": "treasure_hunter"},
+            "Simple": {"challenge": "simple"},
+        },
+        description="TextWorld challenge (needs verigym[textworld]), a game generated per seed by "
+        "textworld and cached; score: game points / max, success: the game is won.",
+    )
