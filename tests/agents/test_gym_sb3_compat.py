@@ -21,7 +21,8 @@ import verigym
 from verigym.core import UnicodeText
 from verigym.render_modes import accept_render_mode
 
-# one id per family (the seat ids are the multi-agent family's Gymnasium ids)
+# one id per family (the seat ids are the multi-agent family's Gymnasium ids; the world family's
+# ids are in the slow registry sweeps: Crafter's first world takes ~1.7 s to build)
 ONE_PER_FAMILY = [
     "verigym/GuessNumber-v0",
     "verigym/Calculator-v0",
@@ -57,11 +58,13 @@ def test_unsupported_render_mode_is_accepted_and_renders_nothing(env_id):
         env.close()
 
 
+@pytest.mark.slow
 def test_every_gymnasium_id_accepts_sb3s_render_mode():
     """SB3's ``make_vec_env`` makes each copy with ``render_mode="rgb_array"`` (retrying without it
     only on a ``TypeError``): one id of every entry point of the registry takes it (construction
-    only, which is cheap for every family; the full sweep over every id is the slow test below,
-    which also covers the reasoning-gym ids, left out here: importing reasoning_gym takes ~2.5 s)."""
+    only; 2-5 s on the shared machine, importing every family's modules and building Crafter's
+    first world, so slow; the default run checks one id per family above). The full sweep over
+    every id is the slow test below, which also covers the reasoning-gym ids, left out here."""
     seen = {}
     for row in _gym_rows():
         if not row.entry_point.endswith(":ReasoningGymEnv"):
