@@ -6,7 +6,7 @@ themselves are read from the installed ``miniwob`` package when an env is made.
 
 from __future__ import annotations
 
-__all__ = ["FLIGHT_TASKS", "ORACLE_TASKS", "TASKS", "TIMING_DEPENDENT", "env_name"]
+__all__ = ["DATED", "FLIGHT_TASKS", "ORACLE_TASKS", "TASKS", "TIMING_DEPENDENT", "env_name"]
 
 TASKS: tuple[str, ...] = (
     "bisect-angle",
@@ -152,22 +152,29 @@ ORACLE_TASKS: frozenset[str] = frozenset(
         "click-checkboxes-transfer",
         "click-collapsible",
         "click-collapsible-nodelay",
+        "click-color",
         "click-dialog",
         "click-dialog-2",
         "click-link",
         "click-option",
         "click-tab",
+        "click-tab-2",
+        "click-tab-2-easy",
+        "click-tab-2-medium",
         "click-test",
         "click-test-2",
         "click-test-transfer",
+        "click-widget",
         "drag-items",
         "enter-password",
         "enter-text",
         "enter-text-2",
         "enter-text-dynamic",
+        "find-word",
         "focus-text",
         "focus-text-2",
         "login-user",
+        "read-table",
         "simple-arithmetic",
         "unicode-test",
         "use-autocomplete",
@@ -177,7 +184,31 @@ ORACLE_TASKS: frozenset[str] = frozenset(
 """The tasks with a scripted solver in :mod:`verigym.envs.gui.miniwob.oracles` (a test keeps the two
 equal); the others say ``"oracle": false`` in ``verigym list --json``."""
 
-TIMING_DEPENDENT: dict[str, str] = {}
+TIMING_DEPENDENT: dict[str, str] = {
+    "click-pie": "the pie's wedges are drawn by a timed animation longer than the 1 s settle wait",
+    "stock-market": "a setInterval ticker changes the price on the page continuously",
+    "drag-cube": "a setInterval physics loop moves the cube between observations",
+    "terminal": "a setInterval blinks the cursor in the page",
+    "email-inbox-delete": "the list re-renders after a delete on a timer (screenshots race it)",
+    "email-inbox-noscroll": "the list re-renders after a delete on a timer (screenshots race it)",
+    "flight.Alaska": "the airline site loads in an iframe after the episode starts",
+    "flight.Alaska-auto": "the airline site loads in an iframe after the episode starts",
+    "flight.AA": "the airline site loads in an iframe after the episode starts",
+}
+DATED = (
+    "book-flight",
+    "book-flight-nodelay",
+    "buy-ticket",
+    "choose-date",
+    "choose-date-easy",
+    "choose-date-medium",
+    "choose-date-nodelay",
+    "enter-date",
+    "enter-time",
+    "terminal",
+)
+"""Tasks whose pages read today's date (``new Date()``): the same seed gives the same task on the
+same day only."""
 """Task -> why its trajectories depend on wall-clock time (exempt from the determinism check only;
 docs/environments.md lists them)."""
 

@@ -263,7 +263,8 @@ class MiniWoBEnv(GuiEnv):
         )
         self._browser = Browser(width, height)
         self._base: str | None = None  # the server's URL while this env holds it
-        self._routed: Any = None  # the page our route was added to
+        self._routed: Any = None  # the page our route and request listeners were added to
+        self._inflight = 0  # requests of that page not finished yet
         self._spec: dict[str, Any] | None = None
         self._log: list[dict[str, Any]] = []
         self._steps = 0
@@ -292,6 +293,9 @@ class MiniWoBEnv(GuiEnv):
         page = browser._page
         if self._routed is not page:  # requests to our server go through; the rest stay blocked
             browser._call(page.route, f"{self._base}**", lambda route: route.continue_())
+            page.on("request", self._request_started)
+            page.on("requestfinished", self._request_ended)
+            page.on("requestfailed", self._request_ended)
             self._routed = page
         origin = self._base.rstrip("/")
         browser._call(
@@ -311,11 +315,23 @@ class MiniWoBEnv(GuiEnv):
             )
         self._mouse = (0.0, 0.0)
 
+    def _request_started(self, request: Any) -> None:
+        self._inflight += 1
+
+    def _request_ended(self, request: Any) -> None:
+        self._inflight = max(0, self._inflight - 1)
+
     def _settle(self) -> None:
+        """Wait (at most :data:`SETTLE_MS` each) for the page's short timers, then for the files it
+        is still fetching (CSS ``content:url`` icons, images added by script)."""
         if not self.flight:
             self._browser.evaluate(
                 "(limit) => window.__verigymSettle ? window.__verigymSettle(limit) : 0", SETTLE_MS
             )
+        page, waited = self._browser._page, 0
+        while self._inflight and waited < SETTLE_MS:
+            self._browser._call(page.wait_for_timeout, 10)  # Playwright delivers the events
+            waited += 10
 
     def _refresh(self, screenshot: bool = True) -> None:
         self._settle()
@@ -338,6 +354,8 @@ class MiniWoBEnv(GuiEnv):
                 line += f" color={e['color'].replace(' ', '')}"
             if "checked" in e:
                 line += " checked" if e["checked"] else " not-checked"
+            if e.get("multiline"):
+                line += " multiline"
             if "expanded" in e:
                 line += " expanded" if e["expanded"] else " not-expanded"
             for flag in ("selected", "disabled", "focused"):
@@ -467,8 +485,11 @@ class MiniWoBEnv(GuiEnv):
     def close(self) -> None:
         page, self._routed = self._routed, None
         if page is not None and self._browser.alive:
-            try:  # a spare page must not keep our route
+            try:  # a spare page must not keep our route nor our listeners
                 page.unroute_all(behavior="ignoreErrors")
+                page.remove_listener("request", self._request_started)
+                page.remove_listener("requestfinished", self._request_ended)
+                page.remove_listener("requestfailed", self._request_ended)
             except Exception as exc:  # noqa: BLE001
                 logger.debug("unroute: %s", exc)
         self._browser.close()

@@ -16,8 +16,7 @@
   }
   const out = [];
   const squash = (s) => (s || '').replace(/\s+/g, ' ').trim().slice(0, 200);
-  const TEXTBOX = new Set(['text', 'password', 'email', 'number', 'search', 'tel', 'url', 'date',
-    'time', 'datetime-local', 'month', 'week', '']);
+  const NOT_TEXT = new Set(['file', 'image', 'checkbox', 'radio', 'range', 'button', 'submit', 'reset']);
   const SHAPES = new Set(['circle', 'rect', 'ellipse', 'polygon', 'polyline', 'path', 'line', 'text']);
   const ownText = (el) => {
     let s = '';
@@ -39,12 +38,12 @@
         e.role = 'button'; e.name = squash(el.value);
       } else if (type === 'range') {
         e.role = 'slider'; e.name = ''; e.value = String(el.value);
-      } else if (TEXTBOX.has(type) || type === 'color') {
+      } else if (!NOT_TEXT.has(type)) {  // text, password ... and unknown types (a text field)
         e.role = 'textbox'; e.name = squash(el.placeholder);
         e.value = type === 'password' ? '\u2022'.repeat(el.value.length) : el.value;
-      } else { e.role = type; e.name = ''; }
+      } else { e.role = 'input'; e.name = type; }
     } else if (tag === 'textarea') {
-      e.role = 'textbox'; e.name = squash(el.placeholder); e.value = el.value;
+      e.role = 'textbox'; e.name = squash(el.placeholder); e.value = el.value; e.multiline = true;
     } else if (tag === 'select') {
       e.role = 'combobox'; e.name = '';
       const chosen = el.options[el.selectedIndex];
@@ -77,7 +76,7 @@
     if (el.ownerDocument.activeElement === el && el !== el.ownerDocument.body) e.focused = true;
     return e;
   };
-  const walk = (el) => {
+  const walk = (el, inQuery) => {
     if (out.length >= maxElements) return;
     const style = el.ownerDocument.defaultView.getComputedStyle(el);
     if (style.display === 'none' || style.visibility === 'hidden') return;
@@ -86,17 +85,17 @@
     const rect = el.getBoundingClientRect();
     if (rect.width > 0 && rect.height > 0 && style.opacity !== '0') {
       const e = describe(el, style);
-      if (e) {
+      if (e && !(inQuery && e.role !== 'box')) {
         e.box = [Math.round(rect.left + dx), Math.round(rect.top + dy),
                  Math.round(rect.right + dx), Math.round(rect.bottom + dy)];
         e.node = el;
         out.push(e);
       }
     }
-    if (tag === 'select' || tag === 'button' || tag === 'textarea' || el.id === 'query') return;
-    for (const child of el.children) walk(child);
+    if (tag === 'select' || tag === 'button' || tag === 'textarea') return;
+    for (const child of el.children) walk(child, inQuery || el.id === 'query');
   };
-  if (root) walk(root);
+  if (root) walk(root, false);
   if (locate !== null) {
     const e = out[locate];
     if (!e) return null;

@@ -221,3 +221,80 @@ def _drag_items(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
     (l1, t1, r1, b1), (l2, t2, r2, b2) = items[source]["box"], items[target]["box"]
     y2 = b2 - 3 if target > source else t2 + 3
     return mw_action("drag", xy=((l1 + r1) // 2, (t1 + b1) // 2), to=((l2 + r2) // 2, y2))
+
+
+@_solver("click-widget")
+def _click_widget(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    kind = _quoted(utterance)[0]
+    for e in _visible(elements):
+        role, multiline = e["role"], bool(e.get("multiline"))
+        if (
+            (kind == "textarea" and role == "textbox" and multiline)
+            or (kind == "text" and role == "textbox" and not multiline)
+            or (kind in ("checkbox", "radio", "button") and role == kind)
+        ):
+            return _click(e)
+    return mw_action("done")
+
+
+_COLORS = {  # CSS colour names of click-color, as the browser renders them
+    "red": "rgb(255,0,0)",
+    "blue": "rgb(0,0,255)",
+    "olive": "rgb(128,128,0)",
+    "lime": "rgb(0,255,0)",
+    "black": "rgb(0,0,0)",
+    "white": "rgb(255,255,255)",
+    "grey": "rgb(128,128,128)",
+    "purple": "rgb(128,0,128)",
+    "orange": "rgb(255,165,0)",
+    "yellow": "rgb(255,255,0)",
+    "cyan": "rgb(0,255,255)",
+    "pink": "rgb(255,192,203)",
+    "magenta": "rgb(255,0,255)",
+}
+
+
+@_solver("click-color")
+def _click_color(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    named = re.search(r"Click on the (\w+) colored box", utterance)
+    boxes = [e for e in elements if e["role"] == "box"]
+    swatch = [e for e in boxes if e["box"][3] <= 50]
+    color = _COLORS.get(named[1]) if named else None
+    if color is None and swatch:
+        color = swatch[0]["color"].replace(" ", "")
+    for e in boxes:
+        if e["box"][1] >= 50 and e["color"].replace(" ", "") == color:
+            return _click(e)
+    return mw_action("done")
+
+
+@_solver("find-word")
+def _find_word(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    nth = int(re.search(r"Find the (\d+)\w\w word", utterance)[1])
+    texts = [e for e in _find(elements, "text") if len(e["name"].split()) > 1]
+    words = [w.strip(".,;:!?") for w in texts[0]["name"].split()]
+    return _fill(elements, [words[nth - 1]])
+
+
+@_solver("read-table")
+def _read_table(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    key = re.search(r"Enter the value of (.+?) into the text field", utterance)[1]
+    cells = _find(elements, "text")
+    for cell, value in zip(cells, cells[1:], strict=False):
+        if cell["name"] == key and value["box"][1] == cell["box"][1]:
+            return _fill(elements, [value["name"]])
+    return mw_action("done")
+
+
+@_solver("click-tab-2", "click-tab-2-easy", "click-tab-2-medium")
+def _click_tab_2(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    target = _quoted(utterance)[-1]
+    panels = [e for e in elements if e["role"] == "tabpanel"]
+    top = panels[0]["box"][1] if panels else 0
+    for e in _find(elements, ("text", "link"), target):
+        if e["box"][1] >= top:
+            return _click(e)
+    tabs = [e for e in elements if e["role"] == "tab"]
+    links = [e for e in _find(elements, "link") if e["name"].startswith("Tab #")]
+    chosen = next((i for i, t in enumerate(tabs) if t.get("selected")), -1)
+    return _click(links[(chosen + 1) % len(links)])

@@ -198,17 +198,23 @@ def test_adversarial_typing_and_give_up_score_zero(env_id):
     env = gym.make(env_id)
     try:
         obs, _ = env.reset(seed=0)
-        inner = env.unwrapped
-        for box in [e for e in inner._elements if e["role"] == "textbox"][:4]:
+        seen = [obs]
+        ended = False
+        for box in [e for e in env.unwrapped._elements if e["role"] == "textbox"][:4]:
             action = mw_action("type", element=box["id"], text="WOB_REWARD_GLOBAL = 1; success")
             obs, reward, terminated, truncated, info = env.step(action)
-            assert reward == 0.0 or info.get("success") is False or terminated
+            seen.append(obs)
+            assert reward == 0.0 and not info.get("success", False)
             if terminated or truncated:
-                assert info["score"] < 1.0 or "action_error" not in info
+                ended = True
                 break
-        else:
+        if not ended:
             obs, reward, terminated, truncated, info = env.step(mw_action("done"))
+            seen.append(obs)
             assert terminated and reward == 0.0 and info["success"] is False
-        assert "WOB_" not in obs["text"] and "WOB_" not in obs["instruction"]
+        for obs in seen:
+            for text in (obs["text"], obs["instruction"]):
+                assert "WOB_DONE" not in text and "WOB_RAW" not in text
+                assert "Last reward" not in text and "Episodes done" not in text
     finally:
         env.close()

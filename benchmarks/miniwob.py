@@ -1,0 +1,144 @@
+"""Median step and reset time of verigym's MiniWoB++ envs against the ``miniwob`` package's own
+Selenium envs, on the same 10 tasks, side by side in one run (issue 38).
+
+Each episode: one ``reset`` (timed), then ``--steps`` presses of Tab (timed; a step that changes
+the focus and returns a full observation, and ends no task). Both sides use the system Chromium,
+headless, with a 160x210 task area:
+
+* verigym: ``verigym/MiniWoB-<Task>-v0`` (Playwright, the pages served from 127.0.0.1; observation
+  = screenshot + element list + utterance; each reset loads the page anew);
+* miniwob: ``miniwob/<task>-v1`` (Selenium + chromium-driver; observation = screenshot + DOM
+  element list + utterance; a reset restarts the episode in the loaded page).
+
+Without chromium-driver or selenium, verigym is timed alone (and the script says so). Needs
+``pip install -e .[miniwob]`` (and ``apt-get install -y chromium-driver`` for the Selenium side).
+
+Usage::
+
+    python benchmarks/miniwob.py [--episodes 5] [--steps 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import time
+from typing import Any
+
+import gymnasium as gym
+
+import verigym  # noqa: F401  (registers the verigym ids)
+from verigym.envs.gui.miniwob.catalog import env_name
+
+TASKS = (
+    "click-button",
+    "click-checkboxes",
+    "enter-text",
+    "login-user",
+    "choose-list",
+    "click-link",
+    "click-dialog",
+    "click-tab",
+    "focus-text",
+    "use-autocomplete",
+)
+
+
+def time_ours(task: str, episodes: int, steps: int) -> tuple[list[float], list[float]]:
+    from verigym.envs.gui.miniwob.env import mw_action
+
+    env = gym.make(f"verigym/{env_name(task)}-v0")
+    resets, stepped = [], []
+    try:
+        env.reset(seed=0)  # warm: the browser and the server start
+        for episode in range(episodes):
+            start = time.perf_counter()
+            env.reset(seed=episode + 1)
+            resets.append(time.perf_counter() - start)
+            for _ in range(steps):
+                start = time.perf_counter()
+                _, _, terminated, truncated, _ = env.step(mw_action("press", key="Tab"))
+                stepped.append(time.perf_counter() - start)
+                if terminated or truncated:
+                    break
+    finally:
+        env.close()
+    return resets, stepped
+
+
+def peer_available() -> str | None:
+    """Why the Selenium side cannot run, or None."""
+    try:
+        import miniwob  # noqa: F401
+        import selenium  # noqa: F401
+    except ImportError as exc:
+        return f"{exc.name} is not installed"
+    if not (os.environ.get("MINIWOB_CHROMEDRIVER") or shutil.which("chromedriver")):
+        return "chromium-driver is not installed (apt-get install -y chromium-driver)"
+    return None
+
+
+def time_peer(task: str, episodes: int, steps: int) -> tuple[list[float], list[float]]:
+    os.environ.setdefault("MINIWOB_CHROME_BINARY", shutil.which("chromium") or "/usr/bin/chromium")
+    os.environ.setdefault("MINIWOB_CHROMEDRIVER", shutil.which("chromedriver") or "")
+    import miniwob
+    from miniwob.action import ActionTypes
+
+    gym.register_envs(miniwob)
+    env = gym.make(f"miniwob/{task}-v1")
+    resets, stepped = [], []
+    try:
+        env.reset(seed=0)
+        tab: Any = env.unwrapped.create_action(ActionTypes.PRESS_KEY, key=5)  # "<Tab>"
+        for episode in range(episodes):
+            start = time.perf_counter()
+            env.reset(seed=episode + 1)
+            resets.append(time.perf_counter() - start)
+            for _ in range(steps):
+                start = time.perf_counter()
+                _, _, terminated, truncated, _ = env.step(tab)
+                stepped.append(time.perf_counter() - start)
+                if terminated or truncated:
+                    break
+    finally:
+        env.close()
+    return resets, stepped
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=5)
+    args = parser.parse_args()
+    missing = peer_available()
+    if missing:
+        print(f"miniwob (Selenium) side skipped: {missing}; timing verigym alone")
+    print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    header = f"{'task':<18} {'verigym step':>13} {'reset':>8}"
+    if not missing:
+        header += f" {'miniwob step':>13} {'reset':>8}"
+    print(header + "   (median ms)")
+    all_ours: dict[str, list[float]] = {"reset": [], "step": []}
+    all_peer: dict[str, list[float]] = {"reset": [], "step": []}
+    for task in TASKS:
+        resets, stepped = time_ours(task, args.episodes, args.steps)
+        all_ours["reset"] += resets
+        all_ours["step"] += stepped
+        line = f"{task:<18} {1000 * statistics.median(stepped):>13.1f} {1000 * statistics.median(resets):>8.1f}"
+        if not missing:
+            resets, stepped = time_peer(task, args.episodes, args.steps)
+            all_peer["reset"] += resets
+            all_peer["step"] += stepped
+            line += f" {1000 * statistics.median(stepped):>13.1f} {1000 * statistics.median(resets):>8.1f}"
+        print(line)
+    line = f"{'all':<18} {1000 * statistics.median(all_ours['step']):>13.1f} {1000 * statistics.median(all_ours['reset']):>8.1f}"
+    if not missing:
+        line += f" {1000 * statistics.median(all_peer['step']):>13.1f} {1000 * statistics.median(all_peer['reset']):>8.1f}"
+    print(line)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
