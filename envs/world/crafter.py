@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import threading
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
@@ -144,6 +145,8 @@ _PROTOTYPE: list[Any] = []
 one decodes every texture PNG again, ~0.5 s)."""
 _WORLDS: collections.OrderedDict[int, tuple[np.ndarray, list[tuple[str, tuple[int, int]]], Any]]
 _WORLDS = collections.OrderedDict()
+_LOCK = threading.Lock()
+"""Guards :data:`_PROTOTYPE` and :data:`_WORLDS` (serve-env steps sessions on threads)."""
 
 
 def import_crafter() -> Any:
@@ -391,11 +394,12 @@ class CrafterEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         self.max_steps = check_int("max_steps", max_steps, 1, 10_000)
         self.render_mode = accept_render_mode(render_mode, self.metadata["render_modes"])
         crafter = import_crafter()
-        if not _PROTOTYPE:  # length=0: no upstream time limit (this class ends episodes)
-            _PROTOTYPE.append(
-                crafter.Env(area=(64, 64), view=(9, 9), size=(64, 64), length=0, seed=0)
-            )
-        self._game = copy.deepcopy(_PROTOTYPE[0])
+        with _LOCK:  # serve-env makes envs on several threads
+            if not _PROTOTYPE:  # length=0: no upstream time limit (this class ends episodes)
+                _PROTOTYPE.append(
+                    crafter.Env(area=(64, 64), view=(9, 9), size=(64, 64), length=0, seed=0)
+                )
+            self._game = copy.deepcopy(_PROTOTYPE[0])
         self.action_space = spaces.Discrete(len(ACTIONS))
         self.observation_space = spaces.Box(0, 255, (64, 64, 3), np.uint8)
         self.world_seed = 0
@@ -424,15 +428,18 @@ class CrafterEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         game._last_health = game._player.health
         world.add(game._player)
         game._unlocked = set()
-        cached = _WORLDS.get(world_seed)
+        with _LOCK:
+            cached = _WORLDS.get(world_seed)
+            if cached is not None:
+                _WORLDS.move_to_end(world_seed)
         if cached is None:
             worldgen.generate_world(world, game._player)
             creatures = [(type(o).__name__, tuple(map(int, o.pos))) for o in world.objects[1:]]
-            _WORLDS[world_seed] = (world._mat_map.copy(), creatures, world.random.get_state())
-            while len(_WORLDS) > WORLD_CACHE_SIZE:
-                _WORLDS.popitem(last=False)
+            with _LOCK:
+                _WORLDS[world_seed] = (world._mat_map.copy(), creatures, world.random.get_state())
+                while len(_WORLDS) > WORLD_CACHE_SIZE:
+                    _WORLDS.popitem(last=False)
         else:
-            _WORLDS.move_to_end(world_seed)
             mat_map, creatures, state = cached
             world._mat_map[...] = mat_map
             for name, pos in creatures:
