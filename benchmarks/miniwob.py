@@ -24,13 +24,18 @@ import argparse
 import os
 import shutil
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
+# run as a script, this file's folder comes first on sys.path, where "miniwob" would be this file
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-import verigym  # noqa: F401  (registers the verigym ids)
-from verigym.envs.gui.miniwob.catalog import env_name
+import gymnasium as gym  # noqa: E402
+
+import verigym  # noqa: E402, F401  (registers the verigym ids)
+from verigym.envs.gui.miniwob.catalog import env_name  # noqa: E402
 
 TASKS = (
     "click-button",

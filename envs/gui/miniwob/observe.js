@@ -23,6 +23,8 @@
     for (const c of el.childNodes) if (c.nodeType === 3) s += c.textContent;
     return squash(s);
   };
+  // an icon's name: its alt text or title, else its file's name ("reply" for .../reply.png)
+  const stem = (url) => { const m = /([^/"']+?)\.(png|gif|jpe?g|svg)/i.exec(url || ''); return m ? m[1] : ''; };
   const opaque = (c) => c && c !== 'transparent' && !/rgba\(.*,\s*0\)$/.test(c);
   const describe = (el, style) => {
     const tag = el.tagName.toLowerCase();
@@ -57,6 +59,8 @@
       e.role = 'shape'; e.name = tag === 'text' ? squash(el.textContent) : tag;
       const fill = style.fill;
       if (opaque(fill) && fill !== 'none') e.color = fill;
+    } else if (tag === 'img') {
+      e.role = 'image'; e.name = squash(el.alt || el.title) || stem(el.src);
     } else if (tag === 'canvas') {
       e.role = 'canvas'; e.name = '';
     } else {
@@ -65,7 +69,9 @@
       if (el.id === 'query') { e.role = 'text'; e.name = squash(el.textContent); }
       else if (role) { e.role = role; e.name = text; }
       else if (text) { e.role = 'text'; e.name = text; }
-      else if (!el.firstElementChild && opaque(style.backgroundColor)) {
+      else if (!el.firstElementChild && /^url\(/.test(style.content + style.backgroundImage)) {
+        e.role = 'image'; e.name = squash(el.title) || stem(style.content) || stem(style.backgroundImage);
+      } else if (!el.firstElementChild && opaque(style.backgroundColor)) {
         e.role = 'box'; e.name = ''; e.color = style.backgroundColor;
       } else return null;
     }

@@ -298,3 +298,52 @@ def _click_tab_2(utterance: str, elements: Elements, env: Any) -> dict[str, Any]
     links = [e for e in _find(elements, "link") if e["name"].startswith("Tab #")]
     chosen = next((i for i, t in enumerate(tabs) if t.get("selected")), -1)
     return _click(links[(chosen + 1) % len(links)])
+
+
+_EMAIL = re.compile(
+    r"Find the email by (?P<name>.+?) and (?:reply to them with the text \"(?P<reply>.*)\""
+    r"|forward that email to (?P<forward>[^.]+)|click the (?P<icon>trash|star) icon)"
+)
+
+
+@_solver(
+    "email-inbox",
+    "email-inbox-reply",
+    "email-inbox-forward",
+    "email-inbox-delete",
+    "email-inbox-important",
+    "email-inbox-star-reply",
+    "email-inbox-noscroll",
+)
+def _email_inbox(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    m = _EMAIL.search(utterance)
+    if m is None:
+        return mw_action("done")
+    images = {e["name"]: e for e in _find(elements, "image")}
+    boxes = _find(elements, "textbox")
+    areas = [b for b in boxes if b.get("multiline")]
+    if m["reply"] is not None and areas and "send" in images:  # the reply screen
+        if areas[0].get("value") != m["reply"]:
+            return mw_action("type", element=areas[0]["id"], text=m["reply"])
+        return _click(images["send"])
+    if m["forward"] is not None and "send" in images:  # the forward screen
+        to = [b for b in boxes if not b.get("multiline") and b["name"] != "Search"]
+        if to and to[0].get("value") != m["forward"]:
+            return mw_action("type", element=to[0]["id"], text=m["forward"])
+        return _click(images["send"])
+    words = {e["name"]: e for e in _find(elements, "text")}
+    if m["reply"] is not None and "Reply" in words:  # the open email
+        return _click(words["Reply"])
+    if m["forward"] is not None and "Forward" in words:
+        return _click(words["Forward"])
+    sender = next((e for e in _find(elements, "text", m["name"])), None)
+    if sender is None:
+        return mw_action("done")
+    if m["icon"]:
+        wanted = "delete" if m["icon"] == "trash" else "star"
+        top = sender["box"][1]
+        for e in _find(elements, "image"):
+            if e["name"] == wanted and top - 6 <= e["box"][1] <= top + 12:
+                return _click(e)
+        return mw_action("done")
+    return _click(sender)
