@@ -292,7 +292,7 @@ class MiniWoBEnv(GuiEnv):
         browser = self._browser
         page = browser._page
         if self._routed is not page:  # requests to our server go through; the rest stay blocked
-            browser._call(page.route, f"{self._base}**", lambda route: route.continue_())
+            browser._call(page.route, f"{self._base}**", server.answer)
             page.on("request", self._request_started)
             page.on("requestfinished", self._request_ended)
             page.on("requestfailed", self._request_ended)

@@ -11,12 +11,15 @@ from __future__ import annotations
 import functools
 import http.server
 import logging
+import mimetypes
 import pathlib
 import sys
 import threading
+import urllib.parse
 from importlib import resources
+from typing import Any
 
-__all__ = ["MISSING", "acquire", "html_root", "release", "running"]
+__all__ = ["MISSING", "acquire", "answer", "html_root", "release", "running"]
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +104,37 @@ def release() -> None:
         server.server_close()
     except Exception as exc:  # noqa: BLE001 - closing must not raise
         logger.debug("stopping the miniwob http server: %s", exc)
+
+
+_FILES: dict[str, tuple[bytes, str] | None] = {}
+"""URL path -> (body, content type) of the files read so far (None: not a file of the folder)."""
+MAX_CACHED_BYTES = 4 << 20
+
+
+def answer(route: Any) -> None:
+    """The page route of the MiniWoB pages: a file of the html folder is answered from memory (read
+    once per process: a reset reloads the task's page and its scripts), anything else goes on to
+    the server (which answers 404 outside the folder)."""
+    path = urllib.parse.urlsplit(route.request.url).path
+    if path not in _FILES:
+        _FILES[path] = None
+        try:
+            root = html_root().resolve()
+            file = (root / urllib.parse.unquote(path).lstrip("/")).resolve()
+            if (
+                file.is_relative_to(root)
+                and file.is_file()
+                and file.stat().st_size <= MAX_CACHED_BYTES
+            ):
+                kind = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+                _FILES[path] = (file.read_bytes(), kind)
+        except (OSError, ValueError) as exc:
+            logger.debug("miniwob file %s: %s", path, exc)
+    found = _FILES[path]
+    if found is None or route.request.method != "GET":
+        route.continue_()
+    else:
+        route.fulfill(status=200, body=found[0], content_type=found[1])
 
 
 def running() -> bool:
