@@ -145,6 +145,12 @@ FLIGHT_TASKS = frozenset(t for t in TASKS if t.startswith("flight."))
 
 ORACLE_TASKS: frozenset[str] = frozenset(
     (
+        "book-flight",
+        "book-flight-nodelay",
+        "choose-date",
+        "choose-date-easy",
+        "choose-date-medium",
+        "choose-date-nodelay",
         "choose-list",
         "click-button",
         "click-checkboxes",

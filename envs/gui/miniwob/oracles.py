@@ -347,3 +347,85 @@ def _email_inbox(utterance: str, elements: Elements, env: Any) -> dict[str, Any]
                 return _click(e)
         return mw_action("done")
     return _click(sender)
+
+
+_FLIGHT = re.compile(
+    r"Book the (?P<want>cheapest|shortest) one-way flight from: (?P<origin>.+?) to: "
+    r"(?P<dest>.+?) on (?P<date>\d\d/\d\d/\d{4})\."
+)
+
+
+def _minutes(text: str) -> int | None:
+    m = re.search(r"(?:(\d+)h)?\s*(?:(\d+)m)?", text)
+    if not m or not (m[1] or m[2]):
+        return None
+    return int(m[1] or 0) * 60 + int(m[2] or 0)
+
+
+@_solver("book-flight", "book-flight-nodelay")
+def _book_flight(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    m = _FLIGHT.search(utterance)
+    if m is None:
+        return mw_action("done")
+    books = [e for e in _find(elements, "button") if e["name"].startswith("Book flight for")]
+    if books:  # the results: the cheapest, or the one after the shortest duration
+        if m["want"] == "cheapest":
+            return _click(min(books, key=lambda b: int(b["name"].rsplit("$", 1)[-1])))
+        best, duration = None, None
+        for e in _visible(elements):
+            if e["role"] == "text" and re.fullmatch(r"(\d+h)?\s*(\d+m)?", e["name"]) and e["name"]:
+                duration = _minutes(e["name"])
+            elif e in books and duration is not None:
+                if best is None or duration < best[0]:
+                    best = (duration, e)
+                duration = None
+        return _click(best[1]) if best else mw_action("done")
+    boxes = {b["name"]: b for b in _find(elements, "textbox")}
+    for label, wanted in (("From:", m["origin"]), ("To:", m["dest"])):
+        box = boxes.get(label)
+        if box is None:
+            return mw_action("done")
+        value = box.get("value", "")
+        if value != wanted and wanted in value:
+            continue  # an entry of the list was chosen
+        if value == wanted:  # typed: choose the menu's entry
+            for e in _find(elements, ("text", "menuitem", "option")):
+                if e["box"][1] > box["box"][1] and wanted in e["name"]:
+                    return _click(e)
+        return mw_action("type", element=box["id"], text=wanted)
+    date = [b for name, b in boxes.items() if name not in ("From:", "To:")]
+    if date and date[0].get("value") != m["date"]:
+        return _pick_date(elements, date[0], m["date"])
+    return _submit(elements, "Search")
+
+
+_MONTHS = (
+    "January February March April May June July August September October November December"
+).split()
+
+
+def _pick_date(elements: Elements, box: dict[str, Any], date: str) -> dict[str, Any]:
+    """In a jQuery UI calendar: page to the month of ``date`` (mm/dd/yyyy), click its day; the
+    calendar opens on a click into ``box``."""
+    month, day, year = (int(part) for part in date.split("/"))
+    texts = [e["name"] for e in _find(elements, "text")]
+    shown = next((i for i, t in enumerate(texts) if t in _MONTHS), None)
+    links = {e["name"]: e for e in _find(elements, "link")}
+    if shown is None or "Next" not in links:
+        return _click(box)
+    year_shown = next((int(t) for t in texts[shown + 1 :] if re.fullmatch(r"\d{4}", t)), year)
+    at = (year_shown, _MONTHS.index(texts[shown]) + 1)
+    if at < (year, month):
+        return _click(links["Next"])
+    if at > (year, month):
+        return _click(links["Prev"])
+    return _click(links[str(day)]) if str(day) in links else mw_action("done")
+
+
+@_solver("choose-date", "choose-date-easy", "choose-date-medium", "choose-date-nodelay")
+def _choose_date(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    date = re.search(r"Select (\d\d/\d\d/\d{4}) as the date", utterance)[1]
+    box = _find(elements, "textbox")[0]
+    if box.get("value") != date:
+        return _pick_date(elements, box, date)
+    return _submit(elements)
