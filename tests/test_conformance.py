@@ -17,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import pytest
 
 import verigym
+from tests.envs.tool.support import WORKSPACE_VARIANT_IDS
 from verigym.checker import _fresh_trajectories, check_env
 
 FAMILY_MARKS = {"gui": pytest.mark.gui, "mujoco": pytest.mark.mujoco}
@@ -38,22 +39,21 @@ def steps_for(env_id: str) -> int:
 
 # Variants checked in the slow run only: each costs 15-50 s of sandboxed or browser episodes, and
 # its class is checked in the default run through an id that draws from the same code paths
-# (Terminal-v0 from every template group, RepoFix-v0 the level the others build on, the GUI tasks'
-# plain rows the pages their -Hard rows only enlarge)
+# (RepoFix-v0 and Terminal-v0 from every repository, level and template; GUI_DEFAULT_IDS through
+# the one GUI env class, whose every page is played by its oracle and seeded twice in
+# tests/envs/gui/test_gui.py; the -Hard rows only enlarge their pages)
+GUI_DEFAULT_IDS = {
+    "verigym/ClickButton-v0",
+    "verigym/EnterText-v0",
+    "verigym/NavigateMenu-v0",
+    "verigym/ShoppingCart-v0",
+}
 SLOW_CHECK_IDS = {
-    "verigym/RepoFix-Anywhere-v0",
-    "verigym/RepoFix-TwoBugs-v0",
-    "verigym/ClickButton-Hard-v0",
-    "verigym/ClickCheckboxes-Hard-v0",
-    *(f"verigym/Terminal-{group}-v0" for group in ("Text", "Data", "Refactor", "Files")),
-    *(f"verigym/Terminal-{group}-v0" for group in ("Script", "Git", "Perms", "Repair")),
-    # one id per RepoFix repository and per Terminal template (issue 30): RepoFix-v0 and
-    # Terminal-v0 draw from the same code (every project, every template) in the default run
+    *WORKSPACE_VARIANT_IDS,
     *(
         r.id
-        for r in verigym.rows("tool")
-        if (".repofix." in r.entry_point and "project" in r.kwargs)
-        or (".terminal." in r.entry_point and "template" in r.kwargs)
+        for r in verigym.rows("gui")
+        if ".miniwob." not in r.entry_point and r.id not in GUI_DEFAULT_IDS
     ),
     # the world family (issue 39): a Crafter check costs ~10 s of CPU (world generation, many
     # resets); verigym/Crafter-v0 stays in the default run (its text view through

@@ -2,8 +2,9 @@
 
 Training stops as soon as a periodic evaluation reaches the threshold, so a passing run is
 usually shorter than the budget. Thresholds and budgets follow rl-baselines3-zoo / CleanRL.
-DQN, SAC and option-critic (25-60 s each on 2 cores) run in the slow set; the default run keeps the
-PPO ones (CartPole, Pendulum, DoorKey) and the quick checks of every agent in test_classic_agents.
+DQN, SAC, option-critic and PPO on Pendulum (13-60 s each on 2 cores) run in the slow set; the default
+run keeps PPO on CartPole and DoorKey, Q-learning, and the quick checks of every agent in
+test_classic_agents (continuous actions: IPPO on Spread in test_multiagent).
 """
 
 from __future__ import annotations
@@ -138,6 +139,7 @@ def test_option_critic_fourrooms():
     )
 
 
+@pytest.mark.slow
 def test_ppo_pendulum():
     # rl-zoo reaches this with gSDE, which verigym's PPO does not implement; without it, a lower
     # initial std and shorter rollouts with an annealed, larger step do (-400 by about 65k steps

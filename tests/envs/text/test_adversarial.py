@@ -9,7 +9,7 @@ import pytest
 
 import verigym  # noqa: F401  (registers the ids)
 from tests.envs.text.adversarial import CASES, CHEATS, TABLE_PATH, env_ids, play
-from verigym.envs.tool.table import PER_TASK_IDS
+from tests.envs.tool.support import WORKSPACE_VARIANT_IDS
 
 TABLE = __import__("json").loads(TABLE_PATH.read_text())
 SCORE_TIMEOUT_S = 3.0
@@ -26,9 +26,12 @@ def test_table_covers_every_case_and_every_text_and_tool_id():
 
 @pytest.mark.parametrize(
     "env_id",
-    # the one-repository RepoFix and one-template Terminal ids replay RepoFix-v0's and Terminal-v0's
-    # code (1-3 s each): in the slow run
-    [pytest.param(e, marks=pytest.mark.slow) if e in PER_TASK_IDS else e for e in env_ids()],
+    # the RepoFix and Terminal variants replay RepoFix-v0's and Terminal-v0's code (2-4 s each): in
+    # the slow run
+    [
+        pytest.param(e, marks=pytest.mark.slow) if e in WORKSPACE_VARIANT_IDS else e
+        for e in env_ids()
+    ],
 )
 def test_replies_score_as_pinned(env_id):
     pinned = {row["case"]: row for row in TABLE if row["env"] == env_id}
