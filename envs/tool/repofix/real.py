@@ -1,0 +1,127 @@
+"""Real libraries for RepoFix-Real: read the vendored sdists and run their own pytest suites in the sandbox.
+
+``vendor/`` (``scripts/vendor_repofix_libs.py`` rebuilds it) holds each library's pinned sdist with
+its licence, and pytest with its pure-Python requirements as wheels. The verdict sandbox runs
+``python -I -S`` and never sees the host's site-packages, so those test dependencies are written into
+the sandbox's tree (:data:`DEPS`, outside the repository at :data:`~verigym.envs.tool.workspace.ROOT`)
+next to the checkout; the trusted runner (``_pytest_runner.py``, sent as source) runs pytest from
+there in a child process.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import posixpath
+import tarfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DEPS", "LIBRARIES", "library_files", "run_tests", "pytest_files"]
+
+VENDOR = Path(__file__).with_name("vendor")
+DEPS = "/tmp/vgdeps"
+"""Where the sandbox finds pytest (written there before each run; never part of the repository)."""
+_RUNNER = Path(__file__).with_name("_pytest_runner.py").read_text()
+_MAX_FILE = 1 << 20
+_PYGMENTS_KEPT = frozenset(("__init__.py", "_mapping.py", "python.py", "diff.py", "default.py"))
+"""The lexers and styles pytest's terminal writer loads (the other 4 MB of pygments stay out)."""
+
+
+@functools.lru_cache(maxsize=1)
+def _manifest() -> dict[str, Any]:
+    return json.loads((VENDOR / "manifest.json").read_text())
+
+
+LIBRARIES: tuple[str, ...] = tuple(sorted(_manifest()["libraries"]))
+"""The vendored libraries (their PyPI names)."""
+
+
+@functools.lru_cache(maxsize=8)
+def library_files(name: str) -> dict[str, str]:
+    """The checkout of library ``name``: {path: text} of its package modules and its test files.
+
+    A ``src/`` layout is flattened (``src/pkg/x.py`` -> ``pkg/x.py``); only ``.py`` files are kept.
+
+    Raises:
+        KeyError: ``name`` is not a vendored library.
+    """
+    entry = _manifest()["libraries"][name]
+    keep = [p.rstrip("/") + "/" for p in entry["packages"]] + [entry["tests"].rstrip("/") + "/"]
+    out: dict[str, str] = {}
+    with tarfile.open(VENDOR / entry["file"]) as archive:
+        for member in archive.getmembers():
+            if not member.isfile() or not member.name.endswith(".py") or member.size > _MAX_FILE:
+                continue
+            inner = member.name.split("/", 1)[1] if "/" in member.name else ""
+            if not any(inner.startswith(k) for k in keep) or posixpath.normpath(inner) != inner:
+                continue
+            data = archive.extractfile(member)
+            if data is None:
+                continue
+            path = inner[4:] if inner.startswith("src/") else inner
+            out[path] = io.TextIOWrapper(data, encoding="utf-8").read()
+    return out
+
+
+def package_dirs(name: str) -> list[str]:
+    """The library's package folders in the checkout (``src/`` flattened)."""
+    return [p.removeprefix("src/").rstrip("/") for p in _manifest()["libraries"][name]["packages"]]
+
+
+def tests_dir(name: str) -> str:
+    """The library's test folder in the checkout."""
+    return _manifest()["libraries"][name]["tests"].rstrip("/")
+
+
+@functools.lru_cache(maxsize=1)
+def pytest_files() -> dict[str, str]:
+    """pytest and its requirements: {path under :data:`DEPS`: text} read from the vendored wheels."""
+    out: dict[str, str] = {}
+    for entry in _manifest()["testdeps"].values():
+        with zipfile.ZipFile(VENDOR / entry["file"]) as wheel:
+            for info in wheel.infolist():
+                name = info.filename
+                parts = name.split("/")
+                if (
+                    name.endswith(".py")
+                    and ".dist-info/" not in name
+                    and not (
+                        parts[:2] in (["pygments", "lexers"], ["pygments", "styles"])
+                        and parts[-1] not in _PYGMENTS_KEPT
+                    )
+                ):
+                    out[name] = wheel.read(info).decode("utf-8")
+    return out
+
+
+def run_tests(box: Any, root: str, files: dict[str, str], tests: list[str], *, timeout_s: float):
+    """Write ``files`` at ``root`` and pytest into ``box`` (already fresh), run the test files ``tests``.
+
+    Returns (node id -> "pass"/"fail"/"skip", tampered, node id -> first line of its failure). A run that dies, times out or answers
+    malformed reads as tampered with no results; so does one where no test ran.
+    """
+    try:
+        written = box.call("_vgw_write_tree", [DEPS, pytest_files()])
+        written = box.call("_vgw_write_tree", [root, files]) if written.ok else written
+        loaded = box.run(_RUNNER) if written.ok else written
+        if not loaded.ok:
+            return {}, True, {}
+        answer = box.call(
+            "run_pytest", [root, DEPS, list(tests), timeout_s], timeout=timeout_s + 10
+        )
+    except Exception:  # noqa: BLE001 -- a sandbox that died reads as every test failing
+        return {}, True, {}
+    value = answer.value if answer.ok else None
+    if not isinstance(value, dict) or not isinstance(value.get("results"), dict):
+        return {}, True, {}
+    results = {
+        t: v
+        for t, v in value["results"].items()
+        if isinstance(t, str) and v in ("pass", "fail", "skip")
+    }
+    messages = value.get("messages") if isinstance(value.get("messages"), dict) else {}
+    messages = {t: str(m)[:400] for t, m in messages.items() if isinstance(t, str)}
+    return results, value.get("tampered") is not False or not results, messages
