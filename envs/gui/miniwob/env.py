@@ -365,6 +365,8 @@ class MiniWoBEnv(GuiEnv):
             line += f" @({left},{top},{right},{bottom})"
             if bottom <= 0 or top >= self.height or right <= 0 or left >= self.width:
                 line += " offscreen"
+            elif e.get("covered"):
+                line += " covered"
             lines.append(line)
         tree = "\n".join(lines)
         if len(tree) > MAX_TREE_LENGTH:
@@ -373,8 +375,10 @@ class MiniWoBEnv(GuiEnv):
 
     def _point(self, element: dict[str, Any]) -> tuple[float, float]:
         left, top, right, bottom = element["box"]
-        if 0 <= left and 0 <= top and right <= self.width and bottom <= self.height:
+        inside = 0 <= left and 0 <= top and right <= self.width and bottom <= self.height
+        if inside and not element.get("covered"):
             return (left + right) / 2, (top + bottom) / 2
+        # out of view, or clipped by its scroll box: the page scrolls it in and says where it is
         centre = self._browser.evaluate(observe_js(), [self.max_elements, element["id"]])
         if centre is None:
             raise ActionParseError(f"element {element['id']} is gone from the page")

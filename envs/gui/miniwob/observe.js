@@ -94,6 +94,10 @@
       if (e && !(inQuery && e.role !== 'box')) {
         e.box = [Math.round(rect.left + dx), Math.round(rect.top + dy),
                  Math.round(rect.right + dx), Math.round(rect.bottom + dy)];
+        // what a click at its centre would reach: clipped by a scroll box or covered, it is not it
+        const hit = el.ownerDocument.elementFromPoint((rect.left + rect.right) / 2,
+                                                      (rect.top + rect.bottom) / 2);
+        if (!hit || !(hit === el || el.contains(hit))) e.covered = true;
         e.node = el;
         out.push(e);
       }
