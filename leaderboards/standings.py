@@ -7,7 +7,10 @@ them by an overall number: it is listed apart, unranked, with its mean over the 
 its name says what it covers (``ppo:ckpts (covers DoorKey-5x5-v0)``). Each per-task number comes
 with its standard error over episodes. A reference row that cannot win every episode by design (the
 oracle in a game against an opponent, where chance and the opponent decide some episodes) gets a
-note that says so.
+note that says so. On a task whose registration row says it has no scripted solver
+(:attr:`verigym.registration.EnvRow.oracle` false), the ``oracle`` agent's cell reads
+:data:`NO_ORACLE` when it has no ``ok`` row there (its rows are errors, or there are none), never a
+0: those error rows leave its per-task cells and its mean over covered tasks (it stays partial).
 
 What a row proves: only an ``ok`` row carries a verdict (``verigym reverify`` replays it). A
 ``timeout`` or ``error`` row was never replayed, so it carries no score: it counts as a failure in
@@ -28,11 +31,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from verigym.leaderboards.agent_spec import display_name
+from verigym.leaderboards.agent_spec import display_name, split_display_name
 from verigym.leaderboards.store import EpisodeRow, ResultsStore
 from verigym.leaderboards.suite import Suite
 
 __all__ = [
+    "NO_ORACLE",
     "Entry",
     "Standings",
     "agent_label",
@@ -44,6 +48,9 @@ __all__ = [
 ]
 
 _METRIC_FIELD = {"score": "score", "success": "success", "return": "episode_return"}
+
+NO_ORACLE = "no oracle"
+"""The ``oracle`` agent's per-task cell on a task without a scripted solver."""
 
 
 @dataclass
@@ -121,6 +128,8 @@ class Standings:
     summaries: dict[str, dict[str, float]] = field(default_factory=dict)
     """The suite's summaries (``"crafter_score"``) per entry, keyed ``"<agent spec>#<config hash>"``
     (:func:`verigym.leaderboards.achievements.suite_summaries`; also shown as a note)."""
+    no_oracle: frozenset[str] = frozenset()
+    """The tasks (``env_ids`` entries) whose registration row says they have no scripted solver."""
 
     @property
     def ranked(self) -> list[Entry]:
@@ -215,12 +224,22 @@ def compute_standings(store: ResultsStore, suite: Suite | None = None) -> Standi
         grouped.setdefault((row.agent_spec, row.config_hash), {}).setdefault(label(row), []).append(
             row
         )
+    no_oracle = _no_oracle_tasks(env_ids)
     entries = []
     for (spec, config_hash), by_env in grouped.items():
         entry = Entry(
             spec,
             config_hash,
-            {env_id: _aggregate(r, metric) for env_id, r in by_env.items()},
+            {
+                env_id: _aggregate(r, metric)
+                for env_id, r in by_env.items()
+                # the oracle's rows where there is none carry nothing: its cell says NO_ORACLE
+                if not (
+                    env_id in no_oracle
+                    and _is_oracle(spec)
+                    and not any(row.status == "ok" for row in r)
+                )
+            },
             tasks=len(env_ids),
         )
         entry.covers = [e for e in env_ids if e in entry.cells]
@@ -234,7 +253,11 @@ def compute_standings(store: ResultsStore, suite: Suite | None = None) -> Standi
             entry.coverage = sum(
                 1 for e in env_ids if played.get(e, 0) > 0 and entry.cells[e].errors == 0
             ) / len(env_ids)
-        entry.covered_mean = sum(c.mean for c in entry.cells.values()) / len(entry.cells)
+        entry.covered_mean = (
+            sum(c.mean for c in entry.cells.values()) / len(entry.cells)
+            if entry.cells
+            else math.nan
+        )
         entry.overall = (
             sum(entry.cells[e].mean for e in env_ids) / len(env_ids) if entry.complete else math.nan
         )
@@ -252,7 +275,26 @@ def compute_standings(store: ResultsStore, suite: Suite | None = None) -> Standi
 
     summaries = suite_summaries(store, suite, rows) if suite is not None else {}
     notes += summary_notes(summaries, entries)
-    return Standings(title, metric, env_ids, entries, notes=notes, summaries=summaries)
+    return Standings(
+        title, metric, env_ids, entries, notes=notes, summaries=summaries, no_oracle=no_oracle
+    )
+
+
+def _is_oracle(spec: str) -> bool:
+    """Whether an agent spec is the ``oracle`` agent (with or without a display name)."""
+    try:
+        return split_display_name(spec)[0] == "oracle"
+    except ValueError:
+        return False
+
+
+def _no_oracle_tasks(env_ids: Sequence[str]) -> frozenset[str]:
+    """The tasks among ``env_ids`` (an id, or an id and its kwargs: :func:`task_label`) whose
+    registration row says ``oracle=False``; an id not registered here is assumed to have one."""
+    from verigym.registration import rows
+
+    without = {r.id for r in rows() if not r.oracle}
+    return frozenset(e for e in env_ids if e.partition(" ")[0] in without)
 
 
 def _reference_notes(entries: Sequence[Entry], env_ids: Sequence[str]) -> list[str]:
@@ -322,6 +364,15 @@ def _overall_text(entry: Entry) -> str:
     if entry.complete:
         return _number(entry.overall)
     return f"{_number(entry.covered_mean)} on {len(entry.covers)} of {entry.tasks} tasks ({entry.coverage:.0%} of episodes; not ranked)"
+
+
+def _task_text(standings: Standings, entry: Entry, env_id: str) -> str:
+    """An entry's per-task cell: :func:`_cell_text`, or :data:`NO_ORACLE` for the ``oracle``
+    agent on a task without one (where it has no ``ok`` row)."""
+    cell = entry.cells.get(env_id)
+    if cell is None and env_id in standings.no_oracle and _is_oracle(entry.agent_spec):
+        return NO_ORACLE
+    return _cell_text(cell)
 
 
 def _cell_text(cell: Cell | None) -> str:
@@ -475,7 +526,7 @@ def render_table(standings: Standings) -> None:
     for env_id in standings.env_ids:
         table.add_row(
             escape(_short_id(env_id)),
-            *(escape(_cell_text(e.cells.get(env_id))) for e in standings.entries),
+            *(escape(_task_text(standings, e, env_id)) for e in standings.entries),
         )
     console = Console(width=max(100, 34 + 26 * len(standings.entries)))
     console.print(table)
@@ -535,12 +586,16 @@ def render_markdown(standings: Standings) -> str:
     if standings.notes:
         lines += ["", "## Notes", ""] + [f"* {note}" for note in standings.notes]
     lines += _markdown_task_table(
-        "Per task", standings, lambda e, env_id: _cell_text(e.cells.get(env_id))
+        "Per task", standings, lambda e, env_id: _task_text(standings, e, env_id)
     )
     lines += _markdown_task_table(
         "Success rate",
         standings,
-        lambda e, env_id: f"{e.cells[env_id].success_rate:.0%}" if env_id in e.cells else "—",
+        lambda e, env_id: (
+            f"{e.cells[env_id].success_rate:.0%}"
+            if env_id in e.cells
+            else _task_text(standings, e, env_id)
+        ),
     )
     return "\n".join(lines) + "\n"
 
@@ -709,8 +764,8 @@ def _line_chart(
 
 def _episodes_link(text: str, href: str | None, **filters: str) -> str:
     """``text`` (escaped) as a link to the episode viewer, filtered (``#agent=...&task=...``); a
-    missing value ("—": no episodes behind it) is plain text, never a link to an empty filter."""
-    if href is None or text == "—":
+    missing value ("—": no episodes behind it; :data:`NO_ORACLE`) is plain text, never a link to an empty filter."""
+    if href is None or text in ("—", NO_ORACLE):
         return html.escape(text)
     from urllib.parse import urlencode
 
@@ -791,7 +846,7 @@ def render_html(standings: Standings, *, episodes_href: str | None = None) -> st
     per_task = "".join(
         f"<tr><td>{html.escape(_short_id(env_id))}</td>"
         + "".join(
-            f"<td>{_episodes_link(_cell_text(e.cells.get(env_id)), episodes_href, agent=e.agent_spec, task=env_id)}</td>"
+            f"<td>{_episodes_link(_task_text(standings, e, env_id), episodes_href, agent=e.agent_spec, task=env_id)}</td>"
             for e in standings.entries
         )
         + "</tr>"

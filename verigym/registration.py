@@ -115,6 +115,9 @@ class EnvRow:
             default (``vectorization_mode="vector_entry_point"``); ``None``: none. The learners
             step it with ``autoreset_mode=AutoresetMode.SAME_STEP`` (:func:`native_vector`), so
             the factory takes that argument.
+        oracle: the env has a scripted solver (``oracle_action()``, :class:`verigym.OracleInterface`)
+            for every task it draws; ``False`` when it has none (``verigym list --json`` says
+            ``"oracle": false`` and the standings show "no oracle" in the ``oracle`` agent's cell).
     """
 
     id: str
@@ -128,6 +131,7 @@ class EnvRow:
     nondeterministic: bool = False
     additional_wrappers: tuple[str, ...] = ()
     vector_entry_point: str | None = None
+    oracle: bool = True
 
     def __post_init__(self) -> None:
         if not ID_PATTERN.match(self.id):
@@ -143,6 +147,8 @@ class EnvRow:
             )
         if ":" not in self.entry_point:
             raise ValueError(f"entry point {self.entry_point!r} of {self.id} must be 'module:attr'")
+        if not isinstance(self.oracle, bool):  # a plugin's row: a flag, never a truthy object
+            raise ValueError(f"oracle {self.oracle!r} of {self.id} must be True or False")
         if self.vector_entry_point is not None and (
             ":" not in self.vector_entry_point or self.api != "gymnasium"
         ):

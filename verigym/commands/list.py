@@ -4,7 +4,8 @@ On a terminal, a table with its legend; when stdout is not a terminal (a pipe, a
 tab-separated rows with a header line and no legend, never wrapped or truncated; ``--json`` prints a JSON list of objects (``id``,
 ``family``, ``api``, ``step_limit``, ``description``, ``entry_point``, ``kwargs``, ``task_space``:
 the number of distinct tasks the id draws, from the shipped table of
-:mod:`verigym.leaderboards.heldout`) for scripts.
+:mod:`verigym.leaderboards.heldout`; ``oracle``: whether the env has a scripted solver, the
+``oracle`` agent, :attr:`~verigym.registration.EnvRow.oracle`) for scripts.
 """
 
 from __future__ import annotations
@@ -191,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
                 "description": r.description,
                 "entry_point": r.entry_point,
                 "kwargs": dict(r.kwargs),
+                "oracle": r.oracle,  # false: no scripted solver (docs/environments.md says why)
                 # distinct tasks among the first training seeds ("100": all there are, "~N":
                 # estimated, ">= N": none repeated); small: fewer than 10,000 (evaluation tasks
                 # are drawn by training seeds too); null: not measured

@@ -6,7 +6,15 @@ themselves are read from the installed ``miniwob`` package when an env is made.
 
 from __future__ import annotations
 
-__all__ = ["DATED", "FLIGHT_TASKS", "ORACLE_TASKS", "TASKS", "TIMING_DEPENDENT", "env_name"]
+__all__ = [
+    "DATED",
+    "FLIGHT_TASKS",
+    "ORACLE_TASKS",
+    "TASKS",
+    "TIMING_DEPENDENT",
+    "env_name",
+    "no_oracle_reason",
+]
 
 TASKS: tuple[str, ...] = (
     "bisect-angle",
@@ -224,6 +232,19 @@ DATED = (
 same day only."""
 """Task -> why its trajectories depend on wall-clock time (exempt from the determinism check only;
 docs/environments.md lists them)."""
+
+
+def no_oracle_reason(task: str) -> str | None:
+    """Why a task has no scripted solver (docs/environments.md lists them); ``None`` when it has one.
+
+    Args:
+        task: a name of :data:`TASKS`.
+    """
+    if task in ORACLE_TASKS:
+        return None
+    if task in TIMING_DEPENDENT:
+        return f"timing-dependent ({TIMING_DEPENDENT[task]}): no solver written yet"
+    return "no scripted solver written yet"
 
 
 def env_name(task: str) -> str:
