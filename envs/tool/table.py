@@ -133,6 +133,17 @@ ROWS: list[EnvRow] = [
         for project, (name, what) in REPOFIX_PROJECTS.items()
     ),
     *variants(
+        "verigym/RepoFix{}-v0",
+        f"{_PACKAGE}.repofix.real_env:RepoFixRealEnv",
+        family="tool",
+        rows={
+            "-Real": {},
+            "-Cachetools": {"library": "cachetools"},
+            "-Tabulate": {"library": "tabulate"},
+        },
+        description="RepoFix on real vendored libraries (PyPI sdists): a synthesized bug proven by the library's own pytest suite (issue 40).",
+    ),
+    *variants(
         "verigym/Terminal{}-v0",
         f"{_PACKAGE}.terminal.env:TerminalEnv",
         family="tool",

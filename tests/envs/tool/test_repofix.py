@@ -27,7 +27,8 @@ PROJECT_IDS = {
     if ".repofix." in row.entry_point and "project" in row.kwargs
 }
 """project -> its one-repository id (``RepoFix-<Project>-v0``)."""
-ALL_IDS = sorted(r.id for r in verigym.rows("tool") if ".repofix." in r.entry_point)
+ALL_IDS = sorted(r.id for r in verigym.rows("tool") if ".repofix.env:" in r.entry_point)
+"""The ids of :class:`RepoFixEnv` (RepoFix-Real's ids: tests/envs/tool/test_repofix_real.py)."""
 
 
 def _call(name: str, **arguments) -> str:

@@ -1,0 +1,348 @@
+"""RepoFix-Real: fix a synthesized bug in a real vendored library, judged by its own pytest suite."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import functools
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from verigym.core import episode_end
+from verigym.envs.tool.base import ToolEnv, tool_call_text
+from verigym.envs.tool.repofix import real
+from verigym.envs.tool.repofix.env import is_source_path
+from verigym.envs.tool.repofix.mutations import Mutant, apply
+from verigym.envs.tool.workspace import ROOT, WORKSPACE_TOOLS, Workspace, unified_diff
+from verigym.kwargs_policy import FloatRange, OneOf, client, operator_only
+from verigym.sandbox import Limits
+from verigym.toolcalls import FinalAnswer, Tool, ToolCall
+from verigym.validation import check_bool, check_choice, check_number
+
+__all__ = ["REAL_LIBRARIES", "SPLITS", "RepoFixRealEnv", "drop_pytest_tests", "load_real_data"]
+
+_DATA = Path(__file__).with_name("data") / "repofix_real.json"
+_DEPS_DIR = ".vgdeps"
+"""pytest's modules in the agent's workspace (so ``run_tests`` works; never read by the verdict)."""
+_SIMILARITY_CHARS = 50000
+_SOURCE_BUDGET = 1 << 22
+SPLITS = ("all", "train", "eval")
+"""``train``/``eval``: the instances of that split (recorded per instance in the data)."""
+
+
+@functools.lru_cache(maxsize=1)
+def load_real_data() -> dict[str, Any]:
+    """The validated instances per library (``scripts/gen_repofix_real.py`` writes them)."""
+    return json.loads(_DATA.read_text())["libraries"]
+
+
+REAL_LIBRARIES: tuple[str, ...] = ("cachetools", "tabulate")
+"""The libraries with validated instances in ``data/repofix_real.json``."""
+
+
+def drop_pytest_tests(text: str, names: set[str]) -> str:
+    """A pytest module without the tests named in ``names`` (``func`` or ``Class::method``; a
+    parametrized id's ``[...]`` is ignored, so every case of that function goes)."""
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    bare = {n.split("[", 1)[0] for n in names}
+    cuts: list[tuple[int, int, str | None]] = []
+
+    def span(node: ast.AST) -> tuple[int, int]:
+        return min([node.lineno] + [d.lineno for d in node.decorator_list]), node.end_lineno
+
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in bare:
+            cuts.append((*span(node), None))
+        elif isinstance(node, ast.ClassDef):
+            inner = [
+                m
+                for m in node.body
+                if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and f"{node.name}::{m.name}" in bare
+            ]
+            if inner and len(inner) == len(node.body):
+                start, end = span(inner[0])[0], inner[-1].end_lineno
+                indent = lines[inner[0].lineno - 1]
+                cuts.append((start, end, indent[: len(indent) - len(indent.lstrip())] + "pass\n"))
+            else:
+                cuts.extend((*span(m), None) for m in inner)
+    for start, end, keep in sorted(cuts, reverse=True):
+        lines[start - 1 : end] = [keep] if keep else []
+    return "".join(lines)
+
+
+def _pool(library: str | None, split: str) -> list[tuple[str, dict[str, Any]]]:
+    data = load_real_data()
+    names = [library] if library else sorted(data)
+    return [
+        (name, instance)
+        for name in names
+        for instance in data[name]["instances"]
+        if split == "all" or instance["split"] == split
+    ]
+
+
+class RepoFixRealEnv(ToolEnv):
+    """Fix a bug synthesized in a real Python library from an issue report (SWE-smith on real code).
+
+    ## Description
+    A vendored library (``vendor/``: its pinned PyPI sdist with its licence; :data:`REAL_LIBRARIES`)
+    has one bug synthesized by an AST operator (the RepoFix catalogue plus SWE-smith's removals,
+    :mod:`~verigym.envs.tool.repofix.real_mutations`), proven offline by the library's own pytest
+    suite in the sandbox (``scripts/gen_repofix_real.py``: at least one FAIL_TO_PASS and one
+    PASS_TO_PASS test). The agent gets an issue written from behaviour (the function that misbehaves
+    and the failure a user sees; never the diff, the line or the original code) and a workspace at
+    ``/tmp/work`` with the buggy library and its tests minus the FAIL_TO_PASS ones.
+
+    ## Verdict
+    On ``submit`` (or at the turn limit) the library modules of the workspace (never tests,
+    ``conftest.py``, ``.pth`` files or configuration) are read out, bounded, and copied over a clean
+    checkout in a **fresh** sandbox, where the trusted pytest runner (``_pytest_runner.py``) runs
+    only the instance's test files (SWE-bench's test directives) and reports per-test outcomes as
+    typed JSON. FAIL_TO_PASS and PASS_TO_PASS are graded as SWE-bench does; a tampered run or one
+    where no test ran scores 0.
+
+    ## Action Space
+    ``UnicodeText``: one tool call per turn (``run_shell``, ``read_file``, ``write_file``,
+    ``apply_patch``, ``run_tests``, ``submit``).
+
+    ## Observation Space
+    ``UnicodeText``: the issue on reset; then the tool's output (capped).
+
+    ## Rewards
+    ``score`` = fraction of FAIL_TO_PASS passing × (every PASS_TO_PASS passing); ``success`` = all
+    pass; the reward is ``score``. The final ``info`` adds ``patch_similarity``, ``patch``,
+    ``fail_to_pass``/``pass_to_pass`` (``[passing, total]``), ``tampered``, ``tests_run``,
+    ``instance_id`` and ``split``.
+
+    ## Starting State
+    The reset seed picks the instance among those of ``library`` (all libraries when None) and
+    ``split``.
+
+    ## Episode End
+    Terminated at ``submit``; truncated at ``max_turns``, with the verdict of the workspace then.
+
+    ## Arguments
+    * ``library`` (str or None): one of :data:`REAL_LIBRARIES` or None for all.
+    * ``split`` (``"all"``, ``"train"``, ``"eval"``): which instances.
+    * ``timeout_s`` (float): deadline of the verdict's test run; ``shell_timeout_s`` (float).
+    * ``unsafe`` (bool): run without bubblewrap (never for untrusted agents).
+    * ``max_turns`` (default 30), ``invalid_action_reward``, ``max_action_length`` (default 32768).
+
+    ## Version History
+    * v0: initial version.
+    """
+
+    metadata = {"render_modes": ["ansi"], "family": "tool"}
+
+    remote_kwargs = {
+        "library": client(OneOf((None, *REAL_LIBRARIES))),
+        "split": client(OneOf(SPLITS)),
+        "timeout_s": operator_only(FloatRange(1.0, 300.0), why="wall-clock seconds of a test run"),
+        "shell_timeout_s": operator_only(
+            FloatRange(0.5, 60.0), why="wall-clock seconds of a shell command"
+        ),
+    }
+    """Constructor kwargs a client or stored data may set (:mod:`verigym.kwargs_policy`)."""
+
+    def __init__(
+        self,
+        *,
+        library: str | None = None,
+        split: str = "all",
+        timeout_s: float = 120.0,
+        shell_timeout_s: float = 30.0,
+        unsafe: bool = False,
+        max_turns: int = 30,
+        max_action_length: int = 32768,
+        **kwargs: Any,
+    ):
+        super().__init__(max_turns=max_turns, max_action_length=max_action_length, **kwargs)
+        self.library = check_choice("library", library, (None, *REAL_LIBRARIES))
+        self.split = check_choice("split", split, SPLITS)
+        self.timeout_s = check_number("timeout_s", timeout_s, 0, 600, low_open=True)
+        shell_timeout_s = check_number("shell_timeout_s", shell_timeout_s, 0, 600, low_open=True)
+        self.unsafe = check_bool("unsafe", unsafe)
+        self.cache_verdicts = True
+        self.workspace = Workspace(
+            test_command="true",
+            shell_timeout_s=shell_timeout_s,
+            limits=Limits(
+                timeout_s=max(self.timeout_s, shell_timeout_s) + 15.0, max_processes=48, tmp_mb=96
+            ),
+            unsafe=self.unsafe,
+        )
+        self._instance: dict[str, Any] = {}
+        self._name = ""
+        self._packages: list[str] = []
+        self._original: dict[str, str] = {}
+        self._mutated: dict[str, str] = {}
+        self._f2p: list[str] = []
+        self._p2p: list[str] = []
+        self._reference = ""
+        self._end_info: dict[str, Any] = {}
+
+    def _is_source(self, path: str) -> bool:
+        return any(is_source_path(path, p) for p in self._packages)
+
+    def _task_instructions(self) -> str:
+        return (
+            f"You are given a real Python library in {ROOT} and a bug report. Find the cause and fix "
+            "the library code (changes to tests are ignored: its own tests decide). Use the tools to "
+            "explore, edit and test (run_tests runs its pytest suite); call submit when done."
+        )
+
+    def _tools(self) -> Sequence[Tool]:
+        return tuple(WORKSPACE_TOOLS.values())
+
+    def _generate(self) -> str:
+        pool = _pool(self.library, self.split)
+        if not pool:
+            raise RuntimeError(f"no RepoFix-Real instances for {self.library!r}, {self.split!r}")
+        name, instance = pool[int(self.np_random.integers(len(pool)))]
+        files = dict(real.library_files(name))
+        mutant = Mutant(**{k: instance["mutant"][k] for k in Mutant.__dataclass_fields__})
+        mutated = dict(files)
+        mutated[mutant.file] = apply(files[mutant.file], mutant)
+        self._instance, self._name = instance, name
+        self._packages = list(load_real_data()[name]["packages"])
+        self._original, self._mutated = files, mutated
+        self._f2p, self._p2p = list(instance["f2p"]), list(instance["p2p"])
+        sources = {p: t for p, t in files.items() if self._is_source(p)}
+        self._reference = unified_diff({p: mutated[p] for p in sources}, sources)
+        self._end_info = {}
+        visible = dict(mutated)
+        hidden: dict[str, set[str]] = {}
+        for test in self._f2p:
+            path, _, rest = test.partition("::")
+            hidden.setdefault(path, set()).add(rest)
+        for path, names in hidden.items():
+            visible[path] = drop_pytest_tests(visible[path], names)
+        visible.update({f"{_DEPS_DIR}/{p}": t for p, t in real.pytest_files().items()})
+        tests = " ".join(instance["tests"])
+        self.workspace.test_command = (
+            f"python -c \"import sys; sys.path[:0] = ['{_DEPS_DIR}', '.']; import pytest; "
+            f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', *sys.argv[1:]]))\" {tests}"
+        )
+        self.workspace.reset(visible)
+        return self._issue(name, mutant.file, instance)
+
+    def _issue(self, name: str, path: str, instance: dict[str, Any]) -> str:
+        function = instance["function"]
+        public = function.rsplit(".", 1)[0] if "." in function else function
+        message = instance.get("message") or "it gives a wrong result or raises"
+        return (
+            f"## Bug report: {name}\n\n"
+            f"Since the last change, code that uses `{public}` (from `{path}`) misbehaves. "
+            "A check of its documented behaviour now fails with:\n\n"
+            f"```\n{message}\n```\n\n"
+            "Expected: the behaviour the library documents (and had before), with everything "
+            "else unchanged."
+        )
+
+    def parse_action(self, text: str) -> ToolCall | FinalAnswer:
+        parsed = super().parse_action(text)
+        if isinstance(parsed, ToolCall) and parsed.name == "submit":
+            return FinalAnswer("submit")
+        return parsed
+
+    def _call_tool(self, call: ToolCall) -> str:
+        return self.workspace.call_tool(call)
+
+    def _agent_sources(self) -> dict[str, str] | None:
+        out, budget = {}, _SOURCE_BUDGET
+        for package in self._packages:
+            try:
+                snapshot = self.workspace.snapshot(under=package)
+            except Exception:  # noqa: BLE001 -- a dead sandbox reads as an empty workspace
+                return None
+            for path, text in sorted(snapshot.items()):
+                if self._is_source(path) and len(text) <= budget:
+                    out[path] = text
+                    budget -= len(text)
+        return out
+
+    def _verify(self, answer: str) -> tuple[bool, float]:
+        agent = self._agent_sources() or {}
+        checkout = {p: t for p, t in self._original.items() if not self._is_source(p)}
+        checkout.update(agent)
+        before = {p: t for p, t in self._mutated.items() if self._is_source(p)}
+        original = {p: t for p, t in self._original.items() if self._is_source(p)}
+        tests_run = not (self.cache_verdicts and agent in (before, original))
+        tampered = False
+        if tests_run:
+            box = self.workspace.sandbox
+            self.workspace.mark_used()
+            try:
+                box.fresh()
+                self.workspace.load_helpers()
+            except Exception:  # noqa: BLE001 -- no sandbox: every test fails
+                results, tampered = {}, True
+            else:
+                results, tampered, _ = real.run_tests(
+                    box, ROOT, checkout, list(self._instance["tests"]), timeout_s=self.timeout_s
+                )
+        else:  # the buggy or the original tree: the offline validation's outcome
+            failing = set(self._f2p) if agent == before else set()
+            results = {t: "fail" if t in failing else "pass" for t in self._f2p + self._p2p}
+        passing = set() if tampered else {t for t, v in results.items() if v == "pass"}
+        fixed = sum(1 for t in self._f2p if t in passing)
+        kept = sum(1 for t in self._p2p if t in passing)
+        score = (fixed / len(self._f2p)) * (1.0 if kept == len(self._p2p) else 0.0)
+        success = fixed == len(self._f2p) and kept == len(self._p2p)
+        patch = unified_diff(before, agent)
+        self._end_info = {
+            "patch_similarity": round(
+                difflib.SequenceMatcher(
+                    None, patch[:_SIMILARITY_CHARS], self._reference, autojunk=False
+                ).ratio(),
+                4,
+            ),
+            "patch": patch if len(patch) <= 20000 else patch[:20000] + "\n[patch cut]\n",
+            "fail_to_pass": [fixed, len(self._f2p)],
+            "pass_to_pass": [kept, len(self._p2p)],
+            "tampered": bool(tampered),
+            "tests_run": tests_run,
+            "project": self._name,
+            "instance_id": self._instance["id"],
+            "split": self._instance["split"],
+        }
+        return success, score
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = super().step(action)
+        if truncated and not terminated:
+            success, score = self._verify("")
+            episode_end(info, success=success, score=score)
+            reward = float(score)
+        if terminated or truncated:
+            info.update(self._end_info)
+        return observation, reward, terminated, truncated, info
+
+    def oracle_action(self) -> str:
+        """The inverse patch (from the workspace as it is now back to the original), then submit."""
+        current = self._agent_sources()
+        if current is None:
+            return tool_call_text("submit")
+        original = {p: t for p, t in self._original.items() if self._is_source(p)}
+        diff = unified_diff(current, original)
+        if not diff:
+            return tool_call_text("submit")
+        action = tool_call_text("apply_patch", diff=diff)
+        if len(action) <= self.max_action_length:
+            return action
+        for path in sorted(original):
+            if current.get(path) != original[path]:
+                return tool_call_text("write_file", path=path, content=original[path])
+        return tool_call_text("submit")
+
+    def reference_patch(self) -> str:
+        """The diff that undoes the bug (mutated -> original library modules)."""
+        return self._reference
+
+    def close(self) -> None:
+        self.workspace.close()
+        super().close()

@@ -1,0 +1,325 @@
+"""RepoFix-Real: the vendored libraries, the removal operators, the validated data, the oracle, cheats."""
+
+from __future__ import annotations
+
+import ast
+import json
+import tarfile
+
+import gymnasium as gym
+import pytest
+
+import verigym  # noqa: F401  (registers the ids)
+from tests.sandbox.support import needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
+from verigym.envs.tool.base import tool_call_text
+from verigym.envs.tool.repofix import real
+from verigym.envs.tool.repofix.mutations import Mutant, apply, revert
+from verigym.envs.tool.repofix.real_env import (
+    REAL_LIBRARIES,
+    RepoFixRealEnv,
+    drop_pytest_tests,
+    load_real_data,
+)
+from verigym.envs.tool.repofix.real_mutations import EXTRA_OPERATORS, extra_mutants
+
+REAL_IDS = sorted(r.id for r in verigym.rows("tool") if ".repofix.real_env:" in r.entry_point)
+
+
+def _call(name: str, **arguments) -> str:
+    return tool_call_text(name, **arguments)
+
+
+# -- offline parts (no sandbox) ---------------------------------------------------------------------
+
+
+def test_vendored_archives_match_the_manifest_with_licences_and_size():
+    manifest = json.loads((real.VENDOR / "manifest.json").read_text())
+    total = sum(p.stat().st_size for p in real.VENDOR.rglob("*") if p.is_file())
+    assert total <= 15 << 20
+    for name, entry in {**manifest["libraries"], **manifest["testdeps"]}.items():
+        assert any(k in entry["licence"] for k in ("MIT", "BSD", "Apache-2.0")), name
+        assert (real.VENDOR / "licenses" / f"{name}-{entry['version']}.LICENSE").read_text()
+    for name, entry in manifest["libraries"].items():
+        with tarfile.open(real.VENDOR / entry["file"]) as archive:  # the sdist ships its tests
+            assert any(f"/{entry['tests']}/test_" in m.name for m in archive.getmembers()), name
+
+
+def test_a_checkout_has_the_package_and_its_tests_and_src_is_flattened():
+    files = real.library_files("cachetools")
+    assert "cachetools/__init__.py" in files and "tests/test_lru.py" in files
+    assert not any(p.startswith("src/") for p in files)
+    assert (
+        "pytest/__init__.py" in real.pytest_files() and "pluggy/__init__.py" in real.pytest_files()
+    )
+
+
+def test_removal_operators_apply_and_revert_exactly():
+    source = (
+        "class A:\n    def f(self, x):\n        y = x + 1\n        for i in range(3):\n"
+        "            y += i\n        return y\n\n    def g(self):\n        return 2\n"
+    )
+    mutants = extra_mutants("m.py", source)
+    assert {m.operator for m in mutants} == set(EXTRA_OPERATORS)
+    for mutant in mutants:
+        mutated = apply(source, mutant)
+        ast.parse(mutated)
+        assert mutated != source and revert(mutated, mutant) == source
+
+
+def test_drop_pytest_tests_removes_only_the_named_tests():
+    text = (
+        "import pytest\n\n\ndef test_a():\n    pass\n\n\n@pytest.mark.parametrize('x', [1])\n"
+        "def test_b(x):\n    pass\n\n\nclass TestC:\n    def test_c(self):\n        pass\n\n"
+        "    def test_d(self):\n        pass\n\n\nclass TestE:\n    def test_e(self):\n        pass\n"
+    )
+    out = drop_pytest_tests(text, {"test_b[1]", "TestC::test_c", "TestE::test_e"})
+    ast.parse(out)
+    assert "def test_a" in out and "def test_d" in out
+    assert "test_b" not in out and "def test_c" not in out and "def test_e" not in out
+    assert "parametrize" not in out and "class TestE:\n    pass\n" in out
+
+
+def test_the_data_is_validated_and_split():
+    data = load_real_data()
+    assert sorted(data) == sorted(REAL_LIBRARIES)
+    for name, library in data.items():
+        files = real.library_files(name)
+        assert library["instances"], name
+        for instance in library["instances"]:
+            assert instance["f2p"] and instance["p2p"] and instance["tests"], instance["id"]
+            assert not set(instance["f2p"]) & set(instance["p2p"])
+            assert instance["split"] in ("train", "eval")
+            mutant = Mutant(**instance["mutant"])
+            assert apply(files[mutant.file], mutant) != files[mutant.file]
+            # the issue's failure line never shows the mutated code
+            assert not any(
+                line.strip() and line.strip() in instance["message"]
+                for line in mutant.new.splitlines()
+            )
+    splits = [i["split"] for lib in data.values() for i in lib["instances"]]
+    assert "train" in splits and "eval" in splits
+
+
+def test_split_kwarg_draws_only_its_instances():
+    env = RepoFixRealEnv(split="eval")
+    try:
+        from verigym.envs.tool.repofix.real_env import _pool
+
+        ids = {i["id"] for _, i in _pool(None, "eval")}
+        assert ids and all(i["split"] == "eval" for _, i in _pool(None, "eval"))
+        assert not ids & {i["id"] for _, i in _pool(None, "train")}
+    finally:
+        env.close()
+
+
+# -- in the sandbox ---------------------------------------------------------------------------------
+
+
+def _solve(env) -> dict:
+    info: dict = {}
+    for _ in range(4):
+        *_, terminated, truncated, info = env.step(env.unwrapped.oracle_action())
+        if terminated or truncated:
+            break
+    return info
+
+
+@needs_sandbox
+def test_oracle_solves_one_instance_and_the_issue_hides_the_code():
+    env = gym.make("verigym/RepoFix-Cachetools-v0")
+    env.unwrapped.cache_verdicts = False  # run the tests, even on the original tree
+    try:
+        observation, _ = env.reset(seed=0)
+        inner = env.unwrapped
+        mutant = inner._instance["mutant"]
+        assert "Bug report" in observation
+        assert not any(
+            line.strip() and line.strip() in observation for line in mutant["new"].splitlines()
+        )
+        info = _solve(env)
+        assert info["success"] and info["score"] == 1.0 and info["tests_run"], info
+        assert info["patch_similarity"] == 1.0 and not info["tampered"]
+    finally:
+        env.close()
+
+
+def _cheats(env: RepoFixRealEnv) -> dict[str, list[str]]:
+    package = env._packages[0]
+    init = f"{package}/__init__.py"
+    original = env._mutated[init]  # the buggy module: a cheat must not carry the fix
+    first_test = env._instance["tests"][0]
+    return {
+        "delete the tests": [_call("run_shell", command="rm -rf tests test")],
+        "edit the tests": [
+            _call("write_file", path=first_test, content="def test_ok():\n    pass\n")
+        ],
+        "conftest that skips": [
+            _call(
+                "write_file",
+                path="conftest.py",
+                content="import pytest\n\n\ndef pytest_collection_modifyitems(items):\n"
+                "    for item in items:\n        item.add_marker(pytest.mark.skip)\n",
+            ),
+            _call("write_file", path=f"{package}/conftest.py", content="raise SystemExit(0)\n"),
+        ],
+        "sys.exit(0) at import": [
+            _call("write_file", path=init, content="import sys\nsys.exit(0)\n" + original)
+        ],
+        "os._exit(0) at import": [
+            _call("write_file", path=init, content="import os\nos._exit(0)\n" + original)
+        ],
+        "pytest.skip at import": [
+            _call(
+                "write_file",
+                path=init,
+                content="import pytest\npytest.skip('no', allow_module_level=True)\n" + original,
+            )
+        ],
+        "monkeypatch pytest's report": [
+            _call(
+                "write_file",
+                path=init,
+                content="import _pytest.reports\n_orig = _pytest.reports.TestReport.__init__\n\n\n"
+                "def _init(self, *a, **k):\n    _orig(self, *a, **k)\n    self.outcome = 'passed'\n\n\n"
+                "_pytest.reports.TestReport.__init__ = _init\n" + original,
+            )
+        ],
+        "monkeypatch call_and_report": [
+            _call(
+                "write_file",
+                path=init,
+                content="import _pytest.runner\n_pytest.runner.call_and_report = "
+                "lambda item, when, log=True, **kw: None\n" + original,
+            )
+        ],
+        "__code__ swap of pytest's runtestprotocol": [
+            _call(
+                "write_file",
+                path=init,
+                content="import _pytest.runner\n_pytest.runner.runtestprotocol.__code__ = "
+                "(lambda item, log=True, nextitem=None: []).__code__\n" + original,
+            )
+        ],
+        "a profile hook": [
+            _call(
+                "write_file",
+                path=init,
+                content="import sys\nsys.setprofile(lambda *a: None)\n" + original,
+            )
+        ],
+        "print PASSED": [
+            _call("write_file", path=init, content="print('1 passed\\nPASSED')\n" + original)
+        ],
+        "sitecustomize and .pth": [
+            _call(
+                "write_file", path=f"{package}/sitecustomize.py", content="import os\nos._exit(0)\n"
+            ),
+            _call("write_file", path=f"{package}/evil.pth", content="import os; os._exit(0)\n"),
+        ],
+        "background process fixes after submit": [
+            _call(
+                "write_file",
+                path="fixed.py",
+                content=env._original[env._instance["mutant"]["file"]],
+            ),
+            _call(
+                "run_shell",
+                command=f"(sleep 2; cp fixed.py {env._instance['mutant']['file']}) > /dev/null 2>&1 &",
+            ),
+        ],
+    }
+
+
+CHEATS = [
+    "delete the tests",
+    "edit the tests",
+    "conftest that skips",
+    "sys.exit(0) at import",
+    "os._exit(0) at import",
+    "pytest.skip at import",
+    "monkeypatch pytest's report",
+    "monkeypatch call_and_report",
+    "__code__ swap of pytest's runtestprotocol",
+    "a profile hook",
+    "print PASSED",
+    "sitecustomize and .pth",
+    "background process fixes after submit",
+]
+DEFAULT_CHEATS = ("monkeypatch pytest's report", "__code__ swap of pytest's runtestprotocol")
+"""The in-process tricks aimed at the pytest runner: in the default run; the rest are slow."""
+
+
+@pytest.fixture(scope="module")
+def cheated_env():
+    env = RepoFixRealEnv(library="cachetools")
+    env.cache_verdicts = False
+    yield env
+    env.close()
+
+
+@needs_sandbox
+def test_the_cheat_table_is_complete(cheated_env):
+    cheated_env.reset(seed=0)
+    assert sorted(_cheats(cheated_env)) == sorted(CHEATS)
+
+
+@needs_sandbox
+@pytest.mark.parametrize(
+    "name", [n if n in DEFAULT_CHEATS else pytest.param(n, marks=pytest.mark.slow) for n in CHEATS]
+)
+def test_cheat_table_scores_zero(cheated_env, name):
+    env = cheated_env
+    env.reset(seed=0)
+    for action in _cheats(env)[name]:
+        *_, info = env.step(action)
+        assert "action_error" not in info, (name, info)
+    _, reward, terminated, _, info = env.step(_call("submit"))
+    assert terminated and reward == 0.0 and info["score"] == 0.0 and not info["success"], (
+        name,
+        info,
+    )
+    assert info["tests_run"], name
+    if name in _IN_PROCESS:
+        assert info["tampered"], name  # caught by the runner, not by the bug still being there
+
+
+_IN_PROCESS = (
+    "monkeypatch pytest's report",
+    "monkeypatch call_and_report",
+    "__code__ swap of pytest's runtestprotocol",
+    "a profile hook",
+)
+
+
+@pytest.mark.slow
+@needs_sandbox
+@pytest.mark.parametrize("env_id", REAL_IDS)
+def test_oracle_solves_a_sample_of_each_id(env_id):
+    env = gym.make(env_id)
+    env.unwrapped.cache_verdicts = False
+    try:
+        for seed in range(5):
+            env.reset(seed=seed)
+            info = _solve(env)
+            assert info["success"] and info["tests_run"], (env_id, seed, info)
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+@needs_sandbox
+def test_every_instance_fails_before_and_passes_after_in_the_sandbox():
+    """The validation again: each instance's buggy tree fails its FAIL_TO_PASS, the oracle fixes it."""
+    env = RepoFixRealEnv()
+    env.cache_verdicts = False
+    try:
+        for seed in range(12):
+            env.reset(seed=seed)
+            _, _, _, _, buggy = env.step(_call("submit"))
+            assert buggy["tests_run"] and buggy["score"] == 0.0, (seed, buggy)
+            assert (
+                buggy["fail_to_pass"][0] == 0
+                and buggy["pass_to_pass"][0] == buggy["pass_to_pass"][1]
+            )
+    finally:
+        env.close()
