@@ -119,8 +119,8 @@ class RepoFixRealEnv(ToolEnv):
     ``instance_id`` and ``split``.
 
     ## Starting State
-    The reset seed picks the instance among those of ``library`` (all libraries when None) and
-    ``split``.
+    The reset seed indexes the instances of ``library`` (all libraries when None) and ``split``
+    (``seed % count``, in the data's order); a reset without a seed draws one.
 
     ## Episode End
     Terminated at ``submit``; truncated at ``max_turns``, with the verdict of the workspace then.
@@ -184,6 +184,14 @@ class RepoFixRealEnv(ToolEnv):
         self._p2p: list[str] = []
         self._reference = ""
         self._end_info: dict[str, Any] = {}
+        self._seed: int | None = None
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """A new instance: ``seed`` indexes the pool (``seed % len(pool)``); None draws one."""
+        self._seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+        return super().reset(seed=seed, options=options)
 
     def _is_source(self, path: str) -> bool:
         return any(is_source_path(path, p) for p in self._packages)
@@ -202,7 +210,12 @@ class RepoFixRealEnv(ToolEnv):
         pool = _pool(self.library, self.split)
         if not pool:
             raise RuntimeError(f"no RepoFix-Real instances for {self.library!r}, {self.split!r}")
-        name, instance = pool[int(self.np_random.integers(len(pool)))]
+        index = (
+            self._seed % len(pool)
+            if self._seed is not None
+            else int(self.np_random.integers(len(pool)))
+        )
+        name, instance = pool[index]
         files = dict(real.library_files(name))
         mutant = Mutant(**{k: instance["mutant"][k] for k in Mutant.__dataclass_fields__})
         mutated = dict(files)

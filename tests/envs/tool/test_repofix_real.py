@@ -100,6 +100,21 @@ def test_the_data_is_validated_and_split():
     assert "train" in splits and "eval" in splits
 
 
+@needs_sandbox
+def test_seeds_index_the_instances():
+    env = RepoFixRealEnv(library="tabulate")
+    try:
+        count = len(load_real_data()["tabulate"]["instances"])
+        env.reset(seed=1)
+        first = env._instance["id"]
+        env.reset(seed=1 + count)
+        assert env._instance["id"] == first == load_real_data()["tabulate"]["instances"][1]["id"]
+        env.reset(seed=2)
+        assert env._instance["id"] != first
+    finally:
+        env.close()
+
+
 def test_split_kwarg_draws_only_its_instances():
     env = RepoFixRealEnv(split="eval")
     try:
