@@ -4,6 +4,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export MUJOCO_GL="${MUJOCO_GL:-egl}"
+# the tests start hundreds of Python processes (CLI runs, evaluation workers, fresh-interpreter
+# rollouts): let them cache verigym's bytecode (__pycache__/, ignored by git) rather than compile its
+# sources again in each; with PYTHONDONTWRITEBYTECODE set, pytest also rewrites every test module's
+# asserts again in each xdist worker
+unset PYTHONDONTWRITEBYTECODE
 rc=0
 # -n: pytest-xdist workers (default 2, one per core of the 2-core CI machine; VERIGYM_TEST_WORKERS=0
 # runs in this process); worksteal: a worker that runs dry takes queued tests from the other, so a few
