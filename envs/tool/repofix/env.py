@@ -22,7 +22,15 @@ from verigym.sandbox import Limits
 from verigym.toolcalls import FinalAnswer, Tool, ToolCall
 from verigym.validation import check_bool, check_choice, check_number
 
-__all__ = ["LEVELS", "PROJECTS", "RepoFixEnv", "is_source_path", "load_data", "run_hidden_tests"]
+__all__ = [
+    "LEVELS",
+    "PROJECTS",
+    "RepoFixEnv",
+    "SourceRepairEnv",
+    "is_source_path",
+    "load_data",
+    "run_hidden_tests",
+]
 
 _DATA = Path(__file__).with_name("data") / "repofix.json"
 _RUNNER = (Path(__file__).with_name("_runner.py")).read_text()
@@ -136,7 +144,52 @@ def run_hidden_tests(
     return results, value.get("tampered") is not False
 
 
-class RepoFixEnv(ToolEnv):
+class SourceRepairEnv(ToolEnv):
+    """What every RepoFix env shares: the verdict at the turn limit, the end-of-episode info, the
+    oracle (the inverse patch), the reference patch and closing the workspace.
+
+    A subclass sets ``workspace``, ``_original`` (path -> text of the clean tree), ``_reference``,
+    ``_end_info``, and defines ``_is_source(path)`` (the library modules the verdict takes from the
+    agent), ``_agent_sources()`` and ``_verify(answer) -> (success, score)``.
+    """
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = super().step(action)
+        if truncated and not terminated:
+            success, score = self._verify("")
+            episode_end(info, success=success, score=score)
+            reward = float(score)
+        if terminated or truncated:
+            info.update(self._end_info)
+        return observation, reward, terminated, truncated, info
+
+    def oracle_action(self) -> str:
+        """The inverse patch (from the workspace as it is now back to the original), then submit."""
+        current = self._agent_sources()
+        if current is None:
+            return tool_call_text("submit")
+        original = {p: t for p, t in self._original.items() if self._is_source(p)}
+        diff = unified_diff(current, original)
+        if not diff:
+            return tool_call_text("submit")
+        action = tool_call_text("apply_patch", diff=diff)
+        if len(action) <= self.max_action_length:
+            return action
+        for path in sorted(original):  # too long for one reply: one file at a time
+            if current.get(path) != original[path]:
+                return tool_call_text("write_file", path=path, content=original[path])
+        return tool_call_text("submit")
+
+    def reference_patch(self) -> str:
+        """The diff that undoes the bug(s) (mutated -> original library modules)."""
+        return self._reference
+
+    def close(self) -> None:
+        self.workspace.close()
+        super().close()
+
+
+class RepoFixEnv(SourceRepairEnv):
     """Fix a bug in a small Python repository from an issue report (SWE-smith-style tasks).
 
     ## Description
@@ -290,7 +343,7 @@ class RepoFixEnv(ToolEnv):
         self._modules = list(project["modules"])
         self._f2p = list(task["f2p"])
         self._p2p = [t for t in project["tests"] if t not in set(self._f2p)]
-        sources = {p: t for p, t in files.items() if is_source_path(p, self._package)}
+        sources = {p: t for p, t in files.items() if self._is_source(p)}
         self._reference = unified_diff({p: mutated[p] for p in sources}, sources)
         self._end_info = {}
         visible = dict(mutated)
@@ -326,6 +379,9 @@ class RepoFixEnv(ToolEnv):
         return self.workspace.call_tool(call)
 
     # -- verdict ---------------------------------------------------------------------------------
+    def _is_source(self, path: str) -> bool:
+        return is_source_path(path, self._package)
+
     def _agent_sources(self) -> dict[str, str] | None:
         """The agent's library modules (``None`` when the workspace could not be read)."""
         try:
@@ -334,17 +390,17 @@ class RepoFixEnv(ToolEnv):
             return None
         out, budget = {}, _SOURCE_BUDGET
         for path, text in sorted(snapshot.items()):
-            if is_source_path(path, self._package) and len(text) <= budget:
+            if self._is_source(path) and len(text) <= budget:
                 out[path] = text
                 budget -= len(text)
         return out
 
     def _verify(self, answer: str) -> tuple[bool, float]:
         agent = self._agent_sources() or {}
-        checkout = {p: t for p, t in self._original.items() if not is_source_path(p, self._package)}
+        checkout = {p: t for p, t in self._original.items() if not self._is_source(p)}
         checkout.update(agent)  # library modules: the agent's (a deleted one stays deleted)
-        before = {p: t for p, t in self._mutated.items() if is_source_path(p, self._package)}
-        original = {p: t for p, t in self._original.items() if is_source_path(p, self._package)}
+        before = {p: t for p, t in self._mutated.items() if self._is_source(p)}
+        original = {p: t for p, t in self._original.items() if self._is_source(p)}
         tests_run = not (self.cache_verdicts and agent in (before, original))
         if tests_run:
             results, tampered = run_hidden_tests(
@@ -384,39 +440,3 @@ class RepoFixEnv(ToolEnv):
             "project": self._name,
         }
         return success, score
-
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        observation, reward, terminated, truncated, info = super().step(action)
-        if truncated and not terminated:
-            success, score = self._verify("")
-            episode_end(info, success=success, score=score)
-            reward = float(score)
-        if terminated or truncated:
-            info.update(self._end_info)
-        return observation, reward, terminated, truncated, info
-
-    # -- oracle ----------------------------------------------------------------------------------
-    def oracle_action(self) -> str:
-        """The inverse patch (from the workspace as it is now back to the original), then submit."""
-        current = self._agent_sources()
-        if current is None:
-            return tool_call_text("submit")
-        original = {p: t for p, t in self._original.items() if is_source_path(p, self._package)}
-        diff = unified_diff(current, original)
-        if not diff:
-            return tool_call_text("submit")
-        action = tool_call_text("apply_patch", diff=diff)
-        if len(action) <= self.max_action_length:
-            return action
-        for path in sorted(original):  # too long for one reply: one file at a time
-            if current.get(path) != original[path]:
-                return tool_call_text("write_file", path=path, content=original[path])
-        return tool_call_text("submit")
-
-    def reference_patch(self) -> str:
-        """The diff that undoes the bug(s) (mutated -> original library modules)."""
-        return self._reference
-
-    def close(self) -> None:
-        self.workspace.close()
-        super().close()

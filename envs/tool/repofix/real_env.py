@@ -10,10 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from verigym.core import episode_end
-from verigym.envs.tool.base import ToolEnv, tool_call_text
 from verigym.envs.tool.repofix import real
-from verigym.envs.tool.repofix.env import is_source_path
+from verigym.envs.tool.repofix.env import SourceRepairEnv, is_source_path
 from verigym.envs.tool.repofix.mutations import Mutant, apply
 from verigym.envs.tool.workspace import ROOT, WORKSPACE_TOOLS, Workspace, unified_diff
 from verigym.kwargs_policy import FloatRange, OneOf, client, operator_only
@@ -85,7 +83,7 @@ def _pool(library: str | None, split: str) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-class RepoFixRealEnv(ToolEnv):
+class RepoFixRealEnv(SourceRepairEnv):
     """Fix a bug synthesized in a real Python library from an issue report (SWE-smith on real code).
 
     ## Description
@@ -324,38 +322,3 @@ class RepoFixRealEnv(ToolEnv):
             "split": self._instance["split"],
         }
         return success, score
-
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        observation, reward, terminated, truncated, info = super().step(action)
-        if truncated and not terminated:
-            success, score = self._verify("")
-            episode_end(info, success=success, score=score)
-            reward = float(score)
-        if terminated or truncated:
-            info.update(self._end_info)
-        return observation, reward, terminated, truncated, info
-
-    def oracle_action(self) -> str:
-        """The inverse patch (from the workspace as it is now back to the original), then submit."""
-        current = self._agent_sources()
-        if current is None:
-            return tool_call_text("submit")
-        original = {p: t for p, t in self._original.items() if self._is_source(p)}
-        diff = unified_diff(current, original)
-        if not diff:
-            return tool_call_text("submit")
-        action = tool_call_text("apply_patch", diff=diff)
-        if len(action) <= self.max_action_length:
-            return action
-        for path in sorted(original):
-            if current.get(path) != original[path]:
-                return tool_call_text("write_file", path=path, content=original[path])
-        return tool_call_text("submit")
-
-    def reference_patch(self) -> str:
-        """The diff that undoes the bug (mutated -> original library modules)."""
-        return self._reference
-
-    def close(self) -> None:
-        self.workspace.close()
-        super().close()
