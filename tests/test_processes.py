@@ -66,6 +66,45 @@ def test_module_level_workers_are_reaped_at_exit_without_a_resource_warning():
     assert not [pid for pid in pids if _running(pid)]
 
 
+def test_workers_end_when_their_owner_is_killed(tmp_path):
+    """An owner killed with SIGKILL (no atexit, no finalizer) leaves no verifier worker behind.
+
+    Before: the forked worker held both ends of its own pipe and a copy of the spawned worker's,
+    so neither ever read EOF; both waited in ``recv`` for good with PPID 1."""
+    script = CHILD + "os.kill(os.getpid(), 9)\n"
+    out = tmp_path / "pids"
+    with out.open("w") as handle:  # a file, not a pipe: a leaked worker would hold a pipe open
+        done = subprocess.run([sys.executable, "-c", script], stdout=handle, timeout=120)
+    assert done.returncode == -signal.SIGKILL
+    pids = [int(p) for p in out.read_text().split()]
+    assert len(pids) == 2
+    for _ in range(200):  # a worker looks for its owner at least once a second while it waits
+        if not [pid for pid in pids if _running(pid)]:
+            break
+        time.sleep(0.05)
+    left = [pid for pid in pids if _running(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left
+
+
+def test_a_forked_worker_holds_no_socket_of_its_owner():
+    """A connection the owner closes is closed for its peer even while a forked verifier worker
+    (which inherited every descriptor) runs: the worker let go of its copies."""
+    import socket
+
+    ours, peer = socket.socketpair()
+    worker = BoundedWorker(start_method="fork")
+    try:
+        assert worker.call(os.getpid, (), timeout=60) != os.getpid()
+        ours.close()
+        peer.settimeout(10)
+        assert peer.recv(1) == b""  # EOF; before, a timeout: the worker held a copy of ours
+    finally:
+        worker._kill()
+        peer.close()
+
+
 def _sleeper_tree(tmp_path) -> tuple[subprocess.Popen, int]:
     """A child that starts a grandchild (both sleep); returns the child and the grandchild's pid."""
     pid_file = tmp_path / "grandchild"
@@ -192,13 +231,13 @@ def test_bounded_worker_caps_memory_and_recovers():
         BoundedWorker(memory_bytes=0)
 
 
-def _slow_start_loop(connection, memory_bytes=None):
+def _slow_start_loop(connection, owner, memory_bytes=None):
     import time as _time
 
     from verigym import workers as _workers
 
     _time.sleep(1.5)  # a fork or interpreter start on a loaded machine
-    _workers._REAL_WORKER_LOOP(connection, memory_bytes)
+    _workers._REAL_WORKER_LOOP(connection, owner, memory_bytes)
 
 
 def test_a_slow_worker_start_does_not_count_against_the_check_time_limit(monkeypatch):

@@ -41,6 +41,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -679,9 +680,54 @@ def _cap_memory(extra_bytes: int | None) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
-def _worker_loop(connection: Any, memory_bytes: int | None = None) -> None:
+OWNER_CHECK_SECONDS = 1.0
+"""How often an idle verifier worker checks that the process that started it still runs."""
+
+
+def _release_inherited_sockets(keep: int) -> None:
+    """In a forked worker: point every inherited socket but ``keep`` at ``/dev/null``.
+
+    A forked child holds copies of every descriptor of its parent: the parent's end of the
+    worker's own connection (a socket pair), a server's client and listening sockets. While it
+    holds them, the peer of a connection the parent closes never sees it closed and a port stays
+    bound. The numbers stay taken (``dup2``), so the parent's objects still in this process close a
+    ``/dev/null`` copy, never a descriptor opened here later. Pipes are left: multiprocessing
+    watches the worker's end of one to see it exit."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:  # pragma: no cover - not Linux
+        return
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        for name in names:
+            fd = int(name)
+            if fd in (keep, null):
+                continue
+            try:
+                mode = os.fstat(fd).st_mode
+            except OSError:  # the listing's own descriptor, already closed
+                continue
+            if stat.S_ISSOCK(mode):
+                os.dup2(null, fd, inheritable=False)
+    finally:
+        os.close(null)
+
+
+def _forked_main(connection: Connection, owner: int, memory_bytes: int | None = None) -> None:
+    """Entry of a forked worker: let go of the inherited sockets, then serve calls."""
+    _release_inherited_sockets(connection.fileno())
+    _worker_loop(connection, owner, memory_bytes)
+
+
+def _worker_loop(connection: Any, owner: int, memory_bytes: int | None = None) -> None:
+    """Serve ``(function, args)`` calls until the connection closes or ``owner`` (the pid of the
+    process that started this worker) is gone: a worker whose owner was killed (SIGKILL runs no
+    cleanup) ends within :data:`OWNER_CHECK_SECONDS` instead of waiting for a call forever."""
     while True:
         try:
+            while not connection.poll(OWNER_CHECK_SECONDS):
+                if os.getppid() != owner:
+                    return
             function, args = connection.recv()
         except (EOFError, OSError):
             return
@@ -718,10 +764,11 @@ class _Duplex:
         self.outgoing.close()
 
 
-def _spawned_main(read_fd: int, write_fd: int, memory_bytes: int | None = None) -> None:
+def _spawned_main(read_fd: int, write_fd: int, owner: int, memory_bytes: int | None = None) -> None:
     """Entry of a spawned worker (``python -c``): serve calls over the two inherited pipes."""
     _worker_loop(
         _Duplex(Connection(read_fd, writable=False), Connection(write_fd, readable=False)),
+        owner,
         memory_bytes,
     )
 
@@ -733,7 +780,7 @@ def _spawn_worker(
     multiprocessing's spawn), so it can get its own environment variables; and its connection."""
     to_child_read, to_child_write = os.pipe()
     from_child_read, from_child_write = os.pipe()
-    entry = f"_spawned_main({to_child_read}, {from_child_write}, {memory_bytes!r})"
+    entry = f"_spawned_main({to_child_read}, {from_child_write}, {os.getpid()}, {memory_bytes!r})"
     command = [sys.executable, "-c", f"from verigym.workers import _spawned_main; {entry}"]
     try:
         child = ChildProcess(
@@ -857,8 +904,8 @@ class BoundedWorker:
         context = multiprocessing.get_context("fork")
         parent, child = context.Pipe()
         process = context.Process(
-            target=_worker_loop,
-            args=(child, self.memory_bytes),
+            target=_forked_main,
+            args=(child, os.getpid(), self.memory_bytes),
             daemon=True,
             name="verigym-verifier",
         )
