@@ -27,6 +27,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--env",
         help="evaluate on this one registered id instead of a suite (held-out seeds; --episodes, default 20)",
     )
+    target.add_argument(
+        "--instances",
+        metavar="FILE",
+        help="evaluate on the RepoFix-Real instances named by this file of SWE-bench rows "
+        "(verigym export --format swebench; JSON Lines or a JSON array): each row is checked "
+        "against the vendored library and the validated data, a bad row is refused by name",
+    )
     parser.add_argument("--out", default=None, help="results folder (default: ./verigym-results)")
     parser.add_argument(
         "--workers", type=int, default=None, help="parallel episodes (default: CPU cores)"
@@ -218,18 +225,31 @@ def _all_errors(out: str, summary: Any, tasks: list[Any]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
     from verigym.commands import usage_error
-    from verigym.leaderboards.arena import play_arena
-    from verigym.leaderboards.runner import ResultsExistError, evaluate
+    from verigym.leaderboards.runner import ResultsExistError
     from verigym.leaderboards.store import DEFAULT_DIR, ResultsStore
     from verigym.leaderboards.suite import load_suite
 
     out = args.out or DEFAULT_DIR
     failures: list[str] = []
+    refused: list[str] = []
     try:
-        if args.env:
+        if args.instances:
+            from verigym.envs.tool.repofix.swebench import instance_suites, read_rows
+
+            selected, refused = read_rows(args.instances)
+            for line in refused:
+                print(
+                    f"verigym eval: --instances {args.instances}: refused {line}", file=sys.stderr
+                )
+            if not selected:
+                return usage_error(
+                    "eval", f"--instances {args.instances}: no valid row ({len(refused)} refused)"
+                )
+            if args.episodes:
+                return usage_error("eval", "--instances plays each instance once; drop --episodes")
+            suites = instance_suites(selected)
+        elif args.env:
             from verigym.commands import lookup_env
             from verigym.leaderboards.suite import Suite, Task
 
@@ -242,68 +262,88 @@ def run(args: argparse.Namespace) -> int:
             )
         else:
             suite = load_suite(args.suite)
-        if suite.kind == "single":
-            _preflight(
-                args.agent,
-                [t.env_id for t in suite],
-                args.env_url,
-                args.env_token or os.environ.get("VERIGYM_TOKEN"),
-            )
-        if suite.kind == "competitive":
-            arena = play_arena(
-                args.agent, suite, out=out, resume=args.resume, progress=not args.no_progress
-            )
-            print(
-                f"{', '.join(arena.entrants)} on {arena.suite}: played {arena.ran} matches, {arena.skipped} already recorded"
-            )
-            for note in arena.unavailable:
-                print(f"  skipped: {note}")
-        for agent in args.agent if suite.kind == "single" else ():
-            summary = evaluate(
-                agent,
-                suite,
-                out=out,
-                workers=args.workers,
-                backend=args.backend,
-                resume=args.resume,
-                device=args.device,
-                episodes=args.episodes,
-                progress=not args.no_progress,
-                record_frames=args.record_frames,
-                time_limit_scale=args.time_limit_scale,
-                env_url=args.env_url,
-                env_token=args.env_token,  # None: the URL's userinfo, then $VERIGYM_TOKEN
-            )
-            statuses = (
-                ", ".join(f"{n} {s}" for s, n in sorted(summary.statuses.items())) or "nothing new"
-            )
-            print(
-                f"{summary.agent_spec} on {summary.suite}: ran {summary.ran} episodes ({statuses}), {summary.skipped} already recorded; results in {summary.store_path}"
-            )
-            if summary.recorded_elsewhere:
-                print(
-                    f"  {summary.recorded_elsewhere} more episodes were played but another run on this store had recorded them first (not counted above)"
-                )
-            if summary.rejected:
-                print(
-                    f"  {summary.rejected} results were refused by validation and recorded as errors (see their error column); --resume retries them"
-                )
-            if summary.not_covered:
-                print(f"  not covered (no saved agent for): {', '.join(summary.not_covered)}")
-            tasks = [
-                dataclasses.replace(t, episodes=args.episodes) if args.episodes else t
-                for t in suite
-                if t.env_id not in summary.not_covered
-            ]
-            failures += _all_errors(out, summary, tasks)
+        if not args.instances:
+            suites = [suite]
+        for suite in suites:
+            failures += _run_suite(args, suite, out)
     except (ValueError, TypeError, FileNotFoundError, ResultsExistError, RuntimeError) as exc:
         return usage_error("eval", str(exc))
     for line in failures:  # the run could not do its work: say so, and exit non-zero
         print(f"verigym eval: {line}", file=sys.stderr)
+    if refused:
+        print(
+            f"verigym eval: {len(refused)} rows of {args.instances} were refused and not played",
+            file=sys.stderr,
+        )
     if args.export:
         try:
             with ResultsStore(out) as store:
                 print(f"exported to {store.export(args.export)}")
         except (RuntimeError, ValueError, OSError) as exc:  # StoreError is a RuntimeError
             return usage_error("eval", str(exc))
-    return 1 if failures else 0
+    return 1 if failures or refused else 0
+
+
+def _run_suite(args: argparse.Namespace, suite: Any, out: str) -> list[str]:
+    """Play every agent of ``args`` on ``suite``; one line per task whose episodes all errored."""
+    import os
+
+    from verigym.leaderboards.arena import play_arena
+    from verigym.leaderboards.runner import evaluate
+
+    failures: list[str] = []
+    if suite.kind == "single":
+        _preflight(
+            args.agent,
+            [t.env_id for t in suite],
+            args.env_url,
+            args.env_token or os.environ.get("VERIGYM_TOKEN"),
+        )
+    if suite.kind == "competitive":
+        arena = play_arena(
+            args.agent, suite, out=out, resume=args.resume, progress=not args.no_progress
+        )
+        print(
+            f"{', '.join(arena.entrants)} on {arena.suite}: played {arena.ran} matches, {arena.skipped} already recorded"
+        )
+        for note in arena.unavailable:
+            print(f"  skipped: {note}")
+    for agent in args.agent if suite.kind == "single" else ():
+        summary = evaluate(
+            agent,
+            suite,
+            out=out,
+            workers=args.workers,
+            backend=args.backend,
+            resume=args.resume,
+            device=args.device,
+            episodes=args.episodes,
+            progress=not args.no_progress,
+            record_frames=args.record_frames,
+            time_limit_scale=args.time_limit_scale,
+            env_url=args.env_url,
+            env_token=args.env_token,  # None: the URL's userinfo, then $VERIGYM_TOKEN
+        )
+        statuses = (
+            ", ".join(f"{n} {s}" for s, n in sorted(summary.statuses.items())) or "nothing new"
+        )
+        print(
+            f"{summary.agent_spec} on {summary.suite}: ran {summary.ran} episodes ({statuses}), {summary.skipped} already recorded; results in {summary.store_path}"
+        )
+        if summary.recorded_elsewhere:
+            print(
+                f"  {summary.recorded_elsewhere} more episodes were played but another run on this store had recorded them first (not counted above)"
+            )
+        if summary.rejected:
+            print(
+                f"  {summary.rejected} results were refused by validation and recorded as errors (see their error column); --resume retries them"
+            )
+        if summary.not_covered:
+            print(f"  not covered (no saved agent for): {', '.join(summary.not_covered)}")
+        tasks = [
+            dataclasses.replace(t, episodes=args.episodes) if args.episodes else t
+            for t in suite
+            if t.env_id not in summary.not_covered
+        ]
+        failures += _all_errors(out, summary, tasks)
+    return failures

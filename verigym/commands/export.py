@@ -1,4 +1,4 @@
-"""``verigym export --out DIR --format jsonl|parquet|sft --path FILE``: trajectories as a dataset.
+"""``verigym export --out DIR --format jsonl|parquet|sft|swebench --path FILE``: trajectories as a dataset.
 
 ``--format sft`` writes chat SFT records of successful episodes on training seeds
 (:mod:`verigym.leaderboards.demonstrations`), in the text view's protocol (``--protocol text``, the
@@ -6,7 +6,11 @@ default, what ``verigym train sft`` trains on) or native tool calling (``--proto
 ``SFTTrainer`` with a tool-aware chat template): from the store, or, with ``--play oracle``, played
 in-process on ``--seeds`` of the ``--env`` ids or of a ``--suite``'s tasks (``--families``). An
 episode whose task is an evaluation task of any shipped suite (or of ``--suite``) is left out,
-whatever its seed (:mod:`verigym.leaderboards.heldout`)."""
+whatever its seed (:mod:`verigym.leaderboards.heldout`).
+
+``--format swebench`` writes the RepoFix-Real instances of the ``--env`` ids (default
+``verigym/RepoFix-Real-v0``) as SWE-bench rows (:mod:`verigym.envs.tool.repofix.swebench`): the
+training instances by default; evaluation instances only with ``--split eval`` or ``--split all``."""
 
 from __future__ import annotations
 
@@ -22,9 +26,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None, help="results folder (default: ./verigym-results)")
     parser.add_argument(
         "--format",
-        choices=("jsonl", "parquet", "sft"),
+        choices=("jsonl", "parquet", "sft", "swebench"),
         default="jsonl",
-        help="JSON Lines or Parquet; sft: JSON Lines of chat SFT records (successful episodes on training seeds, tool calls as OpenAI tool_calls)",
+        help="JSON Lines or Parquet; sft: JSON Lines of chat SFT records (successful episodes on training seeds, tool calls as OpenAI tool_calls); swebench: RepoFix-Real instances as SWE-bench rows (JSON Lines; training instances unless --split says otherwise)",
+    )
+    parser.add_argument(
+        "--split",
+        choices=("train", "eval", "all"),
+        default="train",
+        help="--format swebench: which instances (default train; eval or all only when asked: "
+        "evaluation instances never become training data by default)",
     )
     parser.add_argument(
         "--protocol",
@@ -45,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--env",
         action="append",
         default=None,
-        help="--play: an env id to play (repeatable; default: the --suite's tasks)",
+        help="--play: an env id to play (repeatable; default: the --suite's tasks); --format swebench: a RepoFix-Real id whose instances to write (default verigym/RepoFix-Real-v0)",
     )
     parser.add_argument(
         "--families",
@@ -79,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
     from verigym.leaderboards.suite import load_suite
     from verigym.leaderboards.trajectories import dataset_records, export_dataset
 
+    if args.format == "swebench":
+        return _run_swebench(args)
     if args.format == "sft" or args.play:
         return _run_sft(args)
     refused_rows: list = []
@@ -115,6 +128,57 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    return 0
+
+
+def _run_swebench(args: argparse.Namespace) -> int:
+    """``--format swebench``: RepoFix-Real instances as SWE-bench rows (JSON Lines); exit 0 or 2.
+
+    ``--env`` picks RepoFix-Real ids (default ``verigym/RepoFix-Real-v0``: every library);
+    ``--split`` which instances (``train`` unless asked).
+    """
+    import json
+    from pathlib import Path
+
+    from verigym.commands import usage_error
+
+    if args.play:
+        return usage_error("export", "--play writes --format sft")
+    try:
+        from verigym.envs.tool.repofix.swebench import instance_rows
+        from verigym.registration import row
+
+        env_ids = list(args.env or ["verigym/RepoFix-Real-v0"])
+        _require_ids(env_ids)
+        libraries: list[str | None] = []
+        for env_id in env_ids:
+            entry = row(env_id)
+            if ".repofix.real_env:" not in str(entry.entry_point):
+                raise ValueError(
+                    f"--format swebench writes RepoFix-Real instances; {env_id} is not a RepoFix-Real id"
+                )
+            libraries.append(entry.kwargs.get("library"))
+        if None in libraries:
+            libraries = [None]
+        out = Path(args.path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        count = 0
+        seen: set[str] = set()
+        with out.open("w", encoding="utf-8") as handle:
+            for library in dict.fromkeys(libraries):
+                for record in instance_rows(library, args.split):
+                    if record["instance_id"] in seen:
+                        continue
+                    seen.add(record["instance_id"])
+                    handle.write(json.dumps(record, sort_keys=True) + "\n")
+                    count += 1
+    except (RuntimeError, ValueError, KeyError, OSError) as exc:
+        return usage_error("export", str(exc.args[0] if isinstance(exc, KeyError) else exc))
+    print(
+        f"wrote {count} {args.split} instances as SWE-bench rows to {out} (load it with "
+        f"datasets.load_dataset('json', data_files={str(out)!r}); evaluate on them with "
+        f"verigym eval --agent SPEC --instances {out})"
+    )
     return 0
 
 
