@@ -32,12 +32,40 @@ from verigym.kwargs_policy import IntRange, OneOf, client, operator_only
 from verigym.render_modes import accept_render_mode
 from verigym.validation import check_choice, check_int
 
-__all__ = ["MAX_DEPTH", "MAX_LEVEL", "NetHackEnv", "action_names", "import_nle"]
+__all__ = [
+    "DEPTH_PROGRESSION",
+    "LEVEL_PROGRESSION",
+    "MAX_DEPTH",
+    "MAX_LEVEL",
+    "NetHackEnv",
+    "action_names",
+    "import_nle",
+    "progression",
+]
 
 MAX_DEPTH = 50
 """Deepest dungeon level counted by the progression (the Astral Plane is below ~50)."""
 MAX_LEVEL = 30
 """Highest experience level."""
+# BALROG's NetHack progression (balrog/environments/nle/achievements.json, MIT, read for its numbers):
+# the share of human games (NAO) that reached a dungeon level or an experience level and went on to
+# ascend, rounded here to 6 decimals. Levels 1 count 0, as in BALROG.
+DEPTH_PROGRESSION = (
+    0.0, 0.015392, 0.01754, 0.021221, 0.026482, 0.035429, 0.048461, 0.069581, 0.097709, 0.125586,
+    0.161268, 0.206129, 0.256604, 0.292472, 0.308812, 0.324907, 0.340079, 0.352646, 0.365488,
+    0.378957, 0.392937, 0.408323, 0.425836, 0.445181, 0.466376, 0.506761, 0.554357, 0.601565,
+    0.646505, 0.691311, 0.710109, 0.717646, 0.723212, 0.728441, 0.732776, 0.736853, 0.742146,
+    0.747132, 0.753731, 0.76104, 0.767408, 0.772534, 0.777163, 0.781257, 0.785899, 0.789026,
+    0.792972, 0.796741, 0.801847, 0.806796,
+)  # fmt: skip
+"""BALROG's progression of dungeon level ``d`` (1-50): ``DEPTH_PROGRESSION[d - 1]``."""
+LEVEL_PROGRESSION = (
+    0.0, 0.018478, 0.020812, 0.02416, 0.029109, 0.036888, 0.050758, 0.074536, 0.11705, 0.1791,
+    0.254804, 0.332649, 0.414426, 0.494039, 0.577882, 0.626122, 0.656282, 0.681022, 0.701533,
+    0.717449, 0.728698, 0.7371, 0.744345, 0.751345, 0.758554, 0.764215, 0.770338, 0.775981,
+    0.778335, 0.780456,
+)  # fmt: skip
+"""BALROG's progression of experience level ``x`` (1-30): ``LEVEL_PROGRESSION[x - 1]``."""
 MAX_GAME_SCORE = 10_000
 """In-game points that make a ``score`` of 1 on the ``-Score`` rows (clipped there)."""
 _COMPASS = {"N": "north", "E": "east", "S": "south", "W": "west"}
@@ -58,6 +86,24 @@ def import_nle() -> Any:
             "--no-deps 'nle>=1.3,<1.4' (--no-deps: nle pins gymnasium==1.2.0; NetHack GPL)"
         ) from exc
     return nethack
+
+
+def progression(depth: int, experience_level: int) -> float:
+    """BALROG's NetHack progression of a game that reached ``depth`` and ``experience_level``.
+
+    The larger of :data:`DEPTH_PROGRESSION` at the depth and :data:`LEVEL_PROGRESSION` at the
+    experience level, each clipped to its table (a depth below 1 counts as 1, below the Astral
+    Plane as 50). A float in [0, 0.81].
+
+    Raises:
+        TypeError: an argument is not an int.
+    """
+    for name, value in (("depth", depth), ("experience_level", experience_level)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    depth_score = DEPTH_PROGRESSION[min(max(int(depth), 1), MAX_DEPTH) - 1]
+    level_score = LEVEL_PROGRESSION[min(max(int(experience_level), 1), MAX_LEVEL) - 1]
+    return max(depth_score, level_score)
 
 
 def _name(action: Any) -> str:
@@ -86,9 +132,9 @@ class NetHackEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
 
     Reward: 0 each step but the last, which pays the episode's ``score``. Episode end: terminated
     when the game ends (death), truncated after ``max_steps`` keys. ``score``: with
-    ``score_by="progression"``, ``max((deepest level - 1) / 49, (experience level - 1) / 29)``
-    (dungeon depth and experience level reached, in the spirit of BALROG's progression; BALROG
-    maps them through human-play statistics, which this does not reproduce); with
+    ``score_by="progression"``, BALROG's progression (:func:`progression`: the larger of its
+    table's values for the deepest dungeon level and the highest experience level reached, the
+    share of human games that reached them and ascended; 0 at the start, 0.81 at level 50); with
     ``score_by="game"``, the in-game score over :data:`MAX_GAME_SCORE`, clipped at 1. ``success``:
     the deepest level reached is at least ``goal_depth``. Every step's info holds ``depth``,
     ``max_depth``, ``experience_level`` and ``game_score``.
@@ -188,9 +234,7 @@ class NetHackEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         """The episode's score so far (see the class docstring), in [0, 1]."""
         if self.score_by == "game":
             return min(1.0, max(0, int(self._stats[import_nle().NLE_BL_SCORE])) / MAX_GAME_SCORE)
-        depth = (min(self._max_depth, MAX_DEPTH) - 1) / (MAX_DEPTH - 1)
-        level = (min(self._max_level, MAX_LEVEL) - 1) / (MAX_LEVEL - 1)
-        return max(depth, level)
+        return progression(self._max_depth, self._max_level)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -215,13 +259,21 @@ class NetHackEnv(EpisodeGuard, gym.Env[np.ndarray, np.int64]):
         info = self._info()
         if error is not None:
             action_error_info(error, info)
-        terminated = self._done
+        terminated = self._done or self._task_over()
         truncated = not terminated and len(self._keys) >= self.max_steps
         reward = 0.0
         if terminated or truncated:
             reward = self.score()
-            episode_end(info, success=self._max_depth >= self.goal_depth, score=reward)
+            episode_end(info, success=self._succeeded(), score=reward)
         return self._screen.copy(), reward, terminated, truncated, info
+
+    def _succeeded(self) -> bool:
+        """The verdict: the deepest level reached is at least ``goal_depth``."""
+        return self._max_depth >= self.goal_depth
+
+    def _task_over(self) -> bool:
+        """Whether the task ended the episode before the game did (never, for the whole game)."""
+        return False
 
     def render(self) -> str | None:
         return self.screen_text(self._screen) if self.render_mode == "ansi" else None

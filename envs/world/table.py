@@ -53,7 +53,22 @@ if _installed("nle"):
         family="world",
         rows={"": {}, "-Score": {"score_by": "game"}},
         description="NetHack 3.6 through nle's core (needs verigym[nethack], NetHack GPL): the "
-        "terminal screen; score: depth and experience level reached (-Score: in-game points).",
+        "terminal screen; score: BALROG's progression of the depth and experience level reached "
+        "(-Score: in-game points).",
+    )
+    ROWS += variants(
+        "verigym/NetHack-{}-v0",
+        f"{_WORLD}.nethack_tasks:NetHackTaskEnv",
+        family="world",
+        rows={
+            "Room": {"task": "room"},
+            "Corridor": {"task": "corridor"},
+            "Monster": {"task": "monster"},
+            "PickUp": {"task": "pickup"},
+        },
+        description="A small MiniHack-like NetHack task on a level compiled from a des-file by "
+        "nle's own lev_comp (needs verigym[nethack], NetHack GPL): cross a room, follow a "
+        "corridor, pass gas spores unhurt, pick up a wand; the NetHack-v0 screen and actions.",
     )
 
 

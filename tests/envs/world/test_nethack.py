@@ -53,7 +53,7 @@ def test_step_limit_ends_with_the_progression_score_and_the_text_view_is_the_scr
     assert "Dlvl:1" in text and len(text.splitlines()) <= 24
     unwrapped = env.unwrapped
     unwrapped._max_depth, unwrapped._max_level = 11, 1
-    assert unwrapped.score() == pytest.approx(10 / 49)
+    assert unwrapped.score() == pytest.approx(0.161268)  # BALROG's Dlvl:11
     game = gym.make("verigym/NetHack-Score-v0").unwrapped
     game._stats[:] = 0
     assert game.score() == 0.0
@@ -81,3 +81,25 @@ def test_kwargs_policy_and_the_missing_package_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "nle", None)
     with pytest.raises(ImportError, match=r"--no-deps 'nle"):
         gym.make("verigym/NetHack-v0")
+
+
+def test_progression_is_balrogs_table_of_depth_and_experience_level():
+    from verigym.envs.world.nethack import DEPTH_PROGRESSION, LEVEL_PROGRESSION, progression
+
+    assert len(DEPTH_PROGRESSION) == 50 and len(LEVEL_PROGRESSION) == 30
+    # both tables rise with the level (a deeper game never scores less) and start at 0
+    for table in (DEPTH_PROGRESSION, LEVEL_PROGRESSION):
+        assert table[0] == 0.0 and all(a < b for a, b in zip(table, table[1:]))
+    # BALROG's numbers (balrog/environments/nle/achievements.json): Dlvl:2, Dlvl:10, Dlvl:50,
+    # Xp:2, Xp:10, Xp:30
+    assert progression(2, 1) == pytest.approx(0.015392269, abs=1e-6)
+    assert progression(10, 1) == pytest.approx(0.125585970, abs=1e-6)
+    assert progression(50, 1) == pytest.approx(0.806796444, abs=1e-6)
+    assert progression(1, 2) == pytest.approx(0.018478405, abs=1e-6)
+    assert progression(1, 10) == pytest.approx(0.179099538, abs=1e-6)
+    assert progression(1, 30) == pytest.approx(0.780456195, abs=1e-6)
+    # the larger of the two, not a sum or a linear scale; out-of-table values clip
+    assert progression(5, 10) == progression(1, 10) and progression(14, 10) == progression(14, 1)
+    assert progression(0, 0) == 0.0 and progression(60, 99) == progression(50, 1)
+    with pytest.raises(TypeError):
+        progression(2.5, 1)
