@@ -26,10 +26,19 @@ Screenshots go through the DevTools ``Page.captureScreenshot`` command with the 
 rate limit off (Playwright's own ``page.screenshot`` waits for the next 30 Hz frame); with
 animations, transitions and the text caret disabled by the page's CSS, the same actions give
 byte-identical screenshots.
+
+Every call into the page (a DevTools command, a mouse or key event, a script, a navigation) is
+bounded by :attr:`Browser.call_timeout` seconds (:data:`CALL_TIMEOUT_S`): a page whose script never
+returns (``while (true) {}`` in an event handler or a timer) blocks its renderer, and an unbounded
+call would block the env, and the evaluation around it, for ever. On expiry the call raises
+:class:`PageTimeout` (a :class:`BrowserCrashed`), the page is marked hung, and closing the
+:class:`Browser` closes its context (Chromium ends that renderer; a hung page is never kept as a
+spare); the env ends the episode and opens a fresh page on ``reset``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import base64
 import contextlib
@@ -54,6 +63,7 @@ from verigym.workers import descendants, process_command, process_info
 __all__ = [
     "Browser",
     "BrowserCrashed",
+    "PageTimeout",
     "chromium_executable",
     "close_shared_browser",
     "close_thread_browser",
@@ -92,6 +102,41 @@ CHROMIUM_ARGS = (
 
 class BrowserCrashed(RuntimeError):
     """The Chromium process or its page died; the env ends the episode and relaunches on reset."""
+
+
+class PageTimeout(BrowserCrashed):
+    """A call into the page got no answer within its bound (:attr:`Browser.call_timeout`): a script
+    that never returns, or a hung renderer. The page is closed with its :class:`Browser`; the env
+    ends the episode (truncated, success False) and opens a fresh page on reset."""
+
+
+CALL_TIMEOUT_S = 20.0
+"""Seconds one call into the page may take (a screenshot, a click, a script) before it raises
+:class:`PageTimeout`; generous, so that a loaded machine never ends a healthy episode."""
+
+
+async def _deadline(awaitable: Any, limit: float) -> Any:
+    return await asyncio.wait_for(awaitable, limit)
+
+
+def _bounded(function: Any, *args: Any, limit: float, **kwargs: Any) -> Any:
+    """Call ``function``, a method of a Playwright sync object, giving up after ``limit`` seconds
+    (raises the builtin ``TimeoutError``).
+
+    Playwright's sync methods have no timeout of their own (``mouse.click``, ``keyboard.press``,
+    ``page.evaluate``): each runs as one task of Playwright's event loop (``SyncBase._sync``), so
+    for this one call the object's ``_sync`` wraps that task in :func:`asyncio.wait_for`. Anything
+    else (a lambda, an object without ``_sync``) is called unbounded.
+    """
+    owner = getattr(function, "__self__", None)
+    run = getattr(type(owner), "_sync", None)
+    if run is None or "_sync" in getattr(owner, "__dict__", {"_sync": None}):
+        return function(*args, **kwargs)
+    owner._sync = lambda awaitable: run(owner, _deadline(awaitable, limit))
+    try:
+        return function(*args, **kwargs)
+    finally:
+        del owner._sync
 
 
 def chromium_executable() -> str:
@@ -426,9 +471,13 @@ class Browser:
         RuntimeError: Chromium or playwright is missing.
     """
 
+    call_timeout: float = CALL_TIMEOUT_S
+    """Seconds one call into the page may take before it raises :class:`PageTimeout`."""
+
     def __init__(self, width: int, height: int):
         self.width, self.height = int(width), int(height)
         self.blocked: list[str] = []
+        self._hung = False
         self._shared: _Shared | None = None
         self._browser: Any = None
         self._held: _Page | None = None
@@ -439,9 +488,12 @@ class Browser:
     # -- lifecycle ----------------------------------------------------------------------------
     @property
     def alive(self) -> bool:
-        """True when the page is open and its Chromium connected."""
+        """True when the page is open, answering (no call timed out) and its Chromium connected."""
         return (
-            self._page is not None and self._browser.is_connected() and not self._page.is_closed()
+            self._page is not None
+            and not getattr(self, "_hung", False)
+            and self._browser.is_connected()
+            and not self._page.is_closed()
         )
 
     def launch(self) -> None:
@@ -502,7 +554,7 @@ class Browser:
                 held.page.goto("about:blank")
                 held.context.clear_cookies()
                 held.context.clear_permissions()
-                held.page.mouse.move(0, 0)
+                _bounded(held.page.mouse.move, 0, 0, limit=self.call_timeout)
                 return held
             except Exception as exc:  # its renderer died: a new page instead
                 logger.debug("dropped a spare page: %s", exc)
@@ -515,7 +567,8 @@ class Browser:
 
     def _close(self, stop: bool) -> None:
         held, shared = getattr(self, "_held", None), getattr(self, "_shared", None)
-        alive = held is not None and self.alive
+        alive = held is not None and self.alive  # False for a hung page: its context is closed
+        self._hung = False
         self._shared = self._browser = self._held = self._context = self._page = self._cdp = None
         if shared is not None and shared.pid != os.getpid():
             return  # a fork's copy: a call would write into the parent's driver pipe
@@ -527,14 +580,32 @@ class Browser:
             _release(shared, stop=stop)
 
     # -- page access (every call maps a dead browser to BrowserCrashed) ----------------------
-    def _call(self, function: Any, *args: Any) -> Any:
-        if self._page is None:
+    def _call(self, function: Any, *args: Any, limit_s: float | None = None, **kwargs: Any) -> Any:
+        """``function(*args, **kwargs)``, a method of a Playwright object of this page, bounded by
+        ``limit_s`` seconds (default :attr:`call_timeout`).
+
+        Raises:
+            PageTimeout: no answer in time (the page is marked hung: see the module docstring).
+            BrowserCrashed: the browser or the page died.
+        """
+        if self._page is None or getattr(self, "_hung", False):
             raise BrowserCrashed("the browser is not running")
+        limit = self.call_timeout if limit_s is None else float(limit_s)
         try:
-            return function(*args)
+            return _bounded(function, *args, limit=limit, **kwargs)
         except BrowserCrashed:
             raise
+        except TimeoutError as exc:  # asyncio's deadline (builtin); Playwright's own is below
+            self._hung = True
+            raise PageTimeout(
+                f"the page did not answer within {limit:g} s (a script that never returns?)"
+            ) from exc
         except Exception as exc:
+            if type(exc).__name__ == "TimeoutError" and type(exc).__module__.startswith(
+                "playwright"
+            ):  # Playwright's own (a navigation's timeout)
+                self._hung = True
+                raise PageTimeout(f"the page timed out: {str(exc)[:200]}") from exc
             if (
                 not self.alive
                 or self._page.is_closed()
@@ -546,17 +617,19 @@ class Browser:
                 ) from exc
             raise
 
-    def evaluate(self, script: str, argument: Any = None) -> Any:
+    def evaluate(self, script: str, argument: Any = None, limit_s: float | None = None) -> Any:
         """Call ``script`` (a JS function expression) in the page with the JSON ``argument``.
 
         Goes straight to DevTools ``Runtime.evaluate`` (about 10x faster than Playwright's
-        ``page.evaluate``); promises are awaited.
+        ``page.evaluate``); promises are awaited, all within ``limit_s`` seconds (default
+        :attr:`call_timeout`).
 
         Returns:
             The JSON-serializable result.
 
         Raises:
             RuntimeError: the script threw (the JS message).
+            PageTimeout: no answer in time.
             BrowserCrashed: the browser died.
         """
         expression = f"({script})({json.dumps(argument)})"
@@ -564,6 +637,7 @@ class Browser:
             self._cdp.send,
             "Runtime.evaluate",
             {"expression": expression, "returnByValue": True, "awaitPromise": True},
+            limit_s=limit_s,
         )
         if "exceptionDetails" in reply:
             details = reply["exceptionDetails"]

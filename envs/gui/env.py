@@ -21,7 +21,7 @@ from verigym.core import (
     coerce_action,
     episode_end,
 )
-from verigym.envs.gui.browser import Browser, BrowserCrashed, held
+from verigym.envs.gui.browser import Browser, BrowserCrashed, PageTimeout, held
 from verigym.envs.gui.tasks import KEYS, NO_TEXT, OPS, TASKS, make_action
 from verigym.kwargs_policy import IntRange, OneOf, client, operator_only
 from verigym.render_modes import accept_render_mode
@@ -123,7 +123,10 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
     state (values the page's own event handlers recorded) with the generated spec; page text never
     counts. ``success`` = verified, ``score`` = 1.0 or 0.0. Truncated after ``max_steps`` steps
     (``success=False``, ``score=0``), or at once if the browser crashed (``info["browser_crashed"]``;
-    the next ``reset`` relaunches it). After the end, ``step`` raises
+    the next ``reset`` relaunches it) or the page stopped answering: a call into it (a click, a key,
+    a screenshot) took over ``Browser.call_timeout`` (20 s), as a script that never returns does
+    (also ``info["page_timeout"]`` and ``info["action_error"]``; the next ``reset`` opens a fresh
+    page). After the end, ``step`` raises
     :class:`verigym.core.EpisodeEndedError` until ``reset``: the page is not acted on again and the
     verdict cannot change.
 
@@ -301,7 +304,7 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
     def _crashed(
         self, info: dict[str, Any], exc: Exception
     ) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
-        logger.warning("the browser of %s crashed: %s", self.task.name, exc)
+        logger.warning("the browser of %s crashed: %s", self._kwargs["task"], exc)
         self._browser.close()
         self._over = True
         self._elements, self._state = [], {}
@@ -310,6 +313,10 @@ class GuiEnv(EpisodeGuard, gym.Env[dict[str, Any], dict[str, Any]]):
         episode_end(info, success=False, score=0.0)
         observation = self._observation()
         observation["text"] = "The browser crashed; the episode is over. Call reset()."
+        if isinstance(exc, PageTimeout):  # the page stopped answering (a script that never ends)
+            info["page_timeout"] = True
+            action_error_info(f"{exc}; the episode is over (truncated). Call reset().", info)
+            observation["text"] = "The page stopped answering; the episode is over. Call reset()."
         return observation, 0.0, False, True, info
 
     # -- Gymnasium API -------------------------------------------------------------------------

@@ -183,7 +183,10 @@ class MiniWoBEnv(GuiEnv):
     Terminated when the page says done, on ``done`` (success False unless the page said done), or
     when the page navigated away from the task (``info["navigated_away"]``). Truncated after
     ``max_steps`` (success False, score 0; upstream's 10 s wall-clock limit is replaced by this
-    budget) or when the browser crashed (``info["browser_crashed"]``).
+    budget), when the browser crashed (``info["browser_crashed"]``) or when the page stopped
+    answering: a call into it took over ``Browser.call_timeout`` (20 s), as a script that never
+    returns does (``info["page_timeout"]`` and ``info["action_error"]``); the next ``reset`` opens a
+    fresh page.
 
     ## Arguments
     * ``task`` (str): a MiniWoB++ task name (:data:`verigym.envs.gui.miniwob.catalog.TASKS`).
@@ -303,7 +306,13 @@ class MiniWoBEnv(GuiEnv):
             "Storage.clearDataForOrigin",
             {"origin": origin, "storageTypes": "all"},
         )
-        browser._call(lambda: page.goto(self._url(), wait_until="load", timeout=PAGE_TIMEOUT_MS))
+        browser._call(
+            page.goto,
+            self._url(),
+            wait_until="load",
+            timeout=PAGE_TIMEOUT_MS,
+            limit_s=PAGE_TIMEOUT_MS / 1000 + browser.call_timeout,
+        )
         assert self._spec is not None
         browser.evaluate(_SETUP, [str(self._spec["seed"]), SETTLE_MS])
         if self.flight:  # the airline site loads in the iframe and says when it is ready
@@ -312,6 +321,7 @@ class MiniWoBEnv(GuiEnv):
                 " const tick = () => (WOB_TASK_READY || performance.now() - t0 > limit)"
                 " ? done(WOB_TASK_READY) : setTimeout(tick, 20); tick(); })",
                 PAGE_TIMEOUT_MS,
+                limit_s=PAGE_TIMEOUT_MS / 1000 + browser.call_timeout,
             )
         self._mouse = (0.0, 0.0)
 
@@ -411,7 +421,7 @@ class MiniWoBEnv(GuiEnv):
             mouse = browser._page.mouse
             browser._call(mouse.move, x1, y1)
             browser._call(mouse.down)
-            browser._call(lambda: mouse.move(x2, y2, steps=8))
+            browser._call(mouse.move, x2, y2, steps=8)
             browser._call(mouse.up)
             self._mouse = (x2, y2)
         elif op == "press":
@@ -485,6 +495,17 @@ class MiniWoBEnv(GuiEnv):
         info["instructions"] = self._utterance
         info["blocked_requests"] = len(self._browser.blocked)
         return self._observation(), reward, terminated, truncated, info
+
+    def _crashed(
+        self, info: dict[str, Any], exc: Exception
+    ) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """The browser died or the page stopped answering (:class:`PageTimeout`): truncated, success
+        False, upstream's failure reward; the next ``reset`` opens a fresh page."""
+        result = super()._crashed(info, exc)
+        self._routed, self._verdict = None, None
+        info["raw_reward"] = info["miniwob_reward"] = -1.0
+        info["instructions"] = self._utterance
+        return result
 
     def close(self) -> None:
         page, self._routed = self._routed, None

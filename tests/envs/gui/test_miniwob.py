@@ -144,6 +144,29 @@ def test_typed_code_and_markup_change_nothing_and_no_observation_shows_the_verdi
         env.close()
 
 
+@pytest.mark.timeout(120)  # without the bound on page calls, the hung step never returns
+def test_a_page_script_that_never_returns_ends_the_episode_and_reset_recovers():
+    """A timer of the page that loops for ever (the renderer stops answering): the step ends the
+    episode, truncated with success False and upstream's failure reward, and ``reset`` plays a
+    fresh page (:attr:`verigym.envs.gui.browser.Browser.call_timeout`)."""
+    env = MiniWoBEnv(task="click-button")
+    try:
+        env.reset(seed=5)
+        hung = env._browser._page
+        env._browser.evaluate("() => { setTimeout(() => { while (true) {} }, 0); return 1 }")
+        env._browser.call_timeout = 1.5
+        _, reward, terminated, truncated, info = env.step(mw_action("press", key="Tab"))
+        assert truncated and not terminated and reward == 0.0
+        assert info["success"] is False and info["raw_reward"] == -1.0
+        assert info["page_timeout"] is True and "did not answer" in info["action_error"]
+        assert hung.is_closed()
+        del env._browser.call_timeout
+        info = _play_oracle(env, 5)
+        assert env._browser._page is not hung and info["success"] is True
+    finally:
+        env.close()
+
+
 def test_the_server_and_browser_stop_with_the_last_env():
     assert not server.running()
     a, b = MiniWoBEnv(task="click-test"), MiniWoBEnv(task="flight.AA")
