@@ -15,7 +15,8 @@ def _version(distribution: str) -> str | None:
 
 
 def probe() -> Probe:
-    """Crafter's package (the ``crafter`` extra) and whether numba compiles its world generator.
+    """Crafter's package (the ``crafter`` extra), whether numba compiles its world generator, and
+    whether nle (the optional NetHack ids) is installed.
 
     Imports nothing heavy: installed versions only.
     """
@@ -33,4 +34,10 @@ def probe() -> Probe:
         if numba
         else "no numba: each new world takes ~1-3 s to generate (pip install numba)"
     )
-    return Probe("Open worlds (Crafter)", True, f"crafter {crafter}; {speed}")
+    nle = _version("nle")
+    nethack = (
+        f"NetHack: nle {nle} (NetHack-v0 and 4 tasks)"
+        if nle
+        else "NetHack: nle not installed (optional, NetHack GPL: pip install --no-deps 'nle>=1.3,<1.4')"
+    )
+    return Probe("Open worlds (Crafter)", True, f"crafter {crafter}; {speed}; {nethack}")
