@@ -37,6 +37,8 @@ LIBRARIES = {
     "toolz": ("1.0.0", "BSD-3-Clause", ["toolz", "tlz"], "toolz/tests"),
     "cachetools": ("5.5.0", "MIT", ["src/cachetools"], "tests"),
     "tabulate": ("0.9.0", "MIT", ["tabulate"], "test"),
+    "boltons": ("26.2.0", "BSD-3-Clause", ["boltons"], "tests"),
+    "pyparsing": ("3.2.3", "MIT", ["pyparsing"], "tests"),
 }
 """The pinned libraries (pytest-only test suites)."""
 
