@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -19,7 +21,7 @@ from verigym.core import (
     coerce_action,
     episode_end,
 )
-from verigym.envs.gui.browser import Browser, BrowserCrashed
+from verigym.envs.gui.browser import Browser, BrowserCrashed, PageTimeout
 from verigym.envs.gui.env import MAX_TREE_LENGTH, MAX_TYPE_LENGTH, GuiActionSpace, GuiEnv
 from verigym.envs.gui.miniwob import catalog, server
 from verigym.envs.gui.tasks import KEYS, NO_TEXT, OPS
@@ -99,6 +101,25 @@ _SCROLL = """([x, y, dy]) => {
 }"""
 
 
+@dataclass(eq=False)
+class _Tab:
+    """One :class:`Browser` page of a MiniWoB env, with its request hooks (see ``MiniWoBEnv``)."""
+
+    browser: Browser
+    routed: Any = None
+    """The page our route and request listeners were added to (a relaunch gives a new page)."""
+    inflight: int = 0
+    """Requests of that page not finished yet."""
+    preloading: bool = False
+    """A navigation to the task page was started and not waited for yet."""
+
+    def started(self, request: Any) -> None:
+        self.inflight += 1
+
+    def ended(self, request: Any) -> None:
+        self.inflight = max(0, self.inflight - 1)
+
+
 @lru_cache(maxsize=1)
 def observe_js() -> str:
     """The page reader (``observe.js``): elements, utterance and verdict."""
@@ -151,9 +172,12 @@ class MiniWoBEnv(GuiEnv):
     The page (``miniwob/html/miniwob/<task>.html``, or the flight site of ``flight.*``) is served
     by a small HTTP server of this process bound to 127.0.0.1 (started with the first MiniWoB env,
     stopped with the last; :mod:`verigym.envs.gui.miniwob.server`); every other request is
-    aborted. Each ``reset`` loads the page anew (nothing of the previous episode is left), seeds
-    its random generator (``Math.seedrandom``) from the env's seed and starts the episode
-    (``core.startEpisodeReal``). jQuery animations are off and each observation is taken once
+    aborted. Each ``reset`` shows a newly loaded page (a new document and JavaScript realm: nothing
+    of the previous episode is left), seeds its random generator (``Math.seedrandom``) from the
+    env's seed and starts the episode (``core.startEpisodeReal``). The load is off the reset's
+    path: an env holds a second page (its own browser context) where the next episode's page is
+    loaded while this one is played; a reset swaps the two (the flight sites, whose site loads in
+    an iframe after the episode starts, load at the reset). jQuery animations are off and each observation is taken once
     the page's pending short timers (at most :data:`SETTLE_MS`) have run.
 
     ## Action Space
@@ -203,6 +227,11 @@ class MiniWoBEnv(GuiEnv):
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 4, "family": "gui"}
+
+    preload: bool = True
+    """Load the next episode's page in a second page while this one is played (a reset then costs
+    the swap and the episode's start, not a page load); ``False`` (set on the class or an
+    instance) saves that page's renderer process and loads the page at each reset instead."""
 
     remote_kwargs = {
         "task": client(OneOf(catalog.TASKS)),
@@ -264,10 +293,10 @@ class MiniWoBEnv(GuiEnv):
                 "key": spaces.Discrete(len(KEYS)),
             }
         )
-        self._browser = Browser(width, height)
+        self._tab = _Tab(Browser(width, height))  # the page played
+        self._next = _Tab(Browser(width, height))  # the page loaded for the next reset
+        self._browser = self._tab.browser
         self._base: str | None = None  # the server's URL while this env holds it
-        self._routed: Any = None  # the page our route and request listeners were added to
-        self._inflight = 0  # requests of that page not finished yet
         self._spec: dict[str, Any] | None = None
         self._log: list[dict[str, Any]] = []
         self._steps = 0
@@ -288,31 +317,90 @@ class MiniWoBEnv(GuiEnv):
             return f"{self._base}{self.task_name.replace('.', '/')}/wrapper.html"
         return f"{self._base}miniwob/{self.task_name}.html"
 
-    def _load(self) -> None:
-        self._browser.launch()
+    def _open(self, tab: _Tab) -> None:
+        """Open ``tab``'s page (no-op when open) with our route and request listeners on it, and
+        clear our origin's storage in its context."""
+        tab.browser.launch()
         if self._base is None:
             self._base = server.acquire()
-        browser = self._browser
-        page = browser._page
-        if self._routed is not page:  # requests to our server go through; the rest stay blocked
+        browser, page = tab.browser, tab.browser._page
+        if tab.routed is not page:  # requests to our server go through; the rest stay blocked
             browser._call(page.route, f"{self._base}**", server.answer)
-            page.on("request", self._request_started)
-            page.on("requestfinished", self._request_ended)
-            page.on("requestfailed", self._request_ended)
-            self._routed = page
-        origin = self._base.rstrip("/")
+            page.on("request", tab.started)
+            page.on("requestfinished", tab.ended)
+            page.on("requestfailed", tab.ended)
+            tab.routed, tab.inflight = page, 0
         browser._call(
             browser._cdp.send,
             "Storage.clearDataForOrigin",
-            {"origin": origin, "storageTypes": "all"},
+            {"origin": self._base.rstrip("/"), "storageTypes": "all"},
         )
-        browser._call(
-            page.goto,
-            self._url(),
-            wait_until="load",
-            timeout=PAGE_TIMEOUT_MS,
-            limit_s=PAGE_TIMEOUT_MS / 1000 + browser.call_timeout,
-        )
+
+    def _preload(self) -> None:
+        """Start loading the task page in the second page, for the next reset (never raises: a
+        failure leaves the next reset to load the page itself)."""
+        tab = self._next
+        tab.preloading = False
+        if self.flight or not self.preload:
+            return
+        try:
+            self._open(tab)
+            # a marker on the old document tells it from the new one; the navigation runs while
+            # this episode is played (Playwright answers its requests during our page calls)
+            tab.browser.evaluate(
+                "(url) => { window.__verigymOld = true; location.replace(url); return true }",
+                self._url(),
+            )
+            tab.preloading = True
+        except Exception as exc:  # noqa: BLE001 - the next reset loads the page itself
+            logger.debug("preloading %s failed: %s", self.task_name, exc)
+
+    def _preloaded(self) -> bool:
+        """Swap in the preloaded page once it has loaded; False (nothing swapped) when there is
+        none or it failed (that page is then closed)."""
+        tab = self._next
+        if not tab.preloading or not tab.browser.alive:
+            return False
+        tab.preloading = False
+        deadline = time.monotonic() + PAGE_TIMEOUT_MS / 1000
+        browser = tab.browser
+        try:
+            while True:
+                try:
+                    loaded = browser.evaluate(
+                        "() => !window.__verigymOld && document.readyState === 'complete'"
+                        " && typeof core === 'object' && core.cover_div !== null"
+                        " && location.href"
+                    )
+                except BrowserCrashed:
+                    raise
+                except Exception:  # noqa: BLE001 - the document changed during the call
+                    loaded = None
+                if loaded == self._url():
+                    break
+                if time.monotonic() > deadline:
+                    raise PageTimeout(f"the page of {self.task_name} did not load in time")
+                browser._call(browser._page.wait_for_timeout, 10)
+        except Exception as exc:  # noqa: BLE001 - the reset loads the page itself
+            logger.debug("the preloaded page of %s failed: %s", self.task_name, exc)
+            browser.close()
+            return False
+        self._tab, self._next = tab, self._tab
+        self._browser = tab.browser
+        return True
+
+    def _load(self) -> None:
+        if not self._preloaded():
+            self._open(self._tab)
+            browser, page = self._browser, self._browser._page
+            browser._call(
+                page.goto,
+                self._url(),
+                wait_until="load",
+                timeout=PAGE_TIMEOUT_MS,
+                limit_s=PAGE_TIMEOUT_MS / 1000 + browser.call_timeout,
+            )
+        browser = self._browser
         assert self._spec is not None
         browser.evaluate(_SETUP, [str(self._spec["seed"]), SETTLE_MS])
         if self.flight:  # the airline site loads in the iframe and says when it is ready
@@ -325,12 +413,6 @@ class MiniWoBEnv(GuiEnv):
             )
         self._mouse = (0.0, 0.0)
 
-    def _request_started(self, request: Any) -> None:
-        self._inflight += 1
-
-    def _request_ended(self, request: Any) -> None:
-        self._inflight = max(0, self._inflight - 1)
-
     def _settle(self) -> None:
         """Wait (at most :data:`SETTLE_MS` each) for the page's short timers, then for the files it
         is still fetching (CSS ``content:url`` icons, images added by script)."""
@@ -339,7 +421,7 @@ class MiniWoBEnv(GuiEnv):
                 "(limit) => window.__verigymSettle ? window.__verigymSettle(limit) : 0", SETTLE_MS
             )
         page, waited = self._browser._page, 0
-        while self._inflight and waited < SETTLE_MS:
+        while self._tab.inflight and waited < SETTLE_MS:
             self._browser._call(page.wait_for_timeout, 10)  # Playwright delivers the events
             waited += 10
 
@@ -444,9 +526,9 @@ class MiniWoBEnv(GuiEnv):
                 break
             except BrowserCrashed:
                 self._browser.close()
-                self._routed = None
                 if attempt:
                     raise
+        self._preload()
         return self._observation(), {
             "task": self.task_name,
             "instructions": self._utterance,
@@ -502,22 +584,23 @@ class MiniWoBEnv(GuiEnv):
         """The browser died or the page stopped answering (:class:`PageTimeout`): truncated, success
         False, upstream's failure reward; the next ``reset`` opens a fresh page."""
         result = super()._crashed(info, exc)
-        self._routed, self._verdict = None, None
+        self._verdict = None
         info["raw_reward"] = info["miniwob_reward"] = -1.0
         info["instructions"] = self._utterance
         return result
 
     def close(self) -> None:
-        page, self._routed = self._routed, None
-        if page is not None and self._browser.alive:
-            try:  # a spare page must not keep our route nor our listeners
-                page.unroute_all(behavior="ignoreErrors")
-                page.remove_listener("request", self._request_started)
-                page.remove_listener("requestfinished", self._request_ended)
-                page.remove_listener("requestfailed", self._request_ended)
-            except Exception as exc:  # noqa: BLE001
-                logger.debug("unroute: %s", exc)
-        self._browser.close()
+        for tab in (self._tab, self._next):
+            page, tab.routed, tab.preloading = tab.routed, None, False
+            if page is not None and tab.browser.alive and tab.browser._page is page:
+                try:  # a spare page must not keep our route nor our listeners
+                    page.unroute_all(behavior="ignoreErrors")
+                    page.remove_listener("request", tab.started)
+                    page.remove_listener("requestfinished", tab.ended)
+                    page.remove_listener("requestfailed", tab.ended)
+                except Exception as exc:  # noqa: BLE001
+                    logger.debug("unroute: %s", exc)
+            tab.browser.close()
         if self._base is not None:
             self._base = None
             server.release()

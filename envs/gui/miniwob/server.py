@@ -58,6 +58,11 @@ class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = False
 
+    def handle_error(self, request, client_address):  # noqa: ANN001, ANN201 - the base's signature
+        # a page that navigated away closes its connections mid-answer (a broken pipe): logged,
+        # never printed to the user's terminal
+        logger.debug("miniwob http: a request from %s failed", client_address, exc_info=True)
+
 
 _LOCK = threading.Lock()
 _STATE: dict[str, object] = {"server": None, "thread": None, "users": 0}

@@ -144,6 +144,35 @@ def test_typed_code_and_markup_change_nothing_and_no_observation_shows_the_verdi
         env.close()
 
 
+def test_each_reset_shows_a_newly_loaded_page_as_a_fresh_env_would():
+    """The next episode's page is loaded in a second page while this one is played: after play
+    (and a page left with a global, an element and a timer), ``reset`` shows a new document with
+    none of them, the same observation a fresh env gives for that seed."""
+    env, fresh = MiniWoBEnv(task="click-checkboxes"), MiniWoBEnv(task="click-checkboxes")
+    try:
+        env.reset(seed=2)
+        played = env._browser._page
+        env._browser.evaluate(
+            "() => { window.leftover = 1; document.body.appendChild(document.createElement('i'))"
+            ".id = 'leftover'; setInterval(() => { window.ticks = (window.ticks || 0) + 1 }, 5);"
+            " return 1 }"
+        )
+        for _ in range(2):
+            env.step(env.oracle_action())
+        obs, info = env.reset(seed=9)
+        assert env._browser._page is not played  # the preloaded page was swapped in
+        left = "() => [typeof leftover, !!document.getElementById('leftover'), typeof ticks]"
+        assert env._browser.evaluate(left) == ["undefined", False, "undefined"]
+        expected, _ = fresh.reset(seed=9)  # a first reset loads the page itself
+        assert obs["instruction"] == expected["instruction"] == info["instructions"]
+        assert obs["text"] == expected["text"]
+        assert np.array_equal(obs["screenshot"], expected["screenshot"])
+        assert _play_oracle(env, 9)["success"] is True
+    finally:
+        env.close()
+        fresh.close()
+
+
 @pytest.mark.timeout(120)  # without the bound on page calls, the hung step never returns
 def test_a_page_script_that_never_returns_ends_the_episode_and_reset_recovers():
     """A timer of the page that loops for ever (the renderer stops answering): the step ends the
