@@ -138,6 +138,7 @@ ROWS: list[EnvRow] = [
         family="tool",
         rows={
             "-Real": {},
+            "-Boltons": {"library": "boltons"},
             "-Cachetools": {"library": "cachetools"},
             "-Tabulate": {"library": "tabulate"},
         },

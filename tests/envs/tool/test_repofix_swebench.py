@@ -127,9 +127,9 @@ def test_scattered_instances_split_into_suites_of_contiguous_seeds(all_rows):
     assert len(suites) == len(rows) and all(t.episodes == 1 for s in suites for t in s)
 
 
-def _bad_rows(row: dict) -> list[tuple[object, str]]:
-    """(row, the words its refusal must hold)."""
-    other = dict(row, patch=row["patch"].replace("\n-", "\n-#", 1))
+def _bad_rows(row: dict, other_patch: str) -> list[tuple[object, str]]:
+    """(row, the words its refusal must hold); ``other_patch``: another instance's fix, same repo."""
+    other = dict(row, patch=other_patch)
     tests_patch = "--- a/tests/x.py\n+++ b/tests/x.py\n@@ -1 +1 @@\n-a\n+b\n"
     nested: object = []
     for _ in range(100_000):
@@ -154,7 +154,7 @@ def _bad_rows(row: dict) -> list[tuple[object, str]]:
         (dict(row, patch="x" * (swebench.MAX_PATCH_CHARS + 1)), "patch must be text of at most"),
         (dict(row, patch=tests_patch), "not a module of"),
         (dict(row, patch=row["patch"].replace("\n ", "\n #", 1)), "does not apply to"),
-        (other, "does not apply"),
+        (other, "instance"),  # a fix of the same library, not this instance's
         (dict(row, instance_id=row["repo"] + "-0000000000"), "is not a validated"),
         (dict(row, instance_id="../x"), "is not a validated"),
         (dict(row, problem_statement="x" * (swebench.MAX_TEXT_CHARS + 1)), "at most"),
@@ -164,7 +164,8 @@ def _bad_rows(row: dict) -> list[tuple[object, str]]:
 
 def test_bad_rows_are_refused_by_name_and_the_good_ones_kept(tmp_path, all_rows):
     row = all_rows[0]
-    bad = _bad_rows(row)
+    other = next(r for r in all_rows[1:] if r["repo"] == row["repo"] and r["patch"] != row["patch"])
+    bad = _bad_rows(row, other["patch"])
     lines = [json.dumps(row)]
     for value, _ in bad:
         try:
