@@ -6,7 +6,9 @@ the focus and returns a full observation, and ends no task). Both sides use the 
 headless, with a 160x210 task area:
 
 * verigym: ``verigym/MiniWoB-<Task>-v0`` (Playwright, the pages served from 127.0.0.1; observation
-  = screenshot + element list + utterance; each reset loads the page anew);
+  = screenshot + element list + utterance; each reset shows a newly loaded page, loaded in a second
+  page while the episode before it was played); its reset is also timed with
+  ``MiniWoBEnv.preload = False`` (the page loaded at the reset: column ``no preload``);
 * miniwob: ``miniwob/<task>-v1`` (Selenium + chromium-driver; observation = screenshot + DOM
   element list + utterance; a reset restarts the episode in the loaded page).
 
@@ -51,10 +53,13 @@ TASKS = (
 )
 
 
-def time_ours(task: str, episodes: int, steps: int) -> tuple[list[float], list[float]]:
+def time_ours(
+    task: str, episodes: int, steps: int, preload: bool = True
+) -> tuple[list[float], list[float]]:
     from verigym.envs.gui.miniwob.env import mw_action
 
     env = gym.make(f"verigym/{env_name(task)}-v0")
+    env.unwrapped.preload = preload
     resets, stepped = [], []
     try:
         env.reset(seed=0)  # warm: the browser and the server start
@@ -121,17 +126,20 @@ def main() -> None:
     if missing:
         print(f"miniwob (Selenium) side skipped: {missing}; timing verigym alone")
     print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    header = f"{'task':<18} {'verigym step':>13} {'reset':>8}"
+    header = f"{'task':<18} {'verigym step':>13} {'reset':>8} {'no preload':>11}"
     if not missing:
         header += f" {'miniwob step':>13} {'reset':>8}"
     print(header + "   (median ms)")
-    all_ours: dict[str, list[float]] = {"reset": [], "step": []}
+    all_ours: dict[str, list[float]] = {"reset": [], "step": [], "plain": []}
     all_peer: dict[str, list[float]] = {"reset": [], "step": []}
     for task in TASKS:
         resets, stepped = time_ours(task, args.episodes, args.steps)
+        plain, _ = time_ours(task, args.episodes, args.steps, preload=False)
         all_ours["reset"] += resets
         all_ours["step"] += stepped
+        all_ours["plain"] += plain
         line = f"{task:<18} {1000 * statistics.median(stepped):>13.1f} {1000 * statistics.median(resets):>8.1f}"
+        line += f" {1000 * statistics.median(plain):>11.1f}"
         if not missing:
             resets, stepped = time_peer(task, args.episodes, args.steps)
             all_peer["reset"] += resets
@@ -139,6 +147,7 @@ def main() -> None:
             line += f" {1000 * statistics.median(stepped):>13.1f} {1000 * statistics.median(resets):>8.1f}"
         print(line)
     line = f"{'all':<18} {1000 * statistics.median(all_ours['step']):>13.1f} {1000 * statistics.median(all_ours['reset']):>8.1f}"
+    line += f" {1000 * statistics.median(all_ours['plain']):>11.1f}"
     if not missing:
         line += f" {1000 * statistics.median(all_peer['step']):>13.1f} {1000 * statistics.median(all_peer['reset']):>8.1f}"
     print(line)

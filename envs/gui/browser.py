@@ -715,7 +715,10 @@ class Browser:
 def _block(route: Any, blocked: list[str]) -> None:
     """Abort every request (the task shell is inlined and needs no network); record its URL."""
     blocked.append(route.request.url)
-    route.abort("blockedbyclient")
+    try:
+        route.abort("blockedbyclient")
+    except Exception as exc:  # the page navigated away or closed: the request is gone already
+        logger.debug("abort %s: %s", route.request.url[:200], exc)
 
 
 def _keep_spare(shared: _Shared, held: _Page) -> bool:

@@ -161,10 +161,13 @@ ORACLE_TASKS: frozenset[str] = frozenset(
         "choose-date-nodelay",
         "choose-list",
         "click-button",
+        "click-button-sequence",
         "click-checkboxes",
         "click-checkboxes-large",
         "click-checkboxes-transfer",
         "click-collapsible",
+        "click-collapsible-2",
+        "click-collapsible-2-nodelay",
         "click-collapsible-nodelay",
         "click-color",
         "click-dialog",
@@ -174,6 +177,7 @@ ORACLE_TASKS: frozenset[str] = frozenset(
         "click-tab",
         "click-tab-2",
         "click-tab-2-easy",
+        "click-tab-2-hard",
         "click-tab-2-medium",
         "click-test",
         "click-test-2",
@@ -216,6 +220,8 @@ TIMING_DEPENDENT: dict[str, str] = {
     "flight.Alaska-auto": "the airline site loads in an iframe after the episode starts",
     "flight.AA": "the airline site loads in an iframe after the episode starts",
 }
+"""Task -> why its trajectories depend on wall-clock time (exempt from the determinism check only;
+docs/environments.md lists them)."""
 DATED = (
     "book-flight",
     "book-flight-nodelay",
@@ -230,8 +236,6 @@ DATED = (
 )
 """Tasks whose pages read today's date (``new Date()``): the same seed gives the same task on the
 same day only."""
-"""Task -> why its trajectories depend on wall-clock time (exempt from the determinism check only;
-docs/environments.md lists them)."""
 
 
 def no_oracle_reason(task: str) -> str | None:

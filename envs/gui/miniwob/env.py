@@ -120,6 +120,13 @@ class _Tab:
         self.inflight = max(0, self.inflight - 1)
 
 
+_SETTLED_READ = """async ([settle, count]) => {
+  if (settle && window.__verigymSettle) await window.__verigymSettle(settle);
+  return (%s)([count, null]);
+}"""
+"""The page's short timers waited for, then the page read (``observe.js``), in one DevTools call."""
+
+
 @lru_cache(maxsize=1)
 def observe_js() -> str:
     """The page reader (``observe.js``): elements, utterance and verdict."""
@@ -414,20 +421,22 @@ class MiniWoBEnv(GuiEnv):
         self._mouse = (0.0, 0.0)
 
     def _settle(self) -> None:
-        """Wait (at most :data:`SETTLE_MS` each) for the page's short timers, then for the files it
-        is still fetching (CSS ``content:url`` icons, images added by script)."""
-        if not self.flight:
-            self._browser.evaluate(
-                "(limit) => window.__verigymSettle ? window.__verigymSettle(limit) : 0", SETTLE_MS
-            )
+        """Wait (at most :data:`SETTLE_MS`) for the files the page is still fetching (CSS
+        ``content:url`` icons, images added by script); its short timers are waited for in the
+        page by :meth:`_refresh`'s read."""
         page, waited = self._browser._page, 0
         while self._tab.inflight and waited < SETTLE_MS:
             self._browser._call(page.wait_for_timeout, 10)  # Playwright delivers the events
             waited += 10
 
     def _refresh(self, screenshot: bool = True) -> None:
-        self._settle()
-        seen = self._browser.evaluate(observe_js(), [self.max_elements, None])
+        # one call: the page's pending short timers (at most SETTLE_MS), then the read; the read
+        # is taken again after the files still being fetched have arrived
+        settle = 0 if self.flight else SETTLE_MS
+        seen = self._browser.evaluate(_SETTLED_READ % observe_js(), [settle, self.max_elements])
+        if self._tab.inflight:
+            self._settle()
+            seen = self._browser.evaluate(observe_js(), [self.max_elements, None])
         self._elements = seen["elements"]
         self._utterance = str(seen["utterance"])[:1024]
         self._verdict = seen["verdict"]

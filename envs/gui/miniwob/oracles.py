@@ -185,6 +185,42 @@ def _click_collapsible(utterance: str, elements: Elements, env: Any) -> dict[str
     return _submit(elements)
 
 
+@_solver("click-collapsible-2", "click-collapsible-2-nodelay")
+def _click_collapsible_2(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """The link is a word of one section: click it where shown, else open the next section."""
+    target = _quoted(utterance)[-1]
+    found = _find(elements, "text", target)
+    if found:
+        return _click(found[0])
+    headers = [e for e in _find(elements, "tab") if e["name"].startswith("Section")]
+    shown = next((i for i, h in enumerate(headers) if h.get("expanded")), -1)
+    return _click(headers[(shown + 1) % len(headers)]) if headers else mw_action("done")
+
+
+def _inside(x: float, y: float, box: list[int]) -> bool:
+    return box[0] <= x <= box[2] and box[1] <= y <= box[3]
+
+
+@_solver("click-button-sequence")
+def _click_button_sequence(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """ONE, then TWO: the solver remembers its own clicks (the env's action log of this episode).
+    The buttons are placed at random and TWO may cover part of ONE: ONE is clicked at a point
+    TWO does not cover."""
+    one, two = _find(elements, "button", "ONE"), _find(elements, "button", "TWO")
+    if not one or not two:
+        return mw_action("done")
+    one_box, two_box = one[0]["box"], two[0]["box"]
+    if any(int(a["op"]) == 1 and _inside(*a["xy"], one_box) for a in env._log):  # click_xy
+        return _click(two[0])
+    left, top, right, bottom = one_box
+    for fy in (0.5, 0.25, 0.75, 0.1, 0.9):
+        for fx in (0.5, 0.25, 0.75, 0.1, 0.9):
+            x, y = round(left + (right - left) * fx), round(top + (bottom - top) * fy)
+            if _inside(x, y, one_box) and not _inside(x, y, two_box):
+                return mw_action("click_xy", xy=(x, y))
+    return mw_action("done")  # TWO covers all of ONE
+
+
 @_solver("simple-arithmetic")
 def _simple_arithmetic(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
     for e in _find(elements, "text"):
@@ -286,7 +322,7 @@ def _read_table(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
     return mw_action("done")
 
 
-@_solver("click-tab-2", "click-tab-2-easy", "click-tab-2-medium")
+@_solver("click-tab-2", "click-tab-2-easy", "click-tab-2-medium", "click-tab-2-hard")
 def _click_tab_2(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
     target = _quoted(utterance)[-1]
     panels = [e for e in elements if e["role"] == "tabpanel"]
@@ -295,7 +331,7 @@ def _click_tab_2(utterance: str, elements: Elements, env: Any) -> dict[str, Any]
         if e["box"][1] >= top:
             return _click(e)
     tabs = [e for e in elements if e["role"] == "tab"]
-    links = [e for e in _find(elements, "link") if e["name"].startswith("Tab #")]
+    links = [e for e in _find(elements, "link") if e["box"][3] <= top]  # the tabs' own links
     chosen = next((i for i, t in enumerate(tabs) if t.get("selected")), -1)
     return _click(links[(chosen + 1) % len(links)])
 

@@ -136,10 +136,13 @@ def answer(route: Any) -> None:
         except (OSError, ValueError) as exc:
             logger.debug("miniwob file %s: %s", path, exc)
     found = _FILES[path]
-    if found is None or route.request.method != "GET":
-        route.continue_()
-    else:
-        route.fulfill(status=200, body=found[0], content_type=found[1])
+    try:
+        if found is None or route.request.method != "GET":
+            route.continue_()
+        else:
+            route.fulfill(status=200, body=found[0], content_type=found[1])
+    except Exception as exc:  # noqa: BLE001 - the page navigated away or closed: nothing to answer
+        logger.debug("miniwob route %s: %s", path, exc)
 
 
 def running() -> bool:
