@@ -149,6 +149,7 @@ def test_each_reset_shows_a_newly_loaded_page_as_a_fresh_env_would():
     (and a page left with a global, an element and a timer), ``reset`` shows a new document with
     none of them, the same observation a fresh env gives for that seed."""
     env, fresh = MiniWoBEnv(task="click-checkboxes"), MiniWoBEnv(task="click-checkboxes")
+    fresh.preload = False  # loads each page at its reset: the path without the second page
     try:
         env.reset(seed=2)
         played = env._browser._page
