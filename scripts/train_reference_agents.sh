@@ -14,3 +14,15 @@ verigym train ppo --env verigym/DoorKey-5x5-v0 --steps 150000 --out "$out.run" -
 mkdir -p "$out"
 cp "$out.run"/{config.json,meta.json,model.safetensors,metrics.jsonl,eval.json} "$out"/
 rm -rf "$out.run"
+
+# Crafter (issue 39): PPO on Crafter's 64x64x3 pixels (the Nature CNN encoder) with Crafter's own
+# reward (+1 an achievement unlocked, +-0.1 health), in Crafter-Survive-v0 (the crafter suite's env;
+# the same pixels and actions as Crafter-v0, episodes end at death or 10000 steps). A CPU-budget
+# row, not a tuned one: 49k steps, ~8 CPU-minutes here (Hafner 2021's PPO ran 1M steps).
+out=leaderboards/checkpoints/ppo/Crafter-Survive
+OMP_NUM_THREADS=1 verigym train ppo --env verigym/Crafter-Survive-v0 --steps 49152 --out "$out.run" \
+  --seed 1 --num-envs 8 --num-steps 128 --batch-size 256 --num-epochs 4 --learning-rate 3e-4 \
+  --ent-coef 0.01 --encoder cnn --torch-threads 1 --eval-episodes 0
+mkdir -p "$out"
+cp "$out.run"/{config.json,meta.json,model.safetensors,metrics.jsonl} "$out"/
+rm -rf "$out.run"
