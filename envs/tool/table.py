@@ -141,6 +141,7 @@ ROWS: list[EnvRow] = [
             "-Boltons": {"library": "boltons"},
             "-Cachetools": {"library": "cachetools"},
             "-Tabulate": {"library": "tabulate"},
+            "-Toolz": {"library": "toolz"},
         },
         description="RepoFix on real vendored libraries (PyPI sdists): a synthesized bug proven by the library's own pytest suite (issue 40).",
     ),

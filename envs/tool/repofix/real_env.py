@@ -36,7 +36,7 @@ def load_real_data() -> dict[str, Any]:
     return json.loads(_DATA.read_text())["libraries"]
 
 
-REAL_LIBRARIES: tuple[str, ...] = ("boltons", "cachetools", "tabulate")
+REAL_LIBRARIES: tuple[str, ...] = ("boltons", "cachetools", "tabulate", "toolz")
 """The libraries with validated instances in ``data/repofix_real.json``."""
 
 
