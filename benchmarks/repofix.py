@@ -18,6 +18,16 @@ with another runner source (an older ``_runner.py``), its samples interleaved wi
 runner's so that both see the same load. Usage::
 
     python benchmarks/repofix.py [--repeats 10] [--runner-before OLD_RUNNER.py]
+
+``--real`` times RepoFix-Real instead (real vendored libraries, their own pytest suites): for
+each library, over its first ``--instances`` instances (20 by default; fewer where a library has
+fewer, said in the table), the env's reset after a used episode (a new sandbox, the library's
+checkout with the bug, pytest written in) and the verdict of the oracle's fix (``submit``: a fresh
+sandbox, the instance's test files run by the trusted pytest runner; its verdict cache off, so the
+tests always run). Prints a table of medians (and the slowest sample) per library::
+
+    python benchmarks/repofix.py --real [--instances 20] [--libraries cachetools tabulate]
+        [--runner OTHER_PYTEST_RUNNER.py]
 """
 
 from __future__ import annotations
@@ -47,11 +57,69 @@ def _median(function: Callable[[], object], repeats: int) -> float:
     return statistics.median(samples)
 
 
+def real_main(instances: int, libraries: list[str] | None, runner: Path | None = None) -> None:
+    """``--real``: RepoFix-Real reset and verdict medians per library, printed as a table."""
+    import os
+
+    from verigym.envs.tool.repofix import real
+    from verigym.envs.tool.repofix.real_env import REAL_LIBRARIES, RepoFixRealEnv, load_real_data
+
+    if runner is not None:  # another _pytest_runner.py source (e.g. git show HEAD:...)
+        real._RUNNER = runner.read_text()
+
+    data = load_real_data()
+    rows = []
+    for name in libraries or REAL_LIBRARIES:
+        count = min(instances, len(data[name]["instances"]))
+        env = RepoFixRealEnv(library=name)
+        env.cache_verdicts = False  # the oracle's fix is the original tree: time a real run
+        resets, verdicts, solved = [], [], 0
+        try:
+            env.reset(seed=0)  # warm: the checkout is read and cached, the sandbox started once
+            for seed in range(count):
+                env.workspace.mark_used()
+                start = time.perf_counter()
+                env.reset(seed=seed)
+                resets.append(time.perf_counter() - start)
+                env.step(env.oracle_action())  # the inverse patch
+                start = time.perf_counter()
+                *_, info = env.step(env.oracle_action())  # submit: the verdict
+                verdicts.append(time.perf_counter() - start)
+                solved += bool(info.get("success")) and bool(info.get("tests_run"))
+        finally:
+            env.close()
+        rows.append((name, count, len(data[name]["instances"]), resets, verdicts, solved))
+    load = os.getloadavg()[0]
+    print(f"RepoFix-Real, medians over the first N instances per library (load average {load:.1f})")
+    print(
+        f"{'library':16s} {'N':>3s} {'of':>4s} {'reset med':>10s} {'max':>7s} "
+        f"{'verdict med':>12s} {'max':>7s} {'oracle':>7s}"
+    )
+    for name, count, total, resets, verdicts, solved in rows:
+        print(
+            f"{name:16s} {count:3d} {total:4d} {statistics.median(resets):9.2f}s "
+            f"{max(resets):6.2f}s {statistics.median(verdicts):11.2f}s {max(verdicts):6.2f}s "
+            f"{solved:3d}/{count:<3d}"
+        )
+    short = [f"{r[0]} ({r[1]})" for r in rows if r[1] < instances]
+    if short:
+        print(f"fewer than {instances} instances: {', '.join(short)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--runner-before", type=Path, default=None)
+    parser.add_argument("--real", action="store_true", help="time RepoFix-Real per library")
+    parser.add_argument("--instances", type=int, default=20, help="--real: instances per library")
+    parser.add_argument("--libraries", nargs="*", default=None, help="--real: which libraries")
+    parser.add_argument(
+        "--runner", type=Path, default=None, help="--real: time this _pytest_runner.py source"
+    )
     args = parser.parse_args()
+    if args.real:
+        real_main(args.instances, args.libraries, args.runner)
+        return
     current_runner = env_module._RUNNER
     before_runner = args.runner_before.read_text() if args.runner_before else None
     data = load_data()

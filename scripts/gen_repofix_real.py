@@ -148,7 +148,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="start a new data file (default: libraries not in --libraries keep their instances)",
     )
+    parser.add_argument(
+        "--runner",
+        type=Path,
+        default=None,
+        help="validate with this _pytest_runner.py source instead of the package's (e.g. a "
+        "committed one: git show HEAD:envs/tool/repofix/_pytest_runner.py > FILE)",
+    )
     args = parser.parse_args(argv)
+    if args.runner is not None:
+        real._RUNNER = args.runner.read_text()
     workspace = Workspace(
         test_command="true",
         shell_timeout_s=10.0,
