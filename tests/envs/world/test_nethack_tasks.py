@@ -154,3 +154,20 @@ def test_served_and_language_wrapped_tasks_play_like_the_local_one():
         if result[2] or result[3]:
             break
     assert result[4]["success"]
+
+
+def test_adversarial_replies_pick_nothing_up_through_the_text_view():
+    """On the wand, every cheating reply of the shared corpus is refused or does not pick it up;
+    the plain right reply does (the control)."""
+    from tests.envs.text.adversarial import CASES, CHEATS
+    from verigym.wrappers import LanguageWrapper
+
+    env = LanguageWrapper(gym.make(IDS["pickup"], max_steps=200), max_invalid_actions=None)
+    env.reset(seed=6)
+    inner = env.unwrapped
+    while inner.action_text(inner.oracle_action()) != "pickup":
+        env.step(inner.action_text(inner.oracle_action()))
+    for case in sorted(CHEATS):
+        _, _, terminated, truncated, info = env.step(CASES[case]("pickup", "pickupx", ""))
+        assert not terminated and not truncated and not inner._succeeded(), case
+    assert env.step(CASES["right"]("pickup", "pickupx", ""))[4]["success"]
