@@ -24,20 +24,30 @@ if [ -n "${VERIGYM_SHIP_ONLY:-}" ]; then
   final="$VERIGYM_SHIP_ONLY"
 else
 
-# 1. demonstrations: 30 training seeds of the short tasks, 10 of the long ones (SQL, Login), in the
-#    starter suite's order (the order fixes SFT's shuffled batches)
-: >"$work/demos.jsonl"
-for task in GuessNumber-v0:30 RG-BasicArithmetic-v0:30 Calculator-v0:30 SQL-v0:10 ClickButton-v0:30 Login-v0:10; do
-  verigym export --format sft --play oracle --env "verigym/${task%%:*}" --seeds "0:${task##*:}" \
-    --path "$work/demos-part.jsonl"
-  cat "$work/demos-part.jsonl" >>"$work/demos.jsonl"
-done
+# 1. demonstrations (scripts/llm_demos.py): the oracle's solved episodes on training seeds of every
+#    starter LLM task, minus those whose task is an evaluation task of a shipped suite (by task
+#    content, not by seed: the same check as verigym export) and repeated games; in two curriculum
+#    stages: stage 1 the easier levels (RG level 0 and 1, Calculator and SQL at difficulty 1) and the
+#    one-step tasks, stage 2 every task at the level the suite evaluates
+python scripts/llm_demos.py "$work/demos-stage1.jsonl" \
+  "verigym/RG-BasicArithmetic-v0?level=0:0:30" "verigym/RG-BasicArithmetic-v0?level=1:0:30" \
+  "verigym/Calculator-v0?difficulty=1:0:40" "verigym/SQL-v0?difficulty=1:0:20" \
+  verigym/GuessNumber-v0:0:150 verigym/ClickButton-v0:0:20 | tee "$work/demos.log"
+python scripts/llm_demos.py "$work/demos-stage2.jsonl" \
+  verigym/GuessNumber-v0:150:164 verigym/RG-BasicArithmetic-v0:0:6 verigym/Calculator-v0:0:10 \
+  verigym/SQL-v0:0:6 verigym/ClickButton-v0:20:26 verigym/Login-v0:0:14 verigym/RepoFix-v0:0:3 \
+  verigym/Terminal-v0:0:2 | tee -a "$work/demos.log"
 
-# 2. SFT with LoRA (r 16 on every attention and MLP projection), one epoch
+# 2. SFT with LoRA (r 16 on every attention and MLP projection), one epoch a stage; stage 2
+#    continues stage 1's adapter
 SECONDS=0
-verigym train sft --model smollm2 --data "$work/demos.jsonl" --out "$work/sft" \
-  --epochs 1 --batch-size 4 --learning-rate 1e-3 --warmup-steps 3 --lora-r 16 --log-every 5 \
-  --device cpu --torch-threads 1 --bf16 true | tee "$work/sft.log"
+sft() {  # sft DATA OUT [--adapter DIR]
+  verigym train sft --model smollm2 --data "$1" --out "$2" "${@:3}" \
+    --epochs 1 --batch-size 4 --learning-rate 1e-3 --warmup-steps 3 --lora-r 16 --log-every 5 \
+    --device cpu --torch-threads 1 --bf16 true
+}
+sft "$work/demos-stage1.jsonl" "$work/sft-stage1" | tee "$work/sft.log"
+sft "$work/demos-stage2.jsonl" "$work/sft" --adapter "$work/sft-stage1" | tee -a "$work/sft.log"
 echo "SFT wall time: $((SECONDS / 60)) min" | tee -a "$work/sft.log"
 final="$work/sft"
 
@@ -75,5 +85,5 @@ for name in ("train_log.jsonl", "sft_config.json", "metrics.jsonl", "grpo_config
 if src.name == "grpo" and (src.parent / "sft" / "train_log.jsonl").exists():
     shutil.copy(src.parent / "sft" / "train_log.jsonl", dst / "sft_train_log.jsonl")
 PY
-for log in sft.log grpo.log; do [ -f "$work/$log" ] && cp "$work/$log" "$ship/$log"; done
+for log in demos.log sft.log grpo.log; do [ -f "$work/$log" ] && cp "$work/$log" "$ship/$log"; done
 echo "shipped $final as $ship"
