@@ -110,11 +110,14 @@ class _Tab:
     """The page our route and request listeners were added to (a relaunch gives a new page)."""
     inflight: int = 0
     """Requests of that page not finished yet."""
+    requested: int = 0
+    """Requests of that page seen so far."""
     preloading: bool = False
     """A navigation to the task page was started and not waited for yet."""
 
     def started(self, request: Any) -> None:
         self.inflight += 1
+        self.requested += 1
 
     def ended(self, request: Any) -> None:
         self.inflight = max(0, self.inflight - 1)
@@ -409,6 +412,10 @@ class MiniWoBEnv(GuiEnv):
             )
         browser = self._browser
         assert self._spec is not None
+        # the mouse of a page stays where the last episode on it left it: hover styles (and
+        # Chromium's delayed synthetic mouse move over the new document) would make the start
+        # depend on that history, so each episode starts with the mouse at (0, 0)
+        browser._call(browser._page.mouse.move, 0, 0)
         browser.evaluate(_SETUP, [str(self._spec["seed"]), SETTLE_MS])
         if self.flight:  # the airline site loads in the iframe and says when it is ready
             browser.evaluate(
@@ -441,7 +448,15 @@ class MiniWoBEnv(GuiEnv):
         self._utterance = str(seen["utterance"])[:1024]
         self._verdict = seen["verdict"]
         if screenshot:
-            self._screenshot = self._browser.screenshot()
+            # a file the read's layout asked for (a CSS background image of a new element) may be
+            # reported only while the screenshot is taken: then it is waited for and the page
+            # taken again, so the picture never depends on when that file arrived
+            for _ in range(3):
+                requested = self._tab.requested
+                self._screenshot = self._browser.screenshot()
+                if self._tab.requested == requested and not self._tab.inflight:
+                    break
+                self._settle()
 
     def _observation(self) -> dict[str, Any]:
         lines = []
