@@ -4,17 +4,27 @@ by verigym).
 Its source is sent to a :class:`verigym.sandbox.PythonSandbox` and :func:`run_pytest` is called there
 through ``PythonSandbox.call``, so outcomes reach the parent as type-checked JSON. The process that
 answers never imports repository code: it starts one ``python -I -S`` child that runs pytest (the
-vendored copy written into the tree) on the named test files with a plugin of ours, which reports
-each test's outcome over a pipe, each line prefixed by a nonce drawn for that child.
+vendored copy written into the tree) on the named test files and reports each test's outcome over a
+pipe.
 
-Before pytest collects anything (and so before any library module is imported) the child installs
-an audit hook (PEP 578: it cannot be removed) that ends it with :data:`TAMPERED` on writes of
-``__code__``/``__class__``, trace and profile hooks,
-new audit hooks, the garbage collector's object walks, ``ctypes`` and opening ``/proc``; and it
-fingerprints (by identity) the pytest functions and classes a report passes through, and the
-plugin's own. Each report is checked against that fingerprint before it is sent; a mismatch, a
-child that dies, a missing end line or a test reported twice marks the run tampered (every test
-fails).
+**The report's secret is in no Python object the library can reach** (docs/security.md, "RepoFix-Real's
+runner"). The child's program reaches it over stdin (never argv, never the environment), and the nonce
+and the report pipe's number are constants of one code object, ``_main``'s, compiled there. Nothing
+else holds them: no variable, closure, default or plugin. ``_main`` drives pytest itself
+(configuration, collection, the loop over items) and writes each line, numbered, after the item's
+protocol handed back its outcome as an immutable tuple; it is one-shot (its first act installs the
+audit hook, so a second call ends the child). The audit hook (PEP 578: it cannot be removed) ends the
+child with :data:`TAMPERED` on reads of ``_main``'s code or defaults, on reads of the code of the
+runner's frames from untrusted code, gc walks, ``sys._current_frames``, ``ctypes``, new audit hooks,
+code objects made, unmarshalled (but the standard library's and pytest's caches) or run again under
+other globals, trace and profile hooks and links from untrusted code, writes of ``__code__`` and its
+kin, Python-level signal handlers and files under ``/proc``, ``/sys`` and ``/dev``. After collection
+and after every item the bindings of pytest's and pluggy's modules and of the classes on the report
+path, ``builtins``, their ``sys.modules`` entries, the import hooks, every hook's implementations,
+the item and the test modules' functions, classes and modules are compared by identity with the
+baseline taken before any library code ran; a difference ends the child. The parent accepts only
+lines with the nonce, numbered 0, 1, 2... without gaps, one per test, and an end line that counts
+them, from a child that exited 0.
 """
 
 import os
@@ -27,116 +37,581 @@ import time
 TAMPERED = 86
 _REPORT_CAP = 8 << 20
 
-_CHILD = r"""
-import os, sys
-_fd, _nonce, _root, _deps = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-sys.path[:0] = [_deps, _root]
-_exit, _write = os._exit, os.write
-_SET = frozenset(("__code__", "__class__"))
-_TRIP = frozenset(("sys.addaudithook", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
-                   "sys._current_frames", "sys.monitoring.register_callback",
-                   "sys.monitoring.use_tool_id", "sys.settrace", "sys.setprofile"))
+_BOOT = (
+    "import os\n"
+    "def _r():\n"
+    "    chunks = []\n"
+    "    while True:\n"
+    "        chunk = os.read(0, 65536)\n"
+    "        if not chunk:\n"
+    "            break\n"
+    "        chunks.append(chunk)\n"
+    "    os.close(0)\n"
+    "    return b''.join(chunks)\n"
+    "exec(compile(_r(), '<vg-runner>', 'exec'), {'__name__': '__vg_runner__'})\n"
+)
+"""The child's command line: it reads the program from stdin and runs it; nothing secret stays bound."""
 
-def _audit(event, args, _exit=_exit, _set=_SET, _trip=_TRIP):
-    if event == "object.__setattr__" or event == "object.__delattr__":
-        if args[1] in _set:
-            _exit(86)
-        return
-    if event in _trip or event.startswith("ctypes."):
-        _exit(86)
-    if event == "import" and str(args[0]).partition(".")[0] in ("ctypes", "_ctypes"):
-        _exit(86)
-    if event == "open" and isinstance(args[0], str) and (
-        args[0].startswith("/proc") or args[0].startswith("/sys")
-    ):
-        _exit(86)
+_CHILD = r'''
+import operator, os, sys
 
-import pytest, _pytest.runner, _pytest.reports, _pytest.python, _pytest.main, pluggy
-sys.addaudithook(_audit)
+_PREIMPORT = (
+    "abc", "argparse", "array", "ast", "asyncio", "base64", "binascii", "bisect", "calendar",
+    "collections", "collections.abc", "contextlib", "copy", "copyreg", "csv", "dataclasses",
+    "datetime", "decimal", "difflib", "doctest", "enum", "fnmatch", "fractions", "functools", "gc",
+    "glob", "hashlib", "heapq", "inspect", "io", "itertools", "json", "keyword", "linecache",
+    "locale", "logging", "math", "numbers", "operator", "os.path", "pathlib", "pickle", "pprint",
+    "queue", "random", "re", "reprlib", "shlex", "shutil", "signal", "statistics", "string",
+    "struct", "tempfile", "textwrap", "threading", "time", "timeit", "token", "tokenize",
+    "traceback", "types", "typing", "unicodedata", "unittest", "unittest.mock", "uuid",
+    "warnings", "weakref", "concurrent.futures",
+)
+_DENY_MODULES = frozenset((
+    "ctypes", "_ctypes", "_testcapi", "_testinternalcapi", "_testbuffer", "_testmultiphase",
+    "_testimportmultiple", "_testsinglephase", "_xxsubinterpreters", "_xxinterpchannels",
+    "_interpreters", "_interpchannels", "_interpqueues", "_xxtestfuzz", "_lsprof", "_tracemalloc",
+    "_signal", "_imp", "gc", "sys", "builtins",
+))
+_TRIP_EVENTS = frozenset((
+    "sys.addaudithook", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "gc.freeze",
+    "code.__new__", "marshal.load", "sys._current_frames",
+    "sys._current_exceptions", "sys.monitoring.register_callback", "sys.monitoring.use_tool_id",
+    "cpython.PyInterpreterState_New",
+    "cpython._PySys_ClearAuditHooks", "os.fork", "os.forkpty",
+))
+_TRIP_SET = frozenset(("__code__", "__defaults__", "__kwdefaults__", "__class__", "__bases__"))
+_SAFE_DEV = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
+_REPORT_PATH = frozenset((
+    "_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.main", "_pytest.nodes",
+    "_pytest.fixtures", "_pytest.outcomes", "_pytest.skipping", "_pytest.unittest",
+    "_pytest.python_api", "_pytest.raises", "_pytest.assertion.rewrite", "_pytest.assertion.util",
+    "_pytest.config", "_pytest.warnings", "_pytest.logging", "_pytest.capture", "_pytest._code.code",
+    "pluggy._hooks", "pluggy._manager", "pluggy._callers", "pluggy._result", "pluggy._execution",
+))
+"""The modules whose classes' bindings are checked (every pytest and pluggy module's are)."""
 
-def _watch():
-    out = []
-    for module in (_pytest.runner, _pytest.reports, _pytest.python, _pytest.main, pytest):
-        out.append((module, dict(vars(module))))
-    for klass in (_pytest.reports.TestReport, _pytest.reports.BaseReport, pluggy.HookCaller,
-                  pluggy.PluginManager):
-        out.append((klass, dict(vars(klass))))
+
+def _code_ids(objects, out, _type=type, _isinstance=isinstance, _id=id, _getattr=getattr):
+    """Add to ``out`` the ids of every code object behind ``objects`` (functions, classes' methods,
+    properties, nested code); the code objects themselves are kept alive by ``out[None]``."""
+    keep = out.setdefault(None, [])
+    stack = list(objects)
+    seen = set()
+    while stack:
+        value = stack.pop()
+        if _id(value) in seen:
+            continue
+        seen.add(_id(value))
+        kind = _type(value)
+        if kind is _CODE:
+            out[_id(value)] = True
+            keep.append(value)
+            stack.extend(c for c in value.co_consts if _type(c) is _CODE)
+        elif kind is _FUNCTION:
+            stack.append(value.__code__)
+            stack.extend(f for f in _getattr(value, "__dict__", {}).values() if _type(f) is _FUNCTION)
+        elif kind in (staticmethod, classmethod):
+            stack.append(value.__func__)
+        elif kind is property:
+            stack.extend(f for f in (value.fget, value.fset, value.fdel) if f is not None)
+        elif _isinstance(value, type):
+            try:
+                stack.extend(vars(value).values())
+            except TypeError:
+                pass
+        else:
+            # a wrapper of a function (pytest's fixture definitions, functools' partial and
+            # cached_property, contextlib's managers): its functions, one level deep
+            inner = _getattr(value, "__dict__", None)
+            if _type(inner) is dict:
+                for f in inner.values():
+                    if _type(f) is _FUNCTION:
+                        stack.append(f)
+            f = _getattr(value, "func", None)
+            if _type(f) is _FUNCTION:
+                stack.append(f)
     return out
 
-class _Plugin:
-    def __init__(self):
-        self.seen = set()
-        self.failed = set()
 
-    def pytest_runtest_logreport(self, report):
-        _check(self)
-        nodeid = report.nodeid
-        outcome = object.__getattribute__(report, "outcome")
-        when = object.__getattribute__(report, "when")
+_CODE = type(_code_ids.__code__)
+_FUNCTION = type(_code_ids)
+
+
+def _bindings(owner, _vars=vars, _skip=("_", "__warningregistry__")):
+    """An owner's bindings (its ``vars``), without ``_`` (the interactive display hook that doctest
+    uses writes it into ``builtins``) and ``__warningregistry__`` (``warnings`` adds it to the
+    module a warning comes from)."""
+    now = _vars(owner)
+    if "_" in now or "__warningregistry__" in now:
+        now = {k: v for k, v in now.items() if k not in _skip}
+    return now
+
+
+def _watch(owners, _tuple=tuple, _map=map, _id=id, _bindings=_bindings):
+    """An immutable baseline of each owner's bindings: (owner, keys, values, their ids); the
+    objects are held, so their ids stay theirs."""
+    out = []
+    for owner in owners:
+        now = _bindings(owner)
+        keys, values = _tuple(now), _tuple(now.values())
+        out.append((owner, keys, values, _tuple(_map(_id, keys)), _tuple(_map(_id, values))))
+    return _tuple(out)
+
+
+def _same(table, _tuple=tuple, _map=map, _id=id, _bindings=_bindings, _type=type, _len=len,
+          _plain=(bool, int, str, type(None))):
+    """Whether every owner still binds the very keys and values (by identity) of ``table``; a new
+    key may only bind a plain value (pytest marks a class once it warned about it)."""
+    for owner, keys, values, key_ids, value_ids in table:
+        now = _bindings(owner)
+        if _tuple(_map(_id, now.values())) == value_ids and _tuple(_map(_id, now)) == key_ids:
+            continue
+        if _len(now) < _len(keys):
+            return False
+        for key, value in zip(keys, values):
+            if now.get(key, now) is not value:
+                return False
+        known = set(key_ids)
+        for key, value in now.items():
+            if _id(key) not in known and _type(value) not in _plain:
+                return False
+    return True
+
+
+def _fields(obj, _vars=vars, _tuple=tuple, _type=type, _getattr=getattr, _str=str):
+    """An object's bound values: those of its dict, or of its slots."""
+    try:
+        return _tuple(_vars(obj).values())
+    except TypeError:
+        names = []
+        for klass in _type(obj).__mro__:
+            slots = _getattr(klass, "__slots__", ())
+            names.extend((slots,) if _type(slots) is _str else slots)
+        return _tuple(_getattr(obj, n, _fields) for n in names)
+
+
+def _hooks(pm, _tuple=tuple, _getattr=getattr, _vars=vars, _map=map, _id=id,
+           _function=operator.attrgetter("function"), _sorted=sorted, _len=len):
+    """Every hook's implementations, as ids: ((name, caller, the callers' fields, its
+    implementations, their functions), ...)."""
+    out = []
+    for name, caller in _sorted(_vars(pm.hook).items()):
+        impls = _getattr(caller, "_hookimpls", None)
+        if impls is not None:
+            out.append((name, caller, _tuple(_map(_id, _fields(caller))),
+                        _tuple(_map(_id, impls)), _tuple(_map(_id, _map(_function, impls)))))
+    return _tuple(out), pm.hook, _len(_vars(pm.hook))
+
+
+def _same_hooks(table, pm, _vars=vars, _len=len, _tuple=tuple, _map=map, _id=id,
+                _function=operator.attrgetter("function")):
+    """Whether the hooks still have the very implementations (and functions) of ``table``."""
+    rows, relay, size = table
+    now = _vars(relay)
+    if pm.hook is not relay or _len(now) != size:
+        return False
+    for name, caller, fields, impls, functions in rows:
+        if now.get(name) is not caller or _tuple(_map(_id, _fields(caller))) != fields:
+            return False
+        current = caller._hookimpls
+        if _tuple(_map(_id, current)) != impls or _tuple(_map(_id, _map(_function, current))) != functions:
+            return False
+    return True
+
+
+def _protocol(item, nextitem, _run=None, _ga=object.__getattribute__, _report=None, _type=type,
+              _str=str, _tuple=tuple, _getattr=getattr):
+    """Our one hook implementation (``pytest_runtest_protocol``, tried first): run the item's
+    protocol and return its phases as ``((nodeid, when, outcome, message), ...)``. It holds no
+    secret: whoever calls it gets an honest run's outcome back, and only ``_main`` writes lines."""
+    ihook = item.ihook
+    ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    rows = ()
+    for report in _run(item, nextitem=nextitem):
+        if _type(report) is not _report:
+            rows = rows + (("", "", "", ""),)
+            continue
+        nodeid, when, outcome = _ga(report, "nodeid"), _ga(report, "when"), _ga(report, "outcome")
+        message = ""
         if outcome == "failed":
-            self.failed.add(nodeid)
-            crash = getattr(report.longrepr, "reprcrash", None)
-            message = str(getattr(crash, "message", "") or "")[:400]
-            _send(nodeid + "\t" + message.replace("\n", " "), "fail")
-        elif when == "call" and outcome == "passed" and nodeid not in self.failed:
-            _send(nodeid, "pass")
-        elif outcome == "skipped" and nodeid not in self.failed:
-            _send(nodeid, "skip")
+            crash = _getattr(_ga(report, "longrepr"), "reprcrash", None)
+            text = _getattr(crash, "message", "")
+            message = text if _type(text) is _str else ""
+        rows = rows + ((nodeid, when, outcome, message),)
+    ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return rows
 
-    def pytest_sessionfinish(self, session):
-        _check(self)
-        _send("", "end")
 
-def _send(nodeid, outcome, _write=_write, _fd=_fd, _nonce=_nonce):
-    _write(_fd, (_nonce + " " + outcome + " " + nodeid + "\n").encode("utf-8", "replace"))
+def _main():
+    write, exit_ = os.write, os._exit
+    root, deps, files = sys.argv[1], sys.argv[2], tuple(sys.argv[3:])
+    sys.path[:0] = [deps, root]
+    for name in _PREIMPORT:
+        try:
+            __import__(name)
+        except Exception:
+            pass
+    import logging
+    logging._srcfile = None  # records need no caller frame (it would be refused to library code)
+    import pkgutil
+    import pluggy
+    import _pytest
+    import pytest
+    for info in list(pkgutil.walk_packages(_pytest.__path__, "_pytest.")) + list(
+        pkgutil.iter_modules(pluggy.__path__, "pluggy.")
+    ):
+        if info.name.split(".")[-1] not in ("pytester", "pytester_assertions", "debugging"):
+            try:
+                __import__(info.name)
+            except Exception:
+                pass
+    import _imp, _signal, _thread, builtins, signal
+    import _pytest.config, _pytest.main, _pytest.reports, _pytest.runner, _pytest.python
+    runner, reports = _pytest.runner, _pytest.reports
+    watched_modules = tuple(
+        m for n, m in sorted(sys.modules.items())
+        if m is not None and (n.partition(".")[0] in ("_pytest", "pluggy", "pytest"))
+    ) + (builtins, _signal, signal, _imp)
+    watched_classes = {}  # the classes a test's outcome passes through (checked after each test)
+    for module in watched_modules[:-4]:
+        for value in vars(module).values():
+            if isinstance(value, type) and getattr(value, "__module__", "") in _REPORT_PATH:
+                watched_classes[id(value)] = value
+    values = []
+    for module in list(sys.modules.values()):
+        try:
+            values.extend(vars(module).values())
+        except TypeError:
+            pass
+    trusted = _code_ids(values, {})
+    del values
+    _code_ids([_code_ids, _bindings, _watch, _same, _fields, _hooks, _same_hooks, _protocol,
+               _main], trusted)
+    frame = sys._getframe()
+    while frame is not None:  # the command line's code and this program's, below _main
+        _code_ids([frame.f_code], trusted)
+        frame = frame.f_back
+    del frame
+    prefix = root.rstrip("/") + "/"
+    folders = frozenset(f.rpartition("/")[0] for f in files)  # the tests' helper modules live there
+    state = [False, frozenset(k for k in trusted if k is not None), tuple(trusted[None])]
+    ns = globals()
+    real_signal, real_create = _signal.signal, _imp.create_builtin
+    defaults = (_signal.SIG_DFL, _signal.SIG_IGN, _signal.default_int_handler)
 
-_PLUGIN = _Plugin()
-_WATCHED = _watch()
-_OWN = {k: v for k, v in vars(_Plugin).items()}
-_OWN_GLOBALS = {"_send": _send}
+    def _signal_guard(signalnum, handler, _real=real_signal, _ok=defaults, _exit=exit_):
+        if not any(handler is h for h in _ok) and type(handler) is not int:
+            _exit(86)  # a Python handler would be handed a frame without any audit event
+        return _real(signalnum, handler)
 
-def _check(plugin, _watched=_WATCHED, _own=_OWN, _exit=_exit):
-    for owner, table in _watched:
-        now = vars(owner)
-        for key, value in table.items():
-            if now.get(key) is not value:
+    def _create_guard(spec, _real=real_create, _exit=exit_, _modules=sys.modules):
+        if getattr(spec, "name", None) in _modules:
+            _exit(86)  # a second copy of a loaded builtin module (an unguarded _signal)
+        return _real(spec)
+
+    _signal.signal = _signal_guard
+    _imp.create_builtin = _create_guard
+    _code_ids([_signal_guard, _create_guard], trusted)
+
+    def _test_path(path, _prefix=prefix, _folders=folders, _type=type, _str=str):
+        """Whether ``path`` is a test module of the checkout (a test file's folder, conftest.py)."""
+        if _type(path) is not _str or not path.startswith(_prefix) or "/../" in path:
+            return False
+        inner = path[len(_prefix):]
+        return inner.rpartition("/")[0] in _folders or inner.endswith("conftest.py")
+
+    def _trusted_stack(_state=state, _getframe=sys._getframe, _id=id, _test=_test_path):
+        """Whether every frame below the audited operation runs trusted code: the baseline's (the
+        standard library, pytest, pluggy, this runner) or the checkout's tests'."""
+        _state[0] = True
+        try:
+            frame = _getframe(2)  # 0: here, 1: the hook, 2: the frame doing the audited operation
+            while frame is not None:
+                code = frame.f_code
+                if _id(code) not in _state[1] and not _test(code.co_filename):
+                    return False
+                frame = frame.f_back
+            return True
+        finally:
+            _state[0] = False
+
+    import _frozen_importlib_external as external
+
+    def _cached_bytecode(_state=state, _getframe=sys._getframe, _type=type, _str=str,
+                         _compile=external._compile_bytecode.__code__,
+                         _loader=external.SourceFileLoader,
+                         _prefixes=(os.path.dirname(os.__file__) + "/", deps.rstrip("/") + "/")):
+        """Whether ``marshal.loads`` runs for the import system on a cached module of the standard
+        library or of pytest's tree (read-only there; a library could write its own bytecode)."""
+        _state[0] = True
+        try:
+            frame = _getframe(2)  # the frame that called marshal.loads
+            if frame.f_code is not _compile:
+                return False
+            caller = frame.f_back.f_locals
+            path = caller.get("bytecode_path")
+            return (
+                _type(caller.get("self")) is _loader and _type(path) is _str
+                and "/../" not in path and path.startswith(_prefixes)
+            )
+        finally:
+            _state[0] = False
+
+    for value in vars(external).values():
+        if isinstance(value, type):
+            watched_classes[id(value)] = value
+
+    def _audit(event, args, _state=state, _exit=exit_, _ns=ns, _me=_main, _trip=_TRIP_EVENTS,
+               _set=_TRIP_SET, _deny=_DENY_MODULES, _safe=_SAFE_DEV,
+               _ok=_trusted_stack, _test=_test_path, _id=id, _type=type, _str=str, _bytes=bytes,
+               _fsdecode=os.fsdecode, _normpath=os.path.normpath, _getcwd=os.getcwd,
+               _code=_CODE, _bytecode=_cached_bytecode,
+               _trusted_only=frozenset(("sys.settrace", "sys.setprofile", "os.symlink", "os.link"))):
+        if _state[0]:
+            return  # an event raised by the stack walk itself
+        if event == "object.__getattr__":
+            name, target = args[1], args[0]
+            if name == "f_code":
+                if target.f_globals is _ns and not _ok():
+                    _exit(86)  # the runner's own frame, from library code
+            elif target is _me:
+                _exit(86)  # the code or defaults of _main (the nonce is a constant there)
+            return
+        if event == "compile":
+            if _test(args[1]) and not _ok():
+                _exit(86)  # code that would pass for a test's (its frames are trusted)
+            return
+        if event == "object.__setattr__" or event == "object.__delattr__":
+            if args[1] in _set:
                 _exit(86)
-    if {k: v for k, v in vars(_Plugin).items()} != _own or type(plugin) is not _Plugin:
-        _exit(86)
-    if globals().get("_send") is not _OWN_GLOBALS["_send"]:
-        _exit(86)
+            return
+        if event in _trip or event.startswith("ctypes."):
+            _exit(86)
+        if event in _trusted_only:
+            if not _ok():
+                _exit(86)  # doctest restores the trace function it saved, pytest's tmp_path links
+            return
+        if event == "marshal.loads":
+            if not _bytecode():
+                _exit(86)  # code objects from bytes: only the standard library's and pytest's caches
+            return
+        if event == "exec" or event == "function.__new__":
+            if _type(args[0]) is _code and _id(args[0]) in _state[1]:
+                _exit(86)  # trusted code run again, under globals of someone else's choosing
+            return
+        if event == "import":
+            name = args[0]
+            if _type(name) is not _str or name.partition(".")[0] in _deny:
+                _exit(86)
+            return
+        if event == "open" or event == "os.listdir" or event == "os.scandir" or event == "os.chdir":
+            path = args[0]
+            if _type(path) is _bytes:
+                path = _fsdecode(path)
+            if _type(path) is _str:
+                path = _normpath(path if path.startswith("/") else _getcwd() + "/" + path)
+                if (
+                    path == "/proc" or path.startswith("/proc/") or path == "/sys"
+                    or path.startswith("/sys/") or (path.startswith("/dev/") and path not in _safe)
+                ):
+                    _exit(86)
+            elif path is not None and _type(path) is not int:
+                _exit(86)
 
-code = pytest.main(
-    ["-q", "-p", "no:cacheprovider", "-p", "no:stepwise", "-p", "no:pastebin", "-p", "no:faulthandler",
-     "--rootdir", _root, "-c", _root + "/.vg_pytest.ini", "-o", "python_files=test_*.py *_test.py",
-     *sys.argv[5:]],
-    plugins=[_PLUGIN],
-)
-_check(_PLUGIN)
-_exit(0)
-"""
+    _code_ids([_test_path, _trusted_stack, _cached_bytecode, _audit], trusted)
+    state[1] = frozenset(k for k in trusted if k is not None)
+    state[2] = tuple(trusted[None])
+    owners = watched_modules + tuple(watched_classes.values())
+    early = _watch(owners)
+    _str, _type, _len, _tuple, _frozenset = str, type, len, tuple, frozenset
+    _isinstance, _vars, _getattr, _sorted, _id = isinstance, vars, getattr, sorted, id
+    _module_type = type(sys)
+    _same_, _hooks_, _same_hooks_, _watch_ = _same, _hooks, _same_hooks, _watch
+    report_type = reports.TestReport
+
+    def _proto(item, nextitem, _run=runner.runtestprotocol, _report=report_type, _p=_protocol):
+        return _p(item, nextitem, _run=_run, _report=_report)
+
+    sys.addaudithook(_audit)  # the first call only: a second _main ends here (the hook trips)
+    # Nothing the hook relies on stays bound here: library code may read this frame's locals.
+    del _audit, _trusted_stack, _cached_bytecode, _test_path, state, trusted, watched_classes
+
+    plugin = type(sys)("_vg_protocol")
+    plugin.pytest_runtest_protocol = pytest.hookimpl(tryfirst=True)(_proto)
+    args = [
+        "-p", "no:cacheprovider", "-p", "no:stepwise", "-p", "no:pastebin",
+        "-p", "no:faulthandler", "-p", "no:terminal", "-p", "no:junitxml",
+        "--rootdir", root, "-c", root + "/.vg_pytest.ini", "-o", "python_files=test_*.py *_test.py",
+        *files,
+    ]
+    try:
+        config = _pytest.config._prepareconfig(args, [plugin])
+        pm = config.pluginmanager
+        session = _pytest.main.Session.from_config(config)
+        config._do_configure()
+        config.hook.pytest_sessionstart(session=session)
+        # pytest's configuration changes its own classes; the baseline is taken after it unless
+        # a module of the library was imported meanwhile (by a conftest), then the early one holds.
+        library = [
+            m for m in _tuple(sys.modules.values())
+            if _str(_getattr(m, "__file__", "") or "").startswith(prefix)
+            and _str(_getattr(m, "__file__", "") or "")[len(prefix):].rpartition("/")[0]
+            not in folders
+            and not _str(_getattr(m, "__file__", "") or "").endswith("conftest.py")
+        ]
+        if library and not _same_(early):
+            exit_(86)
+        base = early if library else _watch_(owners)
+        del library, early
+        entries = _tuple((n, m) for n, m in sys.modules.items() if m in watched_modules)
+        imports = (sys.meta_path, _tuple(sys.meta_path), sys.path_hooks, _tuple(sys.path_hooks))
+        plugins = _frozenset(_id(p) for p in pm.get_plugins())
+
+        finders = _tuple({_id(_type(f)): _type(f) for f in sys.path_importer_cache.values()
+                          if f is not None}.values())
+
+        def intact(base=base, entries=entries, imports=imports, _modules=sys.modules,
+                   _same=_same_, _tuple=_tuple, _sys=sys, finders=finders, _type=_type):
+            if not _same(base) or _sys.modules is not _modules:
+                return False
+            for name, module in entries:
+                if _modules.get(name) is not module:
+                    return False
+            meta, metas, hooks, hookss = imports
+            for finder in _sys.path_importer_cache.values():
+                if finder is not None and not any(_type(finder) is t for t in finders):
+                    return False  # a finder of the library's for a folder of the checkout
+            # A finder appended after pytest's and the path finder only sees what they do not
+            # claim (tlz adds one for its virtual package); one in front could rewrite tests.
+            return (
+                _sys.meta_path is meta and _tuple(meta[: len(metas)]) == metas
+                and _sys.path_hooks is hooks and _tuple(hooks[: len(hookss)]) == hookss
+            )
+
+        config.hook.pytest_collection(session=session)
+        if not intact():
+            exit_(86)
+        prefix = root.rstrip("/") + "/"
+        for p in pm.get_plugins():  # new since collection began: only the checkout's conftests
+            if _id(p) not in plugins and not (
+                _type(p) is _module_type
+                and _str(_getattr(p, "__file__", "")).startswith(prefix)
+                and _str(_getattr(p, "__file__", "")).endswith("/conftest.py")
+            ):
+                exit_(86)
+        hooks = _hooks_(pm)
+        items = _tuple(session.items)
+        tests = []
+        folders = _frozenset(f.rpartition("/")[0] for f in files)  # the tests' helper modules
+        for name, module in _sorted(sys.modules.items()):
+            path = _str(_getattr(module, "__file__", "") or "")
+            if path.startswith(prefix) and (
+                path[len(prefix):] in files or path.endswith("/conftest.py")
+                or path[len(prefix):].rpartition("/")[0] in folders
+            ):
+                tests.append(module)
+        code_type, function_type = _CODE, _FUNCTION
+        test_table = []
+        for m in tests:  # their functions, classes and modules (a test may rebind its data)
+            keys = _tuple(k for k, v in _vars(m).items()
+                          if _type(v) in (function_type, _module_type) or _isinstance(v, type))
+            values = _tuple(_vars(m)[k] for k in keys)
+            test_table.append((m, keys, values, _tuple(map(_id, values))))
+        test_table = _tuple(test_table)
+        item_table = _watch_(items)
+        for item in items:
+            if _str(_type(item).__module__).partition(".")[0] != "_pytest":
+                exit_(86)
+
+        def everything(hooks=hooks, pm=pm, test_table=test_table, intact=intact,
+                       _same_hooks=_same_hooks_, _count=_thread._count, _threads=_thread._count(),
+                       _getsignal=_signal.getsignal, _signals=_tuple(_signal.valid_signals()),
+                       _ok=defaults, _vars=_vars, _gettrace=sys.gettrace,
+                       _getprofile=sys.getprofile, _map=map, _id=_id, _tuple=_tuple):
+            if not intact() or not _same_hooks(hooks, pm):
+                return False
+            if _gettrace() is not None or _getprofile() is not None:
+                return False
+            for module, keys, _values, ids in test_table:
+                if _tuple(_map(_id, _map(_vars(module).get, keys))) != ids:
+                    return False
+            for number in _signals:
+                handler = _getsignal(number)
+                if handler is not None and _type(handler) is not int and not any(
+                    handler is h for h in _ok
+                ):
+                    return False
+            return True
+
+        count = _len(items)
+        if not everything():
+            exit_(86)
+        for index in range(count):
+            item = items[index]
+            if not _same_((item_table[index],)):
+                exit_(86)
+            rows = item.ihook.pytest_runtest_protocol(
+                item=item, nextitem=items[index + 1] if index + 1 < count else None
+            )
+            if not everything() or _type(rows) is not _tuple:
+                exit_(86)
+            nodeid = item.nodeid
+            outcome, message, called = "", "", False
+            for row in rows:
+                if _type(row) is not _tuple or _len(row) != 4 or row[0] != nodeid:
+                    exit_(86)
+                if row[2] == "failed" and outcome != "fail":
+                    outcome, message = "fail", row[3]
+                elif row[2] == "skipped" and outcome == "":
+                    outcome = "skip"
+                elif row[1] == "call" and row[2] == "passed":
+                    called = True
+            if outcome == "":
+                outcome = "pass" if called else "fail"
+            if _type(nodeid) is not _str or _type(message) is not _str or "\n" in nodeid:
+                exit_(86)
+            line = _str(index) + " " + outcome + " " + nodeid + "\t" + message.replace("\n", " ")[:400]
+            write(@@FD@@, b"@@NONCE@@ " + (line + "\n").encode("utf-8", "replace"))
+        if not everything():
+            exit_(86)
+        write(@@FD@@, b"@@NONCE@@ " + (_str(count) + " end " + _str(count) + "\n").encode())
+    except BaseException:
+        exit_(86)
+    exit_(0)
+
+
+_main()
+'''
 
 
 def run_pytest(root, deps, files, timeout_s=60.0):
-    """Run pytest on ``files`` (paths relative to ``root``) in a child; {"results", "tampered"}.
+    """Run pytest on ``files`` (paths relative to ``root``) in a child; {"results", "messages",
+    "tampered"}.
 
-    ``results`` maps pytest node ids to ``"pass"``, ``"fail"`` or ``"skip"``; ``tampered`` is True
-    when the child ended otherwise than by our plugin's end line and exit status 0.
+    ``results`` maps pytest node ids to ``"pass"``, ``"fail"`` or ``"skip"``, ``messages`` a failing
+    test to the first line of its failure; ``tampered`` is True unless the child ended with exit
+    status 0 after an end line, every line carrying the nonce and numbered in order, each test once.
     """
     with open(os.path.join(root, ".vg_pytest.ini"), "w") as f:
         f.write("[pytest]\n")
     read_fd, write_fd = os.pipe()
     nonce = secrets.token_hex(16)
+    program = _CHILD.replace("@@NONCE@@", nonce).replace("@@FD@@", str(write_fd)).encode()
     child = subprocess.Popen(
-        [sys.executable, "-I", "-S", "-c", _CHILD, str(write_fd), nonce, root, deps, *files],
+        [sys.executable, "-I", "-S", "-B", "-c", _BOOT, root, deps, *files],
         pass_fds=(write_fd,),
         cwd=root,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={"PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"},
     )
     os.close(write_fd)
+    try:
+        child.stdin.write(program)
+        child.stdin.close()
+    except OSError:
+        pass
     chunks, size, deadline = [], 0, time.monotonic() + timeout_s
     while True:
         left = deadline - time.monotonic()
@@ -160,21 +635,27 @@ def run_pytest(root, deps, files, timeout_s=60.0):
     except subprocess.TimeoutExpired:
         child.kill()
         status = -9
-    results, messages, ended, tampered = {}, {}, False, status != 0
-    for line in b"".join(chunks).decode("utf-8", "replace").splitlines():
-        head, _, rest = line.partition(" ")
-        outcome, _, nodeid = rest.partition(" ")
-        if head != nonce or ended:
+    return _parse(b"".join(chunks), nonce, status)
+
+
+def _parse(data, nonce, status):
+    """The results of a child's report (see :func:`run_pytest`)."""
+    results, messages, ended, tampered, count = {}, {}, False, status != 0, 0
+    for line in data.decode("utf-8", "replace").split("\n")[:-1]:
+        parts = line.split(" ", 3)
+        if len(parts) != 4 or parts[0] != nonce or ended or parts[1] != str(count):
             tampered = True
             continue
+        outcome, rest = parts[2], parts[3]
         if outcome == "end":
-            ended = True
-        elif outcome == "fail":
-            nodeid, _, message = nodeid.partition("\t")
-            results[nodeid] = "fail"
-            messages.setdefault(nodeid, message)
-        elif outcome in ("pass", "skip") and nodeid not in results:
-            results[nodeid] = outcome
-        elif outcome in ("pass", "skip"):
-            tampered = tampered or results[nodeid] != "fail"
+            ended = rest == str(count)
+            continue
+        count += 1
+        nodeid, _, message = rest.partition("\t")
+        if outcome not in ("pass", "fail", "skip") or nodeid in results:
+            tampered = True
+            continue
+        results[nodeid] = outcome
+        if outcome == "fail":
+            messages[nodeid] = message
     return {"results": results, "messages": messages, "tampered": tampered or not ended}

@@ -1,0 +1,239 @@
+"""RepoFix-Real's pytest runner against library code that attacks the report (issue 40).
+
+Each case is a tiny library whose one test (``test_bad``) fails on the bug; the library's code, at
+import time or when the test calls it, tries to make that test read as passed by forging the report:
+finding the nonce or the writer (argv, module globals, pytest's plugin manager, code constants,
+frames, a signal handler, the garbage collector), registering a hook, patching pytest's reporting,
+ending the process early or writing to the report pipe. Every case must leave ``test_bad`` not
+passing or the run marked tampered (the verdict scores both 0). The runner runs here as it does in
+the sandbox (a ``python -I -S`` child of the calling process), without bubblewrap: the code is ours.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+from verigym.envs.tool.repofix import real
+
+RUNNER = Path(os.environ.get("VG_PYTEST_RUNNER", real.__file__)).with_name("_pytest_runner.py")
+"""The runner under test (``VG_PYTEST_RUNNER`` points at another copy, e.g. an older one)."""
+BAD, OK = "tests/test_x.py::test_bad", "tests/test_x.py::test_ok"
+TEST = (
+    "from lib import f\n\n\ndef test_ok():\n    assert f(0) == 0\n\n\n"
+    "def test_bad():\n    assert f(1) == 2\n"
+)
+BUGGY = "def f(x):\n    {call}\n    return x\n"
+"""``f`` is wrong (the identity, where doubling is expected); ``{call}`` is the attack at call time."""
+
+FORGE = '''
+import os, re, stat, sys
+
+def _fds():
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                yield fd
+        except OSError:
+            pass
+
+def _forge(nonce):
+    """Write a report in which both tests passed, in the runner's format, and leave."""
+    if sys.argv[1:2] and sys.argv[1].isdigit():  # the runner before issue 40's fix
+        report = (
+            f"{nonce} pass tests/test_x.py::test_ok\\n{nonce} pass tests/test_x.py::test_bad\\n"
+            f"{nonce} end \\n"
+        )
+    else:
+        report = (
+            f"{nonce} 0 pass tests/test_x.py::test_ok\\t\\n"
+            f"{nonce} 1 pass tests/test_x.py::test_bad\\t\\n{nonce} 2 end 2\\n"
+        )
+    for fd in _fds():
+        try:
+            os.write(fd, report.encode())
+        except OSError:
+            pass
+    os._exit(0)
+
+_HEX = re.compile(r"^[0-9a-f]{32}$")
+
+def _scan(value, depth=0, seen=None):
+    """A 32-hex-digit string (the nonce) anywhere below ``value``, or None."""
+    seen = set() if seen is None else seen
+    if id(value) in seen or depth > 4 or len(seen) > 20000:
+        return None
+    seen.add(id(value))
+    if isinstance(value, (str, bytes)):
+        text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+        for word in re.split(r"[^0-9a-f]+", text):
+            if _HEX.match(word):
+                return word
+        return None
+    children = []
+    if isinstance(value, dict):
+        children = list(value.values())
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        children = list(value)
+    elif callable(value) or hasattr(value, "__dict__"):
+        for name in ("__globals__", "__closure__", "__defaults__", "__kwdefaults__", "__self__",
+                     "__func__", "__dict__", "cell_contents", "__code__", "co_consts",
+                     "f_locals", "f_globals", "f_code", "f_back"):
+            try:
+                children.append(getattr(value, name))
+            except Exception:
+                pass
+    for child in children:
+        found = _scan(child, depth + 1, seen)
+        if found:
+            return found
+    return None
+'''
+
+ATTACKS = {
+    "the nonce in argv": FORGE
+    + "found = _scan(list(sys.argv) + list(getattr(sys, 'orig_argv', [])))\n"
+    "if found:\n    _forge(found)\n",
+    "the nonce in a module's globals": FORGE + "for _m in list(sys.modules.values()):\n"
+    "    found = _scan(getattr(_m, '__dict__', {}))\n"
+    "    if found:\n        _forge(found)\n",
+    "the nonce behind pytest's plugin manager": FORGE
+    + "cfg = next(f.config for f in sys.meta_path if getattr(f, 'config', None) is not None)\n"
+    "for plugin in cfg.pluginmanager.get_plugins():\n"
+    "    if str(getattr(plugin, '__name__', '')).startswith(('_pytest', 'pytest', 'pluggy')):\n"
+    "        continue\n"
+    "    names = list(getattr(plugin, '__dict__', {})) + list(vars(type(plugin)))\n"
+    "    for name in names:\n"
+    "        attr = getattr(plugin, name, None)\n"
+    "        func = getattr(attr, '__func__', attr)\n"
+    "        if not callable(func):\n            continue\n"
+    "        places = [getattr(func, '__defaults__', None), getattr(func, '__closure__', None)]\n"
+    "        for value in (getattr(func, '__globals__', None) or {}).values():\n"
+    "            places.append(value)\n"
+    "            places.append(getattr(value, '__defaults__', None))\n"
+    "            code = getattr(value, '__code__', None)\n"
+    "            places.append(getattr(code, 'co_consts', None))\n"
+    "        found = _scan(places, 2)\n"
+    "        if found:\n            _forge(found)\n",
+    "the nonce from frames": FORGE + "def _walk(frame):\n"
+    "    while frame is not None:\n"
+    "        found = _scan(frame.f_globals, 2) or _scan(frame.f_locals, 2) "
+    "or _scan(frame.f_code.co_consts, 2)\n"
+    "        if found:\n            _forge(found)\n"
+    "        frame = frame.f_back\n"
+    "try:\n    _walk(sys._getframe())\nexcept (ValueError, RuntimeError):\n    pass\n"
+    "try:\n    raise KeyError\nexcept KeyError as e:\n"
+    "    try:\n        _walk(e.__traceback__.tb_frame)\n    except RuntimeError:\n        pass\n",
+    "the nonce from a signal handler's frame": FORGE + "import signal\n"
+    "def _handler(signum, frame):\n"
+    "    while frame is not None:\n"
+    "        found = _scan(frame.f_globals, 2) or _scan(frame.f_locals, 2) "
+    "or _scan(frame.f_code.co_consts, 2)\n"
+    "        if found:\n            _forge(found)\n"
+    "        frame = frame.f_back\n"
+    "signal.signal(signal.SIGUSR1, _handler)\n"
+    "signal.raise_signal(signal.SIGUSR1)\n",
+    "the nonce from the garbage collector": FORGE + "import gc\nfor _o in gc.get_objects():\n"
+    "    found = _scan(_o, 3)\n    if found:\n        _forge(found)\n",
+    "a hook wrapper that passes every report": "import sys, pytest\n"
+    "cfg = next(f.config for f in sys.meta_path if getattr(f, 'config', None) is not None)\n"
+    "class _P:\n"
+    "    @pytest.hookimpl(wrapper=True)\n"
+    "    def pytest_runtest_makereport(self, item, call):\n"
+    "        report = yield\n"
+    "        report.outcome, report.longrepr = 'passed', None\n"
+    "        return report\n"
+    "cfg.pluginmanager.register(_P())\n",
+    "TestReport patched": "import _pytest.reports\n"
+    "_init = _pytest.reports.TestReport.__init__\n"
+    "def _passed(self, *a, **k):\n    _init(self, *a, **k)\n"
+    "    self.outcome, self.longrepr = 'passed', None\n"
+    "_pytest.reports.TestReport.__init__ = _passed\n",
+    "runtestprotocol patched": "import _pytest.runner\n"
+    "_run = _pytest.runner.runtestprotocol\n"
+    "def _passed(item, log=True, nextitem=None):\n"
+    "    reports = _run(item, log=log, nextitem=nextitem)\n"
+    "    for r in reports:\n        r.outcome, r.longrepr = 'passed', None\n"
+    "    return reports\n"
+    "_pytest.runner.runtestprotocol = _passed\n",
+    "os._exit(0) when called": {"call": "import os; os._exit(0)"},
+    "a report written to every pipe": FORGE + "_forge('0' * 32)\n",
+}
+DEFAULT = (
+    "the nonce in argv",
+    "the nonce from frames",
+    "a hook wrapper that passes every report",
+)
+"""The cases in the default run (one child each, about 2 s); the others are slow."""
+
+
+def _load_runner():
+    spec = importlib.util.spec_from_file_location("_vg_pytest_runner", RUNNER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def deps(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("vgdeps")
+    for path, text in real.pytest_files().items():
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    return str(root)
+
+
+def _run(tmp_path: Path, deps: str, library: str) -> dict:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(TEST)
+    (tmp_path / "lib.py").write_text(library)
+    return _load_runner().run_pytest(str(tmp_path), deps, ["tests/test_x.py"], 60.0)
+
+
+def test_an_honest_run_reports_each_test_with_its_failure(tmp_path, deps):
+    out = _run(tmp_path, deps, BUGGY.format(call="pass"))
+    assert out == {
+        "results": {OK: "pass", BAD: "fail"},
+        "messages": {BAD: "assert 1 == 2  +  where 1 = f(1)"},
+        "tampered": False,
+    }
+
+
+@pytest.mark.parametrize(
+    "name", [n if n in DEFAULT else pytest.param(n, marks=pytest.mark.slow) for n in ATTACKS]
+)
+def test_library_code_cannot_forge_a_pass(tmp_path, deps, name):
+    attack = ATTACKS[name]
+    if isinstance(attack, dict):
+        library = BUGGY.format(call=attack["call"])
+    else:  # at import time, then once more when the test calls the library
+        body = attack.replace("\n", "\n    ")
+        library = attack + "\n\ndef f(x):\n    " + body + "\n    return x\n"
+    out = _run(tmp_path, deps, library)
+    assert out["tampered"] or out["results"].get(BAD) != "pass", (name, out)
+
+
+def test_the_report_protocol_refuses_gaps_repeats_and_a_missing_end():
+    runner = _load_runner()
+    nonce = "ab" * 16
+
+    def parse(*lines, status=0):
+        return runner._parse("".join(f"{nonce} {line}\n" for line in lines).encode(), nonce, status)
+
+    good = parse(f"0 pass {OK}\t", f"1 fail {BAD}\tboom", "2 end 2")
+    assert good == {
+        "results": {OK: "pass", BAD: "fail"},
+        "messages": {BAD: "boom"},
+        "tampered": False,
+    }
+    assert parse(f"0 pass {OK}\t", f"2 pass {BAD}\t", "2 end 2")["tampered"]  # a gap
+    assert parse(f"0 fail {BAD}\t", f"1 pass {BAD}\t", "2 end 2")["tampered"]  # a repeat
+    assert parse(f"0 pass {OK}\t")["tampered"]  # no end line
+    assert parse(f"0 pass {OK}\t", "1 end 1", status=1)["tampered"]  # a failed exit
+    assert parse(f"0 pass {OK}\t", "1 end 2")["tampered"]  # a wrong count
+    forged = runner._parse(f"{'0' * 32} 0 pass {BAD}\t\n".encode(), nonce, 0)
+    assert forged["tampered"]
