@@ -40,11 +40,15 @@ python scripts/llm_demos.py "$work/demos-stage2.jsonl" \
 
 # 2. SFT with LoRA (r 16 on every attention and MLP projection), one epoch a stage; stage 2
 #    continues stage 1's adapter
+#    bfloat16 autocast only where the CPU computes it natively (AVX512-BF16 or AMX, 1.2x there);
+#    elsewhere (an AMD EPYC without them) it is emulated: 10-30x slower a step than float32
+bf16=false
+grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2>/dev/null && bf16=true
 SECONDS=0
 sft() {  # sft DATA OUT [--adapter DIR]
   verigym train sft --model smollm2 --data "$1" --out "$2" "${@:3}" \
     --epochs 1 --batch-size 4 --learning-rate 1e-3 --warmup-steps 3 --lora-r 16 --log-every 5 \
-    --device cpu --torch-threads 1 --bf16 true
+    --device cpu --torch-threads 1 --bf16 "$bf16"
 }
 sft "$work/demos-stage1.jsonl" "$work/sft-stage1" | tee "$work/sft.log"
 sft "$work/demos-stage2.jsonl" "$work/sft" --adapter "$work/sft-stage1" | tee -a "$work/sft.log"
