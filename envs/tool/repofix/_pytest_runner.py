@@ -79,7 +79,10 @@ _TRIP_EVENTS = frozenset((
     "cpython.PyInterpreterState_New",
     "cpython._PySys_ClearAuditHooks", "os.fork", "os.forkpty",
 ))
-_TRIP_SET = frozenset(("__code__", "__defaults__", "__kwdefaults__", "__class__", "__bases__"))
+_TRIP_SET = frozenset(("__code__", "__class__", "__bases__"))
+_GUARDED_SET = frozenset(("__defaults__", "__kwdefaults__"))
+"""Written on a function of pytest's, pluggy's, the standard library's or ours, they end the child
+(a library's own functions may have theirs set: boltons' ``copy_function`` does)."""
 _SAFE_DEV = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
 _REPORT_PATH = frozenset((
     "_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.main", "_pytest.nodes",
@@ -292,6 +295,8 @@ def _main():
         _code_ids([frame.f_code], trusted)
         frame = frame.f_back
     del frame
+    spaces = frozenset(id(vars(m)) for m in list(sys.modules.values()) if hasattr(m, "__dict__"))
+    spaces = spaces | {id(globals())}  # the namespaces whose functions' defaults are guarded
     prefix = root.rstrip("/") + "/"
     folders = frozenset(f.rpartition("/")[0] for f in files)  # the tests' helper modules live there
     state = [False, frozenset(k for k in trusted if k is not None), tuple(trusted[None])]
@@ -363,7 +368,8 @@ def _main():
 
     def _audit(event, args, _state=state, _exit=exit_, _ns=ns, _me=_main, _trip=_TRIP_EVENTS,
                _set=_TRIP_SET, _deny=_DENY_MODULES, _safe=_SAFE_DEV,
-               _ok=_trusted_stack, _test=_test_path, _id=id, _type=type, _str=str, _bytes=bytes,
+               _ok=_trusted_stack, _test=_test_path, _id=id, _guarded=_GUARDED_SET,
+               _spaces=spaces, _getattr=getattr, _type=type, _str=str, _bytes=bytes,
                _fsdecode=os.fsdecode, _normpath=os.path.normpath, _getcwd=os.getcwd,
                _code=_CODE, _bytecode=_cached_bytecode,
                _trusted_only=frozenset(("sys.settrace", "sys.setprofile", "os.symlink", "os.link"))):
@@ -383,6 +389,8 @@ def _main():
             return
         if event == "object.__setattr__" or event == "object.__delattr__":
             if args[1] in _set:
+                _exit(86)
+            if args[1] in _guarded and _id(_getattr(args[0], "__globals__", None)) in _spaces:
                 _exit(86)
             return
         if event in _trip or event.startswith("ctypes."):
