@@ -3,7 +3,7 @@
 # leaderboards/checkpoints/smollm2-sft-grpo/ (leaderboards/checkpoints/smollm2-sft/ without GRPO):
 # adapter_config.json, adapter_model.safetensors in bfloat16, and the training logs.
 #   1. demonstrations: the oracle's successful episodes on training seeds of the starter suite's
-#      LLM tasks, through the text view (verigym export --format sft --play oracle);
+#      LLM tasks, through the text view (scripts/llm_demos.py, the player of verigym export --play);
 #   2. SFT with LoRA (verigym train sft), assistant tokens only;
 #   3. GRPO with LoRA from the SFT adapter (verigym train grpo --adapter) on the same tasks;
 #      VERIGYM_GRPO_STEPS=0 skips it (then the SFT adapter is shipped).
@@ -28,7 +28,8 @@ else
 #    starter LLM task, minus those whose task is an evaluation task of a shipped suite (by task
 #    content, not by seed: the same check as verigym export) and repeated games; in two curriculum
 #    stages: stage 1 the easier levels (RG level 0 and 1, Calculator and SQL at difficulty 1) and the
-#    one-step tasks, stage 2 every task at the level the suite evaluates
+#    one-step tasks, stage 2 every task at the level the suite evaluates (52 episodes: sized for
+#    a shared 2-core CPU; more seeds there are the first thing to try on a quiet machine)
 python scripts/llm_demos.py "$work/demos-stage1.jsonl" \
   "verigym/RG-BasicArithmetic-v0?level=0:0:30" "verigym/RG-BasicArithmetic-v0?level=1:0:30" \
   "verigym/Calculator-v0?difficulty=1:0:40" "verigym/SQL-v0?difficulty=1:0:20" \
