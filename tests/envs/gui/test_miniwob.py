@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import verigym
+from tests.envs.gui.support import require_chromium
 from verigym.envs.gui.miniwob import catalog, server
 
 pytestmark = pytest.mark.gui
@@ -38,13 +39,7 @@ def test_one_id_per_registered_task_with_the_extra_named_when_missing(monkeypatc
 
 
 pytest.importorskip("miniwob")
-pytest.importorskip("playwright")
-try:
-    from verigym.envs.gui.browser import chromium_executable
-
-    chromium_executable()
-except RuntimeError as exc:  # pragma: no cover - depends on the machine
-    pytest.skip(str(exc), allow_module_level=True)
+require_chromium()
 
 from verigym.envs.gui.miniwob.env import MW_OPS, MiniWoBEnv, mw_action  # noqa: E402
 

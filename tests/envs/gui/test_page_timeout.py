@@ -13,15 +13,11 @@ import time
 
 import pytest
 
+from tests.envs.gui.support import require_chromium
+
 pytestmark = pytest.mark.gui
 
-pytest.importorskip("playwright")
-try:
-    from verigym.envs.gui.browser import chromium_executable
-
-    chromium_executable()
-except RuntimeError as exc:  # pragma: no cover - depends on the machine
-    pytest.skip(str(exc), allow_module_level=True)
+require_chromium()
 
 from verigym.envs.gui.browser import Browser, held  # noqa: E402
 from verigym.envs.gui.env import GuiEnv  # noqa: E402
