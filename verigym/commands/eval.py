@@ -235,7 +235,8 @@ def run(args: argparse.Namespace) -> int:
     refused: list[str] = []
     try:
         if args.instances:
-            from verigym.envs.tool.repofix.swebench import instance_suites, read_rows
+            from verigym.envs.tool.repofix.swebench import read_rows
+            from verigym.leaderboards.instances import instance_suites
 
             selected, refused = read_rows(args.instances)
             for line in refused:

@@ -11,7 +11,8 @@ from tests.sandbox.support import needs_sandbox
 from verigym.cli import main
 from verigym.envs.tool.repofix import real, swebench
 from verigym.envs.tool.repofix.real_env import _pool, load_real_data
-from verigym.envs.tool.repofix.swebench import instance_rows, instance_suites, read_rows
+from verigym.envs.tool.repofix.swebench import instance_rows, read_rows
+from verigym.leaderboards.instances import instance_suites
 
 SCHEMA = {
     "instance_id": str,
