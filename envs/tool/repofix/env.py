@@ -184,6 +184,50 @@ class SourceRepairEnv(ToolEnv):
         """The diff that undoes the bug(s) (mutated -> original library modules)."""
         return self._reference
 
+    def _grade(
+        self,
+        before: dict[str, str],
+        agent: dict[str, str],
+        passing: set[str],
+        *,
+        tampered: bool,
+        tests_run: Any,
+        example_only: bool = False,
+        **info: Any,
+    ) -> tuple[bool, float]:
+        """Grade a run as SWE-bench does and set the end-of-episode info.
+
+        Success: every FAIL_TO_PASS and every PASS_TO_PASS test is in ``passing``. Score: the share
+        of FAIL_TO_PASS tests fixed, 0 when a PASS_TO_PASS test broke or ``example_only`` (a fix that
+        fits only the example). ``info`` adds keys to the end-of-episode info.
+
+        Returns:
+            ``(success, score)``.
+        """
+        fixed = sum(1 for t in self._f2p if t in passing)
+        kept = sum(1 for t in self._p2p if t in passing)
+        score = (fixed / len(self._f2p)) * (1.0 if kept == len(self._p2p) else 0.0)
+        if example_only:
+            score = 0.0
+        success = fixed == len(self._f2p) and kept == len(self._p2p)
+        patch = unified_diff(before, agent)
+        self._end_info = {
+            "patch_similarity": round(
+                difflib.SequenceMatcher(
+                    None, patch[:_SIMILARITY_CHARS], self._reference, autojunk=False
+                ).ratio(),
+                4,
+            ),
+            "patch": patch if len(patch) <= 20000 else patch[:20000] + "\n[patch cut]\n",
+            "fail_to_pass": [fixed, len(self._f2p)],
+            "pass_to_pass": [kept, len(self._p2p)],
+            "tampered": bool(tampered),
+            "tests_run": tests_run,
+            "project": self._name,
+            **info,
+        }
+        return success, score
+
     def close(self) -> None:
         self.workspace.close()
         super().close()
@@ -418,25 +462,13 @@ class RepoFixEnv(SourceRepairEnv):
         passing = {t for t, v in results.items() if v == "pass" and isinstance(t, str)}
         if tampered:
             passing = set()
-        fixed = sum(1 for t in self._f2p if t in passing)
-        kept = sum(1 for t in self._p2p if t in passing)
-        score = (fixed / len(self._f2p)) * (1.0 if kept == len(self._p2p) else 0.0)
-        if self.level != "pair" and any(c["id"] not in passing for c in self._checks):
-            score = 0.0  # one bug: a fix that fails a differential check only fits the example
-        success = fixed == len(self._f2p) and kept == len(self._p2p)
-        patch = unified_diff(before, agent)
-        self._end_info = {
-            "patch_similarity": round(
-                difflib.SequenceMatcher(
-                    None, patch[:_SIMILARITY_CHARS], self._reference, autojunk=False
-                ).ratio(),
-                4,
-            ),
-            "patch": patch if len(patch) <= 20000 else patch[:20000] + "\n[patch cut]\n",
-            "fail_to_pass": [fixed, len(self._f2p)],
-            "pass_to_pass": [kept, len(self._p2p)],
-            "tampered": bool(tampered and results),
-            "tests_run": tests_run,
-            "project": self._name,
-        }
-        return success, score
+        # one bug: a fix that fails a differential check only fits the example
+        example_only = self.level != "pair" and any(c["id"] not in passing for c in self._checks)
+        return self._grade(
+            before,
+            agent,
+            passing,
+            tampered=bool(tampered and results),
+            tests_run=tests_run,
+            example_only=example_only,
+        )

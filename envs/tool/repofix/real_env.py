@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import difflib
 import functools
 import json
 from collections.abc import Sequence
@@ -24,7 +23,6 @@ __all__ = ["REAL_LIBRARIES", "SPLITS", "RepoFixRealEnv", "drop_pytest_tests", "l
 _DATA = Path(__file__).with_name("data") / "repofix_real.json"
 _DEPS_DIR = ".vgdeps"
 """pytest's modules in the agent's workspace (so ``run_tests`` works; never read by the verdict)."""
-_SIMILARITY_CHARS = 50000
 _SOURCE_BUDGET = 1 << 22
 SPLITS = ("all", "train", "eval")
 """``train``/``eval``: the instances of that split (recorded per instance in the data)."""
@@ -300,25 +298,12 @@ class RepoFixRealEnv(SourceRepairEnv):
             failing = set(self._f2p) if agent == before else set()
             results = {t: "fail" if t in failing else "pass" for t in self._f2p + self._p2p}
         passing = set() if tampered else {t for t, v in results.items() if v == "pass"}
-        fixed = sum(1 for t in self._f2p if t in passing)
-        kept = sum(1 for t in self._p2p if t in passing)
-        score = (fixed / len(self._f2p)) * (1.0 if kept == len(self._p2p) else 0.0)
-        success = fixed == len(self._f2p) and kept == len(self._p2p)
-        patch = unified_diff(before, agent)
-        self._end_info = {
-            "patch_similarity": round(
-                difflib.SequenceMatcher(
-                    None, patch[:_SIMILARITY_CHARS], self._reference, autojunk=False
-                ).ratio(),
-                4,
-            ),
-            "patch": patch if len(patch) <= 20000 else patch[:20000] + "\n[patch cut]\n",
-            "fail_to_pass": [fixed, len(self._f2p)],
-            "pass_to_pass": [kept, len(self._p2p)],
-            "tampered": bool(tampered),
-            "tests_run": tests_run,
-            "project": self._name,
-            "instance_id": self._instance["id"],
-            "split": self._instance["split"],
-        }
-        return success, score
+        return self._grade(
+            before,
+            agent,
+            passing,
+            tampered=tampered,
+            tests_run=tests_run,
+            instance_id=self._instance["id"],
+            split=self._instance["split"],
+        )
