@@ -16,6 +16,7 @@ import time
 import pytest
 
 from verigym.workers import (
+    MAX_WALL_CLOCK_FACTOR,
     WALL_CLOCK_FACTOR,
     BoundedWorker,
     ChildProcess,
@@ -290,8 +291,42 @@ def test_the_limit_is_the_worker_cpu_time_not_the_machine_load():
         start = time.perf_counter()
         with pytest.raises(VerifierTimeout, match="CPU time"):
             worker.call(_spin, (5.0,), 0.5)
-        # stopped at 0.5 s of CPU, or at the wall-clock backstop on a machine that starves it
-        assert time.perf_counter() - start < 0.5 * WALL_CLOCK_FACTOR + 0.5
+        # stopped at 0.5 s of CPU (on a machine that starves it, at most the backstop's cap)
+        assert time.perf_counter() - start < 0.5 * MAX_WALL_CLOCK_FACTOR + 0.5
+    finally:
+        worker._kill()
+
+
+def test_a_check_starved_of_cpu_is_not_stopped_by_the_backstop_but_a_blocked_one_is():
+    """On a loaded machine a worker gets a small share of a core: a check of 0.15 s CPU under a
+    0.25 s limit whose worker runs 10% of the time (SIGSTOP/SIGCONT) needs ~1.5 s, past the 1 s
+    wall-clock backstop (4x), and still answers, since the worker was computing (the verdict
+    does not depend on load); a check that blocks without computing is stopped at the backstop."""
+    worker = BoundedWorker(start_method="fork")
+    try:
+        assert worker.call(_spin, (0.0,), 5.0) == "spun"
+        pid, done = worker._pid(), threading.Event()
+
+        def starve() -> None:
+            while not done.is_set():
+                os.kill(pid, signal.SIGSTOP)
+                time.sleep(0.09)
+                os.kill(pid, signal.SIGCONT)
+                time.sleep(0.01)
+
+        thread = threading.Thread(target=starve)
+        thread.start()
+        start = time.perf_counter()
+        try:
+            assert worker.call(_spin, (0.15,), 0.25) == "spun"
+        finally:
+            done.set()
+            thread.join()
+        assert time.perf_counter() - start > 0.25 * WALL_CLOCK_FACTOR  # past the first window
+        start = time.perf_counter()
+        with pytest.raises(VerifierTimeout, match="CPU time"):
+            worker.call(time.sleep, (10,), 0.25)
+        assert time.perf_counter() - start < 0.25 * WALL_CLOCK_FACTOR + 0.5
     finally:
         worker._kill()
 

@@ -59,6 +59,8 @@ except ImportError:  # pragma: no cover - not Unix
 
 __all__ = [
     "MEMORY_CAP_BYTES",
+    "COMPUTING_CPU_SHARE",
+    "MAX_WALL_CLOCK_FACTOR",
     "WALL_CLOCK_FACTOR",
     "WORKER_START_SECONDS",
     "BoundedWorker",
@@ -639,15 +641,23 @@ class Deadline:
         """Wall-clock seconds left (0 once passed)."""
         return max(0.0, self.ends - time.monotonic())
 
+    def cpu_used(self) -> float | None:
+        """CPU seconds process ``pid`` used since the start; None where that is not measured or
+        the process is gone."""
+        if self._cpu_start is None or self.pid is None:
+            return None
+        used = cpu_seconds(self.pid)
+        return None if used is None else used - self._cpu_start
+
     def passed(self) -> bool:
         """Whether the wall-clock limit is reached, or the process used its CPU seconds (or is
         gone)."""
         if time.monotonic() >= self.ends:
             return True
-        if self._cpu_start is None or self.cpu_s is None or self.pid is None:
+        if self._cpu_start is None or self.cpu_s is None:
             return False
-        used = cpu_seconds(self.pid)
-        return used is None or used - self._cpu_start > self.cpu_s
+        used = self.cpu_used()
+        return used is None or used > self.cpu_s
 
 
 # ---------------------------------------------------------------------------------------------
@@ -806,7 +816,19 @@ is trusted work and never counts against a check's time limit."""
 
 WALL_CLOCK_FACTOR = 4.0
 """A check is stopped at ``timeout`` seconds of the worker's CPU time, or at this many times
-``timeout`` of wall-clock time (a check that blocks without computing)."""
+``timeout`` of wall-clock time in which it did not compute (a check that blocks): see
+:data:`COMPUTING_CPU_SHARE`."""
+
+COMPUTING_CPU_SHARE = 0.01
+"""A worker that used at least this share of a wall-clock backstop window (:data:`WALL_CLOCK_FACTOR`
+times the limit) in CPU time was computing, only slowly (other processes had the CPU): its backstop
+moves on by another window, up to :data:`MAX_WALL_CLOCK_FACTOR`. A check that blocks uses none.
+Without it the verdict of a check that needs a good part of its CPU limit depended on the machine's
+load: at load 20 on 2 cores a worker gets ~10% of a core, 0.4 CPU-s in a 1-s limit's 4-s backstop."""
+
+MAX_WALL_CLOCK_FACTOR = 40.0
+"""The most wall-clock time (this many times the limit) a computing check may take on a loaded
+machine before it is stopped anyway."""
 
 
 def _ready() -> bool:
@@ -954,16 +976,31 @@ class BoundedWorker:
         return getattr(self._process, "pid", None)
 
     def _wait_answer(self, timeout: float) -> bool:
-        """Whether the worker answered within ``timeout`` CPU seconds (and the wall-clock
-        backstop)."""
-        deadline = Deadline(WALL_CLOCK_FACTOR * timeout, cpu_s=timeout, pid=self._pid())
+        """Whether the worker answered within ``timeout`` CPU seconds and the wall-clock backstop:
+        :data:`WALL_CLOCK_FACTOR` times ``timeout``, moved on by that much again while the worker
+        computes (:data:`COMPUTING_CPU_SHARE`), to at most :data:`MAX_WALL_CLOCK_FACTOR` times."""
+        window = WALL_CLOCK_FACTOR * timeout
+        deadline = Deadline(window, cpu_s=timeout, pid=self._pid())
         if not deadline.measures_cpu:  # no /proc: wall clock only
             return self._connection.poll(timeout)
+        cap = time.monotonic() + MAX_WALL_CLOCK_FACTOR * timeout
+        used_before = 0.0  # CPU seconds at the start of this backstop window
         while True:
             if self._connection.poll(min(0.05, deadline.remaining())):
                 return True
-            if deadline.passed():
+            if not deadline.passed():
+                continue
+            used = deadline.cpu_used()
+            if (
+                used is None  # the worker is gone
+                or used > timeout
+                or used - used_before < COMPUTING_CPU_SHARE * window  # blocked, not computing
+                or time.monotonic() >= cap
+            ):
                 return self._connection.poll(0)
+            # a loaded machine, not a blocked check: the backstop moves on by one window
+            deadline.ends = min(time.monotonic() + window, cap)
+            used_before = used
 
     def call(self, function: Callable[..., Any], args: tuple, timeout: float) -> Any:
         """``function(*args)`` in the worker (see :func:`call_bounded`)."""
