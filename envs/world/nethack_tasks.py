@@ -8,6 +8,12 @@ them with the rest of nle's game data) into a private copy of NetHack's data arc
 cached between processes (a build takes well under a second), so no file another process could
 write is ever loaded.
 
+Each folder is locked (``flock``) by the process that built it for its whole life (its forked
+children inherit the lock): a process that ends without its exit handlers (``os._exit`` in a
+forked worker, SIGKILL, a crash) leaves its ~1.4 MB folder, and the next build in any process
+removes every folder whose lock is free, with nle's play folder linked to it
+(:func:`remove_orphans`).
+
 The four tasks (``verigym/NetHack-<Task>-v0``), each seeded by NetHack's own random generators:
 
 - ``room``: cross a lit room from its west side to the down stairs on its east side.
@@ -23,7 +29,9 @@ and the inventory's object classes (``blstats`` and ``inv_oclasses``).
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -38,7 +46,7 @@ from verigym.validation import check_choice, check_int
 
 from .nethack import NetHackEnv, import_nle
 
-__all__ = ["TASKS", "NetHackTaskEnv", "hackdir"]
+__all__ = ["TASKS", "NetHackTaskEnv", "hackdir", "remove_orphans"]
 
 _HEAD = """MAZE: "mylevel", ' '
 FLAGS: noteleport
@@ -136,6 +144,95 @@ _MORE = b"--More--"
 
 _built: dict[tuple[int, str], str] = {}
 _lock = threading.Lock()
+_FOLDER_PREFIX = "verigym-nethack-"
+_OWNER_FILE = ".owner"
+"""In each task folder: the file its owner holds an exclusive ``flock`` on, its pid written inside."""
+_owner_fds: list[int] = []
+"""The owner files' descriptors this process holds (their locks last as long as they are open)."""
+
+
+def _owned_folder(task: str) -> str:
+    """A new private folder for ``task``'s build, locked by this process until it ends."""
+    out = tempfile.mkdtemp(prefix=f"{_FOLDER_PREFIX}{task}-")
+    fd = os.open(os.path.join(out, _OWNER_FILE), os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # never closed: the kernel releases it when the last holder ends
+    os.write(fd, str(os.getpid()).encode())  # written after the lock: an empty file is a folder
+    # being made, which remove_orphans leaves alone
+    _owner_fds.append(fd)
+    return out
+
+
+def _remove_if_mine(out: str, owner: int) -> None:
+    """Exit handler: remove ``out`` in the process that built it, never in a forked copy of it
+    (which inherits the handler and may exit while its parent still plays)."""
+    if os.getpid() == owner:
+        shutil.rmtree(out, True)
+
+
+def _orphaned(path: str) -> bool:
+    """Whether ``path`` is a task folder of this user that no live process holds: its owner file
+    is a regular file with a pid in it, and its lock can be taken."""
+    try:
+        info = os.lstat(path)
+        if not os.path.isdir(path) or os.path.islink(path) or info.st_uid != os.getuid():
+            return False
+        fd = os.open(os.path.join(path, _OWNER_FILE), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:  # gone, or no owner file (a folder being made, or not ours)
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return False  # held: its owner (or a forked child of it) lives
+        return os.read(fd, 32).strip().isdigit()
+    finally:
+        os.close(fd)
+
+
+def remove_orphans(root: str | None = None) -> list[str]:
+    """Remove the task folders whose owning processes all ended without removing them (a forked
+    worker that left through ``os._exit``, a killed process), and nle's play folders
+    (``nle*``, made by ``nle.nethack.Nethack``) whose ``nhdat`` link points into one of them.
+
+    Only folders of this user, named as :func:`hackdir` names them, with a free owner lock are
+    removed: a folder of a live process (or of its forked children), or one being made, is kept.
+
+    Args:
+        root: the folder to look in (default: :func:`tempfile.gettempdir`).
+
+    Returns:
+        the paths removed.
+    """
+    root = root or tempfile.gettempdir()
+    pattern = re.compile(rf"{_FOLDER_PREFIX}(?:{'|'.join(TASKS)})-[A-Za-z0-9_]+")
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    mine = set(_built.values())
+    removed = [
+        os.path.join(root, name)
+        for name in names
+        if pattern.fullmatch(name)
+        and os.path.join(root, name) not in mine
+        and _orphaned(os.path.join(root, name))
+    ]
+    for path in removed:
+        shutil.rmtree(path, True)
+    gone = set(removed)
+    for name in names:
+        if not name.startswith("nle"):
+            continue
+        play = os.path.join(root, name)
+        try:
+            target = os.readlink(os.path.join(play, "nhdat"))
+            owned = os.lstat(play).st_uid == os.getuid() and not os.path.islink(play)
+        except OSError:
+            continue
+        if owned and os.path.dirname(target) in gone:
+            shutil.rmtree(play, True)
+            removed.append(play)
+    return removed
 
 
 def _run(tool: str, *args: str, cwd: str) -> None:
@@ -187,7 +284,8 @@ def hackdir(task: str) -> str:
     """A NetHack directory whose data archive starts the game on ``task``'s level.
 
     Built once per process (and again in a forked child) in a private temporary directory that
-    is removed at exit. Returns its path (``nhdat`` inside).
+    is removed at exit; the first build also removes the folders that ended processes left
+    (:func:`remove_orphans`). Returns its path (``nhdat`` inside).
 
     Raises:
         ValueError: an unknown task.
@@ -198,8 +296,9 @@ def hackdir(task: str) -> str:
     key = (os.getpid(), task)
     with _lock:
         if key not in _built:
-            out = tempfile.mkdtemp(prefix=f"verigym-nethack-{task}-")
-            atexit.register(shutil.rmtree, out, True)
+            remove_orphans()
+            out = _owned_folder(task)
+            atexit.register(_remove_if_mine, out, os.getpid())
             try:
                 _build(task, out)
             except BaseException:
