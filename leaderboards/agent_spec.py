@@ -9,6 +9,8 @@ spec                               agent
                                    ``verigym.agents`` (``verigym.agents.make(name, env)``)
 ``<agent>:<checkpoint dir>``       a saved verigym agent, e.g. ``ppo:runs/ppo-cartpole``, or a folder
                                    of them, one per env (each ``meta.json`` names its env id)
+``<agent>:<dir>?deterministic=false``  the saved agent sampling its actions from its policy (see
+                                   below); ``deterministic=true`` is the default (greedy)
 ``llm:<model>``                    a local causal LM (a Hugging Face folder, a ``.gguf`` file or
                                    ``smollm2``), through the text view
 ``openai:<base url>#<model>``      a model behind an OpenAI-compatible server, text view
@@ -26,6 +28,14 @@ of the spec; the spec (with its name: it is the key ``--resume`` finds episodes 
 hash stay on the row's page and in the standings' agents section. A name is 1 to
 :data:`MAX_NAME_LENGTH` characters from :data:`NAME_PATTERN` (letters, digits, space and
 ``._+-/(),:``), nothing that reaches a shell, Markdown or HTML as markup; the agent never sees it.
+
+A saved agent acts greedily by default (its policy's most likely action, a DQN without
+exploration, SAC's mean action). ``?deterministic=false`` makes it play its stochastic policy, the
+one it was trained with: Crafter (Hafner 2021) and the field score an agent's sampled episodes,
+and a greedy policy can loop on one action. The samples are reproducible: each episode's
+``agent.reset(seed=s)`` reseeds the agent's sampling generators with the episode seed ``s``, so the
+same spec on the same seeds replays the same episodes. ``deterministic`` is the only option a
+checkpoint spec takes (with ``name=``); its value is ``true`` or ``false``.
 
 A saved agent plays only the env it was trained on (its ``meta.json`` ``env_id``); a folder of
 saved agents covers the envs of its members. A suite's other tasks are not run for it, and the
@@ -55,7 +65,9 @@ __all__ = [
     "MAX_NAME_LENGTH",
     "NAME_PATTERN",
     "TEXT_KINDS",
+    "CHECKPOINT_OPTIONS",
     "AgentSpec",
+    "SampledActions",
     "display_name",
     "parse_agent_spec",
     "split_display_name",
@@ -88,7 +100,8 @@ class AgentSpec:
     target: str = ""
     agent_name: str = ""
     options: tuple[tuple[str, Any], ...] = ()
-    """``llm``/``openai`` config overrides from the spec's ``?k=v&k=v`` part"""
+    """``llm``/``openai`` config overrides from the spec's ``?k=v&k=v`` part; ``checkpoint``:
+    ``(("deterministic", bool),)`` when the spec sets it (:data:`CHECKPOINT_OPTIONS`)"""
     families: tuple[str, ...] = ()
     """``llm``/``openai``: the env families played (empty: all)"""
     display_name: str = ""
@@ -102,6 +115,8 @@ class AgentSpec:
     def config_hash(self) -> str:
         """SHA-256 (16 hex digits) of the spec and of the checkpoint/model directory's files."""
         digest = hashlib.sha256(f"{self.kind}\0{self.agent_name}\0{self.target}".encode())
+        if self.kind == "checkpoint" and self.options:  # greedy and sampled rows stay apart
+            digest.update(json.dumps(sorted(self.options)).encode())
         adapter = dict(self.options).get("adapter") if self.kind == "llm" else None
         if adapter:
             _hash_folder(digest, pathlib.Path(str(adapter)))
@@ -156,7 +171,8 @@ class AgentSpec:
             path = found.get(env_id) or found.get("")
             if path is None:
                 raise ValueError(f"{self.text}: no saved agent for {env_id} (has {sorted(found)})")
-            return agents.load(self.agent_name, path, device=device)
+            agent = agents.load(self.agent_name, path, device=device)
+            return agent if self.deterministic else SampledActions(agent)
         if self.kind == "llm":
             return agents.make(
                 "llm", env, model_path=self.target, device=device, **dict(self.options)
@@ -165,6 +181,12 @@ class AgentSpec:
             base_url, _, model = self.target.partition("#")
             return agents.make("openai", env, base_url=base_url, model=model, **dict(self.options))
         return self.factory()(env)
+
+    @property
+    def deterministic(self) -> bool:
+        """Whether a ``checkpoint`` agent acts greedily (the default) or samples its actions
+        (``?deterministic=false``)."""
+        return bool(dict(self.options).get("deterministic", True))
 
     def factory(self) -> Any:
         """For ``factory`` specs: import ``module`` and return its ``factory`` callable.
@@ -191,6 +213,64 @@ class AgentSpec:
                 f"agent spec {self.text!r}: module {module!r} {found} {attr!r}; expected a factory(env) -> agent"
             )
         return target
+
+
+class SampledActions:
+    """A saved agent that plays its stochastic policy: :meth:`act` asks the agent for a sampled
+    action (``deterministic=False``) whatever its caller asks; every other attribute is the
+    agent's own.
+
+    Args:
+        agent: a verigym agent whose ``reset(seed=s)`` reseeds its sampling (every
+            :class:`~verigym.agents.common.learner.LearnerBase` does), so an episode replays.
+    """
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+
+    def reset(self, *, seed: int | None = None) -> None:
+        """Start of an episode: the agent's ``reset(seed=seed)`` (which reseeds its sampling)."""
+        self.agent.reset(seed=seed)
+
+    def act(self, obs: Any, info: Any = None, *, deterministic: bool = False) -> Any:
+        """The agent's sampled action for ``obs`` (``deterministic`` is ignored)."""
+        return self.agent.act(obs, info, deterministic=False)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.agent, name)
+
+
+CHECKPOINT_OPTIONS = {"deterministic": {"true": True, "false": False}}
+"""The options a checkpoint spec (``<agent>:<dir>?k=v``) may carry: name -> allowed value text ->
+value (besides ``name=``, which :func:`split_display_name` takes off first)."""
+
+
+def _checkpoint_options(text: str, query: str) -> tuple[tuple[str, Any], ...]:
+    """The ``?k=v&k=v`` part of a checkpoint spec as options, each allow-listed.
+
+    Raises:
+        ValueError: a part that is not ``key=value``, an unknown key, a key given twice, or a
+            value not allowed for its key.
+    """
+    options: dict[str, Any] = {}
+    for part in query.split("&"):
+        key, eq, value = part.partition("=")
+        if not eq or not key:
+            raise ValueError(f"agent spec {text[:200]!r}: option {part[:80]!r} is not key=value")
+        allowed = CHECKPOINT_OPTIONS.get(key)
+        if allowed is None:
+            raise ValueError(
+                f"agent spec {text[:200]!r}: unknown option {key[:80]!r}; a saved agent takes "
+                f"{', '.join(f'{k}=' for k in CHECKPOINT_OPTIONS)} and name="
+            )
+        if key in options:
+            raise ValueError(f"agent spec {text[:200]!r}: {key}= appears twice")
+        if value not in allowed:
+            raise ValueError(
+                f"agent spec {text[:200]!r}: {key}={value[:80]!r} must be one of {', '.join(allowed)}"
+            )
+        options[key] = allowed[value]
+    return tuple(options.items())
 
 
 def _hash_folder(digest: Any, root: pathlib.Path) -> None:
@@ -223,7 +303,7 @@ def split_display_name(text: str) -> tuple[str, str | None]:
     """Split a spec's display name off: ``(the spec without its name= option, the name)``.
 
     The name is the ``name=`` option of the part after the first ``?`` (one of the ``&``-separated
-    options of an ``llm``/``openai`` spec; the only option of any other spec).
+    options of an ``llm``/``openai``/checkpoint spec; the only option of any other spec).
 
     Args:
         text: an agent spec.
@@ -302,9 +382,13 @@ def _parse_bare(text: str) -> AgentSpec:
             )
         return AgentSpec(text, "llm", rest, agent_name=head, options=options, families=families)
     if head in AGENTS:
+        rest, sep, query = rest.partition("?")
+        options = _checkpoint_options(text, query) if sep else ()
         if not pathlib.Path(rest).is_dir():
             raise ValueError(f"{text!r}: {rest} is not a directory")
-        spec = AgentSpec(text, "llm" if head == "llm" else "checkpoint", rest, agent_name=head)
+        spec = AgentSpec(
+            text, "llm" if head == "llm" else "checkpoint", rest, agent_name=head, options=options
+        )
         if spec.kind == "checkpoint" and not spec.checkpoints():
             raise ValueError(
                 f"{text!r}: {rest} holds no saved agent (no meta.json in it or its subfolders)"
