@@ -112,9 +112,12 @@ __all__ = [
     "check_all",
     "check_env",
     "lone_surrogate",
+    "print_progress",
 ]
 
 Status = Literal["pass", "fail", "skip", "warn"]
+Progress = Callable[[str, str, Status, float], None]
+"""``progress(env_id, check, status, seconds)``: told as each check finishes (:func:`check_env`)."""
 EnvSource = str | gym.Env | Callable[[], gym.Env]
 
 ALL_CHECKS = (
@@ -1463,6 +1466,7 @@ def check_env(
     checks: Iterable[str] | None = None,
     env_kwargs: dict[str, Any] | None = None,
     call_timeout: float | None = 120.0,
+    progress: Progress | None = None,
     _fresh: tuple[str, Any] | None = None,
 ) -> CheckReport:
     """Run the conformance checks (module docstring) on one env.
@@ -1479,6 +1483,8 @@ def check_env(
         call_timeout: seconds one call into the env (make, ``reset``, ``step``, ``close``, a copy)
             may take before it is interrupted and its check fails (``None`` or 0: unbounded; only
             enforced when called from the main thread).
+        progress: called as each check finishes (``progress(env_id, check, status, seconds)``,
+            making the env included); :func:`print_progress` writes one line to stderr.
 
     Returns:
         The report; call :meth:`CheckReport.raise_for_failures` to turn failures into an error.
@@ -1509,10 +1515,14 @@ def check_env(
             )
             return "pass", ""
 
+        started = time.perf_counter()
         try:
             status, detail = watchdog.run("make", make)
         except Exception as exc:
             status, detail = "fail", f"making the env raised {type(exc).__name__}: {exc}"
+        if progress is not None:
+            name = made[0].name if made else env if isinstance(env, str) else type(env).__name__
+            progress(name, "make", status, time.perf_counter() - started)
         if status != "pass":
             report = CheckReport(env if isinstance(env, str) else type(env).__name__)
             report.results.append(CheckResult("make", "fail", detail))
@@ -1528,15 +1538,27 @@ def check_env(
             return watchdog.run(name, getattr(checker, name))
 
         with checker.resources:
-            return run_checks(report, [name for name in ALL_CHECKS if name in selected], run)
+            names = [name for name in ALL_CHECKS if name in selected]
+            return run_checks(report, names, run, progress=progress)
+
+
+def print_progress(env_id: str, check: str, status: Status, seconds: float) -> None:
+    """A :data:`Progress` that writes ``env_id check: status (seconds s)`` to stderr (``verigym
+    check`` passes it: a browser id's checks take minutes)."""
+    print(f"{env_id} {check}: {status} ({seconds:.1f} s)", file=sys.stderr, flush=True)
 
 
 def run_checks(
-    report: CheckReport, names: Iterable[str], run: Callable[[str], tuple[Status, str]]
+    report: CheckReport,
+    names: Iterable[str],
+    run: Callable[[str], tuple[Status, str]],
+    progress: Progress | None = None,
 ) -> CheckReport:
     """Run each named check in order and append its result to ``report``; a check that raises is a
-    ``fail`` whose detail holds the exception and a short traceback (the checkers never raise)."""
+    ``fail`` whose detail holds the exception and a short traceback (the checkers never raise).
+    ``progress`` is told each result as it comes (see :func:`check_env`)."""
     for name in names:
+        started = time.perf_counter()
         try:
             status, detail = run(name)
         except Exception as exc:
@@ -1545,6 +1567,8 @@ def run_checks(
                 f"raised {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}",
             )
         report.results.append(CheckResult(name, status, detail))
+        if progress is not None:
+            progress(report.env_id, name, status, time.perf_counter() - started)
     return report
 
 
@@ -1555,6 +1579,7 @@ def check_all(
     steps: int = 200,
     seed: int = 0,
     on_report: Callable[[CheckReport], None] | None = None,
+    progress: Progress | None = None,
 ) -> list[CheckReport]:
     """Check many registered ids; the fresh-interpreter rollouts of all of them share one process.
 
@@ -1563,6 +1588,7 @@ def check_all(
         family: restrict the default ids to one family.
         steps, seed: as in :func:`check_env`.
         on_report: called with each report as soon as it is ready (progress output).
+        progress: as in :func:`check_env`, for each id's checks.
     """
     from verigym.registration import rows
 
@@ -1578,7 +1604,9 @@ def check_all(
     fresh = _fresh_trajectories(requests) if requests else {}
     reports = []
     for env_id in env_ids:
-        report = check_env(env_id, steps=steps, seed=seed, _fresh=fresh.get(env_id))
+        report = check_env(
+            env_id, steps=steps, seed=seed, progress=progress, _fresh=fresh.get(env_id)
+        )
         if on_report is not None:
             on_report(report)
         reports.append(report)

@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from verigym.checker import CheckReport, check_all, check_env
+    from verigym.checker import CheckReport, check_all, check_env, print_progress
     from verigym.checker_multiagent import check_multiagent_all, check_multiagent_env
     from verigym.commands import lookup_env, usage_error
 
@@ -66,19 +66,28 @@ def run(args: argparse.Namespace) -> int:
                 lambda: remote_make(args.env_id, url=args.url, token=args.token),
                 steps=args.steps,
                 seed=args.seed,
+                progress=print_progress,
             )
         ]
         reports[0].env_id = f"{args.env_id} at {args.url}"
         show(reports[0])
     elif every:
-        reports = check_all(family=args.family, steps=args.steps, seed=args.seed, on_report=show)
+        reports = check_all(
+            family=args.family,
+            steps=args.steps,
+            seed=args.seed,
+            on_report=show,
+            progress=print_progress,
+        )
         if args.family in (None, "multiagent"):
             reports += check_multiagent_all(steps=args.steps, seed=args.seed, on_report=show)
     elif api in ("aec", "parallel"):
         reports = [check_multiagent_env(args.env_id, steps=args.steps, seed=args.seed)]
         show(reports[0])
     else:
-        reports = [check_env(args.env_id, steps=args.steps, seed=args.seed)]
+        reports = [
+            check_env(args.env_id, steps=args.steps, seed=args.seed, progress=print_progress)
+        ]
         show(reports[0])
     failed = [r.env_id for r in reports if not r.passed]
     print(
