@@ -175,15 +175,12 @@ def main(argv: list[str] | None = None) -> int:
             files = real.library_files(name)
             packages = real.package_dirs(name)
             tests_dir = real.tests_dir(name)
-            test_files = sorted(
-                p
-                for p in files
-                if p.startswith(tests_dir + "/") and p.rsplit("/", 1)[-1].startswith("test_")
-            )
+            test_files = real.test_files(name)
             sources = sorted(
                 p
                 for p in files
-                if any(p.startswith(d + "/") for d in packages)
+                if p.endswith(".py")
+                and any(p.startswith(d + "/") for d in packages)
                 and not p.startswith(tests_dir + "/")
             )
             started = time.monotonic()

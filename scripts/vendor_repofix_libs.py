@@ -32,15 +32,36 @@ VENDOR = Path(__file__).resolve().parents[1] / "envs" / "tool" / "repofix" / "ve
 MAX_BYTES = 15 << 20
 
 LIBRARIES = {
-    # name: (version, licence, package folders inside the sdist, test folder inside the sdist)
+    # name: (version, licence, package folders inside the sdist, test folder (or one test file)
+    # inside the sdist[, {"support": folders of modules the tests import, "data": text files or
+    # folders the tests read}])
     "more-itertools": ("10.5.0", "MIT", ["more_itertools"], "tests"),
     "toolz": ("1.0.0", "BSD-3-Clause", ["toolz", "tlz"], "toolz/tests"),
     "cachetools": ("5.5.0", "MIT", ["src/cachetools"], "tests"),
     "tabulate": ("0.9.0", "MIT", ["tabulate"], "test"),
     "boltons": ("26.2.0", "BSD-3-Clause", ["boltons"], "tests"),
-    "pyparsing": ("3.2.3", "MIT", ["pyparsing"], "tests"),
+    "pyparsing": (
+        "3.2.3",
+        "MIT",
+        ["pyparsing"],
+        "tests",
+        {
+            "support": ["examples"],
+            "data": [
+                "tests/karthik.ini",
+                "tests/parsefiletest_input_file.txt",
+                "examples/Setup.ini",
+            ],
+        },
+    ),
+    "inflection": ("0.5.1", "MIT", ["inflection"], "test_inflection.py"),
+    "itsdangerous": ("2.2.0", "BSD-3-Clause", ["src/itsdangerous"], "tests"),
+    "click": ("8.5.1", "BSD-3-Clause", ["src/click"], "tests"),
+    "idna": ("3.20", "BSD-3-Clause", ["idna"], "tests"),
 }
-"""The pinned libraries (pytest-only test suites)."""
+"""The pinned libraries (pytest-only test suites; itsdangerous' ``test_timed.py`` needs freezegun
+and idna's ``test_idna_properties.py`` hypothesis, which are not vendored: those files are not
+collected)."""
 
 TEST_DEPS = {
     "pytest": ("9.2.0", "MIT"),
@@ -124,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                 "licence_file": member,
             }
             if not binary:
-                entry["packages"], entry["tests"] = rest
+                entry["packages"], entry["tests"] = rest[:2]
+                entry.update(rest[2] if len(rest) > 2 else {})
             manifest[section][name] = entry
     total = sum(p.stat().st_size for p in VENDOR.rglob("*") if p.is_file())
     if total > MAX_BYTES:

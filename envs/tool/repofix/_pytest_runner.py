@@ -90,6 +90,7 @@ _REPORT_PATH = frozenset((
     "_pytest.python_api", "_pytest.raises", "_pytest.assertion.rewrite", "_pytest.assertion.util",
     "_pytest.config", "_pytest.warnings", "_pytest.logging", "_pytest.capture", "_pytest._code.code",
     "pluggy._hooks", "pluggy._manager", "pluggy._callers", "pluggy._result", "pluggy._execution",
+    "_pytest.subtests",
 ))
 """The modules whose classes' bindings are checked (every pytest and pluggy module's are)."""
 
@@ -181,6 +182,22 @@ def _same(table, _tuple=tuple, _map=map, _id=id, _bindings=_bindings, _type=type
     return True
 
 
+def _same_code(table, _bindings=_bindings, _type=type, _plain=(bool, int, str, float, type(None))):
+    """Whether every owner still binds the very values of ``table`` (by identity) but plain ones,
+    which may be rebound to plain values, and binds nothing new but plain values (a suite may set
+    ``unittest.TestCase.maxDiff``; it may not replace ``assertEqual``)."""
+    for owner, keys, values, _key_ids, _value_ids in table:
+        now = _bindings(owner)
+        for key, value in zip(keys, values):
+            new = now.get(key, now)
+            if new is not value and not (_type(value) in _plain and _type(new) in _plain):
+                return False
+        for key, value in now.items():
+            if key not in keys and _type(value) not in _plain:
+                return False
+    return True
+
+
 def _fields(obj, _vars=vars, _tuple=tuple, _type=type, _getattr=getattr, _str=str):
     """An object's bound values: those of its dict, or of its slots."""
     try:
@@ -245,6 +262,23 @@ def _protocol(item, nextitem, _run=None, _ga=object.__getattribute__, _report=No
     return rows
 
 
+class _SubtestFailed(BaseException):
+    """Raised where pytest logs a failed subtest's report, so the test's own call phase fails."""
+
+
+def _subtest(report, _sub=None, _ga=object.__getattribute__, _type=type, _str=str,
+             _getattr=getattr, _failed=_SubtestFailed):
+    """Our log hook (``pytest_runtest_logreport``, tried first): a failed subtest's report
+    (``unittest``'s ``subTest``, pytest's ``subtests`` fixture) never reaches the item's protocol,
+    which returns only the setup, call and teardown reports; raising here, inside the subtest's
+    exit, fails the test's call phase, so its one line reads ``fail``. It holds no state: calling
+    it can only fail a test."""
+    if _sub is not None and _type(report) is _sub and _ga(report, "outcome") == "failed":
+        crash = _getattr(_ga(report, "longrepr"), "reprcrash", None)
+        text = _getattr(crash, "message", "")
+        raise _failed("a subtest failed: " + (text if _type(text) is _str else ""))
+
+
 def _main():
     write, exit_ = os.write, os._exit
     root, deps, files = sys.argv[1], sys.argv[2], tuple(sys.argv[3:])
@@ -288,8 +322,8 @@ def _main():
             pass
     trusted = _code_ids(values, {})
     del values
-    _code_ids([_code_ids, _bindings, _watch, _same, _fields, _hooks, _same_hooks, _protocol,
-               _main], trusted)
+    _code_ids([_code_ids, _bindings, _watch, _same, _same_code, _fields, _hooks, _same_hooks, _protocol,
+               _subtest, _SubtestFailed, _main], trusted)
     frame = sys._getframe()
     while frame is not None:  # the command line's code and this program's, below _main
         _code_ids([frame.f_code], trusted)
@@ -431,6 +465,11 @@ def _main():
     state[2] = tuple(trusted[None])
     owners = watched_modules + tuple(watched_classes.values())
     early = _watch(owners)
+    import unittest.case, unittest.util
+    unit = _watch((unittest.case, unittest.util) + tuple(
+        v for v in vars(unittest.case).values()
+        if isinstance(v, type) and getattr(v, "__module__", "") == "unittest.case"
+    ))  # the assertions of TestCase-style suites: a library that rebinds them reads as tampered
     _str, _type, _len, _tuple, _frozenset = str, type, len, tuple, frozenset
     _isinstance, _vars, _getattr, _sorted, _id = isinstance, vars, getattr, sorted, id
     _module_type = type(sys)
@@ -440,12 +479,17 @@ def _main():
     def _proto(item, nextitem, _run=runner.runtestprotocol, _report=report_type, _p=_protocol):
         return _p(item, nextitem, _run=_run, _report=_report)
 
+    def _sublog(report, _sub=_getattr(sys.modules.get("_pytest.subtests"), "SubtestReport", None),
+                _s=_subtest):
+        return _s(report, _sub=_sub)
+
     sys.addaudithook(_audit)  # the first call only: a second _main ends here (the hook trips)
     # Nothing the hook relies on stays bound here: library code may read this frame's locals.
     del _audit, _trusted_stack, _cached_bytecode, _test_path, state, trusted, watched_classes
 
     plugin = type(sys)("_vg_protocol")
     plugin.pytest_runtest_protocol = pytest.hookimpl(tryfirst=True)(_proto)
+    plugin.pytest_runtest_logreport = pytest.hookimpl(tryfirst=True)(_sublog)
     args = [
         "-p", "no:cacheprovider", "-p", "no:stepwise", "-p", "no:pastebin",
         "-p", "no:faulthandler", "-p", "no:terminal", "-p", "no:junitxml",
@@ -479,8 +523,9 @@ def _main():
                           if f is not None}.values())
 
         def intact(base=base, entries=entries, imports=imports, _modules=sys.modules,
-                   _same=_same_, _tuple=_tuple, _sys=sys, finders=finders, _type=_type):
-            if not _same(base) or _sys.modules is not _modules:
+                   _same=_same_, _tuple=_tuple, _sys=sys, finders=finders, _type=_type,
+                   unit=unit, _same_code=_same_code):
+            if not _same(base) or not _same_code(unit) or _sys.modules is not _modules:
                 return False
             for name, module in entries:
                 if _modules.get(name) is not module:

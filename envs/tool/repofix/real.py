@@ -19,7 +19,16 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEPS", "LIBRARIES", "library_files", "run_tests", "pytest_files"]
+__all__ = [
+    "DEPS",
+    "LIBRARIES",
+    "library_files",
+    "package_dirs",
+    "pytest_files",
+    "run_tests",
+    "test_files",
+    "tests_dir",
+]
 
 VENDOR = Path(__file__).with_name("vendor")
 DEPS = "/tmp/vgdeps"
@@ -43,27 +52,48 @@ LIBRARIES: tuple[str, ...] = tuple(sorted(_manifest()["libraries"]))
 def library_files(name: str) -> dict[str, str]:
     """The checkout of library ``name``: {path: text} of its package modules and its test files.
 
-    A ``src/`` layout is flattened (``src/pkg/x.py`` -> ``pkg/x.py``); only ``.py`` files are kept.
+    The ``.py`` files of its package folders, its tests (a folder or one file) and its ``support``
+    folders (modules its tests import that are neither: pyparsing's ``examples/``), plus the text
+    files its manifest entry lists under ``data`` (files or folders its tests read). A ``src/``
+    layout is flattened (``src/pkg/x.py`` -> ``pkg/x.py``).
 
     Raises:
         KeyError: ``name`` is not a vendored library.
     """
     entry = _manifest()["libraries"][name]
-    keep = [p.rstrip("/") + "/" for p in entry["packages"]] + [entry["tests"].rstrip("/") + "/"]
+    keep = [_prefix(p) for p in (*entry["packages"], entry["tests"], *entry.get("support", ()))]
+    data_keep = [_prefix(p) for p in entry.get("data", ())]
     out: dict[str, str] = {}
     with tarfile.open(VENDOR / entry["file"]) as archive:
         for member in archive.getmembers():
-            if not member.isfile() or not member.name.endswith(".py") or member.size > _MAX_FILE:
+            if not member.isfile() or member.size > _MAX_FILE:
                 continue
             inner = member.name.split("/", 1)[1] if "/" in member.name else ""
-            if not any(inner.startswith(k) for k in keep) or posixpath.normpath(inner) != inner:
+            if posixpath.normpath(inner) != inner:
+                continue
+            if not (
+                (inner.endswith(".py") and any(_under(inner, k) for k in keep))
+                or any(_under(inner, k) for k in data_keep)
+            ):
                 continue
             data = archive.extractfile(member)
             if data is None:
                 continue
             path = inner[4:] if inner.startswith("src/") else inner
-            out[path] = io.TextIOWrapper(data, encoding="utf-8").read()
+            try:
+                out[path] = io.TextIOWrapper(data, encoding="utf-8").read()
+            except UnicodeDecodeError:  # a binary data file: not part of the checkout
+                continue
     return out
+
+
+def _prefix(path: str) -> str:
+    """A folder as ``"dir/"``; a single file (``test_x.py``, ``tests/data.txt``) as itself."""
+    return path if "." in path.rsplit("/", 1)[-1] else path.rstrip("/") + "/"
+
+
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix or (prefix.endswith("/") and path.startswith(prefix))
 
 
 def package_dirs(name: str) -> list[str]:
@@ -72,8 +102,18 @@ def package_dirs(name: str) -> list[str]:
 
 
 def tests_dir(name: str) -> str:
-    """The library's test folder in the checkout."""
+    """The library's test folder in the checkout (or its one test file, e.g. ``test_x.py``)."""
     return _manifest()["libraries"][name]["tests"].rstrip("/")
+
+
+def test_files(name: str) -> list[str]:
+    """The library's pytest modules in the checkout (``test_*.py`` under :func:`tests_dir`)."""
+    tests = _prefix(tests_dir(name))
+    return sorted(
+        p
+        for p in library_files(name)
+        if p.endswith(".py") and _under(p, tests) and p.rsplit("/", 1)[-1].startswith("test_")
+    )
 
 
 @functools.lru_cache(maxsize=1)

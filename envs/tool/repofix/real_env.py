@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,14 @@ from verigym.sandbox import Limits
 from verigym.toolcalls import FinalAnswer, Tool, ToolCall
 from verigym.validation import check_bool, check_choice, check_number
 
-__all__ = ["REAL_LIBRARIES", "SPLITS", "RepoFixRealEnv", "drop_pytest_tests", "load_real_data"]
+__all__ = [
+    "REAL_LIBRARIES",
+    "SPLITS",
+    "RepoFixRealEnv",
+    "drop_pytest_tests",
+    "failure_line",
+    "load_real_data",
+]
 
 _DATA = Path(__file__).with_name("data") / "repofix_real.json"
 _DEPS_DIR = ".vgdeps"
@@ -28,14 +36,25 @@ SPLITS = ("all", "train", "eval")
 """``train``/``eval``: the instances of that split (recorded per instance in the data)."""
 
 
+REAL_LIBRARIES: tuple[str, ...] = (
+    "boltons",
+    "cachetools",
+    "inflection",
+    "itsdangerous",
+    "more-itertools",
+    "tabulate",
+    "toolz",
+)
+"""The libraries whose validated instances in ``data/repofix_real.json`` are posed (each has its
+``RepoFix-<Library>-v0`` id)."""
+
+
 @functools.lru_cache(maxsize=1)
 def load_real_data() -> dict[str, Any]:
-    """The validated instances per library (``scripts/gen_repofix_real.py`` writes them)."""
-    return json.loads(_DATA.read_text())["libraries"]
-
-
-REAL_LIBRARIES: tuple[str, ...] = ("boltons", "cachetools", "tabulate", "toolz")
-"""The libraries with validated instances in ``data/repofix_real.json``."""
+    """The validated instances per library of :data:`REAL_LIBRARIES` (``scripts/gen_repofix_real.py``
+    writes them; a library the data holds but this tuple does not name is left out)."""
+    data = json.loads(_DATA.read_text())["libraries"]
+    return {name: data[name] for name in REAL_LIBRARIES if name in data}
 
 
 def drop_pytest_tests(text: str, names: set[str]) -> str:
@@ -68,6 +87,17 @@ def drop_pytest_tests(text: str, names: set[str]) -> str:
     for start, end, keep in sorted(cuts, reverse=True):
         lines[start - 1 : end] = [keep] if keep else []
     return "".join(lines)
+
+
+_EXPLANATION = re.compile(r"\s{3,}[-+?] ")
+"""Where pytest's explanation of a failed comparison starts in a one-line failure message (its
+``- expected`` / ``+ actual`` / ``? ^^^`` lines, joined by spaces): an ndiff of two values."""
+
+
+def failure_line(message: str) -> str:
+    """A failure message up to pytest's diff explanation (``assert 'a-b' == 'a b'`` stays; the
+    ndiff lines after it, which read like a patch, go)."""
+    return _EXPLANATION.split(message, maxsplit=1)[0].rstrip()
 
 
 def _pool(library: str | None, split: str) -> list[tuple[str, dict[str, Any]]]:
@@ -242,7 +272,7 @@ class RepoFixRealEnv(SourceRepairEnv):
     def _issue(self, name: str, path: str, instance: dict[str, Any]) -> str:
         function = instance["function"]
         public = function.rsplit(".", 1)[0] if "." in function else function
-        message = instance.get("message") or "it gives a wrong result or raises"
+        message = failure_line(instance.get("message", "")) or "it gives a wrong result or raises"
         return (
             f"## Bug report: {name}\n\n"
             f"Since the last change, code that uses `{public}` (from `{path}`) misbehaves. "

@@ -41,7 +41,9 @@ def test_vendored_archives_match_the_manifest_with_licences_and_size():
         assert (real.VENDOR / "licenses" / f"{name}-{entry['version']}.LICENSE").read_text()
     for name, entry in manifest["libraries"].items():
         with tarfile.open(real.VENDOR / entry["file"]) as archive:  # the sdist ships its tests
-            assert any(f"/{entry['tests']}/test_" in m.name for m in archive.getmembers()), name
+            names = [m.name.split("/", 1)[-1] for m in archive.getmembers()]
+        assert any(n.startswith(real.tests_dir(name)) for n in names), name
+        assert real.test_files(name), name
 
 
 def test_a_checkout_has_the_package_and_its_tests_and_src_is_flattened():

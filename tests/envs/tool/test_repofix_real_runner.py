@@ -237,3 +237,57 @@ def test_the_report_protocol_refuses_gaps_repeats_and_a_missing_end():
     assert parse(f"0 pass {OK}\t", "1 end 2")["tampered"]  # a wrong count
     forged = runner._parse(f"{'0' * 32} 0 pass {BAD}\t\n".encode(), nonce, 0)
     assert forged["tampered"]
+
+
+SUBTESTS = (
+    "import unittest\n\nfrom lib import f\n\n\nclass T(unittest.TestCase):\n"
+    "    def test_sub(self):\n        for x in (0, 1):\n"
+    "            with self.subTest(x=x):\n                self.assertEqual(f(x), 2 * x)\n\n\n"
+    "def test_fixture(subtests):\n    for x in (0, 1):\n"
+    "        with subtests.test(x=x):\n            assert f(x) == 2 * x\n\n\n"
+    "def test_ok():\n    assert f(0) == 0\n"
+)
+"""A unittest ``subTest`` and pytest's ``subtests`` fixture: ``f(1)`` fails a subtest in each."""
+
+
+def _run_subtests(tmp_path: Path, deps: str, library: str) -> dict:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(SUBTESTS)
+    (tmp_path / "lib.py").write_text(library)
+    return _load_runner().run_pytest(str(tmp_path), deps, ["tests/test_x.py"], 60.0)
+
+
+def test_a_failed_subtest_fails_its_test(tmp_path, deps):
+    # pytest logs a subtest's report apart from the test's own (the call phase passed): before
+    # the runner's log hook a test whose subtests failed read as passed
+    out = _run_subtests(tmp_path, deps, BUGGY.format(call="pass"))
+    assert not out["tampered"], out
+    assert out["results"] == {
+        "tests/test_x.py::T::test_sub": "fail",
+        "tests/test_x.py::test_fixture": "fail",
+        "tests/test_x.py::test_ok": "pass",
+    }
+    assert "a subtest failed" in out["messages"]["tests/test_x.py::T::test_sub"]
+
+
+@pytest.mark.slow
+def test_passing_subtests_pass(tmp_path, deps):
+    out = _run_subtests(tmp_path, deps, "def f(x):\n    return 2 * x\n")
+    assert not out["tampered"] and set(out["results"].values()) == {"pass"}, out
+
+
+def test_library_code_cannot_rebind_unittest_assertions(tmp_path, deps):
+    # a TestCase-style suite (more-itertools', pyparsing's) asserts through unittest.TestCase's
+    # methods: before the runner watched unittest.case, rebinding assertEqual passed every test
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "import unittest\n\nfrom lib import f\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_bad(self):\n        self.assertEqual(f(1), 2)\n"
+    )
+    (tmp_path / "lib.py").write_text(
+        "import unittest\n\nunittest.TestCase.maxDiff = None  # a plain value: allowed\n"
+        "unittest.TestCase.assertEqual = lambda self, a, b, msg=None: None\n\n\n"
+        "def f(x):\n    return x\n"
+    )
+    out = _load_runner().run_pytest(str(tmp_path), deps, ["tests/test_x.py"], 60.0)
+    assert out["tampered"] or out["results"].get("tests/test_x.py::T::test_bad") != "pass", out
