@@ -177,11 +177,10 @@ def run(args: argparse.Namespace) -> int:
         )
     from verigym.progress import quiet_library_bars
 
-    quiet_library_bars()  # no "Loading weights" redraws in a log
     try:
-        check_model(
-            args.model_dir
-        )  # before torch and transformers load: one line saying what is missing
+        # before torch and transformers load: one line saying what is missing
+        check_model(args.model_dir)
+        quiet_library_bars()  # (imports transformers) no "Loading weights" redraws in a log
         server = build(args)
     except (FileNotFoundError, ImportError) as exc:  # no model there, or gguf missing
         return usage_error("serve-model", _one_line(exc))
