@@ -198,6 +198,32 @@ def _same_code(table, _bindings=_bindings, _type=type, _plain=(bool, int, str, f
     return True
 
 
+def _same_but_legacy(table, allowed, _bindings=_bindings, _type=type, _id=id,
+                     _plain=(bool, int, str, type(None))):
+    """Whether every owner still binds the values of ``table`` (by identity) but where pytest's
+    ``legacypath`` plugin, configuring, binds its own functions (``allowed``: their ids, taken
+    before any library code ran) or properties of them (``Config.rootdir``, ``Node.fspath``...)."""
+
+    def legacy(value):
+        if _type(value) is property:
+            return (
+                _id(value.fget) in allowed and value.fdel is None
+                and (value.fset is None or _id(value.fset) in allowed)
+            )
+        return _type(value) is _FUNCTION and _id(value) in allowed
+
+    for owner, keys, values, _key_ids, _value_ids in table:
+        now = _bindings(owner)
+        for key, value in zip(keys, values):
+            new = now.get(key, now)
+            if new is not value and not legacy(new):
+                return False
+        for key, value in now.items():
+            if key not in keys and _type(value) not in _plain and not legacy(value):
+                return False
+    return True
+
+
 def _fields(obj, _vars=vars, _tuple=tuple, _type=type, _getattr=getattr, _str=str):
     """An object's bound values: those of its dict, or of its slots."""
     try:
@@ -322,7 +348,7 @@ def _main():
             pass
     trusted = _code_ids(values, {})
     del values
-    _code_ids([_code_ids, _bindings, _watch, _same, _same_code, _fields, _hooks, _same_hooks, _protocol,
+    _code_ids([_code_ids, _bindings, _watch, _same, _same_code, _same_but_legacy, _fields, _hooks, _same_hooks, _protocol,
                _subtest, _SubtestFailed, _main], trusted)
     frame = sys._getframe()
     while frame is not None:  # the command line's code and this program's, below _main
@@ -396,6 +422,18 @@ def _main():
         finally:
             _state[0] = False
 
+    import typing
+
+    def _namedtuple_bases(_state=state, _getframe=sys._getframe,
+                          _new=getattr(getattr(typing, "NamedTupleMeta", None), "__new__", None)):
+        """Whether ``__bases__`` is written by ``typing.NamedTupleMeta.__new__`` (on the class it
+        just made: a ``class X(NamedTuple)`` statement, e.g. pyparsing's ``version_info``)."""
+        _state[0] = True
+        try:
+            return _new is not None and _getframe(2).f_code is _new.__code__
+        finally:
+            _state[0] = False
+
     for value in vars(external).values():
         if isinstance(value, type):
             watched_classes[id(value)] = value
@@ -405,7 +443,7 @@ def _main():
                _ok=_trusted_stack, _test=_test_path, _id=id, _guarded=_GUARDED_SET,
                _spaces=spaces, _getattr=getattr, _type=type, _str=str, _bytes=bytes,
                _fsdecode=os.fsdecode, _normpath=os.path.normpath, _getcwd=os.getcwd,
-               _code=_CODE, _bytecode=_cached_bytecode,
+               _code=_CODE, _bytecode=_cached_bytecode, _nt_bases=_namedtuple_bases,
                _trusted_only=frozenset(("sys.settrace", "sys.setprofile", "os.symlink", "os.link"))):
         if _state[0]:
             return  # an event raised by the stack walk itself
@@ -422,7 +460,7 @@ def _main():
                 _exit(86)  # code that would pass for a test's (its frames are trusted)
             return
         if event == "object.__setattr__" or event == "object.__delattr__":
-            if args[1] in _set:
+            if args[1] in _set and not (args[1] == "__bases__" and _nt_bases()):
                 _exit(86)
             if args[1] in _guarded and _id(_getattr(args[0], "__globals__", None)) in _spaces:
                 _exit(86)
@@ -460,11 +498,15 @@ def _main():
             elif path is not None and _type(path) is not int:
                 _exit(86)
 
-    _code_ids([_test_path, _trusted_stack, _cached_bytecode, _audit], trusted)
+    _code_ids([_test_path, _trusted_stack, _cached_bytecode, _namedtuple_bases, _audit], trusted)
     state[1] = frozenset(k for k in trusted if k is not None)
     state[2] = tuple(trusted[None])
     owners = watched_modules + tuple(watched_classes.values())
     early = _watch(owners)
+    legacy = frozenset(
+        id(v) for v in vars(sys.modules.get("_pytest.legacypath", _signal)).values()
+        if type(v) is _FUNCTION
+    )
     import unittest.case, unittest.util
     unit = _watch((unittest.case, unittest.util) + tuple(
         v for v in vars(unittest.case).values()
@@ -485,7 +527,8 @@ def _main():
 
     sys.addaudithook(_audit)  # the first call only: a second _main ends here (the hook trips)
     # Nothing the hook relies on stays bound here: library code may read this frame's locals.
-    del _audit, _trusted_stack, _cached_bytecode, _test_path, state, trusted, watched_classes
+    del _audit, _trusted_stack, _cached_bytecode, _namedtuple_bases, _test_path, state, trusted
+    del watched_classes
 
     plugin = type(sys)("_vg_protocol")
     plugin.pytest_runtest_protocol = pytest.hookimpl(tryfirst=True)(_proto)
@@ -502,8 +545,9 @@ def _main():
         session = _pytest.main.Session.from_config(config)
         config._do_configure()
         config.hook.pytest_sessionstart(session=session)
-        # pytest's configuration changes its own classes; the baseline is taken after it unless
-        # a module of the library was imported meanwhile (by a conftest), then the early one holds.
+        # pytest's configuration changes its own classes; the baseline is taken after it. Where a
+        # module of the library was imported meanwhile (by a conftest), the early one must still
+        # hold but for what legacypath binds (its own functions, as properties too).
         library = [
             m for m in _tuple(sys.modules.values())
             if _str(_getattr(m, "__file__", "") or "").startswith(prefix)
@@ -511,9 +555,9 @@ def _main():
             not in folders
             and not _str(_getattr(m, "__file__", "") or "").endswith("conftest.py")
         ]
-        if library and not _same_(early):
-            exit_(86)
-        base = early if library else _watch_(owners)
+        if library and not _same_but_legacy(early, legacy):
+            exit_(86)  # library code changed pytest before the baseline below (legacypath may)
+        base = _watch_(owners)
         del library, early
         entries = _tuple((n, m) for n, m in sys.modules.items() if m in watched_modules)
         imports = (sys.meta_path, _tuple(sys.meta_path), sys.path_hooks, _tuple(sys.path_hooks))

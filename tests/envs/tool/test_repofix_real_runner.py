@@ -291,3 +291,38 @@ def test_library_code_cannot_rebind_unittest_assertions(tmp_path, deps):
     )
     out = _load_runner().run_pytest(str(tmp_path), deps, ["tests/test_x.py"], 60.0)
     assert out["tampered"] or out["results"].get("tests/test_x.py::T::test_bad") != "pass", out
+
+
+def _run_with_conftest(tmp_path: Path, deps: str, library: str) -> dict:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "conftest.py").write_text("import lib  # noqa: F401\n")
+    (tmp_path / "tests" / "test_x.py").write_text(TEST)
+    (tmp_path / "lib.py").write_text(library)
+    return _load_runner().run_pytest(str(tmp_path), deps, ["tests/test_x.py"], 60.0)
+
+
+@pytest.mark.slow
+def test_a_conftest_may_import_a_library_that_makes_a_named_tuple(tmp_path, deps):
+    # click's conftest imports click before pytest's legacypath plugin binds its properties on
+    # Config and Node; pyparsing makes a typing.NamedTuple, which writes __bases__: both read as
+    # tampered before
+    library = (
+        "from typing import NamedTuple\n\n\nclass Version(NamedTuple):\n    major: int\n\n\n"
+        + BUGGY.format(call="pass")
+    )
+    out = _run_with_conftest(tmp_path, deps, library)
+    assert out == {
+        "results": {OK: "pass", BAD: "fail"},
+        "messages": {BAD: "assert 1 == 2  +  where 1 = f(1)"},
+        "tampered": False,
+    }
+
+
+@pytest.mark.slow
+def test_a_library_imported_by_a_conftest_cannot_rebind_pytest(tmp_path, deps):
+    library = (
+        "import _pytest.reports\n\n_pytest.reports.TestReport.passed = property(lambda self: True)\n"
+        + BUGGY.format(call="pass")
+    )
+    out = _run_with_conftest(tmp_path, deps, library)
+    assert out["tampered"], out
