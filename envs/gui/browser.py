@@ -202,6 +202,8 @@ class _Page:
     owner: Any = None
     """The :class:`Browser` using it: an unclosed one is freed by the cycle collector, not at once
     where its last reference goes (a close from there hung inside Playwright's event loop)."""
+    clocked: bool = False
+    """Its context has Playwright's fake clock (:meth:`Browser.install_clock`): never a spare."""
 
 
 _SHARED: dict[int, _Shared] = {}
@@ -617,6 +619,37 @@ class Browser:
                 ) from exc
             raise
 
+    @property
+    def clocked(self) -> bool:
+        """True when this page's context runs on a fake clock (:meth:`install_clock`)."""
+        return self._held is not None and self._held.clocked
+
+    def install_clock(self, epoch_ms: int) -> None:
+        """Give this context Playwright's fake clock, paused at ``epoch_ms`` (Unix time in ms):
+        from the next document on, the page's ``Date``, ``performance.now``, timers and animation
+        frames advance only by :meth:`run_clock`. Install it before navigating to the page.
+
+        The clock belongs to the context (Playwright records every clock call as an init script
+        that each new document replays), so a clocked context is never kept as a spare; a new
+        context is a new clock.
+
+        Raises:
+            PageTimeout, BrowserCrashed: as :meth:`_call`.
+        """
+        if self._held is None:
+            raise BrowserCrashed("the browser is not running")
+        self._held.clocked = True
+        clock = self._context.clock
+        # pause_at alone (it installs the clock too): after clock.install the clock runs in real
+        # time until the pause, and each new document replays that gap into performance.now()
+        self._call(clock.pause_at, epoch_ms / 1000)  # the Python API takes seconds
+
+    def run_clock(self, ms: int) -> None:
+        """Advance the fake clock by ``ms`` milliseconds, firing every timer and animation frame
+        due on the way, in order (bounded like every call: a timer that never returns raises
+        :class:`PageTimeout`)."""
+        self._call(self._context.clock.run_for, int(ms))
+
     def evaluate(self, script: str, argument: Any = None, limit_s: float | None = None) -> Any:
         """Call ``script`` (a JS function expression) in the page with the JSON ``argument``.
 
@@ -730,6 +763,7 @@ def _keep_spare(shared: _Shared, held: _Page) -> bool:
             and shared.thread is threading.current_thread()
             and _SHARED.get(threading.get_ident()) is shared
             and len(shared.spares) < SPARE_PAGES
+            and not held.clocked  # its fake clock (init scripts) would follow it
         ):
             shared.spares.append(held)
             return True

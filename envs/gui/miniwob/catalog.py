@@ -7,6 +7,8 @@ themselves are read from the installed ``miniwob`` package when an env is made.
 from __future__ import annotations
 
 __all__ = [
+    "CLOCKED",
+    "CLOCK_EPOCH_MS",
     "DATED",
     "FLIGHT_TASKS",
     "ORACLE_TASKS",
@@ -209,13 +211,21 @@ ORACLE_TASKS: frozenset[str] = frozenset(
 """The tasks with a scripted solver in :mod:`verigym.envs.gui.miniwob.oracles` (a test keeps the two
 equal); the others say ``"oracle": false`` in ``verigym list --json``."""
 
+CLOCKED: dict[str, int] = {
+    "click-pie": 2000,  # wheelnav's 1.5 s spread animation ends within the step that starts it
+    "drag-cube": 1000,  # a setInterval physics loop
+    "stock-market": 1000,  # a 100 ms setInterval ticker: 10 prices a step
+    "terminal": 1000,  # a setInterval cursor blink (and today's date: the clock's date instead)
+}
+"""Task -> milliseconds of page time per step. These pages run on a controlled clock (Playwright's
+fake clock, ``Browser.install_clock``): their ``Date``, ``performance.now``, timers and animation
+frames stand still while the agent thinks and advance by this much, firing what falls due, after
+each action and after the reset; each episode starts at :data:`CLOCK_EPOCH_MS`. So their
+trajectories do not depend on the machine's speed and they are not exempt from determinism."""
+CLOCK_EPOCH_MS = 1_704_110_400_000
+"""Where a clocked page's clock starts (2024-01-01 12:00 UTC): the same seed gives the same task
+on any day."""
 TIMING_DEPENDENT: dict[str, str] = {
-    "click-pie": "the pie's wedges are drawn by a timed animation longer than the 1 s settle wait",
-    "stock-market": "a setInterval ticker changes the price on the page continuously",
-    "drag-cube": "a setInterval physics loop moves the cube between observations",
-    "terminal": "a setInterval blinks the cursor in the page",
-    "email-inbox-delete": "the list re-renders after a delete on a timer (screenshots race it)",
-    "email-inbox-noscroll": "the list re-renders after a delete on a timer (screenshots race it)",
     "flight.Alaska": "the airline site loads in an iframe after the episode starts",
     "flight.Alaska-auto": "the airline site loads in an iframe after the episode starts",
     "flight.AA": "the airline site loads in an iframe after the episode starts",
@@ -232,10 +242,9 @@ DATED = (
     "choose-date-nodelay",
     "enter-date",
     "enter-time",
-    "terminal",
 )
 """Tasks whose pages read today's date (``new Date()``): the same seed gives the same task on the
-same day only."""
+same day only (``terminal`` reads it too, from its controlled clock: any day, see :data:`CLOCKED`)."""
 
 
 def no_oracle_reason(task: str) -> str | None:

@@ -125,9 +125,30 @@ class _Tab:
 
 _SETTLED_READ = """async ([settle, count]) => {
   if (settle && window.__verigymSettle) await window.__verigymSettle(settle);
+  const pending = [], seen = new Set();
+  const load = (url) => {
+    if (!url || seen.has(url)) return;
+    seen.add(url);
+    const image = new Image();
+    image.src = url;
+    if (!image.complete) pending.push(new Promise((done) => { image.onload = image.onerror = done; }));
+  };
+  for (const el of document.body ? document.body.getElementsByTagName('*') : []) {
+    if (el.tagName === 'IMG') load(el.currentSrc || el.src);
+    const style = getComputedStyle(el);
+    for (const value of [style.content, style.backgroundImage]) {
+      if (value && value.includes('url(')) {
+        for (const m of value.matchAll(/url\\("?([^")]*)"?\\)/g)) load(m[1]);
+      }
+    }
+  }
+  await Promise.all(pending);
   return (%s)([count, null]);
 }"""
-"""The page's short timers waited for, then the page read (``observe.js``), in one DevTools call."""
+"""One DevTools call: the page's short timers waited for, then its images (``<img>``, CSS
+``content`` and background images: an icon not loaded yet has no size and would be missing from
+the element list), then the page read (``observe.js``). The image loads share the document's
+requests for the same files, which our route answers while the call waits."""
 
 
 @lru_cache(maxsize=1)
@@ -189,6 +210,16 @@ class MiniWoBEnv(GuiEnv):
     loaded while this one is played; a reset swaps the two (the flight sites, whose site loads in
     an iframe after the episode starts, load at the reset). jQuery animations are off and each observation is taken once
     the page's pending short timers (at most :data:`SETTLE_MS`) have run.
+
+    The timing-dependent pages of :data:`~verigym.envs.gui.miniwob.catalog.CLOCKED` (a ticker, a
+    physics loop, a long animation, a blinking cursor) run on a controlled clock instead
+    (Playwright's fake clock): their ``Date``, ``performance.now``, timers and animation frames
+    stand still between steps and advance by the task's page milliseconds per step (1 s; 2 s for
+    ``click-pie``) after the reset and after each action, firing what falls due in order. Each
+    episode starts on a new browser context whose clock reads
+    :data:`~verigym.envs.gui.miniwob.catalog.CLOCK_EPOCH_MS`, so the trajectory depends on the
+    seed and the actions only, never on the machine's speed, and the page's date is the same on
+    any day.
 
     ## Action Space
     :class:`MiniWoBActionSpace`: the :class:`GuiActionSpace` ops (``click``, ``click_xy``,
@@ -282,6 +313,8 @@ class MiniWoBEnv(GuiEnv):
         }
         self.task_name = task
         self.flight = flight
+        self.clock_ms = catalog.CLOCKED.get(task)
+        """Page milliseconds per step on the controlled clock (``None``: the page's own clock)."""
         self.max_steps = max_steps or (FLIGHT_MAX_STEPS if flight else MAX_STEPS)
         self.width, self.height = width, height
         self.max_elements = max_elements
@@ -329,8 +362,17 @@ class MiniWoBEnv(GuiEnv):
 
     def _open(self, tab: _Tab) -> None:
         """Open ``tab``'s page (no-op when open) with our route and request listeners on it, and
-        clear our origin's storage in its context."""
+        clear our origin's storage in its context. A clocked task's page gets a new context with
+        its clock at :data:`~verigym.envs.gui.miniwob.catalog.CLOCK_EPOCH_MS`, paused (a context
+        whose clock has run keeps that time for its next documents)."""
+        if self.clock_ms and tab.browser.clocked:
+            fresh = Browser(self.width, self.height)
+            fresh.launch()  # before the old one closes: Chromium keeps a user
+            tab.browser.close()
+            tab.browser, tab.routed = fresh, None
         tab.browser.launch()
+        if self.clock_ms and not tab.browser.clocked:
+            tab.browser.install_clock(catalog.CLOCK_EPOCH_MS)
         if self._base is None:
             self._base = server.acquire()
         browser, page = tab.browser, tab.browser._page
@@ -402,6 +444,7 @@ class MiniWoBEnv(GuiEnv):
     def _load(self) -> None:
         if not self._preloaded():
             self._open(self._tab)
+            self._browser = self._tab.browser
             browser, page = self._browser, self._browser._page
             browser._call(
                 page.goto,
@@ -439,24 +482,25 @@ class MiniWoBEnv(GuiEnv):
     def _refresh(self, screenshot: bool = True) -> None:
         # one call: the page's pending short timers (at most SETTLE_MS), then the read; the read
         # is taken again after the files still being fetched have arrived
-        settle = 0 if self.flight else SETTLE_MS
-        seen = self._browser.evaluate(_SETTLED_READ % observe_js(), [settle, self.max_elements])
-        if self._tab.inflight:
+        settle = 0 if self.flight or self.clock_ms else SETTLE_MS
+        if self.clock_ms:  # the page's time moves by one step's worth, its timers firing in order
+            self._browser.run_clock(self.clock_ms)
+        read = _SETTLED_READ % observe_js()
+        for _ in range(3):
+            seen = self._browser.evaluate(read, [settle, self.max_elements])
+            requested = self._tab.requested
+            if screenshot:
+                self._screenshot = self._browser.screenshot()
+            # a file the page asked for that the read did not wait for (not an image) may be
+            # reported only after the read: then it is waited for and the page read and taken
+            # again, so neither the element list nor the picture depends on when it arrived
+            if self._tab.requested == requested and not self._tab.inflight:
+                break
             self._settle()
-            seen = self._browser.evaluate(observe_js(), [self.max_elements, None])
+            settle = 0
         self._elements = seen["elements"]
         self._utterance = str(seen["utterance"])[:1024]
         self._verdict = seen["verdict"]
-        if screenshot:
-            # a file the read's layout asked for (a CSS background image of a new element) may be
-            # reported only while the screenshot is taken: then it is waited for and the page
-            # taken again, so the picture never depends on when that file arrived
-            for _ in range(3):
-                requested = self._tab.requested
-                self._screenshot = self._browser.screenshot()
-                if self._tab.requested == requested and not self._tab.inflight:
-                    break
-                self._settle()
 
     def _observation(self) -> dict[str, Any]:
         lines = []

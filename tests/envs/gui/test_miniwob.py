@@ -169,6 +169,38 @@ def test_each_reset_shows_a_newly_loaded_page_as_a_fresh_env_would():
         fresh.close()
 
 
+def test_a_timing_dependent_page_runs_on_the_steps_clock_not_the_wall_clock():
+    """stock-market's ticker (a 100 ms setInterval) moves only as the env steps: each observation
+    is taken after one step's worth of page time (``catalog.CLOCKED``), however long the agent
+    thought; each episode (the second on the preloaded page) starts on a new clock at
+    ``CLOCK_EPOCH_MS``; a clocked context is closed with its env, never kept as a spare."""
+    import time
+
+    from verigym.envs.gui import browser
+
+    env = MiniWoBEnv(task="stock-market")
+    now = (
+        "() => [Date.now(), performance.now(), document.querySelector('#stock-price').textContent]"
+    )
+    try:
+        seen, contexts = [], set()
+        for pause in (0.0, 0.5):
+            env.reset(seed=4)
+            contexts |= {env._tab.browser._context, env._next.browser._context}
+            time.sleep(pause)  # the agent thinks: the page must not move meanwhile
+            obs, *_ = env.step(mw_action("press", key="Tab"))
+            seen.append((obs["text"], obs["screenshot"].tobytes(), env._browser.evaluate(now)))
+        assert seen[0] == seen[1]
+        assert seen[0][2][:2] == [catalog.CLOCK_EPOCH_MS + 2 * 1000, 2 * 1000]
+        assert seen[0][2][2].startswith("$"), "the ticker did not run"
+    finally:
+        env.close()
+    assert len(contexts) == 3  # a new context (clock) for each episode
+    for entry in browser._SHARED.values():
+        assert not contexts & set(entry.chromium.contexts)
+        assert not any(p.clocked for p in entry.spares)
+
+
 @pytest.mark.timeout(120)  # without the bound on page calls, the hung step never returns
 def test_a_page_script_that_never_returns_ends_the_episode_and_reset_recovers():
     """A timer of the page that loops for ever (the renderer stops answering): the step ends the
