@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from verigym.agents.llm.chat import ChatFormat, Message
+from verigym.agents.llm.decoding import Decoder
 
 __all__ = [
     "DEFAULT_LORA_TARGETS",
@@ -427,7 +428,9 @@ class TransformersPolicy:
         top_logprobs: int = 0,
         stop_rows: Callable[[], Sequence[bool]] | None = None,
     ) -> list[Generation]:
-        """Sample one reply per prompt (a batch, left-padded).
+        """Sample one reply per prompt (a batch, left-padded): one
+        :class:`~verigym.agents.llm.decoding.Decoder` (the decoding step the model server shares)
+        that every prompt joins at once; a row leaves the batch when its reply is done.
 
         Args:
             prompts: token ids of each prompt.
@@ -449,105 +452,33 @@ class TransformersPolicy:
         Raises:
             ValueError: empty prompt, or out-of-range ``max_new_tokens``/``temperature``/``top_p``.
         """
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
-        if not 0 < top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-        if not prompts:
-            return []
-        if any(len(p) == 0 for p in prompts):
-            raise ValueError("every prompt needs at least one token")
-        device = self.device
-        batch = len(prompts)
-        width = max(len(p) for p in prompts)
-        pad = self.tokenizer.pad_token_id
-        input_ids = torch.full((batch, width), pad, dtype=torch.long, device=device)
-        attention = torch.zeros((batch, width), dtype=torch.long, device=device)
-        for i, p in enumerate(prompts):
-            input_ids[i, width - len(p) :] = torch.tensor(list(p), dtype=torch.long, device=device)
-            attention[i, width - len(p) :] = 1
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        eos = torch.tensor(sorted(self.eos_token_ids) or [-1], device=device)
-        tokens = torch.empty((batch, max_new_tokens), dtype=torch.long, device=device)
-        log_probs = torch.empty((batch, max_new_tokens), dtype=torch.float32, device=device)
-        done = torch.zeros(batch, dtype=torch.bool, device=device)
-        lengths = torch.full((batch,), max_new_tokens, dtype=torch.long, device=device)
-        stop = tuple(s for s in stop if s)
-        stop_hit = [False] * batch
-        tails = [""] * batch
-        if self.prefix_cache is not None:
-            past, logits = self._prefill_cached(prompts, width)
-        else:
-            past, logits = self._prefill(prompts, input_ids, attention, positions)
-        top: list[tuple[torch.Tensor, torch.Tensor]] = []
-        step_positions = positions[:, -1:]
-        token = input_ids[:, -1]
-        for t in range(max_new_tokens):
-            if t and stop_rows is not None:
-                gone = torch.tensor(list(stop_rows()), dtype=torch.bool, device=device) & ~done
-                if bool(gone.any()):
-                    lengths = torch.where(gone, torch.full_like(lengths, t), lengths)
-                    done |= gone
-                    if bool(done.all()):
-                        break
-            if t:
-                attention = torch.cat([attention, attention.new_ones((batch, 1))], dim=1)
-                step_positions = step_positions + 1
-                out = self.model(
-                    input_ids=token[:, None],
-                    attention_mask=attention,
-                    position_ids=step_positions,
-                    use_cache=True,
-                    **with_cache(self.model, past),
-                    **self._keep_last,
-                )
-                past = output_cache(out)
-                logits = out.logits[:, -1, :].float()
-            if top_logprobs:
-                top.append(torch.log_softmax(logits, dim=-1).topk(top_logprobs, dim=-1))
-            token, token_log_prob = _sample(logits, temperature, top_p, generator)
-            token = torch.where(done, torch.full_like(token, pad), token)
-            tokens[:, t] = token
-            log_probs[:, t] = token_log_prob
-            newly = ~done & torch.isin(token, eos)
-            if stop:
-                ids = token.tolist()
-                for i in range(batch):
-                    if done[i] or ids[i] in self.eos_token_ids:
-                        continue
-                    tails[i] = (tails[i] + self.tokenizer.decode([ids[i]]))[
-                        -4 * max(len(s) for s in stop) :
-                    ]
-                    if any(s in tails[i] for s in stop):
-                        stop_hit[i] = True
-                        newly[i] = True
-            lengths = torch.where(newly, torch.full_like(lengths, t + 1), lengths)
-            done |= newly
-            if bool(done.all()):
-                break
-        results = []
-        lengths_list = lengths.tolist()
-        token_rows = tokens.tolist()
-        log_prob_rows = log_probs.tolist()
-        for i in range(batch):
-            n = lengths_list[i]
-            ids = token_rows[i][:n]
-            ended = n > 0 and (ids[-1] in self.eos_token_ids or stop_hit[i])
-            text_ids = ids[:-1] if ids and ids[-1] in self.eos_token_ids else ids
-            text = self.tokenizer.decode(text_ids, skip_special_tokens=True)
-            if stop_hit[i]:
-                cut = min((text.find(s) for s in stop if s in text), default=len(text))
-                text = text[:cut]
-            generation = Generation(text, ids, log_prob_rows[i][:n], "stop" if ended else "length")
-            if top_logprobs:
-                generation.top_log_probs = [
-                    list(zip(indices[i].tolist(), values[i].tolist()))
-                    for values, indices in top[:n]
-                ]
-            results.append(generation)
-        return results
+        decoder = Decoder(self)
+        keys = decoder.add(
+            prompts,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            stop=stop,
+            top_logprobs=top_logprobs,
+            generator=generator,
+        )
+        results: dict[int, Generation] = {}
+        first = True
+        while len(decoder):
+            if not first and stop_rows is not None:
+                flags = list(stop_rows())
+                gone = [key for key, flag in zip(keys, flags) if flag and key not in results]
+                results.update(decoder.drop(gone))
+                if not len(decoder):
+                    break
+            first = False
+            results.update(decoder.step())
+        return [results[key] for key in keys]
+
+    def decoder(self) -> Decoder:
+        """A new running batch over this model (:class:`~verigym.agents.llm.decoding.Decoder`):
+        the decoding step :meth:`generate` and the model server share."""
+        return Decoder(self)
 
     def _prefill(
         self,
@@ -653,33 +584,3 @@ class TransformersPolicy:
         stop = tuple(sampling.pop("stop", ())) + self.chat.stop_strings
         prompts = [self.encode_messages(c) for c in conversations]
         return self.generate(prompts, stop=stop, **sampling)
-
-
-def _sample(
-    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample one token per row; return it and its log-prob under ``softmax(logits / T)``.
-
-    A temperature so small that ``logits / T`` overflows (or underflows to 0 in float32, e.g.
-    ``1e-300``) samples greedily, its limit; the most likely token is always in the top-p nucleus,
-    however small ``top_p`` is.
-    """
-    scaled = logits / temperature if temperature else logits
-    if temperature == 0 or (
-        temperature < 1 and not bool(torch.isfinite(scaled[torch.isfinite(logits)]).all())
-    ):
-        log_p = torch.log_softmax(logits, dim=-1)
-        token = logits.argmax(dim=-1)
-        return token, log_p.gather(-1, token[:, None])[:, 0]
-    log_p = torch.log_softmax(scaled, dim=-1)
-    probs = log_p.exp()
-    if top_p < 1.0:
-        sorted_p, order = probs.sort(dim=-1, descending=True)
-        keep = sorted_p.cumsum(-1) - sorted_p < top_p
-        keep[:, 0] = True
-        sorted_p = sorted_p * keep
-        choice = torch.multinomial(sorted_p, 1, generator=generator)
-        token = order.gather(-1, choice)[:, 0]
-    else:
-        token = torch.multinomial(probs, 1, generator=generator)[:, 0]
-    return token, log_p.gather(-1, token[:, None])[:, 0]

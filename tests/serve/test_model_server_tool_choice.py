@@ -33,6 +33,7 @@ class RecordingPolicy(TransformersPolicy):
 
     reply: str | None = None
     hold: threading.Event | None = None
+    decoder = None  # the server samples through generate (static batches), so it is scripted here
 
     def generate(self, prompts, **sampling):
         self.seen = [list(p) for p in prompts]

@@ -23,6 +23,7 @@ class ScriptedPolicy(TransformersPolicy):
     the last prompt it rendered."""
 
     reply = ""
+    decoder = None  # the server samples through generate (static batches), so it is scripted here
 
     def encode_messages(self, messages):
         self.prompts = [

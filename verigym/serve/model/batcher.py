@@ -1,13 +1,20 @@
-"""The one thread that runs the model server's model work, in arrival order.
+"""The one thread that runs the model server's model work: continuous (iteration-level) batching.
 
-:class:`Batcher` takes what the server's event loop queues: jobs (:class:`Job`, ``n`` replies to
-one prompt) are sampled together, up to ``max_batch_size`` rows, grouped by sampling options (one
-left-padded ``TransformersPolicy.generate`` call per group), and :meth:`Batcher.call` runs any
-other model work (the ``tool_choice="required"`` choosing pass) between batches. The event loop
-awaits an ``asyncio`` future per item, settled from this thread with ``call_soon_threadsafe``, so
-it never blocks on torch: ``/health`` and new requests are answered while a batch runs. A request
-whose client left (or that outlived its timeout) is abandoned: skipped if it has not started, its
-rows stopped at the next decoding step if it has (``generate(stop_rows=...)``).
+:class:`Batcher` takes what the server's event loop queues. Jobs (:class:`Job`, ``n`` replies to
+one prompt) join the running batch between decoding steps, up to ``max_batch_size`` rows, and
+leave it as soon as their replies are done (EOS, a stop string, ``max_tokens``) or their client is
+gone: one :class:`~verigym.agents.llm.decoding.Decoder` (the decoding step
+``TransformersPolicy.generate`` uses too) samples every row of every job in one forward pass per
+token, each row with its own options, so a short reply never waits for a long batch to end.
+:meth:`Batcher.call` runs any other model work (the ``tool_choice="required"`` choosing pass)
+between steps. The event loop awaits an ``asyncio`` future per item, settled from this thread with
+``call_soon_threadsafe``, so it never blocks on torch: ``/health`` and new requests are answered
+while the batch decodes. A request whose client left (or that outlived its timeout) is abandoned:
+skipped if it has not joined, its rows dropped at the next step if it has.
+
+A policy without a ``decoder()`` (any object with ``TransformersPolicy.generate``'s signature) is
+served as before this batcher was continuous: the queued jobs are sampled in one ``generate`` call
+per sampling options, and new jobs wait until it returns.
 """
 
 from __future__ import annotations
@@ -16,8 +23,9 @@ import asyncio
 import logging
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -64,6 +72,10 @@ class Job:
     abandoned: bool = False
     """the client stopped waiting (it left, or its timeout): the job is skipped if it has not
     started, and its rows stop at the next decoding step if it has"""
+    keys: list[int] = field(default_factory=list)
+    """its rows' keys in the running batch, once it has joined"""
+    replies: dict[int, Generation] = field(default_factory=dict)
+    """its finished rows' replies, by key"""
 
 
 @dataclass
@@ -104,12 +116,64 @@ def _abandon(items: Sequence[Job | _Call]) -> None:
             item.future.cancel()
 
 
-class Batcher:
-    """One worker thread that runs all model work: queued requests sampled together (grouped by
-    sampling options, at most ``max_batch_size`` rows), and :meth:`call` work between batches.
+class _GenerateDecoder:
+    """A policy's ``generate`` behind :class:`~verigym.agents.llm.decoding.Decoder`'s interface,
+    for a policy without ``decoder()``: the rows added before a :meth:`step` are sampled in one
+    ``generate`` call per sampling options and all finish in that step (no rows join mid-batch).
 
     Args:
-        policy: the model; only this thread calls it.
+        policy: has ``generate(prompts, max_new_tokens=, temperature=, top_p=, stop=,
+            top_logprobs=, stop_rows=)``.
+        abandoned: whether a row's job was abandoned (polled by ``generate`` between steps).
+    """
+
+    joinable = False
+
+    def __init__(self, policy: Any, abandoned: Callable[[int], bool]):
+        self.policy = policy
+        self.abandoned = abandoned
+        self.queued: list[tuple[int, Sequence[int], tuple[Any, ...]]] = []
+        self._next = 0
+
+    def __len__(self) -> int:
+        return len(self.queued)
+
+    def add(self, prompts: Sequence[Sequence[int]], **options: Any) -> list[int]:
+        keys = list(range(self._next, self._next + len(prompts)))
+        self._next += len(prompts)
+        frozen = tuple(sorted((k, tuple(v) if k == "stop" else v) for k, v in options.items()))
+        self.queued.extend((key, prompt, frozen) for key, prompt in zip(keys, prompts))
+        return keys
+
+    def drop(self, keys: Sequence[int]) -> list[tuple[int, Generation]]:
+        wanted = set(keys)
+        self.queued = [row for row in self.queued if row[0] not in wanted]
+        return []
+
+    def step(self) -> list[tuple[int, Generation]]:
+        groups: dict[tuple[Any, ...], list[tuple[int, Sequence[int]]]] = {}
+        for key, prompt, options in self.queued:
+            groups.setdefault(options, []).append((key, prompt))
+        self.queued = []
+        done: list[tuple[int, Generation]] = []
+        for options, rows in groups.items():
+            keys = [key for key, _ in rows]
+
+            def gone(keys: list[int] = keys) -> list[bool]:
+                return [self.abandoned(key) for key in keys]
+
+            out = self.policy.generate([p for _, p in rows], **dict(options), stop_rows=gone)
+            done.extend(zip(keys, out))
+        return done
+
+
+class Batcher:
+    """One worker thread that runs all model work: jobs join and leave one running batch between
+    decoding steps (at most ``max_batch_size`` rows), and :meth:`call` work runs between steps.
+
+    Args:
+        policy: the model; only this thread calls it. Its ``decoder()`` gives the running batch
+            (without one, its ``generate`` samples static batches).
         max_batch_size: rows (choices) sampled together at most (a larger job runs alone).
     """
 
@@ -117,6 +181,7 @@ class Batcher:
         self.policy = policy
         self.max_batch_size = max_batch_size
         self.jobs: queue.Queue[Job | _Call | None] = queue.Queue()
+        self._owner: dict[int, Job] = {}  # row key -> its job, for the rows in the batch
         self.thread = threading.Thread(target=self._loop, name="verigym-serve-batcher", daemon=True)
         self.thread.start()
 
@@ -133,7 +198,7 @@ class Batcher:
         return await self._wait(list(jobs), gone, timeout)
 
     async def call(self, fn: Callable[[], Any], gone: asyncio.Event, timeout: float) -> Any:
-        """Run ``fn()`` on the batcher thread (between batches) and return its result."""
+        """Run ``fn()`` on the batcher thread (between decoding steps) and return its result."""
         (result,) = await self._wait([_Call(fn)], gone, timeout)
         return result
 
@@ -185,66 +250,111 @@ class Batcher:
         self.jobs.put(None)
         self.thread.join(timeout=10)
 
+    # -- the batcher thread ------------------------------------------------------------------------------
+    def _new_decoder(self) -> Any:
+        make = getattr(self.policy, "decoder", None)
+        if callable(make):
+            return make()
+        return _GenerateDecoder(self.policy, lambda key: self._owner[key].abandoned)
+
     def _loop(self) -> None:
+        decoder = self._new_decoder()
+        running: list[Job] = []
+        waiting: deque[Job] = deque()
         while True:
-            item = self.jobs.get()
-            if item is None:
-                return
-            batch: list[Job] = []
-            calls: list[_Call] = []
-            rows = 0
+            # new work: wait for it when nothing runs, else take what came during the last step
+            items: list[Job | _Call | None] = []
+            if not running and not waiting:
+                items.append(self.jobs.get())
             while True:
-                if isinstance(item, _Call):
-                    calls.append(item)
-                else:
-                    batch.append(item)
-                    rows += item.n
-                if rows >= self.max_batch_size:
-                    break
                 try:
-                    item = self.jobs.get_nowait()
+                    items.append(self.jobs.get_nowait())
                 except queue.Empty:
                     break
-                if item is None:
-                    self.jobs.put(None)
-                    break
-            self._sample(batch)
-            for call in calls:
-                if call.abandoned:
+            if None in items:
+                return
+            for item in items:
+                if isinstance(item, _Call):
+                    self._run_call(item)
+                elif item is not None:
+                    waiting.append(item)
+            # leave: the rows of jobs nobody waits for any more
+            gone = [job for job in running if job.abandoned]
+            if gone:
+                decoder.drop([key for job in gone for key in job.keys])
+                for job in gone:
+                    self._forget(job)
+                running = [job for job in running if not job.abandoned]
+            # join: waiting jobs in arrival order while their rows fit (a larger job runs alone)
+            decoding = len(decoder) > 0
+            while waiting:
+                job = waiting[0]
+                if job.abandoned:
+                    waiting.popleft()
                     continue
+                if (decoding and not decoder.joinable) or (
+                    len(decoder) and len(decoder) + job.n > self.max_batch_size
+                ):
+                    break
+                waiting.popleft()
                 try:
-                    _deliver(call, call.fn())
-                except Exception as exc:  # report to the waiting client, keep serving
-                    logger.exception("model call failed")
-                    _deliver(call, None, RuntimeError(f"model call failed: {exc}"))
-
-    def _sample(self, batch: list[Job]) -> None:
-        groups: dict[Sampling, list[Job]] = {}
-        for job in batch:
-            if job.abandoned:  # nobody waits for it: do not spend the batch's time on it
+                    self._join(decoder, job)
+                except Exception as exc:  # the job's prompt failed to prefill: its error only
+                    logger.exception("generation failed")
+                    _deliver(job, None, RuntimeError(f"generation failed: {exc}"))
+                    continue
+                running.append(job)
+            if not running:
                 continue
-            groups.setdefault(job.sampling, []).append(job)
-        for sampling, jobs in groups.items():
-            prompts = [job.prompt for job in jobs for _ in range(job.n)]
-
-            def gone(jobs: list[Job] = jobs) -> list[bool]:
-                return [job.abandoned for job in jobs for _ in range(job.n)]
-
+            # one decoding step for every row
             try:
-                out = self.policy.generate(
-                    prompts,
-                    max_new_tokens=sampling.max_tokens,
-                    temperature=sampling.temperature,
-                    top_p=sampling.top_p,
-                    stop=sampling.stop,
-                    top_logprobs=sampling.top_logprobs,
-                    stop_rows=gone,
-                )
+                finished = decoder.step()
             except Exception as exc:  # report to the waiting clients, keep serving
                 logger.exception("generation failed")
-                for job in jobs:
+                for job in running:
+                    self._forget(job)
                     _deliver(job, None, RuntimeError(f"generation failed: {exc}"))
+                running = []
+                decoder = self._new_decoder()
                 continue
-            for job in jobs:
-                result, out = out[: job.n], out[job.n :]
-                _deliver(job, result)
+            for key, reply in finished:
+                job = self._owner.get(key)
+                if job is not None:
+                    job.replies[key] = reply
+            still: list[Job] = []
+            for job in running:
+                if len(job.replies) == len(job.keys):
+                    self._forget(job)
+                    if not job.abandoned:
+                        _deliver(job, [job.replies[key] for key in job.keys])
+                else:
+                    still.append(job)
+            running = still
+
+    def _join(self, decoder: Any, job: Job) -> None:
+        """Prefill ``job``'s ``n`` rows into the running batch."""
+        sampling = job.sampling
+        job.keys = decoder.add(
+            [job.prompt] * job.n,
+            max_new_tokens=sampling.max_tokens,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            stop=sampling.stop,
+            top_logprobs=sampling.top_logprobs,
+        )
+        job.replies = {}
+        for key in job.keys:
+            self._owner[key] = job
+
+    def _forget(self, job: Job) -> None:
+        for key in job.keys:
+            self._owner.pop(key, None)
+
+    def _run_call(self, call: _Call) -> None:
+        if call.abandoned:
+            return
+        try:
+            _deliver(call, call.fn())
+        except Exception as exc:  # report to the waiting client, keep serving
+            logger.exception("model call failed")
+            _deliver(call, None, RuntimeError(f"model call failed: {exc}"))

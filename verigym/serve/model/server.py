@@ -7,8 +7,8 @@ forces tool calls, :mod:`verigym.serve.model.streaming` writes server-sent event
 :mod:`verigym.serve.model.batcher` runs the model.
 
 ``verigym serve-model MODEL`` runs it, so many evaluation workers (``verigym eval`` with the ``openai``
-agent) share one loaded model. Requests that arrive together are sampled as one left-padded batch
-(continuous batching it is not: a batch runs to completion before the next).
+agent) share one loaded model. Requests are batched continuously: each joins the running batch
+between two decoding steps and leaves it when its reply is done (:mod:`verigym.serve.model.batcher`).
 
 Endpoints:
 

@@ -1,0 +1,80 @@
+"""The shared decoding step (verigym.agents.llm.decoding.Decoder): rows that join a running batch
+between steps, and leave it when done or dropped, get exactly the tokens they get alone."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+def _prompts(policy, texts):
+    return [policy.encode_messages([{"role": "user", "content": text}]) for text in texts]
+
+
+def test_rows_joining_and_leaving_mid_batch_get_the_tokens_they_get_alone(policy):
+    """Greedy, staggered: a short prompt first, a longer one (the batch's cache widens on the left)
+    two steps later, two more with a stop string and a sampled neighbour after that; each row's
+    reply is the one ``generate`` gives its prompt alone."""
+    prompts = _prompts(policy, ("a", "a much longer prompt than the others", "xyz", "hi there"))
+    budgets = [12, 6, 9, 4]
+    alone = [
+        policy.generate([p], max_new_tokens=n, temperature=0)[0] for p, n in zip(prompts, budgets)
+    ]
+    stop = alone[2].text[3:5]  # a stop string the third reply meets
+    assert stop and stop in alone[2].text
+    alone[2] = policy.generate([prompts[2]], max_new_tokens=9, temperature=0, stop=[stop])[0]
+    assert alone[2].finish_reason == "stop"
+    decoder = policy.decoder()
+    keys: dict[int, int] = {}
+    got = {}
+    generator = torch.Generator().manual_seed(0)
+    for step in range(40):
+        if step == 0:
+            keys[decoder.add([prompts[0]], max_new_tokens=12, temperature=0)[0]] = 0
+        if step == 2:
+            assert len(decoder) == 1  # it joins a batch that is decoding
+            keys[decoder.add([prompts[1]], max_new_tokens=6, temperature=0)[0]] = 1
+        if step == 3:
+            more = decoder.add(
+                [prompts[2], prompts[3]], max_new_tokens=9, temperature=0, stop=[stop]
+            )
+            keys[more[0]], keys[more[1]] = 2, -3
+            noise = decoder.add(
+                [prompts[3]], max_new_tokens=30, temperature=1.0, generator=generator
+            )
+            keys[noise[0]] = -1
+            dropped = decoder.add([prompts[0]], max_new_tokens=30, temperature=0)[0]
+            keys[dropped] = -2
+        if step == 5:
+            (partial,) = decoder.drop([dropped])
+            assert partial[0] == dropped and len(partial[1].token_ids) == 2
+            assert partial[1].finish_reason == "length"
+        if step == 6:
+            keys[decoder.add([prompts[3]], max_new_tokens=4, temperature=0)[0]] = 3
+        for key, reply in decoder.step():
+            got[keys[key]] = reply
+    assert len(decoder) == 0
+    for i in range(4):
+        assert got[i].token_ids == alone[i].token_ids, i
+        assert got[i].text == alone[i].text and got[i].finish_reason == alone[i].finish_reason
+        assert got[i].log_probs == pytest.approx(alone[i].log_probs, abs=1e-4)
+    assert len(got[-1].token_ids) <= 30
+
+
+def test_generate_stops_flagged_rows_and_keeps_the_others(policy):
+    prompts = _prompts(policy, ("a", "xyz"))
+    policy_eos = policy.eos_token_ids
+    policy.eos_token_ids = frozenset()  # replies run to their budget
+    try:
+        calls = []
+
+        def stop_rows():
+            calls.append(1)
+            return [len(calls) >= 3, False]
+
+        out = policy.generate(prompts, max_new_tokens=8, temperature=0, stop_rows=stop_rows)
+        alone = policy.generate([prompts[1]], max_new_tokens=8, temperature=0)[0]
+    finally:
+        policy.eos_token_ids = policy_eos
+    assert len(out[0].token_ids) == 3 and out[0].finish_reason == "length"
+    assert out[1].token_ids == alone.token_ids and len(alone.token_ids) == 8
