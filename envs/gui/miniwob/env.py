@@ -215,7 +215,7 @@ class MiniWoBEnv(GuiEnv):
     physics loop, a long animation, a blinking cursor) run on a controlled clock instead
     (Playwright's fake clock): their ``Date``, ``performance.now``, timers and animation frames
     stand still between steps and advance by the task's page milliseconds per step (1 s; 2 s for
-    ``click-pie``) after the reset and after each action, firing what falls due in order. Each
+    ``click-pie``, 200 ms for ``stock-market``) after the reset and after each action, firing what falls due in order. Each
     episode starts on a new browser context whose clock reads
     :data:`~verigym.envs.gui.miniwob.catalog.CLOCK_EPOCH_MS`, so the trajectory depends on the
     seed and the actions only, never on the machine's speed, and the page's date is the same on

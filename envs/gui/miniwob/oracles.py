@@ -465,3 +465,18 @@ def _choose_date(utterance: str, elements: Elements, env: Any) -> dict[str, Any]
     if box.get("value") != date:
         return _pick_date(elements, box, date)
     return _submit(elements)
+
+
+@_solver("stock-market")
+def _stock_market(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Buy once the shown price is at most the one asked for; else let the ticker move (a scroll
+    of the page at its top: nothing changes but the clock)."""
+    limit = float(re.search(r"less than \$(\d+(?:\.\d+)?)", utterance)[1])
+    prices = [
+        float(m[1])
+        for e in _find(elements, "text")
+        if (m := re.fullmatch(r"\$(\d+(?:\.\d+)?)", e["name"]))
+    ]
+    if prices and prices[0] <= limit:
+        return _submit(elements, "buy")
+    return mw_action("scroll_up")
