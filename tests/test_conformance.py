@@ -28,13 +28,20 @@ STEPS = 120
 # verifier, a sandbox or a browser call (still several episodes of every text/tool/GUI task, 30 of
 # a single-turn one; the checker's own default is 200, its other play 60 steps)
 CHEAP_STEP_FAMILIES = {"grid", "mujoco"}
+ITEM_STEPS = 10
+"""Rollout length of a reasoning-gym id (``RG-*``): each step is a whole episode, a newly generated
+item and its scorer, so 10 steps are 10 tasks (the 104 ids share one env class; 30 steps made them
+the default run's largest cost)."""
 
 
 def steps_for(env_id: str) -> int:
     """The rollout length ``check_env`` is given for ``env_id`` (see ``STEPS``)."""
     from verigym.registration import row
 
-    return STEPS if row(env_id).family in CHEAP_STEP_FAMILIES else STEPS // 4
+    item = row(env_id)
+    if item.family in CHEAP_STEP_FAMILIES:
+        return STEPS
+    return ITEM_STEPS if item.entry_point.endswith(":ReasoningGymEnv") else STEPS // 4
 
 
 # Variants checked in the slow run only: each costs 15-50 s of sandboxed or browser episodes, and
@@ -42,12 +49,7 @@ def steps_for(env_id: str) -> int:
 # (RepoFix-v0 and Terminal-v0 from every repository, level and template; GUI_DEFAULT_IDS through
 # the one GUI env class, whose every page is played by its oracle and seeded twice in
 # tests/envs/gui/test_gui.py; the -Hard rows only enlarge their pages)
-GUI_DEFAULT_IDS = {
-    "verigym/ClickButton-v0",
-    "verigym/EnterText-v0",
-    "verigym/NavigateMenu-v0",
-    "verigym/ShoppingCart-v0",
-}
+GUI_DEFAULT_IDS = {"verigym/ClickButton-v0"}
 SLOW_CHECK_IDS = {
     *WORKSPACE_VARIANT_IDS,
     *(

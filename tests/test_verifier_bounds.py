@@ -196,6 +196,56 @@ class _WaitingEnv(_TruthTableEnv):
         self.worker._kill()  # the worker process ends with the env
 
 
+class _StarvedEnv(_TruthTableEnv):
+    """A verifier whose first reply (and its replay) computes ``cpu`` seconds in a verifier worker
+    that gets a tenth of a core (SIGSTOP 90 ms, SIGCONT 10 ms: a loaded machine)."""
+
+    def __init__(self, *, cpu: float):
+        super().__init__(screened=True)
+        from verigym.workers import BoundedWorker
+
+        self.cpu, self.worker = cpu, BoundedWorker(start_method="fork")
+        self.worker.call(_spin, (0.0,), timeout=5.0)  # started outside the measured steps
+
+    def step(self, action):
+        import os
+        import signal
+        import threading
+        import time
+
+        self.steps = getattr(self, "steps", 0) + 1
+        if self.steps <= 2:
+            pid, done = self.worker._pid(), threading.Event()
+
+            def starve() -> None:
+                while not done.is_set():
+                    os.kill(pid, signal.SIGSTOP)
+                    time.sleep(0.09)
+                    os.kill(pid, signal.SIGCONT)
+                    time.sleep(0.01)
+
+            thread = threading.Thread(target=starve)
+            thread.start()
+            try:
+                self.worker.call(_spin, (self.cpu,), timeout=30.0)
+            finally:
+                done.set()
+                thread.join()
+        return super().step(action)
+
+    def close(self):
+        self.worker._kill()
+
+
+def test_a_computing_step_that_the_machine_starves_is_within_its_cpu_bound():
+    """A reply whose verifier computes 0.06 s of CPU in a worker that gets a tenth of a core takes
+    ~0.6 s, past the 0.4 s wall-clock backstop of a 0.1 s bound; it was computing, not blocked,
+    so it is within the bound (as the workers' own backstop lets it finish)."""
+    worst = measure_worst_case(lambda: _StarvedEnv(cpu=0.06), seconds=0.1)
+    assert worst is not None and not worst.problems, worst.problems
+    assert worst.wall_seconds > 0.4 and worst.seconds < 0.1, worst
+
+
 def _spin(seconds: float) -> int:
     import time
 

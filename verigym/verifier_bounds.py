@@ -18,8 +18,10 @@ resident set (``VmHWM``, reset before each step through ``/proc/self/clear_refs`
 is CPU time, the unit of the verifier workers' own limits, so a loaded machine that gives the
 checker half a core does not turn a check that needs 1 s of CPU into a failure; a step that waits
 without computing, or computes in a process of another kind, is caught by the wall-clock backstop
-of :data:`~verigym.workers.WALL_CLOCK_FACTOR` times the bound (wall-clock alone where ``/proc``
-is missing). A step over a bound is replayed once and
+of :data:`~verigym.workers.WALL_CLOCK_FACTOR` times the bound (a step that computes at least
+:data:`~verigym.workers.COMPUTING_CPU_SHARE` of its wall time is starved, not blocked, and is
+stopped only at :data:`~verigym.workers.MAX_WALL_CLOCK_FACTOR` times; wall-clock alone where
+``/proc`` is missing). A step over a bound is replayed once and
 the better try counts. Memory of other processes must be capped there (verifier workers run under
 :data:`verigym.workers.MEMORY_CAP_BYTES`, the sandbox under its own limits).
 
@@ -47,7 +49,13 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from verigym.toolcalls import hermes_call
-from verigym.workers import WALL_CLOCK_FACTOR, memory_sizes, verifier_cpu_seconds
+from verigym.workers import (
+    COMPUTING_CPU_SHARE,
+    MAX_WALL_CLOCK_FACTOR,
+    WALL_CLOCK_FACTOR,
+    memory_sizes,
+    verifier_cpu_seconds,
+)
 
 __all__ = [
     "WORST_CASE_MEMORY_BYTES",
@@ -321,7 +329,9 @@ def measure_worst_case(
         factory: makes the env (a fresh instance is used and closed).
         seed: reset seed before each reply.
         seconds: time bound per reply, seconds of CPU time (wall clock for sandbox envs), with a
-            wall-clock backstop of :data:`~verigym.workers.WALL_CLOCK_FACTOR` times it.
+            wall-clock backstop of :data:`~verigym.workers.WALL_CLOCK_FACTOR` times it for a step
+            that blocks (computes less than :data:`~verigym.workers.COMPUTING_CPU_SHARE` of its
+            wall time), :data:`~verigym.workers.MAX_WALL_CLOCK_FACTOR` times it for any step.
         memory_bytes: bound on the growth of peak resident memory per reply (bytes).
 
     Returns:
@@ -348,7 +358,14 @@ def measure_worst_case(
         def over(cpu: float | None, wall: float) -> bool:
             if deadline is not None or cpu is None:  # wall clock: the sandbox's unit, or no /proc
                 return wall > seconds
-            return cpu > seconds or wall > wall_bound
+            # past the backstop only when the step did not compute (it blocked), as the workers'
+            # own backstop: a loaded machine that starves a computing step is no overrun
+            computing = cpu >= COMPUTING_CPU_SHARE * wall
+            return (
+                cpu > seconds
+                or (wall > wall_bound and not computing)
+                or wall > MAX_WALL_CLOCK_FACTOR * seconds
+            )
 
         shown: set[str] = set()
         for label, reply in adversarial_replies(space.max_length, instructions):
