@@ -140,6 +140,7 @@ ROWS: list[EnvRow] = [
             "-Real": {},
             "-Boltons": {"library": "boltons"},
             "-Cachetools": {"library": "cachetools"},
+            "-Idna": {"library": "idna"},
             "-Inflection": {"library": "inflection"},
             "-Itsdangerous": {"library": "itsdangerous"},
             "-MoreItertools": {"library": "more-itertools"},

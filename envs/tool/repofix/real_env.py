@@ -39,6 +39,7 @@ SPLITS = ("all", "train", "eval")
 REAL_LIBRARIES: tuple[str, ...] = (
     "boltons",
     "cachetools",
+    "idna",
     "inflection",
     "itsdangerous",
     "more-itertools",
