@@ -480,3 +480,38 @@ def _stock_market(utterance: str, elements: Elements, env: Any) -> dict[str, Any
     if prices and prices[0] <= limit:
         return _submit(elements, "buy")
     return mw_action("scroll_up")
+
+
+@_solver("generate-number")
+def _generate_number(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Generate until the shown number meets the condition, then submit."""
+    shown = [int(e["name"]) for e in _find(elements, "text") if re.fullmatch(r"-?\d+", e["name"])]
+    if shown:
+        n = shown[0]
+        less, more = (
+            re.search(r"less than (\d+)", utterance),
+            re.search(r"greater than (\d+)", utterance),
+        )
+        if (
+            (less and n < int(less[1]))
+            or (more and n > int(more[1]))
+            or ("an odd number" in utterance and n % 2)
+            or ("an even number" in utterance and not n % 2)
+        ):
+            return _submit(elements)
+    return _submit(elements, "generate")
+
+
+@_solver("odd-or-even")
+def _odd_or_even(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Mark the rows in order (a clicked button keeps the focus: the row after the focused one is
+    next), then submit."""
+    rows, visible = [], _visible(elements)
+    for i, e in enumerate(visible):
+        if e["role"] == "text" and re.fullmatch(r"-?\d+", e["name"]) and 0 < i < len(visible) - 1:
+            odd, even = visible[i - 1], visible[i + 1]
+            rows.append(odd if int(e["name"]) % 2 else even)
+    focused = next((k for k, b in enumerate(rows) if b.get("focused")), -1)
+    if focused + 1 < len(rows):
+        return _click(rows[focused + 1])
+    return _submit(elements)
