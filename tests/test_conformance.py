@@ -50,6 +50,33 @@ def steps_for(env_id: str) -> int:
 # the one GUI env class, whose every page is played by its oracle and seeded twice in
 # tests/envs/gui/test_gui.py; the -Hard rows only enlarge their pages)
 GUI_DEFAULT_IDS = {"verigym/ClickButton-v0"}
+
+
+def _rg_default_datasets() -> frozenset[str]:
+    """The reasoning-gym datasets whose ids are checked in the default run: every dataset with a
+    code path of its own in ``ReasoningGymEnv`` (scored by sympy, by eval or linearly, seeded by
+    hash, reseeded, scored where generated) and the first of each reasoning-gym category (its
+    module: algebra, arithmetic, games, ...). The other ~70 ids share those paths; the slow run
+    checks them."""
+    from reasoning_gym.factory import DATASETS
+
+    from verigym.envs.text import reasoning_gym_env as rg
+
+    own_paths = (
+        rg.SYMPY_SCORED
+        | rg.EVAL_SCORED
+        | rg.LINEAR_SCORED
+        | rg.HASH_SEEDED_DATASETS
+        | rg.RESEED_DATASETS
+        | rg.SCORED_WHERE_GENERATED
+    )
+    first: dict[str, str] = {}
+    for name in sorted(DATASETS):
+        first.setdefault(DATASETS[name][0].__module__.split(".")[1], name)
+    return frozenset(own_paths | set(first.values()))
+
+
+RG_DEFAULT_DATASETS = _rg_default_datasets()
 SLOW_CHECK_IDS = {
     *WORKSPACE_VARIANT_IDS,
     *(
@@ -61,6 +88,13 @@ SLOW_CHECK_IDS = {
     # resets); verigym/Crafter-v0 stays in the default run (its text view through
     # LanguageWrapper included), the text class and the goal rows share its code
     *(r.id for r in verigym.rows("world") if r.id != "verigym/Crafter-v0"),
+    # the reasoning-gym ids but those of RG_DEFAULT_DATASETS (see there)
+    *(
+        r.id
+        for r in verigym.rows("text")
+        if r.entry_point.endswith(":ReasoningGymEnv")
+        and r.kwargs.get("dataset") not in RG_DEFAULT_DATASETS
+    ),
     # the MiniWoB++ ids (issue 38): a check costs 1-2 min of page loads (60 s for ClickButton), over
     # the default run's budget, so all are slow; tests/envs/gui/test_miniwob.py covers their one
     # env class in the default run (verdict, seeding, typed code, server lifetime)

@@ -498,6 +498,7 @@ _IN_PROCESS = [
 
 
 @needs_sandbox
+@pytest.mark.slow  # the same tricks as above on three more projects: 8-11 s each
 @pytest.mark.parametrize("project, seed", [("semver", 1), ("lrucache", 2), ("textkit", 3)])
 def test_in_process_tricks_score_zero_on_more_projects(project, seed):
     """The tricks above on three more projects and seeds: 0 each, caught as tampering (the
