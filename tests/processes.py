@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
 
 from verigym import workers
 
@@ -17,3 +22,25 @@ def descendants(pid: int | None = None) -> dict[int, str]:
         except OSError:
             found[child] = ""
     return found
+
+
+@contextlib.contextmanager
+def starved(pid: int, share: float = 0.1, period: float = 0.1) -> Iterator[None]:
+    """Give process ``pid`` only ``share`` of each ``period`` seconds while the block runs (SIGSTOP,
+    then SIGCONT), as a loaded machine does; it is left running at the end."""
+    done = threading.Event()
+
+    def toggle() -> None:
+        while not done.is_set():
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(period * (1 - share))
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(period * share)
+
+    thread = threading.Thread(target=toggle, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()

@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from tests.processes import starved
 from verigym.workers import (
     MAX_WALL_CLOCK_FACTOR,
     WALL_CLOCK_FACTOR,
@@ -305,23 +306,9 @@ def test_a_check_starved_of_cpu_is_not_stopped_by_the_backstop_but_a_blocked_one
     worker = BoundedWorker(start_method="fork")
     try:
         assert worker.call(_spin, (0.0,), 5.0) == "spun"
-        pid, done = worker._pid(), threading.Event()
-
-        def starve() -> None:
-            while not done.is_set():
-                os.kill(pid, signal.SIGSTOP)
-                time.sleep(0.09)
-                os.kill(pid, signal.SIGCONT)
-                time.sleep(0.01)
-
-        thread = threading.Thread(target=starve)
-        thread.start()
         start = time.perf_counter()
-        try:
+        with starved(worker._pid()):
             assert worker.call(_spin, (0.15,), 0.25) == "spun"
-        finally:
-            done.set()
-            thread.join()
         assert time.perf_counter() - start > 0.25 * WALL_CLOCK_FACTOR  # past the first window
         start = time.perf_counter()
         with pytest.raises(VerifierTimeout, match="CPU time"):

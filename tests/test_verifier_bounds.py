@@ -208,29 +208,12 @@ class _StarvedEnv(_TruthTableEnv):
         self.worker.call(_spin, (0.0,), timeout=5.0)  # started outside the measured steps
 
     def step(self, action):
-        import os
-        import signal
-        import threading
-        import time
+        from tests.processes import starved
 
         self.steps = getattr(self, "steps", 0) + 1
         if self.steps <= 2:
-            pid, done = self.worker._pid(), threading.Event()
-
-            def starve() -> None:
-                while not done.is_set():
-                    os.kill(pid, signal.SIGSTOP)
-                    time.sleep(0.09)
-                    os.kill(pid, signal.SIGCONT)
-                    time.sleep(0.01)
-
-            thread = threading.Thread(target=starve)
-            thread.start()
-            try:
+            with starved(self.worker._pid()):
                 self.worker.call(_spin, (self.cpu,), timeout=30.0)
-            finally:
-                done.set()
-                thread.join()
         return super().step(action)
 
     def close(self):
