@@ -144,6 +144,7 @@ ROWS: list[EnvRow] = [
             "-Inflection": {"library": "inflection"},
             "-Itsdangerous": {"library": "itsdangerous"},
             "-MoreItertools": {"library": "more-itertools"},
+            "-Pyparsing": {"library": "pyparsing"},
             "-Tabulate": {"library": "tabulate"},
             "-Toolz": {"library": "toolz"},
         },

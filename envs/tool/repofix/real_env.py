@@ -43,6 +43,7 @@ REAL_LIBRARIES: tuple[str, ...] = (
     "inflection",
     "itsdangerous",
     "more-itertools",
+    "pyparsing",
     "tabulate",
     "toolz",
 )
