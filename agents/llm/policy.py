@@ -167,7 +167,9 @@ class PrefixCache:
     """A bounded LRU of per-prompt KV caches, looked up by longest token-id prefix.
 
     A multi-turn episode's next prompt starts with its previous prompt (the conversation so far),
-    so keeping each prompt's keys/values lets the next turn prefill only its new tokens. Entries are
+    so keeping each prompt's keys/values lets the next turn prefill only its new tokens; a prompt
+    that shares a long start with a stored one (another episode of the task: the same system prompt
+    and tools) prefills only what follows that start. Entries are
     one prompt each: per layer a ``(keys, values)`` pair of shape ``[kv_heads, length, head_dim]``
     in the model's dtype. The least recently used entries are dropped once the entries hold more than
     ``max_bytes``.
@@ -178,6 +180,10 @@ class PrefixCache:
     Raises:
         ValueError: ``max_bytes`` <= 0.
     """
+
+    MIN_SHARED = 32
+    """Tokens a stored prompt must share with a new one to be reused when it is not a whole prefix
+    of it (fewer save nothing worth a copy)."""
 
     def __init__(self, max_bytes: int):
         if max_bytes <= 0:
@@ -202,23 +208,27 @@ class PrefixCache:
     def longest(
         self, prompt: Sequence[int]
     ) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]:
-        """The longest stored prompt that is a prefix of ``prompt`` (refreshed as recently used).
+        """The longest start of ``prompt`` whose keys/values are stored (that entry is refreshed
+        as recently used): a stored prompt that is a prefix of ``prompt`` (the conversation's
+        earlier turn), or the common start of ``prompt`` and a stored one when it is at least
+        :attr:`MIN_SHARED` tokens (episodes of one task share their system prompt and tools).
 
         Returns:
-            ``(length, layers)``; ``(0, None)`` when no stored prompt is a prefix.
+            ``(length, layers)``, the entry's ``layers`` holding at least ``length`` positions
+            (use the first ``length``); ``(0, None)`` when nothing is shared.
         """
         best: tuple[int, ...] | None = None
-        n = len(prompt)
+        best_length = 0
         for key in self._entries:
-            k = len(key)
-            if k <= n and (best is None or k > len(best)) and tuple(prompt[:k]) == key:
-                best = key
+            shared = _common_length(key, prompt)
+            if shared > best_length and (shared == len(key) or shared >= self.MIN_SHARED):
+                best, best_length = key, shared
         if best is None:
             self.misses += 1
             return 0, None
         self._entries.move_to_end(best)
         self.hits += 1
-        return len(best), self._entries[best][0]
+        return best_length, self._entries[best][0]
 
     def put(self, prompt: Sequence[int], layers: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         """Store ``prompt``'s keys/values (``[kv_heads, len(prompt), head_dim]`` per layer)."""
@@ -232,6 +242,20 @@ class PrefixCache:
         self.bytes += size
         while self.bytes > self.max_bytes:
             self.bytes -= self._entries.popitem(last=False)[1][1]
+
+
+def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    step = 64
+    at = 0
+    while at < n and tuple(a[at : at + step]) == tuple(b[at : at + step]):
+        at += step
+    if at >= n:
+        return n
+    while at < n and a[at] == b[at]:
+        at += 1
+    return at
 
 
 class TransformersPolicy:

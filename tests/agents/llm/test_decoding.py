@@ -78,3 +78,28 @@ def test_generate_stops_flagged_rows_and_keeps_the_others(policy):
         policy.eos_token_ids = policy_eos
     assert len(out[0].token_ids) == 3 and out[0].finish_reason == "length"
     assert out[1].token_ids == alone.token_ids and len(alone.token_ids) == 8
+
+
+def test_prefix_cache_reuses_a_shared_start_of_another_prompt(tiny_model_dir):
+    """Two episodes of one task share their system prompt: the second prefills only what follows
+    the shared start, and its greedy reply is the one it gets without a cache."""
+    from verigym.agents.llm.policy import TransformersPolicy
+
+    cached = TransformersPolicy.from_pretrained(
+        tiny_model_dir, device="cpu", prefix_cache_bytes=1 << 24
+    )
+    plain = TransformersPolicy(cached.model, cached.tokenizer)
+    rules = "you play a game. " * 6
+    first, second = (
+        cached.encode_messages(
+            [{"role": "system", "content": rules}, {"role": "user", "content": text}]
+        )
+        for text in ("guess 12", "guess 7?")
+    )
+    shared = next(i for i, (a, b) in enumerate(zip(first, second)) if a != b)
+    assert shared >= 64
+    cached.generate([first], max_new_tokens=2, temperature=0)
+    assert cached.prefix_cache.reused_tokens == 0
+    got = cached.generate([second], max_new_tokens=6, temperature=0)[0]
+    assert cached.prefix_cache.reused_tokens == shared
+    assert got.token_ids == plain.generate([second], max_new_tokens=6, temperature=0)[0].token_ids
