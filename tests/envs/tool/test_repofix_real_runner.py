@@ -276,6 +276,7 @@ def test_passing_subtests_pass(tmp_path, deps):
     assert not out["tampered"] and set(out["results"].values()) == {"pass"}, out
 
 
+@pytest.mark.slow  # one child more (~2 s): the default run has the subtest case's
 def test_library_code_cannot_rebind_unittest_assertions(tmp_path, deps):
     # a TestCase-style suite (more-itertools', pyparsing's) asserts through unittest.TestCase's
     # methods: before the runner watched unittest.case, rebinding assertEqual passed every test
