@@ -140,6 +140,7 @@ ROWS: list[EnvRow] = [
             "-Real": {},
             "-Boltons": {"library": "boltons"},
             "-Cachetools": {"library": "cachetools"},
+            "-Click": {"library": "click"},
             "-Idna": {"library": "idna"},
             "-Inflection": {"library": "inflection"},
             "-Itsdangerous": {"library": "itsdangerous"},

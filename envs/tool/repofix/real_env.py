@@ -39,6 +39,7 @@ SPLITS = ("all", "train", "eval")
 REAL_LIBRARIES: tuple[str, ...] = (
     "boltons",
     "cachetools",
+    "click",
     "idna",
     "inflection",
     "itsdangerous",
