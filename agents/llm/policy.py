@@ -15,7 +15,7 @@ import inspect
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -450,7 +450,6 @@ class TransformersPolicy:
         stop: Sequence[str] = (),
         generator: torch.Generator | None = None,
         top_logprobs: int = 0,
-        stop_rows: Callable[[], Sequence[bool]] | None = None,
     ) -> list[Generation]:
         """Sample one reply per prompt (a batch, left-padded): one
         :class:`~verigym.agents.llm.decoding.Decoder` (the decoding step the model server shares)
@@ -465,10 +464,6 @@ class TransformersPolicy:
             generator: a seeded ``torch.Generator`` on the model's device, for reproducible samples.
             top_logprobs: also keep the ``top_logprobs`` most likely tokens of every step
                 (:attr:`Generation.top_log_probs`); 0 keeps none.
-            stop_rows: called before every decoding step after the first; it returns one bool per
-                prompt, and the rows it flags end there (their reply is cut, ``finish_reason``
-                ``"length"``). A server passes the rows whose client has left, so an abandoned
-                request stops generating.
 
         Returns:
             one :class:`Generation` per prompt, in order.
@@ -476,7 +471,7 @@ class TransformersPolicy:
         Raises:
             ValueError: empty prompt, or out-of-range ``max_new_tokens``/``temperature``/``top_p``.
         """
-        decoder = Decoder(self)
+        decoder = self.decoder()
         keys = decoder.add(
             prompts,
             max_new_tokens=max_new_tokens,
@@ -487,15 +482,7 @@ class TransformersPolicy:
             generator=generator,
         )
         results: dict[int, Generation] = {}
-        first = True
         while len(decoder):
-            if not first and stop_rows is not None:
-                flags = list(stop_rows())
-                gone = [key for key, flag in zip(keys, flags) if flag and key not in results]
-                results.update(decoder.drop(gone))
-                if not len(decoder):
-                    break
-            first = False
             results.update(decoder.step())
         return [results[key] for key in keys]
 

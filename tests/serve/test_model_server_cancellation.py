@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import logging
 import threading
 
@@ -15,16 +16,44 @@ from verigym.serve.model.batcher import Batcher, ClientGone, Job, Sampling
 
 
 class HeldPolicy:
-    """Stands in for ``TransformersPolicy``: ``generate`` waits until released, then answers."""
+    """Stands in for ``TransformersPolicy``: its decoder's step waits until released, then answers
+    every row (with ``fail`` set, the step raises ``ValueError(fail)``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fail: str | None = None) -> None:
         self.release = threading.Event()
-        self.calls = 0
+        self.fail = fail
 
-    def generate(self, prompts, **sampling):
-        self.calls += 1
-        self.release.wait(10)
-        return [f"reply {len(p)}" for p in prompts]
+    def decoder(self) -> _HeldDecoder:
+        return _HeldDecoder(self)
+
+
+class _HeldDecoder:
+    """The :class:`~verigym.agents.llm.decoding.Decoder` interface the batcher uses."""
+
+    joinable = False
+
+    def __init__(self, policy: HeldPolicy) -> None:
+        self.policy, self.rows, self.keys = policy, {}, itertools.count()
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def add(self, prompts, **sampling) -> list[int]:
+        keys = [next(self.keys) for _ in prompts]
+        self.rows.update(zip(keys, prompts))
+        return keys
+
+    def drop(self, keys) -> list:
+        for key in keys:
+            self.rows.pop(key, None)
+        return []
+
+    def step(self) -> list:
+        if self.policy.fail:
+            raise ValueError(self.policy.fail)
+        self.policy.release.wait(10)
+        done, self.rows = [(key, f"reply {len(p)}") for key, p in self.rows.items()], {}
+        return done
 
 
 def _job() -> Job:
@@ -73,11 +102,7 @@ def test_abandoned_requests_log_no_error(held, caplog):
 
 
 def test_a_failed_generation_is_the_requests_error_and_logs_once(caplog):
-    class Failing(HeldPolicy):
-        def generate(self, prompts, **sampling):
-            raise ValueError("boom")
-
-    batcher = Batcher(Failing(), 4)
+    batcher = Batcher(HeldPolicy(fail="boom"), 4)
     try:
         with caplog.at_level(logging.DEBUG):
             with pytest.raises(RuntimeError, match="generation failed: boom"):

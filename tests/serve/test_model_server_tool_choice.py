@@ -11,8 +11,9 @@ import urllib.request
 
 import pytest
 
+from tests.scripted_decoder import ScriptedDecoder
 from tests.serve.model_servers import running
-from verigym.agents.llm.policy import Generation, TransformersPolicy
+from verigym.agents.llm.policy import TransformersPolicy
 from verigym.serve.model.server import make_server
 from verigym.serve.model.tool_choice import draw, tool_call_opening
 
@@ -33,17 +34,9 @@ class RecordingPolicy(TransformersPolicy):
 
     reply: str | None = None
     hold: threading.Event | None = None
-    decoder = None  # the server samples through generate (static batches), so it is scripted here
 
-    def generate(self, prompts, **sampling):
-        self.seen = [list(p) for p in prompts]
-        if self.hold is not None:
-            self.started.set()
-            self.hold.wait(30)
-        if self.reply is None:
-            return super().generate(prompts, **sampling)
-        ids = self.chat.encode(self.reply)
-        return [Generation(self.reply, ids, [0.0] * len(ids), "stop") for _ in prompts]
+    def decoder(self):
+        return ScriptedDecoder(self)
 
 
 @pytest.fixture(scope="module")

@@ -61,25 +61,6 @@ def test_rows_joining_and_leaving_mid_batch_get_the_tokens_they_get_alone(policy
     assert len(got[-1].token_ids) <= 30
 
 
-def test_generate_stops_flagged_rows_and_keeps_the_others(policy):
-    prompts = _prompts(policy, ("a", "xyz"))
-    policy_eos = policy.eos_token_ids
-    policy.eos_token_ids = frozenset()  # replies run to their budget
-    try:
-        calls = []
-
-        def stop_rows():
-            calls.append(1)
-            return [len(calls) >= 3, False]
-
-        out = policy.generate(prompts, max_new_tokens=8, temperature=0, stop_rows=stop_rows)
-        alone = policy.generate([prompts[1]], max_new_tokens=8, temperature=0)[0]
-    finally:
-        policy.eos_token_ids = policy_eos
-    assert len(out[0].token_ids) == 3 and out[0].finish_reason == "length"
-    assert out[1].token_ids == alone.token_ids and len(alone.token_ids) == 8
-
-
 def test_prefix_cache_reuses_a_shared_start_of_another_prompt(tiny_model_dir):
     """Two episodes of one task share their system prompt: the second prefills only what follows
     the shared start, and its greedy reply is the one it gets without a cache."""

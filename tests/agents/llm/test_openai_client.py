@@ -11,7 +11,8 @@ import gymnasium as gym
 import pytest
 
 import verigym  # noqa: F401 - registers the ids
-from verigym.agents.llm.policy import Generation, TransformersPolicy
+from tests.scripted_decoder import ScriptedDecoder
+from verigym.agents.llm.policy import TransformersPolicy
 from verigym.leaderboards.agent_spec import parse_agent_spec
 from verigym.serve.model.server import make_server
 
@@ -23,22 +24,17 @@ class ScriptedPolicy(TransformersPolicy):
     the last prompt it rendered."""
 
     reply = ""
-    decoder = None  # the server samples through generate (static batches), so it is scripted here
+    delay = 0.0
+    generated = 0
+
+    def decoder(self):
+        return ScriptedDecoder(self)
 
     def encode_messages(self, messages):
         self.prompts = [
             self.chat.render(messages)
         ]  # the tiny vocabulary cannot spell JSON: keep the text
         return super().encode_messages(messages)
-
-    delay = 0.0
-    generated = 0
-
-    def generate(self, prompts, **sampling):
-        time.sleep(self.delay)
-        self.generated += len(prompts)
-        ids = self.chat.encode(self.reply)
-        return [Generation(self.reply, ids, [0.0] * len(ids), "stop") for _ in prompts]
 
 
 def _serve(policy):

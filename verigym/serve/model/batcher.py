@@ -11,10 +11,6 @@ between steps. The event loop awaits an ``asyncio`` future per item, settled fro
 ``call_soon_threadsafe``, so it never blocks on torch: ``/health`` and new requests are answered
 while the batch decodes. A request whose client left (or that outlived its timeout) is abandoned:
 skipped if it has not joined, its rows dropped at the next step if it has.
-
-A policy without a ``decoder()`` (any object with ``TransformersPolicy.generate``'s signature) is
-served as before this batcher was continuous: the queued jobs are sampled in one ``generate`` call
-per sampling options, and new jobs wait until it returns.
 """
 
 from __future__ import annotations
@@ -116,64 +112,12 @@ def _abandon(items: Sequence[Job | _Call]) -> None:
             item.future.cancel()
 
 
-class _GenerateDecoder:
-    """A policy's ``generate`` behind :class:`~verigym.agents.llm.decoding.Decoder`'s interface,
-    for a policy without ``decoder()``: the rows added before a :meth:`step` are sampled in one
-    ``generate`` call per sampling options and all finish in that step (no rows join mid-batch).
-
-    Args:
-        policy: has ``generate(prompts, max_new_tokens=, temperature=, top_p=, stop=,
-            top_logprobs=, stop_rows=)``.
-        abandoned: whether a row's job was abandoned (polled by ``generate`` between steps).
-    """
-
-    joinable = False
-
-    def __init__(self, policy: Any, abandoned: Callable[[int], bool]):
-        self.policy = policy
-        self.abandoned = abandoned
-        self.queued: list[tuple[int, Sequence[int], tuple[Any, ...]]] = []
-        self._next = 0
-
-    def __len__(self) -> int:
-        return len(self.queued)
-
-    def add(self, prompts: Sequence[Sequence[int]], **options: Any) -> list[int]:
-        keys = list(range(self._next, self._next + len(prompts)))
-        self._next += len(prompts)
-        frozen = tuple(sorted((k, tuple(v) if k == "stop" else v) for k, v in options.items()))
-        self.queued.extend((key, prompt, frozen) for key, prompt in zip(keys, prompts))
-        return keys
-
-    def drop(self, keys: Sequence[int]) -> list[tuple[int, Generation]]:
-        wanted = set(keys)
-        self.queued = [row for row in self.queued if row[0] not in wanted]
-        return []
-
-    def step(self) -> list[tuple[int, Generation]]:
-        groups: dict[tuple[Any, ...], list[tuple[int, Sequence[int]]]] = {}
-        for key, prompt, options in self.queued:
-            groups.setdefault(options, []).append((key, prompt))
-        self.queued = []
-        done: list[tuple[int, Generation]] = []
-        for options, rows in groups.items():
-            keys = [key for key, _ in rows]
-
-            def gone(keys: list[int] = keys) -> list[bool]:
-                return [self.abandoned(key) for key in keys]
-
-            out = self.policy.generate([p for _, p in rows], **dict(options), stop_rows=gone)
-            done.extend(zip(keys, out))
-        return done
-
-
 class Batcher:
     """One worker thread that runs all model work: jobs join and leave one running batch between
     decoding steps (at most ``max_batch_size`` rows), and :meth:`call` work runs between steps.
 
     Args:
-        policy: the model; only this thread calls it. Its ``decoder()`` gives the running batch
-            (without one, its ``generate`` samples static batches).
+        policy: the model; only this thread calls it. Its ``decoder()`` gives the running batch.
         max_batch_size: rows (choices) sampled together at most (a larger job runs alone).
     """
 
@@ -252,10 +196,7 @@ class Batcher:
 
     # -- the batcher thread ------------------------------------------------------------------------------
     def _new_decoder(self) -> Any:
-        make = getattr(self.policy, "decoder", None)
-        if callable(make):
-            return make()
-        return _GenerateDecoder(self.policy, lambda key: self._owner[key].abandoned)
+        return self.policy.decoder()
 
     def _loop(self) -> None:
         decoder = self._new_decoder()
