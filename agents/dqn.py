@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -25,7 +24,6 @@ from gymnasium import spaces
 from torch import nn
 
 from verigym.agents.common.buffers import ReplayBuffer
-from verigym.agents.common.config import AgentConfig, require
 from verigym.agents.common.learner import (
     Callback,
     TorchLearner,
@@ -35,76 +33,9 @@ from verigym.agents.common.learner import (
 )
 from verigym.agents.common.networks import ObservationEncoder, adam, mlp, to_tensors
 from verigym.agents.common.vec import action_masks, final_observations, vector_env
+from verigym.agents.configs import DQNConfig
 
 __all__ = ["DQN", "DQNConfig"]
-
-
-@dataclass(frozen=True)
-class DQNConfig(AgentConfig):
-    """DQN options (defaults: Stable-Baselines3's, except ``double_q``)."""
-
-    num_envs: int = 1
-    """parallel envs stepped together"""
-    learning_rate: float = 1e-4
-    """Adam step size"""
-    buffer_size: int = 1_000_000
-    """replay capacity (transitions)"""
-    learning_starts: int = 100
-    """env steps of random-policy... (epsilon-greedy) collection before the first update"""
-    batch_size: int = 32
-    """transitions per gradient step"""
-    gamma: float = 0.99
-    """discount factor"""
-    tau: float = 1.0
-    """target update coefficient: 1 copies the online network, < 1 is Polyak averaging"""
-    target_update_interval: int = 10_000
-    """env steps between target updates"""
-    train_freq: int = 4
-    """env steps (per env) between training phases"""
-    gradient_steps: int = 1
-    """gradient steps per training phase"""
-    exploration_fraction: float = 0.1
-    """share of total_steps over which epsilon decays linearly"""
-    exploration_initial_eps: float = 1.0
-    """initial epsilon"""
-    exploration_final_eps: float = 0.05
-    """final epsilon"""
-    max_grad_norm: float = 10.0
-    """global gradient-norm clip"""
-    double_q: bool = True
-    """double-DQN targets (online argmax, target value); False is the 2015 DQN target"""
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    """hidden layer widths of the Q-network MLP"""
-    activation: Literal["tanh", "relu", "elu", "gelu"] = "relu"
-    """hidden activation"""
-    log_interval: int = 1000
-    """env steps between metric reports to the callbacks"""
-
-    def check(self) -> None:
-        for name in (
-            "num_envs",
-            "buffer_size",
-            "batch_size",
-            "target_update_interval",
-            "train_freq",
-            "log_interval",
-        ):
-            require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
-        require(
-            self.learning_starts >= 0 and self.gradient_steps >= 0,
-            "learning_starts and gradient_steps must be >= 0",
-        )
-        require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
-        require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
-        require(0 < self.tau <= 1, f"tau must be in (0, 1], got {self.tau}")
-        require(
-            0 <= self.exploration_fraction <= 1,
-            f"exploration_fraction must be in [0, 1], got {self.exploration_fraction}",
-        )
-        require(
-            0 <= self.exploration_final_eps <= 1 and 0 <= self.exploration_initial_eps <= 1,
-            "epsilons must be in [0, 1]",
-        )
 
 
 class QNetwork(nn.Module):

@@ -26,14 +26,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from gymnasium import spaces
 
-from verigym.agents.common.config import require
 from verigym.agents.common.learner import Callback, TorchLearner
 from verigym.agents.common.vec import (
     ParallelEnvPool,
@@ -42,26 +40,10 @@ from verigym.agents.common.vec import (
     is_parallel_env,
     make_env,
 )
+from verigym.agents.configs import IPPOConfig
 from verigym.agents.ppo import PPO, PPOConfig, train
 
 __all__ = ["IPPO", "IPPOConfig"]
-
-
-@dataclass(frozen=True)
-class IPPOConfig(PPOConfig):
-    """IPPO options: PPO's (per policy; ``num_envs`` = copies of the game) and the sharing ones."""
-
-    share_parameters: bool = True
-    """one network for every agent, trained on all their transitions; False: one per agent"""
-    agent_indicator: bool = False
-    """add a one-hot agent id (agents in sorted name order) to each observation of the shared network (needs share_parameters)"""
-
-    def check(self) -> None:
-        super().check()
-        require(
-            self.share_parameters or not self.agent_indicator,
-            "agent_indicator needs share_parameters=True (independent networks already know their agent)",
-        )
 
 
 SHARED = "shared"

@@ -22,15 +22,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
 
-from verigym.agents.common.config import AgentConfig, require
 from verigym.agents.common.distributions import Categorical
 from verigym.agents.common.learner import (
     Callback,
@@ -40,56 +38,9 @@ from verigym.agents.common.learner import (
 )
 from verigym.agents.common.networks import ObservationEncoder, adam, layer_init, mlp, to_tensors
 from verigym.agents.common.vec import action_masks, final_observations, vector_env
+from verigym.agents.configs import OptionCriticConfig
 
 __all__ = ["OptionCritic", "OptionCriticConfig"]
-
-
-@dataclass(frozen=True)
-class OptionCriticConfig(AgentConfig):
-    """Option-critic options."""
-
-    num_options: int = 4
-    """number of options"""
-    num_envs: int = 16
-    """parallel envs stepped per rollout"""
-    num_steps: int = 16
-    """steps per env per rollout (the n of the n-step returns)"""
-    learning_rate: float = 7e-4
-    """Adam step size"""
-    gamma: float = 0.99
-    """discount factor"""
-    termination_reg: float = 0.01
-    """termination regularizer xi (deliberation cost), added to the option advantage"""
-    ent_coef: float = 0.01
-    """entropy bonus of the intra-option policies"""
-    vf_coef: float = 0.5
-    """weight of the critic loss"""
-    max_grad_norm: float = 0.5
-    """global gradient-norm clip"""
-    option_eps_initial: float = 1.0
-    """initial epsilon of the epsilon-greedy policy over options"""
-    option_eps_final: float = 0.05
-    """final epsilon"""
-    exploration_fraction: float = 0.5
-    """share of total_steps over which epsilon decays linearly"""
-    hidden_sizes: tuple[int, ...] = (128,)
-    """trunk MLP widths after the encoder"""
-    activation: Literal["tanh", "relu", "elu", "gelu"] = "relu"
-    """hidden activation"""
-    log_interval: int = 1
-    """rollouts between metric reports to the callbacks"""
-
-    def check(self) -> None:
-        for name in ("num_options", "num_envs", "num_steps", "log_interval"):
-            require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
-        require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
-        require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
-        for name in ("option_eps_initial", "option_eps_final", "exploration_fraction"):
-            require(
-                0 <= getattr(self, name) <= 1,
-                f"{name} must be in [0, 1], got {getattr(self, name)}",
-            )
-        require(self.max_grad_norm > 0, f"max_grad_norm must be > 0, got {self.max_grad_norm}")
 
 
 class OptionCriticNetwork(nn.Module):

@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,90 +40,13 @@ from gymnasium import spaces
 from torch import nn
 
 from verigym.agents.common.buffers import RunningMeanStd, gae
-from verigym.agents.common.config import AgentConfig, require
 from verigym.agents.common.distributions import Categorical, DiagGaussian, MultiCategorical
 from verigym.agents.common.learner import Callback, TorchLearner, emit, episode_metrics
 from verigym.agents.common.networks import ObservationEncoder, adam, mlp, to_tensors
 from verigym.agents.common.vec import action_masks, final_observations, vector_env
+from verigym.agents.configs import PPOConfig
 
 __all__ = ["PPO", "PPOConfig", "train"]
-
-
-@dataclass(frozen=True)
-class PPOConfig(AgentConfig):
-    """PPO options (defaults: CleanRL's ``ppo.py`` / Stable-Baselines3's)."""
-
-    num_envs: int = 8
-    """parallel envs stepped per rollout (copies of the training env)"""
-    num_steps: int = 128
-    """steps per env per rollout; a rollout is num_envs * num_steps transitions"""
-    learning_rate: float = 3e-4
-    """Adam step size"""
-    anneal_lr: bool = False
-    """anneal the learning rate linearly to 0 over total_steps"""
-    gamma: float = 0.99
-    """discount factor"""
-    gae_lambda: float = 0.95
-    """GAE lambda (bias/variance trade-off of the advantages)"""
-    num_epochs: int = 10
-    """passes over each rollout"""
-    batch_size: int = 64
-    """minibatch size (transitions)"""
-    clip_coef: float = 0.2
-    """surrogate clipping coefficient epsilon"""
-    anneal_clip: bool = False
-    """anneal clip_coef linearly to 0 over total_steps"""
-    clip_vloss: bool = False
-    """clip the value loss around the old values (with clip_coef; CleanRL's max of the clipped
-    and unclipped squared errors)"""
-    norm_adv: bool = True
-    """normalize advantages per minibatch"""
-    ent_coef: float = 0.0
-    """entropy bonus coefficient"""
-    vf_coef: float = 0.5
-    """value loss coefficient; the value loss is SB3's mean squared error (CleanRL's is half of
-    it, so CleanRL's vf_coef 0.5 is 0.25 here)"""
-    max_grad_norm: float = 0.5
-    """global gradient-norm clip"""
-    target_kl: float | None = None
-    """stop the epochs of an update early when the approximate KL exceeds this"""
-    normalize_observation: bool = False
-    """normalize vector observations with running mean/std (clipped to +-10)"""
-    normalize_reward: bool = False
-    """scale rewards by the running std of the discounted return (clipped to +-10)"""
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    """hidden layer widths of the actor and of the critic MLPs (separate networks)"""
-    activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
-    """hidden activation"""
-    log_std_init: float = 0.0
-    """initial log standard deviation of continuous actions"""
-    log_interval: int = 1
-    """rollouts between metric reports to the callbacks"""
-    batched_env: bool = True
-    """step an env id through its natively batched engine when it has one (grid tasks)"""
-    encoder: Literal["cnn", "mlp"] = "mlp"
-    """encoder of symbolic grid observations: "mlp" (flattened one-hot cells, one linear layer,
-    as SB3's MlpPolicy on a flat grid; solved DoorKey in 0.37-0.46x the CNN's time,
-    docs/benchmarks.md) or "cnn" (cell embedding + two 2x2 convolutions)"""
-
-    def check(self) -> None:
-        for name in ("num_envs", "num_steps", "num_epochs", "batch_size", "log_interval"):
-            require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
-        require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
-        require(
-            0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1,
-            f"gamma and gae_lambda must be in [0, 1], got {self.gamma}, {self.gae_lambda}",
-        )
-        require(self.clip_coef > 0, f"clip_coef must be > 0, got {self.clip_coef}")
-        require(self.max_grad_norm > 0, f"max_grad_norm must be > 0, got {self.max_grad_norm}")
-        require(
-            self.target_kl is None or self.target_kl > 0,
-            f"target_kl must be > 0 or None, got {self.target_kl}",
-        )
-        require(
-            all(h >= 1 for h in self.hidden_sizes),
-            f"hidden_sizes must be positive, got {self.hidden_sizes}",
-        )
 
 
 class ActorCritic(nn.Module):

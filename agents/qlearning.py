@@ -17,65 +17,18 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from gymnasium import spaces
 
-from verigym.agents.common.config import AgentConfig, require
 from verigym.agents.common.learner import Callback, TorchLearner, emit, episode_metrics
 from verigym.agents.common.vec import action_masks, final_observations, unbatched, vector_env
+from verigym.agents.configs import QLearningConfig
 from verigym.core import ACTION_MASK
 
 __all__ = ["QLearning", "QLearningConfig"]
-
-
-@dataclass(frozen=True)
-class QLearningConfig(AgentConfig):
-    """Tabular Q-learning options."""
-
-    learning_rate: float = 0.1
-    """initial step size alpha"""
-    final_learning_rate: float = 0.01
-    """step size at the end of the decay"""
-    lr_fraction: float = 0.9
-    """share of total_steps over which alpha decays linearly"""
-    gamma: float = 0.99
-    """discount factor"""
-    exploration_initial_eps: float = 1.0
-    """initial epsilon"""
-    exploration_final_eps: float = 0.05
-    """final epsilon"""
-    exploration_fraction: float = 0.5
-    """share of total_steps over which epsilon decays linearly"""
-    initial_q: float = 0.0
-    """initial value of every table entry"""
-    table_size: int = 65536
-    """rows of the table for non-Discrete (hashed) observations"""
-    log_interval: int = 10_000
-    """env steps between metric reports to the callbacks"""
-
-    def check(self) -> None:
-        require(
-            self.learning_rate > 0 and self.final_learning_rate > 0, "learning rates must be > 0"
-        )
-        require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
-        for name in (
-            "exploration_initial_eps",
-            "exploration_final_eps",
-            "exploration_fraction",
-            "lr_fraction",
-        ):
-            require(
-                0 <= getattr(self, name) <= 1,
-                f"{name} must be in [0, 1], got {getattr(self, name)}",
-            )
-        require(
-            self.table_size >= 1 and self.log_interval >= 1,
-            "table_size and log_interval must be >= 1",
-        )
 
 
 class QLearning(TorchLearner):
@@ -91,7 +44,7 @@ class QLearning(TorchLearner):
         self,
         observation_space: spaces.Space,
         action_space: spaces.Space,
-        config: AgentConfig,
+        config: QLearningConfig,
         *,
         env_id: str | None = None,
     ):

@@ -20,8 +20,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,69 +28,15 @@ from gymnasium import spaces
 from torch import nn
 
 from verigym.agents.common.buffers import HindsightRelabeller, ReplayBuffer
-from verigym.agents.common.config import AgentConfig, require
 from verigym.agents.common.distributions import squashed_gaussian_sample
 from verigym.agents.common.learner import Callback, TorchLearner, emit, episode_metrics, final_batch
 from verigym.agents.common.networks import EnsembleMLP, ObservationEncoder, adam, mlp, to_tensors
 from verigym.agents.common.vec import final_observations, unbatched, vector_env
+from verigym.agents.configs import SACConfig
 
 __all__ = ["SAC", "SACConfig"]
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
-
-
-@dataclass(frozen=True)
-class SACConfig(AgentConfig):
-    """SAC options (defaults: Stable-Baselines3's)."""
-
-    num_envs: int = 1
-    """parallel envs stepped together"""
-    learning_rate: float = 3e-4
-    """Adam step size of actor, critics and temperature"""
-    buffer_size: int = 1_000_000
-    """replay capacity (transitions)"""
-    learning_starts: int = 100
-    """env steps of uniformly random actions before the first update"""
-    batch_size: int = 256
-    """transitions per gradient step"""
-    gamma: float = 0.99
-    """discount factor"""
-    tau: float = 0.005
-    """Polyak coefficient of the target critics"""
-    train_freq: int = 1
-    """env steps (per env) between training phases"""
-    gradient_steps: int = 1
-    """gradient steps per training phase"""
-    ent_coef: float | None = None
-    """fixed entropy coefficient alpha; None tunes it automatically"""
-    ent_coef_init: float = 1.0
-    """initial alpha when tuned automatically"""
-    target_entropy: float | None = None
-    """entropy target of the automatic tuning; None means -dim(A)"""
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    """hidden layer widths of the actor and of each critic"""
-    activation: Literal["tanh", "relu", "elu", "gelu"] = "relu"
-    """hidden activation"""
-    her_k: int = 0
-    """hindsight relabelled copies per transition (goal-conditioned Dict observations only); 0 is off"""
-    log_interval: int = 1000
-    """env steps between metric reports to the callbacks"""
-
-    def check(self) -> None:
-        for name in ("num_envs", "buffer_size", "batch_size", "train_freq", "log_interval"):
-            require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
-        require(
-            self.learning_starts >= 0 and self.gradient_steps >= 0 and self.her_k >= 0,
-            "learning_starts, gradient_steps and her_k must be >= 0",
-        )
-        require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
-        require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
-        require(0 < self.tau <= 1, f"tau must be in (0, 1], got {self.tau}")
-        require(
-            self.ent_coef is None or self.ent_coef >= 0,
-            f"ent_coef must be >= 0 or None, got {self.ent_coef}",
-        )
-        require(self.ent_coef_init > 0, f"ent_coef_init must be > 0, got {self.ent_coef_init}")
 
 
 class Actor(nn.Module):

@@ -102,6 +102,58 @@ def test_train_bad_option_value_is_a_usage_error(tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("verigym train ppo:") and "gamma" in err[0]
 
 
+_BAD_ARGUMENTS = """
+import contextlib, io, sys
+from verigym.cli import main
+common = ["--env", "CartPole-v1", "--steps", "10", "--out", sys.argv[1]]
+cases = [
+    ["ppo", *common, "--lerning-rate", "1e-3"],
+    ["ppo", *common, "--gamma", "2.0"],
+    ["dqn", *common, "--batch-size", "1.5"],
+    ["sac", *common, "--tau", "0"],
+    ["qlearning", "--steps", "10"],
+    ["option-critic", *common, "--num-options", "0"],
+    ["ippo", *common, "--agent-indicator", "--no-share-parameters"],
+    ["ppo", "--env", "CartPol-v1", "--steps", "10", "--out", sys.argv[1]],
+]
+for argv in cases:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            status = main(["train", *argv])
+        except SystemExit as exc:
+            status = exc.code
+    assert status == 2 and err.getvalue().startswith("verigym train"), (argv, status, err.getvalue())
+print("torch" in sys.modules)
+"""
+
+
+def test_a_bad_train_argument_fails_before_torch_is_imported(tmp_path):
+    """A mistyped or out-of-range option of every classic agent, and a misspelled env id, are
+    usage errors before the agent's module (and torch, seconds of import) is loaded: the options
+    are parsed and validated with the torch-free configs of verigym.agents.configs."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _BAD_ARGUMENTS, str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+    assert not (tmp_path / "out").exists()
+
+
+def test_each_trainable_agent_takes_its_config_from_the_torch_free_table():
+    from verigym.agents.configs import CONFIGS
+
+    assert set(CONFIGS) == {"ppo", "sac", "dqn", "qlearning", "option-critic", "ippo"}
+    for name, config_class in CONFIGS.items():
+        assert agents.agent_class(name).config_class is config_class
+
+
 def test_train_unknown_env_is_a_usage_error_with_suggestions(tmp_path, capsys):
     assert (
         main(

@@ -2,7 +2,9 @@
 
 Every field of the agent's config dataclass is an option (``--learning-rate 1e-3``,
 ``--hidden-sizes 256 256``, ``--no-norm-adv``); ``verigym train ppo --help`` lists them with their
-docstrings. Torch's CPU threads follow ``--torch-threads`` (default: one thread for small
+docstrings. verigym's own agents are parsed and validated with their torch-free configs
+(:mod:`verigym.agents.configs`) before the agent's module and torch are imported, so a mistyped
+option fails in about a second. Torch's CPU threads follow ``--torch-threads`` (default: one thread for small
 networks, see :func:`verigym.agents.common.learner.choose_threads`). The run shows a progress bar
 (steps/s, recent return) and writes into ``--out``: the
 saved agent (``config.json``, ``model.safetensors``, ``meta.json``), ``metrics.jsonl``, TensorBoard
@@ -113,16 +115,23 @@ def run(args: argparse.Namespace) -> int:
     if args.agent in ("grpo", "sft"):
         return _run_llm(args.agent, args.options)
 
-    from verigym.agents.base import AGENTS, agent_class
+    from verigym.agents.base import AGENTS, agent_class, builtin_agents
     from verigym.agents.common.config import add_config_arguments
+    from verigym.agents.configs import CONFIGS
     from verigym.commands import usage_error
 
-    try:
-        cls = agent_class(args.agent)
-    except KeyError as exc:
-        return usage_error("train", exc.args[0])
-    config_class = getattr(cls, "config_class", None)
-    if config_class is None or not hasattr(cls, "learn"):
+    # verigym's own agents are parsed with their torch-free config (verigym.agents.configs) and
+    # imported only once the options are valid; a plugin's class is imported to find its config
+    cls: Any = None
+    if args.agent in CONFIGS and args.agent in builtin_agents():
+        config_class: Any = CONFIGS[args.agent]
+    else:
+        try:
+            cls = agent_class(args.agent)
+        except KeyError as exc:
+            return usage_error("train", exc.args[0])
+        config_class = getattr(cls, "config_class", None)
+    if config_class is None or (cls is not None and not hasattr(cls, "learn")):
         learners = sorted(n for n in AGENTS if n not in {"random", "oracle", "llm", "openai"})
         return usage_error(
             "train",
@@ -132,7 +141,10 @@ def run(args: argparse.Namespace) -> int:
 
     parser = ArgumentParser(
         prog=f"verigym train {args.agent}",
-        description=(cls.__doc__ or "").strip().splitlines()[0],
+        # verigym's own: the config's docstring, which names the source of the defaults
+        description=" ".join((config_class.__doc__ or "").split())
+        if cls is None
+        else (cls.__doc__ or "").strip().splitlines()[0],
         allow_abbrev=False,
     )
     parser.add_argument(
@@ -163,6 +175,10 @@ def run(args: argparse.Namespace) -> int:
         return usage_error(command, f"--steps must be >= 1, got {steps}")
     if eval_episodes < 0:
         return usage_error(command, f"--eval-episodes must be >= 0, got {eval_episodes}")
+    try:  # the config's own type and range checks, before torch is imported
+        config_class.from_dict(opts)
+    except (TypeError, ValueError) as exc:
+        return usage_error(command, " ".join(str(exc).split()))
 
     import gymnasium
 
@@ -172,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
 
     if lookup_env(command, env_id) is None:  # the message suggests close ids
         return 2
+    if cls is None:
+        cls = agent_class(args.agent)
     try:
         agent = cls.from_env(env_id, **opts)
     except (TypeError, ValueError, gymnasium.error.Error) as exc:
