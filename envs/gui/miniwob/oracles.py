@@ -8,8 +8,11 @@ and returns the one action that moves the task on. ``ORACLES`` maps a task name 
 
 from __future__ import annotations
 
+import colorsys
+import json
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from verigym.envs.gui.miniwob.env import mw_action
@@ -514,4 +517,531 @@ def _odd_or_even(utterance: str, elements: Elements, env: Any) -> dict[str, Any]
     focused = next((k for k, b in enumerate(rows) if b.get("focused")), -1)
     if focused + 1 < len(rows):
         return _click(rows[focused + 1])
+    return _submit(elements)
+
+
+@_solver("simple-algebra")
+def _simple_algebra(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """``x - 7 = 53`` or ``4 - x = -2``: solve for x, type it, submit."""
+    for e in _find(elements, "text"):
+        m = re.fullmatch(r"(x|\d+)\s*([-+])\s*(x|\d+)\s*=\s*(-?\d+)", e["name"])
+        if m and "x" in (m[1], m[3]):
+            left, op, right, total = m[1], m[2], m[3], int(m[4])
+            known = int(right if left == "x" else left)
+            if op == "+":
+                answer = total - known
+            else:
+                answer = total + known if left == "x" else known - total
+            return _fill(elements, [str(answer)])
+    return mw_action("done")
+
+
+@_solver("text-transform")
+def _text_transform(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """The captcha's letters are one text element each, left to right above the field."""
+    boxes = _find(elements, "textbox")
+    if not boxes:
+        return mw_action("done")
+    top = boxes[0]["box"][1]
+    letters = [e for e in _find(elements, "text") if len(e["name"]) == 1 and e["box"][3] <= top]
+    word = "".join(e["name"] for e in sorted(letters, key=lambda e: e["box"][0]))
+    return _fill(elements, [word])
+
+
+_MOVIE = re.compile(r"Search for (\w+) movies directed by (.+?) from year (\d{4})\.")
+_MOVIE_FIELDS = (
+    ("genre", "Genre"),
+    ("director", "Director"),
+    ("year", "Year"),
+    ("year", "Released"),
+)
+
+
+@_solver("multi-layouts", "multi-orderings")
+def _multi_layouts(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """A form of three labelled fields in one of several layouts and orders: each label (before
+    its field in the page, or after it in one layout) names the field it goes with; then the
+    form's button (Submit, Search or Go!)."""
+    m = _MOVIE.search(utterance)
+    if m is None:
+        return mw_action("done")
+    wanted = {"genre": m[1], "director": m[2], "year": m[3]}
+    labels, boxes, order = [], [], []
+    for e in _visible(elements):
+        field = next((f for f, word in _MOVIE_FIELDS if word in e["name"]), None)
+        if e["role"] == "textbox":
+            boxes.append(e)
+            order.append("box")
+        elif e["role"] == "text" and field and len(e["name"]) <= 20:
+            labels.append(field)
+            order.append("label")
+    if len(labels) != len(boxes) or not boxes:
+        return mw_action("done")
+    for field, box in zip(labels, boxes, strict=True):
+        if box.get("value", "") != wanted[field]:
+            return mw_action("type", element=box["id"], text=wanted[field])
+    last = max(e["id"] for e in boxes)
+    for e in _visible(elements):
+        if (
+            e["id"] > last
+            and e["role"] in ("button", "text")
+            and e["name"] in ("Submit", "Search", "Go!")
+        ):
+            return _click(e)
+    return mw_action("done")
+
+
+@_solver("login-user-popup")
+def _login_user_popup(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """login-user, but a popup may open when a field gets the focus: it is cancelled."""
+    cancel = _find(elements, "button", "Cancel")
+    if cancel:
+        return _click(cancel[0])
+    user, password = _quoted(utterance)[:2]
+    return _fill(elements, [user, password], "OK")
+
+
+@_solver("sign-agreement")
+def _sign_agreement(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Cancel; or scroll the agreement to its end (the mouse over it, then wheel steps), which
+    enables the name field and the buttons, type the name and press the button named."""
+    if utterance.startswith("Click the cancel button"):
+        return _submit(elements, "Cancel")
+    quoted = _quoted(utterance)
+    if len(quoted) < 2:
+        return mw_action("done")
+    name, button = quoted[0], quoted[1]
+    areas = [e for e in _find(elements, "textbox") if e.get("multiline")]
+    fields = [e for e in _find(elements, "textbox") if not e.get("multiline")]
+    if not areas or not fields:
+        return mw_action("done")
+    if fields[0].get("disabled"):
+        left, top, right, bottom = areas[0]["box"]
+        if not _inside(*env._mouse, areas[0]["box"]):
+            return mw_action("click_xy", xy=((left + right) // 2, (top + bottom) // 2))
+        return mw_action("scroll_down")
+    if fields[0].get("value", "") != name:
+        return mw_action("type", element=fields[0]["id"], text=name)
+    return _submit(elements, button)
+
+
+def _posts(elements: Elements, user: str) -> list[Elements]:
+    """The elements of each post by ``user`` (a post's elements run from its ``@user`` line to
+    the next post's), in page order."""
+    posts: list[Elements] = []
+    current: Elements | None = None
+    for e in _visible(elements):
+        if e["role"] == "text" and re.fullmatch(r"@\S+", e["name"]):
+            current = [] if e["name"] == user else None
+            if current is not None:
+                posts.append(current)
+        elif current is not None:
+            current.append(e)
+    return posts
+
+
+_SOCIAL_ICONS = {"Reply": "reply", "Retweet": "retweet", "Like": "like", "Share": "share"}
+
+
+@_solver("social-media")
+def _social_media(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """The user's post: its icon, or the entry of its "more" menu (opened first)."""
+    m = re.search(r'For the user (@\S+), click on the "(.+)" button', utterance)
+    if m is None:
+        return mw_action("done")
+    user, label = m[1].rstrip(","), m[2]
+    for post in _posts(elements, user):
+        icon = _SOCIAL_ICONS.get(label)
+        for e in post:
+            if icon and e["role"] == "image" and e["name"] in (icon, f"{icon}-hover"):
+                return _click(e)
+            if (
+                not icon
+                and e["role"] == "text"
+                and (e["name"] == label or e["name"].startswith(label + " @"))
+            ):
+                return _click(e)
+        more = [e for e in post if e["role"] == "image" and e["name"].startswith("more")]
+        if not icon and more:
+            return _click(more[0])
+    return mw_action("done")
+
+
+@_solver("social-media-all", "social-media-some")
+def _social_media_all(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Click the named icon of every post by the user (or of the first N), then Submit. A clicked
+    icon looks like a hovered one, so the solver counts its own clicks (the env's action log of
+    this episode): its k-th action clicks the k-th target."""
+    m = re.search(r'Click the "(\w+)" button on (all posts|(\d+) posts?) by (@\S+) and', utterance)
+    if m is None or m[1] not in _SOCIAL_ICONS:
+        return mw_action("done")
+    icon, user = _SOCIAL_ICONS[m[1]], m[4]
+    targets = [
+        e
+        for post in _posts(elements, user)
+        for e in post
+        if e["role"] == "image" and e["name"] in (icon, f"{icon}-hover")
+    ]
+    if m[3] is not None:
+        targets = targets[: int(m[3])]
+    done = len(env._log)
+    if done < len(targets):
+        return _click(targets[done])
+    return _submit(elements)
+
+
+@_solver("search-engine")
+def _search_engine(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Type the query, Search, open the result's page (3 results a page), click the result. The
+    current page is not shown, so the solver knows it from its own actions: its third action
+    opens the page when that is not the first."""
+    m = re.search(r'enter "(.+?)" and press "Search", then find and click the (\d+)\w\w', utterance)
+    if m is None:
+        return mw_action("done")
+    query, nth = m[1], int(m[2])
+    box = _find(elements, "textbox")
+    if box and box[0].get("value", "") != query:
+        return mw_action("type", element=box[0]["id"], text=query)
+    links = _find(elements, "link")
+    results = [e for e in links if not re.fullmatch(r"\d+|[<>«»]", e["name"])]
+    if not results:
+        return _submit(elements, "Search")
+    page, slot = divmod(nth - 1, 3)
+    if page and len(env._log) <= 2:
+        pages = [e for e in links if e["name"] == str(page + 1)]
+        return _click(pages[0]) if pages else mw_action("done")
+    return _click(results[slot]) if slot < len(results) else mw_action("done")
+
+
+@_solver("read-table-2")
+def _read_table_2(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Each field's label (``Color:``) names a row of the table above (``Color`` | ``yellow``)."""
+    cells = _find(elements, "text")
+    table = {
+        cell["name"]: value["name"]
+        for cell, value in zip(cells, cells[1:], strict=False)
+        if value["box"][1] == cell["box"][1] and value["box"][0] > cell["box"][0]
+    }
+    values = []
+    for box in _find(elements, "textbox"):
+        label = [
+            c for c in cells if c["name"].endswith(":") and abs(c["box"][1] - box["box"][1]) <= 3
+        ]
+        if not label or label[0]["name"][:-1] not in table:
+            return mw_action("done")
+        values.append(table[label[0]["name"][:-1]])
+    return _fill(elements, values)
+
+
+@_solver("guess-number")
+def _guess_number(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Guess 5, then walk one number a guess the way the feedback points (the field keeps the
+    last guess; the feedback names it)."""
+    box = _find(elements, "textbox")
+    if not box:
+        return mw_action("done")
+    value = box[0].get("value", "")
+    feedback = " ".join(e["name"] for e in _find(elements, "text")).replace(" .", "")
+    m = re.search(r"(higher|lower) than (-?\d+)", feedback)
+    if value == "":
+        return mw_action("type", element=box[0]["id"], text="5")
+    if m is None or value != m[2]:
+        return _submit(elements)
+    guess = int(m[2]) + (1 if m[1] == "higher" else -1)
+    return mw_action("type", element=box[0]["id"], text=str(guess))
+
+
+@_solver("use-spinner")
+def _use_spinner(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Click the spinner's up or down arrow (the two links right of the field, up above down)
+    until it shows the number, then Submit."""
+    target = int(re.search(r"Select (-?\d+) with the spinner", utterance)[1])
+    box = _find(elements, "textbox")
+    arrows = sorted(
+        (e for e in _find(elements, "link") if not e["name"]), key=lambda e: e["box"][1]
+    )
+    if not box or len(arrows) != 2:
+        return mw_action("done")
+    value = int(box[0].get("value") or 0)
+    if value == target:
+        return _submit(elements)
+    return _click(arrows[0] if value < target else arrows[1])
+
+
+_SHAPE_COLORS = {
+    "rgb(255,0,0)": "red",
+    "rgb(0,128,0)": "green",
+    "rgb(0,0,255)": "blue",
+    "rgb(0,255,255)": "aqua",
+    "rgb(0,0,0)": "black",
+    "rgb(255,0,255)": "magenta",
+    "rgb(255,255,0)": "yellow",
+}
+_SHAPE_NAMES = {"rect": "rectangle", "circle": "circle", "polygon": "triangle"}
+
+
+def _shape(e: dict[str, Any]) -> dict[str, str]:
+    """What a drawn shape of common/shapes.js is: its text (the letter, digit or shape name), type,
+    colour and size (large ones are drawn 20 px high, small ones 10)."""
+    name = e["name"]
+    if name in _SHAPE_NAMES:
+        text, kind = _SHAPE_NAMES[name], "shape"
+    else:
+        text, kind = name, "digit" if name.isdigit() else "letter"
+    size = "large" if e["box"][3] - e["box"][1] >= 16 else "small"
+    color = _SHAPE_COLORS.get(str(e.get("color", "")).replace(" ", ""), "")
+    return {"text": text, "type": kind, "size": size, "color": color}
+
+
+def _matches(shape: dict[str, str], description: str) -> bool:
+    """shapes.js's matcher: ``[large|small] [colour] (text|type|item)``."""
+    words = description.split()
+    if not words:
+        return False
+    what, rest = words[-1], words[:-1]
+    for word in rest:
+        if word in ("large", "small") and shape["size"] != word:
+            return False
+        if word not in ("large", "small") and shape["color"] != word:
+            return False
+    return what == "item" or what in (shape["text"], shape["type"])
+
+
+@_solver("click-shape")
+def _click_shape(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    m = re.fullmatch(r"Click on a (.+)", utterance.strip())
+    for e in _find(elements, "shape"):
+        if m and _matches(_shape(e), m[1]):
+            return _click(e)
+    return mw_action("done")
+
+
+@_solver("count-shape")
+def _count_shape(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    m = re.fullmatch(r"How many (.+)s are there\?", utterance.strip())
+    if m is None:
+        return mw_action("done")
+    count = sum(_matches(_shape(e), m[1]) for e in _find(elements, "shape"))
+    return _submit(elements, str(count))
+
+
+@_solver("identify-shape")
+def _identify_shape(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    shapes = _find(elements, "shape")
+    if not shapes:
+        return mw_action("done")
+    shape = _shape(shapes[0])
+    label = shape["text"] if shape["type"] == "shape" else shape["type"]
+    label = {"digit": "Number"}.get(label, label.capitalize())
+    return _submit(elements, label)
+
+
+def _centre(e: dict[str, Any]) -> tuple[float, float]:
+    left, top, right, bottom = e["box"]
+    return (left + right) / 2, (top + bottom) / 2
+
+
+@_solver("find-midpoint")
+def _find_midpoint(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Click halfway between the two black points (the page marks the click with a blue one),
+    then Submit."""
+    circles = [e for e in _find(elements, "shape") if e["name"] == "circle"]
+    points = [e for e in circles if e.get("color", "").replace(" ", "") == "rgb(0,0,0)"]
+    if any(e.get("color", "").replace(" ", "") == "rgb(0,0,255)" for e in circles):
+        return _submit(elements)
+    if len(points) != 2:
+        return mw_action("done")
+    (x1, y1), (x2, y2) = _centre(points[0]), _centre(points[1])
+    return mw_action("click_xy", xy=(round((x1 + x2) / 2), round((y1 + y2) / 2)))
+
+
+@_solver("resize-textarea")
+def _resize_textarea(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Drag the textarea's bottom-right grip 20 px the way asked (its first action), then Submit."""
+    m = re.search(r"the (width|height) is (smaller|larger) than", utterance)
+    areas = [e for e in _find(elements, "textbox") if e.get("multiline")]
+    if m is None or not areas:
+        return mw_action("done")
+    if env._log:
+        return _submit(elements)
+    left, top, right, bottom = areas[0]["box"]
+    x, y = right - 4, bottom - 4
+    step = 20 if m[2] == "larger" else -20
+    dx, dy = (step, 0) if m[1] == "width" else (0, step)
+    to = (min(max(x + dx, 0), env.width - 1), min(max(y + dy, 0), env.height - 1))
+    return mw_action("drag", xy=(x, y), to=to)
+
+
+def _hue(color: str) -> float | None:
+    """The hue (degrees) of ``rgb(r,g,b)``; ``None`` when it is not one."""
+    m = re.fullmatch(r"rgba?\((\d+),(\d+),(\d+)(?:,[\d.]+)?\)", color.replace(" ", ""))
+    if m is None:
+        return None
+    r, g, b = (int(v) / 255 for v in m.groups())
+    return colorsys.rgb_to_hls(r, g, b)[0] * 360
+
+
+@_solver("click-shades")
+def _click_shades(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """The swatches of the named hue (red 0, green 120, blue 240 degrees; the page draws each
+    with a random saturation and lightness). A selected swatch shows no mark the reader sees, so
+    the solver counts its own clicks: its k-th action clicks the k-th swatch, then Submit."""
+    m = re.search(r"shades of (red|green|blue)", utterance)
+    if m is None:
+        return mw_action("done")
+    wanted = {"red": 0, "green": 120, "blue": 240}[m[1]]
+    targets = []
+    for e in elements:
+        hue = _hue(str(e.get("color", ""))) if e["role"] == "box" else None
+        if hue is not None and min(abs(hue - wanted), 360 - abs(hue - wanted)) < 60:
+            targets.append(e)
+    if len(env._log) < len(targets):
+        return _click(targets[len(env._log)])
+    return _submit(elements)
+
+
+@_solver("grid-coordinate")
+def _grid_coordinate(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """The grid's points are evenly spaced around the origin (the middle point): (x, y) is x
+    columns right and y rows up of it."""
+    m = re.search(r"\((-?\d+),\s*(-?\d+)\)", utterance)
+    points = [_centre(e) for e in _find(elements, "shape") if e["name"] == "circle"]
+    if m is None or not points:
+        return mw_action("done")
+    xs, ys = sorted({p[0] for p in points}), sorted({p[1] for p in points})
+    if len(xs) < 2 or len(ys) < 2:
+        return mw_action("done")
+    x0, y0 = xs[len(xs) // 2], ys[len(ys) // 2]
+    dx, dy = xs[1] - xs[0], ys[1] - ys[0]
+    x, y = x0 + int(m[1]) * dx, y0 - int(m[2]) * dy
+    return mw_action("click_xy", xy=(round(x), round(y)))
+
+
+@_solver("visual-addition")
+def _visual_addition(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Count the blocks on both sides of the ``+``."""
+    blocks = [e for e in elements if e["role"] == "box"]
+    return _fill(elements, [str(len(blocks))])
+
+
+@lru_cache(maxsize=1)
+def _nl_templates() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """(action, pattern) of every phrasing the natural-language email tasks draw their instruction
+    from (the ``miniwob`` package's template lists: ``templates.js`` of the -turk pages and the
+    list in ``email-inbox-forward-nl.html``), NAME, DEST and MSG as groups."""
+    from verigym.envs.gui.miniwob import server
+
+    root = server.html_root()
+    found: list[tuple[str, str]] = []
+    text = (root / "common/special/email-inbox-nl/templates.js").read_text(encoding="utf-8")
+    for action, splits in json.loads(text[text.index("{") : text.rindex("}") + 1]).items():
+        found += [(action, t) for t in (*splits["train"], *splits["test"])]
+    page = (root / "miniwob/email-inbox-forward-nl.html").read_text(encoding="utf-8")
+    for block in re.findall(r"var (?:TEST_)?NL_TEMPLATES = \[(.*?)\];", page, re.S):
+        found += [
+            ("forward", t.replace("\\'", "'")) for t in re.findall(r"'((?:[^'\\]|\\.)*)'", block)
+        ]
+    patterns = []
+    for action, template in found:
+        pattern = re.escape(template.strip())
+        for field in ("NAME", "DEST", "MSG"):
+            group = ".+?" if field == "MSG" else r"[A-Za-z][\w-]*"  # names are one word
+            pattern = pattern.replace(field, f"(?P<{field.lower()}>{group})", 1)
+            pattern = pattern.replace(field, f"(?P={field.lower()})")
+        try:
+            patterns.append((action, re.compile(pattern)))
+        except re.error:
+            continue
+    return tuple(patterns)
+
+
+@_solver("email-inbox-nl-turk", "email-inbox-forward-nl", "email-inbox-forward-nl-turk")
+def _email_inbox_nl(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Read the request against the task's phrasings (its sender, recipient and reply must be
+    what the inbox and the phrasing allow; where two phrasings read the names both ways, the
+    name after "from"/"by" or before "'s" is the sender), then act as ``email-inbox``."""
+    senders = {e["name"] for e in _find(elements, "text")}
+    votes: dict[tuple[str, str, str, str], int] = {}
+    for action, pattern in _nl_templates():
+        m = pattern.fullmatch(utterance.strip())
+        if m is None:
+            continue
+        fields = m.groupdict()
+        name, dest, msg = fields.get("name", ""), fields.get("dest", ""), fields.get("msg", "")
+        if action == "forward" and not dest:
+            continue
+        key = (action, name, dest or "", msg or "")
+        votes[key] = votes.get(key, 0) + 1
+    if not votes:
+        return mw_action("done")
+
+    def rank(key: tuple[str, str, str, str]) -> tuple[int, int, int]:
+        action, name, dest, _ = key
+        plausible = name in senders and (not dest or dest in senders)
+        cue = bool(re.search(rf"(?:from|by) {re.escape(name)}\b|\b{re.escape(name)}'s", utterance))
+        return (plausible, cue, votes[key])
+
+    action, name, dest, msg = max(votes, key=rank)
+    canonical = {
+        "reply": f'Find the email by {name} and reply to them with the text "{msg}"',
+        "forward": f"Find the email by {name} and forward that email to {dest}.",
+        "delete": f"Find the email by {name} and click the trash icon",
+        "important": f"Find the email by {name} and click the star icon",
+    }[action]
+    return _email_inbox(canonical, elements, env)
+
+
+def _nth(utterance: str, what: str) -> int | None:
+    """``the 2nd checkbox`` -> 1 (0-based), for ``what`` = ``checkbox``."""
+    m = re.search(rf"the (\d+)\w\w {what}", utterance)
+    return int(m[1]) - 1 if m else None
+
+
+@_solver("form-sequence-2")
+def _form_sequence_2(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    radio, box = _nth(utterance, "radio button"), _nth(utterance, "textbox")
+    number = _quoted(utterance)
+    radios, boxes = _find(elements, "radio"), _find(elements, "textbox")
+    if radio is None or box is None or not number or radio >= len(radios) or box >= len(boxes):
+        return mw_action("done")
+    if not radios[radio]["checked"]:
+        return _click(radios[radio])
+    if boxes[box].get("value", "") != number[0]:
+        return mw_action("type", element=boxes[box]["id"], text=number[0])
+    return _submit(elements)
+
+
+@_solver("form-sequence-3")
+def _form_sequence_3(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Open the styled dropdown, click the entry, then the button named."""
+    m = re.search(
+        r'Choose (.+) from the dropdown, then click the button labeled "(\w+)"', utterance
+    )
+    lists = _find(elements, "combobox")
+    if m is None or not lists:
+        return mw_action("done")
+    if lists[0].get("value") == m[1]:
+        return _submit(elements, m[2])
+    entries = [e for e in _find(elements, "text", m[1]) if e["box"][1] > lists[0]["box"][1]]
+    return _click(entries[0] if entries else lists[0])
+
+
+@_solver("form-sequence")
+def _form_sequence(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """The slider (-10..10, its value shown beside it): its handle clicked (focused), then arrow
+    keys one step a press; then the checkbox, then Submit."""
+    m = re.search(r"Select (-?\d+) with the slider", utterance)
+    nth = _nth(utterance, "checkbox")
+    handles = [e for e in elements if e["role"] == "box"]
+    shown = [e for e in _find(elements, "text") if re.fullmatch(r"-?\d+", e["name"])]
+    boxes = _find(elements, "checkbox")
+    if m is None or nth is None or not handles or not shown or nth >= len(boxes):
+        return mw_action("done")
+    target, value = int(m[1]), int(shown[0]["name"])
+    if value != target:
+        if not handles[0].get("focused"):
+            return _click(handles[0])
+        return mw_action("press", key="ArrowRight" if value < target else "ArrowLeft")
+    if not boxes[nth]["checked"]:
+        return _click(boxes[nth])
     return _submit(elements)
