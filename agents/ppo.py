@@ -190,6 +190,9 @@ class PPO(TorchLearner):
         stats: list[
             torch.Tensor
         ] = []  # one row per minibatch, read back once (no device sync per step)
+        # the optimizer's list, not policy.parameters(): walking the modules each step was ~4% of
+        # a CartPole run's CPU time (rl-zoo's 20 epochs)
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
         for _ in range(cfg.num_epochs):
             order = torch.randperm(total, generator=self.generator, device=self.device)
             if valid is not None:
@@ -222,7 +225,7 @@ class PPO(TorchLearner):
                 loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * value_loss
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
+                nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
                 self.optimizer.step()
                 with torch.no_grad():
                     approx_kl = ((ratio - 1) - log_ratio).mean()
