@@ -126,6 +126,39 @@ def parses(source: str, mutant: Mutant) -> bool:
         return False
 
 
+class _Baselines:
+    """Baseline runs cached on disk, one JSON file per library: {key: [results, tampered]}, the key
+    a digest of the runner's source, the library's sdist, the test files run and hypothesis'
+    version (a changed runner or pin runs them again)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def get(self, name: str, tests: list[str], compute) -> tuple[dict[str, str], bool]:
+        """The cached (results, tampered) of running ``tests``, or ``compute()``'s, then stored."""
+        blobs = real.hypothesis_files() if "hypothesis" in real.tests_need(name, tests) else None
+        key = hashlib.sha256(
+            json.dumps(
+                [
+                    real._RUNNER,
+                    real._manifest()["libraries"][name]["sha256"],
+                    sorted(tests),
+                    (blobs or {}).get("hypothesis/version.py", b"").decode(),
+                ]
+            ).encode()
+        ).hexdigest()
+        path = self.folder / f"{name}.json"
+        table = json.loads(path.read_text()) if path.exists() else {}
+        if key in table:
+            results, tampered = table[key]
+            return dict(results), bool(tampered)
+        results, tampered, _ = compute()
+        table[key] = [results, tampered]
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(table, sort_keys=True))
+        return results, tampered
+
+
 def _split(instance_id: str) -> str:
     return "eval" if int(hashlib.sha256(instance_id.encode()).hexdigest(), 16) % 5 == 0 else "train"
 
@@ -150,6 +183,19 @@ def main(argv: list[str] | None = None) -> int:
         help="start a new data file (default: libraries not in --libraries keep their instances)",
     )
     parser.add_argument(
+        "--extend",
+        action="store_true",
+        help="keep the libraries' validated instances and add new ones (mutants already there are "
+        "not run again; pair with a new --seed to draw other mutants)",
+    )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path.home() / ".cache" / "verigym" / "repofix_real",
+        help="folder of cached baseline runs (keyed by the runner, the library's sdist, the test "
+        "files and hypothesis' version; click's per-file baseline took 819 s)",
+    )
+    parser.add_argument(
         "--runner",
         type=Path,
         default=None,
@@ -165,12 +211,21 @@ def main(argv: list[str] | None = None) -> int:
         limits=Limits(timeout_s=300.0, max_processes=48, tmp_mb=64),
     )
     data = {"libraries": {}}
+    kept: dict[str, dict] = {}
     if OUT.exists() and not args.fresh:
-        data["libraries"] = {
-            name: entry
-            for name, entry in json.loads(OUT.read_text())["libraries"].items()
-            if name not in args.libraries
-        }
+        data["libraries"] = json.loads(OUT.read_text())["libraries"]
+        kept = {n: data["libraries"][n] for n in args.libraries if n in data["libraries"]}
+        if not args.extend:
+            for name in args.libraries:
+                data["libraries"].pop(name, None)
+    baselines = _Baselines(args.cache)
+
+    def save() -> None:  # after each instance: a cut run keeps what it validated
+        OUT.parent.mkdir(exist_ok=True)
+        text = json.dumps(data, indent=None, sort_keys=True, separators=(",", ":")) + "\n"
+        OUT.with_suffix(".tmp").write_text(text)
+        OUT.with_suffix(".tmp").replace(OUT)
+
     try:
         for name in args.libraries:
             files = real.library_files(name)
@@ -185,19 +240,31 @@ def main(argv: list[str] | None = None) -> int:
                 and not p.startswith(tests_dir + "/")
             )
             started = time.monotonic()
-            workspace.sandbox.fresh()
-            workspace.load_helpers()
-            baseline, tampered, _ = real.run_tests(
-                workspace.sandbox, ROOT, files, test_files, timeout_s=240.0
-            )
             excluded: dict[str, str] = {}
+            for test_file in list(test_files):
+                missing = [n for n in real.tests_need(name, [test_file]) if not real.available([n])]
+                if missing:
+                    excluded[test_file] = "needs " + ", ".join(missing)
+                    test_files.remove(test_file)
+
+            def run(tests: list[str], timeout_s: float, name=name, files=files):
+                workspace.sandbox.fresh()
+                workspace.load_helpers()
+                return real.run_tests(
+                    workspace.sandbox,
+                    ROOT,
+                    files,
+                    tests,
+                    timeout_s=timeout_s,
+                    needs=real.tests_need(name, tests),
+                )
+
+            baseline, tampered = baselines.get(name, test_files, lambda t=test_files: run(t, 600.0))
             if tampered:  # find the test files the runner refuses; the others are the suite
                 baseline = {}
                 for test_file in test_files:
-                    workspace.sandbox.fresh()
-                    workspace.load_helpers()
-                    one, tampered, _ = real.run_tests(
-                        workspace.sandbox, ROOT, files, [test_file], timeout_s=240.0
+                    one, tampered = baselines.get(
+                        name, [test_file], lambda t=test_file: run([t], 240.0)
                     )
                     if tampered:
                         excluded[test_file] = "no test ran" if not one else "tampered"
@@ -231,8 +298,17 @@ def main(argv: list[str] | None = None) -> int:
                             taken += 1
                             yield mutant, qualname
 
-            instances = []
+            previous = kept.get(name, {}) if args.extend else {}
+            instances = list(previous.get("instances", ()))
+            known = {i["id"] for i in instances}
             tried = 0
+            data["libraries"][name] = entry = {
+                "packages": packages,
+                "sources": sources,
+                "tried": previous.get("tried", 0),
+                "excluded_tests": excluded,
+                "instances": instances,
+            }
             for mutant, qualname in candidates():
                 if tried >= args.per_library or time.monotonic() - started > args.max_seconds:
                     break
@@ -244,16 +320,23 @@ def main(argv: list[str] | None = None) -> int:
                     if re.search(rf"\b(import|from)\s+{re.escape(top)}\b", files[t])
                     and word.search(files[t])
                 ]
-                if not relevant:
+                instance_id = f"{name}-{hashlib.sha256(json.dumps(mutant.to_json()).encode()).hexdigest()[:10]}"
+                if not relevant or instance_id in known:
                     continue
                 tried += 1
+                entry["tried"] += 1
                 mutated = dict(files)
                 mutated[mutant.file] = apply(files[mutant.file], mutant)
                 t0 = time.monotonic()
                 workspace.sandbox.fresh()
                 workspace.load_helpers()
                 results, tampered, messages = real.run_tests(
-                    workspace.sandbox, ROOT, mutated, relevant, timeout_s=120.0
+                    workspace.sandbox,
+                    ROOT,
+                    mutated,
+                    relevant,
+                    timeout_s=120.0,
+                    needs=real.tests_need(name, relevant),
                 )
                 seconds = time.monotonic() - t0
                 if tampered:
@@ -269,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
                     line.strip() and line.strip() in message for line in mutant.new.splitlines()
                 ):
                     message = ""  # never show the mutated code
-                instance_id = f"{name}-{hashlib.sha256(json.dumps(mutant.to_json()).encode()).hexdigest()[:10]}"
+                need = real.tests_need(name, relevant)
                 instances.append(
                     {
                         "id": instance_id,
@@ -281,25 +364,22 @@ def main(argv: list[str] | None = None) -> int:
                         "message": message,
                         "split": _split(instance_id),
                         "seconds": round(seconds, 2),
+                        **({"needs": list(need)} if need else {}),
                     }
                 )
+                known.add(instance_id)
+                save()
                 print(
                     f"  {instance_id} {mutant.operator} {qualname}: {len(f2p)} F2P {len(p2p)} P2P ({seconds:.1f}s)"
                 )
-            data["libraries"][name] = {
-                "packages": packages,
-                "sources": sources,
-                "tried": tried,
-                "excluded_tests": excluded,
-                "instances": instances,
-            }
+            save()
             print(
-                f"{name}: {len(instances)} of {tried} validated in {time.monotonic() - started:.0f}s"
+                f"{name}: {len(instances)} instances ({len(instances) - len(previous.get('instances', ()))}"
+                f" new of {tried} tried) in {time.monotonic() - started:.0f}s"
             )
     finally:
         workspace.close()
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps(data, indent=None, sort_keys=True, separators=(",", ":")) + "\n")
+    save()
     return 0
 
 

@@ -58,10 +58,13 @@ LIBRARIES = {
     "itsdangerous": ("2.2.0", "BSD-3-Clause", ["src/itsdangerous"], "tests"),
     "click": ("8.5.1", "BSD-3-Clause", ["src/click"], "tests"),
     "idna": ("3.20", "BSD-3-Clause", ["idna"], "tests"),
+    "attrs": ("25.4.0", "MIT", ["src/attr", "src/attrs"], "tests", {"needs": ["hypothesis"]}),
 }
-"""The pinned libraries (pytest-only test suites; itsdangerous' ``test_timed.py`` needs freezegun
-and idna's ``test_idna_properties.py`` hypothesis, which are not vendored: those files are not
-collected)."""
+"""The pinned libraries. ``needs``: optional test dependencies the whole suite needs (attrs'
+conftest imports hypothesis); hypothesis (MPL-2.0) is never vendored: where the host can import it
+(the ``test`` extra), it is copied into the sandbox for the suites and test files that import it
+(attrs', idna's ``test_idna_properties.py``); elsewhere those are not run. itsdangerous'
+``test_timed.py`` needs freezegun, which is not vendored: that file is not collected."""
 
 TEST_DEPS = {
     "pytest": ("9.2.0", "MIT"),

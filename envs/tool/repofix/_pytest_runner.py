@@ -27,6 +27,7 @@ lines with the nonce, numbered 0, 1, 2... without gaps, one per test, and an end
 them, from a child that exited 0.
 """
 
+import base64
 import os
 import secrets
 import select
@@ -74,7 +75,7 @@ _DENY_MODULES = frozenset((
 ))
 _TRIP_EVENTS = frozenset((
     "sys.addaudithook", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "gc.freeze",
-    "code.__new__", "marshal.load", "sys._current_frames",
+    "marshal.load", "sys._current_frames",
     "sys._current_exceptions", "sys.monitoring.register_callback", "sys.monitoring.use_tool_id",
     "cpython.PyInterpreterState_New",
     "cpython._PySys_ClearAuditHooks", "os.fork", "os.forkpty",
@@ -198,6 +199,33 @@ def _same_code(table, _bindings=_bindings, _type=type, _plain=(bool, int, str, f
     return True
 
 
+def _code_table(owners, _vars=vars, _type=type, _isinstance=isinstance, _tuple=tuple):
+    """Each owner's bindings of code: (owner, keys, values) of its functions, classes, modules and
+    the static/class methods and properties wrapping functions (their other values are state)."""
+    kinds = (_FUNCTION, staticmethod, classmethod, property, type(sys), type(len))
+    out = []
+    for owner in owners:
+        now = _vars(owner)
+        keys = _tuple(k for k, v in now.items() if _type(v) in kinds or _isinstance(v, type))
+        out.append((owner, keys, _tuple(now[k] for k in keys), frozenset(keys)))
+    return _tuple(out)
+
+
+def _same_callables(table, _vars=vars, _type=type, _isinstance=isinstance, _zip=zip,
+                    _kinds=(_FUNCTION, staticmethod, classmethod, property, type(sys), type(len))):
+    """Whether every owner of ``table`` still binds the very code it bound (by identity) and binds
+    no new code (state may change: hypothesis keeps its own in module globals)."""
+    for owner, keys, values, known in table:
+        now = _vars(owner)
+        for key, value in _zip(keys, values):
+            if now.get(key, now) is not value:
+                return False
+        for key, value in now.items():
+            if key not in known and (_type(value) in _kinds or _isinstance(value, type)):
+                return False
+    return True
+
+
 def _same_but_legacy(table, allowed, _bindings=_bindings, _type=type, _id=id,
                      _plain=(bool, int, str, type(None))):
     """Whether every owner still binds the values of ``table`` (by identity) but where pytest's
@@ -308,7 +336,7 @@ def _subtest(report, _sub=None, _ga=object.__getattribute__, _type=type, _str=st
 def _main():
     write, exit_ = os.write, os._exit
     root, deps, files = sys.argv[1], sys.argv[2], tuple(sys.argv[3:])
-    sys.path[:0] = [deps, root]
+    sys.path[:0] = [deps]  # the checkout joins after the trusted imports: none may load its code
     for name in _PREIMPORT:
         try:
             __import__(name)
@@ -328,6 +356,32 @@ def _main():
                 __import__(info.name)
             except Exception:
                 pass
+    try:  # written into the tree only for a suite that needs it (hypothesis is not vendored)
+        import hypothesis
+    except ImportError:
+        hypothesis = None
+    if hypothesis is not None:
+        # Loaded before the audit hook, so its code is trusted like pytest's (its explain phase
+        # sets a trace function; its first seeded run walks gc.get_referrers): every module
+        # but hypothesis.extra's, whose dependencies are not here.
+        for info in list(pkgutil.walk_packages(hypothesis.__path__, "hypothesis.")):
+            if not info.name.startswith("hypothesis.extra."):
+                try:
+                    __import__(info.name)
+                except Exception:
+                    pass
+        from hypothesis import Phase, settings
+        from hypothesis.internal.entropy import deterministic_PRNG
+        # One verdict per tree: examples drawn from each test's own digest (no database, no
+        # deadline, which the machine's load would decide); profiles a suite registers inherit it.
+        settings.register_profile(
+            "_vg", derandomize=True, database=None, deadline=None, print_blob=False,
+            phases=[p for p in Phase if p is not Phase.explain],
+        )
+        settings.load_profile("_vg")
+        with deterministic_PRNG():  # registers hypothesis' Random now (it walks the gc)
+            pass
+    sys.path.insert(1, root)
     import _imp, _signal, _thread, builtins, signal
     import _pytest.config, _pytest.main, _pytest.reports, _pytest.runner, _pytest.python
     runner, reports = _pytest.runner, _pytest.reports
@@ -348,7 +402,8 @@ def _main():
             pass
     trusted = _code_ids(values, {})
     del values
-    _code_ids([_code_ids, _bindings, _watch, _same, _same_code, _same_but_legacy, _fields, _hooks, _same_hooks, _protocol,
+    _code_ids([_code_ids, _bindings, _watch, _same, _same_code, _code_table, _same_callables,
+               _same_but_legacy, _fields, _hooks, _same_hooks, _protocol,
                _subtest, _SubtestFailed, _main], trusted)
     frame = sys._getframe()
     while frame is not None:  # the command line's code and this program's, below _main
@@ -434,6 +489,23 @@ def _main():
         finally:
             _state[0] = False
 
+    def _relabel(target, new, _state=state, _code=_CODE, _function=_FUNCTION, _type=type):
+        """Whether a ``__code__`` write only relabels a function: the new code object runs the very
+        bytecode, constants and names of the old one (hypothesis' ``impersonate`` gives its @given
+        wrapper the test's file name and line)."""
+        _state[0] = True
+        try:
+            if _type(target) is not _function or _type(new) is not _code:
+                return False
+            old = target.__code__
+            return (
+                new.co_code == old.co_code and new.co_consts == old.co_consts
+                and new.co_names == old.co_names and new.co_varnames == old.co_varnames
+                and new.co_freevars == old.co_freevars and new.co_cellvars == old.co_cellvars
+            )
+        finally:
+            _state[0] = False
+
     for value in vars(external).values():
         if isinstance(value, type):
             watched_classes[id(value)] = value
@@ -444,7 +516,10 @@ def _main():
                _spaces=spaces, _getattr=getattr, _type=type, _str=str, _bytes=bytes,
                _fsdecode=os.fsdecode, _normpath=os.path.normpath, _getcwd=os.getcwd,
                _code=_CODE, _bytecode=_cached_bytecode, _nt_bases=_namedtuple_bases,
-               _trusted_only=frozenset(("sys.settrace", "sys.setprofile", "os.symlink", "os.link"))):
+               _relabel=_relabel,
+               _trusted_only=frozenset((
+                   "sys.settrace", "sys.setprofile", "os.symlink", "os.link", "code.__new__"
+               ))):
         if _state[0]:
             return  # an event raised by the stack walk itself
         if event == "object.__getattr__":
@@ -460,7 +535,10 @@ def _main():
                 _exit(86)  # code that would pass for a test's (its frames are trusted)
             return
         if event == "object.__setattr__" or event == "object.__delattr__":
-            if args[1] in _set and not (args[1] == "__bases__" and _nt_bases()):
+            if args[1] in _set and not (args[1] == "__bases__" and _nt_bases()) and not (
+                event == "object.__setattr__" and args[1] == "__code__"
+                and _relabel(args[0], args[2]) and _ok()
+            ):
                 _exit(86)
             if args[1] in _guarded and _id(_getattr(args[0], "__globals__", None)) in _spaces:
                 _exit(86)
@@ -469,7 +547,8 @@ def _main():
             _exit(86)
         if event in _trusted_only:
             if not _ok():
-                _exit(86)  # doctest restores the trace function it saved, pytest's tmp_path links
+                _exit(86)  # doctest restores the trace function it saved, pytest's tmp_path
+                # links, hypothesis relabels its @given wrapper's code (all from trusted code only)
             return
         if event == "marshal.loads":
             if not _bytecode():
@@ -498,7 +577,8 @@ def _main():
             elif path is not None and _type(path) is not int:
                 _exit(86)
 
-    _code_ids([_test_path, _trusted_stack, _cached_bytecode, _namedtuple_bases, _audit], trusted)
+    _code_ids([_test_path, _trusted_stack, _cached_bytecode, _namedtuple_bases, _relabel, _audit],
+              trusted)
     state[1] = frozenset(k for k in trusted if k is not None)
     state[2] = tuple(trusted[None])
     owners = watched_modules + tuple(watched_classes.values())
@@ -512,6 +592,15 @@ def _main():
         v for v in vars(unittest.case).values()
         if isinstance(v, type) and getattr(v, "__module__", "") == "unittest.case"
     ))  # the assertions of TestCase-style suites: a library that rebinds them reads as tampered
+    hypo_modules = tuple(
+        m for n, m in sorted(sys.modules.items())
+        if m is not None and n.partition(".")[0] in ("hypothesis", "sortedcontainers")
+    )
+    hypo = _code_table(hypo_modules + tuple(
+        v for m in hypo_modules for v in vars(m).values()
+        if isinstance(v, type) and getattr(v, "__module__", "") == m.__name__
+    ))  # hypothesis runs a @given test's body: a library that rebinds its code reads as tampered
+    del hypo_modules
     _str, _type, _len, _tuple, _frozenset = str, type, len, tuple, frozenset
     _isinstance, _vars, _getattr, _sorted, _id = isinstance, vars, getattr, sorted, id
     _module_type = type(sys)
@@ -527,7 +616,8 @@ def _main():
 
     sys.addaudithook(_audit)  # the first call only: a second _main ends here (the hook trips)
     # Nothing the hook relies on stays bound here: library code may read this frame's locals.
-    del _audit, _trusted_stack, _cached_bytecode, _namedtuple_bases, _test_path, state, trusted
+    del _audit, _trusted_stack, _cached_bytecode, _namedtuple_bases, _relabel, _test_path, state
+    del trusted
     del watched_classes
 
     plugin = type(sys)("_vg_protocol")
@@ -568,8 +658,11 @@ def _main():
 
         def intact(base=base, entries=entries, imports=imports, _modules=sys.modules,
                    _same=_same_, _tuple=_tuple, _sys=sys, finders=finders, _type=_type,
-                   unit=unit, _same_code=_same_code):
-            if not _same(base) or not _same_code(unit) or _sys.modules is not _modules:
+                   unit=unit, hypo=hypo, _same_code=_same_code, _same_callables=_same_callables):
+            if (
+                not _same(base) or not _same_code(unit) or not _same_callables(hypo)
+                or _sys.modules is not _modules
+            ):
                 return False
             for name, module in entries:
                 if _modules.get(name) is not module:
@@ -679,6 +772,20 @@ def _main():
 
 _main()
 '''
+
+
+def write_blobs(root, files):
+    """Write ``{relative path: base64 text}`` below ``root`` (binary files: hypothesis' compiled
+    module); the count. Paths must stay inside ``root``."""
+    base = os.path.realpath(root)
+    for rel, text in files.items():
+        path = os.path.realpath(os.path.join(base, rel))
+        if not path.startswith(base + "/"):
+            raise ValueError("path outside the tree: " + rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as handle:
+            handle.write(base64.b64decode(text))
+    return len(files)
 
 
 def run_pytest(root, deps, files, timeout_s=60.0):

@@ -10,10 +10,14 @@ there in a child process.
 
 from __future__ import annotations
 
+import base64
 import functools
+import importlib.util
 import io
 import json
+import os
 import posixpath
+import re
 import tarfile
 import zipfile
 from pathlib import Path
@@ -22,6 +26,11 @@ from typing import Any
 __all__ = [
     "DEPS",
     "LIBRARIES",
+    "available",
+    "hypothesis_files",
+    "imports_hypothesis",
+    "tests_need",
+    "needs",
     "library_files",
     "package_dirs",
     "pytest_files",
@@ -137,16 +146,106 @@ def pytest_files() -> dict[str, str]:
     return out
 
 
-def run_tests(box: Any, root: str, files: dict[str, str], tests: list[str], *, timeout_s: float):
+_OPTIONAL = ("hypothesis",)
+"""Test dependencies a library's manifest entry may name under ``needs``: never vendored (hypothesis
+is MPL-2.0), copied from the host's install into the sandbox's tree where importable."""
+_HYPOTHESIS_TOP = ("_hypothesis_globals", "_hypothesis_ftz_detector")
+"""Top-level modules hypothesis imports (next to its package in site-packages)."""
+
+
+def needs(name: str) -> tuple[str, ...]:
+    """The optional test dependencies (of :data:`_OPTIONAL`) library ``name``'s whole suite needs."""
+    return tuple(n for n in _manifest()["libraries"][name].get("needs", ()) if n in _OPTIONAL)
+
+
+@functools.lru_cache(maxsize=1)
+def hypothesis_files() -> dict[str, bytes] | None:
+    """hypothesis and its one requirement, sortedcontainers, as installed on the host (the ``test``
+    extra): {path under :data:`DEPS`: bytes}, or None where either is not importable.
+
+    Their package folders' modules and data files (hypothesis' compiled ``_native`` module too; not
+    ``hypothesis/extra/``'s modules, which need numpy, pandas, django...; not ``__pycache__``) and
+    hypothesis' top-level helper modules. Never vendored: hypothesis is MPL-2.0.
+    """
+    out: dict[str, bytes] = {}
+    for top in ("hypothesis", "sortedcontainers"):
+        spec = importlib.util.find_spec(top)
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        folder = Path(list(spec.submodule_search_locations)[0])
+        for path in sorted(folder.rglob("*")):
+            inner = path.relative_to(folder).as_posix()
+            if (
+                not path.is_file()
+                or "__pycache__" in inner.split("/")
+                or path.suffix == ".pyc"
+                or (inner.startswith("extra/") and inner != "extra/__init__.py")
+                or path.stat().st_size > 4 * _MAX_FILE
+            ):
+                continue
+            out[f"{top}/{inner}"] = path.read_bytes()
+    for top in _HYPOTHESIS_TOP:
+        spec = importlib.util.find_spec(top)
+        if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+            return None
+        out[f"{top}.py"] = Path(spec.origin).read_bytes()
+    return out
+
+
+def imports_hypothesis(text: str) -> bool:
+    """Whether a test module (or conftest) imports hypothesis."""
+    return re.search(r"^\s*(from|import)\s+hypothesis\b", text, re.M) is not None
+
+
+def tests_need(name: str, tests: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """The optional test dependencies that running ``tests`` of library ``name`` takes: its
+    manifest's ``needs``, and hypothesis where a test file, or a ``conftest.py`` in its folder or
+    above, imports it."""
+    files = library_files(name)
+    out = set(needs(name))
+    for test in tests:
+        parts = test.split("/")
+        above = ["/".join([*parts[:i], "conftest.py"]) for i in range(len(parts))]
+        if any(imports_hypothesis(files.get(p, "")) for p in (test, *above)):
+            out.add("hypothesis")
+    return tuple(sorted(out))
+
+
+def available(names: tuple[str, ...] | list[str]) -> bool:
+    """Whether the optional test dependencies ``names`` can be copied into the sandbox here."""
+    return all(
+        n in _OPTIONAL and (n != "hypothesis" or hypothesis_files() is not None) for n in names
+    )
+
+
+def run_tests(
+    box: Any,
+    root: str,
+    files: dict[str, str],
+    tests: list[str],
+    *,
+    timeout_s: float,
+    needs: tuple[str, ...] | list[str] = (),
+):
     """Write ``files`` at ``root`` and pytest into ``box`` (already fresh), run the test files ``tests``.
 
-    Returns (node id -> "pass"/"fail"/"skip", tampered, node id -> first line of its failure). A run that dies, times out or answers
-    malformed reads as tampered with no results; so does one where no test ran.
+    ``needs``: optional test dependencies to copy in as well (``"hypothesis"``; the caller checked
+    :func:`available`). Returns (node id -> "pass"/"fail"/"skip", tampered, node id -> first line
+    of its failure). A run that dies, times out or answers malformed reads as tampered with no
+    results; so does one where no test ran or a needed dependency is missing here.
     """
     try:
         written = box.call("_vgw_write_tree", [DEPS, pytest_files()])
         written = box.call("_vgw_write_tree", [root, files]) if written.ok else written
         loaded = box.run(_RUNNER) if written.ok else written
+        if loaded.ok and "hypothesis" in needs:
+            blobs = hypothesis_files()
+            if blobs is None:
+                return {}, True, {}
+            loaded = box.call(
+                "write_blobs",
+                [DEPS, {p: base64.b64encode(b).decode("ascii") for p, b in blobs.items()}],
+            )
         if not loaded.ok:
             return {}, True, {}
         answer = box.call(

@@ -1,0 +1,117 @@
+"""RepoFix-Real's runner with hypothesis in the tree (issue 40: suites that need hypothesis).
+
+hypothesis is MPL-2.0, so it is never vendored: where it is importable (the ``test`` extra) it is
+copied into the sandbox's tree and the runner loads it before its audit hook and baseline, as it
+does pytest. Before that, a ``@given`` test ended the run as tampered (hypothesis relabels its
+wrapper's code, registers a Random by walking the gc and, in its explain phase, sets a trace
+function). These cases show that an honest property test is graded, deterministically, and that
+library code under a ``@given`` test is still caught setting a trace function or rebinding
+hypothesis' code. The runner runs without bubblewrap here, as in test_repofix_real_runner.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+from verigym.envs.tool.repofix import real
+
+pytest.importorskip("hypothesis")
+
+RUNNER = Path(os.environ.get("VG_PYTEST_RUNNER", real.__file__)).with_name("_pytest_runner.py")
+"""The runner under test (``VG_PYTEST_RUNNER`` points at another copy, e.g. an older one)."""
+BAD, OK = "tests/test_x.py::test_bad", "tests/test_x.py::test_ok"
+TEST = (
+    "from hypothesis import given, strategies as st\n\nfrom lib import f\n\n\n"
+    "@given(st.integers(0, 10))\ndef test_ok(x):\n    assert f(0) == 0\n\n\n"
+    "@given(st.integers(1, 10))\ndef test_bad(x):\n    assert f(x) == 2 * x\n"
+)
+"""Two property tests: ``f`` must double; ``test_bad`` fails on the identity."""
+
+
+def _load_runner():
+    spec = importlib.util.spec_from_file_location("_vg_pytest_runner_h", RUNNER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def deps(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("vgdeps")
+    for path, text in real.pytest_files().items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    for path, data in real.hypothesis_files().items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(data)
+    return str(root)
+
+
+def _run(tmp_path: Path, deps: str, library: str) -> dict:
+    (tmp_path / "tests").mkdir(parents=True)
+    (tmp_path / "tests" / "test_x.py").write_text(TEST)
+    (tmp_path / "lib.py").write_text(library)
+    return _load_runner().run_pytest(str(tmp_path), deps, ["tests/test_x.py"], 120.0)
+
+
+def test_a_property_test_is_graded(tmp_path, deps):
+    # the runner before hypothesis loaded ahead of its baseline read this honest run as tampered
+    out = _run(tmp_path, deps, "def f(x):\n    return x\n")
+    assert not out["tampered"], out
+    assert out["results"] == {OK: "pass", BAD: "fail"}
+
+
+@pytest.mark.slow  # one child more (~5 s of CPU): the default run has the honest case
+def test_library_code_under_a_given_test_cannot_set_a_trace_function(tmp_path, deps):
+    # hypothesis' own trace function is allowed (trusted code, loaded before the baseline); a
+    # library's, called from a @given test, still ends the run
+    out = _run(
+        tmp_path,
+        deps,
+        "import sys\n\n\ndef f(x):\n    sys.settrace(lambda *a: None)\n    sys.settrace(None)\n"
+        "    return x\n",
+    )
+    assert out["tampered"] or out["results"].get(BAD) != "pass", out
+
+
+@pytest.mark.slow
+def test_library_code_cannot_rebind_hypothesis(tmp_path, deps):
+    # hypothesis runs a @given test's body and raises its failure: a library that replaced the
+    # engine's entry point passed every property test before the runner watched hypothesis' code
+    library = (
+        "import hypothesis.core\n\n"
+        "hypothesis.core.StateForActualGivenExecution.run_engine = (\n"
+        "    lambda self: setattr(self, 'ever_executed', True)\n)\n\n\n"
+        "def f(x):\n    return x\n"
+    )
+    out = _run(tmp_path, deps, library)
+    assert out["tampered"] or out["results"].get(BAD) != "pass", out
+
+
+@pytest.mark.slow
+def test_a_fixed_library_passes_the_same_examples_twice(tmp_path, deps):
+    # derandomized: two runs of one tree draw the same examples (the verdict repeats validation)
+    first = _run(tmp_path / "a", deps, "def f(x):\n    return 2 * x\n")
+    second = _run(tmp_path / "b", deps, "def f(x):\n    return 2 * x\n")
+    assert not first["tampered"] and first == second
+    assert first["results"] == {OK: "pass", BAD: "pass"}
+
+
+@pytest.mark.slow
+def test_library_code_cannot_relabel_its_code_as_a_tests(tmp_path, deps):
+    # the runner lets trusted code (hypothesis' impersonate) give a function the test file's name,
+    # and frames of that name count as the tests': a library function relabelled so (at import)
+    # would set a trace function with only trusted-looking frames on the stack
+    library = (
+        "import sys\n\n\ndef f(x):\n    sys.settrace(lambda *a: None)\n    sys.settrace(None)\n"
+        "    return 2 * x\n\n\n"
+        "_test = next(m for m in list(sys.modules.values())\n"
+        "             if str(getattr(m, '__file__', '')).endswith('tests/test_x.py'))\n"
+        "f.__code__ = f.__code__.replace(co_filename=_test.__file__)\n"
+    )
+    out = _run(tmp_path, deps, library)
+    assert out["tampered"], out
