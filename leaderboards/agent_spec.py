@@ -42,7 +42,8 @@ saved agents covers the envs of its members. A suite's other tasks are not run f
 standings show its coverage.
 
 The config hash that keys results covers the spec and, for checkpoints, model dirs and LoRA
-adapters (``adapter=DIR``), the contents of the directory (so a retrained checkpoint is a new
+adapters (``adapter=DIR``, of an ``llm`` spec or of an ``openai`` spec whose server serves that
+adapter: the agent checks the server's digest of it), the contents of the directory (so a retrained checkpoint is a new
 entry, never mixed with old rows).
 """
 
@@ -117,7 +118,7 @@ class AgentSpec:
         digest = hashlib.sha256(f"{self.kind}\0{self.agent_name}\0{self.target}".encode())
         if self.kind == "checkpoint" and self.options:  # greedy and sampled rows stay apart
             digest.update(json.dumps(sorted(self.options)).encode())
-        adapter = dict(self.options).get("adapter") if self.kind == "llm" else None
+        adapter = dict(self.options).get("adapter") if self.kind in TEXT_KINDS else None
         if adapter:
             _hash_folder(digest, pathlib.Path(str(adapter)))
         if self.kind in ("checkpoint", "llm"):

@@ -45,6 +45,8 @@ class _Row:
     generator: torch.Generator | None
     position: int
     """the position of the next token fed for this row (its tokens so far)"""
+    adapter: str | None = None
+    """the served LoRA adapter it samples under (``None``: the base model)"""
     fresh: bool = True
     """just prefilled: its first token comes from the prefill logits, no forward"""
     tokens: list[int] = field(default_factory=list)
@@ -100,9 +102,12 @@ class Decoder:
         stop: Sequence[str] = (),
         top_logprobs: int = 0,
         generator: torch.Generator | None = None,
+        adapter: str | None = None,
     ) -> list[int]:
         """Prefill ``prompts`` and add one row per prompt; their first tokens are sampled by the
-        next :meth:`step`. Options as in ``TransformersPolicy.generate``.
+        next :meth:`step`. Options as in ``TransformersPolicy.generate``; ``adapter`` names a LoRA
+        adapter the policy serves (``TransformersPolicy.serve_adapter``): these rows run under it
+        while the batch's other rows run under theirs, in the same forward pass.
 
         Returns:
             one key per prompt (the key :meth:`step` and :meth:`drop` report it under).
@@ -124,18 +129,20 @@ class Decoder:
         if self.rows and not self.joinable:
             raise ValueError("this model's cache (sliding-window layers) takes no rows mid-batch")
         policy, device = self.policy, self.device
+        if adapter is not None and adapter not in policy.served_adapters:
+            raise ValueError(f"no adapter {str(adapter)[:80]!r} is served")
         width = max(len(p) for p in prompts)
         attention = torch.zeros((len(prompts), width), dtype=torch.long, device=device)
         for i, p in enumerate(prompts):
             attention[i, width - len(p) :] = 1
         if policy.prefix_cache is not None:
-            cache, logits = policy._prefill_cached(prompts, width)
+            cache, logits = policy._prefill_cached(prompts, width, adapter)
         else:
             input_ids = torch.full((len(prompts), width), self.pad, dtype=torch.long, device=device)
             for i, p in enumerate(prompts):
                 input_ids[i, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
             positions = (attention.cumsum(-1) - 1).clamp(min=0)
-            cache, logits = policy._prefill(prompts, input_ids, attention, positions)
+            cache, logits = policy._prefill(prompts, input_ids, attention, positions, adapter)
         stop = tuple(s for s in stop if s)
         keys = [next(self._keys) for _ in prompts]
         new_rows = [
@@ -148,6 +155,7 @@ class Decoder:
                 int(top_logprobs),
                 generator,
                 len(p),
+                adapter,
             )
             for key, p in zip(keys, prompts)
         ]
@@ -242,6 +250,7 @@ class Decoder:
                 use_cache=True,
                 **module.with_cache(model, self.cache),
                 **policy._keep_last,
+                **policy.adapter_arguments([row.adapter for row in self.rows]),
             )
             self.cache = module.output_cache(out)
             logits = out.logits[:, -1, :].float()

@@ -112,6 +112,11 @@ class OpenAIConfig(AgentConfig):
     native_tools: bool = True
     """send a tool env's tools (reset info["tools"]) as the request's OpenAI `tools` and play the
     returned `tool_calls` (as the assistant message's JSON, which tool envs accept)"""
+    adapter: str = ""
+    """the LoRA adapter folder the server serves as `model` (`verigym serve-model --lora
+    NAME=DIR`): before its first request the agent checks that the server's /v1/models reports
+    that adapter (its `adapter_sha256`, the digest of the folder's files) for `model`, so a row
+    keyed by the folder's contents (the spec's config hash) is that adapter's; "" for none"""
 
     def check(self) -> None:
         require(
@@ -123,6 +128,13 @@ class OpenAIConfig(AgentConfig):
         require(0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}")
         require(self.timeout > 0, f"timeout must be > 0, got {self.timeout}")
         require(self.max_retries >= 0, f"max_retries must be >= 0, got {self.max_retries}")
+        if self.adapter:
+            from verigym.agents.llm.models import check_adapter
+
+            try:
+                check_adapter(self.adapter)
+            except FileNotFoundError as exc:
+                raise ValueError(str(exc)) from None
 
 
 class OpenAIAgent:
@@ -147,6 +159,7 @@ class OpenAIAgent:
         self._seed = config.seed
         self._calls = 0
         self._tools: list[Any] = []
+        self._adapter_checked = not config.adapter
 
     @classmethod
     def from_env(cls, env: Any = None, **config: Any) -> OpenAIAgent:
@@ -164,6 +177,8 @@ class OpenAIAgent:
     ) -> str:
         """The model's reply to ``obs`` given the episode so far."""
         cfg = self.config
+        if not self._adapter_checked:
+            self._check_adapter()
         if not self.history.messages and cfg.native_tools:
             self._tools = list((info or {}).get("tools") or [])
         messages = self.history.observe(obs, info)
@@ -214,3 +229,33 @@ class OpenAIAgent:
             )
         self.history.reply(text)
         return text
+
+    def _check_adapter(self) -> None:
+        """Refuse to play unless the server serves ``config.adapter``'s files as ``config.model``.
+
+        Raises:
+            ChatCompletionError: /v1/models cannot be read, or reports another adapter (or none).
+        """
+        from verigym.agents.llm.policy import adapter_digest
+
+        cfg = self.config
+        url = cfg.base_url.rstrip("/") + "/models"
+        headers = {}
+        if key := os.environ.get(cfg.api_key_env):
+            headers["Authorization"] = f"Bearer {key}"
+        try:
+            request = urllib.request.Request(url, headers=headers)
+            with urllib.request.urlopen(request, timeout=cfg.timeout) as response:
+                listed = json.loads(response.read(1 << 20).decode())["data"]
+            served = next(
+                (m.get("adapter_sha256") for m in listed if m.get("id") == cfg.model), None
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ChatCompletionError(f"{url}: cannot read the served models: {exc}") from None
+        expected = adapter_digest(cfg.adapter)
+        if served != expected:
+            raise ChatCompletionError(
+                f"{url} serves {cfg.model!r} with adapter digest {str(served)[:64]}, not the "
+                f"adapter {cfg.adapter} ({expected})"
+            )
+        self._adapter_checked = True

@@ -10,12 +10,13 @@ trainer can use them as the "old" policy log-probs.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,10 @@ from verigym.agents.llm.decoding import Decoder
 __all__ = [
     "DEFAULT_LORA_TARGETS",
     "Generation",
+    "ADAPTER_FILES",
     "PrefixCache",
     "TransformersPolicy",
+    "adapter_digest",
     "load_adapter",
     "load_trainable_policy",
     "resolve_device",
@@ -72,6 +75,30 @@ def load_adapter(model: Any, adapter: str | os.PathLike[str], *, trainable: bool
     # peft is given the checked config, not a second read of the file (which could have changed)
     wrapped = PeftModel.from_pretrained(model, str(folder), is_trainable=trainable, config=config)
     return wrapped if trainable else wrapped.merge_and_unload()
+
+
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+"""The files of a LoRA adapter folder that :func:`adapter_digest` hashes, in that order."""
+
+
+def adapter_digest(adapter: str | os.PathLike[str]) -> str:
+    """SHA-256 (hex) of a LoRA adapter folder's :data:`ADAPTER_FILES`, each prefixed by its byte
+    length: what ``verigym serve-model --lora`` reports as a served adapter's ``adapter_sha256``.
+
+    Raises:
+        OSError: a file cannot be read.
+    """
+    folder = Path(adapter).expanduser()
+    return _digest([(folder / name).read_bytes() for name in ADAPTER_FILES])
+
+
+def _digest(files: Sequence[bytes]) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for data in files:
+        digest.update(f"{len(data)}:".encode() + data)
+    return digest.hexdigest()
 
 
 def load_trainable_policy(
@@ -193,8 +220,9 @@ class PrefixCache:
         self.hits = 0
         self.misses = 0
         self.reused_tokens = 0
+        # keyed by (adapter, prompt): a served adapter's keys/values are not the base model's
         self._entries: OrderedDict[
-            tuple[int, ...], tuple[list[tuple[torch.Tensor, torch.Tensor]], int]
+            tuple[str, tuple[int, ...]], tuple[list[tuple[torch.Tensor, torch.Tensor]], int]
         ] = OrderedDict()
 
     def __len__(self) -> int:
@@ -206,23 +234,28 @@ class PrefixCache:
         self.bytes = 0
 
     def longest(
-        self, prompt: Sequence[int]
+        self, prompt: Sequence[int], adapter: str = ""
     ) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]:
         """The longest start of ``prompt`` whose keys/values are stored (that entry is refreshed
         as recently used): a stored prompt that is a prefix of ``prompt`` (the conversation's
         earlier turn), or the common start of ``prompt`` and a stored one when it is at least
-        :attr:`MIN_SHARED` tokens (episodes of one task share their system prompt and tools).
+        :attr:`MIN_SHARED` tokens (episodes of one task share their system prompt and tools). Only
+        entries stored under the same ``adapter`` (a served LoRA adapter's name; ``""`` the base
+        model) are looked at.
 
         Returns:
             ``(length, layers)``, the entry's ``layers`` holding at least ``length`` positions
             (use the first ``length``); ``(0, None)`` when nothing is shared.
         """
-        best: tuple[int, ...] | None = None
+        best: tuple[str, tuple[int, ...]] | None = None
         best_length = 0
-        for key in self._entries:
+        for entry in self._entries:
+            owner, key = entry
+            if owner != adapter:
+                continue
             shared = _common_length(key, prompt)
             if shared > best_length and (shared == len(key) or shared >= self.MIN_SHARED):
-                best, best_length = key, shared
+                best, best_length = entry, shared
         if best is None:
             self.misses += 1
             return 0, None
@@ -230,9 +263,15 @@ class PrefixCache:
         self.hits += 1
         return best_length, self._entries[best][0]
 
-    def put(self, prompt: Sequence[int], layers: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
-        """Store ``prompt``'s keys/values (``[kv_heads, len(prompt), head_dim]`` per layer)."""
-        key = tuple(prompt)
+    def put(
+        self,
+        prompt: Sequence[int],
+        layers: list[tuple[torch.Tensor, torch.Tensor]],
+        adapter: str = "",
+    ) -> None:
+        """Store ``prompt``'s keys/values (``[kv_heads, len(prompt), head_dim]`` per layer), computed
+        under ``adapter`` (``""``: the base model)."""
+        key = (adapter, tuple(prompt))
         size = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
         if size > self.max_bytes:
             return
@@ -309,6 +348,9 @@ class TransformersPolicy:
         )
         accepts = inspect.signature(base_model_class(model).forward).parameters
         self._keep_last = {"logits_to_keep": 1} if "logits_to_keep" in accepts else {}
+        self.served_adapters: dict[str, str] = {}
+        """name -> SHA-256 of the files of each LoRA adapter served beside the base model
+        (:meth:`serve_adapter`)"""
 
     # -- loading / saving ----------------------------------------------------------------------------
     @classmethod
@@ -424,6 +466,103 @@ class TransformersPolicy:
         self.model = get_peft_model(self.model, config)
         self._clear_cache()
 
+    def serve_adapter(self, name: str, adapter: str | os.PathLike[str]) -> str:
+        """Load the LoRA adapter folder ``adapter`` beside the base weights, unmerged, under
+        ``name``: a batch may then mix rows of the base model and of any served adapter (peft's
+        mixed-batch inference, ``adapter_names``), so one decoding step serves them all.
+        :meth:`generate` and the :class:`~verigym.agents.llm.decoding.Decoder` take ``adapter=name``
+        per call; without it a row is the base model's.
+
+        Args:
+            name: the adapter's name (1 to 64 characters of letters, digits and ``._-``; not
+                ``__base__``), e.g. the model id a server serves it as.
+            adapter: a folder checked by :func:`~verigym.agents.llm.models.adapter_config`.
+
+        Returns:
+            the adapter's :func:`adapter_digest`, which names what is served.
+
+        Raises:
+            FileNotFoundError, ValueError: as :func:`~verigym.agents.llm.models.adapter_config`,
+                or a bad or taken name, or a policy that is already a trainable peft model.
+            ImportError: ``peft`` is not installed.
+        """
+        import dataclasses
+        import re
+
+        from verigym.agents.llm.models import adapter_config
+
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
+            raise ValueError(
+                f"an adapter name is 1 to 64 letters, digits and ._- (a letter or digit first), "
+                f"got {str(name)[:80]!r}"
+            )
+        if name in self.served_adapters:
+            raise ValueError(f"an adapter is already served as {name!r}")
+        if self.has_adapter and not self.served_adapters:
+            raise ValueError("this policy's model already has (trainable) LoRA layers")
+        checked = adapter_config(adapter)  # bounded field by field before peft sees it
+        folder = Path(adapter).expanduser().resolve()
+        try:
+            from peft import LoraConfig, PeftModel
+            from peft.utils import set_peft_model_state_dict
+        except ImportError:
+            raise ImportError("serving a LoRA adapter needs peft: pip install peft") from None
+        from safetensors.torch import load as load_safetensors
+
+        known = {f.name for f in dataclasses.fields(LoraConfig)}
+        config = LoraConfig(**{key: value for key, value in checked.items() if key in known})
+        config.inference_mode = True
+        files = [(folder / file).read_bytes() for file in ADAPTER_FILES]
+        digest = _digest(files)  # of the very bytes the weights are loaded from
+        weights = {k: v.to(self.device) for k, v in load_safetensors(files[1]).items()}
+        if not self.served_adapters:
+            self.model = PeftModel(self.model, config, adapter_name=name)
+        else:
+            self.model.add_adapter(name, config)
+        result = set_peft_model_state_dict(self.model, weights, adapter_name=name)
+        unused = [k for k in getattr(result, "unexpected_keys", ()) if "lora_" in k]
+        absent = [k for k in getattr(result, "missing_keys", ()) if f".{name}." in k]
+        if unused or absent:
+            raise ValueError(
+                f"{folder}: its weights do not match the model's LoRA layers "
+                f"({', '.join((unused + absent)[:3])})"
+            )
+        self.model.eval()
+        self._clear_cache()
+        self.served_adapters[name] = digest
+        return self.served_adapters[name]
+
+    def adapter_arguments(self, adapters: Sequence[str | None]) -> dict[str, Any]:
+        """The forward keyword that runs row ``i`` under ``adapters[i]`` (``None``: the base model)
+        when adapters are served; ``{}`` otherwise."""
+        if not self.served_adapters:
+            return {}
+        return {"adapter_names": [a or "__base__" for a in adapters]}
+
+    @contextlib.contextmanager
+    def adapter_scope(self, adapter: str | None) -> Iterator[None]:
+        """Within the block, a forward without ``adapter_names`` (a whole-model call such as a
+        scoring pass) runs under the served ``adapter`` (``None``: the base model).
+
+        Raises:
+            ValueError: no adapter of that name is served.
+        """
+        if adapter is not None and adapter not in self.served_adapters:
+            raise ValueError(f"no adapter {str(adapter)[:80]!r} is served")
+        if not self.served_adapters:
+            yield
+            return
+        if adapter is None:
+            with self.model.disable_adapter():
+                yield
+            return
+        before = self.model.active_adapter
+        self.model.set_adapter(adapter, inference_mode=True)
+        try:
+            yield
+        finally:
+            self.model.set_adapter(before, inference_mode=True)
+
     def _clear_cache(self) -> None:
         if self.prefix_cache is not None:
             self.prefix_cache.clear()
@@ -450,6 +589,7 @@ class TransformersPolicy:
         stop: Sequence[str] = (),
         generator: torch.Generator | None = None,
         top_logprobs: int = 0,
+        adapter: str | None = None,
     ) -> list[Generation]:
         """Sample one reply per prompt (a batch, left-padded): one
         :class:`~verigym.agents.llm.decoding.Decoder` (the decoding step the model server shares)
@@ -464,6 +604,8 @@ class TransformersPolicy:
             generator: a seeded ``torch.Generator`` on the model's device, for reproducible samples.
             top_logprobs: also keep the ``top_logprobs`` most likely tokens of every step
                 (:attr:`Generation.top_log_probs`); 0 keeps none.
+            adapter: the name of a served LoRA adapter (:meth:`serve_adapter`) to sample under;
+                ``None``: the base model.
 
         Returns:
             one :class:`Generation` per prompt, in order.
@@ -480,6 +622,7 @@ class TransformersPolicy:
             stop=stop,
             top_logprobs=top_logprobs,
             generator=generator,
+            adapter=adapter,
         )
         results: dict[int, Generation] = {}
         while len(decoder):
@@ -497,8 +640,10 @@ class TransformersPolicy:
         input_ids: torch.Tensor,
         attention: torch.Tensor,
         positions: torch.Tensor,
+        adapter: str | None = None,
     ) -> tuple[Any, torch.Tensor]:
-        """KV cache and last-position float32 logits of the padded prompts.
+        """KV cache and last-position float32 logits of the padded prompts, under the served
+        ``adapter`` (``None``: the base model).
 
         Identical prompts (a GRPO group: G rollouts of one task) are run once and their cache rows
         copied, so a group of G costs one prompt forward instead of G.
@@ -514,6 +659,7 @@ class TransformersPolicy:
                 position_ids=positions[pick],
                 use_cache=True,
                 **self._keep_last,
+                **self.adapter_arguments([adapter] * len(firsts)),
             )
             cache = output_cache(out)
             if hasattr(cache, "reorder_cache"):
@@ -526,11 +672,12 @@ class TransformersPolicy:
             position_ids=positions,
             use_cache=True,
             **self._keep_last,
+            **self.adapter_arguments([adapter] * len(prompts)),
         )
         return output_cache(out), out.logits[:, -1, :].float()
 
     def _prefill_cached(
-        self, prompts: Sequence[Sequence[int]], width: int
+        self, prompts: Sequence[Sequence[int]], width: int, adapter: str | None = None
     ) -> tuple[Any, torch.Tensor]:
         """Like :meth:`_prefill`, but each distinct prompt runs alone from its longest cached prefix.
 
@@ -554,7 +701,7 @@ class TransformersPolicy:
         row_logits: list[torch.Tensor] = []
         for prompt in rows:
             n = len(prompt)
-            start, stored = cache.longest(prompt)
+            start, stored = cache.longest(prompt, adapter or "")
             start = min(start, n - 1)
             past = None
             if stored is not None and start > 0:
@@ -569,9 +716,10 @@ class TransformersPolicy:
                 use_cache=True,
                 **with_cache(self.model, past),
                 **self._keep_last,
+                **self.adapter_arguments([adapter]),
             )
             layers = [(layer.keys[0], layer.values[0]) for layer in output_cache(out).layers]
-            cache.put(prompt, layers)
+            cache.put(prompt, layers, adapter or "")
             row_layers.append(layers)
             row_logits.append(out.logits[0, -1, :].float())
         batch = []

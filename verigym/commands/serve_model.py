@@ -96,6 +96,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "adapter_model.safetensors) merged into the model before serving",
     )
     parser.add_argument(
+        "--lora",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="serve a LoRA adapter folder (as --adapter takes) beside the model, unmerged, as the "
+        "model id NAME (as vLLM's --lora-modules): requests naming NAME sample under it, in the same "
+        "batch as the base model's; repeatable",
+    )
+    parser.add_argument(
         "--prefix-cache-mb",
         type=float,
         default=1024.0,
@@ -124,6 +133,11 @@ def build(args: argparse.Namespace):
         prefix_cache_bytes=int(max(args.prefix_cache_mb, 0.0) * (1 << 20)),
         adapter=getattr(args, "adapter", None),
     )
+    for spec in getattr(args, "lora", None) or []:
+        name, equals, folder = str(spec).partition("=")
+        if not equals or not folder:
+            raise ValueError(f"--lora takes NAME=DIR, got {str(spec)[:100]!r}")
+        policy.serve_adapter(name, folder)
     from verigym.agents.llm.models import SHORT_NAMES
 
     name = args.model_name or (
@@ -150,7 +164,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from verigym.agents.llm.models import check_model
+    from verigym.agents.llm.models import check_adapter, check_model
     from verigym.commands import usage_error
 
     if args.max_batch_size < 1:
@@ -180,6 +194,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         # before torch and transformers load: one line saying what is missing
         check_model(args.model_dir)
+        for spec in args.lora:  # a missing adapter file is one line before any weights load
+            check_adapter(str(spec).partition("=")[2] or str(spec))
         quiet_library_bars()  # (imports transformers) no "Loading weights" redraws in a log
         server = build(args)
     except (FileNotFoundError, ImportError) as exc:  # no model there, or gguf missing

@@ -63,19 +63,24 @@ def chat():
 @pytest.mark.parametrize(
     "env_id", ["verigym/GuessNumber-v0", "verigym/Calculator-v0", "verigym/Login-v0"]
 )
-def test_every_turn_of_a_demonstration_is_served_as_sft_encoded_it(chat, env_id):
+@pytest.mark.parametrize("model", ["smollm2", "smollm2-sft"])
+def test_every_turn_of_a_demonstration_is_served_as_sft_encoded_it(chat, env_id, model):
+    """Also under the adapter's model id (``serve-model --lora smollm2-sft=DIR``, the main job's
+    trained row): an adapter's requests are rendered as the base model's."""
     (record,) = play_demonstrations([env_id], [7], held_out=_NoEvaluationTasks())
     messages = record["messages"]
     example = encode_example(chat, messages)
-    reader = RequestReader(_TokenizerOnly(chat), "smollm2", RequestLimits())
+    reader = RequestReader(_TokenizerOnly(chat), "smollm2", RequestLimits(), None, ["smollm2-sft"])
     replies = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
     assert len(replies) >= 1
     # the conversation as the openai agent sends it: its history of observations and replies
     history = ChatHistory(lambda ms: sum(len(m["content"]) for m in ms), 32000)
     for k, index in enumerate(replies):
         history.messages = [dict(m) for m in messages[:index]]
-        body = {"model": "smollm2", "messages": history.messages, "max_tokens": 8}
-        served = reader.chat(json.dumps(body).encode()).prompt
+        body = {"model": model, "messages": history.messages, "max_tokens": 8}
+        plan = reader.chat(json.dumps(body).encode())
+        served = plan.prompt
+        assert plan.adapter == (None if model == "smollm2" else model)
         # SFT's tokens before reply k: the trained (mask 1) run that starts reply k
         starts = [
             i
@@ -102,3 +107,33 @@ def test_native_tools_would_change_the_prompt_so_the_trained_row_sends_none(chat
     with_tools = reader.chat(json.dumps({**body, "tools": tools}).encode()).prompt
     assert tools and plain != with_tools
     assert plain == encode_example(chat, record["messages"]).token_ids[: len(plain)]
+
+
+def test_the_served_adapter_replies_as_the_in_process_trained_row():
+    """The shipped adapter served unmerged beside the base model (one batch with a base row) gives
+    a demonstration's prompts the greedy tokens the in-process ``llm:`` agent (adapter merged into
+    the weights) gives them, so serving the trained row changes how fast it plays, not what."""
+    from pathlib import Path
+
+    from verigym.agents.llm.policy import TransformersPolicy
+
+    adapter = Path(__file__).resolve().parents[3] / "leaderboards" / "checkpoints" / "smollm2-sft"
+    merged = TransformersPolicy.from_pretrained("smollm2", device="cpu", adapter=adapter)
+    served = TransformersPolicy.from_pretrained("smollm2", device="cpu", prefix_cache_bytes=1 << 28)
+    served.serve_adapter("smollm2-sft", adapter)
+    prompts = []
+    for env_id in ("verigym/Calculator-v0", "verigym/GuessNumber-v0"):
+        (record,) = play_demonstrations([env_id], [7], held_out=_NoEvaluationTasks())
+        first_reply = next(i for i, m in enumerate(record["messages"]) if m["role"] == "assistant")
+        prompts.append(served.encode_messages(record["messages"][:first_reply]))
+    sampling = {"max_new_tokens": 48, "temperature": 0.0}
+    decoder = served.decoder()
+    base_keys = decoder.add(prompts[:1], **sampling)  # a base-model row in the same batch
+    keys = decoder.add(prompts, adapter="smollm2-sft", **sampling)
+    replies = {}
+    while len(decoder):
+        replies.update(decoder.step())
+    for key, prompt in zip(keys, prompts):
+        alone = merged.generate([prompt], **sampling)[0]
+        assert replies[key].token_ids == alone.token_ids, replies[key].text
+    assert replies[base_keys[0]].token_ids != replies[keys[0]].token_ids

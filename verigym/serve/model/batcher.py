@@ -63,6 +63,9 @@ class Job:
     prompt: list[int]
     n: int
     sampling: Sampling
+    adapter: str | None = None
+    """the served LoRA adapter its rows sample under (``None``: the base model); rows of every
+    adapter share the running batch"""
     loop: asyncio.AbstractEventLoop | None = None
     future: asyncio.Future | None = None
     abandoned: bool = False
@@ -282,6 +285,7 @@ class Batcher:
             top_p=sampling.top_p,
             stop=sampling.stop,
             top_logprobs=sampling.top_logprobs,
+            adapter=job.adapter,
         )
         job.replies = {}
         for key in job.keys:

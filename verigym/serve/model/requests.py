@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -108,6 +109,8 @@ class ChatPlan:
     logprobs: bool
     openings: dict[str, list[int]] = field(default_factory=dict)
     """token ids of the forced opening of each tool that may be called"""
+    adapter: str | None = None
+    """the served LoRA adapter the request's ``model`` names (``None``: the base model)"""
 
 
 @dataclass
@@ -118,17 +121,22 @@ class TextPlan:
     sampling: Sampling
     n: int
     logprobs: int | None
+    adapter: str | None = None
+    """the served LoRA adapter the request's ``model`` names (``None``: the base model)"""
 
 
 class RequestReader:
-    """Reads request bodies for one served model.
+    """Reads request bodies for one served model (and the LoRA adapters served beside it).
 
     Args:
         policy: the served model (its tokenizer, chat format and context length).
-        model_name: the name requests must send as ``model``.
+        model_name: the name requests must send as ``model`` for the base model.
         limits: what one request may ask.
         render_tools: renders ``(messages, tools)`` with the model's chat template when the
             template reads ``tools``; ``None``: tools go in a Hermes system section.
+        adapters: the names of the LoRA adapters served beside the base model, each a ``model``
+            a request may name (an adapter shares the base model's tokenizer and template, so
+            its prompts are rendered the same way).
     """
 
     def __init__(
@@ -137,9 +145,11 @@ class RequestReader:
         model_name: str,
         limits: RequestLimits,
         render_tools: Any = None,
+        adapters: Sequence[str] = (),
     ) -> None:
         self.policy, self.model_name, self.limits = policy, model_name, limits
         self.render_tools = render_tools
+        self.adapters = tuple(adapters)
 
     # -- the endpoints ------------------------------------------------------------------------------
     def chat(self, request: Any) -> ChatPlan:
@@ -151,7 +161,7 @@ class RequestReader:
                 message says which, and the flag that raises it).
         """
         request = self._object(request)
-        self.check_model(request)
+        adapter = self.check_model(request)
         self.check_response_format(request)
         self.check_unsupported_sampling(request)
         messages = self.messages(request)
@@ -209,6 +219,7 @@ class RequestReader:
             parallel=parallel,
             logprobs=logprobs,
             openings=openings,
+            adapter=adapter,
         )
 
     def text(self, request: Any) -> TextPlan:
@@ -219,7 +230,7 @@ class RequestReader:
             RequestError: the request is malformed, names another model or is above a limit.
         """
         request = self._object(request)
-        self.check_model(request)
+        adapter = self.check_model(request)
         if request.get("stream"):
             raise RequestError("stream is supported on /v1/chat/completions only", param="stream")
         if request.get("echo") or request.get("suffix"):
@@ -271,7 +282,9 @@ class RequestReader:
         max_tokens = self.check_size(
             encoded, sampling.max_tokens, n, default_max_tokens=16, param="prompt"
         )
-        return TextPlan(encoded, dataclasses.replace(sampling, max_tokens=max_tokens), n, logprobs)
+        return TextPlan(
+            encoded, dataclasses.replace(sampling, max_tokens=max_tokens), n, logprobs, adapter
+        )
 
     # -- the fields -----------------------------------------------------------------------------------
     @staticmethod
@@ -282,19 +295,24 @@ class RequestReader:
             raise RequestError("the body must be a JSON object")
         return request
 
-    def check_model(self, request: dict[str, Any]) -> None:
-        """Refuse a ``model`` other than the served one (404 ``model_not_found``, as OpenAI)."""
+    def check_model(self, request: dict[str, Any]) -> str | None:
+        """The served adapter a request's ``model`` names (``None``: the base model, also when
+        ``model`` is absent); any other ``model`` is refused (404 ``model_not_found``, as OpenAI)."""
         model = request.get("model", self.model_name)
         if not isinstance(model, str):
             raise RequestError("'model' must be a string", param="model")
+        if model in self.adapters:
+            return model
         if model != self.model_name:
+            served = ", ".join(f"`{name}`" for name in (self.model_name, *self.adapters))
             raise RequestError(
-                f"The model `{model}` does not exist or you do not have access to it. "
-                f"This server serves `{self.model_name}`.",
+                f"The model `{model[:100]}` does not exist or you do not have access to it. "
+                f"This server serves {served}.",
                 status=404,
                 code="model_not_found",
                 param="model",
             )
+        return None
 
     def sampling(self, request: dict[str, Any], *, top_logprobs: int) -> tuple[Sampling, int]:
         """(sampling options, ``n``) of a request, validated.

@@ -9,11 +9,15 @@ forces tool calls, :mod:`verigym.serve.model.streaming` writes server-sent event
 ``verigym serve-model MODEL`` runs it, so many evaluation workers (``verigym eval`` with the ``openai``
 agent) share one loaded model. Requests are batched continuously: each joins the running batch
 between two decoding steps and leaves it when its reply is done (:mod:`verigym.serve.model.batcher`).
+LoRA adapters (``--lora NAME=DIR``, as vLLM serves them) are loaded unmerged beside the base weights
+and each is a ``model`` of its own: a request naming ``NAME`` samples under that adapter, and rows of
+the base model and of every adapter share one batch and one forward pass per token (peft's
+mixed-batch inference; an adapter's keys and values are cached apart from the base model's).
 
 Endpoints:
 
-* ``POST /v1/chat/completions`` -- ``model`` (another name than the served one is refused with
-  HTTP 404 ``model_not_found``, as OpenAI does), ``messages`` (string or list-of-parts text
+* ``POST /v1/chat/completions`` -- ``model`` (the served model's name or a served adapter's; another
+  name is refused with HTTP 404 ``model_not_found``, as OpenAI does), ``messages`` (string or list-of-parts text
   content; ``tool`` messages and assistant ``tool_calls`` are rendered in the Hermes format),
   ``tools`` (at most :data:`~verigym.serve.model.requests.MAX_TOOLS`, names of 1 to 64 printable
   characters), ``tool_choice`` and ``parallel_tool_calls`` (below), ``response_format`` (``{"type": "text"}`` only, below),
@@ -31,7 +35,10 @@ Endpoints:
   (``softmax(logits / temperature)``; raw logits at temperature 0); ``top_logprobs`` are raw.
 * ``POST /v1/completions`` -- ``prompt`` (a string, a list of strings, or token ids), the same
   sampling options, ``logprobs`` (0-5, legacy layout); ``echo`` and ``suffix`` are refused.
-* ``GET /v1/models`` -- the one served model.
+* ``GET /v1/models`` -- the served model, and each LoRA adapter served beside it (``verigym
+  serve-model --lora NAME=DIR``) as its own model id ``NAME``, with ``parent`` (the base model's
+  id) and the extension field ``adapter_sha256`` (SHA-256 of its ``adapter_config.json`` and
+  ``adapter_model.safetensors``: which adapter it is).
 * ``GET /health`` -- ``{"status": "ok"}``; answered while a batch generates.
 
 ``tool_choice`` is enforced:
@@ -229,7 +236,10 @@ class ChatServer:
             template = getattr(policy.tokenizer, "chat_template", None) or ""
             if "tools" in str(template):
                 render_tools = self._templates.render
-        self.reader = RequestReader(policy, model_name, limits, render_tools)
+        adapters = tuple(getattr(policy, "served_adapters", {}))
+        if model_name in adapters:
+            raise ValueError(f"the model name {model_name!r} is also an adapter's name")
+        self.reader = RequestReader(policy, model_name, limits, render_tools, adapters)
         self._hosted = Hosted(
             self._create_app(token),
             host,
@@ -304,13 +314,18 @@ class ChatServer:
         return app if not token else TokenGate(app, token)
 
     async def _models_route(self, request: Any) -> Any:
-        return json_response(
-            200,
-            {
-                "object": "list",
-                "data": [{"id": self.model_name, "object": "model", "owned_by": "verigym"}],
-            },
-        )
+        models = [{"id": self.model_name, "object": "model", "owned_by": "verigym"}]
+        for name, digest in getattr(self.policy, "served_adapters", {}).items():
+            models.append(
+                {
+                    "id": name,
+                    "object": "model",
+                    "owned_by": "verigym",
+                    "parent": self.model_name,
+                    "adapter_sha256": digest,
+                }
+            )
+        return json_response(200, {"object": "list", "data": models})
 
     async def _health_route(self, request: Any) -> Any:
         return json_response(200, {"status": "ok"})
@@ -397,7 +412,11 @@ class ChatServer:
             choices = list(plan.openings)
             scores = await self.batcher.call(
                 functools.partial(
-                    score_openings, self.policy, plan.prompt, [plan.openings[c] for c in choices]
+                    score_openings,
+                    self.policy,
+                    plan.prompt,
+                    [plan.openings[c] for c in choices],
+                    plan.adapter,
                 ),
                 gone,
                 self.request_timeout,
@@ -407,7 +426,12 @@ class ChatServer:
         for name in names:
             groups[name] = groups.get(name, 0) + 1
         jobs = [
-            Job(plan.prompt + (plan.openings[name] if name else []), count, plan.sampling)
+            Job(
+                plan.prompt + (plan.openings[name] if name else []),
+                count,
+                plan.sampling,
+                plan.adapter,
+            )
             for name, count in groups.items()
         ]
         results = await self.batcher.run(jobs, gone, self.request_timeout)
@@ -448,7 +472,7 @@ class ChatServer:
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": self.model_name,
+            "model": plan.adapter or self.model_name,
             "choices": choices,
             "usage": {
                 "prompt_tokens": len(plan.prompt),
@@ -488,7 +512,7 @@ class ChatServer:
         """
         gone = gone if gone is not None else asyncio.Event()
         plan: TextPlan = await self._in_pool(self.reader.text, request)
-        jobs = [Job(ids, plan.n, plan.sampling) for ids in plan.prompts]
+        jobs = [Job(ids, plan.n, plan.sampling, plan.adapter) for ids in plan.prompts]
         results = await self.batcher.run(jobs, gone, self.request_timeout)
         if plan.logprobs is not None:  # a token text per sampled and top token: off the event loop
             return await self._in_pool(self._text_answer, plan, results)
@@ -531,7 +555,7 @@ class ChatServer:
             "id": f"cmpl-{uuid.uuid4().hex[:24]}",
             "object": "text_completion",
             "created": int(time.time()),
-            "model": self.model_name,
+            "model": plan.adapter or self.model_name,
             "choices": choices,
             "usage": {
                 "prompt_tokens": prompt_tokens,

@@ -35,11 +35,16 @@ def tool_call_opening(name: str) -> str:
 
 
 def score_openings(
-    policy: TransformersPolicy, prompt: list[int], openings: list[list[int]]
+    policy: TransformersPolicy,
+    prompt: list[int],
+    openings: list[list[int]],
+    adapter: str | None = None,
 ) -> list[float]:
     """Log-probability (float, nats) of each opening (token ids) after ``prompt``, in one forward
-    pass (the prompt's KV cache is computed once and shared by the openings). Runs on the
-    batcher thread."""
+    pass (the prompt's KV cache is computed once and shared by the openings), under the served
+    LoRA ``adapter`` (``None``: the base model). Runs on the batcher thread."""
+    import contextlib
+
     import torch
 
     from verigym.agents.llm.grpo import token_log_probs
@@ -53,7 +58,8 @@ def score_openings(
         device=device,
     )
     start = len(prompt) - 1
-    with torch.no_grad():
+    scope = getattr(policy, "adapter_scope", None)
+    with torch.no_grad(), scope(adapter) if scope else contextlib.nullcontext():
         log_probs, _ = token_log_probs(
             policy.model,
             ids,
