@@ -57,8 +57,12 @@ def _median(function: Callable[[], object], repeats: int) -> float:
     return statistics.median(samples)
 
 
-def real_main(instances: int, libraries: list[str] | None, runner: Path | None = None) -> None:
-    """``--real``: RepoFix-Real reset and verdict medians per library, printed as a table."""
+def real_main(
+    instances: int, libraries: list[str] | None, runner: Path | None = None, start: int = 0
+) -> None:
+    """``--real``: RepoFix-Real reset and verdict medians per library, printed as a table (and a
+    line per instance as it is played, so a cut run keeps what it measured). ``start``: the first
+    seed (instances are appended as they are validated: the new ones are at the end)."""
     import os
 
     from verigym.envs.tool.repofix import real
@@ -70,13 +74,13 @@ def real_main(instances: int, libraries: list[str] | None, runner: Path | None =
     data = load_real_data()
     rows = []
     for name in libraries or REAL_LIBRARIES:
-        count = min(instances, len(data[name]["instances"]))
+        count = max(0, min(instances, len(data[name]["instances"]) - start))
         env = RepoFixRealEnv(library=name)
         env.cache_verdicts = False  # the oracle's fix is the original tree: time a real run
         resets, verdicts, solved = [], [], 0
         try:
             env.reset(seed=0)  # warm: the checkout is read and cached, the sandbox started once
-            for seed in range(count):
+            for seed in range(start, start + count):
                 env.workspace.mark_used()
                 start = time.perf_counter()
                 env.reset(seed=seed)
@@ -86,6 +90,12 @@ def real_main(instances: int, libraries: list[str] | None, runner: Path | None =
                 *_, info = env.step(env.oracle_action())  # submit: the verdict
                 verdicts.append(time.perf_counter() - start)
                 solved += bool(info.get("success")) and bool(info.get("tests_run"))
+                print(
+                    f"  {info.get('instance_id')}: reset {resets[-1]:.2f}s verdict "
+                    f"{verdicts[-1]:.2f}s success {info.get('success')} "
+                    f"(load {os.getloadavg()[0]:.1f})",
+                    flush=True,
+                )
         finally:
             env.close()
         rows.append((name, count, len(data[name]["instances"]), resets, verdicts, solved))
@@ -96,6 +106,8 @@ def real_main(instances: int, libraries: list[str] | None, runner: Path | None =
         f"{'verdict med':>12s} {'max':>7s} {'oracle':>7s}"
     )
     for name, count, total, resets, verdicts, solved in rows:
+        if not resets:
+            continue
         print(
             f"{name:16s} {count:3d} {total:4d} {statistics.median(resets):9.2f}s "
             f"{max(resets):6.2f}s {statistics.median(verdicts):11.2f}s {max(verdicts):6.2f}s "
@@ -113,12 +125,13 @@ def main() -> None:
     parser.add_argument("--real", action="store_true", help="time RepoFix-Real per library")
     parser.add_argument("--instances", type=int, default=20, help="--real: instances per library")
     parser.add_argument("--libraries", nargs="*", default=None, help="--real: which libraries")
+    parser.add_argument("--start", type=int, default=0, help="--real: the first instance (seed)")
     parser.add_argument(
         "--runner", type=Path, default=None, help="--real: time this _pytest_runner.py source"
     )
     args = parser.parse_args()
     if args.real:
-        real_main(args.instances, args.libraries, args.runner)
+        real_main(args.instances, args.libraries, args.runner, args.start)
         return
     current_runner = env_module._RUNNER
     before_runner = args.runner_before.read_text() if args.runner_before else None

@@ -3,7 +3,9 @@
 * ``removed_assignment``: an assignment (or augmented assignment) inside a function is deleted;
 * ``removed_loop``: a ``for``/``while`` loop inside a function is deleted;
 * ``dropped_method``: an undecorated method of a class is deleted (callers then reach a base
-  class's method or get ``AttributeError``).
+  class's method or get ``AttributeError``);
+* ``swapped_statements``: two adjacent simple statements of a function body (assignments and
+  expression statements, on consecutive lines) trade places (SWE-smith's "shuffle lines").
 
 Inverting an if (SWE-smith's "invert if/else": the branches swapped, the test kept) and removing a
 condition are :mod:`~verigym.envs.tool.repofix.mutations`' ``swapped_branches`` and
@@ -20,7 +22,8 @@ from verigym.envs.tool.repofix.mutations import Mutant, _as_mutant
 
 __all__ = ["EXTRA_OPERATORS", "extra_mutants"]
 
-EXTRA_OPERATORS = ("removed_assignment", "removed_loop", "dropped_method")
+EXTRA_OPERATORS = ("removed_assignment", "removed_loop", "dropped_method", "swapped_statements")
+_SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)
 
 
 def _delete(lines: list[str], first: int, last: int, body_len: int) -> list[str] | None:
@@ -29,6 +32,17 @@ def _delete(lines: list[str], first: int, last: int, body_len: int) -> list[str]
     if body_len == 1:
         return lines[: first - 1] + [indent + "pass\n"] + lines[last:]
     return lines[: first - 1] + lines[last:]
+
+
+def _swap_next(lines: list[str], stmt: ast.stmt) -> list[str] | None:
+    """``lines`` with ``stmt`` and the statement on the lines right after it traded (the second
+    ends where the next statement's indentation no longer continues it: its own end line)."""
+    tree_next = getattr(stmt, "_vg_next", None)
+    if tree_next is None or stmt.end_lineno is None or tree_next.end_lineno is None:
+        return None
+    first = lines[stmt.lineno - 1 : stmt.end_lineno]
+    second = lines[tree_next.lineno - 1 : tree_next.end_lineno]
+    return lines[: stmt.lineno - 1] + second + first + lines[tree_next.end_lineno :]
 
 
 def extra_mutants(path: str, source: str) -> list[Mutant]:
@@ -49,7 +63,7 @@ def extra_mutants(path: str, source: str) -> list[Mutant]:
             if not isinstance(body, list):
                 continue
             in_function = id(parent) in inside
-            for stmt in body:
+            for index, stmt in enumerate(body):
                 if not isinstance(stmt, ast.stmt):
                     continue
                 if in_function and isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -62,13 +76,28 @@ def extra_mutants(path: str, source: str) -> list[Mutant]:
                     and not stmt.decorator_list
                 ):
                     proposals.append(("dropped_method", stmt, len(body)))
+                following = body[index + 1] if index + 1 < len(body) else None
+                if (
+                    in_function
+                    and isinstance(stmt, _SIMPLE)
+                    and isinstance(following, _SIMPLE)
+                    and stmt.end_lineno is not None
+                    and following.lineno == stmt.end_lineno + 1
+                    and not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))
+                ):
+                    stmt._vg_next = following  # type: ignore[attr-defined]
+                    proposals.append(("swapped_statements", stmt, len(body)))
     out: list[Mutant] = []
     seen: set[str] = set()
     for name in EXTRA_OPERATORS:
         for operator, stmt, body_len in proposals:
             if operator != name or stmt.end_lineno is None:
                 continue
-            new = _delete(lines, stmt.lineno, stmt.end_lineno, body_len)
+            new = (
+                _swap_next(lines, stmt)
+                if name == "swapped_statements"
+                else _delete(lines, stmt.lineno, stmt.end_lineno, body_len)
+            )
             if new is None:
                 continue
             text = "".join(new)

@@ -66,4 +66,9 @@ def test_function_mutants_stay_inside_their_function_and_revert():
         dropped = [m for m in mutants if m.operator == "dropped_method"]
         # a decorated method (a property) is never dropped: its callers would see another kind
         assert len(dropped) == (1 if class_body and not node.decorator_list else 0), qualname
-    assert {"removed_assignment", "removed_loop", "dropped_method"} <= operators
+    assert {
+        "removed_assignment",
+        "removed_loop",
+        "dropped_method",
+        "swapped_statements",
+    } <= operators
