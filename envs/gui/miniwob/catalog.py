@@ -213,6 +213,8 @@ ORACLE_TASKS: frozenset[str] = frozenset(
         "generate-number",
         "grid-coordinate",
         "guess-number",
+        "highlight-text",
+        "highlight-text-2",
         "identify-shape",
         "login-user",
         "login-user-popup",

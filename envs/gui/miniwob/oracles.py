@@ -1045,3 +1045,20 @@ def _form_sequence(utterance: str, elements: Elements, env: Any) -> dict[str, An
     if not boxes[nth]["checked"]:
         return _click(boxes[nth])
     return _submit(elements)
+
+
+@_solver("highlight-text", "highlight-text-2")
+def _highlight_text(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Select the (named) paragraph: a press-move-release from the start of its first line to the
+    end of its last (its first action), then Submit."""
+    if env._log:
+        return _submit(elements)
+    texts = [e for e in _find(elements, "text") if e["name"] != "Submit"]
+    nth = re.search(r"the (\d+)\w\w paragraph", utterance)
+    index = int(nth[1]) - 1 if nth else 0
+    if index >= len(texts):
+        return mw_action("done")
+    left, top, right, bottom = texts[index]["box"]
+    start = (max(left, 0), top + 3)
+    end = (min(right, env.width - 1) - 1, max(bottom - 3, top + 3))
+    return mw_action("drag", xy=start, to=end)
