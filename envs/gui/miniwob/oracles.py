@@ -1062,3 +1062,37 @@ def _highlight_text(utterance: str, elements: Elements, env: Any) -> dict[str, A
     start = (max(left, 0), top + 3)
     end = (min(right, env.width - 1) - 1, max(bottom - 3, top + 3))
     return mw_action("drag", xy=start, to=end)
+
+
+_DIRECTIONS = {"up": (0, -25), "down": (0, 25), "left": (-25, 0), "right": (25, 0)}
+
+
+def _drag_by(env: Any, element: dict[str, Any], dx: int, dy: int) -> dict[str, Any]:
+    x, y = (round(v) for v in _centre(element))
+    to = (min(max(x + dx, 0), env.width - 1), min(max(y + dy, 0), env.height - 1))
+    return mw_action("drag", xy=(x, y), to=to)
+
+
+@_solver("drag-single-shape", "drag-circle")
+def _drag_single_shape(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Drag the one shape 25 px the way named (its first action), then Submit."""
+    m = re.search(r"Drag the \w+ (up|down|left|right)", utterance)
+    shapes = _find(elements, "shape")
+    if m is None or not shapes:
+        return mw_action("done")
+    if env._log:
+        return _submit(elements)
+    return _drag_by(env, shapes[0], *_DIRECTIONS[m[1]])
+
+
+@_solver("drag-box")
+def _drag_box(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Drag the small box (``s``) onto the large one's (``L``) centre (its first action), then
+    Submit."""
+    small, large = _find(elements, "text", "s"), _find(elements, "text", "L")
+    if not small or not large:
+        return mw_action("done")
+    if env._log:
+        return _submit(elements)
+    (x1, y1), (x2, y2) = _centre(small[0]), _centre(large[0])
+    return _drag_by(env, small[0], round(x2 - x1), round(y2 - y1))
