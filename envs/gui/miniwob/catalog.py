@@ -191,6 +191,7 @@ ORACLE_TASKS: frozenset[str] = frozenset(
         "drag-box",
         "drag-circle",
         "drag-items",
+        "drag-shapes",
         "drag-single-shape",
         "email-inbox",
         "email-inbox-delete",

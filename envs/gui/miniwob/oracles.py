@@ -1096,3 +1096,23 @@ def _drag_box(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
         return _submit(elements)
     (x1, y1), (x2, y2) = _centre(small[0]), _centre(large[0])
     return _drag_by(env, small[0], round(x2 - x1), round(y2 - y1))
+
+
+@_solver("drag-shapes")
+def _drag_shapes(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Drag each shape of the named kind that is still outside the black box to a spot of its own
+    inside it, then Submit."""
+    m = re.search(r"Drag all (rectangles|circles|triangles) into the black box", utterance)
+    drawn = _find(elements, "shape")
+    boxes = [e for e in drawn if e["name"] == "rect" and e["box"][2] - e["box"][0] >= 60]
+    if m is None or not boxes:
+        return mw_action("done")
+    kind = {"rectangles": "rect", "circles": "circle", "triangles": "polygon"}[m[1]]
+    box = boxes[0]["box"]
+    cx, cy = _centre(boxes[0])
+    wanted = [e for e in drawn if e["name"] == kind and e is not boxes[0]]
+    for k, e in enumerate(wanted):
+        if not _inside(*_centre(e), box):
+            x, y = _centre(e)
+            return _drag_by(env, e, round(cx + (-24, -8, 8, 24)[k % 4] - x), round(cy - y))
+    return _submit(elements)
