@@ -193,6 +193,7 @@ ORACLE_TASKS: frozenset[str] = frozenset(
         "drag-items",
         "drag-shapes",
         "drag-single-shape",
+        "drag-sort-numbers",
         "email-inbox",
         "email-inbox-delete",
         "email-inbox-forward",

@@ -1116,3 +1116,19 @@ def _drag_shapes(utterance: str, elements: Elements, env: Any) -> dict[str, Any]
             x, y = _centre(e)
             return _drag_by(env, e, round(cx + (-24, -8, 8, 24)[k % 4] - x), round(cy - y))
     return _submit(elements)
+
+
+@_solver("drag-sort-numbers")
+def _drag_sort_numbers(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Selection sort by drags: the smallest number not in place is dragged onto the first place
+    that is wrong (dropped on that item's upper edge), then Submit."""
+    items = [e for e in _find(elements, "text") if re.fullmatch(r"-?\d+", e["name"])]
+    values = [int(e["name"]) for e in items]
+    for i, want in enumerate(sorted(values)):
+        if values[i] != want:
+            j = next(k for k in range(i + 1, len(values)) if values[k] == want)
+            (l1, t1, r1, b1), (l2, t2, r2, _) = items[j]["box"], items[i]["box"]
+            return mw_action(
+                "drag", xy=((l1 + r1) // 2, (t1 + b1) // 2), to=((l2 + r2) // 2, t2 + 3)
+            )
+    return _submit(elements)
