@@ -1,5 +1,7 @@
 """Registration rows of the tool family (imported by ``import verigym``; keep it light)."""
 
+from importlib.util import find_spec
+
 from verigym.registration import EnvRow, variants
 
 # One id per task kind (plus a harder row where cheap): every id runs the full ``verigym check`` in
@@ -148,6 +150,8 @@ ROWS: list[EnvRow] = [
             "-Pyparsing": {"library": "pyparsing"},
             "-Tabulate": {"library": "tabulate"},
             "-Toolz": {"library": "toolz"},
+            # attrs' suite needs hypothesis (MPL-2.0, not vendored: the test extra): only then
+            **({"-Attrs": {"library": "attrs"}} if find_spec("hypothesis") else {}),
         },
         description="RepoFix on real vendored libraries (PyPI sdists): a synthesized bug proven by the library's own pytest suite (issue 40).",
     ),

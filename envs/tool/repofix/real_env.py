@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import base64
 import functools
 import json
 import re
@@ -37,6 +38,7 @@ SPLITS = ("all", "train", "eval")
 
 
 REAL_LIBRARIES: tuple[str, ...] = (
+    "attrs",
     "boltons",
     "cachetools",
     "click",
@@ -104,13 +106,16 @@ def failure_line(message: str) -> str:
 
 
 def _pool(library: str | None, split: str) -> list[tuple[str, dict[str, Any]]]:
+    """The instances posed: of ``library`` (all when None) and ``split``, but those whose tests need
+    an optional dependency that is not importable here (hypothesis: the ``test`` extra)."""
     data = load_real_data()
     names = [library] if library else sorted(data)
     return [
         (name, instance)
         for name in names
         for instance in data[name]["instances"]
-        if split == "all" or instance["split"] == split
+        if (split == "all" or instance["split"] == split)
+        and real.available(instance.get("needs", ()))
     ]
 
 
@@ -191,6 +196,12 @@ class RepoFixRealEnv(SourceRepairEnv):
     ):
         super().__init__(max_turns=max_turns, max_action_length=max_action_length, **kwargs)
         self.library = check_choice("library", library, (None, *REAL_LIBRARIES))
+        missing = [n for n in real.needs(library) if not real.available([n])] if library else []
+        if missing:
+            raise ValueError(
+                f"RepoFix-Real's {library} suite needs {', '.join(missing)}, which this Python "
+                "cannot import (not vendored: MPL-2.0); install it: pip install 'verigym[test]'"
+            )
         self.split = check_choice("split", split, SPLITS)
         self.timeout_s = check_number("timeout_s", timeout_s, 0, 600, low_open=True)
         shell_timeout_s = check_number("shell_timeout_s", shell_timeout_s, 0, 600, low_open=True)
@@ -214,6 +225,7 @@ class RepoFixRealEnv(SourceRepairEnv):
         self._reference = ""
         self._end_info: dict[str, Any] = {}
         self._seed: int | None = None
+        self._needs: tuple[str, ...] = ()
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -265,11 +277,24 @@ class RepoFixRealEnv(SourceRepairEnv):
             visible[path] = drop_pytest_tests(visible[path], names)
         visible.update({f"{_DEPS_DIR}/{p}": t for p, t in real.pytest_files().items()})
         tests = " ".join(instance["tests"])
+        self._needs = real.tests_need(name, instance["tests"])
         self.workspace.test_command = (
             f"python -c \"import sys; sys.path[:0] = ['{_DEPS_DIR}', '.']; import pytest; "
             f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', *sys.argv[1:]]))\" {tests}"
         )
         self.workspace.reset(visible)
+        if "hypothesis" in self._needs:  # so that run_tests imports it (a compiled module too)
+            blobs = real.hypothesis_files() or {}
+            box = self.workspace.sandbox
+            loaded = box.run(real._RUNNER)
+            if loaded.ok:
+                box.call(
+                    "write_blobs",
+                    [
+                        f"{ROOT}/{_DEPS_DIR}",
+                        {p: base64.b64encode(b).decode("ascii") for p, b in blobs.items()},
+                    ],
+                )
         return self._issue(name, mutant.file, instance)
 
     def _issue(self, name: str, path: str, instance: dict[str, Any]) -> str:
@@ -325,7 +350,12 @@ class RepoFixRealEnv(SourceRepairEnv):
                 results, tampered = {}, True
             else:
                 results, tampered, _ = real.run_tests(
-                    box, ROOT, checkout, list(self._instance["tests"]), timeout_s=self.timeout_s
+                    box,
+                    ROOT,
+                    checkout,
+                    list(self._instance["tests"]),
+                    timeout_s=self.timeout_s,
+                    needs=self._needs,
                 )
         else:  # the buggy or the original tree: the offline validation's outcome
             failing = set(self._f2p) if agent == before else set()
