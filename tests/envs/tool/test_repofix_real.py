@@ -57,7 +57,7 @@ def test_a_checkout_has_the_package_and_its_tests_and_src_is_flattened():
 
 def test_removal_operators_apply_and_revert_exactly():
     source = (
-        "class A:\n    def f(self, x):\n        y = x + 1\n        for i in range(3):\n"
+        "class A:\n    def f(self, x):\n        y = x + 1\n        y *= 2\n        for i in range(3):\n"
         "            y += i\n        return y\n\n    def g(self):\n        return 2\n"
     )
     mutants = extra_mutants("m.py", source)
