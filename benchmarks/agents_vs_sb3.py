@@ -516,7 +516,8 @@ def fidelity_report(tasks: list[str], seeds: range, results: Path, plot: Path | 
             [r["steps"] for r in runs["verigym"]], [r["steps"] for r in runs["sb3"]]
         )
         print(
-            f"  steps: Mann-Whitney U {sure['U']:.1f} of {sure['pairs']} (verigym needed more), "
+            f"  steps: Mann-Whitney U {sure['U']:.1f} of {sure['pairs']} seed pairs (U counts the pairs "
+            "in which verigym needed more steps, ties half), "
             f"two-sided permutation p {sure['p']:.3f}; bootstrap 95% interval of the median "
             f"ratio {sure['ratio_ci'][0]:.2f}-{sure['ratio_ci'][1]:.2f}"
         )
