@@ -200,11 +200,18 @@ class UnicodeText(spaces.Text):
     Gymnasium's ``Text`` only contains strings over a fixed charset (alphanumerics by default);
     agents write arbitrary unicode. ``contains`` accepts any ``str`` whose length is within
     bounds; ``sample`` draws printable ASCII.
+
+    ``shape`` is ``()`` and ``dtype`` is numpy's ``object``: one string is one element, so a
+    library that preallocates ``np.zeros((n_envs, *space.shape), space.dtype)`` for a batch (SB3's
+    ``DummyVecEnv``, which ``make_vec_env`` uses) holds whole strings. Gymnasium's ``Text`` has
+    no shape and a ``str`` dtype of length 0, which such a buffer cannot hold.
     """
 
     def __init__(self, max_length: int = 1 << 16, *, min_length: int = 0, seed: int | None = None):
         printable = "".join(chr(c) for c in range(32, 127)) + "\n"
         super().__init__(max_length=max_length, min_length=min_length, charset=printable, seed=seed)
+        self._shape = ()
+        self.dtype = np.dtype(object)
 
     def contains(self, x: Any) -> bool:
         return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
