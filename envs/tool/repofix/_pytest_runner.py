@@ -635,6 +635,11 @@ def _main():
         session = _pytest.main.Session.from_config(config)
         config._do_configure()
         config.hook.pytest_sessionstart(session=session)
+        if hypothesis is not None:  # a conftest may load its own profile (attrs': a 400-ms deadline)
+            settings.register_profile(
+                "_vg_final", parent=settings.default, derandomize=True, database=None, deadline=None
+            )
+            settings.load_profile("_vg_final")
         # pytest's configuration changes its own classes; the baseline is taken after it. Where a
         # module of the library was imported meanwhile (by a conftest), the early one must still
         # hold but for what legacypath binds (its own functions, as properties too).
