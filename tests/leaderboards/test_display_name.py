@@ -119,16 +119,18 @@ def test_the_main_job_names_its_llm_rows():
     import pathlib
 
     script = (pathlib.Path(__file__).parents[2] / "scripts" / "main.sh").read_text()
-    specs = re.findall(r'--agent "((?:openai|llm):[^"]+)"', script)
+    # the rows' specs are shell variables (`base="openai:..."`) passed as --agent "$base"
+    specs = dict(re.findall(r'^\s*(\w+)="((?:openai|llm):[^"]+)"', script, re.M))
+    assert {f'--agent "${variable}"' in script for variable in specs} == {True}, specs
     names = {}
-    for text in specs:
-        text = text.replace("$port", "8765")
+    for variable, text in specs.items():
+        text = text.replace("$port", "8765").replace("$adapter", "leaderboards/checkpoints/x")
         # the model files need not be here: the name is checked without the model
         assert split_display_name(text)[1] is not None, text
-        names[text.partition(":")[0]] = display_name(text)
+        names[variable] = display_name(text)
     assert names == {
-        "openai": "SmolLM2-135M-Instruct",
-        "llm": "SmolLM2-135M-Instruct + SFT/GRPO (LoRA)",
+        "base": "SmolLM2-135M-Instruct",
+        "trained": "SmolLM2-135M-Instruct + SFT/GRPO (LoRA)",
     }
     ci = (pathlib.Path(__file__).parents[2] / ".ci" / "run").read_text()
     assert all(f'"{name} |"' in ci for name in names.values())
