@@ -60,21 +60,35 @@ def load_adapter(model: Any, adapter: str | os.PathLike[str], *, trainable: bool
             refused field: one line naming it).
         ImportError: ``peft`` is not installed.
     """
+    folder, config = _checked_lora_config(adapter, "loading")
+    from peft import PeftModel
+
+    # peft is given the checked config, not a second read of the file (which could have changed)
+    wrapped = PeftModel.from_pretrained(model, str(folder), is_trainable=trainable, config=config)
+    return wrapped if trainable else wrapped.merge_and_unload()
+
+
+def _checked_lora_config(adapter: str | os.PathLike[str], use: str) -> tuple[Path, Any]:
+    """The adapter folder, resolved, and a ``peft.LoraConfig`` built from its checked config
+    (:func:`~verigym.agents.llm.models.adapter_config` bounds it field by field before peft sees
+    it; fields peft does not know are dropped).
+
+    Raises:
+        FileNotFoundError, ValueError: as ``adapter_config``.
+        ImportError: ``peft`` is not installed (the message says what ``use`` needed it).
+    """
     import dataclasses
 
     from verigym.agents.llm.models import adapter_config
 
-    checked = adapter_config(adapter)  # bounded field by field before peft sees it
-    folder = Path(adapter).expanduser().resolve()
+    checked = adapter_config(adapter)
     try:
-        from peft import LoraConfig, PeftModel
+        from peft import LoraConfig
     except ImportError:
-        raise ImportError("loading a LoRA adapter needs peft: pip install peft") from None
+        raise ImportError(f"{use} a LoRA adapter needs peft: pip install peft") from None
     known = {field.name for field in dataclasses.fields(LoraConfig)}
     config = LoraConfig(**{key: value for key, value in checked.items() if key in known})
-    # peft is given the checked config, not a second read of the file (which could have changed)
-    wrapped = PeftModel.from_pretrained(model, str(folder), is_trainable=trainable, config=config)
-    return wrapped if trainable else wrapped.merge_and_unload()
+    return Path(adapter).expanduser().resolve(), config
 
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
@@ -486,10 +500,7 @@ class TransformersPolicy:
                 or a bad or taken name, or a policy that is already a trainable peft model.
             ImportError: ``peft`` is not installed.
         """
-        import dataclasses
         import re
-
-        from verigym.agents.llm.models import adapter_config
 
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
             raise ValueError(
@@ -500,17 +511,11 @@ class TransformersPolicy:
             raise ValueError(f"an adapter is already served as {name!r}")
         if self.has_adapter and not self.served_adapters:
             raise ValueError("this policy's model already has (trainable) LoRA layers")
-        checked = adapter_config(adapter)  # bounded field by field before peft sees it
-        folder = Path(adapter).expanduser().resolve()
-        try:
-            from peft import LoraConfig, PeftModel
-            from peft.utils import set_peft_model_state_dict
-        except ImportError:
-            raise ImportError("serving a LoRA adapter needs peft: pip install peft") from None
+        folder, config = _checked_lora_config(adapter, "serving")
+        from peft import PeftModel
+        from peft.utils import set_peft_model_state_dict
         from safetensors.torch import load as load_safetensors
 
-        known = {f.name for f in dataclasses.fields(LoraConfig)}
-        config = LoraConfig(**{key: value for key, value in checked.items() if key in known})
         config.inference_mode = True
         files = [(folder / file).read_bytes() for file in ADAPTER_FILES]
         digest = _digest(files)  # of the very bytes the weights are loaded from
