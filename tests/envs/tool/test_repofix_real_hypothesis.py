@@ -11,18 +11,14 @@ hypothesis' code. The runner runs without bubblewrap here, as in test_repofix_re
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from pathlib import Path
 
 import pytest
 
-from verigym.envs.tool.repofix import real
+from tests.envs.tool.real_runner import run_tree, write_deps
 
 pytest.importorskip("hypothesis")
 
-RUNNER = Path(os.environ.get("VG_PYTEST_RUNNER", real.__file__)).with_name("_pytest_runner.py")
-"""The runner under test (``VG_PYTEST_RUNNER`` points at another copy, e.g. an older one)."""
 BAD, OK = "tests/test_x.py::test_bad", "tests/test_x.py::test_ok"
 TEST = (
     "from hypothesis import given, strategies as st\n\nfrom lib import f\n\n\n"
@@ -32,30 +28,13 @@ TEST = (
 """Two property tests: ``f`` must double; ``test_bad`` fails on the identity."""
 
 
-def _load_runner():
-    spec = importlib.util.spec_from_file_location("_vg_pytest_runner_h", RUNNER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def deps(tmp_path_factory) -> str:
-    root = tmp_path_factory.mktemp("vgdeps")
-    for path, text in real.pytest_files().items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(text)
-    for path, data in real.hypothesis_files().items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_bytes(data)
-    return str(root)
+    return write_deps(tmp_path_factory.mktemp("vgdeps"), hypothesis=True)
 
 
 def _run(tmp_path: Path, deps: str, library: str) -> dict:
-    (tmp_path / "tests").mkdir(parents=True)
-    (tmp_path / "tests" / "test_x.py").write_text(TEST)
-    (tmp_path / "lib.py").write_text(library)
-    return _load_runner().run_pytest(str(tmp_path), deps, ["tests/test_x.py"], 120.0)
+    return run_tree(tmp_path, deps, {"tests/test_x.py": TEST, "lib.py": library}, 120.0)
 
 
 def test_a_property_test_is_graded(tmp_path, deps):

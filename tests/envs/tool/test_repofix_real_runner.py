@@ -11,16 +11,12 @@ the sandbox (a ``python -I -S`` child of the calling process), without bubblewra
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from pathlib import Path
 
 import pytest
 
-from verigym.envs.tool.repofix import real
+from tests.envs.tool.real_runner import load_runner, run_tree, write_deps
 
-RUNNER = Path(os.environ.get("VG_PYTEST_RUNNER", real.__file__)).with_name("_pytest_runner.py")
-"""The runner under test (``VG_PYTEST_RUNNER`` points at another copy, e.g. an older one)."""
 BAD, OK = "tests/test_x.py::test_bad", "tests/test_x.py::test_ok"
 TEST = (
     "from lib import f\n\n\ndef test_ok():\n    assert f(0) == 0\n\n\n"
@@ -170,28 +166,13 @@ DEFAULT = (
 """The cases in the default run (one child each, about 2 s); the others are slow."""
 
 
-def _load_runner():
-    spec = importlib.util.spec_from_file_location("_vg_pytest_runner", RUNNER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def deps(tmp_path_factory) -> str:
-    root = tmp_path_factory.mktemp("vgdeps")
-    for path, text in real.pytest_files().items():
-        target = root / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-    return str(root)
+    return write_deps(tmp_path_factory.mktemp("vgdeps"))
 
 
 def _run(tmp_path: Path, deps: str, library: str) -> dict:
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test_x.py").write_text(TEST)
-    (tmp_path / "lib.py").write_text(library)
-    return _load_runner().run_pytest(str(tmp_path), deps, ["tests/test_x.py"], 60.0)
+    return run_tree(tmp_path, deps, {"tests/test_x.py": TEST, "lib.py": library})
 
 
 def test_an_honest_run_reports_each_test_with_its_failure(tmp_path, deps):
@@ -218,7 +199,7 @@ def test_library_code_cannot_forge_a_pass(tmp_path, deps, name):
 
 
 def test_the_report_protocol_refuses_gaps_repeats_and_a_missing_end():
-    runner = _load_runner()
+    runner = load_runner()
     nonce = "ab" * 16
 
     def parse(*lines, status=0):
@@ -251,10 +232,7 @@ SUBTESTS = (
 
 
 def _run_subtests(tmp_path: Path, deps: str, library: str) -> dict:
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test_x.py").write_text(SUBTESTS)
-    (tmp_path / "lib.py").write_text(library)
-    return _load_runner().run_pytest(str(tmp_path), deps, ["tests/test_x.py"], 60.0)
+    return run_tree(tmp_path, deps, {"tests/test_x.py": SUBTESTS, "lib.py": library})
 
 
 def test_a_failed_subtest_fails_its_test(tmp_path, deps):
@@ -280,26 +258,23 @@ def test_passing_subtests_pass(tmp_path, deps):
 def test_library_code_cannot_rebind_unittest_assertions(tmp_path, deps):
     # a TestCase-style suite (more-itertools', pyparsing's) asserts through unittest.TestCase's
     # methods: before the runner watched unittest.case, rebinding assertEqual passed every test
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test_x.py").write_text(
+    test = (
         "import unittest\n\nfrom lib import f\n\n\nclass T(unittest.TestCase):\n"
         "    def test_bad(self):\n        self.assertEqual(f(1), 2)\n"
     )
-    (tmp_path / "lib.py").write_text(
+    library = (
         "import unittest\n\nunittest.TestCase.maxDiff = None  # a plain value: allowed\n"
         "unittest.TestCase.assertEqual = lambda self, a, b, msg=None: None\n\n\n"
         "def f(x):\n    return x\n"
     )
-    out = _load_runner().run_pytest(str(tmp_path), deps, ["tests/test_x.py"], 60.0)
+    out = run_tree(tmp_path, deps, {"tests/test_x.py": test, "lib.py": library})
     assert out["tampered"] or out["results"].get("tests/test_x.py::T::test_bad") != "pass", out
 
 
 def _run_with_conftest(tmp_path: Path, deps: str, library: str) -> dict:
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "conftest.py").write_text("import lib  # noqa: F401\n")
-    (tmp_path / "tests" / "test_x.py").write_text(TEST)
-    (tmp_path / "lib.py").write_text(library)
-    return _load_runner().run_pytest(str(tmp_path), deps, ["tests/test_x.py"], 60.0)
+    conftest = "import lib  # noqa: F401\n"
+    files = {"tests/conftest.py": conftest, "tests/test_x.py": TEST, "lib.py": library}
+    return run_tree(tmp_path, deps, files)
 
 
 @pytest.mark.slow
