@@ -50,14 +50,18 @@ if [ "$llm" = 1 ]; then
     --log "$out/serve-smollm2.log" --name "the model server" --timeout "${VERIGYM_LLM_START_TIMEOUT:-1800}"
   # both rows play at once (their replies share the server's batches). A turn waits for a batch of
   # up to ~20 episodes' replies on 2 CPU cores (several seconds; 8-turn tool episodes take minutes),
-  # so the suite's per-episode limits (set for fast agents) are scaled by 4 for these rows.
-  base="openai:http://127.0.0.1:$port/v1#smollm2?max_tokens=48&temperature=0&timeout=120&max_retries=0&families=text,tool,gui&name=SmolLM2-135M-Instruct"
+  # so the suite's per-episode limits (set for fast agents) are scaled by 4 for these rows. A reply
+  # queued behind a full batch is slow, not failed: the request time-out (600 s) is longer than any
+  # scaled episode limit (4 x 60-120 s), so an overloaded machine ends an episode as `timeout` (the
+  # suite's limit, scored 0) and never as an `error` (a CI run on a slower machine saw 120 s request
+  # time-outs turn all 3 of a task's episodes into errors, which fails the row).
+  base="openai:http://127.0.0.1:$port/v1#smollm2?max_tokens=48&temperature=0&timeout=600&max_retries=0&families=text,tool,gui&name=SmolLM2-135M-Instruct"
   # the trained row as it was trained: its prompts are the SFT data's token ids (the server renders
   # the text protocol the llm: agent renders, tools described in the instructions, not sent as
   # OpenAI tools: native_tools=false), greedy, 128 tokens (a tool call spells its numbers one digit
   # a token); adapter= puts the adapter's contents in the row's config hash, and the agent checks
   # that the server serves those very files as smollm2-sft
-  trained="openai:http://127.0.0.1:$port/v1#smollm2-sft?adapter=$adapter&native_tools=false&max_tokens=128&temperature=0&timeout=120&max_retries=0&families=text,tool,gui&name=SmolLM2-135M-Instruct + SFT/GRPO (LoRA)"
+  trained="openai:http://127.0.0.1:$port/v1#smollm2-sft?adapter=$adapter&native_tools=false&max_tokens=128&temperature=0&timeout=600&max_retries=0&families=text,tool,gui&name=SmolLM2-135M-Instruct + SFT/GRPO (LoRA)"
   verigym eval --agent "$base" --suite "$suite" --out "$out" --resume \
     --workers "${VERIGYM_LLM_WORKERS:-12}" --time-limit-scale 4 &
   base_row=$!
