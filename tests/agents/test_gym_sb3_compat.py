@@ -141,6 +141,66 @@ def test_sb3_subproc_vec_env_on_a_text_id():
         venv.close()
 
 
+def test_a_remote_text_space_is_verigyms_unicode_text_and_its_description_is_bounded():
+    """The client rebuilds a served text space as ``UnicodeText`` (shape ``()``, object dtype,
+    what SB3's ``DummyVecEnv`` buffers need), not Gymnasium's plain ``Text``; a server's
+    description is untrusted: lengths must be ints in bounds."""
+    import json
+
+    from verigym.envs.text.base import ReplySpace
+    from verigym.serve.wire import MAX_TEXT_LENGTH, WireError, space_from_json, space_to_json
+
+    for space in (UnicodeText(100, min_length=2), ReplySpace(300)):
+        back = space_from_json(json.loads(json.dumps(space_to_json(space))))
+        assert type(back) is type(space) and back == space
+        assert back.shape == () and back.dtype == np.dtype(object)
+        assert back.contains("é ✓ any unicode") and not back.contains("x" * 301)
+    good = space_to_json(UnicodeText(100))
+    for bad in (
+        {"max_length": MAX_TEXT_LENGTH + 1},
+        {"max_length": 1 << 62},
+        {"max_length": 100.0},
+        {"max_length": True},
+        {"min_length": -1},
+        {"min_length": 101},
+    ):
+        for description in ({**good, **bad}, {**good, **bad, "class": None}):
+            with pytest.raises(WireError):
+                space_from_json(description)
+    for charset in ("", None, ["a"], "a" * (MAX_TEXT_LENGTH + 1)):
+        with pytest.raises(WireError):
+            space_from_json({**good, "class": None, "charset": charset})
+
+
+@pytest.mark.slow
+def test_sb3_make_vec_env_over_a_remote_text_env():
+    """SB3's ``make_vec_env`` (its ``DummyVecEnv``) over ``verigym.remote.make`` of a text id
+    gives the strings the env gives in process (a served env in a thread; a server, so slow)."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    import verigym.remote
+    import verigym.serve
+
+    env_id = "verigym/GuessNumber-v0"
+    with verigym.serve.start(env_id) as server:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            venv = make_vec_env(lambda: verigym.remote.make(env_id, url=server.url), n_envs=2)
+        try:
+            assert venv.observation_space.shape == () and venv.observation_space.dtype == object
+            venv.seed(0)
+            obs = venv.reset()
+            local = [gym.make(env_id) for _ in range(2)]
+            assert obs.shape == (2,) and list(obs) == [
+                e.reset(seed=s)[0] for s, e in enumerate(local)
+            ]
+            obs = venv.step(np.array(["50", "no number"], dtype=object))[0]
+            assert list(obs) == [e.step(a)[0] for e, a in zip(local, ("50", "no number"))]
+            assert obs[0] != obs[1]
+        finally:
+            venv.close()
+
+
 def test_unicode_text_shared_memory_round_trip():
     space = UnicodeText(16)
     shared = create_shared_memory(space, n=2)

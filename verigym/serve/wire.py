@@ -23,7 +23,10 @@ anything else               ``{"__repr__": repr(value)}`` (one way: decodes to t
 
 Spaces travel as :func:`space_to_json` descriptions (``{"type": "Box", "low": ..., ...}``) and
 are rebuilt by :func:`space_from_json`; a space subclass from verigym or Gymnasium (such as
-``ReplySpace``) keeps its class, so ``sample()`` draws what the in-process space draws.
+``ReplySpace``) keeps its class, so ``sample()`` draws what the in-process space draws. A text
+space of verigym (:class:`~verigym.core.UnicodeText` and its subclasses) is rebuilt by its own
+constructor, so it has shape ``()`` and NumPy's object dtype on the client too (SB3's
+``make_vec_env`` over :func:`verigym.remote.make` needs them).
 """
 
 from __future__ import annotations
@@ -36,11 +39,14 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from verigym.core import UnicodeText
+
 __all__ = [
     "INLINE_ELEMENTS",
     "DECLARED_BYTES_FLOOR",
     "DECLARED_BYTES_PER_FRAME_BYTE",
     "MAX_DECODED_BYTES",
+    "MAX_TEXT_LENGTH",
     "WireError",
     "decode",
     "encode",
@@ -404,11 +410,7 @@ def space_from_json(description: dict[str, Any]) -> spaces.Space:
             _check_space_size(n if isinstance(n, list) else [n], 1)
             space = spaces.MultiBinary(n)
         elif kind == "Text":
-            space = spaces.Text(
-                max_length=int(description["max_length"]),
-                min_length=int(description["min_length"]),
-                charset=description["charset"],
-            )
+            space = _text_space(description)
         elif kind == "Dict":
             space = spaces.Dict({key: space_from_json(sub) for key, sub in description["spaces"]})
         elif kind == "Tuple":
@@ -429,6 +431,33 @@ def space_from_json(description: dict[str, Any]) -> spaces.Space:
         restored.__dict__.update(space.__dict__)
         space = restored
     return space
+
+
+MAX_TEXT_LENGTH = MAX_DECODED_BYTES // 4
+"""The longest ``max_length`` (characters) a ``Text`` space description may give: a string of
+that many characters takes :data:`MAX_DECODED_BYTES` in NumPy's 4-byte-per-character form, and
+Gymnasium's ``Text.sample`` draws up to ``max_length`` characters. A charset may hold at most as
+many characters."""
+
+
+def _text_space(description: dict[str, Any]) -> spaces.Text:
+    """A ``Text`` description as a space: verigym's :class:`~verigym.core.UnicodeText` (shape
+    ``()``, object dtype: what SB3's ``DummyVecEnv`` needs for a batch of strings) when its
+    ``"class"`` names it or a subclass, else Gymnasium's ``Text`` over the sent charset. The
+    lengths must be ints with ``0 <= min_length <= max_length <=`` :data:`MAX_TEXT_LENGTH`."""
+    lengths = [description["min_length"], description["max_length"]]
+    if not all(type(n) is int for n in lengths) or not 0 <= lengths[0] <= lengths[1]:
+        raise WireError(f"a Text space needs ints 0 <= min_length <= max_length, got {lengths}")
+    if lengths[1] > MAX_TEXT_LENGTH:
+        raise WireError(
+            f"a Text space's max_length is at most {MAX_TEXT_LENGTH} characters, got {lengths[1]}"
+        )
+    if _space_class(description.get("class"), UnicodeText) is not None:
+        return UnicodeText(lengths[1], min_length=lengths[0])
+    charset = description["charset"]
+    if not isinstance(charset, str) or not 0 < len(charset) <= MAX_TEXT_LENGTH:
+        raise WireError("a Text space's charset must be a non-empty str of bounded length")
+    return spaces.Text(max_length=lengths[1], min_length=lengths[0], charset=charset)
 
 
 def _check_space_size(shape: Any, itemsize: int) -> None:
