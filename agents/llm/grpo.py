@@ -33,15 +33,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 
 from verigym.agents.common.callbacks import MetricsLogger
-from verigym.agents.common.config import AgentConfig, require
 from verigym.agents.llm.chat import feedback_text, initial_messages
+from verigym.agents.llm.configs import GRPOConfig
 from verigym.agents.llm.curriculum import UCBCurriculum
 from verigym.agents.llm.policy import TransformersPolicy, output_cache, with_cache
 from verigym.core import ACTION_ERROR, SCORE, SUCCESS
@@ -65,104 +65,6 @@ logger = logging.getLogger(__name__)
 Task = str | Callable[[], gym.Env] | gym.Env
 """A task distribution: a registered env id, a zero-argument env factory, or an env (deep-copied
 per episode). Each episode resets it with a seed; the same seed is the same task."""
-
-
-@dataclass(frozen=True)
-class GRPOConfig(AgentConfig):
-    """Options of :class:`GRPOTrainer` (also the ``verigym train grpo`` flags)."""
-
-    num_generations: int = 8
-    """episodes per group: G rollouts of the same task (same reset seed)"""
-    groups_per_step: int = 4
-    """groups (distinct tasks) sampled per training step"""
-    max_new_tokens: int = 128
-    """token budget of one agent reply"""
-    max_turns: int = 16
-    """agent turns per episode at most; an episode still running then scores 0"""
-    max_context_tokens: int = 4096
-    """tokens of an episode at most (prompt, replies, env text; also capped by the model's context); an episode that would exceed it ends with score 0"""
-    temperature: float = 1.0
-    """sampling temperature of rollouts (log-probs are taken under logits / temperature)"""
-    top_p: float = 1.0
-    """nucleus sampling mass of rollouts"""
-    learning_rate: float = 1e-6
-    """AdamW learning rate"""
-    weight_decay: float = 0.0
-    """AdamW weight decay"""
-    max_grad_norm: float = 1.0
-    """gradient-norm clip; 0 disables"""
-    num_iterations: int = 1
-    """inner optimisation passes over each batch (mu); > 1 uses the stored rollout log-probs as pi_old"""
-    micro_batch_size: int = 8
-    """episodes per forward/backward pass; gradients accumulate over the batch"""
-    clip_eps_low: float = 0.2
-    """lower ratio clip epsilon"""
-    clip_eps_high: float = 0.28
-    """upper ratio clip epsilon (DAPO's clip-higher; equal to clip_eps_low for symmetric PPO clipping)"""
-    beta: float = 0.0
-    """weight of the k3 KL penalty to the initial (reference) policy; 0 keeps no reference model"""
-    scale_rewards: bool = True
-    """divide advantages by the group's reward std (GRPO); False is Dr. GRPO"""
-    loss_aggregation: Literal["token-mean", "sequence-mean", "constant"] = "token-mean"
-    """token-mean (DAPO), sequence-mean (GRPO), or constant: sum / (episodes * max_new_tokens) (Dr. GRPO)"""
-    dynamic_sampling: bool = True
-    """drop groups whose rewards are all equal (they carry no gradient)"""
-    reward: Literal["score", "return"] = "score"
-    """episode reward: the verifier's info["score"] at the end, or the sum of step rewards"""
-    format_reward: float = 0.0
-    """added times the fraction of the episode's replies that parsed (no info["action_error"])"""
-    overlong_penalty: float = 0.0
-    """subtracted from the reward of an episode with a reply cut at max_new_tokens"""
-    overlong_buffer: int = 0
-    """DAPO soft overlong punishment: a penalty rising linearly from 0 to overlong_penalty over the last overlong_buffer tokens of the budget"""
-    curriculum: bool = True
-    """with several tasks, draw them by UCB on recent mean |advantage| (DUMP); else uniformly"""
-    curriculum_window: int = 300
-    """episodes remembered per task by the curriculum"""
-    curriculum_temperature: float = 0.1
-    """softmax temperature of the curriculum"""
-    train_seed_offset: int = 0
-    """reset seed of the first training task; task k uses train_seed_offset + k"""
-    gradient_checkpointing: bool = False
-    """recompute activations in the backward pass (less memory, ~30% slower)"""
-    bf16: bool | None = None
-    """bfloat16 autocast for rollouts and the loss (weights and optimizer stay float32); None: on CUDA only"""
-    output_dir: str | None = None
-    """directory of metrics.jsonl, checkpoints and the final model; None writes nothing"""
-    save_every: int = 0
-    """write a checkpoint every N steps into output_dir/checkpoint-N (0: only at the end)"""
-    tensorboard: bool = False
-    """also log metrics to TensorBoard in output_dir (needs the tensorboard package)"""
-
-    def check(self) -> None:
-        for name in (
-            "num_generations",
-            "groups_per_step",
-            "max_new_tokens",
-            "max_turns",
-            "max_context_tokens",
-            "num_iterations",
-            "micro_batch_size",
-            "curriculum_window",
-        ):
-            require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
-        require(
-            self.num_generations >= 2,
-            f"num_generations must be >= 2 (a group needs a baseline), got {self.num_generations}",
-        )
-        require(
-            self.temperature > 0,
-            f"temperature must be > 0 for GRPO rollouts, got {self.temperature}",
-        )
-        require(0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}")
-        require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
-        require(self.clip_eps_low >= 0 and self.clip_eps_high >= 0, "clip epsilons must be >= 0")
-        require(self.beta >= 0, f"beta must be >= 0, got {self.beta}")
-        require(
-            self.overlong_buffer >= 0, f"overlong_buffer must be >= 0, got {self.overlong_buffer}"
-        )
-        require(self.save_every >= 0, f"save_every must be >= 0, got {self.save_every}")
-        require(self.curriculum_temperature > 0, "curriculum_temperature must be > 0")
 
 
 def cpu_seconds() -> float:

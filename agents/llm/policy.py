@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from verigym.agents.llm.chat import ChatFormat, Message
+from verigym.agents.llm.configs import DEFAULT_LORA_TARGETS  # defined without torch
 from verigym.agents.llm.decoding import Decoder
 
 __all__ = [
@@ -37,9 +38,6 @@ __all__ = [
     "load_trainable_policy",
     "resolve_device",
 ]
-
-DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-"""The linear layers that get LoRA adapters by default (Llama, Qwen, SmolLM2 names)."""
 
 logger = logging.getLogger(__name__)
 

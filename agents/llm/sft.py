@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from verigym.agents.common.config import AgentConfig, require
 from verigym.agents.llm.chat import ChatFormat
-from verigym.agents.llm.policy import DEFAULT_LORA_TARGETS, TransformersPolicy
+from verigym.agents.llm.configs import SFTConfig
+from verigym.agents.llm.policy import TransformersPolicy
 from verigym.toolcalls import messages_to_text
 
 __all__ = [
@@ -62,52 +62,6 @@ MAX_DATA_BYTES = 1 << 30
 MAX_RECORD_BYTES = 1 << 20
 """A JSON line longer than this (bytes) is refused."""
 _ROLES = ("system", "user", "assistant", "tool")
-
-
-@dataclass(frozen=True)
-class SFTConfig(AgentConfig):
-    """Options of :class:`SupervisedTrainer` (also the ``verigym train sft`` flags)."""
-
-    epochs: int = 2
-    """passes over the data"""
-    batch_size: int = 4
-    """episodes per optimizer step"""
-    learning_rate: float = 2e-4
-    """AdamW learning rate (2e-4 suits LoRA; use ~1e-5 for full fine-tuning)"""
-    weight_decay: float = 0.0
-    """AdamW weight decay"""
-    warmup_steps: int = 5
-    """steps of linear learning-rate warm-up"""
-    max_grad_norm: float = 1.0
-    """gradient clipping norm"""
-    max_length: int = 1536
-    """tokens per episode at most; longer episodes are cut (their later replies are not trained on)"""
-    max_records: int = 100_000
-    """records read from the data at most"""
-    lora_r: int = 16
-    """LoRA rank; 0 fine-tunes every weight"""
-    lora_alpha: float = 32.0
-    """LoRA scale numerator (the update is alpha / r * B A)"""
-    lora_target_modules: tuple[str, ...] = DEFAULT_LORA_TARGETS
-    """names of the linear layers that get LoRA adapters"""
-    output_dir: str | None = None
-    """where the adapter (or model), sft_config.json and train_log.jsonl go; None writes nothing"""
-    log_every: int = 10
-    """log a line every N optimizer steps"""
-    bf16: bool | None = None
-    """bfloat16 autocast of the forward and backward passes (weights and optimizer stay float32);
-    None: on CUDA only (CPUs with AMX also gain: 1.2x on SmolLM2 here)"""
-
-    def check(self) -> None:
-        for name in ("epochs", "batch_size", "max_length", "max_records", "log_every"):
-            require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
-        require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
-        require(self.lora_r >= 0, f"lora_r must be >= 0, got {self.lora_r}")
-        require(self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps}")
-        require(
-            self.lora_r == 0 or bool(self.lora_target_modules),
-            "lora_target_modules must name at least one module",
-        )
 
 
 @dataclass
