@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import re
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -21,7 +25,7 @@ from verigym.core import (
     coerce_action,
     episode_end,
 )
-from verigym.envs.gui.browser import Browser, BrowserCrashed, PageTimeout
+from verigym.envs.gui.browser import Browser, BrowserCrashed, PageTimeout, held
 from verigym.envs.gui.env import MAX_TREE_LENGTH, MAX_TYPE_LENGTH, GuiActionSpace, GuiEnv
 from verigym.envs.gui.miniwob import catalog, server
 from verigym.envs.gui.tasks import KEYS, NO_TEXT, OPS
@@ -101,6 +105,11 @@ _SCROLL = """([x, y, dy]) => {
 }"""
 
 
+PARKED_PAGES = 3
+"""Preloaded task pages kept per thread, inside :meth:`MiniWoBEnv.shared_resources`, by closed
+envs for the next env of the same task (each holds a renderer process; the oldest goes first)."""
+
+
 @dataclass(eq=False)
 class _Tab:
     """One :class:`Browser` page of a MiniWoB env, with its request hooks (see ``MiniWoBEnv``)."""
@@ -121,6 +130,70 @@ class _Tab:
 
     def ended(self, request: Any) -> None:
         self.inflight = max(0, self.inflight - 1)
+
+
+@dataclass(eq=False)
+class _Parked:
+    """A closed env's preloaded page, for the next env of the same task and viewport."""
+
+    key: tuple[str, int, int]
+    """(task, width, height)."""
+    tab: _Tab
+    base: str
+    """The server URL the page was loaded from; the entry holds one server reference."""
+
+
+_POOL_LOCK = threading.Lock()
+_SCOPES: dict[tuple[int, int], int] = {}
+"""(pid, thread id) -> open :meth:`MiniWoBEnv.shared_resources` blocks of that thread."""
+_PARKED: dict[tuple[int, int], list[_Parked]] = {}
+"""(pid, thread id) -> the pages parked in that thread, oldest first (Playwright's objects work
+only in the thread that made them; a fork's copy of its parent's entries is never used)."""
+
+
+def _thread_key() -> tuple[int, int]:
+    return os.getpid(), threading.get_ident()
+
+
+def _close_tab(tab: _Tab) -> None:
+    """Close ``tab``'s page: our route and listeners first (the page may become a spare of the
+    shared Chromium, which must not keep them), then its :class:`Browser` (never raises)."""
+    page, tab.routed, tab.preloading = tab.routed, None, False
+    if page is not None and tab.browser.alive and tab.browser._page is page:
+        try:
+            page.unroute_all(behavior="ignoreErrors")
+            page.remove_listener("request", tab.started)
+            page.remove_listener("requestfinished", tab.ended)
+            page.remove_listener("requestfailed", tab.ended)
+        except Exception as exc:  # noqa: BLE001
+            logger.debug("unroute: %s", exc)
+    tab.browser.close()
+
+
+def _drop(entry: _Parked) -> None:
+    _close_tab(entry.tab)
+    server.release()
+
+
+@contextlib.contextmanager
+def _pool_scope() -> Iterator[None]:
+    """Inside it (per thread, nests), a closed env leaves its preloaded page for the next env of
+    its task; on leaving the outermost block every parked page is closed and its server
+    reference given back, so nothing is left once the envs are closed too."""
+    key = _thread_key()
+    with held():
+        with _POOL_LOCK:
+            _SCOPES[key] = _SCOPES.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            with _POOL_LOCK:
+                _SCOPES[key] -= 1
+                left = [] if _SCOPES[key] else _PARKED.pop(key, [])
+                if not _SCOPES[key]:
+                    del _SCOPES[key]
+            for entry in left:
+                _drop(entry)
 
 
 _SETTLED_READ = """async ([settle, count]) => {
@@ -208,8 +281,11 @@ class MiniWoBEnv(GuiEnv):
     env's seed and starts the episode (``core.startEpisodeReal``). The load is off the reset's
     path: an env holds a second page (its own browser context) where the next episode's page is
     loaded while this one is played; a reset swaps the two (the flight sites, whose site loads in
-    an iframe after the episode starts, load at the reset). jQuery animations are off and each observation is taken once
-    the page's pending short timers (at most :data:`SETTLE_MS`) have run.
+    an iframe after the episode starts, load at the reset). Inside :meth:`shared_resources` (as
+    ``verigym check`` and the leaderboard runner make and close many envs of a task), a closed
+    env leaves that loaded, never started page to the next env of its task, whose first reset
+    swaps it in instead of loading its own. jQuery animations are off and each observation is
+    taken once the page's pending short timers (at most :data:`SETTLE_MS`) have run.
 
     The timing-dependent pages of :data:`~verigym.envs.gui.miniwob.catalog.CLOCKED` (a ticker, a
     physics loop, a long animation, a blinking cursor) run on a controlled clock instead
@@ -410,6 +486,8 @@ class MiniWoBEnv(GuiEnv):
     def _preloaded(self) -> bool:
         """Swap in the preloaded page once it has loaded; False (nothing swapped) when there is
         none or it failed (that page is then closed)."""
+        if not self._next.preloading:
+            self._adopt()
         tab = self._next
         if not tab.preloading or not tab.browser.alive:
             return False
@@ -657,18 +735,71 @@ class MiniWoBEnv(GuiEnv):
         info["instructions"] = self._utterance
         return result
 
+    @classmethod
+    def shared_resources(cls) -> contextlib.AbstractContextManager[None]:
+        """:meth:`GuiEnv.shared_resources` (this thread's Chromium kept running) and a pool of
+        preloaded task pages: inside the block, ``close()`` leaves the env's preloaded page (the
+        next episode's, loaded and not started) for the next env of the same task and viewport,
+        whose first ``reset`` then swaps it in instead of loading the page (at most
+        :data:`PARKED_PAGES` per thread). Leaving the outermost block closes what is parked, so
+        once the envs are closed no page, Chromium or server is left. ``verigym check`` and the
+        leaderboard runner enter it around their envs of this class."""
+        return _pool_scope()
+
+    def _park(self) -> _Tab | None:
+        """On ``close()`` inside :meth:`shared_resources`: leave the preloaded page in the pool
+        (with a server reference of its own); ``None`` when there is none to leave."""
+        tab, key = self._next, _thread_key()
+        if (
+            self._base is None
+            or not tab.preloading
+            or self.flight
+            or self.clock_ms
+            or not tab.browser.alive
+        ):
+            return None
+        with _POOL_LOCK:
+            if not _SCOPES.get(key):
+                return None
+            parked = _PARKED.setdefault(key, [])
+            parked.append(_Parked((self.task_name, self.width, self.height), tab, self._base))
+            server.acquire()  # the entry's own reference: the page's URL stays served
+            old = parked.pop(0) if len(parked) > PARKED_PAGES else None
+        if old is not None:
+            _drop(old)
+        return tab
+
+    def _adopt(self) -> None:
+        """Before a reset with no preloaded page: take a parked page of this task and viewport
+        (:meth:`shared_resources`) as the preloaded one, when there is one."""
+        if self.flight or self.clock_ms or not self.preload:
+            return
+        wanted = (self.task_name, self.width, self.height)
+        with _POOL_LOCK:
+            parked = _PARKED.get(_thread_key(), [])
+            entry = next(
+                (
+                    e
+                    for e in reversed(parked)
+                    if e.key == wanted and (self._base is None or e.base == self._base)
+                ),
+                None,
+            )
+            if entry is None:
+                return
+            parked.remove(entry)
+        _close_tab(self._next)  # never launched on a first reset: nothing to close
+        self._next = entry.tab
+        if self._base is None:
+            self._base = entry.base  # the entry's server reference is now this env's
+        else:
+            server.release()
+
     def close(self) -> None:
+        parked = self._park()
         for tab in (self._tab, self._next):
-            page, tab.routed, tab.preloading = tab.routed, None, False
-            if page is not None and tab.browser.alive and tab.browser._page is page:
-                try:  # a spare page must not keep our route nor our listeners
-                    page.unroute_all(behavior="ignoreErrors")
-                    page.remove_listener("request", tab.started)
-                    page.remove_listener("requestfinished", tab.ended)
-                    page.remove_listener("requestfailed", tab.ended)
-                except Exception as exc:  # noqa: BLE001
-                    logger.debug("unroute: %s", exc)
-            tab.browser.close()
+            if tab is not parked:
+                _close_tab(tab)
         if self._base is not None:
             self._base = None
             server.release()

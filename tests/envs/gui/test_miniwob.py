@@ -259,6 +259,68 @@ def test_twenty_make_close_cycles_leave_no_process_or_server():
 
 
 @pytest.mark.slow
+def test_a_closed_envs_preloaded_page_serves_the_next_env_of_its_task():
+    """Inside ``MiniWoBEnv.shared_resources()`` a closed env leaves its preloaded page (loaded, not
+    started) to the next env of its task, whose first reset swaps it in and shows what a fresh
+    env loading its own page shows; a clocked page is never left; leaving the block closes what
+    is parked and gives back the server."""
+    from verigym.envs.gui import browser
+    from verigym.envs.gui.miniwob import env as mw
+
+    with MiniWoBEnv.shared_resources():
+        a = MiniWoBEnv(task="click-checkboxes")
+        a.reset(seed=1)
+        a.step(a.oracle_action())
+        parked = a._next.browser._page
+        a.close()
+        assert server.running()  # the parked page's URL stays served
+        b, fresh = MiniWoBEnv(task="click-checkboxes"), MiniWoBEnv(task="click-checkboxes")
+        fresh.preload = False
+        try:
+            obs, info = b.reset(seed=9)
+            assert b._browser._page is parked
+            expected, _ = fresh.reset(seed=9)
+            assert obs["instruction"] == expected["instruction"] == info["instructions"]
+            assert obs["text"] == expected["text"]
+            assert np.array_equal(obs["screenshot"], expected["screenshot"])
+            assert _play_oracle(b, 9)["success"] is True
+        finally:
+            b.close()
+            fresh.close()
+        clocked = MiniWoBEnv(task="stock-market")
+        clocked.reset(seed=0)
+        clocked.close()
+        left = mw._PARKED[mw._thread_key()]
+        assert [e.key[0] for e in left] == ["click-checkboxes"]
+        kept = left[0].tab.browser._page
+    assert mw._thread_key() not in mw._PARKED and not server.running()
+    spares = [s.page for entry in browser._SHARED.values() for s in entry.spares]
+    assert kept.is_closed() or kept in spares  # a spare is wiped before its next use
+
+
+@pytest.mark.slow
+def test_the_page_pool_leaves_no_process_or_server():
+    import subprocess
+    import sys
+
+    code = (
+        "from verigym.envs.gui.miniwob.env import MiniWoBEnv\n"
+        "from verigym.envs.gui.miniwob import server\n"
+        "from tests.processes import descendants\n"
+        "with MiniWoBEnv.shared_resources():\n"
+        "    for i in range(4):\n"
+        "        env = MiniWoBEnv(task='click-test'); env.reset(seed=i); env.close()\n"
+        "    assert server.running()\n"
+        "assert not server.running()\n"
+        "left = [c for c in descendants().values() if 'chromium' in c or 'playwright' in c]\n"
+        "assert left == [], left\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip().endswith("ok"), done.stderr[-2000:]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("task", sorted(catalog.ORACLE_TASKS))
 def test_oracle_solves_99_of_100_seeds(task):
     env = MiniWoBEnv(task=task)
