@@ -115,6 +115,14 @@ cases = [
     ["option-critic", *common, "--num-options", "0"],
     ["ippo", *common, "--agent-indicator", "--no-share-parameters"],
     ["ppo", "--env", "CartPol-v1", "--steps", "10", "--out", sys.argv[1]],
+    ["grpo", "--env", "verigym/GuessNumber-v0", "--model", "m", "--lerning-rate", "1e-6"],
+    ["grpo", "--env", "verigym/GuessNumber-v0", "--model", "m", "--num-generations", "1"],
+    ["grpo", "--env", "verigym/GuessNumber-v0", "--model", "m", "--top-p", "x"],
+    ["grpo", "--env", "verigym/GuesNumber-v0", "--model", "m"],
+    ["grpo", "--env", "verigym/GuessNumber-v0", "--model", "m", "--lora-r", "-1"],
+    ["sft", "--model", "m", "--data", "d.jsonl", "--epochs", "0"],
+    ["sft", "--model", "m", "--data", "d.jsonl", "--lerning-rate", "1e-4"],
+    ["sft", "--model", "m", "--data", "d.jsonl", "--lora-r", "-1"],
 ]
 for argv in cases:
     err = io.StringIO()
@@ -129,9 +137,10 @@ print("torch" in sys.modules)
 
 
 def test_a_bad_train_argument_fails_before_torch_is_imported(tmp_path):
-    """A mistyped or out-of-range option of every classic agent, and a misspelled env id, are
-    usage errors before the agent's module (and torch, seconds of import) is loaded: the options
-    are parsed and validated with the torch-free configs of verigym.agents.configs."""
+    """A mistyped or out-of-range option of every classic agent and of the LLM trainers (grpo,
+    sft), and a misspelled env id, are usage errors before the agent's module (and torch, seconds
+    of import) is loaded: the options are parsed and validated with the torch-free configs of
+    verigym.agents.configs and verigym.agents.llm.configs."""
     import subprocess
     import sys
 

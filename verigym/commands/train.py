@@ -11,7 +11,8 @@ saved agent (``config.json``, ``model.safetensors``, ``meta.json``), ``metrics.j
 events under ``tb/`` (when tensorboard is installed), ``learning_curve.png`` and ``eval.json``.
 
 ``verigym train grpo ...`` and ``verigym train sft ...`` dispatch to the LLM trainers' own command
-lines (:mod:`verigym.commands.train_llm`).
+lines (:mod:`verigym.commands.train_llm`), which likewise parse and validate their options with
+torch-free configs (:mod:`verigym.agents.llm.configs`) before torch is imported.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ _SFT_OWN = ("lora_r", "lora_alpha", "lora_target_modules", "output_dir")
 def add_grpo_arguments(parser: argparse.ArgumentParser) -> None:
     """The GRPO flags (for ``verigym train grpo``)."""
     from verigym.agents.common.config import add_config_arguments
-    from verigym.agents.llm.grpo import GRPOConfig
+    from verigym.agents.llm.configs import GRPOConfig
 
     parser.add_argument(
         "--env",
@@ -60,7 +60,7 @@ def add_grpo_arguments(parser: argparse.ArgumentParser) -> None:
 def add_sft_arguments(parser: argparse.ArgumentParser) -> None:
     """The SFT flags (for ``verigym train sft``)."""
     from verigym.agents.common.config import add_config_arguments
-    from verigym.agents.llm.sft import SFTConfig
+    from verigym.agents.llm.configs import SFTConfig
 
     add_model_arguments(parser, metavar="M", default_r=SFTConfig.lora_r)
     parser.add_argument(
@@ -84,7 +84,7 @@ def add_model_arguments(
 ) -> None:
     """``--model``, ``--adapter``, ``--lora-r``, ``--lora-alpha``, ``--lora-target-modules``: what
     :func:`_load_policy` reads (both verbs)."""
-    from verigym.agents.llm.policy import DEFAULT_LORA_TARGETS
+    from verigym.agents.llm.configs import DEFAULT_LORA_TARGETS
 
     parser.add_argument(
         "--model",
@@ -124,12 +124,13 @@ def _target_modules(args: argparse.Namespace) -> tuple[str, ...]:
 def _load_policy(command: str, args: argparse.Namespace, device: str) -> Any:
     """The policy of ``--model`` with ``--adapter`` or new ``--lora-r`` layers, or the exit
     status 2 after a one-line usage error (an int) when it cannot be loaded."""
-    from verigym.agents.llm.policy import load_trainable_policy
     from verigym.commands import usage_error
-    from verigym.progress import quiet_library_bars
 
     if args.lora_r < 0:
         return usage_error(command, f"--lora-r must be >= 0, got {args.lora_r}")
+    from verigym.agents.llm.policy import load_trainable_policy
+    from verigym.progress import quiet_library_bars
+
     quiet_library_bars()  # no "Loading weights" redraws in a log
     try:
         return load_trainable_policy(
@@ -151,7 +152,7 @@ def run_grpo(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
     import verigym  # noqa: F401 - registers the ids
-    from verigym.agents.llm.grpo import GRPOConfig, GRPOTrainer
+    from verigym.agents.llm.configs import GRPOConfig  # torch-free: options fail before torch
     from verigym.commands import lookup_env, usage_error
     from verigym.progress import Progress  # whole lines, not a live bar, when the output is a log
 
@@ -182,6 +183,8 @@ def run_grpo(args: argparse.Namespace) -> int:
     policy = _load_policy(command, args, config.device)
     if isinstance(policy, int):
         return policy
+    from verigym.agents.llm.grpo import GRPOTrainer
+
     trainer = GRPOTrainer(policy, args.env, config)
     columns = (
         TextColumn("[bold]GRPO"),
@@ -220,7 +223,7 @@ def run_grpo(args: argparse.Namespace) -> int:
 
 def run_sft(args: argparse.Namespace) -> int:
     """``verigym train sft``: exit status 0, or 2 after a one-line usage error."""
-    from verigym.agents.llm.sft import SFTConfig, SupervisedTrainer, load_records
+    from verigym.agents.llm.configs import SFTConfig  # torch-free: options fail before torch
     from verigym.commands import usage_error
 
     command = "train sft"
@@ -238,6 +241,11 @@ def run_sft(args: argparse.Namespace) -> int:
     overrides["output_dir"] = args.output_dir
     try:
         config = SFTConfig.from_dict(overrides)
+    except (TypeError, ValueError) as exc:
+        return usage_error(command, str(exc))
+    from verigym.agents.llm.sft import SupervisedTrainer, load_records
+
+    try:
         records = load_records(args.data, max_records=config.max_records)
     except (TypeError, ValueError, FileNotFoundError) as exc:
         return usage_error(command, str(exc))
