@@ -105,9 +105,9 @@ _SCROLL = """([x, y, dy]) => {
 }"""
 
 
-PARKED_PAGES = 3
+PARKED_PAGES = 4
 """Preloaded task pages kept per thread, inside :meth:`MiniWoBEnv.shared_resources`, by closed
-envs for the next env of the same task (each holds a renderer process; the oldest goes first)."""
+envs for the next envs of the same task (each holds a renderer process; the oldest goes first)."""
 
 
 @dataclass(eq=False)
@@ -283,8 +283,9 @@ class MiniWoBEnv(GuiEnv):
     loaded while this one is played; a reset swaps the two (the flight sites, whose site loads in
     an iframe after the episode starts, load at the reset). Inside :meth:`shared_resources` (as
     ``verigym check`` and the leaderboard runner make and close many envs of a task), a closed
-    env leaves that loaded, never started page to the next env of its task, whose first reset
-    swaps it in instead of loading its own. jQuery animations are off and each observation is
+    env leaves that loaded, never started page, and its played page loading a new copy of the
+    task page, to the next env of its task, which swaps them in instead of opening and loading
+    its own. jQuery animations are off and each observation is
     taken once the page's pending short timers (at most :data:`SETTLE_MS`) have run.
 
     The timing-dependent pages of :data:`~verigym.envs.gui.miniwob.catalog.CLOCKED` (a ticker, a
@@ -471,17 +472,23 @@ class MiniWoBEnv(GuiEnv):
         tab.preloading = False
         if self.flight or not self.preload:
             return
+        if not tab.browser.alive and self._adopt():  # a parked page instead of a new one
+            return
         try:
-            self._open(tab)
-            # a marker on the old document tells it from the new one; the navigation runs while
-            # this episode is played (Playwright answers its requests during our page calls)
-            tab.browser.evaluate(
-                "(url) => { window.__verigymOld = true; location.replace(url); return true }",
-                self._url(),
-            )
-            tab.preloading = True
+            self._navigate(tab)
         except Exception as exc:  # noqa: BLE001 - the next reset loads the page itself
             logger.debug("preloading %s failed: %s", self.task_name, exc)
+
+    def _navigate(self, tab: _Tab) -> None:
+        """Open ``tab`` (:meth:`_open`) and start loading the task page in it, not waited for."""
+        self._open(tab)
+        # a marker on the old document tells it from the new one; the navigation runs while
+        # this episode is played (Playwright answers its requests during our page calls)
+        tab.browser.evaluate(
+            "(url) => { window.__verigymOld = true; location.replace(url); return true }",
+            self._url(),
+        )
+        tab.preloading = True
 
     def _preloaded(self) -> bool:
         """Swap in the preloaded page once it has loaded; False (nothing swapped) when there is
@@ -739,66 +746,76 @@ class MiniWoBEnv(GuiEnv):
     def shared_resources(cls) -> contextlib.AbstractContextManager[None]:
         """:meth:`GuiEnv.shared_resources` (this thread's Chromium kept running) and a pool of
         preloaded task pages: inside the block, ``close()`` leaves the env's preloaded page (the
-        next episode's, loaded and not started) for the next env of the same task and viewport,
-        whose first ``reset`` then swaps it in instead of loading the page (at most
-        :data:`PARKED_PAGES` per thread). Leaving the outermost block closes what is parked, so
+        next episode's, loaded and not started) and its played page, once that starts loading a
+        new copy of the task page as a reset would, for the next env of the same task and
+        viewport, whose first ``reset`` swaps the first in instead of loading the page and takes
+        the other as its second page instead of opening one (at most :data:`PARKED_PAGES` per
+        thread, the oldest dropped first). Leaving the outermost block closes what is parked, so
         once the envs are closed no page, Chromium or server is left. ``verigym check`` and the
         leaderboard runner enter it around their envs of this class."""
         return _pool_scope()
 
-    def _park(self) -> _Tab | None:
-        """On ``close()`` inside :meth:`shared_resources`: leave the preloaded page in the pool
-        (with a server reference of its own); ``None`` when there is none to leave."""
-        tab, key = self._next, _thread_key()
-        if (
-            self._base is None
-            or not tab.preloading
-            or self.flight
-            or self.clock_ms
-            or not tab.browser.alive
-        ):
-            return None
+    def _park(self) -> list[_Tab]:
+        """On ``close()`` inside :meth:`shared_resources`: leave the preloaded page in the pool,
+        and the played page too once it loads a new copy of the task page (as the next reset
+        would), each with a server reference of its own; the pages left (maybe none)."""
+        key = _thread_key()
+        if self._base is None or self.flight or self.clock_ms or not self.preload:
+            return []
         with _POOL_LOCK:
             if not _SCOPES.get(key):
-                return None
+                return []
+        tabs = [self._next] if self._next.preloading and self._next.browser.alive else []
+        if self._tab.browser.alive:
+            try:
+                self._navigate(self._tab)
+                tabs.append(self._tab)
+            except Exception as exc:  # noqa: BLE001 - closed instead
+                logger.debug("parking the page of %s failed: %s", self.task_name, exc)
+        dropped = []
+        with _POOL_LOCK:
             parked = _PARKED.setdefault(key, [])
-            parked.append(_Parked((self.task_name, self.width, self.height), tab, self._base))
-            server.acquire()  # the entry's own reference: the page's URL stays served
-            old = parked.pop(0) if len(parked) > PARKED_PAGES else None
-        if old is not None:
+            for tab in tabs:
+                parked.append(_Parked((self.task_name, self.width, self.height), tab, self._base))
+                server.acquire()  # the entry's own reference: the page's URL stays served
+            while len(parked) > PARKED_PAGES:
+                dropped.append(parked.pop(0))
+        for old in dropped:
             _drop(old)
-        return tab
+        return tabs
 
-    def _adopt(self) -> None:
-        """Before a reset with no preloaded page: take a parked page of this task and viewport
-        (:meth:`shared_resources`) as the preloaded one, when there is one."""
+    def _adopt(self) -> bool:
+        """When this env has no preloaded page (its first reset, and the second page it would
+        then open): take a parked page of this task and viewport (:meth:`shared_resources`),
+        the oldest first, as the preloaded one; False when there is none."""
         if self.flight or self.clock_ms or not self.preload:
-            return
+            return False
         wanted = (self.task_name, self.width, self.height)
         with _POOL_LOCK:
             parked = _PARKED.get(_thread_key(), [])
             entry = next(
                 (
                     e
-                    for e in reversed(parked)
+                    for e in parked
                     if e.key == wanted and (self._base is None or e.base == self._base)
                 ),
                 None,
             )
             if entry is None:
-                return
+                return False
             parked.remove(entry)
-        _close_tab(self._next)  # never launched on a first reset: nothing to close
+        _close_tab(self._next)  # never launched (a new env's), or closed after a failure
         self._next = entry.tab
         if self._base is None:
             self._base = entry.base  # the entry's server reference is now this env's
         else:
             server.release()
+        return True
 
     def close(self) -> None:
         parked = self._park()
         for tab in (self._tab, self._next):
-            if tab is not parked:
+            if tab not in parked:
                 _close_tab(tab)
         if self._base is not None:
             self._base = None

@@ -259,11 +259,12 @@ def test_twenty_make_close_cycles_leave_no_process_or_server():
 
 
 @pytest.mark.slow
-def test_a_closed_envs_preloaded_page_serves_the_next_env_of_its_task():
+def test_a_closed_envs_pages_serve_the_next_env_of_its_task():
     """Inside ``MiniWoBEnv.shared_resources()`` a closed env leaves its preloaded page (loaded, not
-    started) to the next env of its task, whose first reset swaps it in and shows what a fresh
-    env loading its own page shows; a clocked page is never left; leaving the block closes what
-    is parked and gives back the server."""
+    started) and its played page (loading a new copy of the task page) to the next env of its
+    task: its first reset swaps in the first, its second reset the other, each showing what a
+    fresh env loading its own page shows; a clocked page is never left; leaving the block closes
+    what is parked and gives back the server."""
     from verigym.envs.gui import browser
     from verigym.envs.gui.miniwob import env as mw
 
@@ -271,18 +272,19 @@ def test_a_closed_envs_preloaded_page_serves_the_next_env_of_its_task():
         a = MiniWoBEnv(task="click-checkboxes")
         a.reset(seed=1)
         a.step(a.oracle_action())
-        parked = a._next.browser._page
+        preloaded, played = a._next.browser._page, a._browser._page
         a.close()
-        assert server.running()  # the parked page's URL stays served
+        assert server.running()  # the parked pages' URL stays served
         b, fresh = MiniWoBEnv(task="click-checkboxes"), MiniWoBEnv(task="click-checkboxes")
         fresh.preload = False
         try:
-            obs, info = b.reset(seed=9)
-            assert b._browser._page is parked
             expected, _ = fresh.reset(seed=9)
-            assert obs["instruction"] == expected["instruction"] == info["instructions"]
-            assert obs["text"] == expected["text"]
-            assert np.array_equal(obs["screenshot"], expected["screenshot"])
+            for page in (preloaded, played):
+                obs, info = b.reset(seed=9)
+                assert b._browser._page is page
+                assert obs["instruction"] == expected["instruction"] == info["instructions"]
+                assert obs["text"] == expected["text"]
+                assert np.array_equal(obs["screenshot"], expected["screenshot"])
             assert _play_oracle(b, 9)["success"] is True
         finally:
             b.close()
@@ -291,11 +293,11 @@ def test_a_closed_envs_preloaded_page_serves_the_next_env_of_its_task():
         clocked.reset(seed=0)
         clocked.close()
         left = mw._PARKED[mw._thread_key()]
-        assert [e.key[0] for e in left] == ["click-checkboxes"]
-        kept = left[0].tab.browser._page
+        assert [e.key[0] for e in left] == ["click-checkboxes"] * 2
+        kept = [e.tab.browser._page for e in left]
     assert mw._thread_key() not in mw._PARKED and not server.running()
     spares = [s.page for entry in browser._SHARED.values() for s in entry.spares]
-    assert kept.is_closed() or kept in spares  # a spare is wiped before its next use
+    assert all(page.is_closed() or page in spares for page in kept)  # spares are wiped for reuse
 
 
 @pytest.mark.slow
