@@ -88,6 +88,9 @@ def _verigym(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
+# slow: six CLI runs in fresh interpreters (list, check, two evals, doctor, a broken agent; ~20 s of CPU);
+# the loader's guarantees (namespaces, a plugin raising at import or at load) are default tests below
+@pytest.mark.slow
 def test_installed_plugin_is_listed_checked_and_evaluated(plugin_path: Path, tmp_path: Path):
     listed = _verigym(plugin_path, "list", "--json", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr

@@ -7,7 +7,8 @@ and the first block's line, ``docs/agents.md:L27``).
 Blocks that train read their budget from ``VERIGYM_README_STEPS``, which the test sets small.
 
 An HTML comment on the line before a block marks it for pytest: ``<!-- readme-test: slow -->``
-(also ``gui``, ``mujoco``), so the default run stays cheap and ``pytest -m slow`` runs the rest;
+(also ``gui``, ``mujoco``), so the default run stays cheap and ``pytest -m slow`` runs the rest
+(the blocks that train an SB3 model are slow: 5-15 s of CPU each, in a fresh interpreter);
 ``steps=N`` there sets that block's ``VERIGYM_README_STEPS`` (GRPO steps are not env steps).
 """
 
