@@ -225,6 +225,7 @@ ORACLE_TASKS: frozenset[str] = frozenset(
         "login-user-popup",
         "multi-layouts",
         "multi-orderings",
+        "number-checkboxes",
         "odd-or-even",
         "read-table",
         "read-table-2",
@@ -241,6 +242,7 @@ ORACLE_TASKS: frozenset[str] = frozenset(
         "unicode-test",
         "use-autocomplete",
         "use-autocomplete-nodelay",
+        "use-slider-2",
         "use-spinner",
         "visual-addition",
     )

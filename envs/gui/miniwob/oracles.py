@@ -1132,3 +1132,57 @@ def _drag_sort_numbers(utterance: str, elements: Elements, env: Any) -> dict[str
                 "drag", xy=((l1 + r1) // 2, (t1 + b1) // 2), to=((l2 + r2) // 2, t2 + 3)
             )
     return _submit(elements)
+
+
+_DIGITS = {
+    # each digit as the task's example picture draws it: 7 rows of 4 boxes, "#" checked
+    "0": ".##. #..# #..# #..# #..# #..# .##.",
+    "1": "..#. .##. ..#. ..#. ..#. ..#. ..#.",
+    "2": ".##. #..# #..# ..#. .#.. #... ####",
+    "3": ".##. #..# ...# .##. ...# #..# .##.",
+    "4": "#... #.#. #.#. #### ..#. ..#. ..#.",
+    "5": "#### #... #... ###. ...# #..# .##.",
+    "6": ".##. #..# #... ###. #..# #..# .##.",
+    "7": "#### #..# ...# ..#. ..#. .#.. .#..",
+    "8": ".##. #..# #..# .##. #..# #..# .##.",
+    "9": ".##. #..# #..# .### ...# #..# .##.",
+}
+
+
+@_solver("number-checkboxes")
+def _number_checkboxes(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Draw the digit of the example picture: the 28 boxes, row by row, checked where it is."""
+    digit = _quoted(utterance)[0] if _quoted(utterance) else ""
+    boxes = sorted(_find(elements, "checkbox"), key=lambda e: (e["box"][1], e["box"][0]))
+    if digit not in _DIGITS or len(boxes) != 28:
+        return mw_action("done")
+    for box, mark in zip(boxes, _DIGITS[digit].replace(" ", ""), strict=True):
+        if box["checked"] != (mark == "#"):
+            return _click(box)
+    return _submit(elements)
+
+
+@_solver("use-slider-2")
+def _use_slider_2(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Each slider's handle dragged to where its value lies on the track (the value's label spans
+    the track: 0 at its left end, the maximum, 20, at its right), checked on the label, then
+    Submit."""
+    m = re.search(r"combination \[([\d,\s]+)\]", utterance)
+    handles = sorted((e for e in elements if e["role"] == "box"), key=lambda e: e["box"][1])
+    labels = sorted(
+        (e for e in _find(elements, "text") if re.fullmatch(r"\d+", e["name"])),
+        key=lambda e: e["box"][1],
+    )
+    if m is None or not handles or len(handles) != len(labels):
+        return mw_action("done")
+    wanted = [int(v) for v in m[1].split(",")]
+    for handle, label, value in zip(handles, labels, wanted, strict=False):
+        if int(label["name"]) != value:
+            left, _, right, _ = label["box"]
+            x, y = _centre(handle)
+            return mw_action(
+                "drag",
+                xy=(round(x), round(y)),
+                to=(round(left + (right - left) * value / 20), round(y)),
+            )
+    return _submit(elements)
