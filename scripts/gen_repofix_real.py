@@ -202,6 +202,13 @@ def main(argv: list[str] | None = None) -> int:
         help="validate with this _pytest_runner.py source instead of the package's (e.g. a "
         "committed one: git show HEAD:envs/tool/repofix/_pytest_runner.py > FILE)",
     )
+    parser.add_argument(
+        "--revalidate",
+        action="store_true",
+        help="run each stored instance of --libraries again (its mutant, its test files) against a "
+        "new baseline and keep those still proven, with their FAIL_TO_PASS/PASS_TO_PASS as now "
+        "found; draws no new mutants (after a change of the runner or of its hypothesis profile)",
+    )
     args = parser.parse_args(argv)
     if args.runner is not None:
         real._RUNNER = args.runner.read_text()
@@ -215,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     if OUT.exists() and not args.fresh:
         data["libraries"] = json.loads(OUT.read_text())["libraries"]
         kept = {n: data["libraries"][n] for n in args.libraries if n in data["libraries"]}
-        if not args.extend:
+        if not args.extend and not args.revalidate:
             for name in args.libraries:
                 data["libraries"].pop(name, None)
     baselines = _Baselines(args.cache)
@@ -298,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
                             taken += 1
                             yield mutant, qualname
 
-            previous = kept.get(name, {}) if args.extend else {}
+            previous = kept.get(name, {}) if args.extend or args.revalidate else {}
             instances = list(previous.get("instances", ()))
             known = {i["id"] for i in instances}
             tried = 0
@@ -309,22 +316,11 @@ def main(argv: list[str] | None = None) -> int:
                 "excluded_tests": excluded,
                 "instances": instances,
             }
-            for mutant, qualname in candidates():
-                if tried >= args.per_library or time.monotonic() - started > args.max_seconds:
-                    break
-                word = re.compile(r"\b" + re.escape(qualname.rsplit(".", 1)[-1]) + r"\b")
-                top = packages[0].rsplit("/", 1)[-1]
-                relevant = [
-                    t
-                    for t in test_files
-                    if re.search(rf"\b(import|from)\s+{re.escape(top)}\b", files[t])
-                    and word.search(files[t])
-                ]
-                instance_id = f"{name}-{hashlib.sha256(json.dumps(mutant.to_json()).encode()).hexdigest()[:10]}"
-                if not relevant or instance_id in known:
-                    continue
-                tried += 1
-                entry["tried"] += 1
+
+            def validate(
+                mutant, qualname, relevant, instance_id, name=name, files=files, passing=passing
+            ):
+                """The instance ``mutant`` makes, or None where its tests do not prove it."""
                 mutated = dict(files)
                 mutated[mutant.file] = apply(files[mutant.file], mutant)
                 t0 = time.monotonic()
@@ -340,37 +336,80 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 seconds = time.monotonic() - t0
                 if tampered:
-                    continue
+                    return None
                 f2p = sorted(t for t in passing if results.get(t) == "fail")
                 p2p = sorted(
                     t for t in passing if results.get(t) == "pass" and t.split("::")[0] in relevant
                 )
                 if not f2p or not p2p:
-                    continue
+                    return None
                 message = messages.get(f2p[0], "")
                 if any(
                     line.strip() and line.strip() in message for line in mutant.new.splitlines()
                 ):
                     message = ""  # never show the mutated code
                 need = real.tests_need(name, relevant)
-                instances.append(
-                    {
-                        "id": instance_id,
-                        "mutant": mutant.to_json(),
-                        "function": qualname,
-                        "tests": relevant,
-                        "f2p": f2p,
-                        "p2p": p2p,
-                        "message": message,
-                        "split": _split(instance_id),
-                        "seconds": round(seconds, 2),
-                        **({"needs": list(need)} if need else {}),
-                    }
-                )
+                return {
+                    "id": instance_id,
+                    "mutant": mutant.to_json(),
+                    "function": qualname,
+                    "tests": relevant,
+                    "f2p": f2p,
+                    "p2p": p2p,
+                    "message": message,
+                    "split": _split(instance_id),
+                    "seconds": round(seconds, 2),
+                    **({"needs": list(need)} if need else {}),
+                }
+
+            if args.revalidate:  # the stored instances again, against this baseline
+                held, instances[:] = list(instances), []
+                for old in held:
+                    mutant = Mutant(**old["mutant"])
+                    again = validate(mutant, old["function"], list(old["tests"]), old["id"])
+                    print(
+                        f"  {old['id']}: "
+                        + (
+                            f"kept, {len(again['f2p'])} F2P (was {len(old['f2p'])}) "
+                            f"{len(again['p2p'])} P2P (was {len(old['p2p'])}) {again['seconds']}s"
+                            if again
+                            else "dropped"
+                        ),
+                        flush=True,
+                    )
+                    if again is not None:
+                        instances.append(again)
+                    save()
+            for mutant, qualname in candidates():
+                if (
+                    args.revalidate
+                    or tried >= args.per_library
+                    or time.monotonic() - started > args.max_seconds
+                ):
+                    break
+                word = re.compile(r"\b" + re.escape(qualname.rsplit(".", 1)[-1]) + r"\b")
+                top = packages[0].rsplit("/", 1)[-1]
+                relevant = [
+                    t
+                    for t in test_files
+                    if re.search(rf"\b(import|from)\s+{re.escape(top)}\b", files[t])
+                    and word.search(files[t])
+                ]
+                instance_id = f"{name}-{hashlib.sha256(json.dumps(mutant.to_json()).encode()).hexdigest()[:10]}"
+                if not relevant or instance_id in known:
+                    continue
+                tried += 1
+                entry["tried"] += 1
+                instance = validate(mutant, qualname, relevant, instance_id)
+                if instance is None:
+                    continue
+                instances.append(instance)
                 known.add(instance_id)
                 save()
                 print(
-                    f"  {instance_id} {mutant.operator} {qualname}: {len(f2p)} F2P {len(p2p)} P2P ({seconds:.1f}s)"
+                    f"  {instance_id} {mutant.operator} {qualname}: {len(instance['f2p'])} F2P "
+                    f"{len(instance['p2p'])} P2P ({instance['seconds']:.1f}s)",
+                    flush=True,
                 )
             save()
             print(

@@ -80,6 +80,8 @@ _TRIP_EVENTS = frozenset((
     "cpython.PyInterpreterState_New",
     "cpython._PySys_ClearAuditHooks", "os.fork", "os.forkpty",
 ))
+_EXAMPLES = 10
+"""Examples per hypothesis test (a test's own ``@settings(max_examples=...)`` still holds)."""
 _TRIP_SET = frozenset(("__code__", "__class__", "__bases__"))
 _GUARDED_SET = frozenset(("__defaults__", "__kwdefaults__"))
 """Written on a function of pytest's, pluggy's, the standard library's or ours, they end the child
@@ -152,6 +154,12 @@ def _bindings(owner, _vars=vars, _skip=("_", "__warningregistry__")):
     return now
 
 
+def _ident(a, b, _len=len, _all=all, _map=map, _is=operator.is_):
+    """Whether tuples ``a`` and ``b`` hold the very same objects, in order. Never ``id()``: each
+    call of it is an audit event, which our hook would see thousands of times per test."""
+    return _len(a) == _len(b) and _all(_map(_is, a, b))
+
+
 def _watch(owners, _tuple=tuple, _map=map, _id=id, _bindings=_bindings):
     """An immutable baseline of each owner's bindings: (owner, keys, values, their ids); the
     objects are held, so their ids stay theirs."""
@@ -163,13 +171,13 @@ def _watch(owners, _tuple=tuple, _map=map, _id=id, _bindings=_bindings):
     return _tuple(out)
 
 
-def _same(table, _tuple=tuple, _map=map, _id=id, _bindings=_bindings, _type=type, _len=len,
-          _plain=(bool, int, str, type(None))):
+def _same(table, _tuple=tuple, _id=id, _bindings=_bindings, _type=type, _len=len,
+          _plain=(bool, int, str, type(None)), _ident=_ident):
     """Whether every owner still binds the very keys and values (by identity) of ``table``; a new
     key may only bind a plain value (pytest marks a class once it warned about it)."""
-    for owner, keys, values, key_ids, value_ids in table:
+    for owner, keys, values, key_ids, _value_ids in table:
         now = _bindings(owner)
-        if _tuple(_map(_id, now.values())) == value_ids and _tuple(_map(_id, now)) == key_ids:
+        if _ident(_tuple(now), keys) and _ident(_tuple(now.values()), values):
             continue
         if _len(now) < _len(keys):
             return False
@@ -200,23 +208,28 @@ def _same_code(table, _bindings=_bindings, _type=type, _plain=(bool, int, str, f
 
 
 def _code_table(owners, _vars=vars, _type=type, _isinstance=isinstance, _tuple=tuple):
-    """Each owner's bindings of code: (owner, keys, values) of its functions, classes, modules and
-    the static/class methods and properties wrapping functions (their other values are state)."""
+    """Each owner's bindings of code: (owner, keys, values, their set, all its keys, all its
+    values) of its functions, classes, modules and the static/class methods and properties
+    wrapping functions (their other values are state; all of them are held for a quick check)."""
     kinds = (_FUNCTION, staticmethod, classmethod, property, type(sys), type(len))
     out = []
     for owner in owners:
         now = _vars(owner)
         keys = _tuple(k for k, v in now.items() if _type(v) in kinds or _isinstance(v, type))
-        out.append((owner, keys, _tuple(now[k] for k in keys), frozenset(keys)))
+        out.append((owner, keys, _tuple(now[k] for k in keys), frozenset(keys), _tuple(now),
+                    _tuple(now.values())))
     return _tuple(out)
 
 
 def _same_callables(table, _vars=vars, _type=type, _isinstance=isinstance, _zip=zip,
-                    _kinds=(_FUNCTION, staticmethod, classmethod, property, type(sys), type(len))):
+                    _kinds=(_FUNCTION, staticmethod, classmethod, property, type(sys), type(len)),
+                    _tuple=tuple, _ident=_ident):
     """Whether every owner of ``table`` still binds the very code it bound (by identity) and binds
     no new code (state may change: hypothesis keeps its own in module globals)."""
-    for owner, keys, values, known in table:
+    for owner, keys, values, known, all_keys, all_values in table:
         now = _vars(owner)
+        if _ident(_tuple(now), all_keys) and _ident(_tuple(now.values()), all_values):
+            continue  # nothing rebound since the baseline
         for key, value in _zip(keys, values):
             if now.get(key, now) is not value:
                 return False
@@ -266,18 +279,18 @@ def _fields(obj, _vars=vars, _tuple=tuple, _type=type, _getattr=getattr, _str=st
 
 def _hooks(pm, _tuple=tuple, _getattr=getattr, _vars=vars, _map=map, _id=id,
            _function=operator.attrgetter("function"), _sorted=sorted, _len=len):
-    """Every hook's implementations, as ids: ((name, caller, the callers' fields, its
-    implementations, their functions), ...)."""
+    """Every hook's implementations: ((name, caller, the callers' fields, its implementations,
+    their functions), ...), the objects held (compared by identity, never by ``id()``)."""
     out = []
     for name, caller in _sorted(_vars(pm.hook).items()):
         impls = _getattr(caller, "_hookimpls", None)
         if impls is not None:
-            out.append((name, caller, _tuple(_map(_id, _fields(caller))),
-                        _tuple(_map(_id, impls)), _tuple(_map(_id, _map(_function, impls)))))
+            out.append((name, caller, _fields(caller), _tuple(impls),
+                        _tuple(_map(_function, impls))))
     return _tuple(out), pm.hook, _len(_vars(pm.hook))
 
 
-def _same_hooks(table, pm, _vars=vars, _len=len, _tuple=tuple, _map=map, _id=id,
+def _same_hooks(table, pm, _vars=vars, _len=len, _tuple=tuple, _map=map, _ident=_ident,
                 _function=operator.attrgetter("function")):
     """Whether the hooks still have the very implementations (and functions) of ``table``."""
     rows, relay, size = table
@@ -285,10 +298,10 @@ def _same_hooks(table, pm, _vars=vars, _len=len, _tuple=tuple, _map=map, _id=id,
     if pm.hook is not relay or _len(now) != size:
         return False
     for name, caller, fields, impls, functions in rows:
-        if now.get(name) is not caller or _tuple(_map(_id, _fields(caller))) != fields:
+        if now.get(name) is not caller or not _ident(_fields(caller), fields):
             return False
-        current = caller._hookimpls
-        if _tuple(_map(_id, current)) != impls or _tuple(_map(_id, _map(_function, current))) != functions:
+        current = _tuple(caller._hookimpls)
+        if not _ident(current, impls) or not _ident(_tuple(_map(_function, current)), functions):
             return False
     return True
 
@@ -373,10 +386,11 @@ def _main():
         from hypothesis import Phase, settings
         from hypothesis.internal.entropy import deterministic_PRNG
         # One verdict per tree: examples drawn from each test's own digest (no database, no
-        # deadline, which the machine's load would decide); profiles a suite registers inherit it.
+        # deadline, which the machine's load would decide; 10 examples a test, as hypothesis' own
+        # "dev" profile, not 100: a verdict's time); profiles a suite registers inherit it.
         settings.register_profile(
             "_vg", derandomize=True, database=None, deadline=None, print_blob=False,
-            phases=[p for p in Phase if p is not Phase.explain],
+            phases=[p for p in Phase if p is not Phase.explain], max_examples=_EXAMPLES,
         )
         settings.load_profile("_vg")
         with deterministic_PRNG():  # registers hypothesis' Random now (it walks the gc)
@@ -402,7 +416,7 @@ def _main():
             pass
     trusted = _code_ids(values, {})
     del values
-    _code_ids([_code_ids, _bindings, _watch, _same, _same_code, _code_table, _same_callables,
+    _code_ids([_code_ids, _bindings, _ident, _watch, _same, _same_code, _code_table, _same_callables,
                _same_but_legacy, _fields, _hooks, _same_hooks, _protocol,
                _subtest, _SubtestFailed, _main], trusted)
     frame = sys._getframe()
@@ -520,8 +534,8 @@ def _main():
                _trusted_only=frozenset((
                    "sys.settrace", "sys.setprofile", "os.symlink", "os.link", "code.__new__"
                ))):
-        if _state[0]:
-            return  # an event raised by the stack walk itself
+        if event == "builtins.id" or _state[0]:
+            return  # the commonest event (hypothesis' caches), or one raised by the stack walk
         if event == "object.__getattr__":
             name, target = args[1], args[0]
             if name == "f_code":
@@ -637,7 +651,8 @@ def _main():
         config.hook.pytest_sessionstart(session=session)
         if hypothesis is not None:  # a conftest may load its own profile (attrs': a 400-ms deadline)
             settings.register_profile(
-                "_vg_final", parent=settings.default, derandomize=True, database=None, deadline=None
+                "_vg_final", parent=settings.default, derandomize=True, database=None,
+                deadline=None, max_examples=_EXAMPLES,
             )
             settings.load_profile("_vg_final")
         # pytest's configuration changes its own classes; the baseline is taken after it. Where a
@@ -711,7 +726,7 @@ def _main():
             keys = _tuple(k for k, v in _vars(m).items()
                           if _type(v) in (function_type, _module_type) or _isinstance(v, type))
             values = _tuple(_vars(m)[k] for k in keys)
-            test_table.append((m, keys, values, _tuple(map(_id, values))))
+            test_table.append((m, keys, values))
         test_table = _tuple(test_table)
         item_table = _watch_(items)
         for item in items:
@@ -722,13 +737,13 @@ def _main():
                        _same_hooks=_same_hooks_, _count=_thread._count, _threads=_thread._count(),
                        _getsignal=_signal.getsignal, _signals=_tuple(_signal.valid_signals()),
                        _ok=defaults, _vars=_vars, _gettrace=sys.gettrace,
-                       _getprofile=sys.getprofile, _map=map, _id=_id, _tuple=_tuple):
+                       _getprofile=sys.getprofile, _map=map, _ident=_ident, _tuple=_tuple):
             if not intact() or not _same_hooks(hooks, pm):
                 return False
             if _gettrace() is not None or _getprofile() is not None:
                 return False
-            for module, keys, _values, ids in test_table:
-                if _tuple(_map(_id, _map(_vars(module).get, keys))) != ids:
+            for module, keys, values in test_table:
+                if not _ident(_tuple(_map(_vars(module).get, keys)), values):
                     return False
             for number in _signals:
                 handler = _getsignal(number)

@@ -46,6 +46,26 @@ def test_vendored_archives_match_the_manifest_with_licences_and_size():
         assert real.test_files(name), name
 
 
+def test_the_trusted_imports_bytecode_is_checked_against_its_source(tmp_path, monkeypatch):
+    # the sandbox gets pytest's (and hypothesis') bytecode compiled here, so it need not compile
+    # them on each verdict; each file holds its source's hash: a changed source is compiled again
+    import importlib
+    import sys
+
+    blobs = real._bytecode({"vgpkg/__init__.py": b"X = 1\n", "vgpkg/data.txt": b"x"})
+    assert list(blobs) == [f"vgpkg/{importlib.util.cache_from_source('__init__.py')}"]
+    pyc = blobs[next(iter(blobs))]
+    assert pyc[:4] == importlib.util.MAGIC_NUMBER and int.from_bytes(pyc[4:8], "little") == 3
+    (tmp_path / "vgpkg" / "__pycache__").mkdir(parents=True)
+    (tmp_path / next(iter(blobs))).write_bytes(pyc)
+    (tmp_path / "vgpkg" / "__init__.py").write_text("X = 2\n")  # not the source compiled
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.delitem(sys.modules, "vgpkg", raising=False)
+    assert importlib.import_module("vgpkg").X == 2
+    sys.modules.pop("vgpkg", None)
+
+
 def test_a_checkout_has_the_package_and_its_tests_and_src_is_flattened():
     files = real.library_files("cachetools")
     assert "cachetools/__init__.py" in files and "tests/test_lru.py" in files

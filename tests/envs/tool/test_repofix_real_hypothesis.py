@@ -94,3 +94,27 @@ def test_library_code_cannot_relabel_its_code_as_a_tests(tmp_path, deps):
     )
     out = _run(tmp_path, deps, library)
     assert out["tampered"], out
+
+
+@pytest.mark.slow
+def test_a_property_test_runs_the_verdicts_examples_over_a_conftests_profile(tmp_path, deps):
+    # the verdict's profile draws 10 examples a test (not hypothesis' 100: the verdict's time),
+    # also where the suite's conftest loads a profile of its own asking for more
+    conftest = (
+        "from hypothesis import settings\n\n\ndef pytest_configure(config):\n"
+        "    settings.register_profile('own', max_examples=500)\n"
+        "    settings.load_profile('own')\n"
+    )
+    test = (
+        "from hypothesis import given, strategies as st\n\nSEEN = []\n\n\n"
+        "@given(st.integers())\ndef test_draw(x):\n    SEEN.append(x)\n\n\n"
+        "def test_count():\n    assert 1 <= len(SEEN) <= 10, len(SEEN)\n"
+    )
+    out = run_tree(
+        tmp_path, deps, {"tests/test_x.py": test, "tests/conftest.py": conftest, "lib.py": ""}, 120
+    )
+    assert not out["tampered"], out
+    assert out["results"] == {
+        "tests/test_x.py::test_draw": "pass",
+        "tests/test_x.py::test_count": "pass",
+    }, out
