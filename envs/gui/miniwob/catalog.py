@@ -192,6 +192,7 @@ ORACLE_TASKS: frozenset[str] = frozenset(
         "drag-circle",
         "drag-items",
         "drag-shapes",
+        "drag-shapes-2",
         "drag-single-shape",
         "drag-sort-numbers",
         "email-inbox",

@@ -1186,3 +1186,35 @@ def _use_slider_2(utterance: str, elements: Elements, env: Any) -> dict[str, Any
                 to=(round(left + (right - left) * value / 20), round(y)),
             )
     return _submit(elements)
+
+
+@_solver("drag-shapes-2")
+def _drag_shapes_2(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Each shape not yet in its box (those of the named kind or colour: the left one, the rest:
+    the right one) is dragged to a free place of that box (3 columns by 2 rows of shape-sized
+    places), then Submit."""
+    m = re.search(r"Drag all (\w+)(?: shapes)? into the left box", utterance)
+    drawn = _find(elements, "shape")
+    boxes = sorted(
+        (e for e in drawn if e["name"] == "rect" and e["box"][2] - e["box"][0] >= 60),
+        key=lambda e: e["box"][0],
+    )
+    if m is None or len(boxes) != 2:
+        return mw_action("done")
+    kind = {"rectangles": "rect", "circles": "circle", "triangles": "polygon"}.get(m[1])
+    colour = {**_COLORS, "green": "rgb(0,128,0)", "aqua": "rgb(0,255,255)"}.get(m[1])
+    shapes = [e for e in drawn if all(e is not b for b in boxes)]
+    for shape in shapes:
+        named = shape["name"] == kind or shape.get("color", "").replace(" ", "") == colour
+        target = boxes[0]["box"] if named else boxes[1]["box"]
+        if _inside(*_centre(shape), target):
+            continue
+        left, top, right, bottom = target
+        taken = [_centre(e) for e in shapes if _inside(*_centre(e), target)]
+        for y in (top + 13, bottom - 13):
+            for x in (left + 12, (left + right) / 2, right - 12):
+                if all(abs(x - tx) > 12 or abs(y - ty) > 12 for tx, ty in taken):
+                    cx, cy = _centre(shape)
+                    return _drag_by(env, shape, round(x - cx), round(y - cy))
+        return mw_action("done")
+    return _submit(elements)
