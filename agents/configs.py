@@ -39,7 +39,8 @@ class PPOConfig(AgentConfig):
     learning_rate: float = 3e-4
     """Adam step size"""
     anneal_lr: bool = False
-    """anneal the learning rate linearly to 0 over total_steps"""
+    """anneal the learning rate linearly to 0 over total_steps (SB3's linear schedule: each update
+    uses 1 - env steps collected so far / total_steps)"""
     gamma: float = 0.99
     """discount factor"""
     gae_lambda: float = 0.95
@@ -51,7 +52,7 @@ class PPOConfig(AgentConfig):
     clip_coef: float = 0.2
     """surrogate clipping coefficient epsilon"""
     anneal_clip: bool = False
-    """anneal clip_coef linearly to 0 over total_steps"""
+    """anneal clip_coef linearly to 0 over total_steps (as anneal_lr)"""
     clip_vloss: bool = False
     """clip the value loss around the old values (with clip_coef; CleanRL's max of the clipped
     and unclipped squared errors)"""

@@ -335,7 +335,9 @@ def train(
     rollout_seconds = update_seconds = 0.0  # since the start, for the split steps/s
     single = len(groups) == 1 and len(groups[0][1]) == n
     for update in range(num_updates):
-        frac = 1.0 - update / num_updates
+        # SB3's schedule: the progress remaining after this update's rollout, 1 - steps collected /
+        # total_steps (so the last update of a run gets 0), one rollout further than CleanRL's
+        frac = max(0.0, 1.0 - (update + 1) * n * t_max / total_steps)
         clip = cfg.clip_coef * (frac if cfg.anneal_clip else 1.0)
         rollouts = [_Rollout() for _ in groups]
         for learner, _ in groups:

@@ -10,6 +10,7 @@ import torch
 from gymnasium import spaces
 
 import verigym.agents as agents
+from tests.agents import rl_zoo
 from verigym.agents.common import buffers
 from verigym.agents.ppo import PPO
 
@@ -83,6 +84,82 @@ def test_ppo_value_loss_is_sb3s_mean_squared_error():
     }
     losses = agent.update(data, clip=0.2)
     assert losses["losses/value_loss"] == pytest.approx(4.0, rel=1e-5)
+
+
+def test_ppo_anneals_on_sb3s_schedule(monkeypatch):
+    """SB3 sets an update's learning rate and clip range from the progress remaining after its
+    rollout (1 - steps collected / total steps), so a run of two rollouts updates at 1/2, then 0
+    (CleanRL's schedule, one rollout earlier, gave 1, then 1/2)."""
+    seen = []
+    monkeypatch.setattr(
+        PPO,
+        "update",
+        lambda self, data, clip: seen.append((self.optimizer.param_groups[0]["lr"], clip)) or {},
+    )
+    config = {"num_envs": 2, "num_steps": 4, "learning_rate": 1e-3, "clip_coef": 0.2}
+    agent = agents.make("ppo", Counter(), anneal_lr=True, anneal_clip=True, seed=0, **config)
+    agent.learn(Counter(), 16)
+    assert seen == [pytest.approx((5e-4, 0.1)), (0.0, 0.0)]
+
+
+@pytest.mark.slow
+def test_ppo_learns_what_sb3_learns_from_the_same_weights_and_actions(monkeypatch):
+    """End to end, rollouts and updates: SB3's PPO and verigym's from the same initial weights,
+    with both libraries' sampling replaced by the greedy action (the one random draw left), on
+    CartPole truncated at 5 steps (every episode bootstraps through its final observation), under
+    rl-zoo's CartPole settings with the learning rate and clip range annealed: after 4 rollouts
+    of 20 epochs the weights agree to float32 rounding (a different schedule, value loss,
+    advantage, bootstrap or init moves them by 1e-2 or more)."""
+    import warnings
+
+    from stable_baselines3 import PPO as SB3PPO
+    from stable_baselines3.common import distributions as sb3_distributions
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from verigym.agents.common import distributions
+
+    monkeypatch.setattr(sb3_distributions.CategoricalDistribution, "sample", lambda d: d.mode())
+    monkeypatch.setattr(distributions.Categorical, "sample", lambda d, generator=None: d.mode())
+    limit = {"max_episode_steps": 5}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        venv = make_vec_env("CartPole-v1", n_envs=8, seed=0, env_kwargs=limit)
+        theirs = SB3PPO(
+            "MlpPolicy",
+            venv,
+            n_steps=32,
+            batch_size=256,
+            n_epochs=20,
+            learning_rate=lambda progress: progress * 1e-3,
+            clip_range=lambda progress: progress * 0.2,
+            gamma=0.98,
+            gae_lambda=0.8,
+            ent_coef=0.0,
+            seed=0,
+            device="cpu",
+        )
+    ours = agents.make("ppo", "CartPole-v1", seed=0, torch_threads=1, **rl_zoo.PPO_CARTPOLE)
+    policy = theirs.policy
+    layers = [
+        (ours.policy.actor[0], policy.mlp_extractor.policy_net[0]),
+        (ours.policy.actor[2], policy.mlp_extractor.policy_net[2]),
+        (ours.policy.actor[4], policy.action_net),
+        (ours.policy.critic[0], policy.mlp_extractor.value_net[0]),
+        (ours.policy.critic[2], policy.mlp_extractor.value_net[2]),
+        (ours.policy.critic[4], policy.value_net),
+    ]
+    with torch.no_grad():
+        for mine, sb3 in layers:
+            mine.weight.copy_(sb3.weight)
+            mine.bias.copy_(sb3.bias)
+    start = [mine.weight.detach().clone() for mine, _ in layers]
+    theirs.learn(4 * 256)
+    ours.learn(gym.make("CartPole-v1", **limit), 4 * 256)
+    for mine, sb3 in layers:
+        for a, b in ((mine.weight, sb3.weight), (mine.bias, sb3.bias)):
+            assert (a - b).abs().max().item() < 1e-5
+    moved = max((mine.weight - w).abs().max().item() for (mine, _), w in zip(layers, start))
+    assert moved > 1e-2  # the updates did move the weights
 
 
 @pytest.mark.parametrize("name", ["dqn", "sac"])
