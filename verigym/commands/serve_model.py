@@ -194,7 +194,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         # before torch and transformers load: one line saying what is missing
         check_model(args.model_dir)
-        for spec in args.lora:  # a missing adapter file is one line before any weights load
+        # a missing or refused adapter (--adapter, each --lora) is one line before any weights load
+        if args.adapter:
+            check_adapter(args.adapter)
+        for spec in args.lora:
             check_adapter(str(spec).partition("=")[2] or str(spec))
         quiet_library_bars()  # (imports transformers) no "Loading weights" redraws in a log
         server = build(args)

@@ -326,7 +326,8 @@ def test_the_tar_bomb_scores_zero_and_costs_the_env_little():
         env.close()
 
 
-@pytest.mark.parametrize("seed", [2, 9])
+# seed 9 in the default run; seed 2 (another template, ~15 s) and every id's table in the slow run
+@pytest.mark.parametrize("seed", [pytest.param(2, marks=pytest.mark.slow), 9])
 def test_table_on_the_mixed_id(seed):
     _assert_table("verigym/Terminal-v0", seed)
 
