@@ -265,6 +265,9 @@ def test_resume_after_kill_9_loses_and_duplicates_nothing(tmp_path):
         )
 
 
+# slow: a Ray cluster's start is ~10 s of the default run; the backend contract (an episode per
+# job, a dead worker replaced, time-outs) is tested on the local backend (test_backends.py, here)
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_ray_backend_gives_the_same_rows_as_local(tmp_path):
     pytest.importorskip("ray", reason='the Ray backend needs pip install "verigym[ray]"')
