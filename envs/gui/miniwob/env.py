@@ -746,20 +746,20 @@ class MiniWoBEnv(GuiEnv):
     def shared_resources(cls) -> contextlib.AbstractContextManager[None]:
         """:meth:`GuiEnv.shared_resources` (this thread's Chromium kept running) and a pool of
         preloaded task pages: inside the block, ``close()`` leaves the env's preloaded page (the
-        next episode's, loaded and not started) and its played page for the next env of the same
-        task and viewport, whose first ``reset`` swaps the first in instead of loading the page
-        and takes the other as its second page instead of opening one (it then loads a new copy
-        of the task page, as a reset would have had it do) (at most :data:`PARKED_PAGES` per
+        next episode's, loaded and not started) and its played page, loading a new copy of the task
+        page as the next reset would have had it do, for the next env of the same task and
+        viewport, whose first ``reset`` swaps the first in instead of loading the page and takes
+        the other as its second page instead of opening one (at most :data:`PARKED_PAGES` per
         thread, the oldest dropped first). Leaving the outermost block closes what is parked, so
         once the envs are closed no page, Chromium or server is left. ``verigym check`` and the
         leaderboard runner enter it around their envs of this class."""
         return _pool_scope()
 
     def _park(self) -> list[_Tab]:
-        """On ``close()`` inside :meth:`shared_resources`: leave the preloaded page and the
-        played page in the pool, each with a server reference of its own; the pages left (maybe
-        none). The played page loads a new copy of the task page when an env takes it, as this
-        env's next reset would have had it do."""
+        """On ``close()`` inside :meth:`shared_resources`: leave the preloaded page in the pool,
+        and the played page too once it starts loading a new copy of the task page (as this
+        env's next reset would have had it do), each with a server reference of its own; the
+        pages left (maybe none)."""
         key = _thread_key()
         if self._base is None or self.flight or self.clock_ms or not self.preload:
             return []
@@ -768,7 +768,11 @@ class MiniWoBEnv(GuiEnv):
                 return []
         tabs = [self._next] if self._next.preloading and self._next.browser.alive else []
         if self._tab.browser.alive:
-            tabs.append(self._tab)  # loads a new copy of the task page when it is taken
+            try:  # started now, the load overlaps the next env's first reset
+                self._navigate(self._tab)
+                tabs.append(self._tab)
+            except Exception as exc:  # noqa: BLE001 - closed instead
+                logger.debug("parking the page of %s failed: %s", self.task_name, exc)
         dropped = []
         with _POOL_LOCK:
             parked = _PARKED.setdefault(key, [])
@@ -785,8 +789,7 @@ class MiniWoBEnv(GuiEnv):
         """When this env has no preloaded page (its first reset, and the second page it would
         then open): take a parked page of this task and viewport (:meth:`shared_resources`),
         the oldest first (a closed env's preloaded page before its played one), as the preloaded
-        one, a played page starting to load a new copy of the task page; False when there is
-        none."""
+        one; False when there is none."""
         if self.flight or self.clock_ms or not self.preload:
             return False
         wanted = (self.task_name, self.width, self.height)
@@ -809,11 +812,6 @@ class MiniWoBEnv(GuiEnv):
             self._base = entry.base  # the entry's server reference is now this env's
         else:
             server.release()
-        if not entry.tab.preloading:  # a played page: a new copy of the task page, as a reset
-            try:
-                self._navigate(entry.tab)
-            except Exception as exc:  # noqa: BLE001 - a reset then loads the page itself
-                logger.debug("loading a parked page of %s failed: %s", self.task_name, exc)
         return True
 
     def close(self) -> None:

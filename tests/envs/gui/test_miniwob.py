@@ -262,7 +262,7 @@ def test_twenty_make_close_cycles_leave_no_process_or_server():
 def test_a_closed_envs_pages_serve_the_next_env_of_its_task():
     """Inside ``MiniWoBEnv.shared_resources()`` a closed env leaves its preloaded page (loaded, not
     started) and its played page to the next env of its task: its first reset swaps in the first,
-    its second reset the other (which loaded a new copy of the task page when taken), each
+    its second reset the other (loading a new copy of the task page since that close), each
     showing what a fresh env loading its own page shows; a clocked page is never left; leaving the block closes
     what is parked and gives back the server."""
     from verigym.envs.gui import browser
