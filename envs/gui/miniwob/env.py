@@ -134,7 +134,8 @@ class _Tab:
 
 @dataclass(eq=False)
 class _Parked:
-    """A closed env's preloaded page, for the next env of the same task and viewport."""
+    """A closed env's page (its preloaded one, or its played one loading a new copy of the task
+    page), for the next env of the same task and viewport."""
 
     key: tuple[str, int, int]
     """(task, width, height)."""
@@ -177,8 +178,8 @@ def _drop(entry: _Parked) -> None:
 
 @contextlib.contextmanager
 def _pool_scope() -> Iterator[None]:
-    """Inside it (per thread, nests), a closed env leaves its preloaded page for the next env of
-    its task; on leaving the outermost block every parked page is closed and its server
+    """Inside it (per thread, nests), a closed env leaves its pages for the next env of its
+    task (:meth:`MiniWoBEnv.shared_resources`); on leaving the outermost block every parked page is closed and its server
     reference given back, so nothing is left once the envs are closed too."""
     key = _thread_key()
     with held():
