@@ -31,6 +31,85 @@ if TYPE_CHECKING:
 
 __all__ = ["Decoder", "sample"]
 
+_HEADROOM = 64
+"""Positions a running batch's cache layer reserves past its length, so the next steps write their
+keys and values in place (Hugging Face's ``DynamicLayer`` concatenates, copying the whole batch's
+cache every step: at 20 rows of ~1,500 positions that copy was most of a step on a CPU)."""
+
+
+def _growing_layer_class() -> type:
+    """``DynamicLayer`` whose storage has headroom: ``update`` writes into a preallocated buffer and
+    returns views of its first ``length`` positions. Setting ``keys``/``values`` (the decoder's
+    merge and trim) stores the tensor as is; the next ``update`` moves it into a buffer with
+    :data:`_HEADROOM` free positions. Built on first use (transformers is imported lazily)."""
+    global _GrowingLayer
+    if _GrowingLayer is not None:
+        return _GrowingLayer
+    from transformers.cache_utils import DynamicLayer
+
+    class GrowingLayer(DynamicLayer):
+        def _get(self, name: str) -> torch.Tensor | None:
+            buffer = self.__dict__.get("_" + name)
+            if buffer is None or buffer.dim() < 3:
+                return buffer
+            return buffer[..., : self.__dict__["_length_" + name], :]
+
+        def _set(self, name: str, tensor: torch.Tensor | None) -> None:
+            self.__dict__["_" + name] = tensor
+            if tensor is not None and tensor.dim() >= 3:
+                self.__dict__["_length_" + name] = tensor.shape[-2]
+
+        keys = property(lambda self: self._get("keys"), lambda self, t: self._set("keys", t))
+        values = property(lambda self: self._get("values"), lambda self, t: self._set("values", t))
+
+        def update(
+            self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            if not self.is_initialized or self.__dict__.get("_keys") is None:
+                return super().update(key_states, value_states, *args, **kwargs)
+            length, new = self.__dict__.get("_length_keys", 0), key_states.shape[-2]
+            buffers = self.__dict__["_keys"], self.__dict__["_values"]
+            if self.__dict__.get("_length_values") != length:
+                raise RuntimeError("a cache layer's keys and values were set to different lengths")
+            if buffers[0].dim() < 3 or length + new > min(b.shape[-2] for b in buffers):
+                grown = []
+                for buffer in buffers:
+                    shape = list(buffer.shape) if buffer.dim() >= 3 else list(key_states.shape)
+                    shape[-2] = length + new + _HEADROOM
+                    bigger = key_states.new_empty(shape)
+                    if length:
+                        bigger[..., :length, :] = buffer[..., :length, :]
+                    grown.append(bigger)
+                self.__dict__["_keys"], self.__dict__["_values"] = buffers = tuple(grown)
+            buffers[0][..., length : length + new, :] = key_states
+            buffers[1][..., length : length + new, :] = value_states
+            self.__dict__["_length_keys"] = self.__dict__["_length_values"] = length + new
+            return self.keys, self.values
+
+    _GrowingLayer = GrowingLayer
+    return GrowingLayer
+
+
+_GrowingLayer: type | None = None
+
+
+def _with_headroom(cache: Any) -> None:
+    """Swap ``cache``'s plain dynamic layers for growing ones (same tensors, no copy)."""
+    layers = getattr(cache, "layers", None)
+    if not layers:
+        return
+    from transformers.cache_utils import DynamicLayer
+
+    growing = _growing_layer_class()
+    for i, layer in enumerate(layers):
+        if type(layer) is DynamicLayer and layer.is_initialized:
+            swapped = growing.__new__(growing)
+            swapped.__dict__.update(
+                {k: v for k, v in layer.__dict__.items() if k not in ("keys", "values")}
+            )
+            swapped.keys, swapped.values = layer.keys, layer.values
+            layers[i] = swapped
+
 
 @dataclass(eq=False)
 class _Row:
@@ -161,6 +240,7 @@ class Decoder:
         ]
         last = torch.full((len(prompts),), self.pad, dtype=torch.long, device=device)
         if self.cache is None:
+            _with_headroom(cache)
             self.cache, self.attention, self.last = cache, attention, last
         else:
             self._merge(cache, attention, last)

@@ -211,7 +211,8 @@ class PrefixCache:
     and tools) prefills only what follows that start. Entries are
     one prompt each: per layer a ``(keys, values)`` pair of shape ``[kv_heads, length, head_dim]``
     in the model's dtype. The least recently used entries are dropped once the entries hold more than
-    ``max_bytes``.
+    ``max_bytes``; storing a prompt drops the entries (of at least :attr:`MIN_SHARED` tokens) that
+    are a start of it, so a conversation holds one entry, its latest turn.
 
     Args:
         max_bytes: memory bound of the stored tensors, in bytes (> 0).
@@ -232,6 +233,9 @@ class PrefixCache:
         self.hits = 0
         self.misses = 0
         self.reused_tokens = 0
+        self.prefilled_tokens = (
+            0  # tokens forwarded after the reused starts (what the cache missed)
+        )
         # keyed by (adapter, prompt): a served adapter's keys/values are not the base model's
         self._entries: OrderedDict[
             tuple[str, tuple[int, ...]], tuple[list[tuple[torch.Tensor, torch.Tensor]], int]
@@ -289,6 +293,21 @@ class PrefixCache:
             return
         if key in self._entries:
             self.bytes -= self._entries.pop(key)[1]
+        # an entry that is a start of this prompt (the conversation's earlier turn) is superseded:
+        # every lookup it served finds at least as long a start here. Dropping it keeps one entry
+        # per conversation, so twice as many conversations fit before the LRU evicts (with ~20
+        # episodes in flight each turn's entry crowded the others' out, and every turn re-prefilled
+        # its whole conversation). Shorter starts than MIN_SHARED stay (a whole-prefix hit only).
+        prompt_key = key[1]
+        superseded = [
+            entry
+            for entry in self._entries
+            if entry[0] == adapter
+            and self.MIN_SHARED <= len(entry[1]) < len(prompt_key)
+            and prompt_key[: len(entry[1])] == entry[1]
+        ]
+        for entry in superseded:
+            self.bytes -= self._entries.pop(entry)[1]
         self._entries[key] = (layers, size)
         self.bytes += size
         while self.bytes > self.max_bytes:
@@ -712,6 +731,7 @@ class TransformersPolicy:
                 cache.reused_tokens += start
             else:
                 start = 0
+            cache.prefilled_tokens += n - start
             out = self.model(
                 input_ids=torch.tensor([prompt[start:]], dtype=torch.long, device=device),
                 attention_mask=torch.ones((1, n), dtype=torch.long, device=device),

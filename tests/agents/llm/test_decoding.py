@@ -84,3 +84,63 @@ def test_prefix_cache_reuses_a_shared_start_of_another_prompt(tiny_model_dir):
     got = cached.generate([second], max_new_tokens=6, temperature=0)[0]
     assert cached.prefix_cache.reused_tokens == shared
     assert got.token_ids == plain.generate([second], max_new_tokens=6, temperature=0)[0].token_ids
+
+
+def test_a_running_batch_writes_each_step_s_keys_in_place():
+    """The decoder's cache layers keep headroom: a step writes its keys and values into the buffer
+    (no copy of the batch's whole cache, which Hugging Face's concatenating layer made every step)
+    and returns exactly what concatenation returns; setting keys/values (a merge or trim) and
+    outgrowing the headroom reallocate."""
+    from transformers import DynamicCache
+
+    from verigym.agents.llm.decoding import _HEADROOM, _with_headroom
+
+    g = torch.Generator().manual_seed(0)
+    keys, values = torch.randn(2, 3, 5, 4, generator=g), torch.randn(2, 3, 5, 4, generator=g)
+    cache = DynamicCache([(keys.clone(), values.clone())])
+    _with_headroom(cache)
+    layer = cache.layers[0]
+    assert torch.equal(layer.keys, keys) and cache.get_seq_length() == 5
+    storage = None
+    for step in range(_HEADROOM + 2):
+        k, v = torch.randn(2, 3, 1, 4, generator=g), torch.randn(2, 3, 1, 4, generator=g)
+        got_k, got_v = layer.update(k, v)
+        keys, values = torch.cat([keys, k], dim=-2), torch.cat([values, v], dim=-2)
+        assert torch.equal(got_k, keys) and torch.equal(got_v, values)
+        if step == 1:
+            storage = got_k.untyped_storage().data_ptr()
+        elif 1 < step <= _HEADROOM:  # within the headroom: the same buffer
+            assert got_k.untyped_storage().data_ptr() == storage
+    assert got_k.untyped_storage().data_ptr() != storage  # past the headroom: a bigger one
+    assert cache.get_seq_length() == 5 + _HEADROOM + 2
+    layer.keys, layer.values = keys[:1, :, 3:], values[:1, :, 3:]  # a trim: rows and columns
+    assert torch.equal(layer.keys, keys[:1, :, 3:]) and cache.get_seq_length() == keys.shape[2] - 3
+    k, v = torch.randn(1, 3, 1, 4, generator=g), torch.randn(1, 3, 1, 4, generator=g)
+    got_k, got_v = layer.update(k, v)
+    assert torch.equal(got_k, torch.cat([keys[:1, :, 3:], k], dim=-2))
+    assert torch.equal(got_v, torch.cat([values[:1, :, 3:], v], dim=-2))
+
+
+def test_decoder_greedy_tokens_equal_full_forward_argmax(policy, monkeypatch):
+    """The in-place cache gives the tokens of a no-cache forward over the whole sequence each step,
+    for two rows of different lengths decoding together (left padding, headroom crossed twice)."""
+    from verigym.agents.llm import decoding
+
+    monkeypatch.setattr(decoding, "_HEADROOM", 3)
+    prompts = _prompts(policy, ("a", "a longer prompt here"))
+    decoder = policy.decoder()
+    keys = decoder.add(prompts, max_new_tokens=10, temperature=0)
+    got: dict[int, list[int]] = {}
+    while len(decoder):
+        for key, reply in decoder.step():
+            got[key] = reply.token_ids
+    eos = set(policy.eos_token_ids)
+    with torch.no_grad():
+        for key, prompt in zip(keys, prompts):
+            ids = list(prompt)
+            for token in got[key]:
+                logits = policy.model(input_ids=torch.tensor([ids])).logits[0, -1]
+                assert int(logits.argmax()) == token
+                if token in eos:
+                    break
+                ids.append(token)

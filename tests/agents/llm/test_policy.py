@@ -223,3 +223,27 @@ def test_prefix_cache_is_bounded_and_dropped_when_weights_change(tiny_model_dir)
             temperature=0,
         )
     assert len(small.prefix_cache) == 2 and small.prefix_cache.bytes <= small.prefix_cache.max_bytes
+
+
+def test_prefix_cache_keeps_one_entry_per_conversation():
+    """Storing a turn drops the stored earlier turns of that conversation (a start of it, under the
+    same adapter), so ~20 episodes in flight fit without the LRU evicting every conversation."""
+    from verigym.agents.llm.policy import PrefixCache
+
+    def layers(n):  # one layer of [kv_heads=1, n, head_dim=2] float32: 16 bytes a token
+        return [(torch.zeros(1, n, 2), torch.zeros(1, n, 2))]
+
+    cache = PrefixCache(1 << 20)
+    system = list(range(40))  # the shared system prompt (>= MIN_SHARED tokens)
+    turn1, other = system + [100, 101], system + [200]
+    for prompt in (turn1, other):
+        cache.put(prompt, layers(len(prompt)))
+    cache.put(turn1, layers(len(turn1)), adapter="lora")  # another adapter's entry stays
+    turn2 = turn1 + [102, 103, 104]
+    cache.put(turn2, layers(len(turn2)))
+    stored = [(owner, list(key)) for owner, key in cache._entries]
+    assert stored == [("", other), ("lora", turn1), ("", turn2)]
+    assert cache.bytes == 16 * (len(other) + len(turn1) + len(turn2))
+    # what the dropped entry served is served by its successor
+    assert cache.longest(turn1 + [999])[0] == len(turn1)
+    assert cache.longest(system + [300])[0] == len(system)
