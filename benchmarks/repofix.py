@@ -82,13 +82,13 @@ def real_main(
             env.reset(seed=0)  # warm: the checkout is read and cached, the sandbox started once
             for seed in range(start, start + count):
                 env.workspace.mark_used()
-                start = time.perf_counter()
+                t0 = time.perf_counter()  # not ``start``: the next library starts there too
                 env.reset(seed=seed)
-                resets.append(time.perf_counter() - start)
+                resets.append(time.perf_counter() - t0)
                 env.step(env.oracle_action())  # the inverse patch
-                start = time.perf_counter()
+                t0 = time.perf_counter()
                 *_, info = env.step(env.oracle_action())  # submit: the verdict
-                verdicts.append(time.perf_counter() - start)
+                verdicts.append(time.perf_counter() - t0)
                 solved += bool(info.get("success")) and bool(info.get("tests_run"))
                 print(
                     f"  {info.get('instance_id')}: reset {resets[-1]:.2f}s verdict "
