@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 _WHERE = {
-    "GRPOConfig": "grpo",
+    "GRPOConfig": "configs",
     "GRPOTrainer": "grpo",
     "Generation": "policy",
     "LLMAgent": "agent",
