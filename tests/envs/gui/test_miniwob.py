@@ -139,6 +139,14 @@ def test_typed_code_and_markup_change_nothing_and_no_observation_shows_the_verdi
         env.close()
 
 
+def _assert_same_observation(obs: dict, info: dict, expected: dict) -> None:
+    """``obs`` (with its reset ``info``) is what a fresh env loading its own page showed: the same
+    utterance, element list and screenshot."""
+    assert obs["instruction"] == expected["instruction"] == info["instructions"]
+    assert obs["text"] == expected["text"]
+    assert np.array_equal(obs["screenshot"], expected["screenshot"])
+
+
 def test_each_reset_shows_a_newly_loaded_page_as_a_fresh_env_would():
     """The next episode's page is loaded in a second page while this one is played: after play
     (and a page left with a global, an element and a timer), ``reset`` shows a new document with
@@ -160,9 +168,7 @@ def test_each_reset_shows_a_newly_loaded_page_as_a_fresh_env_would():
         left = "() => [typeof leftover, !!document.getElementById('leftover'), typeof ticks]"
         assert env._browser.evaluate(left) == ["undefined", False, "undefined"]
         expected, _ = fresh.reset(seed=9)  # a first reset loads the page itself
-        assert obs["instruction"] == expected["instruction"] == info["instructions"]
-        assert obs["text"] == expected["text"]
-        assert np.array_equal(obs["screenshot"], expected["screenshot"])
+        _assert_same_observation(obs, info, expected)
         assert _play_oracle(env, 9)["success"] is True
     finally:
         env.close()
@@ -282,9 +288,7 @@ def test_a_closed_envs_pages_serve_the_next_env_of_its_task():
             for page in (preloaded, played):
                 obs, info = b.reset(seed=9)
                 assert b._browser._page is page
-                assert obs["instruction"] == expected["instruction"] == info["instructions"]
-                assert obs["text"] == expected["text"]
-                assert np.array_equal(obs["screenshot"], expected["screenshot"])
+                _assert_same_observation(obs, info, expected)
             assert _play_oracle(b, 9)["success"] is True
         finally:
             b.close()
