@@ -243,11 +243,20 @@ def test_the_server_and_browser_stop_with_the_last_env():
     assert not server.running()
 
 
-@pytest.mark.slow
-def test_twenty_make_close_cycles_leave_no_process_or_server():
+def _prints_ok(code: str, *, timeout: float) -> None:
+    """Run ``code`` in a fresh interpreter (its own browser and page server) and assert it reached
+    its last line, ``print('ok')``."""
     import subprocess
     import sys
 
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout
+    )
+    assert done.stdout.strip().endswith("ok"), done.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_twenty_make_close_cycles_leave_no_process_or_server():
     code = (
         "from verigym.envs.gui.miniwob.env import MiniWoBEnv\n"
         "from verigym.envs.gui.miniwob import server\n"
@@ -260,8 +269,7 @@ def test_twenty_make_close_cycles_leave_no_process_or_server():
         "    assert left == [], left\n"
         "print('ok')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
-    assert done.stdout.strip().endswith("ok"), done.stderr[-2000:]
+    _prints_ok(code, timeout=600)
 
 
 @pytest.mark.slow
@@ -306,9 +314,6 @@ def test_a_closed_envs_pages_serve_the_next_env_of_its_task():
 
 @pytest.mark.slow
 def test_the_page_pool_leaves_no_process_or_server():
-    import subprocess
-    import sys
-
     code = (
         "from verigym.envs.gui.miniwob.env import MiniWoBEnv\n"
         "from verigym.envs.gui.miniwob import server\n"
@@ -322,8 +327,7 @@ def test_the_page_pool_leaves_no_process_or_server():
         "assert left == [], left\n"
         "print('ok')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert done.stdout.strip().endswith("ok"), done.stderr[-2000:]
+    _prints_ok(code, timeout=300)
 
 
 @pytest.mark.slow
