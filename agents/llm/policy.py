@@ -233,9 +233,8 @@ class PrefixCache:
         self.hits = 0
         self.misses = 0
         self.reused_tokens = 0
-        self.prefilled_tokens = (
-            0  # tokens forwarded after the reused starts (what the cache missed)
-        )
+        # tokens forwarded after the reused starts (what the cache missed)
+        self.prefilled_tokens = 0
         # keyed by (adapter, prompt): a served adapter's keys/values are not the base model's
         self._entries: OrderedDict[
             tuple[str, tuple[int, ...]], tuple[list[tuple[torch.Tensor, torch.Tensor]], int]

@@ -161,13 +161,13 @@ def _ident(a, b, _len=len, _all=all, _map=map, _is=operator.is_):
 
 
 def _watch(owners, _tuple=tuple, _map=map, _id=id, _bindings=_bindings):
-    """An immutable baseline of each owner's bindings: (owner, keys, values, their ids); the
+    """An immutable baseline of each owner's bindings: (owner, keys, values, the keys' ids); the
     objects are held, so their ids stay theirs."""
     out = []
     for owner in owners:
         now = _bindings(owner)
         keys, values = _tuple(now), _tuple(now.values())
-        out.append((owner, keys, values, _tuple(_map(_id, keys)), _tuple(_map(_id, values))))
+        out.append((owner, keys, values, _tuple(_map(_id, keys))))
     return _tuple(out)
 
 
@@ -175,7 +175,7 @@ def _same(table, _tuple=tuple, _id=id, _bindings=_bindings, _type=type, _len=len
           _plain=(bool, int, str, type(None)), _ident=_ident):
     """Whether every owner still binds the very keys and values (by identity) of ``table``; a new
     key may only bind a plain value (pytest marks a class once it warned about it)."""
-    for owner, keys, values, key_ids, _value_ids in table:
+    for owner, keys, values, key_ids in table:
         now = _bindings(owner)
         if _ident(_tuple(now), keys) and _ident(_tuple(now.values()), values):
             continue
@@ -195,7 +195,7 @@ def _same_code(table, _bindings=_bindings, _type=type, _plain=(bool, int, str, f
     """Whether every owner still binds the very values of ``table`` (by identity) but plain ones,
     which may be rebound to plain values, and binds nothing new but plain values (a suite may set
     ``unittest.TestCase.maxDiff``; it may not replace ``assertEqual``)."""
-    for owner, keys, values, _key_ids, _value_ids in table:
+    for owner, keys, values, _key_ids in table:
         now = _bindings(owner)
         for key, value in zip(keys, values):
             new = now.get(key, now)
@@ -253,7 +253,7 @@ def _same_but_legacy(table, allowed, _bindings=_bindings, _type=type, _id=id,
             )
         return _type(value) is _FUNCTION and _id(value) in allowed
 
-    for owner, keys, values, _key_ids, _value_ids in table:
+    for owner, keys, values, _key_ids in table:
         now = _bindings(owner)
         for key, value in zip(keys, values):
             new = now.get(key, now)
