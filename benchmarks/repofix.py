@@ -58,11 +58,16 @@ def _median(function: Callable[[], object], repeats: int) -> float:
 
 
 def real_main(
-    instances: int, libraries: list[str] | None, runner: Path | None = None, start: int = 0
+    instances: int,
+    libraries: list[str] | None,
+    runner: Path | None = None,
+    start: int = 0,
+    bugs: int = 1,
 ) -> None:
     """``--real``: RepoFix-Real reset and verdict medians per library, printed as a table (and a
     line per instance as it is played, so a cut run keeps what it measured). ``start``: the first
-    seed (instances are appended as they are validated: the new ones are at the end)."""
+    seed (instances are appended as they are validated: the new ones are at the end); ``bugs``:
+    1 for the single-bug instances, 2 for the two-bug ones (libraries without any are skipped)."""
     import os
 
     from verigym.envs.tool.repofix import real
@@ -72,10 +77,13 @@ def real_main(
         real._RUNNER = runner.read_text()
 
     data = load_real_data()
+    key = "pairs" if bugs == 2 else "instances"
     rows = []
     for name in libraries or REAL_LIBRARIES:
-        count = max(0, min(instances, len(data[name]["instances"]) - start))
-        env = RepoFixRealEnv(library=name)
+        count = max(0, min(instances, len(data[name].get(key, ())) - start))
+        if not count:
+            continue
+        env = RepoFixRealEnv(library=name, bugs=bugs)
         env.cache_verdicts = False  # the oracle's fix is the original tree: time a real run
         resets, verdicts, solved = [], [], 0
         try:
@@ -98,9 +106,12 @@ def real_main(
                 )
         finally:
             env.close()
-        rows.append((name, count, len(data[name]["instances"]), resets, verdicts, solved))
+        rows.append((name, count, len(data[name][key]), resets, verdicts, solved))
     load = os.getloadavg()[0]
-    print(f"RepoFix-Real, medians over the first N instances per library (load average {load:.1f})")
+    print(
+        f"RepoFix-Real ({bugs} bug{'s' if bugs > 1 else ''}), medians over the first N instances "
+        f"per library (load average {load:.1f})"
+    )
     print(
         f"{'library':16s} {'N':>3s} {'of':>4s} {'reset med':>10s} {'max':>7s} "
         f"{'verdict med':>12s} {'max':>7s} {'oracle':>7s}"
@@ -127,11 +138,14 @@ def main() -> None:
     parser.add_argument("--libraries", nargs="*", default=None, help="--real: which libraries")
     parser.add_argument("--start", type=int, default=0, help="--real: the first instance (seed)")
     parser.add_argument(
+        "--bugs", type=int, choices=(1, 2), default=1, help="--real: 2 times the two-bug instances"
+    )
+    parser.add_argument(
         "--runner", type=Path, default=None, help="--real: time this _pytest_runner.py source"
     )
     args = parser.parse_args()
     if args.real:
-        real_main(args.instances, args.libraries, args.runner, args.start)
+        real_main(args.instances, args.libraries, args.runner, args.start, args.bugs)
         return
     current_runner = env_module._RUNNER
     before_runner = args.runner_before.read_text() if args.runner_before else None

@@ -38,11 +38,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import collections
 import functools
 import hashlib
 import json
 import random
 import re
+import signal
 import sys
 import textwrap
 import time
@@ -50,11 +52,14 @@ from pathlib import Path
 
 from verigym.envs.tool.repofix import real
 from verigym.envs.tool.repofix.mutations import Mutant, _as_mutant, apply, mutants_of
+from verigym.envs.tool.repofix.real_env import apply_mutants, pack_real_data, unpack_real_data
 from verigym.envs.tool.repofix.real_mutations import extra_mutants
 from verigym.envs.tool.workspace import ROOT, Workspace
 from verigym.sandbox import Limits
 
-OUT = Path(real.__file__).with_name("data") / "repofix_real.json"
+OUT = Path(real.__file__).with_name("data") / "repofix_real.json.xz"
+_SAVE_EVERY_S = 60.0
+"""Seconds between saves while a library runs (each packs the whole file; a cut run loses less)."""
 WORKING = ("cachetools", "tabulate", "boltons")
 """The libraries ``--libraries`` names by default (name others explicitly)."""
 
@@ -163,6 +168,116 @@ def _split(instance_id: str) -> str:
     return "eval" if int(hashlib.sha256(instance_id.encode()).hexdigest(), 16) % 5 == 0 else "train"
 
 
+_PAIRS_PER_BUG = 2
+"""Two-bug instances one validated bug, or one pair of functions, may join (spreads them over
+the library)."""
+
+
+def _disjoint(a: Mutant, b: Mutant) -> bool:
+    """Whether two mutants can both apply: other files, or line ranges that do not touch."""
+    return a.file != b.file or a.last + 1 < b.first or b.last + 1 < a.first
+
+
+def pair_candidates(instances: list[dict], rng: random.Random) -> list[tuple[dict, dict]]:
+    """Pairs of validated instances that may make a two-bug instance, in a seeded order (those
+    with the fewest test files first): the same split (an evaluation bug never joins a training
+    one), different functions, disjoint lines and a FAIL_TO_PASS test in common."""
+    out = []
+    for i, a in enumerate(instances):
+        for b in instances[i + 1 :]:
+            if (
+                a["split"] == b["split"]
+                and a["function"] != b["function"]
+                and set(a["f2p"]) & set(b["f2p"])
+                and _disjoint(Mutant(**a["mutant"]), Mutant(**b["mutant"]))
+            ):
+                out.append((a, b))
+    rng.shuffle(out)  # then the fewest test files first (each candidate's run costs that much)
+    out.sort(key=lambda pair: len(set(pair[0]["tests"]) | set(pair[1]["tests"])))
+    return out
+
+
+def _make_pairs(name, instances, pairs, files, passing, run, rng, args, save) -> int:
+    """Validate up to ``args.pairs`` two-bug candidates of one library; returns how many were kept.
+
+    Kept when the run with both mutants is not tampered, some baseline-passing test of the union
+    of the two instances' test files fails (FAIL_TO_PASS) and some passes (PASS_TO_PASS), and each
+    bug alone still fails one of those FAIL_TO_PASS tests (its own validated FAIL_TO_PASS, run on
+    files the pair's verdict runs too): fixing only one of the two never passes the verdict.
+    """
+    known = {p["id"] for p in pairs}
+    used = {tuple(p["parts"]) for p in pairs}
+    uses = collections.Counter(part for p in pairs for part in p["parts"])
+    joined = collections.Counter(frozenset(p["functions"]) for p in pairs)
+    made = tried = 0
+    started = time.monotonic()
+    for a, b in pair_candidates(instances, rng):
+        if tried >= args.pairs or time.monotonic() - started > args.max_seconds:
+            break
+        functions = frozenset((a["function"], b["function"]))
+        if (
+            (a["id"], b["id"]) in used
+            or max(uses[a["id"]], uses[b["id"]]) >= _PAIRS_PER_BUG
+            or joined[functions] >= _PAIRS_PER_BUG
+        ):
+            continue
+        mutants = [Mutant(**a["mutant"]), Mutant(**b["mutant"])]
+        pair_id = f"{name}-pair-" + hashlib.sha256(f"{a['id']}+{b['id']}".encode()).hexdigest()[:10]
+        try:
+            mutated = apply_mutants(files, mutants)
+            ast.parse(mutated[mutants[0].file]), ast.parse(mutated[mutants[1].file])
+        except (ValueError, SyntaxError):
+            continue
+        tests = list(dict.fromkeys([*a["tests"], *b["tests"]]))
+        tried += 1
+        t0 = time.monotonic()
+        results, tampered, messages = run(tests, 120.0, files=mutated)
+        seconds = time.monotonic() - t0
+        f2p = sorted(t for t in passing if results.get(t) == "fail")
+        p2p = sorted(t for t in passing if results.get(t) == "pass" and t.split("::")[0] in tests)
+        alone = [sorted(set(x["f2p"]) & set(f2p)) for x in (a, b)]
+        if tampered or not f2p or not p2p or not all(alone) or pair_id in known:
+            print(f"  {a['id']} + {b['id']}: dropped ({seconds:.1f}s)", flush=True)
+            continue
+        shown = []
+        for tests_alone in alone:
+            message = messages.get(tests_alone[0], "")
+            if any(
+                line.strip() and line.strip() in message
+                for m in mutants
+                for line in m.new.splitlines()
+            ):
+                message = ""  # never show the mutated code
+            shown.append(message)
+        need = real.tests_need(name, tests)
+        pairs.append(
+            {
+                "id": pair_id,
+                "parts": [a["id"], b["id"]],
+                "mutants": [m.to_json() for m in mutants],
+                "functions": [a["function"], b["function"]],
+                "tests": tests,
+                "f2p": f2p,
+                "p2p": p2p,
+                "messages": shown,
+                "split": a["split"],
+                "seconds": round(seconds, 2),
+                **({"needs": list(need)} if need else {}),
+            }
+        )
+        known.add(pair_id)
+        uses.update([a["id"], b["id"]])
+        joined[functions] += 1
+        made += 1
+        save(now=False)
+        print(
+            f"  {pair_id} ({a['function']} + {b['function']}): {len(f2p)} F2P {len(p2p)} P2P "
+            f"({seconds:.1f}s)",
+            flush=True,
+        )
+    return made
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-library", type=int, default=40, help="mutants tried per library")
@@ -209,7 +324,17 @@ def main(argv: list[str] | None = None) -> int:
         "new baseline and keep those still proven, with their FAIL_TO_PASS/PASS_TO_PASS as now "
         "found; draws no new mutants (after a change of the runner or of its hypothesis profile)",
     )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=0,
+        help="draw this many two-bug candidates per library instead of single mutants: two "
+        "validated instances of the same split, in different functions, whose FAIL_TO_PASS lists "
+        "share a test, applied together and validated by the union of their test files",
+    )
     args = parser.parse_args(argv)
+    # a stopped run (kill PID) still saves what it validated since the last save
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.runner is not None:
         real._RUNNER = args.runner.read_text()
     workspace = Workspace(
@@ -220,18 +345,22 @@ def main(argv: list[str] | None = None) -> int:
     data = {"libraries": {}}
     kept: dict[str, dict] = {}
     if OUT.exists() and not args.fresh:
-        data["libraries"] = json.loads(OUT.read_text())["libraries"]
+        data["libraries"] = unpack_real_data(OUT.read_bytes())["libraries"]
         kept = {n: data["libraries"][n] for n in args.libraries if n in data["libraries"]}
-        if not args.extend and not args.revalidate:
+        if not args.extend and not args.revalidate and not args.pairs:
             for name in args.libraries:
                 data["libraries"].pop(name, None)
     baselines = _Baselines(args.cache)
 
-    def save() -> None:  # after each instance: a cut run keeps what it validated
+    saved = [time.monotonic()]
+
+    def save(now: bool = True) -> None:  # a cut run keeps what it validated up to the last save
+        if not now and time.monotonic() - saved[0] < _SAVE_EVERY_S:
+            return
         OUT.parent.mkdir(exist_ok=True)
-        text = json.dumps(data, indent=None, sort_keys=True, separators=(",", ":")) + "\n"
-        OUT.with_suffix(".tmp").write_text(text)
+        OUT.with_suffix(".tmp").write_bytes(pack_real_data(data))
         OUT.with_suffix(".tmp").replace(OUT)
+        saved[0] = time.monotonic()
 
     try:
         for name in args.libraries:
@@ -248,6 +377,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             started = time.monotonic()
             excluded: dict[str, str] = {}
+            # files a run of this library refused before go out first (one baseline run for the
+            # rest instead of one run per file); if the rest still reads as tampered, see below
+            for test_file, why in kept.get(name, {}).get("excluded_tests", {}).items():
+                if test_file in test_files and why in ("tampered", "no test ran"):
+                    excluded[test_file] = why
+                    test_files.remove(test_file)
             for test_file in list(test_files):
                 missing = [n for n in real.tests_need(name, [test_file]) if not real.available([n])]
                 if missing:
@@ -286,6 +421,19 @@ def main(argv: list[str] | None = None) -> int:
             passing = {t for t, v in baseline.items() if v == "pass"}
             print(f"{name}: baseline {len(passing)} passing in {time.monotonic() - started:.1f}s")
             rng = random.Random(f"{args.seed}:{name}")
+            if args.pairs:
+                entry = data["libraries"][name]
+                pairs = entry.setdefault("pairs", [])
+                made = _make_pairs(
+                    name, entry["instances"], pairs, files, passing, run, rng, args, save
+                )
+                save()
+                print(
+                    f"{name}: {len(pairs)} two-bug instances ({made} new) in "
+                    f"{time.monotonic() - started:.0f}s",
+                    flush=True,
+                )
+                continue
             functions = [
                 (path, qualname, node, class_body)
                 for path in sources
@@ -315,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
                 "tried": previous.get("tried", 0),
                 "excluded_tests": excluded,
                 "instances": instances,
+                **({"pairs": previous["pairs"]} if previous.get("pairs") else {}),
             }
 
             def validate(
@@ -379,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     if again is not None:
                         instances.append(again)
-                    save()
+                    save(now=False)
             for mutant, qualname in candidates():
                 if (
                     args.revalidate
@@ -405,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 instances.append(instance)
                 known.add(instance_id)
-                save()
+                save(now=False)
                 print(
                     f"  {instance_id} {mutant.operator} {qualname}: {len(instance['f2p'])} F2P "
                     f"{len(instance['p2p'])} P2P ({instance['seconds']:.1f}s)",
@@ -416,9 +565,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{name}: {len(instances)} instances ({len(instances) - len(previous.get('instances', ()))}"
                 f" new of {tried} tried) in {time.monotonic() - started:.0f}s"
             )
-    finally:
+    finally:  # a stopped or failed run keeps what it validated
+        save()
         workspace.close()
-    save()
     return 0
 
 

@@ -36,6 +36,7 @@ the number and size of the files it reads out and checks every value's type.
 from __future__ import annotations
 
 import copy
+import functools
 import posixpath
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -341,7 +342,13 @@ def apply_unified_diff(
 
 
 def unified_diff(old: Mapping[str, str], new: Mapping[str, str], context: int = 3) -> str:
-    """A unified diff (``a/`` and ``b/`` prefixes) from ``old`` to ``new`` file dicts, sorted by path."""
+    """A unified diff (``a/`` and ``b/`` prefixes) from ``old`` to ``new`` file dicts, sorted by path.
+
+    Each file's diff is difflib's over the lines between its common head and tail (plus the
+    context), its hunk headers shifted back, so it costs the changed region rather than the file
+    (the swebench export diffs a whole module per row): the text of difflib's diff of the whole
+    file wherever the alignment is unique (repeated lines may align elsewhere, as minimally).
+    """
     import difflib
 
     chunks = []
@@ -349,16 +356,34 @@ def unified_diff(old: Mapping[str, str], new: Mapping[str, str], context: int = 
         before, after = old.get(path), new.get(path)
         if before == after:
             continue
-        chunks.extend(
-            difflib.unified_diff(
-                (before or "").splitlines(keepends=True),
-                (after or "").splitlines(keepends=True),
-                f"a/{path}" if before is not None else "/dev/null",
-                f"b/{path}" if after is not None else "/dev/null",
-                n=context,
-            )
+        a = (before or "").splitlines(keepends=True)
+        b = (after or "").splitlines(keepends=True)
+        shortest = min(len(a), len(b))
+        head = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), shortest)
+        tail = next(
+            (i for i, (x, y) in enumerate(zip(reversed(a), reversed(b))) if x != y), shortest
         )
+        tail = min(tail, shortest - head)
+        start = max(head - context - 1, 0)  # one line more than the context: hunks match
+        stop = max(tail - context - 1, 0)
+        lines = difflib.unified_diff(
+            a[start : len(a) - stop],
+            b[start : len(b) - stop],
+            f"a/{path}" if before is not None else "/dev/null",
+            f"b/{path}" if after is not None else "/dev/null",
+            n=context,
+        )
+        chunks.extend(_HUNK_HEADER.sub(functools.partial(_shifted, offset=start), x) for x in lines)
     return "".join(line if line.endswith("\n") else line + "\n" for line in chunks)
+
+
+_HUNK_HEADER = re.compile(r"^@@ -(\d+)((?:,\d+)?) \+(\d+)((?:,\d+)?) @@")
+
+
+def _shifted(match: re.Match, offset: int) -> str:
+    """A hunk header of a diff of lines ``offset:`` with its line numbers shifted by ``offset``."""
+    old, old_len, new, new_len = match.groups()
+    return f"@@ -{int(old) + offset}{old_len} +{int(new) + offset}{new_len} @@"
 
 
 SANDBOX_SOURCE = (Path(__file__).with_name("_sandbox_shell.py")).read_text()

@@ -6,6 +6,7 @@ import ast
 import base64
 import functools
 import json
+import lzma
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,15 +26,24 @@ __all__ = [
     "SPLITS",
     "RepoFixRealEnv",
     "drop_pytest_tests",
+    "apply_mutants",
     "failure_line",
+    "instance_mutants",
     "load_real_data",
+    "pack_real_data",
+    "unpack_real_data",
 ]
 
-_DATA = Path(__file__).with_name("data") / "repofix_real.json"
+_DATA = Path(__file__).with_name("data") / "repofix_real.json.xz"
+_MAX_DATA_BYTES = 1 << 28
+"""The most the instance file may decompress to (a damaged or hostile header asks for more)."""
 _DEPS_DIR = ".vgdeps"
 """pytest's modules in the agent's workspace (so ``run_tests`` works; never read by the verdict)."""
 _SOURCE_BUDGET = 1 << 22
 SPLITS = ("all", "train", "eval")
+BUGS = (1, 2)
+"""``bugs``: one synthesized bug (``instances``) or two whose FAIL_TO_PASS lists share a test
+(``pairs``)."""
 """``train``/``eval``: the instances of that split (recorded per instance in the data)."""
 
 
@@ -54,11 +64,59 @@ REAL_LIBRARIES: tuple[str, ...] = (
 ``RepoFix-<Library>-v0`` id)."""
 
 
+def pack_real_data(data: dict[str, Any]) -> bytes:
+    """``data`` (``{"libraries": {...}}``) as the instance file's bytes: compact, key-sorted JSON in
+    an xz container with a SHA-256 check (the same data gives the same bytes)."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n"
+    return lzma.compress(text.encode(), format=lzma.FORMAT_XZ, check=lzma.CHECK_SHA256, preset=6)
+
+
+def unpack_real_data(blob: bytes) -> dict[str, Any]:
+    """The data :func:`pack_real_data` wrote, checked before use.
+
+    Raises:
+        ValueError: the bytes are not one complete xz stream whose SHA-256 check holds, they
+            decompress to more than 256 MiB, or the JSON is not ``{"libraries": {name: {...,
+            "instances": [...]}}}`` with each instance's ``id``, ``mutant``, ``tests``, ``f2p``,
+            ``p2p`` and ``split`` present (a damaged file is reported, never read in part).
+    """
+    try:
+        decoder = lzma.LZMADecompressor(format=lzma.FORMAT_XZ, memlimit=1 << 27)
+        raw = decoder.decompress(blob, max_length=_MAX_DATA_BYTES)
+        if not decoder.eof or decoder.unused_data or decoder.check != lzma.CHECK_SHA256:
+            raise ValueError("not one complete xz stream with a SHA-256 check")
+        data = json.loads(raw)
+    except (lzma.LZMAError, EOFError, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"RepoFix-Real's instance file is damaged: {exc}") from None
+    libraries = data.get("libraries") if isinstance(data, dict) else None
+    if not isinstance(libraries, dict):
+        raise ValueError("RepoFix-Real's instance file is damaged: no library table")
+    for name, library in libraries.items():
+        for key in ("instances", "pairs"):
+            rows = library.get(key, []) if isinstance(library, dict) else None
+            if not isinstance(rows, list) or not all(
+                isinstance(row, dict)
+                and isinstance(row.get("id"), str)
+                and isinstance(row.get("split"), str)
+                and all(isinstance(row.get(k), list) for k in ("tests", "f2p", "p2p"))
+                and ("mutant" in row or "mutants" in row)
+                for row in rows
+            ):
+                raise ValueError(f"RepoFix-Real's instance file is damaged: {name}'s {key}")
+    return data
+
+
 @functools.lru_cache(maxsize=1)
 def load_real_data() -> dict[str, Any]:
     """The validated instances per library of :data:`REAL_LIBRARIES` (``scripts/gen_repofix_real.py``
-    writes them; a library the data holds but this tuple does not name is left out)."""
-    data = json.loads(_DATA.read_text())["libraries"]
+    writes them to ``data/repofix_real.json.xz``; a library the data holds but this tuple does not
+    name is left out): ``instances`` (one bug each) and ``pairs`` (two bugs, see
+    :class:`RepoFixRealEnv`'s ``bugs``).
+
+    Raises:
+        ValueError: the file is damaged (:func:`unpack_real_data`).
+    """
+    data = unpack_real_data(_DATA.read_bytes())["libraries"]
     return {name: data[name] for name in REAL_LIBRARIES if name in data}
 
 
@@ -105,18 +163,39 @@ def failure_line(message: str) -> str:
     return _EXPLANATION.split(message, maxsplit=1)[0].rstrip()
 
 
-def _pool(library: str | None, split: str) -> list[tuple[str, dict[str, Any]]]:
-    """The instances posed: of ``library`` (all when None) and ``split``, but those whose tests need
-    an optional dependency that is not importable here (hypothesis: the ``test`` extra)."""
+def _pool(library: str | None, split: str, bugs: int = 1) -> list[tuple[str, dict[str, Any]]]:
+    """The instances posed: of ``library`` (all when None), ``split`` and ``bugs`` (1: the
+    single-bug ``instances``, 2: the two-bug ``pairs``), but those whose tests need an optional
+    dependency that is not importable here (hypothesis: the ``test`` extra)."""
     data = load_real_data()
     names = [library] if library else sorted(data)
+    key = "pairs" if bugs == 2 else "instances"
     return [
         (name, instance)
         for name in names
-        for instance in data[name]["instances"]
+        for instance in data[name].get(key, ())
         if (split == "all" or instance["split"] == split)
         and real.available(instance.get("needs", ()))
     ]
+
+
+def instance_mutants(instance: dict[str, Any]) -> list[Mutant]:
+    """The mutants of a single-bug instance (one) or a two-bug one (two, in disjoint lines)."""
+    records = instance["mutants"] if "mutants" in instance else [instance["mutant"]]
+    return [Mutant(**{k: r[k] for k in Mutant.__dataclass_fields__}) for r in records]
+
+
+def apply_mutants(files: dict[str, str], mutants: Sequence[Mutant]) -> dict[str, str]:
+    """``files`` with every mutant applied (within a file the later lines first, so the earlier
+    mutants' line numbers still hold; their ranges must be disjoint).
+
+    Raises:
+        ValueError: a mutant's lines are not in its file.
+    """
+    out = dict(files)
+    for mutant in sorted(mutants, key=lambda m: (m.file, -m.first)):
+        out[mutant.file] = apply(out[mutant.file], mutant)
+    return out
 
 
 class RepoFixRealEnv(SourceRepairEnv):
@@ -162,6 +241,9 @@ class RepoFixRealEnv(SourceRepairEnv):
     ## Arguments
     * ``library`` (str or None): one of :data:`REAL_LIBRARIES` or None for all.
     * ``split`` (``"all"``, ``"train"``, ``"eval"``): which instances.
+    * ``bugs`` (1 or 2): one bug, or two bugs in different functions whose FAIL_TO_PASS lists share
+      a test (validated together; each bug alone still fails one of them, so fixing one of the two
+      never passes). A two-bug instance joins two bugs of the same split.
     * ``timeout_s`` (float): deadline of the verdict's test run; ``shell_timeout_s`` (float).
     * ``unsafe`` (bool): run without bubblewrap (never for untrusted agents).
     * ``max_turns`` (default 30), ``invalid_action_reward``, ``max_action_length`` (default 32768).
@@ -175,6 +257,7 @@ class RepoFixRealEnv(SourceRepairEnv):
     remote_kwargs = {
         "library": client(OneOf((None, *REAL_LIBRARIES))),
         "split": client(OneOf(SPLITS)),
+        "bugs": client(OneOf(BUGS)),
         "timeout_s": operator_only(FloatRange(1.0, 300.0), why="wall-clock seconds of a test run"),
         "shell_timeout_s": operator_only(
             FloatRange(0.5, 60.0), why="wall-clock seconds of a shell command"
@@ -187,6 +270,7 @@ class RepoFixRealEnv(SourceRepairEnv):
         *,
         library: str | None = None,
         split: str = "all",
+        bugs: int = 1,
         timeout_s: float = 120.0,
         shell_timeout_s: float = 30.0,
         unsafe: bool = False,
@@ -203,6 +287,7 @@ class RepoFixRealEnv(SourceRepairEnv):
                 "cannot import (not vendored: MPL-2.0); install it: pip install 'verigym[test]'"
             )
         self.split = check_choice("split", split, SPLITS)
+        self.bugs = check_choice("bugs", bugs, BUGS)
         self.timeout_s = check_number("timeout_s", timeout_s, 0, 600, low_open=True)
         shell_timeout_s = check_number("shell_timeout_s", shell_timeout_s, 0, 600, low_open=True)
         self.unsafe = check_bool("unsafe", unsafe)
@@ -248,9 +333,11 @@ class RepoFixRealEnv(SourceRepairEnv):
         return tuple(WORKSPACE_TOOLS.values())
 
     def _generate(self) -> str:
-        pool = _pool(self.library, self.split)
+        pool = _pool(self.library, self.split, self.bugs)
         if not pool:
-            raise RuntimeError(f"no RepoFix-Real instances for {self.library!r}, {self.split!r}")
+            raise RuntimeError(
+                f"no RepoFix-Real instances for {self.library!r}, {self.split!r}, bugs={self.bugs}"
+            )
         index = (
             self._seed % len(pool)
             if self._seed is not None
@@ -258,9 +345,8 @@ class RepoFixRealEnv(SourceRepairEnv):
         )
         name, instance = pool[index]
         files = dict(real.library_files(name))
-        mutant = Mutant(**{k: instance["mutant"][k] for k in Mutant.__dataclass_fields__})
-        mutated = dict(files)
-        mutated[mutant.file] = apply(files[mutant.file], mutant)
+        mutants = instance_mutants(instance)
+        mutated = apply_mutants(files, mutants)
         self._instance, self._name = instance, name
         self._packages = list(load_real_data()[name]["packages"])
         self._original, self._mutated = files, mutated
@@ -295,17 +381,32 @@ class RepoFixRealEnv(SourceRepairEnv):
                         {p: base64.b64encode(b).decode("ascii") for p, b in blobs.items()},
                     ],
                 )
-        return self._issue(name, mutant.file, instance)
+        return self._issue(name, [m.file for m in mutants], instance)
 
-    def _issue(self, name: str, path: str, instance: dict[str, Any]) -> str:
-        function = instance["function"]
-        public = function.rsplit(".", 1)[0] if "." in function else function
-        message = failure_line(instance.get("message", "")) or "it gives a wrong result or raises"
+    def _issue(self, name: str, paths: str | list[str], instance: dict[str, Any]) -> str:
+        """The bug report: reads only its arguments (``paths``: the mutated module, or one per
+        bug of a two-bug instance), never the env's state."""
+        paths = [paths] if isinstance(paths, str) else list(paths)
+        functions = instance["functions"] if "functions" in instance else [instance["function"]]
+        messages = instance["messages"] if "messages" in instance else [instance.get("message")]
+        publics = [f.rsplit(".", 1)[0] if "." in f else f for f in functions]
+        lines = [failure_line(m or "") or "it gives a wrong result or raises" for m in messages]
+        if len(functions) == 1:
+            return (
+                f"## Bug report: {name}\n\n"
+                f"Since the last change, code that uses `{publics[0]}` (from `{paths[0]}`) "
+                "misbehaves. A check of its documented behaviour now fails with:\n\n"
+                f"```\n{lines[0]}\n```\n\n"
+                "Expected: the behaviour the library documents (and had before), with everything "
+                "else unchanged."
+            )
+        uses = " and ".join(f"`{f}` (from `{p}`)" for f, p in zip(publics, paths))
+        shown = "\n\n".join(f"```\n{line}\n```" for line in dict.fromkeys(lines))
         return (
             f"## Bug report: {name}\n\n"
-            f"Since the last change, code that uses `{public}` (from `{path}`) misbehaves. "
-            "A check of its documented behaviour now fails with:\n\n"
-            f"```\n{message}\n```\n\n"
+            f"Since the last change, code that uses {uses} misbehaves: there may be more than one "
+            "cause. Checks of their documented behaviour now fail with:\n\n"
+            f"{shown}\n\n"
             "Expected: the behaviour the library documents (and had before), with everything "
             "else unchanged."
         )

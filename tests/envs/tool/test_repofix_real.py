@@ -12,13 +12,17 @@ import pytest
 import verigym  # noqa: F401  (registers the ids)
 from tests.sandbox.support import needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
 from verigym.envs.tool.base import tool_call_text
-from verigym.envs.tool.repofix import real
+from verigym.envs.tool.repofix import real, real_env
 from verigym.envs.tool.repofix.mutations import Mutant, apply, revert
 from verigym.envs.tool.repofix.real_env import (
     REAL_LIBRARIES,
     RepoFixRealEnv,
+    apply_mutants,
     drop_pytest_tests,
+    instance_mutants,
     load_real_data,
+    pack_real_data,
+    unpack_real_data,
 )
 from verigym.envs.tool.repofix.real_mutations import EXTRA_OPERATORS, extra_mutants
 
@@ -35,7 +39,7 @@ def _call(name: str, **arguments) -> str:
 def test_vendored_archives_match_the_manifest_with_licences_and_size():
     manifest = json.loads((real.VENDOR / "manifest.json").read_text())
     total = sum(p.stat().st_size for p in real.VENDOR.rglob("*") if p.is_file())
-    assert total <= 15 << 20
+    assert total + real_env._DATA.stat().st_size <= 15 << 20  # the libraries and the instances
     for name, entry in {**manifest["libraries"], **manifest["testdeps"]}.items():
         assert any(k in entry["licence"] for k in ("MIT", "BSD", "Apache-2.0")), name
         assert (real.VENDOR / "licenses" / f"{name}-{entry['version']}.LICENSE").read_text()
@@ -73,6 +77,38 @@ def test_a_checkout_has_the_package_and_its_tests_and_src_is_flattened():
     assert (
         "pytest/__init__.py" in real.pytest_files() and "pluggy/__init__.py" in real.pytest_files()
     )
+
+
+def test_unified_diff_of_the_changed_region_equals_difflibs_of_the_whole_file():
+    # the swebench export and every reset diff whole modules (tabulate's is 2,900 lines): the
+    # workspace diffs only the region between the common head and tail, then shifts the headers
+    import difflib
+    import random
+
+    from verigym.envs.tool.workspace import apply_unified_diff, parse_unified_diff, unified_diff
+
+    def whole(a: str, b: str) -> str:
+        lines = difflib.unified_diff(a.splitlines(True), b.splitlines(True), "a/m.py", "b/m.py")
+        return "".join(x if x.endswith("\n") else x + "\n" for x in lines)
+
+    rng = random.Random(0)
+    for trial in range(400):
+        distinct = trial % 2 == 0  # repeated lines: another alignment may be as short
+        a = [f"line {i if distinct else rng.randrange(5)}\n" for i in range(rng.randrange(40))]
+        b = list(a)
+        for k in range(rng.randrange(1, 4)):
+            at, kind = rng.randrange(len(b) + 1), rng.randrange(3)
+            if kind == 0:
+                b.insert(at, f"new {k}\n")
+            elif at < len(b):
+                b[at : at + rng.randrange(1, 3)] = [f"changed {k}\n"] if kind == 1 else []
+        old, new = "".join(a), "".join(b)
+        patch = unified_diff({"m.py": old}, {"m.py": new})
+        if distinct:
+            assert patch == whole(old, new), (a, b)
+        if patch:
+            ((_, _, hunks),) = parse_unified_diff(patch)
+            assert apply_unified_diff(old, hunks) == new, (a, b)
 
 
 def test_removal_operators_apply_and_revert_exactly():
@@ -120,6 +156,66 @@ def test_the_data_is_validated_and_split():
             )
     splits = [i["split"] for lib in data.values() for i in lib["instances"]]
     assert "train" in splits and "eval" in splits
+
+
+def test_the_instance_file_is_checked_and_a_damaged_one_is_refused():
+    import lzma
+
+    row = {"id": "x-1", "split": "train", "mutant": {}, "tests": ["t.py"], "f2p": [], "p2p": []}
+    data = {"libraries": {"x": {"instances": [row] * 50, "pairs": []}}}
+    blob = pack_real_data(data)
+    assert unpack_real_data(blob) == data and pack_real_data(data) == blob
+    middle = len(blob) // 2
+    flipped = blob[:middle] + bytes([blob[middle] ^ 1]) + blob[middle + 1 :]
+    no_tests = pack_real_data({"libraries": {"x": {"instances": [{"id": "x-1"}]}}})
+    crc = lzma.compress(b'{"libraries": {}}', format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC32)
+    # cut, a flipped bit, trailing bytes, not xz, a row missing its lists, a weaker check
+    for damaged in (blob[:-40], flipped, blob + b"\0", b"{}", no_tests, crc):
+        with pytest.raises(ValueError, match="damaged"):
+            unpack_real_data(damaged)
+
+
+def test_two_bug_instances_join_two_validated_bugs_of_one_split():
+    data = load_real_data()
+    pairs = [(n, p) for n, lib in data.items() for p in lib.get("pairs", ())]
+    assert pairs
+    for name, pair in pairs:
+        singles = {i["id"]: i for i in data[name]["instances"]}
+        a, b = (singles[part] for part in pair["parts"])
+        assert a["split"] == b["split"] == pair["split"], pair["id"]
+        assert a["function"] != b["function"] and set(a["f2p"]) & set(b["f2p"]), pair["id"]
+        assert pair["mutants"] == [a["mutant"], b["mutant"]]
+        # each bug alone still fails a FAIL_TO_PASS test of the pair: fixing one is not enough
+        assert set(a["f2p"]) & set(pair["f2p"]) and set(b["f2p"]) & set(pair["f2p"]), pair["id"]
+        assert pair["p2p"] and not set(pair["f2p"]) & set(pair["p2p"])
+        assert set(a["tests"]) | set(b["tests"]) == set(pair["tests"])
+        files = real.library_files(name)
+        mutants = instance_mutants(pair)
+        mutated = apply_mutants(files, mutants)
+        for mutant in mutants:
+            assert mutated[mutant.file] != files[mutant.file]
+            ast.parse(mutated[mutant.file])
+        shown = " ".join(pair["messages"])
+        assert not any(
+            line.strip() and line.strip() in shown for m in mutants for line in m.new.splitlines()
+        )
+
+
+def test_bugs_kwarg_draws_the_two_bug_instances():
+    from verigym.envs.tool.repofix.real_env import _pool
+
+    env = RepoFixRealEnv(bugs=2, split="train")
+    try:
+        pool = _pool(None, "train", 2)
+        assert pool and all("mutants" in p and p["split"] == "train" for _, p in pool)
+        name, pair = pool[0]
+        issue = env._issue(name, [m.file for m in instance_mutants(pair)], pair)
+        for function in pair["functions"]:
+            assert f"`{function.rsplit('.', 1)[0] if '.' in function else function}`" in issue
+        with pytest.raises(ValueError):
+            RepoFixRealEnv(bugs=3)
+    finally:
+        env.close()
 
 
 @needs_sandbox
@@ -358,5 +454,30 @@ def test_every_instance_fails_before_and_passes_after_in_the_sandbox():
                 buggy["fail_to_pass"][0] == 0
                 and buggy["pass_to_pass"][0] == buggy["pass_to_pass"][1]
             )
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+@needs_sandbox
+def test_a_two_bug_instance_needs_both_fixes_in_the_sandbox():
+    """Each two-bug instance of a sample: the oracle passes; fixing either bug alone does not."""
+    env = RepoFixRealEnv(library="cachetools", bugs=2)
+    env.cache_verdicts = False
+    try:
+        for seed in range(3):
+            env.reset(seed=seed)
+            info = _solve(env)
+            assert info["success"] and info["tests_run"], (seed, info)
+            mutants = instance_mutants(env._instance)
+            for left in mutants:  # fix every bug but ``left``
+                env.reset(seed=seed)
+                half = apply_mutants(env._original, [left])
+                for path in {m.file for m in mutants}:
+                    *_, info = env.step(_call("write_file", path=path, content=half[path]))
+                    assert "action_error" not in info, info
+                *_, info = env.step(_call("submit"))
+                fixed, total = info["fail_to_pass"]
+                assert info["tests_run"] and not info["success"] and fixed < total, (seed, info)
     finally:
         env.close()
