@@ -24,7 +24,7 @@ from verigym.leaderboards.store import ResultsStore
 from verigym.leaderboards.suite import Suite, Task
 from verigym.registration import EnvRow, rows
 
-NO_ORACLE_ID = f"verigym/{catalog.env_name('bisect-angle')}-v0"
+NO_ORACLE_ID = f"verigym/{catalog.env_name('tic-tac-toe')}-v0"
 """A MiniWoB++ id without a scripted solver."""
 
 
@@ -37,7 +37,7 @@ def _list_json(capsys, monkeypatch, family: str) -> dict[str, dict]:
 
 def test_list_json_says_which_ids_have_no_oracle(capsys, monkeypatch):
     gui = _list_json(capsys, monkeypatch, "gui")
-    assert "bisect-angle" not in catalog.ORACLE_TASKS
+    assert "tic-tac-toe" not in catalog.ORACLE_TASKS
     assert gui[NO_ORACLE_ID]["oracle"] is False
     assert gui["verigym/MiniWoB-ClickButton-v0"]["oracle"] is True
     assert gui["verigym/ClickButton-v0"]["oracle"] is True  # the in-house tasks all have one

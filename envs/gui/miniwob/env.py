@@ -420,6 +420,7 @@ class MiniWoBEnv(GuiEnv):
         self._base: str | None = None  # the server's URL while this env holds it
         self._spec: dict[str, Any] | None = None
         self._log: list[dict[str, Any]] = []
+        self._notes: dict[str, Any] = {}  # the oracle's memory of this episode (what it has seen)
         self._steps = 0
         self._over = False
         self._elements: list[dict[str, Any]] = []
@@ -673,6 +674,7 @@ class MiniWoBEnv(GuiEnv):
         super(GuiEnv, self).reset(seed=seed)
         self._spec = {"task": self.task_name, "seed": int(self.np_random.integers(1 << 31))}
         self._log, self._steps, self._over = [], 0, False
+        self._notes = {}
         for attempt in (0, 1):  # a browser that died between episodes is relaunched once
             try:
                 self._load()

@@ -1,8 +1,11 @@
 """Scripted solvers of MiniWoB++ tasks: the next action from the utterance and the element list.
 
-Each solver reads only what the agent reads (the instruction and the observation's elements: role,
-name, value, checked, expanded, focus, box) and is stateless: it looks at the page as it is now
-and returns the one action that moves the task on. ``ORACLES`` maps a task name to its solver;
+Each solver reads only what the agent reads (the instruction, the observation's elements: role,
+name, value, checked, expanded, focus, box, and for ``count-sides`` and ``find-greatest`` the
+screenshot) and looks at the page as it is now to return the one action that moves the task on.
+What a solver remembers of the episode is the env's own record of it: the actions taken
+(``env._log``) and, where the page hides again what it showed (``find-greatest``'s cards), the
+notes it keeps in ``env._notes`` (emptied by each reset). ``ORACLES`` maps a task name to its solver;
 :data:`verigym.envs.gui.miniwob.catalog.ORACLE_TASKS` lists the same names (a test keeps them equal).
 """
 
@@ -16,6 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 from verigym.envs.gui.miniwob.env import mw_action
+from verigym.envs.gui.tasks import KEYS
 
 __all__ = ["ORACLES"]
 
@@ -1218,3 +1222,400 @@ def _drag_shapes_2(utterance: str, elements: Elements, env: Any) -> dict[str, An
                     return _drag_by(env, shape, round(x - cx), round(y - cy))
         return mw_action("done")
     return _submit(elements)
+
+
+@lru_cache(maxsize=1)
+def _synonyms() -> dict[str, int]:
+    """Word -> its synonym group, from the groups the ``click-checkboxes-soft`` page draws from
+    (read from the installed ``miniwob`` package)."""
+    from verigym.envs.gui.miniwob import server
+
+    page = (server.html_root() / "miniwob/click-checkboxes-soft.html").read_text(encoding="utf-8")
+    block = re.search(r"var SYNONYMS = \[(.*?)\n\];", page, re.S)
+    groups = re.findall(r"\[([^\[\]]*)\]", block[1]) if block else []
+    found: dict[str, int] = {}
+    for index, group in enumerate(groups):
+        for word in re.findall(r"'([^']*)'", group):
+            found.setdefault(word, index)
+    return found
+
+
+@_solver("click-checkboxes-soft")
+def _click_checkboxes_soft(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Check the boxes whose word is a synonym of a listed one (each box's word is of its own
+    group), then Submit."""
+    listed = re.search(r"Select words similar to (.*) and click Submit", utterance)
+    names = listed[1] if listed else ""
+    words = [] if names == "nothing" else [n.strip() for n in names.split(",")]
+    groups = _synonyms()
+    wanted = {groups.get(w, w) for w in words}
+    for box in _find(elements, "checkbox"):
+        if box["checked"] != (groups.get(box["name"], box["name"]) in wanted):
+            return _click(box)
+    return _submit(elements)
+
+
+_TICKETS = {
+    "cheapest cost": (lambda price, minutes: price),
+    "most expensive cost": (lambda price, minutes: -price),
+    "shortest duration": (lambda price, minutes: minutes),
+    "longest duration": (lambda price, minutes: -minutes),
+}
+
+
+@_solver("buy-ticket")
+def _buy_ticket(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Each ``Book for $P`` button follows its ticket's duration: the one asked for is booked."""
+    m = re.search(r"Buy the ticket with the (.+?)\.", utterance)
+    key = _TICKETS.get(m[1]) if m else None
+    tickets, minutes = [], None
+    for e in _visible(elements):
+        if e["role"] == "text" and re.fullmatch(r"\d+h \d+m", e["name"]):
+            minutes = _minutes(e["name"])
+        elif e["role"] == "button" and e["name"].startswith("Book for $") and minutes is not None:
+            tickets.append((int(e["name"].rsplit("$", 1)[-1]), minutes, e))
+            minutes = None
+    if key is None or not tickets:
+        return mw_action("done")
+    return _click(min(tickets, key=lambda t: key(t[0], t[1]))[2])
+
+
+def _menu_rows(elements: Elements) -> list[dict[str, Any]]:
+    """order-food's dishes: name, the ``-``/``+`` links, the diet icons and the quantity shown
+    (the texts from a dish's name to its ``+``)."""
+    rows: list[dict[str, Any]] = []
+    row: dict[str, Any] | None = None
+    for e in _visible(elements):
+        if e["role"] == "image" and row is not None:
+            row["types"].add(e["name"])
+        elif e["role"] == "text" and e["name"] == "-" and row is not None:
+            row["minus"] = e
+        elif e["role"] == "text" and e["name"] == "+" and row is not None:
+            row["plus"] = e
+            rows.append(row)
+            row = None
+        elif e["role"] == "text" and row is not None and "minus" in row and e["name"].isdigit():
+            row["quantity"] = int(e["name"])
+        elif e["role"] == "text":
+            row = {"name": e["name"].strip(), "types": set(), "quantity": 0}
+    return rows
+
+
+@_solver("order-food")
+def _order_food(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """``Order one of each item: A, B`` (one of each) or ``Order N items that are T`` (N of the
+    first dish marked T): ``+`` until the quantities are right, then Order!"""
+    rows = _menu_rows(elements)
+    by_name = re.search(r"Order one of each item: (.*)", utterance)
+    by_type = re.search(r"Order (\d+) items that are ([\w-]+)", utterance)
+    wanted: dict[str, int] = {}
+    if by_name:
+        wanted = {n.strip(): 1 for n in by_name[1].split(",")}
+    elif by_type:
+        first = next((r for r in rows if by_type[2] in r["types"]), None)
+        wanted = {first["name"]: int(by_type[1])} if first else {}
+    if not wanted:
+        return mw_action("done")
+    for row in rows:
+        want = wanted.get(row["name"], 0)
+        if row["quantity"] < want:
+            return _click(row["plus"])
+        if row["quantity"] > want:
+            return _click(row["minus"])
+    return _submit(elements, "Order!")
+
+
+def _svg_point(x: float, y: float, env: Any) -> dict[str, Any]:
+    """A click that marks page point (x, y) on the graph of circle-center, right-angle and
+    bisect-angle: their graph (150 x 130 px) starts at page (2, 52), but they place the mark at
+    (pageX, pageY - 50) of it, 2 px right of and below the click."""
+    return mw_action("click_xy", xy=(round(x) - 2, round(y) - 2))
+
+
+def _placed(env: Any) -> bool:
+    """Whether this episode's solver has clicked a point already (its first action)."""
+    return any(int(a["op"]) == 1 for a in env._log)  # click_xy
+
+
+@_solver("circle-center")
+def _circle_center(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Click the circle's centre (its first action), then Submit."""
+    circles = [e for e in _find(elements, "shape", "circle") if "blue" not in e.get("color", "")]
+    if not circles:
+        return mw_action("done")
+    if _placed(env):
+        return _submit(elements)
+    return _svg_point(*_centre(circles[0]), env)
+
+
+def _graph_points(elements: Elements) -> tuple[Elements, Elements]:
+    """The blue and the black points of the angle tasks (circles, by colour)."""
+    circles = _find(elements, "shape", "circle")
+    blue = [e for e in circles if e.get("color", "").replace(" ", "") == "rgb(0,0,255)"]
+    black = [e for e in circles if e.get("color", "").replace(" ", "") == "rgb(0,0,0)"]
+    return blue, black
+
+
+def _on_graph(x: float, y: float) -> bool:
+    """Whether page point (x, y) is on the angle tasks' graph (x 2..152, y 52..182 of the page)
+    and above their Submit button (from y 178)."""
+    return 5 <= x <= 149 and 55 <= y <= 174
+
+
+def _inside_graph(vx: float, vy: float, dx: float, dy: float) -> tuple[float, float] | None:
+    """The point along (dx, dy) from (vx, vy), 30 px out (or less, to stay on the graph);
+    ``None`` when even 6 px out is off it."""
+    norm = (dx * dx + dy * dy) ** 0.5 or 1.0
+    ux, uy = dx / norm, dy / norm
+    for t in (30, 24, 18, 12, 9, 6):
+        if _on_graph(vx + ux * t, vy + uy * t):
+            return vx + ux * t, vy + uy * t
+    return None
+
+
+@_solver("right-angle")
+def _right_angle(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """A point perpendicular to the black point's line at the blue vertex (its first action),
+    then Submit."""
+    blue, black = _graph_points(elements)
+    if not blue or not black:
+        return mw_action("done")
+    if _placed(env):
+        return _submit(elements)
+    (vx, vy), (ax, ay) = _centre(blue[0]), _centre(black[0])
+    dx, dy = -(ay - vy), ax - vx
+    point = _inside_graph(vx, vy, dx, dy) or _inside_graph(vx, vy, -dx, -dy)
+    return _svg_point(*point, env) if point else mw_action("done")
+
+
+@_solver("bisect-angle")
+def _bisect_angle(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """A point on the bisector of the angle at the blue vertex between the two black points (its
+    first action), then Submit."""
+    blue, black = _graph_points(elements)
+    if not blue or len(black) < 2:
+        return mw_action("done")
+    if _placed(env):
+        return _submit(elements)
+    vx, vy = _centre(blue[0])
+    units = []
+    for point in black[:2]:
+        px, py = _centre(point)
+        norm = ((px - vx) ** 2 + (py - vy) ** 2) ** 0.5 or 1.0
+        units.append(((px - vx) / norm, (py - vy) / norm))
+    dx, dy = units[0][0] + units[1][0], units[0][1] + units[1][1]
+    point = _inside_graph(vx, vy, dx, dy)
+    return _svg_point(*point, env) if point else mw_action("done")
+
+
+@_solver("ascending-numbers")
+def _ascending_numbers(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Click 1; the numbers then hide under squares in their order (the page's order of the
+    squares): click the first square left, until none is."""
+    shapes = _find(elements, "shape")
+    one = [e for e in shapes if e["name"] == "1"]
+    if one:
+        return _click(one[0])
+    squares = [e for e in shapes if e["name"] == "rect"]
+    return _click(squares[0]) if squares else mw_action("done")
+
+
+_CANVAS = (5, 55, 150, 160)
+"""Where draw-line and draw-circle take strokes: their drawing area (150 x 110 px at page
+(3, 53)), 2-3 px in from its edges (a drag that starts outside it draws nothing)."""
+
+
+@_solver("draw-line")
+def _draw_line(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """A straight 80-px drag through the dot, the way asked (its first action), then Submit."""
+    m = re.search(r"Draw a (horizontal|vertical) line", utterance)
+    dots = _find(elements, "shape", "circle")
+    if m is None or not dots:
+        return mw_action("done")
+    if env._log:
+        return _submit(elements)
+    x, y = (round(v) for v in _centre(dots[0]))
+    left, top, right, bottom = _CANVAS
+    if m[1] == "horizontal":
+        return mw_action("drag", xy=(max(x - 40, left), y), to=(min(x + 40, right), y))
+    return mw_action("drag", xy=(x, max(y - 40, top)), to=(x, min(y + 40, bottom)))
+
+
+@_solver("click-menu")
+def _click_menu(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """By keyboard, as the menu allows: Tab focuses the menu (its first item active), ArrowDown
+    moves within a level, ArrowRight opens the active item's submenu (its first item active),
+    Enter selects. Where the cursor is follows from this episode's presses."""
+    m = re.search(r"Select (.+)", utterance)
+    path = m[1].strip().split(">") if m else []
+    if not path:
+        return mw_action("done")
+    presses = [KEYS[int(a["key"])] for a in env._log if int(a["op"]) == 3]  # press
+    if "Tab" not in presses:
+        return mw_action("press", key="Tab")
+    after = presses[presses.index("Tab") + 1 :]
+    depth = after.count("ArrowRight")
+    level_presses = after[len(after) - after[::-1].index("ArrowRight") :] if depth else after
+    position = level_presses.count("ArrowDown")
+    items = _find(elements, "menuitem")
+    named = [e for e in items if e["name"] == path[depth]] if depth < len(path) else []
+    if not named:
+        return mw_action("done")
+    target = named[0]
+    level = sorted(
+        (e for e in items if abs(e["box"][0] - target["box"][0]) <= 2), key=lambda e: e["box"][1]
+    )
+    index = next(i for i, e in enumerate(level) if e is target)
+    if position < index:
+        return mw_action("press", key="ArrowDown")
+    if depth < len(path) - 1:
+        return mw_action("press", key="ArrowRight")
+    return mw_action("press", key="Enter")
+
+
+def _polygon_sides(dark: Any, cx: float, cy: float, size: float = 35.0) -> int:
+    """How many sides the regular polygon drawn around (cx, cy) with vertices ``size`` px out has:
+    the dark pixels' distances from the centre, fitted by each polygon from 3 to 7 sides at every
+    rotation (a side at angle a lies ``size * cos(pi/n) / cos(a mod (2pi/n) - pi/n)`` out)."""
+    import numpy as np
+
+    ys, xs = np.nonzero(dark)
+    dx, dy = xs - cx, ys - cy
+    radius, angle = np.hypot(dx, dy), np.arctan2(dy, dx)
+    keep = (radius > size * 0.35) & (radius < size * 1.3)
+    radius, angle = radius[keep], angle[keep]
+    best, sides = float("inf"), 0
+    for n in range(3, 8):
+        sector = 2 * np.pi / n
+        for rotation in np.linspace(0, sector, 90, endpoint=False):
+            offset = np.mod(angle - rotation, sector) - sector / 2
+            expected = size * np.cos(np.pi / n) / np.cos(offset)
+            error = float(np.median(np.abs(radius - expected)))
+            if error < best:
+                best, sides = error, n
+    return sides
+
+
+@_solver("count-sides")
+def _count_sides(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Read the polygon off the screenshot (the canvas's dark pixels around its centre) and press
+    the button of its number of sides."""
+    canvas = [e for e in elements if e["role"] == "canvas"]
+    if not canvas:
+        return mw_action("done")
+    left, top, right, bottom = canvas[0]["box"]
+    image = env._screenshot[top:bottom, left:right].astype(int)
+    dark = image.sum(axis=2) < 200
+    sides = _polygon_sides(dark, (right - left) / 2, (bottom - top) / 2)
+    found = _find(elements, "button", str(sides))
+    return _click(found[0]) if found else mw_action("done")
+
+
+_CSS_HEX = {  # the CSS colour keywords the use-colorwheel task names, as hex (CSS Color Level 3)
+    "black": "000000",
+    "white": "ffffff",
+    "aqua": "00ffff",
+    "blue": "0000ff",
+    "gray": "808080",
+    "green": "008000",
+    "lime": "00ff00",
+    "maroon": "800000",
+    "navy": "000080",
+    "olive": "808000",
+    "purple": "800080",
+    "red": "ff0000",
+    "silver": "c0c0c0",
+    "teal": "008080",
+    "yellow": "ffff00",
+    "pink": "ffc0cb",
+    "magenta": "ff00ff",
+    "gold": "ffd700",
+    "orange": "ffa500",
+}
+
+
+@_solver("use-colorwheel", "use-colorwheel-2")
+def _use_colorwheel(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """The picker's field takes a hex colour: the named one's, or the swatch's (read from its
+    ``rgb(...)``), typed; a click on a blank spot closes the picker (it covers the button), then Submit."""
+    named = re.search(r"Select (\w+) with the color picker", utterance)
+    wanted = _CSS_HEX.get(named[1]) if named else None
+    swatch = [e for e in elements if e["role"] == "box" and e["box"][3] <= 50]
+    if wanted is None and swatch:
+        rgb = re.findall(r"\d+", swatch[0].get("color", ""))[:3]
+        wanted = "".join(f"{int(v):02x}" for v in rgb) if len(rgb) == 3 else None
+    field = _find(elements, "textbox")
+    if wanted is None or not field:
+        return mw_action("done")
+    if field[0].get("value", "").lower() != wanted:
+        return mw_action("type", element=field[0]["id"], text=wanted.upper())
+    if any(e["role"] == "canvas" for e in elements):  # the picker is open over the button
+        return mw_action("click_xy", xy=(env.width - 5, 55))  # a blank spot
+    return _submit(elements)
+
+
+@_solver("draw-circle")
+def _draw_circle(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """A stroke 22 px round the marked point: a drag from the point's right (or left) to below
+    (or above) it, inside the drawing area (a chord of the circle, whose distances from the
+    centre stay within 0.71..1 of the radius and whose box is 22 px square), its first action;
+    then Submit."""
+    dots = _find(elements, "shape", "circle")
+    if not dots:
+        return mw_action("done")
+    if env._log:
+        return _submit(elements)
+    x, y = (round(v) for v in _centre(dots[0]))
+    side = x + 22 if x + 22 <= _CANVAS[2] else x - 22  # right of the point, else left
+    end = y + 22 if y + 22 <= _CANVAS[3] else y - 22  # below it, else above
+    return mw_action("drag", xy=(side, y), to=(x, end))
+
+
+def _card_centres(env: Any, top: int, bottom: int) -> list[float]:
+    """The x centres of find-greatest's face-down cards (red) between rows ``top`` and ``bottom``
+    of the screenshot, left to right."""
+    image = env._screenshot[top:bottom].astype(int)
+    red = (image[..., 0] > 180) & (image[..., 1] < 140) & (image[..., 2] < 140)
+    columns = [x for x in range(red.shape[1]) if red[:, x].sum() >= 5]
+    runs: list[list[int]] = []
+    for x in columns:
+        if runs and x - runs[-1][-1] <= 3:
+            runs[-1].append(x)
+        else:
+            runs.append([x])
+    return [(run[0] + run[-1]) / 2 for run in runs if len(run) >= 20]
+
+
+@_solver("find-greatest")
+def _find_greatest(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Turn each card (a click shows it and hides the others), noting its number; then turn the
+    greatest and Submit. The card places are read from the first screenshot (three red cards)."""
+    submit = _find(elements, "button", "Submit")
+    if not submit:
+        return mw_action("done")
+    top, bottom = 52, submit[0]["box"][1] - 2
+    notes = env._notes
+    if "centres" not in notes:
+        centres = _card_centres(env, top, bottom)
+        if len(centres) != 3:
+            return mw_action("done")
+        notes["centres"], notes["values"] = centres, {}
+    centres, values = notes["centres"], notes["values"]
+    shown = [
+        e
+        for e in _find(elements, "text")
+        if re.fullmatch(r"\d+", e["name"]) and top <= e["box"][1] <= bottom
+    ]
+    face_up = None
+    if shown:
+        x = _centre(shown[0])[0]
+        face_up = min(range(len(centres)), key=lambda i: abs(centres[i] - x))
+        values[face_up] = int(shown[0]["name"])
+    middle = (top + bottom) / 2
+    for i in range(len(centres)):
+        if i not in values:
+            return mw_action("click_xy", xy=(round(centres[i]), round(middle)))
+    best = max(values, key=values.get)
+    if face_up == best:
+        return _click(submit[0])
+    return mw_action("click_xy", xy=(round(centres[best]), round(middle)))
