@@ -169,8 +169,8 @@ def _split(instance_id: str) -> str:
 
 
 _PAIRS_PER_BUG = 2
-"""Two-bug instances one validated bug, or one pair of functions, may join (spreads them over
-the library)."""
+"""Two-bug instances one validated bug, or one pair of functions, may join by default (spreads
+them over the library; ``--pairs-per-bug``)."""
 
 
 def _disjoint(a: Mutant, b: Mutant) -> bool:
@@ -217,8 +217,8 @@ def _make_pairs(name, instances, pairs, files, passing, run, rng, args, save) ->
         functions = frozenset((a["function"], b["function"]))
         if (
             (a["id"], b["id"]) in used
-            or max(uses[a["id"]], uses[b["id"]]) >= _PAIRS_PER_BUG
-            or joined[functions] >= _PAIRS_PER_BUG
+            or max(uses[a["id"]], uses[b["id"]]) >= args.pairs_per_bug
+            or joined[functions] >= args.pairs_per_bug
         ):
             continue
         mutants = [Mutant(**a["mutant"]), Mutant(**b["mutant"])]
@@ -331,6 +331,12 @@ def main(argv: list[str] | None = None) -> int:
         help="draw this many two-bug candidates per library instead of single mutants: two "
         "validated instances of the same split, in different functions, whose FAIL_TO_PASS lists "
         "share a test, applied together and validated by the union of their test files",
+    )
+    parser.add_argument(
+        "--pairs-per-bug",
+        type=int,
+        default=_PAIRS_PER_BUG,
+        help="--pairs: two-bug instances one validated bug, or one pair of functions, may join",
     )
     args = parser.parse_args(argv)
     # a stopped run (kill PID) still saves what it validated since the last save

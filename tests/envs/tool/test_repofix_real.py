@@ -92,7 +92,7 @@ def test_unified_diff_of_the_changed_region_equals_difflibs_of_the_whole_file():
         return "".join(x if x.endswith("\n") else x + "\n" for x in lines)
 
     rng = random.Random(0)
-    for trial in range(400):
+    for trial in range(200):
         distinct = trial % 2 == 0  # repeated lines: another alignment may be as short
         a = [f"line {i if distinct else rng.randrange(5)}\n" for i in range(rng.randrange(40))]
         b = list(a)
@@ -192,9 +192,8 @@ def test_two_bug_instances_join_two_validated_bugs_of_one_split():
         files = real.library_files(name)
         mutants = instance_mutants(pair)
         mutated = apply_mutants(files, mutants)
-        for mutant in mutants:
+        for mutant in mutants:  # both apply, in disjoint lines (the generator parsed them)
             assert mutated[mutant.file] != files[mutant.file]
-            ast.parse(mutated[mutant.file])
         shown = " ".join(pair["messages"])
         assert not any(
             line.strip() and line.strip() in shown for m in mutants for line in m.new.splitlines()
