@@ -72,3 +72,31 @@ def test_function_mutants_stay_inside_their_function_and_revert():
         "dropped_method",
         "swapped_statements",
     } <= operators
+
+
+def test_pair_candidates_join_only_bugs_of_one_split_in_other_functions_sharing_a_test():
+    import random
+
+    def bug(i, function, split, f2p, first, tests=("t.py",)):
+        mutant = {"file": "m.py", "operator": "x", "first": first, "last": first}
+        mutant |= {"old": "a\n", "new": "b\n"}
+        row = {"id": f"b{i}", "function": function, "split": split, "f2p": f2p}
+        return row | {"mutant": mutant, "tests": list(tests)}
+
+    bugs = [
+        bug(0, "f", "train", ["t.py::a"], 10),
+        bug(1, "g", "train", ["t.py::a", "t.py::b"], 20, ("t.py", "u.py")),
+        bug(2, "f", "train", ["t.py::a"], 30),  # the same function as b0
+        bug(3, "h", "eval", ["t.py::a"], 40),  # another split
+        bug(4, "k", "train", ["t.py::c"], 50),  # no FAIL_TO_PASS test in common
+        bug(5, "m", "train", ["t.py::a"], 21),  # its line touches b1's
+    ]
+    pairs = gen.pair_candidates(bugs, random.Random(0))
+    assert sorted(tuple(sorted((a["id"], b["id"]))) for a, b in pairs) == [
+        ("b0", "b1"),
+        ("b0", "b5"),
+        ("b1", "b2"),
+        ("b2", "b5"),
+    ]
+    # the fewest test files first: a pair with b1 runs u.py as well
+    assert {pairs[0][0]["id"], pairs[0][1]["id"]} & {"b5"}
