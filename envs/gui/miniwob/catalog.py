@@ -244,6 +244,8 @@ ORACLE_TASKS: frozenset[str] = frozenset(
         "read-table-2",
         "resize-textarea",
         "right-angle",
+        "scroll-text",
+        "scroll-text-2",
         "search-engine",
         "sign-agreement",
         "simple-algebra",
@@ -309,6 +311,10 @@ NO_ORACLE_WHY: dict[str, str] = {
     "it) takes no click",
     "click-pie-nodelay": "the item selected when the pie opens (white label; about 1 seed in 8 "
     "asks for it) takes no click",
+    "copy-paste": "the text (up to ~130 characters) is longer than one type action carries "
+    "(64), each type replaces the field, and there are no copy and paste keys",
+    "copy-paste-2": "the text (up to ~130 characters) is longer than one type action carries "
+    "(64), each type replaces the field, and there are no copy and paste keys",
     "click-scroll-list": "two options of a multiple select need a Ctrl-click, and the actions "
     "have no modifier keys",
     "hot-cold": "the page answers hovering (mouse moves); every pointer action ends in a click, "

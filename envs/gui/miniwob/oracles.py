@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 from verigym.envs.gui.miniwob.env import mw_action
-from verigym.envs.gui.tasks import KEYS
+from verigym.envs.gui.tasks import KEYS, OPS
 
 __all__ = ["ORACLES"]
 
@@ -1484,16 +1484,14 @@ def _polygon_sides(dark: Any, cx: float, cy: float, size: float = 35.0) -> int:
     radius, angle = np.hypot(dx, dy), np.arctan2(dy, dx)
     keep = (radius > size * 0.35) & (radius < size * 1.3)
     radius, angle = radius[keep], angle[keep]
-    best, sides = float("inf"), 0
+    errors = {}
     for n in range(3, 8):
         sector = 2 * np.pi / n
-        for rotation in np.linspace(0, sector, 90, endpoint=False):
-            offset = np.mod(angle - rotation, sector) - sector / 2
-            expected = size * np.cos(np.pi / n) / np.cos(offset)
-            error = float(np.median(np.abs(radius - expected)))
-            if error < best:
-                best, sides = error, n
-    return sides
+        rotations = np.linspace(0, sector, 90, endpoint=False)[:, None]
+        offset = np.mod(angle[None, :] - rotations, sector) - sector / 2
+        expected = size * np.cos(np.pi / n) / np.cos(offset)
+        errors[n] = float(np.median(np.abs(radius[None, :] - expected), axis=1).min())
+    return min(errors, key=errors.get)
 
 
 @_solver("count-sides")
@@ -1619,3 +1617,42 @@ def _find_greatest(utterance: str, elements: Elements, env: Any) -> dict[str, An
     if face_up == best:
         return _click(submit[0])
     return mw_action("click_xy", xy=(round(centres[best]), round(middle)))
+
+
+def _type_then_submit(elements: Elements, box: dict[str, Any], text: str) -> dict[str, Any]:
+    """Type ``text`` into ``box`` unless it holds it already, then Submit."""
+    if box.get("value", "") != text:
+        return mw_action("type", element=box["id"], text=text)
+    return _submit(elements)
+
+
+@_solver("scroll-text")
+def _scroll_text(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """The text area's last word (its text, punctuation dropped) typed into the field, then
+    Submit."""
+    areas = [e for e in _find(elements, "textbox") if e.get("multiline")]
+    fields = [e for e in _find(elements, "textbox") if not e.get("multiline")]
+    words = areas[0].get("value", "").split() if areas else []
+    if not words or not fields:
+        return mw_action("done")
+    return _type_then_submit(elements, fields[0], re.sub(r"[^A-Za-z0-9]", "", words[-1]))
+
+
+_SCROLLS = 24
+"""Wheel steps (50 px each) that take scroll-text-2's text area from anywhere to its end: its
+text (at most 150 words) is under 1,200 px tall."""
+
+
+@_solver("scroll-text-2")
+def _scroll_text_2(utterance: str, elements: Elements, env: Any) -> dict[str, Any]:
+    """Point at the text area (a click), wheel it ``_SCROLLS`` steps the way asked, then Submit."""
+    m = re.search(r"Scroll the textarea to the (top|bottom)", utterance)
+    areas = [e for e in _find(elements, "textbox") if e.get("multiline")]
+    if m is None or not areas:
+        return mw_action("done")
+    if not env._log:
+        return _click(areas[0])
+    wheel = "scroll_down" if m[1] == "bottom" else "scroll_up"
+    if sum(OPS[int(a["op"])] == wheel for a in env._log if int(a["op"]) < len(OPS)) < _SCROLLS:
+        return mw_action(wheel)
+    return _submit(elements)
