@@ -106,10 +106,11 @@ def test_ppo_anneals_on_sb3s_schedule(monkeypatch):
 def test_ppo_learns_what_sb3_learns_from_the_same_weights_and_actions(monkeypatch):
     """End to end, rollouts and updates: SB3's PPO and verigym's from the same initial weights,
     with both libraries' sampling replaced by the greedy action (the one random draw left), on
-    CartPole truncated at 5 steps (every episode bootstraps through its final observation), under
-    rl-zoo's CartPole settings with the learning rate and clip range annealed: after 4 rollouts
-    of 20 epochs the weights agree to float32 rounding (a different schedule, value loss,
-    advantage, bootstrap or init moves them by 1e-2 or more)."""
+    CartPole cut at 10 steps (the greedy episodes end both ways: terminated at 8-9 steps, with no
+    bootstrap, or truncated at 10, bootstrapping through the final observation), under rl-zoo's
+    CartPole settings with the learning rate and clip range annealed: after 4 rollouts of 20
+    epochs the weights agree to float32 rounding (a different schedule, value loss, advantage or
+    bootstrap moves them by 1e-3 or more: a terminated step bootstrapped as a truncated one, 1.2e-3)."""
     import warnings
 
     from stable_baselines3 import PPO as SB3PPO
@@ -120,7 +121,7 @@ def test_ppo_learns_what_sb3_learns_from_the_same_weights_and_actions(monkeypatc
 
     monkeypatch.setattr(sb3_distributions.CategoricalDistribution, "sample", lambda d: d.mode())
     monkeypatch.setattr(distributions.Categorical, "sample", lambda d, generator=None: d.mode())
-    limit = {"max_episode_steps": 5}
+    limit = {"max_episode_steps": 10}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         venv = make_vec_env("CartPole-v1", n_envs=8, seed=0, env_kwargs=limit)
@@ -155,6 +156,8 @@ def test_ppo_learns_what_sb3_learns_from_the_same_weights_and_actions(monkeypatc
     start = [mine.weight.detach().clone() for mine, _ in layers]
     theirs.learn(4 * 256)
     ours.learn(gym.make("CartPole-v1", **limit), 4 * 256)
+    lengths = [episode["l"] for episode in theirs.ep_info_buffer]
+    assert min(lengths) < 10 and max(lengths) == 10  # terminated and truncated episodes both
     for mine, sb3 in layers:
         for a, b in ((mine.weight, sb3.weight), (mine.bias, sb3.bias)):
             assert (a - b).abs().max().item() < 1e-5
