@@ -13,11 +13,12 @@ still parses; for each, the relevant test files are those that import the packag
 mutated function (SWE-bench's test directives); run them with the mutant in the sandbox. An
 instance is kept only when at least one baseline-passing test fails (FAIL_TO_PASS) and at least
 one still passes (PASS_TO_PASS), the run was not tampered and some test ran. Writes
-``envs/tool/repofix/data/repofix_real.json``: per library its package folders, how many mutants
+``envs/tool/repofix/data/repofix_real.json.xz``: per library its package folders, how many mutants
 were tried, the excluded test files, and per instance the mutant, the test files, FAIL_TO_PASS,
 PASS_TO_PASS, the function's qualified name, the first failure line (for the issue text) and the
 split (``train``/``eval``, drawn per instance from its id). Libraries not named by
-``--libraries`` keep their instances (``--fresh`` starts a new file).
+``--libraries`` keep their instances (``--fresh`` starts a new file). ``--pairs N`` builds
+two-bug instances (``pairs``) from a library's validated ones instead (see :func:`_make_pairs`).
 
 Usage (cachetools 25 of 30 and tabulate 16 of 21 validated, ~6 minutes wall on 2 shared cores;
 boltons: see the data's ``tried``)::

@@ -60,7 +60,7 @@ REAL_LIBRARIES: tuple[str, ...] = (
     "tabulate",
     "toolz",
 )
-"""The libraries whose validated instances in ``data/repofix_real.json`` are posed (each has its
+"""The libraries whose validated instances in ``data/repofix_real.json.xz`` are posed (each has its
 ``RepoFix-<Library>-v0`` id)."""
 
 
