@@ -307,14 +307,16 @@ same day only (``terminal`` reads it too, from its controlled clock: any day, se
 
 
 NO_ORACLE_WHY: dict[str, str] = {
-    "click-pie": "the item selected when the pie opens (white label; about 1 seed in 8 asks for "
-    "it) takes no click",
-    "click-pie-nodelay": "the item selected when the pie opens (white label; about 1 seed in 8 "
-    "asks for it) takes no click",
-    "copy-paste": "the text (up to ~130 characters) is longer than one type action carries "
-    "(64), each type replaces the field, and there are no copy and paste keys",
-    "copy-paste-2": "the text (up to ~130 characters) is longer than one type action carries "
-    "(64), each type replaces the field, and there are no copy and paste keys",
+    **dict.fromkeys(
+        ("click-pie", "click-pie-nodelay"),
+        "the item selected when the pie opens (white label; about 1 seed in 8 asks for it) takes "
+        "no click",
+    ),
+    **dict.fromkeys(
+        ("copy-paste", "copy-paste-2"),
+        "the text (up to ~130 characters) is longer than one type action carries (64), each type "
+        "replaces the field, and there are no copy and paste keys",
+    ),
     "click-scroll-list": "two options of a multiple select need a Ctrl-click, and the actions "
     "have no modifier keys",
     "hot-cold": "the page answers hovering (mouse moves); every pointer action ends in a click, "
