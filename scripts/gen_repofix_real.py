@@ -174,6 +174,13 @@ _PAIRS_PER_BUG = 2
 them over the library; ``--pairs-per-bug``)."""
 
 
+def _shown(message: str, mutants: list[Mutant]) -> str:
+    """A failing test's message as the issue may show it: empty when it holds a line of a mutant's
+    code (the issue never shows the mutated code)."""
+    lines = (line.strip() for m in mutants for line in m.new.splitlines())
+    return "" if any(line and line in message for line in lines) else message
+
+
 def _disjoint(a: Mutant, b: Mutant) -> bool:
     """Whether two mutants can both apply: other files, or line ranges that do not touch."""
     return a.file != b.file or a.last + 1 < b.first or b.last + 1 < a.first
@@ -240,16 +247,7 @@ def _make_pairs(name, instances, pairs, files, passing, run, rng, args, save) ->
         if tampered or not f2p or not p2p or not all(alone) or pair_id in known:
             print(f"  {a['id']} + {b['id']}: dropped ({seconds:.1f}s)", flush=True)
             continue
-        shown = []
-        for tests_alone in alone:
-            message = messages.get(tests_alone[0], "")
-            if any(
-                line.strip() and line.strip() in message
-                for m in mutants
-                for line in m.new.splitlines()
-            ):
-                message = ""  # never show the mutated code
-            shown.append(message)
+        shown = [_shown(messages.get(tests_alone[0], ""), mutants) for tests_alone in alone]
         need = real.tests_need(name, tests)
         pairs.append(
             {
@@ -499,11 +497,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if not f2p or not p2p:
                     return None
-                message = messages.get(f2p[0], "")
-                if any(
-                    line.strip() and line.strip() in message for line in mutant.new.splitlines()
-                ):
-                    message = ""  # never show the mutated code
+                message = _shown(messages.get(f2p[0], ""), [mutant])
                 need = real.tests_need(name, relevant)
                 return {
                     "id": instance_id,
