@@ -11,6 +11,9 @@ note that says so. On a task whose registration row says it has no scripted solv
 (:attr:`verigym.registration.EnvRow.oracle` false), the ``oracle`` agent's cell reads
 :data:`NO_ORACLE` when it has no ``ok`` row there (its rows are errors, or there are none), never a
 0: those error rows leave its per-task cells and its mean over covered tasks (it stays partial).
+A suite's reference columns (:mod:`verigym.leaderboards.reference`: published per-task numbers,
+such as MiniWoB++'s human success rates) follow the entries in every per-task table, with a note
+citing the paper and table; they are not entries and are never ranked.
 
 What a row proves: only an ``ok`` row carries a verdict (``verigym reverify`` replays it). A
 ``timeout`` or ``error`` row was never replayed, so it carries no score: it counts as a failure in
@@ -130,6 +133,9 @@ class Standings:
     (:func:`verigym.leaderboards.achievements.suite_summaries`; also shown as a note)."""
     no_oracle: frozenset[str] = frozenset()
     """The tasks (``env_ids`` entries) whose registration row says they have no scripted solver."""
+    references: list = field(default_factory=list)
+    """The suite's reference columns (:class:`verigym.leaderboards.reference.ReferenceColumn`):
+    published per-task numbers shown after the entries, never ranked."""
 
     @property
     def ranked(self) -> list[Entry]:
@@ -275,8 +281,19 @@ def compute_standings(store: ResultsStore, suite: Suite | None = None) -> Standi
 
     summaries = suite_summaries(store, suite, rows) if suite is not None else {}
     notes += summary_notes(summaries, entries)
+    from verigym.leaderboards.reference import load_reference, reference_note
+
+    references = [load_reference(key) for key in (suite.reference if suite is not None else ())]
+    notes += [reference_note(column, env_ids) for column in references]
     return Standings(
-        title, metric, env_ids, entries, notes=notes, summaries=summaries, no_oracle=no_oracle
+        title,
+        metric,
+        env_ids,
+        entries,
+        notes=notes,
+        summaries=summaries,
+        no_oracle=no_oracle,
+        references=references,
     )
 
 
@@ -515,20 +532,27 @@ def render_table(standings: Standings) -> None:
         table.add_column(
             f"{_rank_text(e)} {escape(e.label)} [dim]{e.config_hash[:8]}[/dim]", justify="right"
         )
+    for column in standings.references:
+        table.add_column(
+            f"{escape(_reference_header(column))} [dim]not ranked[/dim]", justify="right"
+        )
     table.add_row(
         "[bold]overall[/bold]",
         *(
             (f"[bold]{_number(e.overall)}[/bold]" if e.complete else escape(_overall_text(e)))
             for e in standings.entries
         ),
+        *("" for _ in standings.references),
         end_section=True,
     )
     for env_id in standings.env_ids:
         table.add_row(
             escape(_short_id(env_id)),
             *(escape(_task_text(standings, e, env_id)) for e in standings.entries),
+            *(escape(column.cell(env_id)) for column in standings.references),
         )
-    console = Console(width=max(100, 34 + 26 * len(standings.entries)))
+    columns = len(standings.entries) + len(standings.references)
+    console = Console(width=max(100, 34 + 26 * columns))
     console.print(table)
     for note in standings.notes:
         console.print(f"Note: {escape(note)}")
@@ -604,20 +628,34 @@ def _markdown_task_table(
     title: str, standings: Standings, cell: Callable[[Entry, str], str]
 ) -> list[str]:
     """A Markdown section: a row per task, a column per entry, ``cell(entry, env_id)`` in each."""
+    references = standings.references
     lines = [
         "",
         f"## {title}",
         "",
-        "| task | " + " | ".join(f"`{e.label}`" for e in standings.entries) + " |",
-        "|---|" + "---|" * len(standings.entries),
+        "| task | "
+        + " | ".join(
+            [f"`{e.label}`" for e in standings.entries]
+            + [_markdown_cell(_reference_header(c)) for c in references]
+        )
+        + " |",
+        "|---|" + "---|" * (len(standings.entries) + len(references)),
     ]
     for env_id in standings.env_ids:
         lines.append(
             f"| {_markdown_cell(_short_id(env_id))} | "
-            + " | ".join(cell(e, env_id).replace("|", "\\|") for e in standings.entries)
+            + " | ".join(
+                [cell(e, env_id).replace("|", "\\|") for e in standings.entries]
+                + [_markdown_cell(c.cell(env_id)) for c in references]
+            )
             + " |"
         )
     return lines
+
+
+def _reference_header(column: Any) -> str:
+    """A reference column's header: its name and what its numbers are (published, not played)."""
+    return f"{column.name} ({column.metric}, published)"
 
 
 # ---- HTML with inline SVG plots --------------------------------------------------------------
@@ -839,15 +877,26 @@ def render_html(standings: Standings, *, episodes_href: str | None = None) -> st
         if standings.notes
         else ""
     )
-    per_task_header = "<th>task</th>" + "".join(
-        f'<th title="{html.escape(e.label)}">{html.escape(_rank_text(e))}<br>{html.escape(labels[id(e)])}</th>'
-        for e in standings.entries
+    per_task_header = (
+        "<th>task</th>"
+        + "".join(
+            f'<th title="{html.escape(e.label)}">{html.escape(_rank_text(e))}<br>{html.escape(labels[id(e)])}</th>'
+            for e in standings.entries
+        )
+        + "".join(
+            f'<th class="reference" title="{html.escape(c.citation)}">not ranked<br>{html.escape(_reference_header(c))}</th>'
+            for c in standings.references
+        )
     )
     per_task = "".join(
         f"<tr><td>{html.escape(_short_id(env_id))}</td>"
         + "".join(
             f"<td>{_episodes_link(_task_text(standings, e, env_id), episodes_href, agent=e.agent_spec, task=env_id)}</td>"
             for e in standings.entries
+        )
+        + "".join(
+            f'<td class="reference">{html.escape(c.cell(env_id))}</td>'
+            for c in standings.references
         )
         + "</tr>"
         for env_id in standings.env_ids
@@ -874,6 +923,7 @@ table {{ border-collapse: collapse; margin: 1em 0; font-size: 13px; }}
 th, td {{ border: 1px solid #ccc; padding: 4px 8px; text-align: right; white-space: nowrap; }}
 th {{ background: #f0f0f0; }} #standings td:nth-child(2), #per-task td:first-child, #partial td:first-child {{ text-align: left; font-family: monospace; }}
 td.covers {{ white-space: normal; text-align: left; }}
+td.reference, th.reference {{ color: #555; font-style: italic; }}
 .wide {{ max-width: 100%; overflow-x: auto; }}
 .charts svg {{ margin: 1em 1em 0 0; border: 1px solid #eee; max-width: 100%; height: auto; }}
 .key {{ margin-right: 1.2em; font-size: 13px; }} .key i {{ display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: middle; }}

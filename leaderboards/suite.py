@@ -18,6 +18,9 @@ seeds. A task's seeds are ``seed_start + i`` for ``i < episodes``; ``seed_start`
 ``EVAL_SEED_START`` and must lie in the evaluation range.
 
 Metrics: ``"score"`` (``info["score"]``, in [0, 1]), ``"success"`` (rate) or ``"return"``.
+Optional: ``"summary"`` (suite-level metrics from the stored episodes,
+:mod:`verigym.leaderboards.achievements`) and ``"reference"`` (published per-task numbers shown
+beside the standings, never ranked, :mod:`verigym.leaderboards.reference`).
 
 Competitive suites (``"kind": "competitive"``, metric ``"rating"``) name two-player PettingZoo
 games; ``verigym eval --agent A --agent B ...`` plays every pair of entrants ``episodes`` matches
@@ -146,6 +149,9 @@ class Suite:
     summary: tuple[str, ...] = ()
     """Suite-level metrics computed from the stored episodes besides ``metric``
     (:data:`verigym.leaderboards.achievements.SUMMARIES`: ``"crafter_score"``)."""
+    reference: tuple[str, ...] = ()
+    """Reference columns: published per-task numbers shown beside the standings, never ranked
+    (:data:`verigym.leaderboards.reference.REFERENCES`: ``"miniwob_human"``)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not 0 < len(self.name) <= MAX_ID_CHARS:
@@ -176,6 +182,13 @@ class Suite:
         ):
             raise ValueError(f"suite {self.name}: summary must list names among {SUMMARIES}")
         object.__setattr__(self, "summary", tuple(self.summary))
+        from verigym.leaderboards.reference import REFERENCES
+
+        if not isinstance(self.reference, (tuple, list)) or not all(
+            isinstance(r, str) and r in REFERENCES for r in self.reference
+        ):
+            raise ValueError(f"suite {self.name}: reference must list names among {REFERENCES}")
+        object.__setattr__(self, "reference", tuple(dict.fromkeys(self.reference)))
 
     def __iter__(self) -> Iterator[Task]:
         return iter(self.tasks)
@@ -200,7 +213,15 @@ class Suite:
         """
         if not isinstance(data, dict):
             raise ValueError(f"a suite must be a JSON object, got {type(data).__name__}")
-        unknown = set(data) - {"name", "tasks", "metric", "description", "kind", "summary"}
+        unknown = set(data) - {
+            "name",
+            "tasks",
+            "metric",
+            "description",
+            "kind",
+            "summary",
+            "reference",
+        }
         if unknown:
             raise ValueError(
                 f"suite {str(data.get('name'))[:80]}: unknown fields {sorted(map(str, unknown))[:10]}"
@@ -234,6 +255,7 @@ class Suite:
             description=data.get("description", ""),
             kind=kind,
             summary=data.get("summary", ()),
+            reference=data.get("reference", ()),
         )
 
 
