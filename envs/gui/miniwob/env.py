@@ -79,6 +79,43 @@ _SETUP = """([seed, settle]) => {
       ? done(pending.size) : setT.call(window, tick, 5);
     tick();
   })});
+  // a drag pins every user-scrollable box (its overflow hidden for the drag): Chromium's selection
+  // and drag-and-drop autoscroll moves such a box once per animation frame while the pointer is
+  // near its edge, so how far it went would depend on the machine's speed
+  const pinned = [];
+  Object.defineProperty(window, '__verigymPin', {value: (on) => {
+    if (!on) {
+      for (const [el, x, y] of pinned.splice(0)) {
+        for (const [name, [value, priority]] of [['overflow-x', x], ['overflow-y', y]]) {
+          if (value) el.style.setProperty(name, value, priority); else el.style.removeProperty(name);
+        }
+      }
+      return true;
+    }
+    const pin = (el) => {
+      const keep = (name) => [el.style.getPropertyValue(name), el.style.getPropertyPriority(name)];
+      pinned.push([el, keep('overflow-x'), keep('overflow-y')]);
+      el.style.setProperty('overflow-x', 'hidden', 'important');
+      el.style.setProperty('overflow-y', 'hidden', 'important');
+    };
+    const docs = [document];
+    for (const frame of document.querySelectorAll('iframe')) {
+      try { if (frame.contentDocument) docs.push(frame.contentDocument); } catch (e) {}
+    }
+    for (const doc of docs) {
+      const html = doc.documentElement, body = doc.body, view = doc.defaultView;
+      if (!html || !view) continue;
+      const visible = (el) => !el || /^(visible|clip)$/.test(view.getComputedStyle(el).overflowY)
+        && /^(visible|clip)$/.test(view.getComputedStyle(el).overflowX);
+      // the viewport's overflow: the root's, else the body's (propagated); that one is pinned
+      const root = !visible(html) || visible(body) ? html : body;
+      for (const el of doc.querySelectorAll('*')) {
+        const s = view.getComputedStyle(el);
+        if (el === root || (el !== html && /(auto|scroll)/.test(s.overflowX + s.overflowY))) pin(el);
+      }
+    }
+    return true;
+  }});
   Math.seedrandom(seed);
   core.startEpisodeReal();
   // the episode's limit is verigym's step budget: upstream's 10 s wall-clock timer would make a
@@ -88,6 +125,9 @@ _SETUP = """([seed, settle]) => {
   if (core.CD_TIMER) { clearInterval(core.CD_TIMER); }
   return true;
 }"""
+
+_PIN = "(on) => !window.__verigymPin || window.__verigymPin(on)"
+"""Pin the page's scrollable boxes for a drag (``True``), or give them back (``False``)."""
 
 _SCROLL = """([x, y, dy]) => {
   let el = document.elementFromPoint(x, y);
@@ -303,7 +343,10 @@ class MiniWoBEnv(GuiEnv):
     :class:`MiniWoBActionSpace`: the :class:`GuiActionSpace` ops (``click``, ``click_xy``,
     ``type``, ``press``, ``scroll_down``/``scroll_up`` (50 px, the scrollable box under the
     mouse, else the page), ``done`` = give up) and ``drag`` (op 7: press at ``xy``, move to
-    ``to`` in 8 steps, release). ``text``: 1-64 printable ASCII characters but ``<``. Text
+    ``to`` in 8 steps, release; the page's scroll boxes are pinned during it, so a selection or
+    drag near a box's edge never autoscrolls it: Chromium's autoscroll moves once per animation
+    frame, which would make the result depend on the machine's speed). ``text``: 1-64 printable
+    ASCII characters but ``<``. Text
     commands: those of :class:`GuiEnv` and ``drag x1 y1 x2 y2``. Nothing evaluates JavaScript.
 
     ## Observation Space
@@ -656,10 +699,14 @@ class MiniWoBEnv(GuiEnv):
         elif op == "drag":
             (x1, y1), (x2, y2) = (float(v) for v in action["xy"]), (float(v) for v in action["to"])
             mouse = browser._page.mouse
-            browser._call(mouse.move, x1, y1)
-            browser._call(mouse.down)
-            browser._call(mouse.move, x2, y2, steps=8)
-            browser._call(mouse.up)
+            browser.evaluate(_PIN, True)  # no autoscroll: see _SETUP
+            try:
+                browser._call(mouse.move, x1, y1)
+                browser._call(mouse.down)
+                browser._call(mouse.move, x2, y2, steps=8)
+                browser._call(mouse.up)
+            finally:
+                browser.evaluate(_PIN, False)
             self._mouse = (x2, y2)
         elif op == "press":
             browser.press(KEYS[int(action["key"])])

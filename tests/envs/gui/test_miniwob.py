@@ -175,6 +175,33 @@ def test_each_reset_shows_a_newly_loaded_page_as_a_fresh_env_would():
         fresh.close()
 
 
+def test_a_drag_past_a_scroll_boxs_edge_selects_without_autoscroll():
+    """Chromium autoscrolls a box once per animation frame while a selection drag holds the
+    pointer near or past its edge, so how far depends on the machine's speed (scroll-text-2
+    failed the determinism checks on it): a drag pins the page's scroll boxes, selects what it
+    passes over, and gives the boxes back after."""
+    env = MiniWoBEnv(task="scroll-text-2")
+    read = (
+        "() => { const t = document.getElementById('text-area');"
+        " return [t.scrollTop, t.selectionEnd - t.selectionStart, getComputedStyle(t).overflowY,"
+        " t.style.cssText, document.documentElement.style.cssText] }"
+    )
+    try:
+        env.reset(seed=2)
+        area = next(e for e in env._elements if e.get("multiline"))
+        left, top, right, bottom = area["box"]
+        before = env._browser.evaluate(read)
+        assert before[0] > 0 and before[1] == 0  # the page starts it mid-text
+        x = (left + right) // 2
+        env.step(mw_action("drag", xy=(x, top + 5), to=(x, env.height - 1)))
+        after = env._browser.evaluate(read)
+        assert after[0] == before[0]  # not scrolled
+        assert after[1] > 0  # the text passed over is selected
+        assert after[2:] == ["auto", "", ""]  # the boxes given back
+    finally:
+        env.close()
+
+
 def test_a_timing_dependent_page_runs_on_the_steps_clock_not_the_wall_clock():
     """stock-market's ticker (a 100 ms setInterval) moves only as the env steps: each observation
     is taken after one step's worth of page time (``catalog.CLOCKED``), however long the agent
