@@ -96,10 +96,16 @@ SLOW_CHECK_IDS = {
         and r.kwargs.get("dataset") not in RG_DEFAULT_DATASETS
     ),
     # the MiniWoB++ ids (issue 38): a check costs 1-2 min of page loads (60 s for ClickButton), over
-    # the default run's budget, so all are slow; tests/envs/gui/test_miniwob.py covers their one
-    # env class in the default run (verdict, seeding, typed code, server lifetime)
+    # the default run's budget, so the full check is slow; the default run makes each and checks
+    # its family (test_miniwob_id_makes_in_its_family, no page opened), and
+    # tests/envs/gui/test_miniwob.py covers their one env class (verdict, seeding, typed code,
+    # drags, server lifetime)
     *(r.id for r in verigym.rows("gui") if ".miniwob." in r.entry_point),
 }
+MINIWOB_IDS = sorted(r.id for r in verigym.rows("gui") if ".miniwob." in r.entry_point)
+MINIWOB_CHEAP_CHECKS = ("family",)
+"""The checks every MiniWoB++ id gets in the default run: ``make`` (the env is built; no page is
+opened before ``reset``) and ``family``; ~7 ms an id."""
 
 
 def _params(api: str) -> list:
@@ -236,6 +242,16 @@ def _gui_browser_held():
 def test_verigym_check(env_id, fresh_rollouts):
     report = check_env(env_id, steps=steps_for(env_id), _fresh=fresh_rollouts.get(env_id))
     assert report.passed, report.format()
+
+
+@pytest.mark.gui
+@pytest.mark.parametrize("env_id", MINIWOB_IDS)
+def test_miniwob_id_makes_in_its_family(env_id):
+    """The default run's share of ``verigym check`` on each MiniWoB++ id (the rest is
+    ``test_verigym_check``'s, slow)."""
+    pytest.importorskip("miniwob")
+    report = check_env(env_id, checks=MINIWOB_CHEAP_CHECKS)
+    assert report.passed and [r.name for r in report.results] == ["family"], report.format()
 
 
 @pytest.mark.parametrize("env_id", _params("pettingzoo"))
