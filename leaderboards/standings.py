@@ -383,6 +383,17 @@ def _overall_text(entry: Entry) -> str:
     return f"{_number(entry.covered_mean)} on {len(entry.covers)} of {entry.tasks} tasks ({entry.coverage:.0%} of episodes; not ranked)"
 
 
+def _covers_text(standings: Standings, entry: Entry) -> str:
+    """What a partial entry covers, in the shorter of two forms: the tasks it has rows on, or (when
+    those are more than the ones it lacks) how many, and the tasks it lacks."""
+    missing = [e for e in standings.env_ids if e not in entry.cells]
+    if not missing:
+        return f"all {len(standings.env_ids)} tasks"
+    if len(entry.covers) <= len(missing):
+        return ", ".join(map(_short_id, entry.covers))
+    return f"{len(entry.covers)} of {len(standings.env_ids)} tasks; not {', '.join(map(_short_id, missing))}"
+
+
 def _task_text(standings: Standings, entry: Entry, env_id: str) -> str:
     """An entry's per-task cell: :func:`_cell_text`, or :data:`NO_ORACLE` for the ``oracle``
     agent on a task without one (where it has no ``ok`` row)."""
@@ -597,7 +608,7 @@ def render_markdown(standings: Standings) -> str:
             "|---|---|---|---|---|",
         ]
         lines += [
-            f"| {_markdown_agent(e)} | {e.config_hash[:8]} | {', '.join(map(_short_id, e.covers))} | {_number(e.covered_mean)} | {e.coverage:.0%} |"
+            f"| {_markdown_agent(e)} | {e.config_hash[:8]} | {_markdown_cell(_covers_text(standings, e))} | {_number(e.covered_mean)} | {e.coverage:.0%} |"
             for e in standings.partial
         ]
     named = [e for e in standings.entries if display_name(e.agent_spec)]
@@ -862,7 +873,7 @@ def render_html(standings: Standings, *, episodes_href: str | None = None) -> st
             "<th>mean on covered tasks</th><th>coverage</th></tr></thead><tbody>"
             + "".join(
                 f"<tr><td>{_agent_cell(e, labels[id(e)], episodes_href)}</td><td>{html.escape(e.config_hash[:8])}</td>"
-                f'<td class="covers">{html.escape(", ".join(map(_short_id, e.covers)))}</td>'
+                f'<td class="covers">{html.escape(_covers_text(standings, e))}</td>'
                 f"<td>{_episodes_link(_number(e.covered_mean), episodes_href, agent=e.agent_spec)}</td><td>{e.coverage:.0%}</td></tr>"
                 for e in standings.partial
             )

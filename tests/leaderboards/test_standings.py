@@ -134,3 +134,25 @@ def test_learning_curves_have_axis_titles_and_ticks():
     assert svg.count('class="x-tick"') >= 3 and svg.count('class="y-tick"') >= 3
     for label in ("0", "20k", "40k", "60k", "-1", "0.5", "1"):
         assert f">{label}</text>" in svg
+
+
+def test_a_partial_entry_covering_most_tasks_is_described_by_what_it_lacks(tmp_path):
+    """A long suite's partial entry is not a list of every id it covers: it says how many tasks it
+    covers and names the few it lacks; one that covers every task (not every episode) says so."""
+    from verigym.leaderboards.suite import Suite, Task
+
+    ids = ["verigym/GuessNumber-v0", "verigym/Treasure-7x7-v0", "verigym/DoorKey-5x5-v0"]
+    suite = Suite("three", tuple(Task(e, episodes=2) for e in ids))
+    with ResultsStore(tmp_path) as store:
+        first_seed = suite.tasks[0].seeds[0]
+        for env_id in ids:  # "most": every episode of two tasks; "every": one episode of each
+            for seed in suite.tasks[0].seeds if env_id != ids[2] else ():
+                assert store.add(scored_row("most", env_id, seed, 1.0, suite="three"))
+            assert store.add(scored_row("every", env_id, first_seed, 0.0, suite="three"))
+        standings = compute_standings(store, suite)
+    markdown = render_markdown(standings).split("## Partial entries (not ranked)")[1]
+    markdown = markdown.split("## Per task")[0]
+    assert "| 2 of 3 tasks; not DoorKey-5x5-v0 |" in markdown
+    assert "| all 3 tasks |" in markdown and "GuessNumber-v0, Treasure-7x7-v0" not in markdown
+    partial = re.search(r'<table id="partial">.*?</table>', render_html(standings), re.S).group(0)
+    assert "2 of 3 tasks; not DoorKey-5x5-v0" in partial and "all 3 tasks" in partial
