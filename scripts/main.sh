@@ -4,9 +4,13 @@
 # Re-running it resumes: only missing episodes are played.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# where the wall time goes: one line per phase, seconds since the start
+SECONDS=0
+phase() { echo "[main job] $1: done at ${SECONDS} s"; }
 # gui: the GUI envs; smollm2: the model file; serve: serve-model (Starlette/uvicorn); trl: peft for
 # the trained row's LoRA adapter; crafter: the starter suite's Crafter-v0
 VERIGYM_EXTRAS="${VERIGYM_EXTRAS:-gui,smollm2,serve,trl,crafter}" bash scripts/setup.sh
+phase setup
 export MUJOCO_GL="${MUJOCO_GL:-egl}"
 out="${VERIGYM_RESULTS:-verigym-results}"
 suite="${VERIGYM_SUITE:-starter}"
@@ -42,12 +46,14 @@ fi
 # leaderboards/checkpoints (scripts/train_reference_agents.sh retrains them; each covers its env)
 for agent in random oracle ppo:leaderboards/checkpoints/ppo; do
   verigym eval --agent "$agent" --suite "$suite" --out "$out" --resume
+  phase "row ${agent%%:*}"
 done
 if [ "$llm" = 1 ]; then
   # waits while the server lives (the first run dequantizes the GGUF file once, ~2 minutes; cached
   # afterwards) with a progress line every 15 s; fails at once, with the log's last lines, if it exits
   python scripts/wait_for_server.py "http://127.0.0.1:$port/health" --pid "$server" \
     --log "$out/serve-smollm2.log" --name "the model server" --timeout "${VERIGYM_LLM_START_TIMEOUT:-1800}"
+  phase "model server ready"
   # both rows play at once (their replies share the server's batches). A turn waits for a batch of
   # up to ~20 episodes' replies on 2 CPU cores (several seconds; 8-turn tool episodes take minutes),
   # so the suite's per-episode limits (set for fast agents) are scaled by 4 for these rows. A reply
@@ -70,9 +76,12 @@ if [ "$llm" = 1 ]; then
   trained_row=$!
   status=0
   wait "$base_row" || status=$?
+  phase "row SmolLM2-135M-Instruct"
   wait "$trained_row" || status=$?
+  phase "row SmolLM2-135M-Instruct + SFT/GRPO (LoRA)"
   kill "$server" 2>/dev/null || true
   wait "$server" 2>/dev/null || true
   [ "$status" = 0 ] || exit "$status"
 fi
 verigym leaderboard --suite "$suite" --out "$out" --train-logs leaderboards/checkpoints
+phase standings
