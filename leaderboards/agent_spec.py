@@ -145,7 +145,9 @@ class AgentSpec:
         return found
 
     def covers(self, env_id: str) -> bool:
-        """Whether this agent can play ``env_id`` (always, except saved agents of other envs)."""
+        """Whether this agent can play ``env_id``: always, except saved agents of other envs, agents
+        limited to other ``families``, and the ``oracle`` on an env registered without a scripted
+        solver (``oracle=False``: it is not played there, and its standings cell says so)."""
         if self.families:
             from verigym.registration import row
 
@@ -153,6 +155,15 @@ class AgentSpec:
                 return row(env_id).family in self.families
             except KeyError:
                 return False
+        if self.kind == "oracle":
+            from verigym.registration import row
+
+            try:
+                return row(env_id).oracle
+            except (
+                KeyError
+            ):  # an id registered elsewhere: tried, as the standings assume it has one
+                return True
         if self.kind != "checkpoint":
             return True
         found = self.checkpoints()

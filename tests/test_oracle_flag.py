@@ -134,3 +134,18 @@ def test_without_a_suite_the_oracle_cell_says_no_oracle(tmp_path):
         assert store.add(scored_row("random", NO_ORACLE_ID, seed, 0.0))
         standings = compute_standings(store)
     assert NO_ORACLE in render_markdown(standings).split("## Per task")[1]
+
+
+def test_the_oracle_agent_does_not_cover_a_task_without_a_solver(tmp_path, capsys):
+    from verigym.leaderboards.agent_spec import parse_agent_spec
+
+    assert not parse_agent_spec("oracle").covers(NO_ORACLE_ID)
+    assert not parse_agent_spec("oracle?name=Scripted").covers(NO_ORACLE_ID)
+    assert parse_agent_spec("oracle").covers("verigym/MiniWoB-ClickButton-v0")
+    assert parse_agent_spec("random").covers(NO_ORACLE_ID)
+    # verigym eval plays nothing there (no error rows, exit 0): the standings say "no oracle"
+    suite = tmp_path / "mw.json"
+    suite.write_text(json.dumps({"name": "mw", "tasks": [{"env_id": NO_ORACLE_ID, "episodes": 1}]}))
+    assert main(["eval", "--agent", "oracle", "--suite", str(suite), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "ran 0 episodes" in out and NO_ORACLE_ID in out

@@ -340,7 +340,9 @@ def _run_suite(args: argparse.Namespace, suite: Any, out: str) -> list[str]:
                 f"  {summary.rejected} results were refused by validation and recorded as errors (see their error column); --resume retries them"
             )
         if summary.not_covered:
-            print(f"  not covered (no saved agent for): {', '.join(summary.not_covered)}")
+            print(
+                f"  not played (the agent does not cover them: no saved agent for, another family, no scripted solver): {', '.join(summary.not_covered)}"
+            )
         tasks = [
             dataclasses.replace(t, episodes=args.episodes) if args.episodes else t
             for t in suite
