@@ -56,9 +56,25 @@ _COMMAND = re.compile(
 )
 _ANY_COMMAND = re.compile(r"\b(?:click_xy|click|type|press|scroll|done|drag)\b", re.IGNORECASE)
 
-# runs once per loaded page, before the episode starts: our CSS (the score panel hidden, no caret),
+# runs once per loaded page, before the episode starts: the images its CSS names loaded, our CSS
+# (the score panel hidden, no caret),
 # jQuery animations off, and a count of the page's pending short timers for the settle wait
-_SETUP = """([seed, settle]) => {
+_SETUP = r"""async ([seed, settle]) => {
+  // every image the page's style sheets name (a :hover icon too) is loaded before the episode
+  // starts: a hover image fetched when the pointer first reaches its element would show late
+  const urls = new Set();
+  const walk = (rules) => {
+    for (const rule of rules || []) {
+      if (rule.cssRules) walk(rule.cssRules);
+      for (const m of (rule.cssText || '').matchAll(/url\(\s*"?([^")]*)"?\s*\)/g)) {
+        try { urls.add(new URL(m[1], rule.parentStyleSheet.href || document.baseURI).href); } catch (e) {}
+      }
+    }
+  };
+  for (const sheet of document.styleSheets) { try { walk(sheet.cssRules); } catch (e) {} }
+  await Promise.all([...urls].slice(0, 64).map((url) => new Promise((done) => {
+    const image = new Image(); image.onload = image.onerror = done; image.src = url;
+  })));
   const style = document.createElement('style');
   style.textContent = '#reward-display, #click-canvas, #reward-reason, #sync-task-cover '
     + '{ display: none !important; } * { caret-color: transparent !important; }';

@@ -202,6 +202,25 @@ def test_a_drag_past_a_scroll_boxs_edge_selects_without_autoscroll():
         env.close()
 
 
+def test_a_hover_icon_shows_as_soon_as_the_pointer_is_on_it():
+    """social-media swaps its icons on ``:hover`` (``content:url(...-hover.png)``) without
+    preloading them; fetched when the pointer arrived, the hover icon showed a variable time later
+    (the determinism checks failed on it): each page's CSS images are loaded before its episode."""
+    env = MiniWoBEnv(task="social-media")
+    try:
+        for _ in range(3):
+            env.reset(seed=2)
+            icon = next(
+                e
+                for e in env._elements
+                if e["role"] == "image" and e["name"] == "like" and not e.get("covered")
+            )
+            obs, *_ = env.step(mw_action("click", element=icon["id"]))
+            assert f'[{icon["id"]}] image "like-hover"' in obs["text"]
+    finally:
+        env.close()
+
+
 def test_a_timing_dependent_page_runs_on_the_steps_clock_not_the_wall_clock():
     """stock-market's ticker (a 100 ms setInterval) moves only as the env steps: each observation
     is taken after one step's worth of page time (``catalog.CLOCKED``), however long the agent
