@@ -52,6 +52,7 @@ import time
 from pathlib import Path
 
 from verigym.envs.tool.repofix import real
+from verigym.envs.tool.repofix.env import is_source_path
 from verigym.envs.tool.repofix.mutations import Mutant, _as_mutant, apply, mutants_of
 from verigym.envs.tool.repofix.real_env import apply_mutants, pack_real_data, unpack_real_data
 from verigym.envs.tool.repofix.real_mutations import extra_mutants
@@ -373,12 +374,12 @@ def main(argv: list[str] | None = None) -> int:
             packages = real.package_dirs(name)
             tests_dir = real.tests_dir(name)
             test_files = real.test_files(name)
+            # the modules the verdict takes from the agent's workspace (never a test, a conftest
+            # or a __main__.py: a bug there would not be in the checkout the verdict runs)
             sources = sorted(
                 p
                 for p in files
-                if p.endswith(".py")
-                and any(p.startswith(d + "/") for d in packages)
-                and not p.startswith(tests_dir + "/")
+                if any(is_source_path(p, d) for d in packages) and not p.startswith(tests_dir + "/")
             )
             started = time.monotonic()
             excluded: dict[str, str] = {}
@@ -459,7 +460,16 @@ def main(argv: list[str] | None = None) -> int:
                             yield mutant, qualname
 
             previous = kept.get(name, {}) if args.extend or args.revalidate else {}
-            instances = list(previous.get("instances", ()))
+            instances = [i for i in previous.get("instances", ()) if i["mutant"]["file"] in sources]
+            pairs = [
+                p
+                for p in previous.get("pairs", ())
+                if all(m["file"] in sources for m in p["mutants"])
+            ]
+            for gone in sorted(
+                {i["id"] for i in previous.get("instances", ())} - {i["id"] for i in instances}
+            ):
+                print(f"  {gone}: dropped (its module is not one the verdict copies)", flush=True)
             known = {i["id"] for i in instances}
             tried = 0
             data["libraries"][name] = entry = {
@@ -468,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
                 "tried": previous.get("tried", 0),
                 "excluded_tests": excluded,
                 "instances": instances,
-                **({"pairs": previous["pairs"]} if previous.get("pairs") else {}),
+                **({"pairs": pairs} if pairs else {}),
             }
 
             def validate(

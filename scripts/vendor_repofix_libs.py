@@ -59,6 +59,8 @@ LIBRARIES = {
     "click": ("8.5.1", "BSD-3-Clause", ["src/click"], "tests"),
     "idna": ("3.20", "BSD-3-Clause", ["idna"], "tests"),
     "attrs": ("25.4.0", "MIT", ["src/attr", "src/attrs"], "tests", {"needs": ["hypothesis"]}),
+    "semver": ("3.1.2", "BSD-3-Clause", ["src/semver"], "tests"),
+    "webcolors": ("25.10.0", "BSD-3-Clause", ["src/webcolors"], "tests"),
 }
 """The pinned libraries. ``needs``: optional test dependencies the whole suite needs (attrs'
 conftest imports hypothesis); hypothesis (MPL-2.0) is never vendored: where the host can import it

@@ -148,8 +148,11 @@ ROWS: list[EnvRow] = [
             "-Itsdangerous": {"library": "itsdangerous"},
             "-MoreItertools": {"library": "more-itertools"},
             "-Pyparsing": {"library": "pyparsing"},
+            # semver's repository is python-semver (RepoFix-SemVer-v0 is RepoFix-v0's toy project)
+            "-PythonSemver": {"library": "semver"},
             "-Tabulate": {"library": "tabulate"},
             "-Toolz": {"library": "toolz"},
+            "-Webcolors": {"library": "webcolors"},
             # attrs' suite needs hypothesis (MPL-2.0, not vendored: the test extra): only then
             **({"-Attrs": {"library": "attrs"}} if find_spec("hypothesis") else {}),
         },

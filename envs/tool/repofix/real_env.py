@@ -57,8 +57,10 @@ REAL_LIBRARIES: tuple[str, ...] = (
     "itsdangerous",
     "more-itertools",
     "pyparsing",
+    "semver",
     "tabulate",
     "toolz",
+    "webcolors",
 )
 """The libraries whose validated instances in ``data/repofix_real.json.xz`` are posed (each has its
 ``RepoFix-<Library>-v0`` id)."""

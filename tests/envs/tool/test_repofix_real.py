@@ -13,6 +13,7 @@ import verigym  # noqa: F401  (registers the ids)
 from tests.sandbox.support import needs_sandbox, no_sandbox_left_behind  # noqa: F401 (autouse fixture)
 from verigym.envs.tool.base import tool_call_text
 from verigym.envs.tool.repofix import real, real_env
+from verigym.envs.tool.repofix.env import is_source_path
 from verigym.envs.tool.repofix.mutations import Mutant, apply, revert
 from verigym.envs.tool.repofix.real_env import (
     REAL_LIBRARIES,
@@ -149,6 +150,8 @@ def test_the_data_is_validated_and_split():
             assert instance["split"] in ("train", "eval")
             mutant = Mutant(**instance["mutant"])
             assert apply(files[mutant.file], mutant) != files[mutant.file]
+            # a module the verdict copies from the workspace (not semver's __main__.py)
+            assert any(is_source_path(mutant.file, d) for d in library["packages"]), instance["id"]
             # the issue's failure line never shows the mutated code
             assert not any(
                 line.strip() and line.strip() in instance["message"]
@@ -382,8 +385,8 @@ DEFAULT_CHEATS = ("monkeypatch pytest's report", "__code__ swap of pytest's runt
 
 
 @pytest.fixture(scope="module")
-def cheated_env():
-    env = RepoFixRealEnv(library="cachetools")
+def cheated_env(request):
+    env = RepoFixRealEnv(library=getattr(request, "param", "cachetools"))
     env.cache_verdicts = False
     yield env
     env.close()
@@ -400,7 +403,20 @@ def test_the_cheat_table_is_complete(cheated_env):
     "name", [n if n in DEFAULT_CHEATS else pytest.param(n, marks=pytest.mark.slow) for n in CHEATS]
 )
 def test_cheat_table_scores_zero(cheated_env, name):
-    env = cheated_env
+    _scores_zero(cheated_env, name)
+
+
+@pytest.mark.slow
+@needs_sandbox
+@pytest.mark.parametrize("name", CHEATS)
+@pytest.mark.parametrize(
+    "cheated_env", [n for n in REAL_LIBRARIES if n != "cachetools"], indirect=True
+)
+def test_cheat_table_scores_zero_on_every_library(cheated_env, name):
+    _scores_zero(cheated_env, name)
+
+
+def _scores_zero(env: RepoFixRealEnv, name: str) -> None:
     env.reset(seed=0)
     for action in _cheats(env)[name]:
         *_, info = env.step(action)
