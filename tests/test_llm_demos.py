@@ -37,3 +37,32 @@ def test_spec_without_kwargs():
 def test_bad_spec_is_refused(text):
     with pytest.raises(ValueError, match="bad SPEC"):
         llm_demos.parse_spec(text)
+
+
+def test_name_the_element_precedes_each_click_and_type_with_the_element_it_acts_on():
+    observation = 'Task: Click the button "Jade".\nElements:\n[0] button "Sage" @(1,2,3,4)\n[3] button "Jade" @(5,6,7,8)'
+    record = {
+        "messages": [
+            {"role": "system", "content": "..."},
+            {"role": "user", "content": observation},
+            {"role": "assistant", "content": "click 3"},
+            {
+                "role": "user",
+                "content": observation.replace('[3] button "Jade"', '[3] textbox "Name"'),
+            },
+            {"role": "assistant", "content": 'type 3 "Ada \\"Lovelace\\""'},
+            {"role": "user", "content": "no elements here"},
+            {"role": "assistant", "content": "click 1"},  # no element line [1]: kept as it is
+            {"role": "assistant", "content": "done"},
+        ],
+        "env_id": "verigym/ClickButton-v0",
+    }
+    named = llm_demos.name_the_element(record)
+    replies = [m["content"] for m in named["messages"] if m["role"] == "assistant"]
+    assert replies == [
+        'Button "Jade" is [3].\nclick 3',
+        'Textbox "Name" is [3].\ntype 3 "Ada \\"Lovelace\\""',
+        "click 1",
+        "done",
+    ]
+    assert named["env_id"] == record["env_id"] and record["messages"][2]["content"] == "click 3"
