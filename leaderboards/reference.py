@@ -18,12 +18,13 @@ and in [0, 1], text bounded.
 
 from __future__ import annotations
 
-import json
 import math
 import pathlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from verigym.leaderboards.suite import json_file_errors, read_json
 
 __all__ = [
     "REFERENCES",
@@ -109,13 +110,8 @@ def load_reference(key: str, path: pathlib.Path | None = None) -> ReferenceColum
     if key not in REFERENCES:
         raise ValueError(f"no reference column {str(key)[:80]!r}; known: {', '.join(REFERENCES)}")
     path = path or REFERENCES_DIR / f"{key}.json"
-    try:
-        size = path.stat().st_size
-        if size > MAX_REFERENCE_BYTES:
-            raise ValueError(
-                f"a reference file is at most {MAX_REFERENCE_BYTES} bytes, this one {size}"
-            )
-        data = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
+    with json_file_errors(path):
+        data = read_json(path, MAX_REFERENCE_BYTES, "a reference file")
         if not isinstance(data, dict) or set(data) != _FIELDS:
             raise ValueError(f"a reference file is an object with exactly {sorted(_FIELDS)}")
         source = data["source"]
@@ -147,16 +143,6 @@ def load_reference(key: str, path: pathlib.Path | None = None) -> ReferenceColum
             values={ids[task]: float(value) for task, value in scores.items()},
             source=dict(source),
         )
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: invalid JSON: {exc}") from None
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError included
-        raise ValueError(f"{path}: {' '.join(str(exc).split())[:500]}") from None
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number a reference file may hold")
 
 
 def reference_note(column: ReferenceColumn, env_ids: Sequence[str]) -> str:

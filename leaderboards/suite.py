@@ -30,6 +30,7 @@ a TrueSkill-like Bayesian rating) ordinal ``mu - 3 sigma``. See :mod:`verigym.le
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
 import re
@@ -302,12 +303,25 @@ def load_suite(name_or_path: str | pathlib.Path) -> Suite:
         raise FileNotFoundError(
             f"no suite {name_or_path!r}; shipped suites: {', '.join(list_suites())} (or give a path to a .json file)"
         )
+    with json_file_errors(path):
+        return Suite.from_dict(read_json(path, MAX_SUITE_BYTES, "a suite file"))
+
+
+def read_json(path: pathlib.Path, max_bytes: int, what: str) -> Any:
+    """The JSON value in ``path``, refused (``ValueError``) over ``max_bytes`` or holding ``NaN`` or
+    ``Infinity``; ``what`` names the file in the message."""
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ValueError(f"{what} is at most {max_bytes} bytes, this one {size}")
+    return json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
+
+
+@contextlib.contextmanager
+def json_file_errors(path: pathlib.Path) -> Iterator[None]:
+    """Reading and checking the JSON file ``path``: any failure leaves as one ``ValueError`` line
+    that names the file (invalid JSON, a refused value, a file that cannot be read)."""
     try:
-        size = path.stat().st_size
-        if size > MAX_SUITE_BYTES:
-            raise ValueError(f"a suite file is at most {MAX_SUITE_BYTES} bytes, this one {size}")
-        data = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
-        return Suite.from_dict(data)
+        yield
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: invalid JSON: {exc}") from None
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError included
@@ -317,4 +331,4 @@ def load_suite(name_or_path: str | pathlib.Path) -> Suite:
 
 
 def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number a suite may hold (give a finite number)")
+    raise ValueError(f"{name} is not a number this file may hold (give a finite number)")
