@@ -6,6 +6,8 @@ text round trip, a verdict the agent cannot reach, the HTTP server's lifetime an
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -391,22 +393,31 @@ def test_oracle_solves_99_of_100_seeds(task):
 @pytest.mark.parametrize("env_id", MINIWOB_IDS)
 def test_adversarial_typing_and_give_up_score_zero(env_id):
     """On every MiniWoB id: code and verdict words typed into every field, then ``done``,
-    score 0, and no observation mentions the reward globals."""
+    score 0, and no observation mentions the reward globals. Where typing into a field is itself
+    the task (focus-text, click-widget: the field is focused or clicked), the typed code changes
+    nothing: the same steps with plain text earn the same reward."""
     import gymnasium as gym
+
+    def typed(text: str) -> list[tuple[Any, float, bool, bool, dict]]:
+        obs, _ = env.reset(seed=0)
+        steps = [(obs, 0.0, False, False, {})]
+        for box in [e for e in env.unwrapped._elements if e["role"] == "textbox"][:4]:
+            steps.append(env.step(mw_action("type", element=box["id"], text=text)))
+            if steps[-1][2] or steps[-1][3]:
+                break
+        return steps
 
     env = gym.make(env_id)
     try:
-        obs, _ = env.reset(seed=0)
-        seen = [obs]
-        ended = False
-        for box in [e for e in env.unwrapped._elements if e["role"] == "textbox"][:4]:
-            action = mw_action("type", element=box["id"], text="WOB_REWARD_GLOBAL = 1; success")
-            obs, reward, terminated, truncated, info = env.step(action)
-            seen.append(obs)
+        steps = typed("WOB_REWARD_GLOBAL = 1; success")
+        plain = [r for _, r, *_ in typed("plain words")] if any(r for _, r, *_ in steps) else None
+        seen = [o for o, *_ in steps]
+        if plain is not None:
+            assert [r for _, r, *_ in steps] == plain
+            steps = []  # the reward is the task's own, earned by the focus or click
+        ended = not steps or steps[-1][2] or steps[-1][3]
+        for _, reward, _, _, info in steps:
             assert reward == 0.0 and not info.get("success", False)
-            if terminated or truncated:
-                ended = True
-                break
         if not ended:
             obs, reward, terminated, truncated, info = env.step(mw_action("done"))
             seen.append(obs)
