@@ -43,7 +43,12 @@ from verigym.agents.common.callbacks import MetricsLogger
 from verigym.agents.llm.chat import feedback_text, initial_messages
 from verigym.agents.llm.configs import GRPOConfig
 from verigym.agents.llm.curriculum import UCBCurriculum
-from verigym.agents.llm.policy import TransformersPolicy, output_cache, with_cache
+from verigym.agents.llm.policy import (
+    TransformersPolicy,
+    enable_activation_checkpointing,
+    output_cache,
+    with_cache,
+)
 from verigym.core import ACTION_ERROR, SCORE, SUCCESS
 from verigym.provenance import git_sha
 
@@ -487,11 +492,7 @@ class GRPOTrainer:
         if model.dtype != torch.float32:
             model.float()
         if config.gradient_checkpointing:
-            enable = (
-                getattr(model, "activation_checkpointing_enable", None)
-                or model.gradient_checkpointing_enable
-            )
-            enable()
+            enable_activation_checkpointing(model)
         self.ref_model = None
         if config.beta > 0:
             self.ref_model = copy.deepcopy(model).eval()

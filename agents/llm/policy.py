@@ -148,6 +148,18 @@ def load_trainable_policy(
     return policy
 
 
+def enable_activation_checkpointing(model: Any) -> None:
+    """Recompute each decoder layer's activations in the backward pass instead of keeping them
+    (``transformers``' activation checkpointing, non-reentrant): memory per trained token drops from
+    every layer's activations to one layer's, for ~30% more compute. On SmolLM2-135M an SFT batch
+    of 8 episodes of ~700 tokens held 16 GB without it."""
+    enable = (
+        getattr(model, "activation_checkpointing_enable", None)  # transformers >= 5.2x
+        or model.gradient_checkpointing_enable
+    )
+    enable()
+
+
 def base_model_class(model: Any) -> type:
     """The class of the ``transformers`` model under a ``peft`` wrapper (its own class otherwise):
     whose ``forward`` signature says which arguments the model takes."""

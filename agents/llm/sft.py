@@ -42,7 +42,7 @@ import torch
 
 from verigym.agents.llm.chat import ChatFormat
 from verigym.agents.llm.configs import SFTConfig
-from verigym.agents.llm.policy import TransformersPolicy
+from verigym.agents.llm.policy import TransformersPolicy, enable_activation_checkpointing
 from verigym.toolcalls import messages_to_text
 
 __all__ = [
@@ -258,6 +258,8 @@ class SupervisedTrainer:
                 alpha=config.lora_alpha,
                 target_modules=config.lora_target_modules,
             )
+        if config.gradient_checkpointing:
+            enable_activation_checkpointing(policy.model)
         self.examples: list[Example] = []
         for record in records:
             example = encode_example(policy.chat, record["messages"])

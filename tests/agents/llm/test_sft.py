@@ -144,6 +144,30 @@ def test_sft_steps_lower_the_loss(tiny_model_dir, lora_r):
         assert trainable and all("lora_" in n for n in trainable)
 
 
+def test_activation_checkpointing_trains_the_same_adapter(tiny_model_dir):
+    """Recomputing activations changes memory, not the result: the same LoRA steps with and
+    without it give the same weights (and the LoRA weights do move: gradients reach them through
+    the checkpointed layers, whose frozen inputs need no gradient of their own)."""
+    trained = []
+    for checkpointing in (False, True):
+        policy = TransformersPolicy.from_pretrained(tiny_model_dir, device="cpu")
+        config = SFTConfig(batch_size=4, learning_rate=1e-2, lora_r=4, warmup_steps=0, seed=3)
+        trainer = SupervisedTrainer(
+            policy, _records(), config, gradient_checkpointing=checkpointing
+        )
+        layers = [m for m in policy.model.modules() if hasattr(m, "gradient_checkpointing")]
+        assert layers and any(m.gradient_checkpointing for m in layers) == checkpointing
+        start = {n: p.detach().clone() for n, p in policy.model.named_parameters() if "lora_B" in n}
+        for batch in trainer.batches():
+            trainer.step(batch, total_steps=1000)
+        weights = {n: p.detach().clone() for n, p in policy.model.named_parameters() if n in start}
+        assert any(not torch.equal(weights[n], start[n]) for n in start)
+        trained.append(weights)
+    assert trained[0].keys() == trained[1].keys()
+    for name, weight in trained[0].items():
+        torch.testing.assert_close(trained[1][name], weight, rtol=1e-4, atol=1e-6)
+
+
 def test_lora_save_writes_only_the_adapter_and_the_policy_loads_it(tmp_path, tiny_model_dir):
     policy = TransformersPolicy.from_pretrained(tiny_model_dir, device="cpu")
     out = tmp_path / "adapter"
