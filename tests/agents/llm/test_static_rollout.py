@@ -1,0 +1,164 @@
+"""The static-shape GRPO rollout (verigym.agents.llm.static_rollout) on a tiny model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from verigym.agents.llm.static_rollout import StaticRollout, static_rollout
+
+PROMPTS = ("User: hi\nAssistant:", "User: a longer question, please?\nAssistant:")
+
+
+def _prompts(policy):
+    return [policy.tokenizer.encode(text) for text in PROMPTS]
+
+
+def test_greedy_matches_generate(policy):
+    prompts = _prompts(policy)
+    assert len(prompts[0]) != len(prompts[1])
+    groups = static_rollout(policy, prompts, 3, max_new_tokens=12, temperature=0, bucket_size=16)
+    expected = policy.generate(prompts, max_new_tokens=12, temperature=0)
+    assert [len(g) for g in groups] == [3, 3]
+    for group, reference in zip(groups, expected):
+        assert len(reference.token_ids) >= 2
+        for reply in group:
+            assert reply.token_ids == reference.token_ids
+            assert reply.finish_reason == reference.finish_reason
+            assert reply.text == reference.text
+
+
+def test_seeded_samples_match_generate(policy):
+    """The same seed draws the same tokens as ``generate`` over the prompts repeated G times (both
+    sample every row of the batch in one call per step; no row ends early here)."""
+    prompts = _prompts(policy)
+    groups = static_rollout(
+        policy, prompts, 3, max_new_tokens=8, generator=torch.Generator().manual_seed(3)
+    )
+    expected = policy.generate(
+        [p for p in prompts for _ in range(3)],
+        max_new_tokens=8,
+        generator=torch.Generator().manual_seed(3),
+    )
+    replies = [reply for group in groups for reply in group]
+    assert all(r.finish_reason == "length" for r in expected)
+    assert [r.token_ids for r in replies] == [r.token_ids for r in expected]
+    torch.testing.assert_close(
+        torch.tensor([r.log_probs for r in replies]),
+        torch.tensor([r.log_probs for r in expected]),
+        atol=1e-5,
+        rtol=1e-5,
+    )
+
+
+def test_rows_end_at_eos_and_the_rest_step_on(policy, monkeypatch):
+    prompts = _prompts(policy)
+
+    def run():
+        generator = torch.Generator().manual_seed(5)
+        groups = static_rollout(policy, prompts, 3, max_new_tokens=8, generator=generator)
+        return [reply for group in groups for reply in group]
+
+    free = run()
+    eos = free[0].token_ids[3]
+    monkeypatch.setattr(policy, "eos_token_ids", frozenset({eos}))
+    ended = run()
+    assert ended[0].token_ids == free[0].token_ids[:4] and ended[0].finish_reason == "stop"
+    for a, b in zip(free, ended):  # the same draws, each cut after its first EOS
+        n = a.token_ids.index(eos) + 1 if eos in a.token_ids else len(a.token_ids)
+        assert b.token_ids == a.token_ids[:n]
+        assert b.log_probs == a.log_probs[:n]
+        assert b.finish_reason == ("stop" if eos in a.token_ids else "length")
+    assert any(len(r.token_ids) == 8 for r in ended)  # some rows went on past the first's end
+
+
+def test_one_prefill_per_group_then_one_call_per_step(policy):
+    prompts = _prompts(policy)
+    shapes = []
+    hook = policy.model.register_forward_pre_hook(
+        lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)),
+        with_kwargs=True,
+    )
+    try:
+        groups = static_rollout(
+            policy, prompts, 3, max_new_tokens=5, temperature=0, bucket_size=16, batch_size=8
+        )
+    finally:
+        hook.remove()
+    steps = max(len(r.token_ids) for g in groups for r in g) - 1
+    bucket = -(-max(len(p) for p in prompts) // 16) * 16
+    assert steps >= 1
+    assert shapes == [(1, bucket), (1, bucket)] + [(8, 1)] * steps
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_log_probs_match_a_full_forward(policy, bf16):
+    prompts = _prompts(policy)
+    generator = torch.Generator().manual_seed(0)
+    groups = static_rollout(policy, prompts, 3, max_new_tokens=8, generator=generator, bf16=bf16)
+    tolerance = 5e-2 if bf16 else 1e-4
+    for prompt, group in zip(prompts, groups):
+        for reply in group:
+            ids = torch.tensor([list(prompt) + reply.token_ids])
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                logits = policy.model(input_ids=ids).logits[0].float()
+            log_p = torch.log_softmax(logits[len(prompt) - 1 : -1], dim=-1)
+            expected = log_p.gather(-1, torch.tensor(reply.token_ids)[:, None])[:, 0]
+            torch.testing.assert_close(
+                torch.tensor(reply.log_probs), expected, atol=tolerance, rtol=tolerance
+            )
+
+
+def test_seeded_samples_repeat(policy):
+    prompts = _prompts(policy)
+
+    def run():
+        generator = torch.Generator().manual_seed(7)
+        groups = static_rollout(policy, prompts, 3, max_new_tokens=8, generator=generator)
+        return [[(r.token_ids, r.log_probs) for r in g] for g in groups]
+
+    first = run()
+    assert first == run()
+    assert len({tuple(ids) for g in first for ids, _ in g}) > 1  # the samples do differ
+
+
+def test_bad_arguments_are_refused(policy):
+    prompts = _prompts(policy)
+    with pytest.raises(ValueError, match="CUDA"):
+        static_rollout(policy, prompts, 2, compile=True)
+    with pytest.raises(ValueError, match="batch_size"):
+        static_rollout(policy, prompts, 2, batch_size=3)
+    with pytest.raises(ValueError):
+        static_rollout(policy, [[]], 2)
+
+
+def test_a_kept_engine_reuses_its_cache(policy):
+    """Calls of one StaticRollout (the same shapes: its cache and step are reused, stale keys and
+    values included) sample what fresh ones do."""
+    prompts = _prompts(policy)
+    engine = StaticRollout(policy, bucket_size=64, batch_size=8)
+    calls = [(prompts, 3, 1), (prompts[:1], 2, 2), (prompts[::-1], 3, 3)]
+    for chosen, group_size, seed in calls:
+        options = dict(max_new_tokens=6, generator=torch.Generator().manual_seed(seed))
+        kept = engine(chosen, group_size, **options)
+        options["generator"] = torch.Generator().manual_seed(seed)
+        fresh = static_rollout(policy, chosen, group_size, batch_size=8, **options)
+        assert [[r.token_ids for r in g] for g in kept] == [[r.token_ids for r in g] for g in fresh]
+    assert len(engine._engines) == 1
+
+
+@pytest.mark.gpu
+def test_gpu_compiled_step_matches_eager(tiny_model_dir):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from verigym.agents.llm.policy import TransformersPolicy
+
+    policy = TransformersPolicy.from_pretrained(tiny_model_dir, device="cuda", dtype=torch.float32)
+    prompts = _prompts(policy)
+    eager = static_rollout(policy, prompts, 3, max_new_tokens=8, temperature=0)
+    compiled = StaticRollout(policy, compile=True)
+    for _ in range(3):  # the later calls replay the captured CUDA graphs
+        replies = compiled(prompts, 3, max_new_tokens=8, temperature=0)
+        assert [[r.token_ids for r in g] for g in replies] == [
+            [r.token_ids for r in g] for g in eager
+        ]
