@@ -503,6 +503,7 @@ class GRPOTrainer:
             [p for p in model.parameters() if p.requires_grad],
             lr=config.learning_rate,
             weight_decay=config.weight_decay,
+            fused=self.device.type == "cuda",  # one kernel for every parameter's update
         )
         self.curriculum = UCBCurriculum(
             len(self.tasks),

@@ -271,7 +271,10 @@ class SupervisedTrainer:
             raise ValueError(f"no record has an assistant token within {config.max_length} tokens")
         parameters = [p for p in policy.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
-            parameters, lr=config.learning_rate, weight_decay=config.weight_decay
+            parameters,
+            lr=config.learning_rate,
+            weight_decay=config.weight_decay,
+            fused=policy.device.type == "cuda",  # one kernel for every parameter's update
         )
         self.rng = np.random.default_rng(config.seed)
         self.global_step = 0

@@ -114,6 +114,7 @@ def _grpo_step(path: Path, device: str, lora: bool) -> None:
         dynamic_sampling=False,
         scale_rewards=False,
     )
+    assert trainer.optimizer.defaults["fused"] == (device == "cuda")  # fused AdamW on CUDA
     policy.eos_token_ids = frozenset()  # full-length replies: every row has tokens to train
     metrics = trainer.step()
     trainer.close()
@@ -134,6 +135,7 @@ def _sft_steps(path: Path, device: str) -> None:
     trainer = SupervisedTrainer(
         policy, records, SFTConfig(batch_size=8, lora_r=8, learning_rate=1e-2, warmup_steps=0)
     )
+    assert trainer.optimizer.defaults["fused"] == (device == "cuda")  # fused AdamW on CUDA
     before = trainer.mean_loss()
     for _ in range(3):
         trainer.step(trainer.examples, total_steps=100)
