@@ -1,13 +1,13 @@
 """GRPO rollouts with static shapes: a decoding path meant for GPUs (CUDA graphs), tested on CPU.
 
-:class:`StaticRollout` (or the one-call :func:`static_rollout`) samples ``group_size`` replies for
-each of a few prompts (GRPO groups):
+:class:`StaticRollout` samples ``group_size`` replies for each of a few prompts (GRPO groups):
 
 1. each prompt is prefilled once, at batch 1, and its keys and values are copied into the
    ``group_size`` rows of its group;
 2. the KV cache is a transformers ``StaticCache`` preallocated once per shape and kept by the
-   :class:`StaticRollout` for its later calls, ``bucket + max_new_tokens`` positions long, where ``bucket`` is the longest prompt rounded up to a multiple of
-   ``bucket_size`` (prompts are left-padded to it);
+   :class:`StaticRollout` for its later calls, ``bucket + max_new_tokens`` positions long, where
+   ``bucket`` is the longest prompt rounded up to a multiple of ``bucket_size`` (prompts are
+   left-padded to it);
 3. the batch is padded to ``batch_size`` rows (spare rows repeat the first group and are dropped),
    so the decode step sees the same shapes on every call with the same bucket and budget;
 4. the single-token decode step is one function, wrapped in
@@ -24,16 +24,14 @@ So far this path has run on CPU only; it is not wired into GRPO.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from verigym.agents.llm.decoding import sample
+from verigym.agents.llm.policy import Generation, TransformersPolicy, output_cache, with_cache
 
-if TYPE_CHECKING:
-    from verigym.agents.llm.policy import Generation, TransformersPolicy
-
-__all__ = ["StaticRollout", "static_rollout"]
+__all__ = ["StaticRollout"]
 
 
 def _bucket(length: int, size: int) -> int:
@@ -88,13 +86,11 @@ class StaticRollout:
             return self._engines[key]
         from transformers import StaticCache
 
-        from verigym.agents.llm import policy as policy_module
-
         model, device, bf16 = self.policy.model, self.policy.device, self.bf16
         cache = StaticCache(config=model.config, max_cache_len=length)
         if any(getattr(layer, "is_sliding", False) for layer in cache.layers):
             raise ValueError("models with sliding-window layers are not supported")
-        cache_kwargs = policy_module.with_cache(model, cache)
+        cache_kwargs = with_cache(model, cache)
 
         def step(tokens: torch.Tensor, position: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
             """One forward of long ``[batch]`` tokens at long ``[batch]`` positions under the long
@@ -148,8 +144,6 @@ class StaticRollout:
             ValueError: an empty prompt, out-of-range options, more rows than ``batch_size``, or
                 a model with sliding-window layers.
         """
-        from verigym.agents.llm import policy as policy_module
-
         if group_size < 1 or max_new_tokens < 1:
             raise ValueError("group_size and max_new_tokens must be >= 1")
         if temperature < 0:
@@ -185,7 +179,7 @@ class StaticRollout:
                     use_cache=True,
                     **policy._keep_last,
                 )
-            prefilled = policy_module.output_cache(out)
+            prefilled = output_cache(out)
             for mine, theirs in zip(cache.layers, prefilled.layers):
                 if not mine.is_initialized:  # its dtypes are the prefill's (autocast may mix them)
                     size = (batch, -1, -1, -1)  # it reads batch, heads, head_dim
@@ -237,37 +231,6 @@ class StaticRollout:
             ended = finished and ids[-1] in eos_ids
             text = decode_text(ids[:-1] if ended else ids, skip_special_tokens=True)
             replies.append(
-                policy_module.Generation(
-                    text, ids, log_prob_rows[r][:n], "stop" if ended else "length"
-                )
+                Generation(text, ids, log_prob_rows[r][:n], "stop" if ended else "length")
             )
         return [replies[g * group_size : (g + 1) * group_size] for g in range(len(prompts))]
-
-
-def static_rollout(
-    policy: TransformersPolicy,
-    prompts: Sequence[Sequence[int]],
-    group_size: int,
-    *,
-    max_new_tokens: int = 256,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    generator: torch.Generator | None = None,
-    bucket_size: int = 64,
-    batch_size: int | None = None,
-    compile: bool = False,
-    bf16: bool = False,
-) -> list[list[Generation]]:
-    """One call of a fresh :class:`StaticRollout` (arguments, return value and errors as there);
-    keep a :class:`StaticRollout` instead to reuse its caches and compiled steps across calls."""
-    engine = StaticRollout(
-        policy, bucket_size=bucket_size, batch_size=batch_size, compile=compile, bf16=bf16
-    )
-    return engine(
-        prompts,
-        group_size,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        generator=generator,
-    )

@@ -5,9 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from verigym.agents.llm.static_rollout import StaticRollout, static_rollout
+from verigym.agents.llm.static_rollout import StaticRollout
 
 PROMPTS = ("User: hi\nAssistant:", "User: a longer question, please?\nAssistant:")
+
+
+def static_rollout(policy, prompts, group_size, *, bucket_size=64, batch_size=None, **options):
+    """One call of a fresh engine (``compile`` and ``bf16`` go to the engine, the rest to the call)."""
+    engine_options = {k: options.pop(k) for k in ("compile", "bf16") if k in options}
+    engine = StaticRollout(policy, bucket_size=bucket_size, batch_size=batch_size, **engine_options)
+    return engine(prompts, group_size, **options)
 
 
 def _prompts(policy):
