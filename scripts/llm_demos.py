@@ -10,7 +10,8 @@ check as ``verigym export --format sft``, :class:`verigym.leaderboards.heldout.H
 env with these kwargs, hashed after its reset), failed episodes too, and a record whose messages
 equal an earlier one's (GuessNumber has 100 secrets: many seeds replay one game) is written once.
 A record made with kwargs names them in ``env_kwargs``. Prints one line per SPEC: kept, left out.
-``--name-the-element``: each ``click N`` or ``type N "text"`` reply names the element first (:func:`name_the_element`).
+``--name-the-element``: each ``click N`` or ``type N "text"`` reply names the element first
+(:func:`name_the_element`).
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ _ELEMENT = r'^\[{}\] ([a-z]+) ("(?:[^"\\]|\\.)*")'
 
 def name_the_element(record: dict) -> dict:
     """The record with each ``click N`` or ``type N "text"`` reply preceded by a sentence naming the
-    element it acts on, read from the element line ``[N] role "name"`` of the observation before it (the GUI text
-    view): ``click 3`` becomes ``Button "Juniper" is [3].`` and ``click 3`` on the next line. The
+    element it acts on, read from the element line ``[N] role "name"`` of the observation before it
+    (the GUI text view): ``click 3`` becomes ``Button "Juniper" is [3].`` and ``click 3`` on the next line. The
     env reads the last command of a reply, so the reply plays as before; a model trained on it
     writes the name it was asked for before the id (SmolLM2-135M trained on the bare ``click N``
     replies answered one id whatever the button). Replies without an element line are kept as

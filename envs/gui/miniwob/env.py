@@ -57,8 +57,8 @@ _COMMAND = re.compile(
 _ANY_COMMAND = re.compile(r"\b(?:click_xy|click|type|press|scroll|done|drag)\b", re.IGNORECASE)
 
 # runs once per loaded page, before the episode starts: the images its CSS names loaded, our CSS
-# (the score panel hidden, no caret),
-# jQuery animations off, and a count of the page's pending short timers for the settle wait
+# (the score panel hidden, no caret), jQuery animations off, and a count of the page's pending
+# short timers for the settle wait
 _SETUP = r"""async ([seed, settle]) => {
   // every image the page's style sheets name (a :hover icon too) is loaded before the episode
   // starts: a hover image fetched when the pointer first reaches its element would show late
