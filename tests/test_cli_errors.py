@@ -252,6 +252,31 @@ def test_serve_model_and_train_grpo_on_a_folder_without_a_model_say_so_in_one_li
     )
 
 
+def test_train_grpo_env_kwargs_are_checked_before_the_model_loads(tmp_path):
+    (tmp_path / "empty").mkdir()  # no model: reaching the model load would say so instead
+    arith = "verigym/RG-BasicArithmetic-v0"
+    for query, expected in [
+        ("level", "expected KEY=VALUE pairs"),
+        ("level=1&level=2", "each key once"),
+        ("level=x", "kwarg 'level' refused: must be an int"),
+        ("level=9", "level must be None or an int in [0, 4]"),
+        ("colour=1", "unexpected keyword argument 'colour'"),
+    ]:
+        done = cli("train", "grpo", "--env", f"{arith}?{query}", "--model", "empty", cwd=tmp_path)
+        one_line_error(done, "train grpo", expected)
+
+
+def test_train_grpo_env_with_kwargs_is_a_named_factory():
+    from verigym.commands.train_llm import _env_task
+
+    assert _env_task("verigym/GuessNumber-v0", "") == "verigym/GuessNumber-v0"
+    task = _env_task("verigym/RG-BasicArithmetic-v0", "level=0")
+    assert task.__name__ == "verigym/RG-BasicArithmetic-v0?level=0"
+    env = task()
+    assert env.unwrapped.level == 0
+    env.close()
+
+
 def test_train_option_errors_are_one_line_with_did_you_mean(tmp_path):
     done = cli(
         "train",

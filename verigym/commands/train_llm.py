@@ -43,8 +43,10 @@ def add_grpo_arguments(parser: argparse.ArgumentParser) -> None:
         "--env",
         action="append",
         required=True,
-        metavar="ID",
-        help="a registered env id to train on; repeat for several (the curriculum picks among them)",
+        metavar="ID[?KEY=VALUE&...]",
+        help="a registered env id to train on, with constructor kwargs after '?' (values read as "
+        "JSON scalars, checked against the env's declared bounds: "
+        "verigym/RG-BasicArithmetic-v0?level=0); repeat for several (the curriculum picks among them)",
     )
     add_model_arguments(parser, metavar="DIR")
     parser.add_argument("--steps", type=int, default=100, help="GRPO steps (default: 100)")
@@ -147,6 +149,45 @@ def _load_policy(command: str, args: argparse.Namespace, device: str) -> Any:
         return usage_error(command, f"{args.model}: {str(exc).strip().splitlines()[0]}")
 
 
+def _env_task(env_id: str, query: str) -> Any:
+    """``env_id`` itself, or with ``query`` (``KEY=VALUE&...``) a factory ``gym.make(env_id,
+    **kwargs)`` named ``ID?QUERY``. Values are read as JSON scalars (``level=0`` is the int 0, a
+    value that is no JSON is the string) and checked as any outside kwargs are
+    (:func:`verigym.registration.untrusted_kwargs`), the operator-only ones allowed: the command's
+    user is the operator.
+
+    Raises:
+        ValueError: a pair without ``=``, a repeated key, or kwargs the env refuses (its
+            kwargs policy, or its constructor: one env is made here to check them).
+    """
+    import functools
+    import json
+
+    import gymnasium as gym
+
+    from verigym.registration import untrusted_kwargs
+
+    if not query:
+        return env_id
+    kwargs: dict[str, Any] = {}
+    for pair in query.split("&"):
+        key, sep, text = pair.partition("=")
+        if not sep or not key or key in kwargs:
+            raise ValueError(f"expected KEY=VALUE pairs joined by '&', each key once; got {pair!r}")
+        try:
+            kwargs[key] = json.loads(text)
+        except json.JSONDecodeError:
+            kwargs[key] = text
+    kwargs = untrusted_kwargs(env_id, kwargs, allow=tuple(kwargs))
+    task = functools.partial(gym.make, env_id, **kwargs)
+    try:  # an unknown name or an out-of-range value fails here, before the model loads
+        task().close()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(str(exc).strip().splitlines()[0]) from None
+    task.__name__ = f"{env_id}?{query}"  # the trainer's name of the task (meta.json)
+    return task
+
+
 def run_grpo(args: argparse.Namespace) -> int:
     """``verigym train grpo``: exit status 0, or 2 after a one-line usage error."""
     from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
@@ -161,7 +202,9 @@ def run_grpo(args: argparse.Namespace) -> int:
         return usage_error(command, f"--steps must be >= 1, got {args.steps}")
     if args.eval_episodes < 0:
         return usage_error(command, f"--eval-episodes must be >= 0, got {args.eval_episodes}")
-    for env_id in args.env:
+    tasks = []
+    for spec in args.env:
+        env_id, _, query = spec.partition("?")
         api = lookup_env(command, env_id)  # "did you mean" for a misspelled id
         if api is None:
             return 2
@@ -171,6 +214,10 @@ def run_grpo(args: argparse.Namespace) -> int:
                 f"{env_id} is a multi-agent env; train on one of its single-agent seats "
                 "(verigym list --family multiagent, e.g. verigym/TicTacToe-Random-v0)",
             )
+        try:
+            tasks.append(_env_task(env_id, query))
+        except ValueError as exc:
+            return usage_error(command, f"--env {spec}: {exc}")
     overrides = {
         f.name: getattr(args, f.name)
         for f in dataclasses.fields(GRPOConfig)
@@ -185,7 +232,7 @@ def run_grpo(args: argparse.Namespace) -> int:
         return policy
     from verigym.agents.llm.grpo import GRPOTrainer
 
-    trainer = GRPOTrainer(policy, args.env, config)
+    trainer = GRPOTrainer(policy, tasks, config)
     columns = (
         TextColumn("[bold]GRPO"),
         BarColumn(),
