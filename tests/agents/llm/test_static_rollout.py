@@ -79,7 +79,7 @@ def test_rows_end_at_eos_and_the_rest_step_on(policy, monkeypatch):
     assert any(len(r.token_ids) == 8 for r in ended)  # some rows went on past the first's end
 
 
-def test_one_prefill_per_group_then_one_call_per_step(policy):
+def test_one_prefill_of_the_distinct_prompts_then_one_call_per_step(policy):
     prompts = _prompts(policy)
     shapes = []
     hook = policy.model.register_forward_pre_hook(
@@ -95,7 +95,81 @@ def test_one_prefill_per_group_then_one_call_per_step(policy):
     steps = max(len(r.token_ids) for g in groups for r in g) - 1
     bucket = -(-max(len(p) for p in prompts) // 16) * 16
     assert steps >= 1
-    assert shapes == [(1, bucket), (1, bucket)] + [(8, 1)] * steps
+    assert shapes == [(2, bucket)] + [(8, 1)] * steps  # one prefill forward of the 2 prompts
+
+
+def _stops_in(policy, prompts):
+    """Stop strings that greedy replies to ``prompts`` contain: one character (one token of the
+    character-level tokenizer) and two (a stop string split across tokens)."""
+    free = policy.generate(prompts, max_new_tokens=12, temperature=0)
+    first, second = free[0].text, free[1].text
+    assert len(first) >= 6 and len(second) >= 4
+    return [first[3], second[2:4]]
+
+
+@pytest.mark.parametrize("check_every", [1, 3, 16])
+def test_stop_strings_match_generate_greedy(policy, check_every):
+    prompts = _prompts(policy) + [policy.tokenizer.encode("User: 12345\nAssistant:")]
+    stop = _stops_in(policy, prompts)
+    engine = StaticRollout(policy, bucket_size=16, check_every=check_every)
+    replies = engine.generate(prompts, max_new_tokens=12, temperature=0, stop=stop)
+    expected = policy.generate(prompts, max_new_tokens=12, temperature=0, stop=stop)
+    assert [r.finish_reason for r in expected][:2] == ["stop", "stop"]
+    assert len(expected[1].token_ids) < 12  # the two-character stop ended row 1 early
+    for reply, reference in zip(replies, expected):
+        assert reply.token_ids == reference.token_ids
+        assert reply.text == reference.text
+        assert reply.finish_reason == reference.finish_reason
+        torch.testing.assert_close(
+            torch.tensor(reply.log_probs), torch.tensor(reference.log_probs), atol=1e-5, rtol=1e-5
+        )
+
+
+def test_a_seeded_row_with_stop_strings_matches_generate(policy):
+    """One row: the same draws as ``generate`` (which has no other row to drop), cut the same."""
+    (prompt,) = _prompts(policy)[:1]
+
+    def both(stop):
+        options = dict(max_new_tokens=10, stop=stop)
+        ours = StaticRollout(policy).generate(
+            [prompt], generator=torch.Generator().manual_seed(11), **options
+        )
+        theirs = policy.generate([prompt], generator=torch.Generator().manual_seed(11), **options)
+        return ours[0], theirs[0]
+
+    free, _ = both(())
+    stop = [policy.tokenizer.decode(free.token_ids[4:6])]
+    ours, theirs = both(stop)
+    assert theirs.finish_reason == "stop" and len(theirs.token_ids) <= 6
+    assert (ours.token_ids, ours.text, ours.finish_reason) == (
+        theirs.token_ids,
+        theirs.text,
+        theirs.finish_reason,
+    )
+    torch.testing.assert_close(torch.tensor(ours.log_probs), torch.tensor(theirs.log_probs))
+
+
+def test_seeded_rows_end_at_a_stop_string_and_the_rest_step_on(policy):
+    prompts = _prompts(policy)
+
+    def run(stop):
+        generator = torch.Generator().manual_seed(5)
+        engine = StaticRollout(policy, check_every=4)
+        return engine.generate(
+            [p for p in prompts for _ in range(3)], max_new_tokens=8, generator=generator, stop=stop
+        )
+
+    free = run(())
+    token = free[0].token_ids[3]
+    stop = policy.tokenizer.decode([token])
+    ended = run([stop])
+    assert ended[0].token_ids == free[0].token_ids[:4] and ended[0].finish_reason == "stop"
+    assert ended[0].text == policy.tokenizer.decode(free[0].token_ids[:3])
+    for a, b in zip(free, ended):  # the same draws, each cut after its first stop string
+        n = a.token_ids.index(token) + 1 if token in a.token_ids else len(a.token_ids)
+        assert b.token_ids == a.token_ids[:n] and b.log_probs == a.log_probs[:n]
+        assert b.finish_reason == ("stop" if token in a.token_ids else "length")
+    assert any(len(r.token_ids) == 8 for r in ended)
 
 
 @pytest.mark.parametrize("bf16", [False, True])
@@ -152,6 +226,37 @@ def test_a_kept_engine_reuses_its_cache(policy):
         fresh = static_rollout(policy, chosen, group_size, batch_size=8, **options)
         assert [[r.token_ids for r in g] for g in kept] == [[r.token_ids for r in g] for g in fresh]
     assert len(engine._engines) == 1
+
+
+def test_the_decode_step_is_one_graph_for_every_call_of_a_cache_shape(policy):
+    """What ``compile=True`` captures, traced on the CPU (dynamo, no code generation): the whole
+    step is one graph (``fullgraph``: no graph break), and calls whose prompt buckets differ but
+    whose cache length is the same reuse it (no recompilation)."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    class Traced(StaticRollout):
+        def _compiled(self, step):
+            return torch.compile(step, backend="eager", fullgraph=True)
+
+    torch._dynamo.reset()
+    counters.clear()
+    try:
+        engine = Traced(policy, bucket_size=8, batch_size=8)
+        prompts = _prompts(policy)
+        longer = [policy.tokenizer.encode("User: " + "x" * 35 + "\nAssistant:")]
+        assert max(len(p) for p in prompts) <= 48 < len(longer[0]) <= 56  # buckets 48 and 56
+        traced = engine(prompts, 3, max_new_tokens=6, temperature=0)
+        engine(longer, 4, max_new_tokens=6, temperature=0)
+        assert len(engine._engines) == 1  # one cache length (64) for both buckets
+        assert counters["stats"]["unique_graphs"] == 1
+        assert not counters["graph_break"]
+    finally:
+        torch._dynamo.reset()
+    eager = static_rollout(
+        policy, prompts, 3, max_new_tokens=6, temperature=0, bucket_size=8, batch_size=8
+    )
+    assert [[r.token_ids for r in g] for g in traced] == [[r.token_ids for r in g] for g in eager]
 
 
 @pytest.mark.gpu
