@@ -81,6 +81,10 @@ class GRPOConfig(AgentConfig):
     """recompute activations in the backward pass (less memory, ~30% slower)"""
     bf16: bool | None = None
     """bfloat16 autocast for rollouts and the loss (weights and optimizer stay float32); None: on CUDA only"""
+    rollout_engine: Literal["dynamic", "static"] = "dynamic"
+    """how training rollouts decode: dynamic (TransformersPolicy.generate: ended rows leave the batch) or static (StaticRollout, built for GPUs: one prefill per distinct prompt, a fixed batch of groups_per_step x num_generations rows, a kept static KV cache; the same greedy replies); evaluation stays dynamic"""
+    compile_rollout: bool = False
+    """with rollout_engine static: run the decode step as CUDA graphs (torch.compile, mode reduce-overhead; the first calls of each cache shape compile); CUDA only"""
     output_dir: str | None = None
     """directory of metrics.jsonl, checkpoints and the final model; None writes nothing"""
     save_every: int = 0
@@ -117,6 +121,14 @@ class GRPOConfig(AgentConfig):
         )
         require(self.save_every >= 0, f"save_every must be >= 0, got {self.save_every}")
         require(self.curriculum_temperature > 0, "curriculum_temperature must be > 0")
+        require(
+            not self.compile_rollout or self.rollout_engine == "static",
+            "compile_rollout needs rollout_engine static",
+        )
+        require(
+            not self.compile_rollout or self.device.split(":")[0] not in {"cpu", "mps"},
+            f"compile_rollout (CUDA graphs) needs a CUDA device, got device {self.device!r}",
+        )
 
 
 @dataclass(frozen=True)

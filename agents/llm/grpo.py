@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -51,6 +51,9 @@ from verigym.agents.llm.policy import (
 )
 from verigym.core import ACTION_ERROR, SCORE, SUCCESS
 from verigym.provenance import git_sha
+
+if TYPE_CHECKING:
+    from verigym.agents.llm.static_rollout import StaticRollout
 
 __all__ = [
     "Episode",
@@ -146,6 +149,7 @@ def rollout(
     *,
     generator: torch.Generator | None = None,
     temperature: float | None = None,
+    engine: StaticRollout | None = None,
 ) -> list[Episode]:
     """Play one episode in each env (text view), all turns batched across the live episodes.
 
@@ -157,6 +161,10 @@ def rollout(
         config: sampling budgets and limits.
         generator: torch generator of the sampler.
         temperature: overrides ``config.temperature`` (0 is greedy, for evaluation).
+        engine: sample the replies with this static-shape engine (every turn: the first turn's
+            prompts of a group are equal, so they share one prefill; a later turn has one prompt
+            per live episode) instead of :meth:`TransformersPolicy.generate` (``None``, the
+            default). Greedy replies are the same; seeded samples are the same until a row ends.
 
     Returns:
         the episodes, rewards filled in (shaped as the config says), in order.
@@ -173,11 +181,12 @@ def rollout(
     for episode in episodes:
         if len(episode.token_ids) + config.max_new_tokens > context:
             _finish(episode, None, config)  # the prompt alone leaves no room for a reply
+    sample = policy.generate if engine is None else engine.generate
     while True:
         live = [i for i, e in enumerate(episodes) if not e.done]
         if not live:
             break
-        replies = policy.generate(
+        replies = sample(
             [episodes[i].token_ids for i in live],
             max_new_tokens=config.max_new_tokens,
             temperature=config.temperature if temperature is None else temperature,
@@ -262,6 +271,7 @@ def token_log_probs(
     with_entropy: bool = False,
     start: int = 0,
     shared_prefix: int = 0,
+    prefix_groups: Sequence[int] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-prob of each next token under ``softmax(logits / temperature)``, in one forward pass.
 
@@ -279,6 +289,9 @@ def token_log_probs(
             gradients reach the shared tokens through every row's attention -- and the prompt's
             cost is paid once per group instead of once per episode. 0 (or a batch of one) runs
             the plain pass.
+        prefix_groups: the group of each row when the batch holds several GRPO groups: rows of
+            one group share their first ``shared_prefix`` tokens, and each group's are run once
+            (one batch of the groups' prefixes); ``None``: every row is in one group.
 
     Returns:
         ``(log_probs, entropy)``: float32 tensors of shape (batch, length - 1 - start); entry ``t``
@@ -289,7 +302,7 @@ def token_log_probs(
             f"shared_prefix ({shared_prefix}) must be <= start ({start}): the prefix carries no targets"
         )
     if shared_prefix and input_ids.shape[0] > 1:
-        logits = _suffix_logits(model, input_ids, attention_mask, shared_prefix)[
+        logits = _suffix_logits(model, input_ids, attention_mask, shared_prefix, prefix_groups)[
             :, start - shared_prefix : -1
         ]
     else:
@@ -318,21 +331,36 @@ def token_log_probs(
 
 
 def _suffix_logits(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, prefix: int
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    prefix: int,
+    groups: Sequence[int] | None = None,
 ) -> torch.Tensor:
     """Logits (batch, length - prefix, vocab) of positions ``prefix..`` when the first ``prefix``
-    tokens of every row are equal (left-aligned, not padded): one batch-1 pass over the prefix
-    with its KV cache (and its autograd graph) repeated to the batch, then the batched suffixes."""
+    tokens of the rows of each group (``groups[row]``; ``None``: one group) are equal
+    (left-aligned, not padded): one pass over the groups' prefixes (batch 1 for one group) with
+    its KV cache (and its autograd graph) spread to their rows, then the batched suffixes."""
     batch, length = input_ids.shape
-    if not bool((input_ids[:, :prefix] == input_ids[:1, :prefix]).all()) or not bool(
+    owners = [0] * batch if groups is None else list(groups)
+    firsts: dict[int, int] = {}
+    for row, group in enumerate(owners):
+        firsts.setdefault(group, row)
+    device = input_ids.device
+    heads = torch.tensor(list(firsts.values()), device=device)
+    order = {group: k for k, group in enumerate(firsts)}
+    spread = torch.tensor([order[group] for group in owners], device=device)
+    shared = input_ids[heads, :prefix]
+    if not bool((input_ids[:, :prefix] == shared[spread]).all()) or not bool(
         attention_mask[:, :prefix].all()
     ):
         raise ValueError("shared_prefix: the rows differ (or are padded) within the prefix")
-    head = model(
-        input_ids=input_ids[:1, :prefix], attention_mask=attention_mask[:1, :prefix], use_cache=True
-    )
+    head = model(input_ids=shared, attention_mask=attention_mask[heads, :prefix], use_cache=True)
     cache = output_cache(head)
-    cache.batch_repeat_interleave(batch)
+    if len(firsts) == 1:
+        cache.batch_repeat_interleave(batch)
+    else:
+        cache.reorder_cache(spread)
     positions = torch.arange(prefix, length, device=input_ids.device).expand(batch, -1)
     out = model(
         input_ids=input_ids[:, prefix:],
@@ -359,6 +387,29 @@ def shared_prefix_length(episodes: Sequence[Episode]) -> int:
             n += 1
         common = n
     return common
+
+
+def _micro_batch_prefix(episodes: Sequence[Episode], start: int) -> tuple[int, list[int] | None]:
+    """``(shared_prefix, prefix_groups)`` of :func:`token_log_probs` for a micro-batch of
+    ``episodes`` whose first target is ``start``: a group is the episodes of one task and seed
+    (one prompt); each group's shared length is what its episodes have in common before their
+    loss (a lone episode: its prompt), the prefix the shortest of them. ``(0, None)``: nothing to
+    share (one group's rows differ at once, or every row is its own group)."""
+    owners: dict[tuple[int, int], int] = {}
+    groups = [owners.setdefault((e.task, e.seed), len(owners)) for e in episodes]
+    if len(owners) == 1:
+        return min(start, shared_prefix_length(episodes)), None
+    if len(owners) == len(episodes):
+        return 0, None
+    lengths = [start]
+    for group in range(len(owners)):
+        members = [e for e, g in zip(episodes, groups) if g == group]
+        if len(members) > 1:
+            lengths.append(shared_prefix_length(members))
+        else:
+            lengths.append(next((i for i, m in enumerate(members[0].loss_mask) if m), start))
+    prefix = min(lengths)
+    return (prefix, groups) if prefix else (0, None)
 
 
 @functools.cache
@@ -499,12 +550,29 @@ class GRPOTrainer:
             if self.bf16:
                 self.ref_model.to(torch.bfloat16)
             self.ref_model.requires_grad_(False)
+        self._trainable = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
-            [p for p in model.parameters() if p.requires_grad],
+            self._trainable,
             lr=config.learning_rate,
             weight_decay=config.weight_decay,
             fused=self.device.type == "cuda",  # one kernel for every parameter's update
         )
+        self.static_rollout: StaticRollout | None = None
+        """The static-shape engine of training rollouts (``rollout_engine="static"``), kept with
+        its caches (and, compiled, its CUDA graphs) for every step."""
+        if config.rollout_engine == "static":
+            if config.compile_rollout and self.device.type != "cuda":
+                raise ValueError(
+                    f"compile_rollout (CUDA graphs) needs a CUDA device; the policy is on {self.device}"
+                )
+            from verigym.agents.llm.static_rollout import StaticRollout
+
+            self.static_rollout = StaticRollout(
+                policy,
+                batch_size=config.groups_per_step * config.num_generations,
+                compile=config.compile_rollout,
+                bf16=self.bf16,  # the rollout's autocast region (collect) has the same setting
+            )
         self.curriculum = UCBCurriculum(
             len(self.tasks),
             window=config.curriculum_window,
@@ -568,7 +636,13 @@ class GRPOTrainer:
         self.policy.model.eval()
         with self._autocast():
             episodes = rollout(
-                self.policy, envs, seeds, tasks, self.config, generator=self.generator
+                self.policy,
+                envs,
+                seeds,
+                tasks,
+                self.config,
+                generator=self.generator,
+                engine=self.static_rollout,
             )
         return [episodes[k * g : (k + 1) * g] for k in range(len(drawn))]
 
@@ -623,8 +697,12 @@ class GRPOTrainer:
         pad = self.policy.tokenizer.pad_token_id
         total_tokens = max(1, sum(sum(e.loss_mask) for e, _ in batch))
         sums = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "entropy": 0.0, "grad_norm": 0.0}
-        # micro-batches never mix groups: a group's episodes share their prompt, which is then run
-        # once per micro-batch (token_log_probs(shared_prefix=...)) -- unless checkpointing is on,
+        # the metrics' terms stay on the device until the end: one host sync per update, not
+        # three per micro-batch (the GPU keeps its queue of work)
+        terms: list[tuple[str, torch.Tensor]] = []
+        # a micro-batch holds up to micro_batch_size episodes: whole groups packed together (a
+        # larger group is split); each group's shared prompt is run once per micro-batch
+        # (token_log_probs(shared_prefix=..., prefix_groups=...)) -- unless checkpointing is on,
         # which runs without a KV cache
         share = not cfg.gradient_checkpointing
         groups: dict[tuple[int, int], list[int]] = {}
@@ -632,20 +710,28 @@ class GRPOTrainer:
             groups.setdefault((e.task, e.seed) if share else (0, 0), []).append(i)
         for _ in range(cfg.num_iterations):
             members = [groups[key] for key in groups]
-            chunks = [
-                [batch[i] for i in shuffled[s : s + cfg.micro_batch_size]]
+            pieces = [
+                [int(i) for i in shuffled[s : s + cfg.micro_batch_size]]
                 for g in self.rng.permutation(len(members))
                 for shuffled in [list(self.rng.permutation(members[g]))]
                 for s in range(0, len(shuffled), cfg.micro_batch_size)
             ]
+            packed: list[list[int]] = []
+            for piece in pieces:
+                if packed and len(packed[-1]) + len(piece) <= cfg.micro_batch_size:
+                    packed[-1].extend(piece)
+                else:
+                    packed.append(piece)
             self.optimizer.zero_grad(set_to_none=True)
-            for chunk in chunks:
+            for chunk in ([batch[i] for i in indices] for indices in packed):
                 tensors = _pad_batch([e for e, _ in chunk], pad, self.device)
                 advantages = torch.tensor(
                     [a for _, a in chunk], dtype=torch.float32, device=self.device
                 )
                 start = int(tensors["mask"].any(0).float().argmax())
-                prefix = min(start, shared_prefix_length([e for e, _ in chunk])) if share else 0
+                prefix, prefix_groups = (
+                    _micro_batch_prefix([e for e, _ in chunk], start) if share else (0, None)
+                )
                 ids, attention = tensors["input_ids"], tensors["attention_mask"]
                 with self._autocast():
                     log_probs, entropy = token_log_probs(
@@ -656,6 +742,7 @@ class GRPOTrainer:
                         with_entropy=True,
                         start=start,
                         shared_prefix=prefix,
+                        prefix_groups=prefix_groups,
                     )
                 mask = tensors["mask"][:, start:]
                 old = (
@@ -673,6 +760,7 @@ class GRPOTrainer:
                             temperature=cfg.temperature,
                             start=start,
                             shared_prefix=prefix,
+                            prefix_groups=prefix_groups,
                         )
                 per_token, stats = grpo_loss(
                     log_probs,
@@ -686,17 +774,20 @@ class GRPOTrainer:
                 )
                 loss = self._aggregate(per_token, mask, total_tokens, len(batch))
                 loss.backward()
-                sums["loss"] += float(loss.detach())
-                sums["clip_fraction"] += float(stats["clipped"].sum()) / total_tokens
-                sums["entropy"] += float((entropy * mask).sum()) / total_tokens
+                terms.append(("loss", loss.detach()))
+                terms.append(("clip_fraction", stats["clipped"].sum()))
+                terms.append(("entropy", (entropy * mask).sum()))
                 if "kl" in stats:
-                    sums["kl"] += float(stats["kl"].sum()) / total_tokens
+                    terms.append(("kl", stats["kl"].sum()))
             if cfg.max_grad_norm > 0:
-                sums["grad_norm"] += float(
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                )
+                # foreach kernels on CUDA (torch's default there): a few launches for all grads
+                norm = torch.nn.utils.clip_grad_norm_(self._trainable, cfg.max_grad_norm)
+                terms.append(("grad_norm", norm))
             self.optimizer.step()
         model.eval()
+        values = torch.stack([t.float() for _, t in terms]).tolist() if terms else []
+        for (name, _), value in zip(terms, values):  # the host sync; summed in the same order
+            sums[name] += value if name in ("loss", "grad_norm") else value / total_tokens
         return {k: v / cfg.num_iterations for k, v in sums.items()}
 
     def _aggregate(
