@@ -7,9 +7,16 @@ lengths match). verigym also returns every sampled token's log-prob and handles 
 transformers (target of issue 10: <= 1.1x). The same script runs on a CUDA machine (``--device
 auto`` picks it, bf16 weights).
 
+``--static`` also times GRPO's static-shape engine
+(:class:`~verigym.agents.llm.static_rollout.StaticRollout`, one row per prompt, the batch fixed
+at ``--batch``), compiled into CUDA graphs on CUDA (``--static-warmup`` calls of the same shapes
+first: compilation and graph capture, timed apart), eager elsewhere, and prints its throughput
+against ``model.generate``'s (target of issue 42: >= 3x at batch 32) and, on CUDA, the peak GPU
+memory of each side.
+
 Usage::
 
-    python benchmarks/llm_generate.py [--model DIR] [--batch 16] [--new-tokens 64] [--repeats 5]
+    python benchmarks/llm_generate.py [--model DIR] [--batch 16] [--new-tokens 64] [--repeats 5] [--static]
 
 Without ``--model`` a tiny random model (``--hidden-size``, ``--layers``) is built in a temp dir.
 """
@@ -32,9 +39,19 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def timed(fn, repeats: int, device: torch.device) -> float:
-    """Median wall-clock seconds of ``fn()`` over ``repeats`` runs after one warm-up."""
-    fn()
+def peak_gib(device: torch.device) -> str:
+    """The peak GPU memory since the last reset, then a reset (``""`` off CUDA)."""
+    if device.type != "cuda":
+        return ""
+    peak = torch.cuda.max_memory_allocated(device) / 2**30
+    torch.cuda.reset_peak_memory_stats(device)
+    return f", peak GPU memory {peak:.2f} GiB"
+
+
+def timed(fn, repeats: int, device: torch.device, warmup: int = 1) -> float:
+    """Median wall-clock seconds of ``fn()`` over ``repeats`` runs after ``warmup`` runs."""
+    for _ in range(warmup):
+        fn()
     times = []
     for _ in range(repeats):
         _sync(device)
@@ -63,6 +80,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument(
+        "--static",
+        action="store_true",
+        help="also time StaticRollout (CUDA graphs on CUDA) against model.generate",
+    )
+    parser.add_argument(
+        "--static-warmup",
+        type=int,
+        default=3,
+        help="StaticRollout calls before timing (compilation, CUDA graph capture)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
@@ -109,15 +137,55 @@ def main() -> None:
         )
         assert out.shape[1] == width + args.new_tokens
 
+    peak_gib(device)
     peer_s = timed(peer, args.repeats, device)
+    peer_peak = peak_gib(device)
     ours_s = timed(ours, args.repeats, device)
+    ours_peak = peak_gib(device)
     print(
         f"device {device}, batch {args.batch}, prompt <= {args.prompt_tokens} tokens, {args.new_tokens} new tokens, "
         f"model {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params"
     )
-    print(f"transformers model.generate   {peer_s * 1e3:9.1f} ms/batch")
-    print(f"verigym TransformersPolicy    {ours_s * 1e3:9.1f} ms/batch (with log-probs)")
+    print(f"transformers model.generate   {peer_s * 1e3:9.1f} ms/batch{peer_peak}")
+    print(f"verigym TransformersPolicy    {ours_s * 1e3:9.1f} ms/batch (with log-probs){ours_peak}")
     print(f"ratio verigym / transformers  {ours_s / peer_s:9.2f}x  (target <= 1.1x)")
+    if args.static:
+        time_static(policy, prompts, args, device, peer_s)
+
+
+def time_static(
+    policy: TransformersPolicy,
+    prompts: list[list[int]],
+    args: argparse.Namespace,
+    device: torch.device,
+    peer_s: float,
+) -> None:
+    """Time StaticRollout on ``prompts`` (one row each) and print its throughput against
+    ``model.generate``'s ``peer_s`` seconds for the same rows and new tokens."""
+    from verigym.agents.llm.static_rollout import StaticRollout
+
+    compiled = device.type == "cuda"
+    engine = StaticRollout(policy, batch_size=len(prompts), compile=compiled)
+
+    def static() -> None:
+        out = engine.generate(prompts, max_new_tokens=args.new_tokens, temperature=1.0)
+        assert all(len(o.token_ids) == args.new_tokens for o in out)
+
+    _sync(device)
+    started = time.perf_counter()
+    for _ in range(args.static_warmup):
+        static()
+    _sync(device)
+    warmup_s = time.perf_counter() - started
+    static_s = timed(static, args.repeats, device, warmup=0)
+    how = "CUDA graphs" if compiled else "eager"
+    print(
+        f"verigym StaticRollout         {static_s * 1e3:9.1f} ms/batch ({how}, with log-probs; "
+        f"{args.static_warmup} warm-up calls {warmup_s:.1f} s){peak_gib(device)}"
+    )
+    print(
+        f"throughput static / model.generate {peer_s / static_s:6.2f}x  (target >= 3x at batch 32)"
+    )
 
 
 if __name__ == "__main__":

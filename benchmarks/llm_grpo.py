@@ -7,12 +7,20 @@ env, ``max_turns=1`` on verigym's side), scored by its verifier on both sides (t
 ``--generations`` completions), exactly ``--new-tokens`` completion tokens on both sides (EOS
 suppressed), one optimizer step per batch with no gradient accumulation, no KL term, clip range
 [0.8, 1.28]. A step is rollout + rewards + loss + backward + optimizer step; the median over
-``--steps`` steps after one warm-up is reported, with the ratio verigym / TRL (target of issue 10:
-<= 0.5x). Runs as-is on a CUDA machine (bf16 there on both sides).
+``--steps`` steps after ``--warmup`` warm-up steps is reported, with the ratio verigym / TRL (target
+of issues 10 and 42: <= 0.5x), verigym's split into rollout and update, and on CUDA each side's peak
+GPU memory. Runs as-is on a CUDA machine (bf16 there on both sides). verigym packs the whole batch
+into one micro-batch (``micro_batch_size`` = groups x generations, each group's prompt run once).
+
+``--rollout-engine static`` rolls out with GRPO's static-shape engine and ``--compile`` captures
+its decode step in CUDA graphs (CUDA only; give ``--warmup 3`` or more: the first steps compile and
+capture). ``--profile`` profiles one more step and prints its top operators by device time (CPU
+time off CUDA), rollout and update marked.
 
 Usage::
 
     python benchmarks/llm_grpo.py [--model DIR] [--groups 4] [--generations 8] [--new-tokens 32] [--steps 5]
+        [--rollout-engine dynamic|static] [--compile] [--warmup 1] [--profile]
 
 Needs the ``trl`` extra (``pip install -e .[trl]``).
 """
@@ -41,10 +49,20 @@ def _task(args: argparse.Namespace):
     return args.env
 
 
+def peak_gib(device: torch.device) -> float:
+    """The peak GPU memory since the last reset, in GiB, then a reset (0 off CUDA)."""
+    if device.type != "cuda":
+        return 0.0
+    peak = torch.cuda.max_memory_allocated(device) / 2**30
+    torch.cuda.reset_peak_memory_stats(device)
+    return peak
+
+
 def verigym_step_seconds(
     path: str, args: argparse.Namespace, device: torch.device
-) -> tuple[float, float]:
-    """Median seconds of a whole step and of its rollout part (generation + env steps)."""
+) -> tuple[float, float, float]:
+    """Median seconds of a whole step and of its rollout part (generation + env steps), and the
+    warm-up steps' seconds."""
     policy = TransformersPolicy.from_pretrained(path, device=str(device))
     policy.eos_token_ids = frozenset()
     trainer = GRPOTrainer(
@@ -60,8 +78,17 @@ def verigym_step_seconds(
         clip_eps_high=0.28,
         seed=0,
         max_turns=1,
+        rollout_engine=args.rollout_engine,
+        compile_rollout=args.compile,
     )
-    trainer.step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    started = time.perf_counter()
+    for _ in range(args.warmup):
+        trainer.step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    warmup_s = time.perf_counter() - started
     times, rollouts = [], []
     for _ in range(args.steps):
         if device.type == "cuda":
@@ -72,8 +99,49 @@ def verigym_step_seconds(
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
         rollouts.append(metrics["rollout_time"])
+    if args.profile:
+        profile_step(trainer, device)
     trainer.close()
-    return statistics.median(times), statistics.median(rollouts)
+    return statistics.median(times), statistics.median(rollouts), warmup_s
+
+
+def profile_step(trainer: GRPOTrainer, device: torch.device) -> None:
+    """Profile one more step and print its top operators (by device time on CUDA)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    collect, update = trainer.collect, trainer._update
+
+    def marked_collect():
+        with record_function("verigym.rollout"):
+            return collect()
+
+    def marked_update(batch):
+        with record_function("verigym.update"):
+            return update(batch)
+
+    trainer.collect, trainer._update = marked_collect, marked_update
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        trainer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    print(f"profile of one verigym step ({args_note(trainer)}), top operators by {sort}:")
+    print(prof.key_averages().table(sort_by=sort, row_limit=20, max_name_column_width=48))
+    launches = sum(e.count for e in prof.key_averages() if e.key in _LAUNCHES)
+    syncs = sum(e.count for e in prof.key_averages() if "Synchronize" in e.key)
+    print(f"kernel launches {launches}, host syncs {syncs}")
+
+
+_LAUNCHES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaGraphLaunch"}
+
+
+def args_note(trainer: GRPOTrainer) -> str:
+    config = trainer.config
+    compiled = ", CUDA graphs" if config.compile_rollout else ""
+    return f"rollout engine {config.rollout_engine}{compiled}"
 
 
 def trl_step_seconds(
@@ -154,6 +222,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--rollout-engine", choices=("dynamic", "static"), default="dynamic")
+    parser.add_argument(
+        "--compile", action="store_true", help="static engine: CUDA graphs (CUDA only)"
+    )
+    parser.add_argument("--warmup", type=int, default=1, help="verigym steps before timing")
+    parser.add_argument("--profile", action="store_true", help="profile one more verigym step")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
@@ -166,16 +240,26 @@ def main() -> None:
                 num_heads=max(1, args.hidden_size // 32),
             )
         )
+        peak_gib(device)
         trl_s = trl_step_seconds(path, args, device, f"{tmp}/trl")
-        ours_s, ours_rollout_s = verigym_step_seconds(path, args, device)
+        trl_peak = peak_gib(device)
+        ours_s, ours_rollout_s, warmup_s = verigym_step_seconds(path, args, device)
+        ours_peak = peak_gib(device)
     print(
         f"task {args.env}, device {device}, {args.groups} groups x {args.generations} generations, {args.new_tokens} completion tokens, "
         f"median of {args.steps} steps"
     )
-    print(f"TRL GRPOTrainer        {trl_s * 1e3:9.1f} ms/step")
+    memory = device.type == "cuda"
+    print(
+        f"TRL GRPOTrainer        {trl_s * 1e3:9.1f} ms/step"
+        + (f" (peak GPU memory {trl_peak:.2f} GiB)" if memory else "")
+    )
+    engine = args.rollout_engine + (", CUDA graphs" if args.compile else "")
     print(
         f"verigym GRPOTrainer    {ours_s * 1e3:9.1f} ms/step "
-        f"(rollout {ours_rollout_s * 1e3:.1f} ms, update {(ours_s - ours_rollout_s) * 1e3:.1f} ms)"
+        f"(rollout {ours_rollout_s * 1e3:.1f} ms, update {(ours_s - ours_rollout_s) * 1e3:.1f} ms; "
+        f"rollout engine {engine}; {args.warmup} warm-up steps {warmup_s:.1f} s"
+        + (f"; peak GPU memory {ours_peak:.2f} GiB)" if memory else ")")
     )
     print(f"ratio verigym / TRL    {ours_s / trl_s:9.2f}x  (target <= 0.5x)")
 

@@ -4,12 +4,18 @@
 # travel there (64 MiB), so the model is Qwen2.5-0.5B's shape with random weights, built on the
 # machine (benchmarks/llm_random_model.py) once and shared by every stage (VERIGYM_GPU_MODEL).
 #   0. the machine: GPU, driver, versions of the packages the stages import;
-#   1. the tests marked gpu (tests/agents/llm/test_gpu.py): generation with and without the prefix
-#      cache, a GRPO step with LoRA and with full fine-tuning, SFT steps;
-#   2. generation time of TransformersPolicy.generate vs model.generate, batch 1 and 32
-#      (benchmarks/llm_generate.py prints both and the ratio);
-#   3. GRPO step time vs TRL's GRPOTrainer on the same model and batch (benchmarks/llm_grpo.py),
-#      last: it needs the trl extra (trl, datasets and their dill/multiprocess).
+#   1. the tests marked gpu (tests/agents/llm/test_gpu.py: generation with and without the prefix
+#      cache, a GRPO step with LoRA and with full fine-tuning, SFT steps; test_static_rollout.py and
+#      test_grpo_static.py: the static-shape engine compiled into CUDA graphs samples what the
+#      eager paths sample, alone and in GRPO rollouts);
+#   2. generation at batch 32, 64 new tokens (benchmarks/llm_generate.py --static):
+#      TransformersPolicy.generate vs model.generate, and the static-shape engine in CUDA graphs
+#      (3 warm-up calls: compilation and capture) with its throughput over model.generate's
+#      (issue 42's target: >= 3x) and each side's peak GPU memory;
+#   3. GRPO step time vs TRL's GRPOTrainer on the same model and batch (benchmarks/llm_grpo.py
+#      --rollout-engine static --compile --warmup 3 --profile: the ratio, issue 42's target <= 0.5x,
+#      the rollout/update split, peak GPU memory, then one profiled step's top operators), last:
+#      it needs the trl extra (trl, datasets and their dill/multiprocess).
 # Each stage runs under `timeout` with its own budget (seconds, GPU_CHECK_BUDGET_<STAGE> overrides)
 # and a failed or timed-out stage does not stop the later ones; the summary lists every stage's exit
 # status and the script exits 1 if any failed. The whole script ends within GPU_CHECK_DEADLINE
@@ -33,9 +39,9 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OF
 export HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
 PY="${PYTHON:-python3}"
 if [ "${GPU_CHECK_CPU_DRY_RUN:-0}" = 1 ]; then
-  device=cpu shape=tiny
+  device=cpu shape=tiny compile=()
 else
-  device=cuda shape=qwen2.5-0.5b
+  device=cuda shape=qwen2.5-0.5b compile=(--compile)
 fi
 export GPU_CHECK_DEVICE=$device
 start_all=$SECONDS
@@ -117,14 +123,14 @@ if [ ! -f "$model/config.json" ]; then
   exit 1
 fi
 
-stage tests 150 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/agents/llm/test_gpu.py -rs
-for batch in 1 32; do
-  stage "generate-$batch" 60 "$PY" benchmarks/llm_generate.py --model "$model" --batch "$batch" \
-    --new-tokens 64 --repeats 3 --device "$device"
-done
+stage tests 120 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/agents/llm/test_gpu.py \
+  tests/agents/llm/test_static_rollout.py tests/agents/llm/test_grpo_static.py -rs
+stage generate-32 120 "$PY" benchmarks/llm_generate.py --model "$model" --batch 32 \
+  --new-tokens 64 --repeats 3 --static --static-warmup 3 --device "$device"
 if "$PY" -c "import trl, datasets" 2>/dev/null; then
-  stage grpo 120 "$PY" benchmarks/llm_grpo.py --model "$model" --groups 4 --generations 8 \
-    --new-tokens 32 --steps 3 --device "$device"
+  stage grpo 150 "$PY" benchmarks/llm_grpo.py --model "$model" --groups 4 --generations 8 \
+    --new-tokens 32 --steps 3 --warmup 3 --rollout-engine static ${compile[@]+"${compile[@]}"} --profile \
+    --device "$device"
 else
   echo "== [grpo] trl/datasets are not importable: GRPO comparison skipped (pip install -e .[trl])"
   summary+=("grpo         SKIPPED")

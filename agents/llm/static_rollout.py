@@ -219,25 +219,26 @@ class StaticRollout:
         logits, attention, positions = self._prefill(cache, prompts, batch, bucket)
 
         device = self.policy.device
-        sampled = torch.empty((batch, max_new_tokens), dtype=torch.long, device=device)
-        log_probs = torch.empty((batch, max_new_tokens), dtype=torch.float32, device=device)
+        # time-major, so the token a step feeds (its row of the last step) is contiguous
+        sampled = torch.empty((max_new_tokens, batch), dtype=torch.long, device=device)
+        log_probs = torch.empty((max_new_tokens, batch), dtype=torch.float32, device=device)
         ends = _Ends(self.policy, rows, max_new_tokens, stop)
         checked = 0
         for t in range(max_new_tokens):
             if t:  # every row feeds its last token (an ended row's is discarded with its reply)
                 attention[:, bucket + t - 1] = 1
-                logits = decode(sampled[:, t - 1], positions, attention)
+                logits = decode(sampled[t - 1], positions, attention)
                 positions += 1
-            sampled[:, t], log_probs[:, t] = sample(logits, temperature, top_p, generator)
+            sampled[t], log_probs[t] = sample(logits, temperature, top_p, generator)
             if t + 1 - checked == self.check_every or t + 1 == max_new_tokens:
-                ends.scan(sampled[:rows, checked : t + 1].tolist(), checked)  # the host sync
+                ends.scan(sampled[checked : t + 1, :rows].T.tolist(), checked)  # the host sync
                 checked = t + 1
                 if ends.all_ended():
                     break
 
         # -- back to Python: per row, its tokens up to its end
-        done = slice(None, checked)
-        sampled_rows, log_prob_rows = sampled[:rows, done].tolist(), log_probs[:rows, done].tolist()
+        sampled_rows = sampled[:checked, :rows].T.tolist()
+        log_prob_rows = log_probs[:checked, :rows].T.tolist()
         return [
             ends.generation(r, sampled_rows[r], log_prob_rows[r][: ends.length(r)])
             for r in range(rows)
