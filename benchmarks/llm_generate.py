@@ -173,7 +173,16 @@ def time_static(
 
     _sync(device)
     started = time.perf_counter()
-    for _ in range(args.static_warmup):
+    try:
+        for _ in range(args.static_warmup):
+            static()
+    except Exception as error:  # noqa: BLE001 - a failed compilation still leaves eager timings
+        if not compiled:
+            raise
+        first = (str(error).strip().splitlines() or [""])[0][:300]
+        print(f"COMPILE FAILED ({type(error).__name__}: {first}); timing the eager engine")
+        compiled = False
+        engine = StaticRollout(policy, batch_size=len(prompts))
         static()
     _sync(device)
     warmup_s = time.perf_counter() - started

@@ -36,6 +36,7 @@ import torch
 
 from verigym.agents.llm.grpo import GRPOTrainer
 from verigym.agents.llm.policy import TransformersPolicy, resolve_device
+from verigym.agents.llm.static_rollout import StaticRollout
 from verigym.agents.llm.tiny import EchoLetterEnv, build_tiny_model
 from verigym.agents.llm.trl_adapter import VerigymReward, verigym_dataset
 
@@ -85,7 +86,17 @@ def verigym_step_seconds(
         torch.cuda.synchronize()
     started = time.perf_counter()
     for _ in range(args.warmup):
-        trainer.step()
+        try:
+            trainer.step()
+        except Exception as error:  # noqa: BLE001 - a failed compilation still leaves eager timings
+            if trainer.static_rollout is None or not trainer.static_rollout.compile:
+                raise
+            first = (str(error).strip().splitlines() or [""])[0][:300]
+            print(f"COMPILE FAILED ({type(error).__name__}: {first}); timing the eager engine")
+            args.compile = False
+            trainer.static_rollout = StaticRollout(
+                trainer.policy, batch_size=args.groups * args.generations, bf16=trainer.bf16
+            )
     if device.type == "cuda":
         torch.cuda.synchronize()
     warmup_s = time.perf_counter() - started
@@ -127,7 +138,7 @@ def profile_step(trainer: GRPOTrainer, device: torch.device) -> None:
         trainer.step()
         if device.type == "cuda":
             torch.cuda.synchronize()
-    sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    sort = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     print(f"profile of one verigym step ({args_note(trainer)}), top operators by {sort}:")
     print(prof.key_averages().table(sort_by=sort, row_limit=20, max_name_column_width=48))
     launches = sum(e.count for e in prof.key_averages() if e.key in _LAUNCHES)

@@ -101,7 +101,11 @@ try:
     print(f"driver {smi.stdout.strip() or smi.stderr.strip()}")
 except (OSError, subprocess.TimeoutExpired) as error:
     print(f"driver: nvidia-smi did not answer ({error})")
-names = ["transformers", "huggingface-hub", "tokenizers", "safetensors", "accelerate", "peft",
+import shutil
+
+# torch.compile (the static engine's CUDA graphs) needs triton and a C compiler for its launchers
+print("C compiler: " + ", ".join(f"{c} {shutil.which(c)}" for c in ("cc", "gcc", "clang")))
+names = ["triton", "transformers", "huggingface-hub", "tokenizers", "safetensors", "accelerate", "peft",
          "numpy", "gymnasium", "pettingzoo", "trl", "datasets", "pyarrow", "pandas", "fsspec",
          "dill", "multiprocess", "xxhash", "pytest", "setuptools", "verigym"]
 for name in names:
