@@ -26,6 +26,9 @@ found on the host every ``check_every`` steps (default 8 on CUDA, 1 elsewhere): 
 block of tokens sampled since the last check, then the stop-string test per token (which needs
 the text, so the host) and the early exit once every row has ended. Between checks the GPU runs
 ahead without a host sync; the price is at most ``check_every - 1`` steps past the last row's end.
+
+GRPO rolls out with it under ``GRPOConfig(rollout_engine="static")`` (``compile_rollout=True`` for
+the CUDA graphs), every turn of every episode. So far it has run on CPU only.
 """
 
 from __future__ import annotations
