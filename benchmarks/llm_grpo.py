@@ -61,9 +61,9 @@ def peak_gib(device: torch.device) -> float:
 
 def verigym_step_seconds(
     path: str, args: argparse.Namespace, device: torch.device
-) -> tuple[float, float, float]:
-    """Median seconds of a whole step and of its rollout part (generation + env steps), and the
-    warm-up steps' seconds."""
+) -> tuple[float, float, float, GRPOTrainer]:
+    """Median seconds of a whole step and of its rollout part (generation + env steps), the
+    warm-up steps' seconds, and the trainer (open, for a profiled step)."""
     policy = TransformersPolicy.from_pretrained(path, device=str(device))
     policy.eos_token_ids = frozenset()
     trainer = GRPOTrainer(
@@ -100,6 +100,7 @@ def verigym_step_seconds(
     if device.type == "cuda":
         torch.cuda.synchronize()
     warmup_s = time.perf_counter() - started
+    print(f"verigym: {args.warmup} warm-up steps took {warmup_s:.1f} s", flush=True)
     times, rollouts = [], []
     for _ in range(args.steps):
         if device.type == "cuda":
@@ -110,10 +111,7 @@ def verigym_step_seconds(
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
         rollouts.append(metrics["rollout_time"])
-    if args.profile:
-        profile_step(trainer, device)
-    trainer.close()
-    return statistics.median(times), statistics.median(rollouts), warmup_s
+    return statistics.median(times), statistics.median(rollouts), warmup_s, trainer
 
 
 def profile_step(trainer: GRPOTrainer, device: torch.device) -> None:
@@ -251,28 +249,34 @@ def main() -> None:
                 num_heads=max(1, args.hidden_size // 32),
             )
         )
+        print(
+            f"task {args.env}, device {device}, {args.groups} groups x {args.generations} generations, {args.new_tokens} completion tokens, "
+            f"median of {args.steps} steps"
+        )
+        memory = (
+            device.type == "cuda"
+        )  # each line is printed once known: a stage cut short keeps it
         peak_gib(device)
         trl_s = trl_step_seconds(path, args, device, f"{tmp}/trl")
         trl_peak = peak_gib(device)
-        ours_s, ours_rollout_s, warmup_s = verigym_step_seconds(path, args, device)
+        print(
+            f"TRL GRPOTrainer        {trl_s * 1e3:9.1f} ms/step"
+            + (f" (peak GPU memory {trl_peak:.2f} GiB)" if memory else ""),
+            flush=True,
+        )
+        ours_s, ours_rollout_s, warmup_s, trainer = verigym_step_seconds(path, args, device)
         ours_peak = peak_gib(device)
-    print(
-        f"task {args.env}, device {device}, {args.groups} groups x {args.generations} generations, {args.new_tokens} completion tokens, "
-        f"median of {args.steps} steps"
-    )
-    memory = device.type == "cuda"
-    print(
-        f"TRL GRPOTrainer        {trl_s * 1e3:9.1f} ms/step"
-        + (f" (peak GPU memory {trl_peak:.2f} GiB)" if memory else "")
-    )
-    engine = args.rollout_engine + (", CUDA graphs" if args.compile else "")
-    print(
-        f"verigym GRPOTrainer    {ours_s * 1e3:9.1f} ms/step "
-        f"(rollout {ours_rollout_s * 1e3:.1f} ms, update {(ours_s - ours_rollout_s) * 1e3:.1f} ms; "
-        f"rollout engine {engine}; {args.warmup} warm-up steps {warmup_s:.1f} s"
-        + (f"; peak GPU memory {ours_peak:.2f} GiB)" if memory else ")")
-    )
-    print(f"ratio verigym / TRL    {ours_s / trl_s:9.2f}x  (target <= 0.5x)")
+        engine = args.rollout_engine + (", CUDA graphs" if args.compile else "")
+        print(
+            f"verigym GRPOTrainer    {ours_s * 1e3:9.1f} ms/step "
+            f"(rollout {ours_rollout_s * 1e3:.1f} ms, update {(ours_s - ours_rollout_s) * 1e3:.1f} ms; "
+            f"rollout engine {engine}; {args.warmup} warm-up steps {warmup_s:.1f} s"
+            + (f"; peak GPU memory {ours_peak:.2f} GiB)" if memory else ")")
+        )
+        print(f"ratio verigym / TRL    {ours_s / trl_s:9.2f}x  (target <= 0.5x)", flush=True)
+        if args.profile:
+            profile_step(trainer, device)
+        trainer.close()
 
 
 if __name__ == "__main__":
