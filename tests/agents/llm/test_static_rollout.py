@@ -259,6 +259,37 @@ def test_the_decode_step_is_one_graph_for_every_call_of_a_cache_shape(policy):
     assert [[r.token_ids for r in g] for g in traced] == [[r.token_ids for r in g] for g in eager]
 
 
+@pytest.mark.slow
+def test_the_decode_step_compiles_with_inductor_on_the_cpu(policy):
+    """The step as ``torch.compile`` lowers it (inductor's default mode, C++ on the CPU; the GPU
+    adds CUDA graphs) samples what the eager step samples, under bf16 autocast (GRPO's rollouts)
+    too (~15 s of compilation per dtype: slow)."""
+    import shutil
+
+    if shutil.which("g++") is None:
+        pytest.skip("inductor on the CPU needs a C++ compiler")
+
+    class Inductor(StaticRollout):
+        def _compiled(self, step):
+            return torch.compile(step)
+
+    with torch.no_grad():  # sharper logits: greedy replies that vary with the context
+        for name, parameter in policy.model.named_parameters():
+            if "norm" not in name:
+                parameter.mul_(16)
+    prompts = _prompts(policy)
+    for bf16 in (False, True):
+        replies = []
+        for engine in (StaticRollout(policy, bf16=bf16), Inductor(policy, bf16=bf16)):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                groups = engine(prompts, 2, max_new_tokens=8, temperature=0)
+            replies.append([[r.token_ids for r in g] for g in groups])
+        assert replies[0] == replies[1]
+        assert (
+            len({tuple(ids) for g in replies[0] for ids in g}) == 2
+        )  # the prompts' replies differ
+
+
 @pytest.mark.gpu
 def test_gpu_compiled_step_matches_eager(tiny_model_dir):
     if not torch.cuda.is_available():
