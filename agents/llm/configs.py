@@ -48,7 +48,9 @@ class GRPOConfig(AgentConfig):
     num_iterations: int = 1
     """inner optimisation passes over each batch (mu); > 1 uses the stored rollout log-probs as pi_old"""
     micro_batch_size: int = 8
-    """episodes per forward/backward pass; gradients accumulate over the batch"""
+    """episodes per forward/backward pass (whole groups packed together); gradients accumulate over the batch"""
+    share_prompt_min_tokens: int = 0
+    """the update runs each group's prompt once per micro-batch (one pass over the groups' prompts, then the rows' suffixes) when that saves at least this many prompt tokens, else one plain pass; 0: whenever it saves any. The extra pass costs a forward and backward's kernel launches, which a GPU may not earn back on short prompts (not measured yet)"""
     clip_eps_low: float = 0.2
     """lower ratio clip epsilon"""
     clip_eps_high: float = 0.28
@@ -120,6 +122,10 @@ class GRPOConfig(AgentConfig):
             self.overlong_buffer >= 0, f"overlong_buffer must be >= 0, got {self.overlong_buffer}"
         )
         require(self.save_every >= 0, f"save_every must be >= 0, got {self.save_every}")
+        require(
+            self.share_prompt_min_tokens >= 0,
+            f"share_prompt_min_tokens must be >= 0, got {self.share_prompt_min_tokens}",
+        )
         require(self.curriculum_temperature > 0, "curriculum_temperature must be > 0")
         require(
             not self.compile_rollout or self.rollout_engine == "static",

@@ -732,6 +732,9 @@ class GRPOTrainer:
                 prefix, prefix_groups = (
                     _micro_batch_prefix([e for e, _ in chunk], start) if share else (0, None)
                 )
+                heads = len(set(prefix_groups)) if prefix_groups is not None else 1
+                if prefix * (len(chunk) - heads) < cfg.share_prompt_min_tokens:
+                    prefix, prefix_groups = 0, None  # too little saved for a second pass
                 ids, attention = tensors["input_ids"], tensors["attention_mask"]
                 with self._autocast():
                     log_probs, entropy = token_log_probs(

@@ -105,7 +105,7 @@ def test_compile_rollout_is_refused_off_cuda(policy):
         GRPOTrainer(policy, EchoLetterEnv, config)
 
 
-def _one_update(model_dir, micro_batch_size):
+def _one_update(model_dir, micro_batch_size, **options):
     """The metrics, the gradients and the forward batch sizes of one update of a fixed batch."""
     from verigym.agents.llm.policy import TransformersPolicy
 
@@ -118,6 +118,7 @@ def _one_update(model_dir, micro_batch_size):
         max_new_tokens=6,
         max_turns=3,
         seed=0,
+        **options,
     )
     envs, seeds, tasks = _envs()
     generator = torch.Generator().manual_seed(0)
@@ -142,19 +143,21 @@ def _one_update(model_dir, micro_batch_size):
 
 
 def test_packed_micro_batches_equal_one_group_per_micro_batch(tiny_model_dir):
-    """Three groups in one micro-batch (each group's prompt run once, in one batch of prefixes)
-    give the losses, metrics and gradients of one micro-batch per group, KL term included."""
+    """Three groups in one micro-batch (each group's prompt run once, in one batch of prefixes;
+    or, with share_prompt_min_tokens above what sharing saves, one plain pass) give the losses,
+    metrics and gradients of one micro-batch per group, KL term included."""
     one_each, one_grads, one_batches = _one_update(tiny_model_dir, 2)
-    packed, packed_grads, packed_batches = _one_update(tiny_model_dir, 6)
     assert one_batches == [1, 2] * 3  # per group: its prefix, then its 2 rows
-    assert packed_batches == [3, 6]  # the 3 groups' prefixes, then the 6 rows
-    for key in ("loss", "kl", "clip_fraction", "entropy", "grad_norm"):
-        assert packed[key] == pytest.approx(one_each[key], rel=1e-4, abs=1e-6)
-    # the reference model's packed pass equals the policy's (it is a copy): the KL stays 0
     assert one_each["kl"] == 0 and one_each["grad_norm"] > 0
-    assert len(packed_grads) == len(one_grads) > 0
-    for a, b in zip(one_grads, packed_grads):
-        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    for options, batches in (({}, [3, 6]), ({"share_prompt_min_tokens": 10**6}, [6])):
+        packed, packed_grads, packed_batches = _one_update(tiny_model_dir, 6, **options)
+        assert packed_batches == batches  # [the 3 groups' prefixes,] the 6 rows
+        for key in ("loss", "kl", "clip_fraction", "entropy", "grad_norm"):
+            assert packed[key] == pytest.approx(one_each[key], rel=1e-4, abs=1e-6)
+        # the reference model's pass equals the policy's (it is a copy): the KL stays 0
+        assert len(packed_grads) == len(one_grads) > 0
+        for a, b in zip(one_grads, packed_grads):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.gpu
