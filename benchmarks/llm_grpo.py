@@ -12,6 +12,8 @@ of issues 10 and 42: <= 0.5x), verigym's split into rollout and update, and on C
 GPU memory. Runs as-is on a CUDA machine (bf16 there on both sides). verigym packs the whole batch
 into one micro-batch (``micro_batch_size`` = groups x generations, each group's prompt run once).
 
+After the timed steps the update of one batch is timed both ways: each group's prompt run once (a
+second pass) and one plain pass (``--share-prompt-min-tokens`` chooses for the timed steps).
 ``--rollout-engine static`` rolls out with GRPO's static-shape engine and ``--compile`` captures
 its decode step in CUDA graphs (CUDA only; give ``--warmup 3`` or more: the first steps compile and
 capture). ``--profile`` profiles one more step and prints its top operators by device time (CPU
@@ -81,6 +83,7 @@ def verigym_step_seconds(
         max_turns=1,
         rollout_engine=args.rollout_engine,
         compile_rollout=args.compile,
+        share_prompt_min_tokens=args.share_prompt_min_tokens,
     )
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -112,6 +115,30 @@ def verigym_step_seconds(
         times.append(time.perf_counter() - start)
         rollouts.append(metrics["rollout_time"])
     return statistics.median(times), statistics.median(rollouts), warmup_s, trainer
+
+
+def update_seconds(trainer: GRPOTrainer, device: torch.device, repeats: int = 3) -> None:
+    """Print the median seconds of the update of one collected batch, with each group's prompt
+    run once (a second pass) and in one plain pass (share_prompt_min_tokens 0 and huge)."""
+    groups = trainer.collect()
+    batch = [(e, 0.1 * (j % 3) - 0.1) for group in groups for j, e in enumerate(group)]
+    saved = trainer.config
+    parts = []
+    for name, bound in (("prompt shared", 0), ("one plain pass", 1 << 40)):
+        trainer.config = saved.replace(share_prompt_min_tokens=bound)
+        times = []
+        for _ in range(repeats + 1):
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            trainer._update(batch)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+        parts.append(f"{name} {statistics.median(times[1:]) * 1e3:.1f} ms")
+    trainer.config = saved
+    prompt = min(e.loss_mask.index(1) if 1 in e.loss_mask else 0 for g in groups for e in g)
+    print(f"update of one batch (prompts >= {prompt} tokens): " + ", ".join(parts), flush=True)
 
 
 def profile_step(trainer: GRPOTrainer, device: torch.device) -> None:
@@ -237,6 +264,12 @@ def main() -> None:
     )
     parser.add_argument("--warmup", type=int, default=1, help="verigym steps before timing")
     parser.add_argument("--profile", action="store_true", help="profile one more verigym step")
+    parser.add_argument(
+        "--share-prompt-min-tokens",
+        type=int,
+        default=0,
+        help="GRPOConfig.share_prompt_min_tokens of verigym's trainer (0: share whenever it saves)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
@@ -274,6 +307,7 @@ def main() -> None:
             + (f"; peak GPU memory {ours_peak:.2f} GiB)" if memory else ")")
         )
         print(f"ratio verigym / TRL    {ours_s / trl_s:9.2f}x  (target <= 0.5x)", flush=True)
+        update_seconds(trainer, device)
         if args.profile:
             profile_step(trainer, device)
         trainer.close()

@@ -13,9 +13,12 @@
 #      (3 warm-up calls: compilation and capture) with its throughput over model.generate's
 #      (issue 42's target: >= 3x) and each side's peak GPU memory;
 #   3. GRPO step time vs TRL's GRPOTrainer on the same model and batch (benchmarks/llm_grpo.py
-#      --rollout-engine static --compile --warmup 3 --profile: the ratio, issue 42's target <= 0.5x,
-#      the rollout/update split, peak GPU memory, then one profiled step's top operators), last:
-#      it needs the trl extra (trl, datasets and their dill/multiprocess).
+#      --rollout-engine static --compile --warmup 3 --share-prompt-min-tokens 4096 --profile: the
+#      ratio, issue 42's target <= 0.5x, the rollout/update split, peak GPU memory; then one batch's
+#      update timed with each group's ~25-token prompt run once and in one plain pass, which the
+#      timed steps use (sharing would save ~700 prompt tokens for a second forward and backward);
+#      then one profiled step's top operators), last: it needs the trl extra (trl, datasets and
+#      their dill/multiprocess).
 # Each stage runs under `timeout` with its own budget (seconds, GPU_CHECK_BUDGET_<STAGE> overrides)
 # and a failed or timed-out stage does not stop the later ones; the summary lists every stage's exit
 # status and the script exits 1 if any failed. The whole script ends within GPU_CHECK_DEADLINE
@@ -133,8 +136,8 @@ stage generate-32 120 "$PY" benchmarks/llm_generate.py --model "$model" --batch 
   --new-tokens 64 --repeats 3 --static --static-warmup 3 --device "$device"
 if "$PY" -c "import trl, datasets" 2>/dev/null; then
   stage grpo 150 "$PY" benchmarks/llm_grpo.py --model "$model" --groups 4 --generations 8 \
-    --new-tokens 32 --steps 3 --warmup 3 --rollout-engine static ${compile[@]+"${compile[@]}"} --profile \
-    --device "$device"
+    --new-tokens 32 --steps 3 --warmup 3 --rollout-engine static ${compile[@]+"${compile[@]}"} \
+    --share-prompt-min-tokens 4096 --profile --device "$device"
 else
   echo "== [grpo] trl/datasets are not importable: GRPO comparison skipped (pip install -e .[trl])"
   summary+=("grpo         SKIPPED")
