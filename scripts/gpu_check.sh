@@ -132,10 +132,10 @@ fi
 
 stage tests 120 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/agents/llm/test_gpu.py \
   tests/agents/llm/test_static_rollout.py tests/agents/llm/test_grpo_static.py -rs
-stage generate-32 120 "$PY" benchmarks/llm_generate.py --model "$model" --batch 32 \
+stage generate-32 150 "$PY" benchmarks/llm_generate.py --model "$model" --batch 32 \
   --new-tokens 64 --repeats 3 --static --static-warmup 3 --device "$device"
 if "$PY" -c "import trl, datasets" 2>/dev/null; then
-  stage grpo 150 "$PY" benchmarks/llm_grpo.py --model "$model" --groups 4 --generations 8 \
+  stage grpo 200 "$PY" benchmarks/llm_grpo.py --model "$model" --groups 4 --generations 8 \
     --new-tokens 32 --steps 3 --warmup 3 --rollout-engine static ${compile[@]+"${compile[@]}"} \
     --share-prompt-min-tokens 4096 --profile --device "$device"
 else
