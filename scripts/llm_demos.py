@@ -51,21 +51,28 @@ def name_the_element(record: dict) -> dict:
     writes the name it was asked for before the id (SmolLM2-135M trained on the bare ``click N``
     replies answered one id whatever the button). Replies without an element line are kept as
     they are."""
+
+    def rewrite(reply: str, observation: str) -> str:
+        action = _ELEMENT_ACTION.fullmatch(reply.strip())
+        element = action and re.search(_ELEMENT.format(action.group(1)), observation, re.MULTILINE)
+        if not element:
+            return reply
+        role, name = element.groups()
+        return f"{role.capitalize()} {name} is [{action.group(1)}].\n{reply}"
+
+    return _rewrite_replies(record, rewrite)
+
+
+def _rewrite_replies(record: dict, rewrite) -> dict:
+    """The record with each assistant reply replaced by ``rewrite(reply, observation)``, the
+    observation being the user message before it."""
     messages, last_user = [], ""
     for message in record["messages"]:
         content = message.get("content") or ""
         if message["role"] == "user":
             last_user = content
-        elif message["role"] == "assistant" and (
-            action := _ELEMENT_ACTION.fullmatch(content.strip())
-        ):
-            element = re.search(_ELEMENT.format(action.group(1)), last_user, re.MULTILINE)
-            if element:
-                role, name = element.groups()
-                message = {
-                    **message,
-                    "content": f"{role.capitalize()} {name} is [{action.group(1)}].\n{content}",
-                }
+        elif message["role"] == "assistant":
+            message = {**message, "content": rewrite(content, last_user)}
         messages.append(message)
     return {**record, "messages": messages}
 
@@ -155,24 +162,19 @@ def show_work(record: dict) -> dict:
     135M model asked for the bare answer wrote ``<answer>5</answer>`` to ``9 + 7``, where the base
     model, writing ``9 + 7 = 16`` first, was right. A reply whose answer is not the reduction's
     value, or whose question does not parse, is kept as it is."""
-    messages, last_user = [], ""
-    for message in record["messages"]:
-        content = message.get("content") or ""
-        if message["role"] == "user":
-            last_user = content
-        elif message["role"] == "assistant" and (
-            answer := re.fullmatch(r"<answer>(-?\d+)</answer>", content.strip())
-        ):
-            question = _QUESTION.search(last_user)
-            try:
-                steps = work_steps(question.group(1)) if question else []
-            except (ValueError, SyntaxError, ZeroDivisionError):
-                steps = []
-            if steps and steps[-1] == answer.group(1):
-                work = " = ".join(steps)
-                message = {**message, "content": f"<think>{work}</think>\n{content.strip()}"}
-        messages.append(message)
-    return {**record, "messages": messages}
+
+    def rewrite(reply: str, observation: str) -> str:
+        answer = re.fullmatch(r"<answer>(-?\d+)</answer>", reply.strip())
+        question = answer and _QUESTION.search(observation)
+        try:
+            steps = work_steps(question.group(1)) if question else []
+        except (ValueError, SyntaxError, ZeroDivisionError):
+            return reply
+        if not steps or steps[-1] != answer.group(1):
+            return reply
+        return f"<think>{' = '.join(steps)}</think>\n{reply.strip()}"
+
+    return _rewrite_replies(record, rewrite)
 
 
 def main(argv: list[str]) -> int:

@@ -379,9 +379,8 @@ class Decoder:
                 row.tops.append(list(zip(top[1][i][:k], top[0][i][:k])))
             ended = token_id in eos
             if row.stop and not ended:
-                row.tail = (row.tail + decode([token_id]))[-4 * max(len(s) for s in row.stop) :]
-                if any(s in row.tail for s in row.stop):
-                    row.stop_hit = ended = True
+                row.tail, row.stop_hit = extend_tail(row.tail, decode([token_id]), row.stop)
+                ended = row.stop_hit
             if ended or len(row.tokens) >= row.max_new_tokens:
                 done.append((row.key, self._generation(row)))
             else:
@@ -391,20 +390,33 @@ class Decoder:
 
     def _generation(self, row: _Row) -> Generation:
         """The reply of ``row`` so far."""
-        eos = self.policy.eos_token_ids
         ids = list(row.tokens)
-        ended = bool(ids) and (ids[-1] in eos or row.stop_hit)
-        text_ids = ids[:-1] if ids and ids[-1] in eos else ids
-        text = self.policy.tokenizer.decode(text_ids, skip_special_tokens=True)
-        if row.stop_hit:
-            cut = min((text.find(s) for s in row.stop if s in text), default=len(text))
-            text = text[:cut]
-        generation = self._policy_module.Generation(
-            text, ids, list(row.log_probs), "stop" if ended else "length"
-        )
+        text, reason = reply_text(self.policy, ids, row.stop, row.stop_hit)
+        generation = self._policy_module.Generation(text, ids, list(row.log_probs), reason)
         if row.top_logprobs:
             generation.top_log_probs = list(row.tops)
         return generation
+
+
+def extend_tail(tail: str, piece: str, stop: tuple[str, ...]) -> tuple[str, bool]:
+    """A reply's rolling text tail after ``piece`` (its next token's text), kept four times the
+    longest of the non-empty ``stop`` strings long, and whether one of them is in it: a reply
+    ends at the token whose text completes a stop string."""
+    tail = (tail + piece)[-4 * max(len(s) for s in stop) :]
+    return tail, any(s in tail for s in stop)
+
+
+def reply_text(
+    policy: TransformersPolicy, ids: Sequence[int], stop: Sequence[str], stop_hit: bool
+) -> tuple[str, str]:
+    """The text and finish reason of a reply of token ``ids``: decoded without a final EOS token
+    and special tokens, cut before its first stop string when one ended it (``stop_hit``);
+    ``"stop"`` when it ended at EOS or a stop string, else ``"length"``."""
+    last_is_eos = bool(ids) and ids[-1] in policy.eos_token_ids
+    text = policy.tokenizer.decode(ids[:-1] if last_is_eos else ids, skip_special_tokens=True)
+    if stop_hit:
+        text = text[: min((text.find(s) for s in stop if s in text), default=len(text))]
+    return text, "stop" if last_is_eos or stop_hit else "length"
 
 
 def _pad_left(tensor: torch.Tensor, width: int) -> torch.Tensor:

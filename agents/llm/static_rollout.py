@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from verigym.agents.llm.decoding import sample
+from verigym.agents.llm.decoding import extend_tail, reply_text, sample
 from verigym.agents.llm.policy import Generation, TransformersPolicy, output_cache, with_cache
 
 __all__ = ["StaticRollout"]
@@ -307,7 +307,6 @@ class _Ends:
     def __init__(self, policy: TransformersPolicy, rows: int, budget: int, stop: Sequence[str]):
         self.policy, self.budget = policy, budget
         self.stop = tuple(s for s in stop if s)
-        self.window = 4 * max((len(s) for s in self.stop), default=0)
         self.ends: list[int | None] = [None] * rows
         self.stop_hit = [False] * rows
         self.tails = [""] * rows
@@ -321,9 +320,10 @@ class _Ends:
             for j, token in enumerate(tokens):
                 ended = token in eos
                 if self.stop and not ended:
-                    self.tails[r] = (self.tails[r] + decode([token]))[-self.window :]
-                    if any(s in self.tails[r] for s in self.stop):
-                        self.stop_hit[r] = ended = True
+                    self.tails[r], self.stop_hit[r] = extend_tail(
+                        self.tails[r], decode([token]), self.stop
+                    )
+                    ended = self.stop_hit[r]
                 if ended or offset + j + 1 >= self.budget:
                     self.ends[r] = offset + j + 1
                     break
@@ -337,11 +337,6 @@ class _Ends:
 
     def generation(self, row: int, tokens: list[int], log_probs: list[float]) -> Generation:
         """Row ``row``'s reply from its sampled ``tokens`` (cut at its end) and their log-probs."""
-        eos, tokenizer = self.policy.eos_token_ids, self.policy.tokenizer
         ids = tokens[: self.length(row)]
-        last_is_eos = bool(ids) and ids[-1] in eos
-        text = tokenizer.decode(ids[:-1] if last_is_eos else ids, skip_special_tokens=True)
-        if self.stop_hit[row]:
-            text = text[: min((text.find(s) for s in self.stop if s in text), default=len(text))]
-        reason = "stop" if last_is_eos or self.stop_hit[row] else "length"
+        text, reason = reply_text(self.policy, ids, self.stop, self.stop_hit[row])
         return Generation(text, ids, log_probs, reason)

@@ -232,7 +232,10 @@ def run_grpo(args: argparse.Namespace) -> int:
         return policy
     from verigym.agents.llm.grpo import GRPOTrainer
 
-    trainer = GRPOTrainer(policy, tasks, config)
+    try:
+        trainer = GRPOTrainer(policy, tasks, config)
+    except ValueError as exc:  # a setting the loaded policy cannot run (--compile-rollout off CUDA)
+        return usage_error(command, str(exc).strip().splitlines()[0])
     columns = (
         TextColumn("[bold]GRPO"),
         BarColumn(),
