@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Retrain the LoRA adapter of the "SmolLM2-135M + SFT + GRPO" row (issue 31 s3) and ship it in
-# leaderboards/checkpoints/smollm2-sft-grpo/ (leaderboards/checkpoints/smollm2-sft/ without GRPO):
-# adapter_config.json, adapter_model.safetensors in bfloat16, and the training logs.
+# Retrain the LoRA adapter of the "SmolLM2-135M-Instruct + SFT/GRPO (LoRA)" row (issues 31, 42) and
+# ship it in leaderboards/checkpoints/smollm2-sft-grpo/ (leaderboards/checkpoints/smollm2-sft/ with
+# VERIGYM_GRPO_STEPS=0): adapter_config.json, adapter_model.safetensors in bfloat16, the logs.
 #   1. demonstrations: the oracle's successful episodes on training seeds of the starter suite's
 #      LLM tasks, through the text view (scripts/llm_demos.py, the player of verigym export --play);
-#   2. SFT with LoRA (verigym train sft), assistant tokens only;
-#   3. GRPO with LoRA from the SFT adapter (verigym train grpo --adapter) on the same tasks;
-#      VERIGYM_GRPO_STEPS=0 skips it (then the SFT adapter is shipped).
+#   2. SFT with LoRA (verigym train sft), assistant tokens only, in six curriculum stages;
+#   3. GRPO with LoRA from the SFT adapter (verigym train grpo --adapter) on the one task SFT leaves
+#      under 0.5 success, RG-BasicArithmetic, at its easier levels; VERIGYM_GRPO_STEPS=0 skips it.
 # Everything runs on the CPU with one torch thread (on a shared machine spinning OpenMP threads cost
-# 7x the CPU time). Play the result with the agent spec
+# 7x the CPU time); about 2.5 hours on a quiet 2-core machine. Play the result with the agent spec
 #   llm:smollm2?adapter=leaderboards/checkpoints/smollm2-sft-grpo&max_new_tokens=128&families=text,tool,gui
 # Shipping only (an adapter already trained in DIR): VERIGYM_SHIP_ONLY=DIR bash scripts/train_llm_agent.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work="${VERIGYM_TRAIN_DIR:-runs/smollm2-sft-grpo}"
-grpo_steps="${VERIGYM_GRPO_STEPS:-20}"
+grpo_steps="${VERIGYM_GRPO_STEPS:-40}"
 default_ship=leaderboards/checkpoints/smollm2-sft-grpo
 [ "$grpo_steps" -gt 0 ] || default_ship=leaderboards/checkpoints/smollm2-sft
 ship="${VERIGYM_ADAPTER_DIR:-$default_ship}"
@@ -22,8 +22,8 @@ export OMP_NUM_THREADS=1
 # glibc's malloc raises its mmap threshold as PyTorch frees large blocks, which then stay in the
 # heap, fragmented. A fixed threshold returns them: on 16 SQL episodes in batches of 8 the peak RSS
 # was 7.8 GB with it, 1.8 GB with it and --gradient-checkpointing, 6.2 GB with the latter alone.
-# Stages 3-5 below ran without checkpointing (stage 4 peaked at 17.4 GB before this line was
-# added, stage 5 at 11.2 GB after): add --gradient-checkpointing to them where memory is short.
+# Stages 3-6 below ran without checkpointing (stage 4 peaked at 17.4 GB before this line was
+# added, stages 5 and 6 at 11.2 and 11.4 GB after): add --gradient-checkpointing where memory is short.
 export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-1048576}"
 mkdir -p "$work"
 if [ -n "${VERIGYM_SHIP_ONLY:-}" ]; then
@@ -60,6 +60,14 @@ python scripts/llm_demos.py --name-the-element "$work/demos-stage5.jsonl" \
   verigym/ClickButton-v0:276:336 verigym/Calculator-v0:10:50 verigym/GuessNumber-v0:164:400 \
   verigym/RG-BasicArithmetic-v0:6:16 verigym/SQL-v0:206:236 verigym/Login-v0:160:190 \
   | tee -a "$work/demos.log"
+# stage 6: RG-BasicArithmetic replies that reason one operation at a time before the answer
+# (`<think>9 + 7 = 16</think>`; asked for the bare answer the model wrote 5 to 9 + 7) at every
+# level, with a replay of new seeds of the other tasks
+python scripts/llm_demos.py --name-the-element --show-work "$work/demos-stage6.jsonl" \
+  "verigym/RG-BasicArithmetic-v0?level=0:0:250" "verigym/RG-BasicArithmetic-v0?level=1:0:150" \
+  "verigym/RG-BasicArithmetic-v0?level=2:0:100" verigym/RG-BasicArithmetic-v0:16:76 \
+  verigym/ClickButton-v0:336:366 verigym/Calculator-v0:50:70 verigym/GuessNumber-v0:400:430 \
+  verigym/SQL-v0:236:251 verigym/Login-v0:190:205 | tee -a "$work/demos.log"
 
 # 2. SFT with LoRA (r 16 on every attention and MLP projection), one epoch a stage, each stage
 #    continuing the previous one's adapter; batches of 4 episodes, 8 from stage 3 on
@@ -79,20 +87,25 @@ sft "$work/demos-stage3.jsonl" "$work/sft-stage3" --adapter "$work/sft-stage2" -
   | tee -a "$work/sft.log"
 sft "$work/demos-stage4.jsonl" "$work/sft-stage4" --adapter "$work/sft-stage3" --batch-size 8 \
   | tee -a "$work/sft.log"
-sft "$work/demos-stage5.jsonl" "$work/sft" --adapter "$work/sft-stage4" --batch-size 8 \
+sft "$work/demos-stage5.jsonl" "$work/sft-stage5" --adapter "$work/sft-stage4" --batch-size 8 \
+  --learning-rate 5e-4 | tee -a "$work/sft.log"
+sft "$work/demos-stage6.jsonl" "$work/sft" --adapter "$work/sft-stage5" --batch-size 8 \
   --learning-rate 5e-4 | tee -a "$work/sft.log"
 echo "SFT wall time: $((SECONDS / 60)) min" | tee -a "$work/sft.log"
 final="$work/sft"
 
-# 3. GRPO with LoRA, continuing the SFT adapter, on the same tasks
+# 3. GRPO with LoRA, continuing the SFT adapter, on RG-BasicArithmetic (the task SFT leaves under
+#    0.5) at levels 0-2, where the sampled groups disagree often enough to carry a gradient (at the
+#    evaluated level nearly every sample is wrong); training seeds that pose an evaluation task are
+#    skipped by the trainer
 if [ "$grpo_steps" -gt 0 ]; then
   SECONDS=0
   verigym train grpo --model smollm2 --adapter "$work/sft" \
-    --env verigym/GuessNumber-v0 --env verigym/RG-BasicArithmetic-v0 --env verigym/Calculator-v0 \
-    --env verigym/ClickButton-v0 --env verigym/SQL-v0 --env verigym/Login-v0 \
-    --steps "$grpo_steps" --num-generations 4 --groups-per-step 2 --max-new-tokens 48 \
-    --max-turns 10 --learning-rate 2e-5 --micro-batch-size 4 --device cpu --out "$work/grpo" \
-    | tee "$work/grpo.log"
+    --env "verigym/RG-BasicArithmetic-v0?level=0" --env "verigym/RG-BasicArithmetic-v0?level=1" \
+    --env "verigym/RG-BasicArithmetic-v0?level=2" \
+    --steps "$grpo_steps" --num-generations 8 --groups-per-step 4 --max-new-tokens 128 \
+    --max-turns 1 --temperature 0.8 --learning-rate 5e-5 --micro-batch-size 8 --device cpu \
+    --torch-threads 1 --out "$work/grpo" | tee "$work/grpo.log"
   echo "GRPO wall time: $((SECONDS / 60)) min" | tee -a "$work/grpo.log"
   final="$work/grpo"
 fi
