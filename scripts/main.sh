@@ -20,9 +20,9 @@ if [ "${VERIGYM_LLM:-1}" != 0 ] && python -c "import importlib.util as u, sys; s
 fi
 # the two LLM rows: SmolLM2-135M-Instruct (the smollm2 extra) on the text, tool and GUI (text view)
 # tasks, and the same model with the trained LoRA adapter (SFT on the envs' own oracle
-# demonstrations, shipped in leaderboards/checkpoints/smollm2-sft; scripts/train_llm_agent.sh
-# retrains it). One `verigym serve-model` process holds the model with the adapter beside it,
-# unmerged, as a second model id (smollm2-sft): both rows' episodes are rows of one continuously
+# demonstrations, then GRPO on RG-BasicArithmetic; shipped in
+# leaderboards/checkpoints/smollm2-sft-grpo, scripts/train_llm_agent.sh retrains it). One `verigym serve-model` process holds the model with the adapter beside it,
+# unmerged, as a second model id (smollm2-sft-grpo): both rows' episodes are rows of one continuously
 # batched decoder, one forward pass per token; the eval workers only step envs and talk HTTP.
 # VERIGYM_LLM=0 skips them. It starts first and loads while the reference rows play.
 if [ "$llm" = 1 ]; then
@@ -36,8 +36,8 @@ if [ "$llm" = 1 ]; then
   # 2.3x faster on this row's tool tasks here (10 Calculator episodes: 46 s against 104 s in float32)
   dtype=auto
   grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2>/dev/null && dtype=bfloat16
-  adapter=leaderboards/checkpoints/smollm2-sft
-  verigym serve-model smollm2 --port "$port" --model-name smollm2 --lora "smollm2-sft=$adapter" \
+  adapter=leaderboards/checkpoints/smollm2-sft-grpo
+  verigym serve-model smollm2 --port "$port" --model-name smollm2 --lora "smollm2-sft-grpo=$adapter" \
     --max-batch-size 32 --dtype "$dtype" >"$out/serve-smollm2.log" 2>&1 &
   server=$!
   trap 'kill "$server" 2>/dev/null || true' EXIT
@@ -66,8 +66,8 @@ if [ "$llm" = 1 ]; then
   # the text protocol the llm: agent renders, tools described in the instructions, not sent as
   # OpenAI tools: native_tools=false), greedy, 128 tokens (a tool call spells its numbers one digit
   # a token); adapter= puts the adapter's contents in the row's config hash, and the agent checks
-  # that the server serves those very files as smollm2-sft
-  trained="openai:http://127.0.0.1:$port/v1#smollm2-sft?adapter=$adapter&native_tools=false&max_tokens=128&temperature=0&timeout=600&max_retries=0&families=text,tool,gui&name=SmolLM2-135M-Instruct + SFT/GRPO (LoRA)"
+  # that the server serves those very files as smollm2-sft-grpo
+  trained="openai:http://127.0.0.1:$port/v1#smollm2-sft-grpo?adapter=$adapter&native_tools=false&max_tokens=128&temperature=0&timeout=600&max_retries=0&families=text,tool,gui&name=SmolLM2-135M-Instruct + SFT/GRPO (LoRA)"
   verigym eval --agent "$base" --suite "$suite" --out "$out" --resume \
     --workers "${VERIGYM_LLM_WORKERS:-12}" --time-limit-scale 4 &
   base_row=$!

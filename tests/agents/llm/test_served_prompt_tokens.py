@@ -63,14 +63,16 @@ def chat():
 @pytest.mark.parametrize(
     "env_id", ["verigym/GuessNumber-v0", "verigym/Calculator-v0", "verigym/Login-v0"]
 )
-@pytest.mark.parametrize("model", ["smollm2", "smollm2-sft"])
+@pytest.mark.parametrize("model", ["smollm2", "smollm2-sft-grpo"])
 def test_every_turn_of_a_demonstration_is_served_as_sft_encoded_it(chat, env_id, model):
-    """Also under the adapter's model id (``serve-model --lora smollm2-sft=DIR``, the main job's
+    """Also under the adapter's model id (``serve-model --lora smollm2-sft-grpo=DIR``, the main job's
     trained row): an adapter's requests are rendered as the base model's."""
     (record,) = play_demonstrations([env_id], [7], held_out=_NoEvaluationTasks())
     messages = record["messages"]
     example = encode_example(chat, messages)
-    reader = RequestReader(_TokenizerOnly(chat), "smollm2", RequestLimits(), None, ["smollm2-sft"])
+    reader = RequestReader(
+        _TokenizerOnly(chat), "smollm2", RequestLimits(), None, ["smollm2-sft-grpo"]
+    )
     replies = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
     assert len(replies) >= 1
     # the conversation as the openai agent sends it: its history of observations and replies
@@ -117,10 +119,12 @@ def test_the_served_adapter_replies_as_the_in_process_trained_row():
 
     from verigym.agents.llm.policy import TransformersPolicy
 
-    adapter = Path(__file__).resolve().parents[3] / "leaderboards" / "checkpoints" / "smollm2-sft"
+    adapter = (
+        Path(__file__).resolve().parents[3] / "leaderboards" / "checkpoints" / "smollm2-sft-grpo"
+    )
     merged = TransformersPolicy.from_pretrained("smollm2", device="cpu", adapter=adapter)
     served = TransformersPolicy.from_pretrained("smollm2", device="cpu", prefix_cache_bytes=1 << 28)
-    served.serve_adapter("smollm2-sft", adapter)
+    served.serve_adapter("smollm2-sft-grpo", adapter)
     prompts = []
     for env_id in ("verigym/Calculator-v0", "verigym/GuessNumber-v0"):
         (record,) = play_demonstrations([env_id], [7], held_out=_NoEvaluationTasks())
@@ -129,7 +133,7 @@ def test_the_served_adapter_replies_as_the_in_process_trained_row():
     sampling = {"max_new_tokens": 48, "temperature": 0.0}
     decoder = served.decoder()
     base_keys = decoder.add(prompts[:1], **sampling)  # a base-model row in the same batch
-    keys = decoder.add(prompts, adapter="smollm2-sft", **sampling)
+    keys = decoder.add(prompts, adapter="smollm2-sft-grpo", **sampling)
     replies = {}
     while len(decoder):
         replies.update(decoder.step())
