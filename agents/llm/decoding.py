@@ -195,12 +195,7 @@ class Decoder:
             ValueError: an empty prompt, out-of-range options, or rows joining a running batch
                 whose cache cannot take them (:attr:`joinable` is false).
         """
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
-        if not 0 < top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        check_sampling(max_new_tokens, temperature, top_p)
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
         if not prompts:
@@ -396,6 +391,21 @@ class Decoder:
         if row.top_logprobs:
             generation.top_log_probs = list(row.tops)
         return generation
+
+
+def check_sampling(max_new_tokens: int, temperature: float, top_p: float) -> None:
+    """Refuse sampling options out of range: a token budget below 1, a negative temperature, a
+    nucleus mass outside (0, 1].
+
+    Raises:
+        ValueError: naming the option and its value.
+    """
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
 
 
 def extend_tail(tail: str, piece: str, stop: tuple[str, ...]) -> tuple[str, bool]:

@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from verigym.agents.llm.decoding import extend_tail, reply_text, sample
+from verigym.agents.llm.decoding import check_sampling, extend_tail, reply_text, sample
 from verigym.agents.llm.policy import Generation, TransformersPolicy, output_cache, with_cache
 
 __all__ = ["StaticRollout"]
@@ -205,12 +205,7 @@ class StaticRollout:
             ValueError: an empty prompt, out-of-range options, more rows than ``batch_size``, or
                 a model with sliding-window layers.
         """
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
-        if not 0 < top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        check_sampling(max_new_tokens, temperature, top_p)
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("give at least one prompt, each of at least one token")
         rows = len(prompts)
