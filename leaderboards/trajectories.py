@@ -24,9 +24,11 @@ A trajectory is one JSON document, zlib-compressed (format 1)::
 
 Frames (``render()`` as PNG every k-th step, with the first and last) are stored in their own table.
 
-Reading is bounded: a blob inflates to at most :data:`MAX_DOCUMENT_BYTES` and an array to at most
-:data:`MAX_DECODED_ARRAY_BYTES` (a small compressed blob never becomes gigabytes in memory), and the
-document's layout is checked before anything reads it (:func:`decode`). Text that UTF-8 cannot hold
+Reading is bounded: a blob inflates to at most :data:`MAX_DOCUMENT_BYTES`, and the values readers
+decode (the kwargs, each step's action and reward) are nested at most :data:`MAX_VALUE_DEPTH` levels
+and their arrays declare at most :data:`MAX_DECODED_ARRAY_BYTES` together (a small compressed blob
+never becomes gigabytes in memory, however many small arrays it holds); the document's layout is
+checked before anything reads it (:func:`decode`). Text that UTF-8 cannot hold
 (lone surrogates in an agent's reply or an env's message) is stored as JSON escapes, replayed as it
 was, and shown escaped (:func:`chat_messages`, :func:`show_action`).
 """
@@ -80,7 +82,13 @@ PATCH_CHARS = 1 << 17
 MAX_DOCUMENT_BYTES = 64 << 20
 """A trajectory document (uncompressed JSON) larger than this is neither stored nor read."""
 MAX_DECODED_ARRAY_BYTES = 16 << 20
-"""An encoded array that declares or inflates to more bytes than this is refused when decoded."""
+"""An encoded array that declares or inflates to more bytes than this is refused when decoded, and a
+document whose kwargs, actions and rewards declare more than this in arrays together is not read
+(each array is a few compressed bytes: without a total, 10 actions of a 713-byte blob were 1 GB of
+viewer HTML)."""
+MAX_VALUE_DEPTH = 32
+"""Levels of lists and objects a document's kwargs, actions and rewards may nest (deeper: not read,
+so no reader recurses past the interpreter's limit)."""
 _ARRAY_KINDS = "biufc"
 """dtype kinds an encoded array may have (booleans and numbers; no objects, no void records)."""
 
@@ -150,9 +158,15 @@ def decode_value(tree: Any) -> Any:
         if tag == "__array__":
             return _decode_array(body)
         if tag == "__scalar__":
-            if not isinstance(body, dict) or "value" not in body:
+            value = decode_value(body.get("value")) if isinstance(body, dict) else None
+            if not isinstance(value, (bool, int, float)):
                 raise ValueError(f"a malformed encoded scalar: {str(body)[:200]}")
-            return _dtype(body.get("dtype")).type(decode_value(body["value"]))
+            try:
+                return _dtype(body.get("dtype")).type(value)
+            except OverflowError:
+                raise ValueError(
+                    f"an encoded scalar {str(value)[:40]} does not fit its dtype {str(body.get('dtype'))[:40]!r}"
+                ) from None
         if tag == "__tuple__" and isinstance(body, list):
             return tuple(decode_value(v) for v in body)
         if tag == "__float__" and body in ("nan", "inf", "-inf"):
@@ -174,7 +188,8 @@ def _dtype(text: Any) -> np.dtype:
     return dtype
 
 
-def _decode_array(body: Any) -> np.ndarray:
+def _array_layout(body: Any) -> tuple[np.dtype, list[int], int]:
+    """The dtype, shape and declared bytes of an encoded array's body, checked (``ValueError``)."""
     if not isinstance(body, dict) or not isinstance(body.get("zlib"), str):
         raise ValueError(f"a malformed encoded array: {str(body)[:200]}")
     dtype, shape = _dtype(body.get("dtype")), body.get("shape")
@@ -191,6 +206,11 @@ def _decode_array(body: Any) -> np.ndarray:
         raise ValueError(
             f"an encoded array declares {size} bytes (at most {MAX_DECODED_ARRAY_BYTES} are decoded)"
         )
+    return dtype, shape, size
+
+
+def _decode_array(body: Any) -> np.ndarray:
+    dtype, shape, size = _array_layout(body)
     try:
         raw = inflate(base64.b64decode(body["zlib"], validate=True), size)
     except (ValueError, zlib.error) as exc:
@@ -267,6 +287,7 @@ def decode(blob: bytes) -> dict[str, Any]:
             f"unknown trajectory format {str(doc.get('format') if isinstance(doc, dict) else None)[:40]!r}"
         )
     _check_document(doc)
+    _check_decoded_values(doc)
     return doc
 
 
@@ -306,8 +327,9 @@ def _check_document(doc: Mapping[str, Any]) -> None:
             and isinstance(step.get("digest"), str)
             and isinstance(step.get("terminated"), bool)
             and isinstance(step.get("truncated"), bool)
-            and isinstance(step.get("info", {}), dict),
-            f"step {index} lacks action, reward, digest, terminated/truncated or info",
+            and isinstance(step.get("info", {}), dict)
+            and isinstance(step.get("generation") or {}, dict),
+            f"step {index} lacks action, reward, digest, terminated/truncated or info (or its generation is not an object)",
         )
     messages = doc.get("messages", [])
     need(
@@ -320,6 +342,34 @@ def _check_document(doc: Mapping[str, Any]) -> None:
         ),
         "messages must be a list of {role, content} strings",
     )
+
+
+def _check_decoded_values(doc: Mapping[str, Any]) -> None:
+    """Raise ValueError unless the values readers decode (``env_kwargs``, each step's ``action``
+    and ``reward``) nest at most :data:`MAX_VALUE_DEPTH` levels and their arrays declare at most
+    :data:`MAX_DECODED_ARRAY_BYTES` together (walked without recursion, before any is inflated)."""
+    stack = [(doc["env_kwargs"], 1)]
+    for step in doc["steps"]:
+        stack += [(step["action"], 1), (step["reward"], 1)]
+    declared = 0
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_VALUE_DEPTH:
+            raise ValueError(
+                f"not a stored trajectory: a kwarg, action or reward nests more than {MAX_VALUE_DEPTH} levels"
+            )
+        if isinstance(value, list):
+            stack += [(item, depth + 1) for item in value]
+        elif isinstance(value, dict):
+            if len(value) == 1 and "__array__" in value:
+                declared += _array_layout(value["__array__"])[2]
+                if declared > MAX_DECODED_ARRAY_BYTES:
+                    raise ValueError(
+                        f"not a stored trajectory: its kwargs, actions and rewards declare more than "
+                        f"{MAX_DECODED_ARRAY_BYTES} bytes of arrays together"
+                    )
+            else:
+                stack += [(item, depth + 1) for item in value.values()]
 
 
 # ---------------------------------------------------------------------------------------------

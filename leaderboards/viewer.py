@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from verigym.leaderboards.standings import agent_label, task_label
+from verigym.leaderboards.store import safe_text
 from verigym.leaderboards.trajectories import (
     UnboundTrajectory,
     bound_trajectory,
@@ -88,6 +89,11 @@ function apply() {
 }
 apply();
 """
+
+
+_UNREADABLE = (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError)
+"""What reading a stored trajectory's values may raise (its layout is checked, not every value):
+its page says so instead of showing it."""
 
 
 def episode_filename(row: Any) -> str:
@@ -233,7 +239,9 @@ def _changes(doc: dict[str, Any]) -> str:
         similarity = info.get("patch_similarity")
         extra = (
             f" &middot; similarity to the reference patch {similarity:.3f}"
-            if isinstance(similarity, (int, float)) and not isinstance(similarity, bool)
+            if isinstance(similarity, (int, float))
+            and not isinstance(similarity, bool)
+            and 0 <= similarity <= 1  # a 400-digit int does not become a float
             else ""
         )
         return f"<h2>Changes</h2><p>The agent's changes, as the env computed them{extra}.</p>{diff_html(info['patch'])}"
@@ -353,9 +361,16 @@ def write_viewer(
         except UnboundTrajectory as exc:
             doc, refused = None, str(exc)
         name = episode_filename(row)
-        frames = store.frames(row) if doc is not None else []
+        try:
+            frames = store.frames(row) if doc is not None else []
+            page = _episode_page(row, doc, frames, refused)
+        except _UNREADABLE as exc:  # one episode's bad trajectory never stops the others' pages
+            why = (
+                f"its trajectory cannot be shown: {type(exc).__name__}: {safe_text(str(exc))[:500]}"
+            )
+            page = _episode_page(row, None, [], why)
         (target / name).write_text(
-            _episode_page(row, doc, frames, refused), encoding="utf-8", errors="backslashreplace"
+            page, encoding="utf-8", errors="backslashreplace"
         )  # text UTF-8 cannot hold (lone surrogates) shown escaped
         task = task_of(row)
         lines.append(
