@@ -64,6 +64,9 @@ def _hosted(config: ServeConfig, host: str, port: int) -> Hosted:
         body_budget_bytes=4 * config.max_message_bytes,
         # larger frames: close 1009; between: MESSAGE_TOO_LARGE
         ws_max_size=config.max_message_bytes * 4 + 4096,
+        # no permessage-deflate: a 16 KB compressed frame inflated to 16 MB of JSON (no verigym
+        # client asks for it)
+        ws_per_message_deflate=False,
         ws_ping_interval=20.0,
         ws_ping_timeout=60.0,
         lifespan="on",

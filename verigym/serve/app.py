@@ -35,7 +35,9 @@ HTTP: ``GET /health``, ``GET /metadata``, ``GET /schema[?env_id=...&kwargs=<json
 session: a 409 protocol error that points to ``/ws``), ``GET /state``.
 
 Concurrency: the event loop never runs an env call (make, reset, step, text, close), so it
-answers ``/health`` while any session computes. Every session runs its calls on a thread of its
+answers ``/health`` while any session computes, and parses no large frame: a frame over
+:data:`~verigym.serve.session.INLINE_FRAME_BYTES` is parsed and decoded on the server's parser
+thread (one at a time); permessage-deflate is not offered, so a frame is no larger than what was sent. Every session runs its calls on a thread of its
 own (:mod:`verigym.serve.threads`), in order, so its calls queue only behind its own and no other
 client's call delays it; ``workers`` idle threads are kept for new sessions (a GUI thread keeps its
 Chromium: Playwright objects are thread-bound). Every call is bounded by ``step_timeout``, counted
@@ -137,6 +139,7 @@ class EnvServer(ServedEnvs):
             for session in list(self.sessions.values()):
                 await session.drop_env()
             self.pool.shutdown()
+            self.parser.shutdown(wait=False, cancel_futures=True)
 
     # --- routes --------------------------------------------------------------------------------
     async def websocket(self, websocket: Any) -> None:
@@ -270,7 +273,7 @@ class EnvServer(ServedEnvs):
             if len(body) > self.config.max_message_bytes:
                 raise ProtocolError("MESSAGE_TOO_LARGE", "request body over --max-message-bytes")
             session.frame_bytes = len(body)
-            data = loads_json(body) if body.strip() else {}
+            data = await session.parsed(loads_json, body) if body.strip() else {}
             if not isinstance(data, dict):
                 raise ProtocolError("VALIDATION_ERROR", "the body must be a JSON object")
             frame = json.loads(await session.reset(data))

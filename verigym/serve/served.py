@@ -7,6 +7,7 @@ routes) both build on it, so neither imports the other's module for it.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -121,6 +122,10 @@ class ServedEnvs:
         sessions: the open WebSocket sessions by id.
         families: the family of every registered verigym Gymnasium id.
         pool: the sessions' threads (one per session, idle ones kept for reuse).
+        parser: the one thread that parses and decodes large frames
+            (:meth:`verigym.serve.session.Session.parsed`): one at a time, so that neither the
+            event loop's share of the interpreter nor the memory of parsed frames grows with the
+            number of clients sending them.
         plugin_ids: the served ids of plugins (outside ``verigym/``), isolated by default.
         steps: env steps served so far.
     """
@@ -140,6 +145,7 @@ class ServedEnvs:
         self.plugin_ids = {i for i in self.families if not i.startswith("verigym/")}
         self.sessions: dict[str, Any] = {}  # verigym.serve.session.Session by id
         self.pool = PinnedPool(config.workers)
+        self.parser = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="verigym-parse")
         self.steps = 0
 
     # --- env ids and kwargs --------------------------------------------------------------------
