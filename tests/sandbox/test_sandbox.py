@@ -524,6 +524,30 @@ def test_no_process_of_the_sandbox_can_be_written_to_by_agent_code(box):
 
 
 @needs_sandbox
+@pytest.mark.parametrize("end", ["close", "timeout"])
+def test_a_notebook_that_drops_its_death_signal_dies_without_a_cgroup(monkeypatch, end):
+    """The notebook dies with bwrap through ``PR_SET_PDEATHSIG``, which agent code may clear
+    (``prctl(PR_SET_PDEATHSIG, 0)``); without a cgroup to sweep (a machine whose cgroup
+    filesystem is read-only, every non-root user) it ran on, reparented, after its sandbox was
+    closed or its call killed. The supervisor kills it through a pidfd as well."""
+    monkeypatch.setattr(supervisor.CgroupSet, "create", classmethod(lambda cls, **_: cls()))
+    sandbox = PythonSandbox(FAST)
+    try:
+        dropped = sandbox.run("import ctypes\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)")
+        assert dropped.ok, dropped
+        pid = sandbox.notebook_pid
+        if end == "timeout":
+            stuck = sandbox.run("import time\nwhile True: time.sleep(0.05)")
+            assert stuck.killed == "timeout"
+    finally:
+        sandbox.close()
+    deadline = time.monotonic() + 5.0
+    while alive({pid}) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not alive({pid}), f"the notebook {pid} outlived its sandbox"
+
+
+@needs_sandbox
 def test_code_unit_tests_hidden_inputs_never_reach_a_later_episode():
     from verigym.envs.tool.code_unit_tests import CodeUnitTestsEnv
 

@@ -13,9 +13,9 @@ mounts), so nothing an episode writes or runs (files anywhere, the memory of a l
 a daemon) can reach a later one. Within an episode the worker keeps its namespace between calls (a
 notebook), so a warm call costs a pipe round trip; between calls the worker is stopped (``SIGSTOP``)
 and every other process of the sandbox is killed. A call that passes its wall-clock deadline or the
-output cap gets the whole tree killed: the outer ``bwrap`` is SIGKILLed, which kills the
-namespace's init (``--die-with-parent``) and with it every process of the pid namespace; the cgroup
-is swept as well.
+output cap gets the whole tree killed: the worker, the namespace's init, is SIGKILLed through a
+pidfd (``--die-with-parent`` alone is a death signal its code may clear) and with it every process
+of the pid namespace, then the outer ``bwrap``; the cgroup is swept as well.
 
 Starting the process with its limits (rlimits, the cgroup join, the uid drop, a new session),
 killing and reaping it and the call's deadline are :mod:`verigym.workers`' (:class:`ChildProcess`,
@@ -244,6 +244,8 @@ class _Worker:
         self.request_fd = self.answer_fd = self.output_fd = self.info_fd = -1
         self.proc_fd = -1  # the sandbox's own /proc (its pid namespace), opened when it is ready
         self.host_pid: int | None = None  # the worker (pid 1 of the sandbox) as seen from here
+        self.pid_fd = -1  # a pidfd of the worker, opened when it is ready (see signal_kill)
+        self._pid_fd_lock = threading.Lock()  # signal_kill may run in another thread than kill
         self.ready = False
         self.used = False
         self.stopped = False
@@ -365,6 +367,7 @@ class _Worker:
                 self.proc_fd = os.open(
                     f"/proc/{self.host_pid}/root/proc", os.O_RDONLY | os.O_DIRECTORY
                 )
+                self.pid_fd = os.pidfd_open(self.host_pid)
             except OSError as exc:
                 self.ready = False
                 result = ExecResult(
@@ -557,13 +560,33 @@ class _Worker:
         return bytes(data)
 
     def signal_kill(self) -> None:
-        """SIGKILL the outer ``bwrap`` now (the sandbox dies with it); :meth:`kill` reaps."""
+        """SIGKILL the worker and the outer ``bwrap`` now; :meth:`kill` reaps.
+
+        The worker is killed through its pidfd, not only by ``bwrap``'s death: that reaches it
+        through ``PR_SET_PDEATHSIG``, which the worker's own code may clear (``prctl``), and
+        without a cgroup to sweep (a read-only cgroup filesystem, a non-root user) it then ran on.
+        As pid 1 of its namespace, its death ends every other process of the sandbox.
+        """
+        self._kill_notebook()
         process = self.process
         if process is not None:
             process.signal_kill()
 
+    def _kill_notebook(self) -> None:
+        with self._pid_fd_lock:
+            if self.pid_fd >= 0:
+                try:
+                    signal.pidfd_send_signal(self.pid_fd, signal.SIGKILL)
+                except OSError:
+                    pass
+
     def kill(self) -> None:
         """Kill the whole tree and release the cgroup and pipes (idempotent)."""
+        self._kill_notebook()  # see signal_kill
+        with self._pid_fd_lock:
+            pid_fd, self.pid_fd = self.pid_fd, -1
+        if pid_fd >= 0:
+            os.close(pid_fd)
         process, self.process = self.process, None
         if process is not None:
             # bwrap's death ends the pid namespace and the cgroup is swept below; without the
