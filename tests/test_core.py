@@ -52,6 +52,17 @@ def test_box_cases():
             coerce_action(box, bad)
 
 
+@pytest.mark.parametrize(
+    "space",
+    [spaces.Box(-1.0, 1.0, shape=(2,)), spaces.MultiDiscrete([3, 3]), spaces.MultiBinary(2)],
+)
+def test_array_actions_must_be_real_numbers(space):
+    # a complex NaN slipped past the NaN check into a Box (MuJoCo's controls); a timedelta crashed
+    for bad in ([complex("nan"), 0], [1 + 0j, 0], np.array([1, 0], dtype="m8[s]")):
+        with pytest.raises(ActionParseError, match="numeric array"):
+            coerce_action(space, bad)
+
+
 def test_multidiscrete_and_dict():
     md = spaces.MultiDiscrete([3, 2])
     assert coerce_action(md, [2, 1]).tolist() == [2, 1]

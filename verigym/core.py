@@ -358,9 +358,9 @@ def _coerce_array(
         array = np.asarray(action)
     except Exception as exc:  # ragged nested lists and the like
         raise ActionParseError(f"action could not be read as an array: {exc}") from None
-    if array.dtype == object or not (
-        np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
-    ):
+    # real numbers only: a complex NaN passed the finite check below (its real part reached
+    # MuJoCo's controls) and a timedelta crashed the bounds check
+    if array.dtype.kind not in "biuf":
         raise ActionParseError(
             f"expected a numeric array of shape {space.shape}, got {_describe(action)}"
         )
