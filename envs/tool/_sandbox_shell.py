@@ -190,7 +190,8 @@ def _vg_snapshot(root, max_files, max_bytes):
     """``{"error": str, "entries": {relative path: [kind, mode, base64 bytes, link target]}}``.
 
     Never follows a link, never opens anything but a regular file (``O_NOFOLLOW | O_NONBLOCK``),
-    stops at ``max_files`` entries or ``max_bytes`` file bytes (``error`` says which).
+    stops at ``max_files`` entries or ``max_bytes`` file bytes (``error`` says which); a folder
+    is read one name past the entries left, never listed whole.
     """
     entries, total, error = {}, 0, ""
     try:
@@ -203,11 +204,16 @@ def _vg_snapshot(root, max_files, max_bytes):
     while stack and not error:
         rel_dir = stack.pop()
         here = os.path.join(root, rel_dir) if rel_dir else root
-        try:
-            names = sorted(os.listdir(here))
+        room = max_files - len(entries)
+        try:  # at most one name past the cap: a folder of a million names is not listed whole
+            with os.scandir(here) as listing:
+                names = sorted(entry.name for _, entry in zip(range(room + 1), listing))
         except OSError as exc:
             entries[rel_dir or "."] = ["d", 0, "", "unreadable: " + type(exc).__name__]
             continue
+        if len(names) > room:
+            error = f"more than {max_files} entries"
+            break
         for name in names:
             rel = rel_dir + "/" + name if rel_dir else name
             path = os.path.join(here, name)

@@ -112,6 +112,43 @@ def test_snapshot_stops_at_its_caps(tmp_path):
         os.unlink(str(tmp_path.parent / "h2_as_link"))
 
 
+def test_snapshot_reads_a_folder_only_up_to_its_entry_cap(tmp_path, monkeypatch):
+    """The env reads the agent's tree in its own process: a folder of a million long names (tmpfs
+    inodes take no size) listed whole cost it 80 MB and 0.3 s per 300,000 before the cap."""
+    for i in range(60):
+        (tmp_path / f"f{i:03}").write_bytes(b"")
+    read = []
+    real_scandir = os.scandir
+
+    class Counted:
+        def __init__(self, path):
+            self.inner = real_scandir(path)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.inner.close()
+
+        def __iter__(self):
+            for entry in self.inner:
+                read.append(entry.name)
+                yield entry
+
+    def listdir(path):
+        names = [entry.name for entry in real_scandir(path)]
+        read.extend(names)
+        return names
+
+    monkeypatch.setattr(side.os, "scandir", Counted)
+    monkeypatch.setattr(side.os, "listdir", listdir)
+    taken = side._vg_snapshot(str(tmp_path), 10, MAX_BYTES)
+    assert "more than 10 entries" in taken["error"] and len(read) == 11
+    read.clear()
+    assert side._vg_snapshot(str(tmp_path), 60, MAX_BYTES)["error"] == ""
+    assert len(read) == 60
+
+
 def test_the_module_runs_as_a_script_for_the_fresh_snapshot_and_the_tree_command(tmp_path):
     """The two ways a new interpreter runs the module: ``_vg_fresh_snapshot`` (``-c <source>
     --vg-snapshot``) and :func:`tree_command` (a one-line bootstrap, ``--vg-write-files``)."""
