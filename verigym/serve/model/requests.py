@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,9 @@ __all__ = [
     "RequestReader",
     "TextPlan",
 ]
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+"""A JSON escape of a surrogate code point: only a body holding one can hold a lone surrogate."""
 
 MAX_TOOLS = 128
 """Tools one chat request may offer (OpenAI's limit)."""
@@ -289,10 +293,29 @@ class RequestReader:
     # -- the fields -----------------------------------------------------------------------------------
     @staticmethod
     def _object(request: Any) -> dict[str, Any]:
+        """The request as a dict; JSON bytes parsed. Text that is not Unicode (a lone surrogate
+        such as ``"\\ud800"``, which JSON can spell and no tokenizer takes) is a 400 here, not a
+        500 when the prompt is tokenized."""
         if isinstance(request, (bytes, bytearray)):
+            suspect = _SURROGATE_ESCAPE.search(request) is not None
             request = loads_json(request)
+        else:
+            suspect = True
         if not isinstance(request, dict):
             raise RequestError("the body must be a JSON object")
+        if suspect:
+            try:
+                json.dumps(request, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                raise RequestError(
+                    "the request holds a lone surrogate (a \\ud800-\\udfff escape that is not "
+                    "half of a pair): its text is not Unicode"
+                ) from None
+            except (
+                TypeError,
+                ValueError,
+            ):  # not JSON (an in-process caller's object): later checks
+                pass
         return request
 
     def check_model(self, request: dict[str, Any]) -> str | None:

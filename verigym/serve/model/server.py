@@ -81,7 +81,8 @@ says so); at most :data:`MAX_CONNECTIONS` requests are served at once (more get 
 must send its request's headers within :data:`verigym.serve.front.HEADER_TIMEOUT_S` seconds of
 opening (or of its previous answer) or it is closed, and when more than :data:`MAX_CONNECTIONS`
 connections are open the longest-idle one is closed, so idle connections never refuse a request.
-JSON nested deeper than the interpreter's recursion limit is a 400. Sampling options must be finite numbers in range (else 400); a temperature so small that
+JSON nested deeper than the interpreter's recursion limit is a 400, as is text that is not Unicode (a
+lone surrogate escape such as ``\\ud800``, which no tokenizer takes). Sampling options must be finite numbers in range (else 400); a temperature so small that
 the logits overflow samples greedily. A request whose client disconnects is dropped from the queue,
 or stops generating at the next decoding step.
 
