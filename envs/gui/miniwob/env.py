@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import threading
@@ -208,6 +209,15 @@ _PARKED: dict[tuple[int, int], list[_Parked]] = {}
 only in the thread that made them; a fork's copy of its parent's entries is never used)."""
 
 
+def _page_reward(value: Any) -> float:
+    """A reward the page reported, as a float; -1 (failed) when it is not a finite number (a
+    page's own arithmetic can give NaN: bisect-angle's point put on the vertex divides by zero,
+    and NaN arrives as null)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return -1.0
+
+
 def _thread_key() -> tuple[int, int]:
     return os.getpid(), threading.get_ident()
 
@@ -378,8 +388,9 @@ class MiniWoBEnv(GuiEnv):
     1 solved, partial credit between, as in the flight forms and soft checkboxes), every other
     step 0. ``info["success"]`` is raw reward > 0 (upstream's convention),
     ``info["miniwob_reward"]`` upstream's time-decayed reward (``WOB_REWARD_GLOBAL``, on the
-    page's clock), ``info["raw_reward"]`` the raw one. A malformed action costs the step and sets
-    ``info["action_error"]``.
+    page's clock), ``info["raw_reward"]`` the raw one; a reward that is not a finite number (a
+    page's own arithmetic: bisect-angle's point on the vertex gives NaN) counts as -1, failed. A
+    malformed action costs the step and sets ``info["action_error"]``.
 
     ## Episode End
     Terminated when the page says done, on ``done`` (success False unless the page said done), or
@@ -401,7 +412,8 @@ class MiniWoBEnv(GuiEnv):
         ModuleNotFoundError: the ``miniwob`` package is missing (``pip install 'verigym[miniwob]'``).
 
     ## Version History
-    * v0: initial version (``miniwob`` 1.1.0 pages).
+    * v0: initial version (``miniwob`` 1.1.0 pages). Fixed in v0: a page's non-finite reward
+      (NaN from bisect-angle's point on the vertex) crashed ``step``; it now counts as -1.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 4, "family": "gui"}
@@ -786,13 +798,13 @@ class MiniWoBEnv(GuiEnv):
         if navigated:
             info["navigated_away"] = True
         if terminated or truncated:
-            raw = float(verdict["raw"]) if done else -1.0
+            raw = _page_reward(verdict["raw"]) if done else -1.0
             success = done and raw > 0
             score = max(0.0, min(1.0, raw)) if done else 0.0
             reward = score
             episode_end(info, success=success, score=score)
             info["raw_reward"] = raw
-            info["miniwob_reward"] = float(verdict["reward"]) if done else -1.0
+            info["miniwob_reward"] = _page_reward(verdict["reward"]) if done else -1.0
         info["instructions"] = self._utterance
         info["blocked_requests"] = len(self._browser.blocked)
         return self._observation(), reward, terminated, truncated, info

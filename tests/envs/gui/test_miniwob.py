@@ -108,6 +108,28 @@ def test_verdict_is_the_pages_reward_and_the_seed_fixes_the_task():
         env.close()
 
 
+def test_a_pages_nan_reward_is_a_failure_not_a_crash():
+    """bisect-angle with the point put on the vertex: the page's angle divides by zero and it
+    reports NaN as its raw reward (null over DevTools); the step crashed on it (and NaN would
+    have clamped to a score of 1)."""
+    env = MiniWoBEnv(task="bisect-angle")
+    try:
+        env.reset(seed=0)
+        # the page puts the user's point at (pageX, pageY - 50): the vertex's own coordinates
+        x, y = env._browser.evaluate(
+            "() => { const c = document.querySelector('.init-blue');"
+            " return [Number(c.getAttribute('cx')), Number(c.getAttribute('cy')) + 50] }"
+        )
+        env.step(mw_action("click_xy", xy=(x, y)))
+        submit = next(e for e in env._elements if e["name"] == "Submit")
+        _, reward, terminated, _, info = env.step(mw_action("click", element=submit["id"]))
+        assert env._browser.evaluate("() => Number.isNaN(WOB_RAW_REWARD_GLOBAL)") is True
+        assert terminated and reward == 0.0 and info["success"] is False
+        assert info["score"] == 0.0 and info["raw_reward"] == -1.0
+    finally:
+        env.close()
+
+
 def test_typed_code_and_markup_change_nothing_and_no_observation_shows_the_verdict():
     """Typed text is text: a JS assignment in a field is a value, ``<`` is refused before the page
     (some pages echo text as HTML: terminal's ``innerHTML``); the reward globals never reach an
