@@ -44,6 +44,7 @@ __all__ = [
     "Verdict",
     "scored",
     "fresh_snapshot",
+    "sandbox_tree",
     "host_snapshot",
     "snapshot_from_wire",
     "tree_command",
@@ -127,10 +128,31 @@ def host_snapshot(path: str) -> Snapshot:
     return snapshot_from_wire(_sandbox_shell._vg_snapshot(path, MAX_FILES, MAX_BYTES))
 
 
+def sandbox_tree(box: Any, root: str, timeout: float) -> Snapshot:
+    """The tree at ``root`` in ``box`` (a :class:`verigym.sandbox.PythonSandbox` whose last call
+    has returned) read by this process through ``/proc/<worker>/root`` while the worker is stopped.
+
+    Agent commands can write into the worker's memory, so nothing the worker computes or relays is
+    asked for: a worker that is gone, not stopped or whose root this process cannot read (a
+    non-root host once the worker was made non-dumpable) gives a snapshot with ``error`` set. Only
+    without the sandbox (``unsafe``, where nothing is trusted anyway) a new ``python -I -S``
+    process reads the tree (:func:`fresh_snapshot`).
+    """
+    if getattr(box, "unsafe", False):
+        return fresh_snapshot(box, root, timeout)
+    pid = box.notebook_pid
+    if pid is None or process_state(pid) not in ("T", "t"):
+        return Snapshot(error="the sandbox's worker is gone or was not stopped")
+    if not os.path.isdir(f"/proc/{pid}/root/tmp"):
+        return Snapshot(error="the sandbox's files are not readable from here")
+    return host_snapshot(f"/proc/{pid}/root{root}")
+
+
 def fresh_snapshot(box: Any, root: str, timeout: float) -> Snapshot:
     """The tree at ``root`` in ``box`` (a :class:`verigym.sandbox.PythonSandbox`) read by a new
-    ``python -I -S`` process there: nothing the agent's commands did to the worker's own
-    interpreter counts. A failure is a snapshot with ``error`` set.
+    ``python -I -S`` process there and answered through the worker: for ``unsafe`` sandboxes only
+    (:func:`sandbox_tree`), since agent commands can write into the worker's memory. A failure is
+    a snapshot with ``error`` set.
     """
     loaded = box.run(SANDBOX_SOURCE, timeout=30.0)
     if not loaded.ok:
@@ -269,15 +291,9 @@ class Runner:
         if not result.ok or not isinstance(value, list) or len(value) != 3:
             return -1, "", None
         status, out = value[0], value[1]
-        snap = None
-        pid = box.notebook_pid
-        if snapshot and pid is not None and os.path.isdir(f"/proc/{pid}/root/tmp"):
-            # read by this process while the worker is stopped: the program that ran there could
-            # have written into the worker's memory, so its answer is not asked for
-            if process_state(pid) in ("T", "t"):
-                snap = host_snapshot(f"/proc/{pid}/root{self.ROOT}")
-        if snapshot and snap is None:
-            snap = fresh_snapshot(box, self.ROOT, 30.0)
+        # read by this process while the worker is stopped: the program that ran there could
+        # have written into the worker's memory, so its answer is not asked for
+        snap = sandbox_tree(box, self.ROOT, 30.0) if snapshot else None
         return (status if type(status) is int else -1), (out if isinstance(out, str) else ""), snap
 
     def close(self) -> None:

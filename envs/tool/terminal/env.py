@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,9 +14,8 @@ from verigym.envs.tool.terminal.core import (
     Runner,
     Snapshot,
     Template,
-    fresh_snapshot,
-    host_snapshot,
     normalize_files,
+    sandbox_tree,
     tree_command,
 )
 from verigym.envs.tool.terminal.templates import GROUPS, TEMPLATES, pool
@@ -34,7 +32,6 @@ from verigym.kwargs_policy import FloatRange, IntRange, OneOf, client, operator_
 from verigym.sandbox import Limits, PythonSandbox
 from verigym.toolcalls import FinalAnswer, Tool, ToolCall
 from verigym.validation import check_bool, check_choice, check_number
-from verigym.workers import process_state
 
 __all__ = ["TerminalEnv", "changes_diff"]
 
@@ -201,8 +198,9 @@ class TerminalEnv(ToolEnv):
     last call every agent process has been killed and the sandbox's worker is stopped (the
     sandbox does both between calls); the env reads the workspace tree itself through
     ``/proc/<worker>/root`` (agent commands can write into the worker's memory, so nothing the
-    worker would compute is trusted; where that path is unreadable, a new ``python -I -S`` process
-    in the sandbox reads it), never following a link, opening only regular files, at most 4,000
+    worker would compute or relay is trusted; where that path is unreadable, as on a non-root host
+    once the worker was made non-dumpable, the workspace cannot be read and scores 0), never
+    following a link, opening only regular files, at most 4,000
     entries and 32 MiB; a workspace folder replaced by a link is an error. The sandbox is then
     discarded, and the template's checker compares that tree with the expectation drawn at reset,
     which never entered the sandbox. Where the task asks for a program, only that program is copied
@@ -392,19 +390,14 @@ class TerminalEnv(ToolEnv):
         """The workspace tree after every agent process was killed.
 
         Read by this process through ``/proc/<worker>/root`` while the sandbox's worker is stopped
-        (agent commands can write into the worker's memory, so nothing it would compute is
-        trusted); where that path is not readable, by a new ``python -I -S`` process in the sandbox.
+        (agent commands can write into the worker's memory, so nothing it would compute or relay
+        is trusted); where that path is not readable the snapshot is an error (score 0).
         """
         return self._read_tree(self._ws().sandbox)
 
     @staticmethod
     def _read_tree(box: PythonSandbox) -> Snapshot:
-        pid = box.notebook_pid
-        if pid is not None and process_state(pid) in ("T", "t"):
-            inside = f"/proc/{pid}/root{ROOT}"
-            if os.path.isdir(f"/proc/{pid}/root/tmp"):
-                return host_snapshot(inside)
-        return fresh_snapshot(box, ROOT, 20.0)
+        return sandbox_tree(box, ROOT, 20.0)
 
     def _verify(self, answer: str) -> tuple[bool, float]:
         assert self._task is not None

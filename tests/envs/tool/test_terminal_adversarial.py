@@ -384,3 +384,41 @@ def test_the_verdict_does_not_ask_the_sandbox_worker():
         assert terminated and info["success"] and reward == 1.0, info
     finally:
         env.close()
+
+
+def test_a_worker_whose_root_cannot_be_read_is_never_asked_for_the_tree(monkeypatch):
+    """Where the env cannot read ``/proc/<worker>/root`` (a non-root host once agent code made the
+    worker non-dumpable: shell commands can write into its memory), the tree was read by a process
+    the worker starts and answered through the worker: a worker taken over answered a solved tree
+    kept elsewhere. Simulated here: the root reads as missing, the worker's ``exec`` is rebound."""
+    from verigym.envs.tool.terminal import core
+    from verigym.envs.tool.terminal.env import TerminalEnv
+
+    env = TerminalEnv(template="unique_ips")
+    try:
+        env.reset(seed=0)
+        env.step(env.oracle_action())  # solved...
+        env.step(_shell("cp -a /tmp/work /tmp/solved && rm web/ips.txt"))  # ...elsewhere only
+        takeover = (
+            "import builtins\n"
+            "real_exec = builtins.exec\n"
+            "def exec_and_forge(code, namespace=None, *rest):\n"
+            "    real_exec(code, namespace, *rest)\n"
+            "    honest = namespace.get('_vg_fresh_snapshot')\n"
+            "    if honest is not None and not getattr(honest, 'forged', False):\n"
+            "        def forged(source, root, *args):\n"
+            "            return honest(source, '/tmp/solved', *args)\n"
+            "        forged.forged = True\n"
+            "        namespace['_vg_fresh_snapshot'] = forged\n"
+            "builtins.exec = exec_and_forge\n"
+        )
+        assert env._ws().sandbox.run(takeover).ok
+        real_isdir = core.os.path.isdir
+        monkeypatch.setattr(
+            core.os.path, "isdir", lambda p: not str(p).startswith("/proc/") and real_isdir(p)
+        )
+        _, reward, terminated, _, info = env.step(env.oracle_action())  # submit
+        assert terminated and reward == 0.0 and not info["success"], info
+        assert "could not be read" in info["verdict"], info["verdict"]
+    finally:
+        env.close()
