@@ -226,6 +226,23 @@ def test_an_echo_of_the_agents_own_surrogates_is_allowed_and_escaped():
     assert CheckResult("x", "fail", "not \ud800 digits").detail == "not \\ud800 digits"
 
 
+class _FloatOnlyNanCheckEnv(broken_envs.BoxCrashEnv):
+    """Flags NaN only in float arrays and moves by the real part: a complex NaN gets through."""
+
+    def step(self, action):
+        array = np.asarray(action)
+        if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
+            observation, reward, terminated, truncated, info = super().step(np.zeros(2))
+            return observation, reward, terminated, truncated, {**info, "action_error": "NaN"}
+        return super().step(np.nan_to_num(array.real))
+
+
+def test_a_complex_nan_action_must_be_flagged():
+    report = check_env(_FloatOnlyNanCheckEnv, steps=20, checks=["malformed_actions"])
+    (result,) = report.results
+    assert result.status == "fail" and "complex NaN: no info['action_error']" in result.detail
+
+
 def _surrogate_game():
     """A two-player parallel game whose step observations hold a lone surrogate."""
     from pettingzoo import ParallelEnv

@@ -31,7 +31,7 @@ Checks (each reports what was tried and what happened):
     a copy leaves the original untouched.
 ``malformed_actions``
     empty / random / 1 MB / invalid UTF-8 and lone-surrogate text, NaN, inf, out-of-range and
-    wrong-shape arrays: no exception, ``info["action_error"]`` is a non-empty ``str``, the
+    wrong-shape and complex-NaN arrays: no exception, ``info["action_error"]`` is a non-empty ``str``, the
     observation stays in its space, the reward is finite, and the env keeps working. After an
     action without lone surrogates, the env's text holds none either (after one with them, an
     echo of the agent's own text is allowed).
@@ -630,6 +630,7 @@ def malformed_cases(space: spaces.Space) -> list[tuple[str, Any, bool]]:
             ("inf", np.full(space.shape, np.inf), True),
             ("out of range", too_big, True),
             ("wrong shape (extra element)", np.zeros(int(np.prod(space.shape)) + 1), True),
+            ("complex NaN", np.full(space.shape, complex(np.nan, 0.0)), True),
             ("empty array", np.zeros((0,)), True),
         ]
         if not isinstance(space, spaces.Box) or np.all(np.isfinite(space.low)):
