@@ -68,7 +68,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from verigym.serve.front import error_response, loads_json
@@ -106,6 +106,7 @@ class EnvServer(ServedEnvs):
         super().__init__(config)
         self.schema_cache: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
         self.reaper: asyncio.Task | None = None
+        self.http_envs = 0  # envs built by HTTP /reset and /schema requests in progress
 
     # --- lifecycle -------------------------------------------------------------------------------
     async def reap(self) -> None:
@@ -146,21 +147,43 @@ class EnvServer(ServedEnvs):
         """``/ws``: one :class:`Session`, or ``CAPACITY_REACHED`` (HTTP 503 where the server can
         refuse the upgrade) when ``max_sessions`` are open."""
         limit = self.config.max_sessions
-        if len(self.sessions) < limit:
+        if len(self.sessions) + self.http_envs < limit:
             await Session(self, websocket).run()
             return
-        full = ProtocolError(
-            "CAPACITY_REACHED",
-            f"server full: {limit} sessions are open (--max-sessions); retry later",
-            active_sessions=len(self.sessions),
-            max_sessions=limit,
-        )
+        full = self.full()
         if "websocket.http.response" in (websocket.scope.get("extensions") or {}):
             await websocket.send_denial_response(error_response(503, str(full), code=full.code))
         else:
             await websocket.accept()
             await websocket.send_text(full.frame())
             await websocket.close(code=1013)
+
+    def full(self) -> ProtocolError:
+        """``CAPACITY_REACHED``: ``max_sessions`` sessions (WebSocket sessions and HTTP requests
+        building an env) are open."""
+        limit = self.config.max_sessions
+        return ProtocolError(
+            "CAPACITY_REACHED",
+            f"server full: {limit} sessions are open (--max-sessions); retry later",
+            active_sessions=len(self.sessions) + self.http_envs,
+            max_sessions=limit,
+        )
+
+    @contextlib.contextmanager
+    def http_env(self) -> Iterator[None]:
+        """An HTTP request's env (``/reset``, an uncached ``/schema``) counted as a session while
+        it lives, so ``max_sessions`` bounds every env the server holds.
+
+        Raises:
+            ProtocolError: ``CAPACITY_REACHED`` (HTTP 503) when ``max_sessions`` are open.
+        """
+        if len(self.sessions) + self.http_envs >= self.config.max_sessions:
+            raise self.full()
+        self.http_envs += 1
+        try:
+            yield
+        finally:
+            self.http_envs -= 1
 
     async def health(self, request: Any) -> Any:
         """``GET /health``: sessions, threads, stuck calls and steps served."""
@@ -210,7 +233,8 @@ class EnvServer(ServedEnvs):
             if key in self.schema_cache:
                 self.schema_cache.move_to_end(key)
             else:
-                self.schema_cache[key] = await self.env_schema(env_id, kwargs)
+                with self.http_env():
+                    self.schema_cache[key] = await self.env_schema(env_id, kwargs)
                 while len(self.schema_cache) > SCHEMA_CACHE_SIZE:
                     self.schema_cache.popitem(last=False)
             return JSONResponse(self.schema_cache[key])
@@ -264,20 +288,14 @@ class EnvServer(ServedEnvs):
         }
 
     async def http_reset(self, request: Any) -> Any:
-        """``POST /reset``, stateless as in OpenEnv: make, reset, close; the observation data."""
-        from starlette.responses import JSONResponse
+        """``POST /reset``, stateless as in OpenEnv: make, reset, close; the observation data. Its
+        env counts against ``max_sessions`` while it lives (503 ``CAPACITY_REACHED`` when full),
+        as an uncached ``/schema``'s does."""
 
         session = Session(self, session_id="http")
         try:
-            body = await request.body()
-            if len(body) > self.config.max_message_bytes:
-                raise ProtocolError("MESSAGE_TOO_LARGE", "request body over --max-message-bytes")
-            session.frame_bytes = len(body)
-            data = await session.parsed(loads_json, body) if body.strip() else {}
-            if not isinstance(data, dict):
-                raise ProtocolError("VALIDATION_ERROR", "the body must be a JSON object")
-            frame = json.loads(await session.reset(data))
-            return JSONResponse(frame["data"])
+            with self.http_env():
+                return await self._reset(session, request)
         except ProtocolError as exc:
             forget(exc)
             return _error_response(exc)
@@ -285,6 +303,20 @@ class EnvServer(ServedEnvs):
             return error_response(400, f"Invalid JSON: {exc}", code="INVALID_JSON")
         finally:
             await session.drop_env()
+
+    async def _reset(self, session: Session, request: Any) -> Any:
+        """``/reset``'s work, its env counted as a session (:meth:`http_reset`)."""
+        from starlette.responses import JSONResponse
+
+        body = await request.body()
+        if len(body) > self.config.max_message_bytes:
+            raise ProtocolError("MESSAGE_TOO_LARGE", "request body over --max-message-bytes")
+        session.frame_bytes = len(body)
+        data = await session.parsed(loads_json, body) if body.strip() else {}
+        if not isinstance(data, dict):
+            raise ProtocolError("VALIDATION_ERROR", "the body must be a JSON object")
+        frame = json.loads(await session.reset(data))
+        return JSONResponse(frame["data"])
 
     async def http_step(self, request: Any) -> Any:
         """``POST /step``: HTTP has no session, so a 409 that points to ``/ws``."""
@@ -303,7 +335,10 @@ class EnvServer(ServedEnvs):
 
 
 def _error_response(exc: ProtocolError) -> Any:
-    """A protocol error as HTTP: 404 for ``UNKNOWN_ENV``, else 400."""
+    """A protocol error as HTTP: 404 for ``UNKNOWN_ENV``, 503 (``Retry-After``) for
+    ``CAPACITY_REACHED``, else 400."""
+    if exc.code == "CAPACITY_REACHED":
+        return error_response(503, str(exc), code=exc.code, headers={"Retry-After": "1"})
     status = 404 if exc.code == "UNKNOWN_ENV" else 400
     return error_response(status, str(exc), code=exc.code)
 

@@ -41,7 +41,9 @@ class ServeConfig:
         env_ids: the ids a session may ask for; empty: every registered verigym Gymnasium id
             (of ``family`` if given).
         family: restrict the default ids to this family.
-        max_sessions: open WebSocket sessions at most; one more gets ``CAPACITY_REACHED``.
+        max_sessions: open sessions at most (WebSocket sessions, and HTTP ``/reset`` and
+            uncached ``/schema`` requests while their env lives); one more gets
+            ``CAPACITY_REACHED`` (HTTP 503).
         idle_timeout: seconds without a message after which a session is closed
             (``IDLE_TIMEOUT``); 0 disables.
         step_timeout: seconds one make/reset/step/text call of any env may take before its
