@@ -266,7 +266,7 @@ class ScreenshotClickWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
 
     Args:
         env: a GUI env (``family="gui"``; a ``Dict`` observation with ``"screenshot"`` and the
-            ``click_xy``/``click`` ops of :class:`verigym.envs.gui.env.GuiEnv`).
+            ``click_xy``/``click`` ops of :class:`verigym.envs.gui.env.GuiEnv`; the MiniWoB envs too).
         actions: ``"grid"`` or ``"elements"``.
         grid: ``(rows, cols)`` of the click grid, each in 1..64.
         size: ``(height, width)`` of the observation in pixels (each 8..1280), or ``None``.
@@ -375,6 +375,8 @@ class ScreenshotClickWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
             if self.mode == "grid"
             else make_action("click", element=index)
         )
+        if "to" in self.env.action_space.spaces:  # MiniWoB's drag target, unused by a click
+            gui_action["to"] = np.zeros(2, dtype=np.int64)
         observation, reward, terminated, truncated, info = self.env.step(gui_action)
         wrapped, info = self._wrap(observation, info)
         return wrapped, reward, terminated, truncated, info

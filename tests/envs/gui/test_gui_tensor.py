@@ -68,6 +68,28 @@ def test_elements_view_clicks_by_id_and_masks_the_page_ids():
     assert terminated and reward == 1.0 and info["success"] is True
 
 
+def test_both_views_click_on_miniwob_pages():
+    """A MiniWoB env's action has a drag target too: every click was refused for missing it."""
+    pytest.importorskip("miniwob")
+    for actions in ("grid", "elements"):
+        env = ScreenshotClickWrapper(
+            gym.make("verigym/MiniWoB-ClickButton-v0"), actions=actions, grid=(64, 64)
+        )
+        try:
+            obs, _ = env.reset(seed=3)
+            game = env.unwrapped
+            target = game.oracle_action()["element"]
+            if actions == "grid":
+                left, top, right, bottom = game._elements[int(target)]["box"]
+                x, y = (left + right) // 2, (top + bottom) // 2
+                target = (y * 64 // game.height) * 64 + x * 64 // game.width
+            _, reward, terminated, _, info = env.step(int(target))
+            assert "action_error" not in info
+            assert terminated and reward == 1.0 and info["success"] is True
+        finally:
+            env.close()
+
+
 def test_same_seed_same_pixels_and_malformed_index_is_flagged():
     a = ScreenshotClickWrapper(gym.make("verigym/ClickButton-v0"))
     b = ScreenshotClickWrapper(gym.make("verigym/ClickButton-v0"))
