@@ -377,9 +377,9 @@ def space_to_json(space: spaces.Space) -> dict[str, Any]:
 def space_from_json(description: dict[str, Any]) -> spaces.Space:
     """Rebuild a space from :func:`space_to_json` output.
 
-    A ``"class"`` from a ``verigym.*`` or ``gymnasium.*`` module that subclasses the base type is
-    restored (its methods, e.g. ``sample``, then behave as in process); any other class name is
-    ignored and the base Gymnasium space is returned.
+    A ``"class"`` from a public ``verigym.*`` or ``gymnasium.*`` module (no part starting with
+    ``_``) that subclasses the base type is restored (its methods, e.g. ``sample``, then behave as
+    in process); any other class name is ignored and the base Gymnasium space is returned.
 
     Raises:
         WireError: the description is malformed.
@@ -475,16 +475,23 @@ def _check_space_size(shape: Any, itemsize: int) -> None:
 
 
 def _space_class(name: Any, base: type) -> type | None:
-    if not isinstance(name, str) or ":" not in name:
+    """The class ``"module:Qualname"`` names when it is a subclass of ``base`` in a public module
+    of verigym or Gymnasium, else ``None``. The name comes from the other side of the wire: a
+    module with a private part (``verigym.__main__`` runs the CLI when imported) is never
+    imported, and a module that fails to import (whatever it raises) names no class."""
+    if not isinstance(name, str) or ":" not in name or len(name) > 200:
         return None
     module_name, _, qualname = name.partition(":")
-    if not module_name.startswith(_SPACE_MODULES):
+    parts = module_name.split(".") + qualname.split(".")
+    if not module_name.startswith(_SPACE_MODULES) or not all(
+        part.isidentifier() and not part.startswith("_") for part in parts
+    ):
         return None
     try:
         obj: Any = importlib.import_module(module_name)
         for part in qualname.split("."):
             obj = getattr(obj, part)
-    except (ImportError, AttributeError):
+    except Exception:  # noqa: BLE001 - a module the sender names must not break the receiver
         return None
     return obj if isinstance(obj, type) and issubclass(obj, base) else None
 
