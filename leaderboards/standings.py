@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verigym.leaderboards.agent_spec import display_name, split_display_name
-from verigym.leaderboards.store import EpisodeRow, ResultsStore
+from verigym.leaderboards.store import MAX_ABS_RETURN, EpisodeRow, ResultsStore
 from verigym.leaderboards.suite import Suite
 
 __all__ = [
@@ -341,31 +341,71 @@ def _reference_notes(entries: Sequence[Entry], env_ids: Sequence[str]) -> list[s
     return notes
 
 
+MAX_CURVE_POINTS = 10_000
+"""Points kept per learning curve: a longer log is thinned evenly as it is read, so neither the
+memory nor the chart grows with the log."""
+MAX_CURVE_STEP = 1e15
+"""Largest step a learning-curve point may have (a bigger one, or a return beyond
+``±MAX_ABS_RETURN``, is not a point of a real run: its line is skipped)."""
+
+
 def load_curves(paths: Iterable[pathlib.Path]) -> dict[str, list[tuple[float, float]]]:
     """Learning curves from training logs: JSONL lines with a step (``global_step`` or ``step``)
-    and a return (``charts/episodic_return``, ``episodic_return`` or ``return``)."""
+    and a return (``charts/episodic_return``, ``episodic_return`` or ``return``).
+
+    A line that is not such a record is skipped: not a JSON object, or a step or return that is
+    not a finite number (steps in ``[0, MAX_CURVE_STEP]``, returns within
+    ``±``:data:`~verigym.leaderboards.store.MAX_ABS_RETURN`); bytes that are not UTF-8 are
+    replaced. Each curve keeps at most :data:`MAX_CURVE_POINTS` points, evenly spaced.
+
+    Raises:
+        ValueError: a file cannot be read (the message names it).
+    """
     curves = {}
     for path in paths:
-        points = []
-        for line in path.read_text().splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            step = record.get("global_step", record.get("step"))
-            value = next(
-                (
-                    record[k]
-                    for k in ("charts/episodic_return", "episodic_return", "return")
-                    if k in record
-                ),
-                None,
-            )
-            if isinstance(step, (int, float)) and isinstance(value, (int, float)):
-                points.append((float(step), float(value)))
+        points: list[tuple[float, float]] = []
+        stride, seen = 1, 0
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    point = _curve_point(line)
+                    if point is None:
+                        continue
+                    if seen % stride == 0:
+                        points.append(point)
+                    seen += 1
+                    if len(points) >= 2 * MAX_CURVE_POINTS:
+                        points, stride = points[::2], stride * 2
+        except OSError as exc:
+            raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
         if points:
-            curves[path.parent.name if path.name == "metrics.jsonl" else path.stem] = points
+            curves[path.parent.name if path.name == "metrics.jsonl" else path.stem] = points[
+                :: math.ceil(len(points) / MAX_CURVE_POINTS)
+            ]
     return curves
+
+
+def _curve_point(line: str) -> tuple[float, float] | None:
+    """(step, return) of one training-log line, or ``None`` when it is not such a record."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    step = record.get("global_step", record.get("step"))
+    value = next(
+        (record[k] for k in ("charts/episodic_return", "episodic_return", "return") if k in record),
+        None,
+    )
+    if _number_in(step, 0, MAX_CURVE_STEP) and _number_in(value, -MAX_ABS_RETURN, MAX_ABS_RETURN):
+        return float(step), float(value)
+    return None
+
+
+def _number_in(value: Any, low: float, high: float) -> bool:
+    """``value`` is an int or float (not a bool) in ``[low, high]`` (NaN is in no range)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high
 
 
 def _number(value: float) -> str:

@@ -69,7 +69,10 @@ def run(args: argparse.Namespace) -> int:
     logs = []
     for item in map(pathlib.Path, args.train_logs):
         logs += sorted(item.rglob("*.jsonl")) if item.is_dir() else [item]
-    standings.curves = load_curves(logs)
+    try:
+        standings.curves = load_curves(logs)
+    except ValueError as exc:
+        return usage_error("leaderboard", f"--train-logs {exc}")
     if not standings.entries and not standings.ratings:
         where = f"suite {suite.name}" if suite else "any suite"
         return usage_error(
