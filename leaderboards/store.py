@@ -14,7 +14,7 @@ unless it names the env id and version, the seed,
 the agent spec and its config hash, the verigym version, the package versions and the git SHA.
 Rows are checked the same way when they are read back (:meth:`ResultsStore.rows`): a row that was
 edited into the file after it was written (a NaN or out-of-range score, a ``success`` of 5, a NUL
-or a newline in an identifier, an oversized ``packages``) is refused with its rowid, never trusted.
+or a newline in an identifier, an oversized ``packages`` or ``error``) is refused with its rowid, never trusted.
 Numbers are bounded as well as finite (an ``episode_return`` of ``1e300`` is refused, see
 :data:`MAX_ABS_RETURN`), and a ``timeout`` or ``error`` row carries no score: it was never replayed,
 so its ``score`` must be 0 and a row that says otherwise is refused on write and on read.
@@ -72,6 +72,9 @@ MAX_PACKAGES = 256
 """``packages`` naming more packages than this is refused."""
 MAX_KWARGS_CHARS = 16 * 1024
 """``env_kwargs`` (canonical JSON) longer than this is refused."""
+MAX_ERROR_CHARS = 16 * 1024
+"""``error`` (what went wrong in an episode or match) longer than this is refused; the runner and the
+arena cut theirs to 2,000 and 1,000 characters."""
 MAX_TRAJECTORY_BYTES = 64 << 20
 """A stored (compressed) trajectory larger than this is not read."""
 MAX_ABS_RETURN = 1e9
@@ -168,7 +171,8 @@ class EpisodeRow:
                 beyond ``±``:data:`MAX_ABS_RETURN`, a ``length``, ``time_s``, ``seed`` or
                 ``env_version`` outside ``[0, MAX_...]``), an identifier holds a
                 control character (NUL, newline) or text that is not UTF-8 or is over
-                :data:`MAX_IDENTIFIER_CHARS`, ``packages`` or ``env_kwargs`` is over its bound or
+                :data:`MAX_IDENTIFIER_CHARS`, ``error`` is over :data:`MAX_ERROR_CHARS`,
+                ``packages`` or ``env_kwargs`` is over its bound or
                 not a JSON object, or ``trajectory_digest`` is not ``""`` or 64 hex digits.
         """
         _require_text_fields(self, self.IDENTIFIERS)
@@ -199,6 +203,7 @@ class EpisodeRow:
             )
         _require_packages(self.packages)
         _require_iso_date(self.created_at)
+        _require_error_text(self)
         if (
             self.env_kwargs
         ):  # "": a row migrated from a store written before rows named their kwargs
@@ -346,6 +351,11 @@ def _require_packages(text: str) -> None:
                 )
 
 
+def _require_error_text(row: Any) -> None:
+    if len(row.error) > MAX_ERROR_CHARS:
+        raise ValueError(f"error is {len(row.error)} characters long (at most {MAX_ERROR_CHARS})")
+
+
 def _require_iso_date(text: str) -> None:
     if not text:
         return  # filled in when the row is written
@@ -422,6 +432,7 @@ class MatchRow:
             _require_bounds(self, name, -MAX_ABS_RETURN, MAX_ABS_RETURN)
         _require_packages(self.packages)
         _require_iso_date(self.created_at)
+        _require_error_text(self)
 
 
 _COLUMNS = [f.name for f in fields(EpisodeRow)]
@@ -768,16 +779,18 @@ class ResultsStore:
         ]
 
     def add_match(self, row: MatchRow) -> bool:
-        """Write one match in its own transaction; False if it was already recorded.
+        """Write one match in its own transaction; False if it was already recorded. Its
+        ``error`` is written as UTF-8 (:func:`safe_text`), as :meth:`add` writes a row's.
 
         Raises:
-            ValueError: the row lacks provenance.
+            ValueError: the row lacks provenance or has invalid values.
         """
         row.validate()
         values = asdict(row)
         values["created_at"] = values["created_at"] or _dt.datetime.now(_dt.timezone.utc).isoformat(
             timespec="seconds"
         )
+        values["error"] = safe_text(values["error"])  # an agent's message may hold lone surrogates
         with self._writing(), self._db:
             cursor = self._db.execute(
                 f"INSERT INTO matches ({', '.join(_MATCH_COLUMNS)}) VALUES ({', '.join('?' for _ in _MATCH_COLUMNS)}) ON CONFLICT DO NOTHING",
