@@ -18,7 +18,9 @@ child with :data:`TAMPERED` on reads of ``_main``'s code or defaults, on reads o
 runner's frames from untrusted code, gc walks, ``sys._current_frames``, ``ctypes``, new audit hooks,
 code objects made, unmarshalled (but the standard library's and pytest's caches) or run again under
 other globals, trace and profile hooks and links from untrusted code, writes of ``__code__`` and its
-kin, Python-level signal handlers and files under ``/proc``, ``/sys`` and ``/dev``. After collection
+kin, Python-level signal handlers and files under ``/proc``, ``/sys`` and ``/dev`` (``//proc``
+included; the root and ``/dev`` themselves, and relative paths that climb with ``..``, since from a
+folder's descriptor, which the hook does not see, they reach ``/proc``). After collection
 and after every item the bindings of pytest's and pluggy's modules and of the classes on the report
 path, ``builtins``, their ``sys.modules`` entries, the import hooks, every hook's implementations,
 the item and the test modules' functions, classes and modules are compared by identity with the
@@ -582,9 +584,15 @@ def _main():
             if _type(path) is _bytes:
                 path = _fsdecode(path)
             if _type(path) is _str:
-                path = _normpath(path if path.startswith("/") else _getcwd() + "/" + path)
+                if not path.startswith("/"):
+                    path = _normpath(path)
+                    if path == ".." or path.startswith("../"):
+                        _exit(86)  # from a folder's descriptor (dir_fd, unseen here) it climbs anywhere
+                    path = _getcwd() + "/" + path
+                path = _normpath("/" + path.lstrip("/"))  # "//proc" is /proc; normpath keeps "//"
                 if (
-                    path == "/proc" or path.startswith("/proc/") or path == "/sys"
+                    path == "/" or path == "/dev"  # their descriptors reach /proc by relative paths
+                    or path == "/proc" or path.startswith("/proc/") or path == "/sys"
                     or path.startswith("/sys/") or (path.startswith("/dev/") and path not in _safe)
                 ):
                     _exit(86)

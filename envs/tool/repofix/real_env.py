@@ -251,7 +251,9 @@ class RepoFixRealEnv(SourceRepairEnv):
     * ``max_turns`` (default 30), ``invalid_action_reward``, ``max_action_length`` (default 32768).
 
     ## Version History
-    * v0: initial version.
+    * v0: initial version. Verifier fix (version kept): the runner's audit hook also refuses
+      ``//proc`` paths, the root and ``/dev`` themselves and relative paths that climb with
+      ``..`` (library code read the report's nonce from ``/proc/self/mem`` and forged a pass).
     """
 
     metadata = {"render_modes": ["ansi"], "family": "tool"}

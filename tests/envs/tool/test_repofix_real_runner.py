@@ -89,6 +89,34 @@ def _scan(value, depth=0, seen=None):
     return None
 '''
 
+_FROM_MEMORY = """
+def _proc(name):
+    return {open}
+
+def _nonces():
+    found = set()
+    with open(_proc("maps")) as maps:
+        regions = [line.split() for line in maps]
+    with open(_proc("mem"), "rb", buffering=0) as mem:
+        for fields in regions:
+            if fields[1].startswith("r") and len(fields) < 6:  # anonymous: the heap, arenas
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                for at in range(start, end, 1 << 20):
+                    try:
+                        mem.seek(at)
+                        data = mem.read(min(1 << 20, end - at) + 40)
+                    except (OSError, OverflowError, ValueError):
+                        continue
+                    found.update(re.findall(rb"(?<![0-9a-f])([0-9a-f]{{32}}) \\x00", data))
+    return found
+
+_found = _nonces()
+if len(_found) == 1:  # the report's prefix, a bytes constant of the runner's code
+    _forge(_found.pop().decode())
+"""
+"""Library code that finds the nonce in its own memory (``/proc/self/mem``) by a path the audit
+hook's ``/proc`` check did not see; ``{open}`` opens ``/proc/self/<name>``."""
+
 ATTACKS = {
     "the nonce in argv": FORGE
     + "found = _scan(list(sys.argv) + list(getattr(sys, 'orig_argv', [])))\n"
@@ -155,11 +183,17 @@ ATTACKS = {
     "    for r in reports:\n        r.outcome, r.longrepr = 'passed', None\n"
     "    return reports\n"
     "_pytest.runner.runtestprotocol = _passed\n",
+    "the nonce read from its own memory through //proc": FORGE
+    + _FROM_MEMORY.format(open='os.open("//proc/self/" + name, os.O_RDONLY)'),
+    "the nonce read from its own memory through the root's descriptor": FORGE
+    + _FROM_MEMORY.format(open='os.open("proc/self/" + name, os.O_RDONLY, dir_fd=os.open("/", 0))'),
     "os._exit(0) when called": {"call": "import os; os._exit(0)"},
     "a report written to every pipe": FORGE + "_forge('0' * 32)\n",
 }
 DEFAULT = (
     "the nonce in argv",
+    "the nonce read from its own memory through //proc",
+    "the nonce read from its own memory through the root's descriptor",
     "the nonce from frames",
     "a hook wrapper that passes every report",
 )
