@@ -241,7 +241,9 @@ class TerminalEnv(ToolEnv):
     * ``max_turns`` (default 20), ``invalid_action_reward``, ``max_action_length``: see :class:`ToolEnv`.
 
     ## Version History
-    * v0: initial version (issue 30, section 2).
+    * v0: initial version (issue 30, section 2). Verifier fix (version kept): a workspace the env
+      cannot read through ``/proc/<worker>/root`` scores 0, no longer a tree relayed by the
+      worker, which agent commands can write into.
     """
 
     metadata = {"render_modes": ["ansi"], "family": "tool"}
