@@ -190,3 +190,20 @@ def test_demonstrations_use_native_calls_only_when_the_text_comes_back_exactly()
         compact,
         "<answer>x</answer>",
     ]
+
+
+def test_deeply_nested_json_is_an_action_error_not_a_recursion_error():
+    # json.loads recurses once per level: 1000 nested lists raised RecursionError out of step()
+    deep = "[" * 4000 + "]" * 4000
+    for reply in (
+        f"<tool_call>{deep}</tool_call>",
+        f'<tool_call>{{"name": "lookup", "arguments": "{deep}"}}</tool_call>',
+        '<tool_call>{"name": "lookup", "arguments": {"q": ' + deep + "}}</tool_call>",
+    ):
+        with pytest.raises(ActionParseError, match="nests deeper than"):
+            parse_reply(reply, [LOOKUP], max_length=1 << 16)
+    with pytest.raises(ActionParseError, match="nests deeper than"):
+        message_to_text({"tool_calls": [openai_tool_call("lookup", deep)]}, parse_arguments=True)
+    # brackets inside a string are text, not nesting
+    call = parse_reply(_block("lookup", {"q": "[" * 500}), [LOOKUP], max_length=1 << 16)
+    assert call == ToolCall("lookup", {"q": "[" * 500})

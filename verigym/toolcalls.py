@@ -27,8 +27,9 @@ An agent's reply is either
   or as its JSON text -- what an OpenAI-compatible server returns; or
 * a **final answer**: ``<answer>...</answer>`` (in a message: in its ``content``).
 
-Text inside ``<think>...</think>`` is ignored. A reply with neither, a malformed call, an unknown
-tool or arguments that do not match the schema raises :class:`~verigym.core.ActionParseError` with
+Text inside ``<think>...</think>`` is ignored. A reply with neither, a malformed call (JSON nested
+deeper than :data:`MAX_JSON_DEPTH` included), an unknown tool or arguments that do not match the
+schema raises :class:`~verigym.core.ActionParseError` with
 a message for the agent.
 """
 
@@ -63,6 +64,11 @@ _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL | re.IGNORECASE)
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"^```[a-zA-Z]*\n?(.*?)\n?```$", re.DOTALL)
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?', re.DOTALL)
+MAX_JSON_DEPTH = 64
+"""Deepest ``[``/``{`` nesting of a tool call's JSON text; deeper text is refused unparsed (the
+standard parser recurses once per level and would raise ``RecursionError`` near the interpreter's
+limit, wherever in a stack the env's ``step`` runs)."""
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "integer": (int,),
@@ -124,6 +130,27 @@ def strip_think(text: str) -> str:
     return _THINK.sub(" ", text)
 
 
+def _json_loads(raw: str, what: str) -> Any:
+    """``json.loads(raw)``, refusing text nested deeper than :data:`MAX_JSON_DEPTH`.
+
+    Raises:
+        ActionParseError: not valid JSON (``what`` names the text in the message) or too deep.
+    """
+    depth = deepest = 0
+    for char in _JSON_STRING.sub("", raw):  # brackets inside strings do not nest
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    if deepest > MAX_JSON_DEPTH:
+        raise ActionParseError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise ActionParseError(f"{what} is not valid JSON ({str(exc)[:200]})") from None
+
+
 def _loads_calls(raw: str) -> list[tuple[str, dict[str, Any]]]:
     """The call(s) in one JSON text: an object, or a list of objects."""
     raw = raw.strip()
@@ -131,11 +158,9 @@ def _loads_calls(raw: str) -> list[tuple[str, dict[str, Any]]]:
     if fenced:
         raw = fenced.group(1).strip()
     try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise ActionParseError(
-            f'the tool call is not valid JSON ({exc}); write {{"name": "<tool>", "arguments": {{...}}}}'
-        ) from None
+        data = _json_loads(raw, "the tool call")
+    except ActionParseError as exc:
+        raise ActionParseError(f'{exc}; write {{"name": "<tool>", "arguments": {{...}}}}') from None
     if isinstance(data, list):
         if not data:
             raise ActionParseError(
@@ -241,11 +266,11 @@ def _arguments_object(name: str, arguments: Any) -> dict[str, Any]:
     """A call's arguments as a JSON object (from its JSON text, ``""`` being ``{}``)."""
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
-            raise ActionParseError(
-                f"the arguments of {name!r} are not valid JSON: {arguments[:200]}"
-            ) from None
+            arguments = (
+                _json_loads(arguments, f"the arguments of {name!r}") if arguments.strip() else {}
+            )
+        except ActionParseError as exc:
+            raise ActionParseError(f"{exc}: {arguments[:200]}") from None
     if not isinstance(arguments, Mapping):
         raise ActionParseError(
             f"the arguments of {name!r} must be a JSON object, got {type(arguments).__name__}"
@@ -360,8 +385,8 @@ def _as_message(text: str) -> Mapping[str, Any] | None:
     if not (stripped.startswith("{") and ('"tool_calls"' in stripped or '"role"' in stripped)):
         return None
     try:
-        data = json.loads(stripped)
-    except ValueError:
+        data = _json_loads(stripped, "the message")
+    except ActionParseError:
         return None
     if (
         isinstance(data, dict)
