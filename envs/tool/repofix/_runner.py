@@ -19,7 +19,9 @@ Inside a child, before any repository code runs:
   ``__code__``/``__defaults__``/``__kwdefaults__``/``__class__``/``__bases__``, trace or profile
   hooks, new audit hooks, the garbage collector's object walks, new code objects, ``marshal``,
   ``ctypes``, sub-interpreters and the test C modules, process creation, links, recursion-limit
-  changes and opening anything under ``/proc``, ``/sys`` or ``/dev``; it refuses frame access
+  changes and opening anything under ``/proc``, ``/sys`` or ``/dev`` (or the root or ``/dev``
+  themselves, or a relative path that climbs with ``..``: from a folder's descriptor, which the
+  hook does not see, those reach ``/proc``); it refuses frame access
   (``sys._getframe``, ``tb_frame``, ``gi_frame``...) with the exception the standard library
   already tolerates;
 * what the verdict relies on is fingerprinted: the bindings of ``builtins``, ``unittest``'s modules
@@ -395,6 +397,8 @@ def _audit(
     _isinstance=isinstance,
     _runtime_error=RuntimeError,
     _value_error=ValueError,
+    _int=int,
+    _normpath=os.path.normpath,
 ):
     """The child's audit hook. ``state``: [busy, frames allowed, one setprofile allowed]."""
     if state[0]:
@@ -430,20 +434,26 @@ def _audit(
         if _type(path) is _bytes:
             path = _fsdecode(path)
         if _type(path) is _str:
+            if not path.startswith("/"):
+                climbs = _normpath(path)
+                if climbs == ".." or climbs.startswith("../"):
+                    _exit(_status)  # from a folder's descriptor (dir_fd, unseen here): anywhere
             state[0] = True
             try:
                 real = _realpath(path)
             finally:
                 state[0] = False
             if (
-                real == "/proc"
+                real == "/"  # the root's and /dev's descriptors reach /proc by relative paths
+                or real == "/dev"
+                or real == "/proc"
                 or real.startswith("/proc/")
                 or real == "/sys"
                 or real.startswith("/sys/")
                 or (real.startswith("/dev/") and real not in _safe)
             ):
                 _exit(_status)
-        elif path is not None and _type(path) is not int:
+        elif path is not None and _type(path) is not _int:
             _exit(_status)
 
 

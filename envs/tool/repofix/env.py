@@ -299,7 +299,9 @@ class RepoFixEnv(SourceRepairEnv):
       see :class:`~verigym.envs.tool.base.ToolEnv`.
 
     ## Version History
-    * v0: initial version.
+    * v0: initial version. Verifier fix (version kept): the runner's audit hook also refuses the
+      root and ``/dev`` themselves and relative paths that climb with ``..`` (through a folder's
+      descriptor library code read its nonce from ``/proc/self/mem`` and forged a full pass).
     """
 
     metadata = {"render_modes": ["ansi"], "family": "tool"}

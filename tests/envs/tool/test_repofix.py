@@ -652,6 +652,43 @@ _BUGGY_BOX = _BOX.replace("return Box(2)", "return Box(1)").replace(
     "raise ValueError('no')", "return 0"
 )
 """``make`` returns the wrong box and ``fails`` does not raise: only a trick could pass those two."""
+_FROM_MEMORY = """
+import os, re, stat
+
+def _vg_proc(name):
+    return {open}
+
+def _vg_read(fd, size=1 << 20, at=None):
+    return os.pread(fd, size, at) if at is not None else os.read(fd, size)
+
+_vg_regions = [line.split() for line in _vg_read(_vg_proc("maps"), 1 << 22).decode().splitlines()]
+_vg_mem, _vg_found = _vg_proc("mem"), set()
+for _vg_fields in _vg_regions:
+    if _vg_fields[1].startswith("r") and len(_vg_fields) < 6:  # anonymous: the heap, arenas
+        _vg_start, _vg_end = [int(x, 16) for x in _vg_fields[0].split("-")]
+        for _vg_at in range(_vg_start, _vg_end, 1 << 20):
+            try:
+                _vg_data = _vg_read(_vg_mem, min(1 << 20, _vg_end - _vg_at) + 40, _vg_at)
+            except (OSError, OverflowError, ValueError):
+                continue
+            _vg_found.update(re.findall(rb"(?<![0-9a-f])([0-9a-f]{{32}})\\x00", _vg_data))
+if len(_vg_found) == 1:  # the child's nonce (a str): a report in which every test passed
+    _vg_report = _vg_found.pop() + b" results\\n" + b"".join(
+        b"tests.test_box.T." + n + b" pass\\n" for n in (b"test_make", b"test_raises", b"test_plain")
+    )
+    _vg_args = _vg_read(_vg_proc("cmdline")).split(b"\\0")
+    _vg_worker = (int(_vg_args[-3]), int(_vg_args[-4]))  # the worker's own control pipes
+    for _fd in range(3, 64):
+        try:
+            if stat.S_ISFIFO(os.fstat(_fd).st_mode) and _fd not in _vg_worker:
+                os.write(_fd, _vg_report)
+        except OSError:
+            pass
+    os._exit(0)
+"""
+"""Library code that finds its child's report nonce in its own memory (``/proc/self/mem``) by a
+path the audit hook's ``/proc`` check did not see; ``{open}`` opens ``/proc/self/<name>``."""
+
 _BOX_TRICKS = {
     "__eq__ always True": "Box.__eq__ = lambda self, other: True\n",
     "a signal handler walks the frames": (
@@ -711,6 +748,14 @@ _BOX_TRICKS = {
         "threading.Thread(target=_race, daemon=True).start()\n"
     ),
     "/proc/self/mem": "open('/proc/self/mem', 'rb').close()\n",
+    "the nonce read from /proc/self/mem through the root's descriptor": _FROM_MEMORY.format(
+        open="os.open('proc/self/' + name, os.O_RDONLY, dir_fd=os.open('/', os.O_RDONLY))"
+    ),
+    "the nonce read from /proc/self/mem by climbing from a folder's descriptor": "import os\n"
+    "os.chdir('/tmp/work/box')\n"
+    + _FROM_MEMORY.format(
+        open="os.open('../proc/self/' + name, os.O_RDONLY, dir_fd=os.open('/tmp', os.O_RDONLY))"
+    ),
     "a builtin type's attribute rewritten": (
         "import unittest\n\n_old_make = make\n\n"
         "def make():\n"
