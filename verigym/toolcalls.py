@@ -397,6 +397,14 @@ def _as_message(text: str) -> Mapping[str, Any] | None:
     return None
 
 
+def _finite(value: float) -> bool:
+    """Whether a JSON number is a finite float (an integer too large for a float is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # math.isfinite(10**400) raises instead of answering
+        return False
+
+
 def _check_value(value: Any, schema: Mapping[str, Any], where: str) -> Any:
     kind = schema.get("type")
     if kind is not None:
@@ -414,7 +422,7 @@ def _check_value(value: Any, schema: Mapping[str, Any], where: str) -> Any:
             value = int(value)
         if not isinstance(value, allowed):
             raise ActionParseError(f"{where} must be of type {kind}, got {type(value).__name__}")
-        if kind == "number" and not math.isfinite(value):
+        if kind == "number" and not _finite(value):
             raise ActionParseError(f"{where} must be a finite number")
     if "enum" in schema and value not in schema["enum"]:
         raise ActionParseError(f"{where} must be one of {list(schema['enum'])}, got {value!r}")

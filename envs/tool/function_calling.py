@@ -181,8 +181,13 @@ _NEEDED_BY_IRRELEVANT = ("get_weather", "set_timer", "send_email", "get_stock_pr
 def _same_value(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+        try:
+            return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+        except OverflowError:  # an integer too large for a float is no float's value
+            return False
     if isinstance(a, str) and isinstance(b, str):
         return a.strip().casefold() == b.strip().casefold()
     if isinstance(a, list) and isinstance(b, list):
@@ -256,7 +261,8 @@ class FunctionCallingEnv(ToolEnv):
     * ``invalid_action_reward``, ``max_action_length``: see :class:`ToolEnv`.
 
     ## Version History
-    * v0: initial version.
+    * v0: initial version. Verifier fix (same version): an argument that is an integer too large
+      for a float (4000 digits) is a wrong value, not an ``OverflowError`` out of ``step``.
     """
 
     metadata = {"render_modes": ["ansi"], "family": "tool"}

@@ -329,6 +329,31 @@ def test_calls_score_is_order_insensitive_and_normalizes_types():
     assert calls_score([("set_timer", {"minutes": 5.0})], [("set_timer", {"minutes": 5})]) == 1.0
 
 
+def test_function_calling_integer_too_large_for_a_float_is_a_wrong_value():
+    # math.isclose / math.isfinite raised OverflowError out of step() on a 4000-digit integer
+    huge = 10**3999
+    assert calls_score([("set_timer", {"minutes": huge})], [("set_timer", {"minutes": 5})]) == 0.0
+    assert calls_score([("set_timer", {"minutes": huge})], [("set_timer", {"minutes": 5.5})]) == 0.0
+    assert (
+        calls_score([("set_timer", {"minutes": huge})], [("set_timer", {"minutes": huge})]) == 1.0
+    )
+    env = gym.make("verigym/FunctionCalling-v0")
+    env.reset(seed=1)
+    name, arguments = env.unwrapped._gold[0]
+    key = next(k for k, v in arguments.items() if type(v) in (int, float))
+    reply = json.dumps({"name": name, "arguments": {**arguments, key: 0}})
+    reply = reply.replace(f'"{key}": 0', f'"{key}": {"9" * 4000}')
+    _, reward, terminated, _, info = env.step(f"<tool_call>{reply}</tool_call>")
+    assert terminated and reward == 0.0 and not info["success"]
+    with pytest.raises(ActionParseError, match="finite number"):
+        parse_reply(
+            '<tool_call>{"name": "weigh", "arguments": {"x": %s}}</tool_call>' % ("9" * 400),
+            [Tool("weigh", "", {"type": "object", "properties": {"x": {"type": "number"}}})],
+            max_length=10_000,
+        )
+    env.close()
+
+
 def test_function_calling_kinds():
     env = gym.make("verigym/FunctionCalling-v0")
     seen = {}
