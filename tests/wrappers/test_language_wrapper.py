@@ -9,6 +9,7 @@ from gymnasium import spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import verigym
 from verigym.textview import format_value, parse_value
 from verigym.wrappers import LanguageWrapper
 
@@ -59,6 +60,22 @@ def test_malformed_text_is_penalized_then_truncates():
     _, _, _, truncated, info = env.step("7")  # out of range
     assert truncated and info["success"] is False and info["score"] == 0.0
     assert "out of range" in info["action_error"]
+
+
+def test_a_5000_digit_integer_is_a_penalty_not_a_crash():
+    env = LanguageWrapper(gym.make("CartPole-v1"))
+    env.reset(seed=0)
+    _, reward, terminated, _, info = env.step("9" * 5000)  # int() refuses it: a ValueError
+    assert reward == -1.0 and not terminated and "out of range" in info["action_error"]
+
+
+@pytest.mark.timeout(60)  # the old backward scan from every "]" took hours on this reply
+def test_the_last_list_is_found_in_one_pass_over_many_brackets():
+    box = spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
+    assert parse_value(box, "[0.5, -0.5]" + "]" * 200_000).tolist() == [0.5, -0.5]
+    assert parse_value(box, "[[0.1, 0.2]] then [0.25, 0.75]]").tolist() == [0.25, 0.75]
+    with pytest.raises(verigym.ActionParseError):
+        parse_value(box, "]" * 200_000)
 
 
 def test_rejects_non_str_action():
