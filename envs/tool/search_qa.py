@@ -15,6 +15,7 @@ from verigym.envs.tool.base import ToolEnv, tool_call_text
 from verigym.kwargs_policy import IntRange, OneOf, client, operator_only
 from verigym.toolcalls import Tool, ToolCall
 from verigym.validation import check_int
+from verigym.verifiers import is_hedged
 
 __all__ = ["OPEN_TOOL", "SEARCH_TOOL", "SearchQAEnv", "answer_f1", "normalize_answer"]
 
@@ -192,9 +193,11 @@ class SearchQAEnv(ToolEnv):
 
     ## Rewards
     With ``reward="em"`` (default) ``1`` for an exact match after SQuAD normalization (case,
-    punctuation, articles), else ``0``; with ``reward="f1"`` the token F1. ``info["f1"]`` and
-    ``info["searches"]`` (searches this episode) are reported; ``invalid_action_reward`` for a
-    malformed reply or an unknown title.
+    punctuation, articles), else ``0``; with ``reward="f1"`` the token F1, but ``0`` for a hedge:
+    an answer that lists alternatives one of which is the gold (``"A or B"``, ``"A, B, C"``:
+    :func:`verigym.verifiers.is_hedged`) or names another entity of the world beside it
+    (``"Rostales Sulmora"``). ``info["searches"]`` (searches this episode) is reported;
+    ``invalid_action_reward`` for a malformed reply or an unknown title.
 
     ## Starting State
     World, articles and question from the reset seed.
@@ -209,7 +212,9 @@ class SearchQAEnv(ToolEnv):
     * ``max_turns``, ``invalid_action_reward``, ``max_action_length``: see :class:`ToolEnv`.
 
     ## Version History
-    * v0: initial version.
+    * v0: initial version. Verifier fix (same version): with ``reward="f1"``, a hedge that lists
+      the gold among alternatives or names another entity beside it scores 0 (``"A or B"``
+      earned F1 0.5 and ``"A B"`` 0.67 whichever of the two was right).
     """
 
     metadata = {"render_modes": ["ansi"], "family": "tool"}
@@ -349,8 +354,19 @@ class SearchQAEnv(ToolEnv):
 
     def _verify(self, answer: str) -> tuple[bool, float]:
         exact = normalize_answer(answer) == normalize_answer(self._gold)
-        f1 = answer_f1(answer, self._gold)
-        return exact, 1.0 if exact else (f1 if self.reward_kind == "f1" else 0.0)
+        if exact:
+            return True, 1.0
+        if self.reward_kind != "f1" or is_hedged(answer, self._gold):
+            return False, 0.0  # "A or B", "A, B, C": no partial credit for listing the gold
+        extra = set(normalize_answer(answer).split()) - set(normalize_answer(self._gold).split())
+        if extra & self._name_words():
+            return False, 0.0  # "Rostales Sulmora": another name of the world beside the gold
+        return False, answer_f1(answer, self._gold)
+
+    def _name_words(self) -> set[str]:
+        """The words of the encyclopedia's names (titles without the organization kinds)."""
+        kinds = {word for kind in _ORG_KINDS for word in kind.split()}
+        return {w for title in self._titles for w in normalize_answer(title).split()} - kinds
 
     def oracle_action(self) -> str:
         """Search for the first entity, open each article of the chain, answer with the last fact."""

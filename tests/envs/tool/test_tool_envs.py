@@ -314,6 +314,23 @@ def test_searchqa_scoring_and_counts():
     env.close()
 
 
+def test_searchqa_f1_gives_no_partial_credit_for_a_hedge():
+    env = gym.make("verigym/SearchQA-v0", reward="f1")
+    env.reset(seed=0)
+    gold = env.unwrapped._gold
+    other = next(t for t in env.unwrapped._titles if " " not in t and t != gold)
+    for hedge in (f"{gold} or {other}", f"{other}, {gold}", f"{gold} {other}"):
+        env.reset(seed=0)
+        _, reward, *_, info = env.step(f"<answer>{hedge}</answer>")
+        assert reward == 0.0 and info["score"] == 0.0, hedge  # was F1 0.5-0.67
+    env.reset(seed=0)
+    _, reward, *_ = env.step(f"<answer>in {gold}</answer>")
+    assert reward == pytest.approx(2 / 3)  # a superset without another name keeps its token F1
+    env.reset(seed=0)
+    assert env.step(f"<answer>{gold}</answer>")[1] == 1.0
+    env.close()
+
+
 # -- FunctionCalling ------------------------------------------------------------------------------
 
 
