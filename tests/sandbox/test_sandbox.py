@@ -14,6 +14,7 @@ import pickle
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -832,3 +833,45 @@ def test_stale_cgroups_of_a_killed_host_are_removed_at_the_next_start():
         for directory in stale + kept:
             with contextlib.suppress(FileNotFoundError):
                 os.rmdir(directory)
+
+
+_KILLED_HOST = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from verigym.sandbox import Limits, PythonSandbox
+box = PythonSandbox(Limits(timeout_s=30.0))
+box.run("import ctypes\\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)")  # PR_SET_PDEATHSIG: none
+print(box.notebook_pid, flush=True)
+time.sleep(60)
+"""
+
+
+@needs_sandbox
+@pytest.mark.skipif(not HAS_CGROUP, reason="no writable cgroup filesystem")
+def test_a_notebook_that_outlived_its_killed_host_is_killed_at_the_next_start():
+    """A host killed with SIGKILL takes its sandboxes with it through their death signal, which
+    agent code may clear: that notebook ran on (stopped) in a cgroup the next start saw as held and
+    left alone. The next start kills what a stale group of a dead owner holds, then removes it."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    host = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_HOST, repo], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        notebook = int(host.stdout.readline())
+    finally:
+        host.kill()
+        host.wait()
+        host.stdout.close()
+    assert alive({notebook})  # it outlived its host
+    with PythonSandbox(FAST) as sandbox:
+        assert sandbox.run("print(6 * 7)").output == "42\n"
+    deadline = time.monotonic() + 5.0
+    while alive({notebook}) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not alive({notebook})
+    assert not [
+        entry
+        for base in cgroups.parent_directories()
+        for entry in os.listdir(base)
+        if entry.startswith(f"verigym-sandbox-{host.pid}-")
+    ]

@@ -6,14 +6,17 @@ sandbox falls back to rlimits only and :func:`available` says so.
 
 Each directory is named ``verigym-sandbox-<owner pid>-<8 hex digits>``. A host process that is
 killed (``SIGKILL``, the OOM killer) cannot remove its directories; its sandboxes die with it
-(``--die-with-parent``), so they are left empty. Every :meth:`CgroupSet.create` first removes such
-stale directories beside the ones it makes: those whose owner pid is gone (or a zombie) in this pid
-namespace. Only empty directories can be removed (``rmdir``), so a group that still holds a
-process is never touched, and nothing is killed.
+(``--die-with-parent``), so they are mostly left empty. Every :meth:`CgroupSet.create` first
+removes such stale directories beside the ones it makes: those whose owner pid is gone (or a
+zombie) in this pid namespace. A sandbox's worker can clear its death signal (``prctl``) and so
+outlive a killed owner: what such a group still holds is killed first (``cgroup.kill``, or each
+process), unless it holds a ``bwrap`` (a sandbox whose owner this pid namespace does not see) or a
+process of another pid namespace; those groups are left untouched.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -103,15 +106,58 @@ def remove_stale(directory: str) -> list[str]:
         if match is None or not _owner_gone(int(match.group(1))):
             continue
         path = f"{directory}/{entry}"
-        try:
-            os.rmdir(path)
-        except OSError as exc:
-            logger.debug("stale cgroup %s not removed: %s", path, exc)
-        else:
-            removed.append(path)
+        if not _kill_orphans(path):
+            continue
+        for attempt in range(100):
+            try:
+                os.rmdir(path)
+            except OSError as exc:
+                if attempt == 99 or exc.errno != errno.EBUSY:
+                    logger.debug("stale cgroup %s not removed: %s", path, exc)
+                    break
+                time.sleep(0.01)  # killed processes leave the group as they are reaped
+            else:
+                removed.append(path)
+                break
     if removed:
         logger.info("removed %d stale sandbox cgroup(s) in %s", len(removed), directory)
     return removed
+
+
+def _kill_orphans(path: str) -> bool:
+    """SIGKILL what a stale group still holds: sandbox processes that outlived their owner.
+
+    Returns:
+        False (nothing done) when the group holds a ``bwrap`` or a process outside this pid
+        namespace (listed as pid 0): a live sandbox of an owner this namespace cannot see.
+    """
+    try:
+        with open(f"{path}/cgroup.procs") as handle:
+            pids = [int(line) for line in handle if line.strip()]
+    except (OSError, ValueError):
+        return True  # not a cgroup (or unreadable): rmdir decides
+    if not pids:
+        return True
+    for pid in pids:
+        if pid <= 0:
+            return False
+        try:
+            with open(f"/proc/{pid}/comm") as handle:
+                if handle.read().strip() == "bwrap":
+                    return False
+        except OSError:
+            pass  # gone meanwhile
+    try:
+        _write(f"{path}/cgroup.kill", "1")  # cgroup v2 (Linux 5.14+): every member, atomically
+        return True
+    except OSError:
+        pass
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return True
 
 
 def _write(path: str, value: str) -> None:
