@@ -7,7 +7,8 @@ worker's control pipes into another process of the sandbox; ``pidfd_open``,
 or the tools it runs; the supervisor's own pidfds are opened outside the sandbox), mounts and
 namespaces, kernel keyrings, ``bpf``, ``perf_event_open``, ``userfaultfd``, ``io_uring``, module
 loading, ``kexec``, ``reboot``, swap, ``acct``, ``open_by_handle_at``; x32-ABI calls are refused
-too. Everything else is allowed.
+too, and ``prctl(PR_SET_PDEATHSIG, ...)``: the worker dies with ``bwrap`` by its death signal,
+which it must not clear. Everything else is allowed.
 
 Only x86-64 has a table here; on other machines :func:`program` returns ``None`` and the sandbox
 runs without the filter (the namespaces, uid and limits still hold).
@@ -71,7 +72,9 @@ _RET_K = 0x06
 _RET_ALLOW = 0x7FFF0000
 _RET_KILL_PROCESS = 0x80000000
 _RET_ERRNO = 0x00050000
-_OFFSET_NR, _OFFSET_ARCH = 0, 4  # struct seccomp_data
+_OFFSET_NR, _OFFSET_ARCH, _OFFSET_ARG0 = 0, 4, 16  # struct seccomp_data (args[0]'s low word)
+PRCTL_X86_64 = 157
+_PR_SET_PDEATHSIG = 1
 
 
 def _instruction(code: int, jt: int, jf: int, k: int) -> bytes:
@@ -91,6 +94,14 @@ def program() -> bytes | None:
         _instruction(_LD_W_ABS, 0, 0, _OFFSET_NR),
         _instruction(_JGE_K, 0, 1, _X32_SYSCALL_BIT),
         _instruction(_RET_K, 0, 0, deny),
+    ]
+    # prctl: only its option PR_SET_PDEATHSIG (an int: the kernel reads the low word) is refused
+    body += [
+        _instruction(_JEQ_K, 0, 4, PRCTL_X86_64),
+        _instruction(_LD_W_ABS, 0, 0, _OFFSET_ARG0),
+        _instruction(_JEQ_K, 0, 1, _PR_SET_PDEATHSIG),
+        _instruction(_RET_K, 0, 0, deny),
+        _instruction(_RET_K, 0, 0, _RET_ALLOW),
     ]
     for index, number in enumerate(denied):
         remaining = len(denied) - index - 1
