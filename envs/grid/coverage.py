@@ -63,7 +63,9 @@ class CoverageEnv(GridEnv):
     * ``observation``, ``view_size``, ``see_through_walls``, ``action_set``, ``render_mode``.
 
     ## Version History
-    * v0: initial version.
+    * v0: initial version. Fixed in v0: the reward of a revisit used the cell's visit count,
+      which stops at 3, so oscillating between two cells paid ``decay**3 / num_free`` a step for
+      ever (1.26 on Coverage-6x6, more than covering the grid); it now decays with every visit.
     """
 
     default_action_set = "cardinal"
@@ -121,9 +123,15 @@ class CoverageEnv(GridEnv):
             "(1-3); a new cell pays most, each revisit pays less. Up/right/down/left are the useful actions."
         )
 
+    def _on_reset(self) -> None:
+        self._beyond: dict[tuple[int, int], int] = {}
+
     def _move(self, r: int, c: int) -> None:
         cell = self.grid.cells[r, c]
         visits = int(cell[2]) if cell[0] == FLOOR else 0
+        if visits >= MAX_STATE:  # the cell's count stops at MAX_STATE; the reward's does not
+            visits += self._beyond.get((r, c), 0)
+            self._beyond[(r, c)] = visits + 1 - MAX_STATE
         self._gain = self.decay**visits / self._num_free
         cell[0], cell[2] = FLOOR, min(visits + 1, MAX_STATE)
         super()._move(r, c)

@@ -146,6 +146,20 @@ def test_coverage_rewards_diminish_on_revisits():
     assert info["success"] and info["covered"] == 1.0
 
 
+def test_coverage_oscillation_keeps_decaying_past_the_shown_visit_count():
+    """The cell shows at most 3 visits; the reward must keep decaying past that (it stayed at
+    decay**3 / num_free, so oscillating between two cells out-earned covering the grid)."""
+    env = gym.make("verigym/Coverage-6x6-v0", obstacle_density=0.0).unwrapped
+    env.reset(seed=0)
+    env.agent_pos = (2, 2)
+    env.grid.cells[2, 2] = (3, 0, 1)
+    rewards = [env.step(1 if i % 2 == 0 else 3)[1] for i in range(20)]
+    assert rewards[:2] == pytest.approx([1 / 16, 0.5 / 16])
+    entered_right = rewards[0::2]  # (2, 3): 0, 1, 2, ... visits before
+    assert entered_right == pytest.approx([0.5**k / 16 for k in range(10)])
+    assert sum(rewards) <= 2 / 16 / (1 - env.decay)  # the documented bound: 2 cells covered
+
+
 def test_goto_mission_names_the_target():
     env = gym.make("verigym/GoToObject-8x8-N4-v0").unwrapped
     missions = set()
