@@ -531,6 +531,7 @@ def _main():
                _ok=_trusted_stack, _test=_test_path, _id=id, _guarded=_GUARDED_SET,
                _spaces=spaces, _getattr=getattr, _type=type, _str=str, _bytes=bytes,
                _fsdecode=os.fsdecode, _normpath=os.path.normpath, _getcwd=os.getcwd,
+               _realpath=os.path.realpath,
                _code=_CODE, _bytecode=_cached_bytecode, _nt_bases=_namedtuple_bases,
                _relabel=_relabel,
                _trusted_only=frozenset((
@@ -590,12 +591,19 @@ def _main():
                         _exit(86)  # from a folder's descriptor (dir_fd, unseen here) it climbs anywhere
                     path = _getcwd() + "/" + path
                 path = _normpath("/" + path.lstrip("/"))  # "//proc" is /proc; normpath keeps "//"
-                if (
-                    path == "/" or path == "/dev"  # their descriptors reach /proc by relative paths
-                    or path == "/proc" or path.startswith("/proc/") or path == "/sys"
-                    or path.startswith("/sys/") or (path.startswith("/dev/") and path not in _safe)
-                ):
-                    _exit(86)
+                _state[0] = True
+                try:
+                    real = _realpath(path)  # a link into /proc (none is shipped; a host may have)
+                finally:
+                    _state[0] = False
+                for path in (path, real):
+                    if (
+                        path == "/" or path == "/dev"  # their descriptors reach /proc relatively
+                        or path == "/proc" or path.startswith("/proc/") or path == "/sys"
+                        or path.startswith("/sys/")
+                        or (path.startswith("/dev/") and path not in _safe)
+                    ):
+                        _exit(86)
             elif path is not None and _type(path) is not int:
                 _exit(86)
 

@@ -232,6 +232,18 @@ def test_library_code_cannot_forge_a_pass(tmp_path, deps, name):
     assert out["tampered"] or out["results"].get(BAD) != "pass", (name, out)
 
 
+def test_a_link_into_proc_is_followed_by_the_check(tmp_path, deps):
+    """A symbolic link on the machine that leads into ``/proc`` (none is shipped in the sandbox's
+    ``/usr``; a host's may hold one) reads as ``/proc``: the check resolves links."""
+    link = tmp_path / "tree" / "lnk"
+    link.parent.mkdir()
+    link.symlink_to("/proc/self")
+    attack = FORGE + _FROM_MEMORY.format(open=f"os.open({str(link)!r} + '/' + name, os.O_RDONLY)")
+    library = attack + "\n\ndef f(x):\n    return x\n"
+    out = run_tree(tmp_path / "tree", deps, {"tests/test_x.py": TEST, "lib.py": library})
+    assert out["tampered"] or out["results"].get(BAD) != "pass", out
+
+
 def test_the_report_protocol_refuses_gaps_repeats_and_a_missing_end():
     runner = load_runner()
     nonce = "ab" * 16
