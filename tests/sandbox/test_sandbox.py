@@ -599,6 +599,21 @@ def test_forged_answers_are_ignored(box):
 
 
 @needs_sandbox
+def test_a_deeply_nested_forged_message_is_ignored(box):
+    """Agent code in the notebook can write to the answer pipe: a message of 200,000 nested
+    arrays raised RecursionError out of the parent's decoder, so the env's step crashed."""
+    code = (
+        "import os, struct, sys\n"
+        "body = b'[' * 200000 + b']' * 200000\n"
+        "os.write(int(sys.argv[2]), struct.pack('!Q', len(body)) + body)\n"
+        "print('sent')\n"
+    )
+    result = box.run(code)
+    assert result.ok and result.output == "sent\n", result
+    assert box.run("print(6 * 7)").output == "42\n"
+
+
+@needs_sandbox
 @pytest.mark.skipif(seccomp.program() is None, reason="no seccomp table for this machine")
 def test_seccomp_denies_kernel_attack_surface(box):
     code = (
