@@ -292,7 +292,13 @@ def _raw_score(name: str, config_json: str, answer: str, entry: dict[str, Any]) 
     try:
         if name == "game_of_life_halting":
             return float(normalize_answer(answer) == normalize_answer(str(entry["answer"])))
+        if name == "coin_flip":
+            return float(_close_probability(answer, str(entry["answer"])))
+        if _has_nan(answer) and not _has_nan(str(entry.get("answer", ""))):
+            return 0.0  # NaN passes a distance test: min(1, exp(-nan)) is 1 (complex_arithmetic)
         value = float(dataset.score_answer(answer, entry))
+        if name == "puzzle24" and value > 0.0 and not _uses_the_numbers(answer, entry):
+            return 0.0  # reasoning-gym checks only that four numbers in range make 24
         if (
             name == "propositional_logic"
             and value > 0.0
@@ -309,7 +315,45 @@ def _raw_score(name: str, config_json: str, answer: str, entry: dict[str, Any]) 
     return value if math.isfinite(value) else 0.0
 
 
+_NAN = re.compile(r"(?<![a-z])[-+]?nan(?![a-hk-z])")
+"""A NaN spelling ``float``/``complex`` read (``nan``, ``-NaN``, ``nanj``, ``n a n`` once the
+scorer drops spaces); an answer with one scores 0 unless its item's reference has one too."""
+_INTEGER = re.compile(r"\d+")
+
+
+def _has_nan(text: str) -> bool:
+    """Whether ``text`` spells a NaN (:data:`_NAN`), its spaces dropped."""
+    return bool(_NAN.search("".join(text.lower().split())))
+
+
+def _uses_the_numbers(answer: str, entry: dict[str, Any]) -> bool:
+    """Whether a puzzle24 expression's numbers are exactly the question's, each once."""
+    numbers = entry.get("metadata", {}).get("numbers")
+    if not isinstance(numbers, list):
+        return False
+    return sorted(int(n) for n in _INTEGER.findall(answer)) == sorted(int(n) for n in numbers)
+
+
+def _close_probability(answer: str, reference: str) -> bool:
+    """Whether a coin_flip answer (a decimal or a fraction) is the reference probability to within
+    a relative 1e-3 (the reference is written with 10 significant digits)."""
+    from fractions import Fraction
+
+    try:
+        value, target = Fraction(answer.replace(",", "").strip()), Fraction(reference)
+    except (ValueError, ZeroDivisionError):
+        return False
+    return abs(value - target) <= Fraction(1, 1000) * abs(target)
+
+
 STRICT_RULES = {
+    "coin_flip": "reasoning-gym's scorer gave 1.0 within an absolute 1e-4 (so 0 was right for every "
+    "probability below 1e-4) and to any prefix of the reference's digits (so 0 and 0.0 were right for "
+    "0.03125); the answer must be the probability to within a relative 1e-3, else it scores 0",
+    "complex_arithmetic": "its scorer gave min(1, exp(-|answer - reference|)), 1.0 for nan; an answer "
+    "with a NaN spelling (nan, nanj, n a n) scores 0, in every dataset, unless the reference has one",
+    "puzzle24": "its scorer checked only that the expression makes 24 with four numbers in range, so "
+    "1*2*3*4 was right for every item; the numbers must be the question's, each used once",
     "game_of_life_halting": "reasoning-gym's scorer compares bool(answer) with bool(reference), so every non-empty "
     "answer scored 1; the answer must be exactly True or False (case-insensitive) and equal the reference",
     "propositional_logic": "a conclusion scores only if it follows from the premises, is not a tautology or a bare "
@@ -650,7 +694,10 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
       the question echoed, ``1``, ``-1``, ``2``, ``True``, ``False``, ``yes``, ``no``) earns on the
       item scores 0 (reasoning-gym's flat 0.01/0.05/0.1 credit for any answer);
       a propositional-logic tautology scores 0 (was 0.25), a conclusion that does not follow 0 (was
-      0.05). Correct answers score as before.
+      0.05); an answer spelling NaN scores 0 (``nan`` scored 1 on complex_arithmetic); puzzle24
+      needs the question's numbers (``1*2*3*4`` scored 1 on every item); coin_flip needs the
+      probability to a relative 1e-3 (``0`` scored 1 on most items). Correct answers score as
+      before.
     """
 
     metadata = {"render_modes": ["ansi"], "family": "text"}

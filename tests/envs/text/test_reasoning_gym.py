@@ -203,6 +203,41 @@ def test_reference_plus_text_never_succeeds_even_at_a_raw_score_of_one():
     assert env.step(f"<answer>{reference}.0</answer>")[4]["success"]  # equal in value: still right
 
 
+@pytest.mark.parametrize(
+    "env_id, replies",
+    [
+        # min(1, exp(-|nan - z|)) is 1: "nan" scored 1 on every item
+        ("verigym/RG-ComplexArithmetic-v0", ["nan", "NaN", "nanj", "n a n", "nan+nanj"]),
+        # only "makes 24 with four numbers in range" was checked: 1*2*3*4 scored 1 on every item
+        ("verigym/RG-Puzzle24-v0", ["1*2*3*4", "(1+2+3)*4", "8*3*1*1"]),
+        # absolute 1e-4 and digit-prefix credit: "0" scored 1 on most items
+        ("verigym/RG-CoinFlip-v0", ["0", "0.0", "-0", "0.00003"]),
+    ],
+)
+def test_question_independent_answers_that_scored_one_score_zero(env_id, replies):
+    env = gym.make(env_id)
+    for seed in range(3):
+        for reply in replies:
+            env.reset(seed=seed)
+            if reply == env.unwrapped._reference_answer():
+                continue
+            _, reward, *_, info = env.step(f"<answer>{reply}</answer>")
+            assert reward == 0.0 and not info["success"], (seed, reply)
+        env.reset(seed=seed)
+        assert env.step(env.unwrapped.oracle_action())[1] == 1.0, seed
+    env.close()
+
+
+def test_coin_flip_accepts_the_probability_in_any_exact_form():
+    env = gym.make("verigym/RG-CoinFlip-v0")
+    env.reset(seed=2)
+    assert env.unwrapped._entry["answer"] == "0.03125"
+    for reply, reward in (("1/32", 1.0), ("0.03125", 1.0), ("0.0312", 0.0), ("0.03", 0.0)):
+        env.reset(seed=2)
+        assert env.step(f"<answer>{reply}</answer>")[1] == reward, reply
+    env.close()
+
+
 def test_game_of_life_halting_needs_the_right_boolean():
     env = gym.make("verigym/RG-GameOfLifeHalting-v0")
     for seed in range(3):
