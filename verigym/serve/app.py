@@ -77,12 +77,18 @@ from verigym.serve.session import Session, describe_env, forget
 from verigym.serve.wire import space_json_schema
 
 __all__ = [
+    "REAP_SEND_TIMEOUT_S",
     "SCHEMA_CACHE_SIZE",
     "EnvServer",
     "create_app",
 ]
 
 logger = logging.getLogger(__name__)
+
+REAP_SEND_TIMEOUT_S = 10.0
+"""Seconds the idle reaper waits to tell a session ``IDLE_TIMEOUT`` and close it before it ends
+the session without telling it (a client that never reads its replies: one held every session's
+reaping, its own included, for as long as it stayed connected)."""
 
 SCHEMA_CACHE_SIZE = 128
 """``/schema`` answers kept (least recently used dropped first): one per (env id, kwargs) pair."""
@@ -110,21 +116,45 @@ class EnvServer(ServedEnvs):
 
     # --- lifecycle -------------------------------------------------------------------------------
     async def reap(self) -> None:
-        """Close, every few seconds, the sessions idle past ``idle_timeout`` (``IDLE_TIMEOUT``)."""
+        """Close, every few seconds, the sessions idle past ``idle_timeout`` (``IDLE_TIMEOUT``),
+        each on a task of its own (:meth:`close_idle`), so a client that does not read its
+        replies never holds up the others' reaping."""
         period = max(0.05, min(5.0, self.config.idle_timeout / 4))
+        closing: set[asyncio.Task] = set()
         while True:
             await asyncio.sleep(period)
             now = time.monotonic()
             for session in list(self.sessions.values()):
-                if not session.busy and now - session.last_active > self.config.idle_timeout:
-                    idle = ProtocolError(
-                        "IDLE_TIMEOUT",
-                        f"no message for --idle-timeout {self.config.idle_timeout:g} s; session closed",
-                        fatal=True,
-                    )
-                    with contextlib.suppress(Exception):  # the client may already be gone
-                        await session.websocket.send_text(idle.frame())
-                        await session.websocket.close(code=1000)
+                if (
+                    not session.busy
+                    and not session.reaped
+                    and now - session.last_active > self.config.idle_timeout
+                ):
+                    session.reaped = True
+                    task = asyncio.get_running_loop().create_task(self.close_idle(session))
+                    closing.add(task)
+                    task.add_done_callback(closing.discard)
+
+    async def close_idle(self, session: Session) -> None:
+        """Tell an idle session ``IDLE_TIMEOUT`` and close it, waiting at most
+        :data:`REAP_SEND_TIMEOUT_S`: a client whose buffers are full (it sends but never reads)
+        cannot take that, so its session is ended without it (:meth:`Session.abandon`)."""
+        idle = ProtocolError(
+            "IDLE_TIMEOUT",
+            f"no message for --idle-timeout {self.config.idle_timeout:g} s; session closed",
+            fatal=True,
+        )
+
+        async def tell() -> None:
+            await session.websocket.send_text(idle.frame())
+            await session.websocket.close(code=1000)
+
+        try:
+            await asyncio.wait_for(tell(), REAP_SEND_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            session.abandon()
+        except Exception:  # noqa: BLE001 - the client may already be gone
+            pass
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _app: Any) -> AsyncIterator[None]:

@@ -35,6 +35,10 @@ __all__ = ["INLINE_FRAME_BYTES", "TEXT_METHODS", "Session", "describe_env", "for
 
 logger = logging.getLogger(__name__)
 
+CLOSE_WAIT_S = 2.0
+"""Seconds a session that ends waits to send its close frame (a client that never reads cannot
+take one)."""
+
 INLINE_FRAME_BYTES = 64 << 10
 """Frames (and HTTP bodies) up to this long are parsed and decoded on the event loop; a longer one
 on a thread (:meth:`Session.parsed`), so one client's large frame never stalls the loop: before,
@@ -79,40 +83,60 @@ class Session:
         self.busy = False  # a message is being handled (never reaped meanwhile)
         self.timed_out = False  # a call overran --step-timeout: the env is closed at once
         self.frame_bytes = 0  # length of the frame being answered (bounds what it may declare)
+        self.task: asyncio.Task | None = None  # the task serving the WebSocket (run)
+        self.reaped = False  # the idle reaper is closing it
+        self.abandoned = False  # ended by abandon(): its task was cancelled
 
     # --- the WebSocket loop --------------------------------------------------------------------
     async def run(self) -> None:
         """Serve the WebSocket until the client closes it, sends ``close`` or a fatal error ends
         it; the env is closed and the session leaves the server's table either way."""
+        self.task = asyncio.current_task()
         await self.websocket.accept()
         self.server.sessions[self.id] = self
         try:
-            while (frame := await self.receive()) is not None:
-                try:
-                    reply = await self.answer(frame)
-                except ProtocolError as exc:
-                    fatal, text = exc.fatal, exc.frame()
-                    forget(exc)  # a refused action's arrays go now, not at the next cyclic GC
-                    del exc
-                    await self.websocket.send_text(text)
-                    if fatal:
-                        break
-                    continue
-                except RecursionError as exc:
-                    forget(exc)
-                    del exc
-                    error = ProtocolError("VALIDATION_ERROR", "message nested too deeply")
-                    await self.websocket.send_text(error.frame())
-                    continue
-                if reply is None:  # close
-                    break
-                await self.websocket.send_text(reply)
-                self.last_active = time.monotonic()
+            await self.serve()
+        except asyncio.CancelledError:
+            if not self.abandoned:
+                raise
+            self.task.uncancel()  # ended by the reaper (abandon): not a cancellation of the app
         finally:
             self.server.sessions.pop(self.id, None)
             await self.drop_env()
-            with contextlib.suppress(Exception):  # already closed
-                await self.websocket.close()
+            with contextlib.suppress(Exception):  # already closed, or a client that never reads
+                await asyncio.wait_for(self.websocket.close(), CLOSE_WAIT_S)
+
+    def abandon(self) -> None:
+        """End the session now, without a word to its client (whose buffers are full: it does not
+        read): its task is cancelled wherever it waits, its env closed, its slot freed."""
+        if self.task is not None and self.server.sessions.get(self.id) is self:  # still serving
+            self.abandoned = True
+            self.task.cancel()
+
+    async def serve(self) -> None:
+        """The frames of the WebSocket, answered in order, until the client leaves, sends
+        ``close`` or a fatal error is sent."""
+        while (frame := await self.receive()) is not None:
+            try:
+                reply = await self.answer(frame)
+            except ProtocolError as exc:
+                fatal, text = exc.fatal, exc.frame()
+                forget(exc)  # a refused action's arrays go now, not at the next cyclic GC
+                del exc
+                await self.websocket.send_text(text)
+                if fatal:
+                    break
+                continue
+            except RecursionError as exc:
+                forget(exc)
+                del exc
+                error = ProtocolError("VALIDATION_ERROR", "message nested too deeply")
+                await self.websocket.send_text(error.frame())
+                continue
+            if reply is None:  # close
+                break
+            await self.websocket.send_text(reply)
+            self.last_active = time.monotonic()
 
     async def receive(self) -> str | bytes | None:
         """The next text or binary frame; ``None`` once the client is gone."""
