@@ -63,6 +63,19 @@ def test_array_actions_must_be_real_numbers(space):
             coerce_action(space, bad)
 
 
+def test_an_action_too_large_to_print_is_still_a_parse_error():
+    # the error message's repr raised: an int of over 4300 digits (ValueError), a deep list
+    deep: list = [0]
+    for _ in range(100_000):
+        deep = [deep]
+    spaces_ = [spaces.Discrete(4), spaces.Box(-1.0, 1.0, shape=(2,)), spaces.MultiDiscrete([3])]
+    spaces_ += [spaces.Dict({"a": spaces.Discrete(2)}), spaces.Tuple((spaces.Discrete(2),))]
+    for space in spaces_:
+        for bad in (10**5000, deep):
+            with pytest.raises(ActionParseError):
+                coerce_action(space, bad)
+
+
 def test_multidiscrete_and_dict():
     md = spaces.MultiDiscrete([3, 2])
     assert coerce_action(md, [2, 1]).tolist() == [2, 1]

@@ -276,7 +276,10 @@ def action_error_info(message: str, info: dict[str, Any] | None = None) -> dict[
 
 
 def _describe(value: Any, limit: int = 80) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an int of over 4300 digits, a list nested too deep
+        text = f"<a {type(value).__name__} too large to show>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -346,7 +349,7 @@ def _coerce_discrete(space: spaces.Discrete, action: Any) -> np.int64:
     value = int(action)
     if not space.start <= value < space.start + space.n:
         raise ActionParseError(
-            f"action {value} is out of range; legal actions are {space.start}..{space.start + space.n - 1}"
+            f"action {_describe(value)} is out of range; legal actions are {space.start}..{space.start + space.n - 1}"
         )
     return np.int64(value)
 
