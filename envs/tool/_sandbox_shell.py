@@ -191,7 +191,8 @@ def _vg_snapshot(root, max_files, max_bytes):
 
     Never follows a link, never opens anything but a regular file (``O_NOFOLLOW | O_NONBLOCK``),
     stops at ``max_files`` entries or ``max_bytes`` file bytes (``error`` says which); a folder
-    is read one name past the entries left, never listed whole.
+    is read one name past the entries left, never listed whole. A folder it cannot list (mode 0
+    where the reader is not root) is an error: its files would read as absent.
     """
     entries, total, error = {}, 0, ""
     try:
@@ -208,9 +209,9 @@ def _vg_snapshot(root, max_files, max_bytes):
         try:  # at most one name past the cap: a folder of a million names is not listed whole
             with os.scandir(here) as listing:
                 names = sorted(entry.name for _, entry in zip(range(room + 1), listing))
-        except OSError as exc:
-            entries[rel_dir or "."] = ["d", 0, "", "unreadable: " + type(exc).__name__]
-            continue
+        except OSError as exc:  # hidden children would pass "nothing is left there" checks
+            error = "the folder " + (rel_dir or ".") + " is unreadable: " + type(exc).__name__
+            break
         if len(names) > room:
             error = f"more than {max_files} entries"
             break

@@ -243,7 +243,9 @@ class TerminalEnv(ToolEnv):
     ## Version History
     * v0: initial version (issue 30, section 2). Verifier fix (version kept): a workspace the env
       cannot read through ``/proc/<worker>/root`` scores 0, no longer a tree relayed by the
-      worker, which agent commands can write into.
+      worker, which agent commands can write into; a folder the env cannot list (mode 0, read
+      by a non-root env) makes the workspace unreadable (score 0), no longer a folder whose
+      files read as absent.
     """
 
     metadata = {"render_modes": ["ansi"], "family": "tool"}

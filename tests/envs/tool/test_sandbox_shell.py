@@ -149,6 +149,24 @@ def test_snapshot_reads_a_folder_only_up_to_its_entry_cap(tmp_path, monkeypatch)
     assert len(read) == 60
 
 
+def test_a_folder_the_snapshot_cannot_list_is_an_error(tmp_path, monkeypatch):
+    """Read by a non-root env, a folder of mode 0 hid its files: ``cp`` instead of ``mv`` and a
+    ``chmod 000 nested`` passed Terminal's "nothing is left under nested/" guard."""
+    (tmp_path / "nested").mkdir()
+    (tmp_path / "nested" / "a.txt").write_text("a")
+    real_scandir = os.scandir
+
+    def scandir(path):
+        if str(path).endswith("/nested"):
+            raise PermissionError(13, "Permission denied")  # as for a non-root reader
+        return real_scandir(path)
+
+    monkeypatch.setattr(side.os, "scandir", scandir)
+    monkeypatch.setattr(side.os, "listdir", lambda path: [e.name for e in scandir(path)])
+    taken = side._vg_snapshot(str(tmp_path), MAX_FILES, MAX_BYTES)
+    assert "nested is unreadable" in taken["error"], taken
+
+
 def test_the_module_runs_as_a_script_for_the_fresh_snapshot_and_the_tree_command(tmp_path):
     """The two ways a new interpreter runs the module: ``_vg_fresh_snapshot`` (``-c <source>
     --vg-snapshot``) and :func:`tree_command` (a one-line bootstrap, ``--vg-write-files``)."""
