@@ -299,6 +299,8 @@ def _raw_score(name: str, config_json: str, answer: str, entry: dict[str, Any]) 
         value = float(dataset.score_answer(answer, entry))
         if name == "puzzle24" and value > 0.0 and not _uses_the_numbers(answer, entry):
             return 0.0  # reasoning-gym checks only that four numbers in range make 24
+        if name == "time_intervals" and value < 1.0:
+            return 0.0  # closeness over a day: "00:00:00" earned 0.6-0.94 on most items
         if (
             name == "propositional_logic"
             and value > 0.0
@@ -335,21 +337,25 @@ def _uses_the_numbers(answer: str, entry: dict[str, Any]) -> bool:
 
 
 def _close_probability(answer: str, reference: str) -> bool:
-    """Whether a coin_flip answer (a decimal or a fraction) is the reference probability to within
-    a relative 1e-3 (the reference is written with 10 significant digits)."""
+    """Whether a coin_flip answer (a decimal or a fraction) is the reference probability ``p`` to
+    within a relative 1e-3 of both ``p`` and ``1 - p`` (so ``1`` is not ``0.9995``; the reference
+    is written with 10 significant digits)."""
     from fractions import Fraction
 
     try:
         value, target = Fraction(answer.replace(",", "").strip()), Fraction(reference)
     except (ValueError, ZeroDivisionError):
         return False
-    return abs(value - target) <= Fraction(1, 1000) * abs(target)
+    return abs(value - target) <= Fraction(1, 1000) * min(abs(target), abs(1 - target))
 
 
 STRICT_RULES = {
     "coin_flip": "reasoning-gym's scorer gave 1.0 within an absolute 1e-4 (so 0 was right for every "
     "probability below 1e-4) and to any prefix of the reference's digits (so 0 and 0.0 were right for "
-    "0.03125); the answer must be the probability to within a relative 1e-3, else it scores 0",
+    "0.03125); the answer must be the probability p to within a relative 1e-3 of p and of 1 - p, "
+    "else it scores 0",
+    "time_intervals": "its partial credit falls linearly over a day (100 days for dates), so a "
+    "constant such as 00:00:00 earned 0.6-0.94 on most items; only the exact duration scores",
     "complex_arithmetic": "its scorer gave min(1, exp(-|answer - reference|)), 1.0 for nan; an answer "
     "with a NaN spelling (nan, nanj, n a n) scores 0, in every dataset, unless the reference has one",
     "puzzle24": "its scorer checked only that the expression makes 24 with four numbers in range, so "
@@ -443,7 +449,8 @@ def score_reply(
     higher than a question-independent reply earns on the same item (the empty answer, ``0``,
     ``none``, ``[]``, ``{}``, the question echoed: reasoning-gym's flat "format" credit; or a
     :data:`LUCKY_CONSTANTS` constant, ``1``, ``-1``, ``2``, ``True``, ``False``, ``yes``, ``no``:
-    credit by closeness to a constant).
+    credit by closeness to a constant; or the reference's form with every digit 0, an all-dead
+    board: credit for the form alone).
 
     Returns:
         ``(score in [0, 1], note)``; ``note`` says why a reply got no credit, else ``None``.
@@ -535,17 +542,24 @@ def _question_independent_score(
     name: str, config_json: str, entry: dict[str, Any], timeout: float, reaches: float = 1.0
 ) -> float:
     """The most that a reply which ignores the question (:data:`QUESTION_INDEPENDENT_REPLIES`,
-    :data:`LUCKY_CONSTANTS`, or the question echoed) earns on this item, or the first such score
-    at or above ``reaches`` (the probes stop there: at most 13 checks, made only for a reply that
-    got partial credit). Many reasoning-gym scorers give flat credit (0.01, 0.05, 0.1) to any
-    answer, credit by closeness to a constant, or credit to the question restated."""
+    :data:`LUCKY_CONSTANTS`, the question echoed, or the reference's form with every digit 0: an
+    all-dead Game of Life board, ``-0.00, 0.0``) earns on this item, or the first such score at
+    or above ``reaches`` (the probes stop there: at most 14 checks, made only for a reply that got
+    partial credit). Many reasoning-gym scorers give flat credit (0.01, 0.05, 0.1) to any answer,
+    credit by closeness to a constant, or credit to the question restated."""
     echo = extract_answer(str(entry.get("question", "")), fallback_to_text=True) or ""
+    reference = entry.get("answer")
+    shape = _ZERO_DIGITS.sub("0", reference) if isinstance(reference, str) else ""
+    shape = "" if shape == reference else shape  # a reference without digits is no probe
     best = 0.0
-    for probe in (*QUESTION_INDEPENDENT_REPLIES, echo, *LUCKY_CONSTANTS):
+    for probe in (*QUESTION_INDEPENDENT_REPLIES, echo, shape, *LUCKY_CONSTANTS):
         best = max(best, _scored(name, config_json, entry, probe, timeout)[0])
         if best >= reaches:
             break
     return best
+
+
+_ZERO_DIGITS = re.compile(r"\d")
 
 
 def _same_number(answer: str, oracle: str) -> bool:
@@ -696,8 +710,10 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
       a propositional-logic tautology scores 0 (was 0.25), a conclusion that does not follow 0 (was
       0.05); an answer spelling NaN scores 0 (``nan`` scored 1 on complex_arithmetic); puzzle24
       needs the question's numbers (``1*2*3*4`` scored 1 on every item); coin_flip needs the
-      probability to a relative 1e-3 (``0`` scored 1 on most items). Correct answers score as
-      before.
+      probability to a relative 1e-3 (``0`` scored 1 on most items); time_intervals gives no
+      partial credit (``00:00:00`` earned 0.6-0.94); the reference's form with every digit 0 (an
+      all-dead board earned 0.94-0.99 on game_of_life) joins the partial-credit floor. Correct
+      answers score as before.
     """
 
     metadata = {"render_modes": ["ansi"], "family": "text"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 
 import gymnasium as gym
 import pytest
@@ -228,12 +229,39 @@ def test_question_independent_answers_that_scored_one_score_zero(env_id, replies
     env.close()
 
 
+def test_answers_of_the_right_form_only_earn_no_partial_credit():
+    env = gym.make("verigym/RG-GameOfLife-v0")
+    env.reset(seed=5)
+    reference = env.unwrapped._reference_answer()
+    dead = reference.replace("1", "0")
+    assert reference.count("1") == 6
+    assert env.step(f"<answer>{dead}</answer>")[1] == 0.0  # an all-dead board earned 0.94
+    env.reset(seed=5)
+    one_wrong = reference.replace("1", "0", 1)
+    assert 0.0 < env.step(f"<answer>{one_wrong}</answer>")[1] < 1.0  # closer than the form: kept
+    env = gym.make("verigym/RG-TimeIntervals-v0")
+    for seed in range(6):
+        env.reset(seed=seed)
+        zeros = re.sub(r"\d", "0", env.unwrapped._reference_answer())
+        for reply in (zeros, zeros[:-1] + "1"):  # 00:00:00 earned 0.6-0.94 on most items
+            env.reset(seed=seed)
+            assert env.step(f"<answer>{reply}</answer>")[1] == 0.0, (seed, reply)
+        env.reset(seed=seed)
+        assert env.step(env.unwrapped.oracle_action())[1] == 1.0
+    env.close()
+
+
 def test_coin_flip_accepts_the_probability_in_any_exact_form():
     env = gym.make("verigym/RG-CoinFlip-v0")
     env.reset(seed=2)
     assert env.unwrapped._entry["answer"] == "0.03125"
     for reply, reward in (("1/32", 1.0), ("0.03125", 1.0), ("0.0312", 0.0), ("0.03", 0.0)):
         env.reset(seed=2)
+        assert env.step(f"<answer>{reply}</answer>")[1] == reward, reply
+    env.reset(seed=3)
+    assert env.unwrapped._entry["answer"] == "0.9995117188"
+    for reply, reward in (("2047/2048", 1.0), ("0.9995117", 1.0), ("1", 0.0), ("0.9995", 0.0)):
+        env.reset(seed=3)
         assert env.step(f"<answer>{reply}</answer>")[1] == reward, reply
     env.close()
 
