@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 import pytest
+from gymnasium import spaces
 
 from tests import broken_envs
 from verigym.checker import ALL_CHECKS, CheckResult, ConformanceError, check_env
@@ -241,6 +242,26 @@ def test_a_complex_nan_action_must_be_flagged():
     report = check_env(_FloatOnlyNanCheckEnv, steps=20, checks=["malformed_actions"])
     (result,) = report.results
     assert result.status == "fail" and "complex NaN: no info['action_error']" in result.detail
+
+
+class _PrintsTheActionEnv(broken_envs.BoxCrashEnv):
+    """Discrete actions; its error message prints the action (str() of a huge int raises)."""
+
+    def __init__(self):
+        super().__init__()
+        self.action_space = spaces.Discrete(3)
+
+    def step(self, action):
+        ok = isinstance(action, (int, np.integer)) and 0 <= action < 3
+        info = {} if ok else {"action_error": f"{action} is not 0, 1 or 2"}
+        observation, reward, terminated, truncated, end = super().step(np.zeros(2))
+        return observation, reward, terminated, truncated, {**end, **info}
+
+
+def test_an_integer_of_5000_digits_is_a_malformed_case():
+    report = check_env(_PrintsTheActionEnv, steps=20, checks=["malformed_actions"])
+    (result,) = report.results
+    assert result.status == "fail" and "integer of 5000 digits: step raised" in result.detail
 
 
 def _surrogate_game():

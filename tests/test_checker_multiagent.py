@@ -84,7 +84,9 @@ class PenniesEnv(ParallelEnv):
             and action in (0, 1)
         ):
             return int(action)
-        action_error_info(f"a coin is 0 or 1, got {action!r:.40}; counted as 0", info)
+        huge = isinstance(action, int) and abs(action) > 10**100  # repr fails past 4300 digits
+        shown = "an int too long to show" if huge else f"{action!r:.40}"
+        action_error_info(f"a coin is 0 or 1, got {shown}; counted as 0", info)
         return 0
 
     def step(self, actions):

@@ -30,9 +30,10 @@ Checks (each reports what was tried and what happened):
     ``pickle`` and ``copy.deepcopy`` mid-episode continue identically to the original, and stepping
     a copy leaves the original untouched.
 ``malformed_actions``
-    empty / random / 1 MB / invalid UTF-8 and lone-surrogate text, NaN, inf, out-of-range and
-    wrong-shape and complex-NaN arrays: no exception, ``info["action_error"]`` is a non-empty ``str``, the
-    observation stays in its space, the reward is finite, and the env keeps working. After an
+    empty / random / 1 MB / invalid UTF-8 and lone-surrogate text, NaN, inf, out-of-range (an
+    integer of 5000 digits too) and wrong-shape and complex-NaN arrays: no exception,
+    ``info["action_error"]`` is a non-empty ``str``, the observation stays in its space, the
+    reward is finite, and the env keeps working. After an
     action without lone surrogates, the env's text holds none either (after one with them, an
     echo of the agent's own text is allowed).
 ``verifier_bounds``
@@ -482,7 +483,10 @@ def _first_difference(a: Sequence[_Step], b: Sequence[_Step], atol: float) -> st
 
 
 def _short(value: Any, limit: int = 120) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an int of over 4300 digits, a list nested too deep
+        text = f"<a {type(value).__name__} too large to show>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -609,6 +613,7 @@ def malformed_cases(space: spaces.Space) -> list[tuple[str, Any, bool]]:
             ("below range", space.start - 1, True),
             ("above range", space.start + space.n, True),
             ("huge integer", 2**63, True),
+            ("integer of 5000 digits", 10**5000, True),
             ("NaN", float("nan"), True),
             ("inf", float("inf"), True),
             ("fractional", space.start + 0.5, True),

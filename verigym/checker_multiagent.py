@@ -62,6 +62,7 @@ from verigym.checker import (
     CheckReport,
     CheckResult,
     Status,
+    _short,
     lone_surrogate,
     malformed_cases,
     run_checks,
@@ -100,11 +101,6 @@ def _api_of(env: Any) -> str:
     if isinstance(env, ParallelEnv):
         return "parallel"
     raise TypeError(f"expected a PettingZoo AECEnv or ParallelEnv, got {type(env).__name__}")
-
-
-def _short(value: Any, limit: int = 120) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass
