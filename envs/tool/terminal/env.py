@@ -55,9 +55,10 @@ def _mode(entry: Entry) -> str:
 
 
 def _quoted(path: str) -> str:
-    """A path as the diff names it: JSON-quoted when it holds a control character or a quote
-    (a file name chosen by the agent must not start a line of its own)."""
-    if any(ord(c) < 32 or c in '"\\\x7f' for c in path):
+    """A path as the diff names it: JSON-quoted (ASCII) when it holds a control character or a
+    quote (a file name chosen by the agent must not start a line of its own) or a lone surrogate
+    (a name that is not UTF-8: no env text may hold one)."""
+    if any(ord(c) < 32 or c in '"\\\x7f' or "\ud800" <= c <= "\udfff" for c in path):
         return json.dumps(path)
     return path
 
@@ -423,7 +424,8 @@ class TerminalEnv(ToolEnv):
             success, score, detail = self._task.check(self._expect, snap, self._check_runner())
         except Exception as exc:  # noqa: BLE001 -- a checker bug must not crash the episode
             success, score, detail = False, 0.0, f"checker error {type(exc).__name__}: {exc}"
-        self.verdict = detail[:500]
+        # a checker's detail may name the agent's files: a name that is not UTF-8 is escaped
+        self.verdict = str(detail)[:500].encode("utf-8", "backslashreplace").decode("utf-8")
         return bool(success), float(min(max(score, 0.0), 1.0))
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:

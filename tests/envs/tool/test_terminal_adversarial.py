@@ -422,3 +422,20 @@ def test_a_worker_whose_root_cannot_be_read_is_never_asked_for_the_tree(monkeypa
         assert "could not be read" in info["verdict"], info["verdict"]
     finally:
         env.close()
+
+
+def test_file_names_that_are_not_utf8_leave_no_lone_surrogate_in_the_info():
+    """A file or link name of bytes that are not UTF-8 reached ``info["patch"]`` as a lone
+    surrogate (the env contract, ``verigym check``, allows none: UTF-8 writers of the info fail)."""
+    from verigym.envs.tool.terminal.env import TerminalEnv
+
+    env = TerminalEnv(template="unique_ips")
+    try:
+        env.reset(seed=0)
+        env.step(_shell("printf x > \"$(printf 'bad\\377name')\"; ln -s x \"$(printf 'l\\376')\""))
+        *_, info = env.step(tool_call_text("submit"))
+        for key in ("patch", "verdict"):
+            info[key].encode("utf-8")  # raises on a lone surrogate
+        assert "bad\\udcffname" in info["patch"] and "l\\udcfe" in info["patch"], info["patch"]
+    finally:
+        env.close()
