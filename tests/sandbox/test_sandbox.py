@@ -599,6 +599,15 @@ def test_forged_answers_are_ignored(box):
 
 
 @needs_sandbox
+def test_an_error_message_holding_a_lone_surrogate_is_escaped(box):
+    """With its output closed, a cell's error reached the agent as ``error`` alone, lone
+    surrogate included (CodeUnitTests' and PythonMath's observation: the env contract allows none)."""
+    result = box.run("import os\nos.close(1)\nos.close(2)\nraise ValueError('\\ud800')")
+    assert not result.ok and result.error == "ValueError: \\ud800", result
+    result.text().encode("utf-8")
+
+
+@needs_sandbox
 def test_a_deeply_nested_forged_message_is_ignored(box):
     """Agent code in the notebook can write to the answer pipe: a message of 200,000 nested
     arrays raised RecursionError out of the parent's decoder, so the env's step crashed."""

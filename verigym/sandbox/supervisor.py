@@ -146,6 +146,12 @@ class ExecResult:
         return text if len(text) <= limit else text[: limit - 20] + "\n...[truncated]"
 
 
+def _escaped(text: str) -> str:
+    """``text`` with every lone surrogate written as ``\\udXXX``: an error message of agent code
+    (``ValueError("\\ud800")``) becomes text an env may show (no env text holds a lone one)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 @functools.lru_cache(maxsize=1)
 def bwrap_features() -> tuple[str | None, bool]:
     """Where bubblewrap is and whether it has ``--disable-userns`` (cached for the process).
@@ -542,7 +548,7 @@ class _Worker:
         return ExecResult(
             ok=reply.get("ok") is True,
             output=text,
-            error=error if isinstance(error, str) else None,
+            error=_escaped(error) if isinstance(error, str) else None,
             value=reply.get("value"),
             duration_s=duration,
         )
@@ -867,7 +873,7 @@ class PythonSandbox:
                 ExecResult(
                     item.get("ok") is True,
                     "",
-                    error if isinstance(error, str) else None,
+                    _escaped(error) if isinstance(error, str) else None,
                     value=item.get("value"),
                 )
             )
