@@ -20,7 +20,10 @@ code objects made, unmarshalled (but the standard library's and pytest's caches)
 other globals, trace and profile hooks and links from untrusted code, writes of ``__code__`` and its
 kin, Python-level signal handlers and files under ``/proc``, ``/sys`` and ``/dev`` (``//proc``
 included; the root and ``/dev`` themselves, and relative paths that climb with ``..``, since from a
-folder's descriptor, which the hook does not see, they reach ``/proc``). After collection
+folder's descriptor, which the hook does not see, they reach ``/proc``), and on the compilation of
+a test module (a test file's folder, a ``conftest.py``) whose source is not the one read from disk
+before any library code ran (the test files are on disk for pytest: the library could rewrite one
+it has not yet collected). After collection
 and after every item the bindings of pytest's and pluggy's modules and of the classes on the report
 path, ``builtins``, their ``sys.modules`` entries, the import hooks, every hook's implementations,
 the item and the test modules' functions, classes and modules are compared by identity with the
@@ -430,6 +433,20 @@ def _main():
     spaces = spaces | {id(globals())}  # the namespaces whose functions' defaults are guarded
     prefix = root.rstrip("/") + "/"
     folders = frozenset(f.rpartition("/")[0] for f in files)  # the tests' helper modules live there
+    written = {}  # the test modules as they are on disk before any library code runs
+    for folder in folders:
+        here = (prefix + folder).rstrip("/")
+        for name in sorted(os.listdir(here)):
+            if name.endswith(".py"):
+                with open(here + "/" + name, "rb") as handle:
+                    written[here + "/" + name] = handle.read()
+    for here, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if "conftest.py" in names:
+            with open(here + "/conftest.py", "rb") as handle:
+                written[here + "/conftest.py"] = handle.read()
+    import types
+    written = types.MappingProxyType(written)
     state = [False, frozenset(k for k in trusted if k is not None), tuple(trusted[None])]
     ns = globals()
     real_signal, real_create = _signal.signal, _imp.create_builtin
@@ -533,7 +550,7 @@ def _main():
                _fsdecode=os.fsdecode, _normpath=os.path.normpath, _getcwd=os.getcwd,
                _realpath=os.path.realpath,
                _code=_CODE, _bytecode=_cached_bytecode, _nt_bases=_namedtuple_bases,
-               _relabel=_relabel,
+               _relabel=_relabel, _written=written,
                _trusted_only=frozenset((
                    "sys.settrace", "sys.setprofile", "os.symlink", "os.link", "code.__new__"
                ))):
@@ -548,8 +565,14 @@ def _main():
                 _exit(86)  # the code or defaults of _main (the nonce is a constant there)
             return
         if event == "compile":
-            if _test(args[1]) and not _ok():
-                _exit(86)  # code that would pass for a test's (its frames are trusted)
+            if _test(args[1]):
+                if not _ok():
+                    _exit(86)  # code that would pass for a test's (its frames are trusted)
+                source = args[0]
+                if _type(source) is _str:
+                    source = source.encode("utf-8", "surrogatepass")
+                if _type(source) is _bytes and _written.get(args[1]) != source:
+                    _exit(86)  # a test module the library wrote (or rewrote) before it was loaded
             return
         if event == "object.__setattr__" or event == "object.__delattr__":
             if args[1] in _set and not (args[1] == "__bases__" and _nt_bases()) and not (

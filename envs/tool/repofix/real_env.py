@@ -253,7 +253,9 @@ class RepoFixRealEnv(SourceRepairEnv):
     ## Version History
     * v0: initial version. Verifier fix (version kept): the runner's audit hook also refuses
       ``//proc`` paths, the root and ``/dev`` themselves and relative paths that climb with
-      ``..`` (library code read the report's nonce from ``/proc/self/mem`` and forged a pass).
+      ``..`` (library code read the report's nonce from ``/proc/self/mem`` and forged a pass),
+      and a test module compiled from another source than the one on disk before the library
+      ran (the library rewrote a test file it had not yet been collected from).
     """
 
     metadata = {"render_modes": ["ansi"], "family": "tool"}

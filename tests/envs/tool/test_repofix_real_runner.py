@@ -244,6 +244,27 @@ def test_a_link_into_proc_is_followed_by_the_check(tmp_path, deps):
     assert out["tampered"] or out["results"].get(BAD) != "pass", out
 
 
+def test_library_code_cannot_rewrite_a_test_module_before_it_is_collected(tmp_path, deps):
+    """The test files are on disk for pytest: imported by the first test module, the library
+    rewrote the next one (``assert f(1) == 2`` -> ``assert True``) and its bug read as fixed."""
+    rewrite = (
+        "import os\n"
+        "_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tests', 'test_x.py')\n"
+        "with open(_path) as _h:\n    _text = _h.read()\n"
+        "with open(_path, 'w') as _h:\n    _h.write(_text.replace('assert f(1) == 2', 'assert True'))\n"
+    )
+    files = {
+        "tests/test_a.py": "from lib import f\n\n\ndef test_zero():\n    assert f(0) == 0\n",
+        "tests/test_x.py": TEST,
+        "lib.py": rewrite + BUGGY.format(call="pass"),
+    }
+    for path, text in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    out = load_runner().run_pytest(str(tmp_path), deps, ["tests/test_a.py", "tests/test_x.py"], 60)
+    assert out["tampered"] or out["results"].get(BAD) != "pass", out
+
+
 def test_the_report_protocol_refuses_gaps_repeats_and_a_missing_end():
     runner = load_runner()
     nonce = "ab" * 16
