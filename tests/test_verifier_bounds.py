@@ -105,6 +105,56 @@ def test_tool_arguments_get_every_payload():
     )
 
 
+class _NumberArgumentEnv(gym.Env):
+    """A tool env that offers its tool only in the reset info's ``tools`` (as FunctionCalling does)
+    and compares a number argument as a float: a 4000-digit integer raised OverflowError."""
+
+    metadata = {"render_modes": [], "family": "tool"}
+
+    def __init__(self, *, fixed: bool = False):
+        self.fixed = fixed
+        self.action_space = UnicodeText(8192)
+        self.observation_space = UnicodeText(256)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return "Call lookup.", {"instructions": "Call the tool.", "tools": [_SCHEMA]}
+
+    def step(self, action):
+        from verigym.core import ActionParseError
+        from verigym.toolcalls import Tool, parse_reply
+
+        tool = Tool("lookup", "", _SCHEMA["function"]["parameters"])
+        info = {"success": False, "score": 0.0}
+        try:
+            call = parse_reply(action, [tool], max_length=8192)
+        except ActionParseError as exc:
+            info["action_error"] = str(exc)
+            return "refused", 0.0, True, False, info
+        limit = getattr(call, "arguments", {}).get("limit", 0)
+        if not self.fixed or abs(limit) < 2**1000:
+            float(limit)  # OverflowError on 10**4000 unless refused first
+        return "ok", 0.0, True, False, info
+
+
+def test_tools_of_the_reset_info_get_raw_json_arguments():
+    replies = dict(adversarial_replies(8192, "", [_SCHEMA]))
+    assert "huge_integer/raw:lookup.limit" in replies
+    body = json.loads(
+        replies["huge_integer/raw:lookup.limit"][len("<tool_call>") : -len("</tool_call>")]
+    )
+    assert body["arguments"]["limit"] == int("9" * 4000) and body["arguments"]["word"] == ""
+    nested = replies["nested_json_argument/raw:lookup.word"]
+    assert nested.count("[") == 2000
+    worst = measure_worst_case(_NumberArgumentEnv)
+    assert worst is not None and any(
+        p.startswith("huge_integer/raw:lookup.limit: step raised OverflowError")
+        for p in worst.problems
+    ), worst.problems
+    worst = measure_worst_case(lambda: _NumberArgumentEnv(fixed=True))
+    assert worst is not None and not worst.problems, worst.problems
+
+
 def test_exponential_verifier_is_caught_and_a_screened_one_is_not():
     worst = measure_worst_case(lambda: _TruthTableEnv(), seconds=0.02)
     assert worst is not None and len(worst.problems) == 1, worst

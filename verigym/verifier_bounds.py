@@ -5,7 +5,8 @@ Every verifier must be bounded in time and memory on any reply its action space 
 long, deeply nested, huge numbers, power towers, many variables, huge repetition counts, code that
 never ends -- against an environment whose actions are text, each reply wrapped the ways an agent
 may send it (bare, ``<answer>...</answer>``, ``\\boxed{...}``, and as every string argument of every
-tool the environment offers), and reports the slowest step and the largest growth of the
+tool the environment offers in its instructions or its reset info's ``tools``; every argument also
+gets a 4000-digit integer and lists nested 2000 deep as raw JSON), and reports the slowest step and the largest growth of the
 process's peak memory. :func:`verigym.checker.check_env` fails an env whose worst reply takes more
 than :data:`WORST_CASE_SECONDS` or grows the checking process's peak resident memory by more than
 :data:`WORST_CASE_MEMORY_BYTES`.
@@ -165,18 +166,50 @@ def tool_schemas(instructions: str) -> list[dict[str, Any]]:
     return found
 
 
-def adversarial_replies(max_length: int, instructions: str = "") -> list[tuple[str, str]]:
+def _offered_tools(instructions: str, tools: Any) -> list[dict[str, Any]]:
+    """The tools of :func:`tool_schemas` and those of an OpenAI ``tools`` list (a reset info's
+    ``"tools"``), each name once."""
+    found = {schema["name"]: schema for schema in tool_schemas(instructions)}
+    for entry in tools if isinstance(tools, (list, tuple)) else ():
+        function = entry.get("function") if isinstance(entry, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            parameters = function.get("parameters")
+            found.setdefault(
+                function["name"],
+                {
+                    "name": function["name"],
+                    "parameters": parameters if isinstance(parameters, dict) else {},
+                },
+            )
+    return list(found.values())
+
+
+_RAW_ARGUMENTS = (
+    ("huge_integer", "9" * 4000),
+    ("huge_negative_integer", "-" + "9" * 4000),
+    ("nested_json_argument", "[" * 2000 + "]" * 2000),
+)
+"""JSON values written raw as an argument of every type: a number no float holds (4000 digits) and
+lists nested deeper than the JSON parser's recursion limit."""
+
+
+def adversarial_replies(
+    max_length: int, instructions: str = "", tools: Any = None
+) -> list[tuple[str, str]]:
     """Every payload of :func:`adversarial_payloads` in every format an agent may send it.
 
     Args:
         max_length: the longest reply the action space admits (characters).
         instructions: the env's instructions; tools described there (OpenAI schemas, one per line)
             get each payload as every string argument.
+        tools: an OpenAI ``tools`` list (the reset info's ``"tools"``): these tools get the
+            payloads too.
 
     Returns:
         ``(label, reply)`` pairs, each reply at most ``max_length`` characters. Inside ``\\boxed{}``
         only the long, nested and power-tower payloads are sent (the rest reach the same check as
-        in ``<answer>``).
+        in ``<answer>``). Every argument of every tool also gets the raw JSON values of
+        :data:`_RAW_ARGUMENTS` (a 4000-digit integer, lists nested 2000 deep).
     """
     replies = []
     wrappers: list[tuple[str, Callable[[str], str]]] = [
@@ -184,7 +217,8 @@ def adversarial_replies(max_length: int, instructions: str = "") -> list[tuple[s
         ("answer", lambda p: f"<answer>{p}</answer>"),
         ("boxed", lambda p: f"\\boxed{{{p}}}"),
     ]
-    for schema in tool_schemas(instructions):
+    offered = _offered_tools(instructions, tools)
+    for schema in offered:
         properties = (schema["parameters"] or {}).get("properties") or {}
         strings = [
             k
@@ -211,6 +245,16 @@ def adversarial_replies(max_length: int, instructions: str = "") -> list[tuple[s
                 reply = wrap(adversarial_payloads(smaller)[index][1])
             if len(reply) <= max_length:
                 replies.append((f"{label}/{wrapper}", reply))
+    for schema in offered:
+        properties = (schema["parameters"] or {}).get("properties") or {}
+        for key in properties:
+            others = {k: _filler(v) for k, v in properties.items() if k != key}
+            for label, raw in _RAW_ARGUMENTS:
+                body, value = json.dumps(others), f"{json.dumps(key)}: {raw}"
+                arguments = f"{{{value}}}" if body == "{}" else f"{body[:-1]}, {value}}}"
+                reply = hermes_call(schema["name"], arguments)  # JSON text, written as given
+                if len(reply) <= max_length:
+                    replies.append((f"{label}/raw:{schema['name']}.{key}", reply))
     return replies
 
 
@@ -345,6 +389,7 @@ def measure_worst_case(
             return None
         _, info = env.reset(seed=seed)
         instructions = info.get("instructions") if isinstance(info, dict) else None
+        tools = info.get("tools") if isinstance(info, dict) else None
         if not isinstance(instructions, str):
             text_interface = getattr(env.unwrapped, "instructions", None)
             instructions = text_interface() if callable(text_interface) else ""
@@ -368,7 +413,7 @@ def measure_worst_case(
             )
 
         shown: set[str] = set()
-        for label, reply in adversarial_replies(space.max_length, instructions):
+        for label, reply in adversarial_replies(space.max_length, instructions, tools):
             wrapper = label.split("/", 1)[1]
             if label.startswith(_CODE_LABELS) and wrapper in shown:
                 continue  # the sandbox deadline already held for this format
