@@ -6,10 +6,10 @@ long, deeply nested, huge numbers, power towers, many variables, huge repetition
 never ends -- against an environment whose actions are text, each reply wrapped the ways an agent
 may send it (bare, ``<answer>...</answer>``, ``\\boxed{...}``, and as every string argument of every
 tool the environment offers in its instructions or its reset info's ``tools``; every argument also
-gets a 4000-digit integer and lists nested 2000 deep as raw JSON), and reports the slowest step and the largest growth of the
-process's peak memory. :func:`verigym.checker.check_env` fails an env whose worst reply takes more
-than :data:`WORST_CASE_SECONDS` or grows the checking process's peak resident memory by more than
-:data:`WORST_CASE_MEMORY_BYTES`.
+gets a 4000-digit integer and lists nested 2000 deep as raw JSON), and reports the slowest step
+and the largest growth of the process's peak memory. :func:`verigym.checker.check_env` fails an
+env whose worst reply takes more than :data:`WORST_CASE_SECONDS` or grows the checking process's
+peak resident memory by more than :data:`WORST_CASE_MEMORY_BYTES`.
 
 What is measured, for ``env.step(reply)`` right after ``env.reset(seed=...)``: the CPU time it
 takes in this process and in the verifier worker processes (:class:`verigym.workers.BoundedWorker`,
