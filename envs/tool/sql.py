@@ -19,6 +19,7 @@ from verigym.validation import check_int
 from verigym.workers import BoundedWorker, VerifierTimeout
 
 __all__ = [
+    "DENIED_FUNCTIONS",
     "EXECUTE_TOOL",
     "QUERY_MEMORY_BYTES",
     "QueryError",
@@ -149,9 +150,15 @@ class QueryError(ActionParseError):
     """A query failed, was not read-only, returned too many rows or ran out of time."""
 
 
+DENIED_FUNCTIONS = frozenset({"load_extension", "readfile", "writefile", "fts3_tokenizer"})
+"""SQL functions no query may call: they load code, touch files, or (``fts3_tokenizer``) read and
+overwrite a tokenizer's C function pointer in the process (its two-argument form is enabled in
+the SQLite builds of Debian and Ubuntu)."""
+
+
 def _authorizer(action: int, arg1: Any, arg2: Any, database: Any, trigger: Any) -> int:
     if action in _ALLOWED_ACTIONS and not (
-        action == sqlite3.SQLITE_FUNCTION and arg2 in ("load_extension", "readfile", "writefile")
+        action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in DENIED_FUNCTIONS
     ):
         return sqlite3.SQLITE_OK
     return sqlite3.SQLITE_DENY
@@ -421,7 +428,9 @@ class SQLEnv(ToolEnv):
     * ``max_turns``, ``invalid_action_reward``, ``max_action_length``: see :class:`ToolEnv`.
 
     ## Version History
-    * v0: initial version.
+    * v0: initial version. Fix (same version): ``fts3_tokenizer`` is refused like
+      ``load_extension`` (``SELECT fts3_tokenizer('simple', x'41...')`` overwrote a C function
+      pointer in the query worker, and its one-argument form read one).
     """
 
     metadata = {"render_modes": ["ansi"], "family": "tool"}

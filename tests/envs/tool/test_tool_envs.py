@@ -191,6 +191,10 @@ def sql_env():
         "SELECT 1; DROP TABLE employees",
         "CREATE TABLE t (x)",
         "SELECT load_extension('x')",
+        "SELECT LOAD_EXTENSION('x')",
+        # Debian's SQLite enables the two-argument form: it overwrote a C function pointer
+        "SELECT fts3_tokenizer('simple', x'4141414141414141')",
+        "SELECT fts3_tokenizer('simple')",  # read one (an address of the process)
     ],
 )
 def test_sql_is_read_only(sql_env, query):
