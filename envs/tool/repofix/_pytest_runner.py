@@ -23,7 +23,9 @@ included; the root and ``/dev`` themselves, and relative paths that climb with `
 folder's descriptor, which the hook does not see, they reach ``/proc``), and on the compilation of
 a test module (a test file's folder, a ``conftest.py``) whose source is not the one read from disk
 before any library code ran (the test files are on disk for pytest: the library could rewrite one
-it has not yet collected). After collection
+it has not yet collected). The tree itself is read-only to the child (:func:`_seal`; the library
+runs as the files' owner), and a ``chmod`` or ``rename`` of it from library code (or one relative
+to a folder's descriptor, or of an open descriptor) ends the child. After collection
 and after every item the bindings of pytest's and pluggy's modules and of the classes on the report
 path, ``builtins``, their ``sys.modules`` entries, the import hooks, every hook's implementations,
 the item and the test modules' functions, classes and modules are compared by identity with the
@@ -550,7 +552,7 @@ def _main():
                _fsdecode=os.fsdecode, _normpath=os.path.normpath, _getcwd=os.getcwd,
                _realpath=os.path.realpath,
                _code=_CODE, _bytecode=_cached_bytecode, _nt_bases=_namedtuple_bases,
-               _relabel=_relabel, _written=written,
+               _relabel=_relabel, _written=written, _root=prefix.rstrip("/"), _prefix=prefix,
                _trusted_only=frozenset((
                    "sys.settrace", "sys.setprofile", "os.symlink", "os.link", "code.__new__"
                ))):
@@ -602,6 +604,29 @@ def _main():
             name = args[0]
             if _type(name) is not _str or name.partition(".")[0] in _deny:
                 _exit(86)
+            return
+        if event == "os.chmod" or event == "os.rename":
+            # the tree is read-only (_seal): library code must not make it writable again
+            paths = args[:1] if event == "os.chmod" else args[:2]
+            fds = args[2:3] if event == "os.chmod" else args[2:4]
+            if not _ok():
+                for fd in fds:
+                    if fd != -1:
+                        _exit(86)  # relative to a folder's descriptor: anywhere
+                for path in paths:
+                    if _type(path) is _bytes:
+                        path = _fsdecode(path)
+                    if _type(path) is not _str:
+                        _exit(86)  # an open descriptor (fchmod): of anything
+                    if not path.startswith("/"):
+                        path = _getcwd() + "/" + path
+                    _state[0] = True
+                    try:
+                        path = _realpath(path)
+                    finally:
+                        _state[0] = False
+                    if path == _root or path.startswith(_prefix):
+                        _exit(86)
             return
         if event == "open" or event == "os.listdir" or event == "os.scandir" or event == "os.chdir":
             path = args[0]
@@ -847,6 +872,18 @@ def write_blobs(root, files):
     return len(files)
 
 
+def _seal(root):
+    """Make the tree read-only (files 0o444, folders 0o555) before the child starts: the library
+    must not rewrite a test's data file or a module the tests import (the child's audit hook ends
+    it on a ``chmod`` or ``rename`` of the tree from library code). Without effect for root."""
+    for here, _, names in os.walk(root, topdown=False):
+        for name in names:
+            path = os.path.join(here, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o444)
+        os.chmod(here, 0o555)
+
+
 def run_pytest(root, deps, files, timeout_s=60.0):
     """Run pytest on ``files`` (paths relative to ``root``) in a child; {"results", "messages",
     "tampered"}.
@@ -857,6 +894,7 @@ def run_pytest(root, deps, files, timeout_s=60.0):
     """
     with open(os.path.join(root, ".vg_pytest.ini"), "w") as f:
         f.write("[pytest]\n")
+    _seal(root)
     read_fd, write_fd = os.pipe()
     nonce = secrets.token_hex(16)
     program = _CHILD.replace("@@NONCE@@", nonce).replace("@@FD@@", str(write_fd)).encode()

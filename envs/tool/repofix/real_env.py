@@ -255,7 +255,9 @@ class RepoFixRealEnv(SourceRepairEnv):
       ``//proc`` paths, the root and ``/dev`` themselves and relative paths that climb with
       ``..`` (library code read the report's nonce from ``/proc/self/mem`` and forged a pass),
       and a test module compiled from another source than the one on disk before the library
-      ran (the library rewrote a test file it had not yet been collected from).
+      ran (the library rewrote a test file before pytest collected it); the checkout is
+      read-only to the tests' process and a chmod or rename of it by library code ends the run
+      (the library wrote a test's expected value into its data file).
     """
 
     metadata = {"render_modes": ["ansi"], "family": "tool"}

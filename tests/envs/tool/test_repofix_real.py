@@ -498,3 +498,45 @@ def test_a_two_bug_instance_needs_both_fixes_in_the_sandbox():
                 assert info["tests_run"] and not info["success"] and fixed < total, (seed, info)
     finally:
         env.close()
+
+
+_DATA_TEST = (
+    "import os\nfrom lib import f\n\n\ndef test_ok():\n    assert f(0) == 0\n\n\n"
+    "def test_bad():\n    with open(os.path.join(os.path.dirname(__file__), 'expected.txt')) as h:\n"
+    "        assert f(1) == int(h.read())\n"
+)
+_REWRITES = {
+    "a data file written": "open(_d + '/expected.txt', 'w').write('1')\n",
+    "made writable through a folder's descriptor": (
+        "os.chmod('expected.txt', 0o644, dir_fd=os.open(_d, os.O_RDONLY))\n"
+        "open(_d + '/expected.txt', 'w').write('1')\n"
+    ),
+}
+
+
+@needs_sandbox
+@pytest.mark.parametrize("how", sorted(_REWRITES))
+def test_library_code_cannot_rewrite_what_the_tests_read(how):
+    """The checkout is read-only to the pytest child (the library's code runs as the files' owner)
+    and a chmod or rename of it from library code ends the run: before, imported by the test, the
+    library wrote the test's expected value (a data file) and its bug read as fixed."""
+    from verigym.envs.tool.workspace import ROOT, Workspace
+
+    library = (
+        "import os\n_d = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tests')\n"
+        "try:\n    "
+        + _REWRITES[how].replace("\n", "\n    ").rstrip()
+        + "\nexcept OSError:\n    pass\n"
+        "\n\ndef f(x):\n    return x\n"
+    )
+    files = {"tests/test_x.py": _DATA_TEST, "tests/expected.txt": "2", "lib.py": library}
+    workspace = Workspace()
+    try:
+        workspace.sandbox.fresh()
+        workspace.load_helpers()
+        results, tampered, _ = real.run_tests(
+            workspace.sandbox, ROOT, files, ["tests/test_x.py"], timeout_s=60
+        )
+    finally:
+        workspace.close()
+    assert tampered or results.get("tests/test_x.py::test_bad") != "pass", (results, tampered)
