@@ -207,3 +207,22 @@ def test_deeply_nested_json_is_an_action_error_not_a_recursion_error():
     # brackets inside a string are text, not nesting
     call = parse_reply(_block("lookup", {"q": "[" * 500}), [LOOKUP], max_length=1 << 16)
     assert call == ToolCall("lookup", {"q": "[" * 500})
+
+
+def test_message_arguments_json_cannot_encode_are_an_action_error():
+    deep: dict = {}
+    inner = deep
+    for _ in range(3000):  # json.dumps raised RecursionError out of parse_reply
+        inner["a"] = inner = {}
+    for arguments in (deep, {"q": object()}, {"q": float("nan")}):  # and TypeError, NaN
+        message = {
+            "role": "assistant",
+            "tool_calls": [{"function": {"name": "lookup", "arguments": arguments}}],
+        }
+        with pytest.raises(ActionParseError, match="not JSON"):
+            parse_reply(message, [LOOKUP], max_length=1 << 16)
+    message = {
+        "role": "assistant",
+        "tool_calls": [{"function": {"name": "lookup", "arguments": {"q": "x"}}}],
+    }
+    assert parse_reply(message, [LOOKUP], max_length=1 << 16) == ToolCall("lookup", {"q": "x"})

@@ -278,6 +278,19 @@ def _arguments_object(name: str, arguments: Any) -> dict[str, Any]:
     return dict(arguments)
 
 
+def _arguments_text(name: str, arguments: Any) -> str:
+    """A message's (not yet serialised) arguments as JSON text, refused when JSON cannot encode
+    them or they nest deeper than :data:`MAX_JSON_DEPTH` (``json.dumps`` recurses per level)."""
+    try:
+        text = json.dumps(arguments, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ActionParseError(
+            f"the arguments of {name!r} are not JSON: {type(exc).__name__}: {str(exc)[:200]}"
+        ) from None
+    _json_loads(text, f"the arguments of {name!r}")  # the depth check (and a round trip)
+    return text
+
+
 def message_to_text(message: Mapping[str, Any], *, parse_arguments: bool = False) -> str:
     """The text form of an OpenAI assistant message: its ``content``, then each of its
     ``tool_calls`` as a :func:`hermes_call` block, one per line.
@@ -292,8 +305,9 @@ def message_to_text(message: Mapping[str, Any], *, parse_arguments: bool = False
 
     Raises:
         ActionParseError: the content is not text, ``tool_calls`` is not a list of
-            ``{"function": {"name", "arguments"}}``, or (``parse_arguments``) arguments that are
-            not a JSON object or its text.
+            ``{"function": {"name", "arguments"}}``, arguments given as a value that JSON cannot
+            encode or that nests deeper than :data:`MAX_JSON_DEPTH`, or (``parse_arguments``)
+            arguments that are not a JSON object or its text.
     """
     content = message.get("content") or ""
     if isinstance(content, list):  # list of parts: keep the text ones
@@ -317,6 +331,8 @@ def message_to_text(message: Mapping[str, Any], *, parse_arguments: bool = False
         name, arguments = function["name"], function.get("arguments", {})
         if parse_arguments:
             arguments = _arguments_object(name, arguments)
+        if not isinstance(arguments, str):
+            arguments = _arguments_text(name, arguments)
         blocks.append(hermes_call(name, arguments))
     return "\n".join([content, *blocks] if content else blocks) if blocks else content
 
