@@ -71,12 +71,11 @@ def test_elements_view_clicks_by_id_and_masks_the_page_ids():
 def test_both_views_click_on_miniwob_pages():
     """A MiniWoB env's action has a drag target too: every click was refused for missing it."""
     pytest.importorskip("miniwob")
-    for actions in ("grid", "elements"):
-        env = ScreenshotClickWrapper(
-            gym.make("verigym/MiniWoB-ClickButton-v0"), actions=actions, grid=(64, 64)
-        )
-        try:
-            obs, _ = env.reset(seed=3)
+    inner = gym.make("verigym/MiniWoB-ClickButton-v0")
+    try:
+        for actions in ("grid", "elements"):
+            env = ScreenshotClickWrapper(inner, actions=actions, grid=(64, 64))
+            env.reset(seed=3)
             game = env.unwrapped
             target = game.oracle_action()["element"]
             if actions == "grid":
@@ -86,8 +85,8 @@ def test_both_views_click_on_miniwob_pages():
             _, reward, terminated, _, info = env.step(int(target))
             assert "action_error" not in info
             assert terminated and reward == 1.0 and info["success"] is True
-        finally:
-            env.close()
+    finally:
+        inner.close()
 
 
 def test_same_seed_same_pixels_and_malformed_index_is_flagged():
