@@ -450,7 +450,8 @@ def score_reply(
     ``none``, ``[]``, ``{}``, the question echoed: reasoning-gym's flat "format" credit; or a
     :data:`LUCKY_CONSTANTS` constant, ``1``, ``-1``, ``2``, ``True``, ``False``, ``yes``, ``no``:
     credit by closeness to a constant; or the reference's form with every digit 0, an all-dead
-    board: credit for the form alone).
+    board: credit for the form alone; or a grid puzzle's clues with every blank one value: credit
+    for the givens).
 
     Returns:
         ``(score in [0, 1], note)``; ``note`` says why a reply got no credit, else ``None``.
@@ -543,16 +544,23 @@ def _question_independent_score(
 ) -> float:
     """The most that a reply which ignores the question (:data:`QUESTION_INDEPENDENT_REPLIES`,
     :data:`LUCKY_CONSTANTS`, the question echoed, or the reference's form with every digit 0: an
-    all-dead Game of Life board, ``-0.00, 0.0``) earns on this item, or the first such score at
-    or above ``reaches`` (the probes stop there: at most 14 checks, made only for a reply that got
-    partial credit). Many reasoning-gym scorers give flat credit (0.01, 0.05, 0.1) to any answer,
+    all-dead Game of Life board, ``-0.00, 0.0``, or a grid puzzle's clues with every blank one
+    value: :func:`_clue_grids`) earns on this item, or the first such score at or above
+    ``reaches`` (the probes stop there: at most 14 checks, 30 for a 16 x 16 grid, made only for a
+    reply that got partial credit). Many reasoning-gym scorers give flat credit (0.01, 0.05, 0.1) to any answer,
     credit by closeness to a constant, or credit to the question restated."""
     echo = extract_answer(str(entry.get("question", "")), fallback_to_text=True) or ""
     reference = entry.get("answer")
     shape = _ZERO_DIGITS.sub("0", reference) if isinstance(reference, str) else ""
     shape = "" if shape == reference else shape  # a reference without digits is no probe
     best = 0.0
-    for probe in (*QUESTION_INDEPENDENT_REPLIES, echo, shape, *LUCKY_CONSTANTS):
+    for probe in (
+        *QUESTION_INDEPENDENT_REPLIES,
+        echo,
+        shape,
+        *LUCKY_CONSTANTS,
+        *_clue_grids(entry),
+    ):
         best = max(best, _scored(name, config_json, entry, probe, timeout)[0])
         if best >= reaches:
             break
@@ -560,6 +568,30 @@ def _question_independent_score(
 
 
 _ZERO_DIGITS = re.compile(r"\d")
+_MAX_GRID = 16
+
+
+def _clue_grids(entry: dict[str, Any]) -> list[str]:
+    """For a grid puzzle (``metadata["puzzle"]``: an n x n list of ints, 0 for a blank; sudoku,
+    mini_sudoku, futoshiki), the given clues with every blank filled by the same value, one grid
+    per value 1..n: the question copied, no cell solved. Per-cell scorers paid it 0.45-0.68."""
+    puzzle = entry.get("metadata", {}).get("puzzle")
+    if not (
+        isinstance(puzzle, list)
+        and 0 < len(puzzle) <= _MAX_GRID
+        and all(
+            isinstance(row, list)
+            and len(row) == len(puzzle)
+            and all(type(cell) is int for cell in row)
+            for row in puzzle
+        )
+    ):
+        return []
+    size = len(puzzle)
+    return [
+        "\n".join(" ".join(str(cell or value) for cell in row) for row in puzzle)
+        for value in range(1, size + 1)
+    ]
 
 
 def _same_number(answer: str, oracle: str) -> bool:
@@ -712,8 +744,9 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
       needs the question's numbers (``1*2*3*4`` scored 1 on every item); coin_flip needs the
       probability to a relative 1e-3 (``0`` scored 1 on most items); time_intervals gives no
       partial credit (``00:00:00`` earned 0.6-0.94); the reference's form with every digit 0 (an
-      all-dead board earned 0.94-0.99 on game_of_life) joins the partial-credit floor. Correct
-      answers score as before.
+      all-dead board earned 0.94-0.99 on game_of_life) and a grid puzzle's clues with every blank
+      one value (0.45-0.68 on sudoku, mini_sudoku, futoshiki) join the partial-credit floor.
+      Correct answers score as before.
     """
 
     metadata = {"render_modes": ["ansi"], "family": "text"}

@@ -251,6 +251,26 @@ def test_answers_of_the_right_form_only_earn_no_partial_credit():
     env.close()
 
 
+@pytest.mark.parametrize("env_id", ["verigym/RG-MiniSudoku-v0", "verigym/RG-Sudoku-v0"])
+def test_the_clues_copied_with_one_filler_earn_nothing_and_a_near_solution_keeps_credit(env_id):
+    env = gym.make(env_id)
+    for seed in range(3):
+        env.reset(seed=seed)
+        metadata = env.unwrapped._entry["metadata"]
+        puzzle, solution = metadata["puzzle"], metadata["solution"]
+        copied = "\n".join(" ".join(str(cell or 1) for cell in row) for row in puzzle)
+        assert env.step(f"<answer>{copied}</answer>")[1] == 0.0  # earned 0.39-0.68
+        near = [row[:] for row in solution]
+        blanks = [j for j, cell in enumerate(puzzle[0]) if cell == 0][:2]
+        if len(blanks) == 2:
+            (a, b) = blanks
+            near[0][a], near[0][b] = near[0][b], near[0][a]
+            env.reset(seed=seed)
+            text = "\n".join(" ".join(map(str, row)) for row in near)
+            assert 0.5 < env.step(f"<answer>{text}</answer>")[1] < 1.0
+    env.close()
+
+
 def test_coin_flip_accepts_the_probability_in_any_exact_form():
     env = gym.make("verigym/RG-CoinFlip-v0")
     env.reset(seed=2)
