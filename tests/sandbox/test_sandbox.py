@@ -525,7 +525,10 @@ def test_no_process_of_the_sandbox_can_be_written_to_by_agent_code(box):
 
 
 @needs_sandbox
-@pytest.mark.parametrize("end", ["close", "timeout"])
+@pytest.mark.parametrize(
+    "end",
+    ["close", pytest.param("timeout", marks=pytest.mark.slow)],  # 2 s: the deadline
+)
 def test_a_notebook_that_drops_its_death_signal_dies_without_a_cgroup(monkeypatch, end):
     """The notebook dies with bwrap through ``PR_SET_PDEATHSIG``, which agent code may clear
     (``prctl(PR_SET_PDEATHSIG, 0)``); without a cgroup to sweep (a machine whose cgroup
