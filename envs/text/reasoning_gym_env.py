@@ -450,8 +450,8 @@ def score_reply(
     ``none``, ``[]``, ``{}``, the question echoed: reasoning-gym's flat "format" credit; or a
     :data:`LUCKY_CONSTANTS` constant, ``1``, ``-1``, ``2``, ``True``, ``False``, ``yes``, ``no``:
     credit by closeness to a constant; or the reference's form with every digit 0, an all-dead
-    board: credit for the form alone; or a grid puzzle's clues with every blank one value: credit
-    for the givens).
+    board: credit for the form alone; or a grid puzzle's clues with every blank one value, or a
+    number of the question: credit for the givens).
 
     Returns:
         ``(score in [0, 1], note)``; ``note`` says why a reply got no credit, else ``None``.
@@ -544,23 +544,25 @@ def _question_independent_score(
 ) -> float:
     """The most that a reply which ignores the question (:data:`QUESTION_INDEPENDENT_REPLIES`,
     :data:`LUCKY_CONSTANTS`, the question echoed, or the reference's form with every digit 0: an
-    all-dead Game of Life board, ``-0.00, 0.0``, or a grid puzzle's clues with every blank one
-    value: :func:`_clue_grids`) earns on this item, or the first such score at or above
-    ``reaches`` (the probes stop there: at most 14 checks, 30 for a 16 x 16 grid, made only for a
-    reply that got partial credit). Many reasoning-gym scorers give flat credit (0.01, 0.05, 0.1) to any answer,
+    all-dead Game of Life board, ``-0.00, 0.0``, a number of the question, or a grid puzzle's
+    clues with every blank one value: :func:`_clue_grids`) earns on this item, or the first such
+    score at or above ``reaches`` (the probes stop there: at most 20 checks, 36 for a 16 x 16
+    grid, made only for a reply that got partial credit). Many reasoning-gym scorers give flat credit (0.01, 0.05, 0.1) to any answer,
     credit by closeness to a constant, or credit to the question restated."""
     echo = extract_answer(str(entry.get("question", "")), fallback_to_text=True) or ""
     reference = entry.get("answer")
     shape = _ZERO_DIGITS.sub("0", reference) if isinstance(reference, str) else ""
     shape = "" if shape == reference else shape  # a reference without digits is no probe
     best = 0.0
-    for probe in (
+    probes = (
         *QUESTION_INDEPENDENT_REPLIES,
         echo,
         shape,
         *LUCKY_CONSTANTS,
+        *_question_numbers(str(entry.get("question", ""))),
         *_clue_grids(entry),
-    ):
+    )
+    for probe in probes:
         best = max(best, _scored(name, config_json, entry, probe, timeout)[0])
         if best >= reaches:
             break
@@ -568,6 +570,16 @@ def _question_independent_score(
 
 
 _ZERO_DIGITS = re.compile(r"\d")
+_QUESTION_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _question_numbers(question: str, each_end: int = 3) -> list[str]:
+    """The first and last ``each_end`` distinct numbers written in the question (``833`` of
+    "Find the prime factorization of 833", which prime_factorization paid 0.5)."""
+    found = list(dict.fromkeys(_QUESTION_NUMBER.findall(question[:100_000])))
+    return found if len(found) <= 2 * each_end else found[:each_end] + found[-each_end:]
+
+
 _MAX_GRID = 16
 
 
@@ -745,7 +757,8 @@ class ReasoningGymEnv(EpisodeGuard, gym.Env[str, str]):
       probability to a relative 1e-3 (``0`` scored 1 on most items); time_intervals gives no
       partial credit (``00:00:00`` earned 0.6-0.94); the reference's form with every digit 0 (an
       all-dead board earned 0.94-0.99 on game_of_life) and a grid puzzle's clues with every blank
-      one value (0.45-0.68 on sudoku, mini_sudoku, futoshiki) join the partial-credit floor.
+      one value (0.45-0.68 on sudoku, mini_sudoku, futoshiki) and the question's numbers (``833``
+      earned 0.5 for the factorization of 833) join the partial-credit floor.
       Correct answers score as before.
     """
 

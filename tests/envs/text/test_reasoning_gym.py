@@ -271,6 +271,20 @@ def test_the_clues_copied_with_one_filler_earn_nothing_and_a_near_solution_keeps
     env.close()
 
 
+def test_a_number_of_the_question_echoed_earns_nothing():
+    env = gym.make("verigym/RG-PrimeFactorization-v0")
+    for seed in range(4):
+        env.reset(seed=seed)
+        number = re.search(r"factorization of (\d+)", env.unwrapped.question).group(1)
+        if number == env.unwrapped._entry["answer"]:
+            continue  # a prime: the number is its factorization
+        _, reward, *_ = env.step(f"<answer>{number}</answer>")
+        assert reward == 0.0, seed  # its product is right: reasoning-gym paid 0.5
+        env.reset(seed=seed)
+        assert env.step(env.unwrapped.oracle_action())[1] == 1.0
+    env.close()
+
+
 def test_coin_flip_accepts_the_probability_in_any_exact_form():
     env = gym.make("verigym/RG-CoinFlip-v0")
     env.reset(seed=2)
