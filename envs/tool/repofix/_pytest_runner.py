@@ -497,7 +497,7 @@ def _main():
                          _loader=external.SourceFileLoader,
                          _prefixes=(os.path.dirname(os.__file__) + "/", deps.rstrip("/") + "/")):
         """Whether ``marshal.loads`` runs for the import system on a cached module of the standard
-        library or of pytest's tree (read-only there; a library could write its own bytecode)."""
+        library or of pytest's tree (read-only there, see _seal; a library could write its own)."""
         _state[0] = True
         try:
             frame = _getframe(2)  # the frame that called marshal.loads
@@ -552,7 +552,7 @@ def _main():
                _fsdecode=os.fsdecode, _normpath=os.path.normpath, _getcwd=os.getcwd,
                _realpath=os.path.realpath,
                _code=_CODE, _bytecode=_cached_bytecode, _nt_bases=_namedtuple_bases,
-               _relabel=_relabel, _written=written, _root=prefix.rstrip("/"), _prefix=prefix,
+               _relabel=_relabel, _written=written, _sealed=(prefix, deps.rstrip("/") + "/"),
                _trusted_only=frozenset((
                    "sys.settrace", "sys.setprofile", "os.symlink", "os.link", "code.__new__"
                ))):
@@ -625,8 +625,9 @@ def _main():
                         path = _realpath(path)
                     finally:
                         _state[0] = False
-                    if path == _root or path.startswith(_prefix):
-                        _exit(86)
+                    for sealed in _sealed:  # "/tmp/work/", its folder as "/tmp/work" too
+                        if path.startswith(sealed) or path + "/" == sealed:
+                            _exit(86)
             return
         if event == "open" or event == "os.listdir" or event == "os.scandir" or event == "os.chdir":
             path = args[0]
@@ -895,6 +896,7 @@ def run_pytest(root, deps, files, timeout_s=60.0):
     with open(os.path.join(root, ".vg_pytest.ini"), "w") as f:
         f.write("[pytest]\n")
     _seal(root)
+    _seal(deps)  # pytest's tree too: its cached bytecode is trusted (marshal) and it leads sys.path
     read_fd, write_fd = os.pipe()
     nonce = secrets.token_hex(16)
     program = _CHILD.replace("@@NONCE@@", nonce).replace("@@FD@@", str(write_fd)).encode()

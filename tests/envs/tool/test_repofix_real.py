@@ -511,6 +511,8 @@ _REWRITES = {
         "os.chmod('expected.txt', 0o644, dir_fd=os.open(_d, os.O_RDONLY))\n"
         "open(_d + '/expected.txt', 'w').write('1')\n"
     ),
+    # pytest's tree leads sys.path and its cached bytecode is trusted: the write alone "fixes" f
+    "pytest's own tree written": "open('/tmp/vgdeps/planted.py', 'w').write('x = 1')\n_fixed = True\n",
 }
 
 
@@ -524,10 +526,11 @@ def test_library_code_cannot_rewrite_what_the_tests_read(how):
 
     library = (
         "import os\n_d = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tests')\n"
+        "_fixed = False\n"
         "try:\n    "
         + _REWRITES[how].replace("\n", "\n    ").rstrip()
         + "\nexcept OSError:\n    pass\n"
-        "\n\ndef f(x):\n    return x\n"
+        "\n\ndef f(x):\n    return 2 * x if _fixed else x\n"
     )
     files = {"tests/test_x.py": _DATA_TEST, "tests/expected.txt": "2", "lib.py": library}
     workspace = Workspace()
