@@ -24,6 +24,7 @@ import pytest
 import verigym  # noqa: F401
 import verigym.remote
 import verigym.serve
+from tests.serve import run_coroutine
 from verigym.core import UnicodeText
 from verigym.remote import RemoteEnvError
 from verigym.serve.wire import WireError, decode, encode, frame_budget
@@ -122,13 +123,13 @@ def test_twenty_four_concurrent_tiny_frames_cost_the_server_little():
                 await ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
                 await ws.recv()
 
-        asyncio.run(warm())  # the env's imports are not what is measured
+        run_coroutine(warm())  # the env's imports are not what is measured
         rss, _ = _rss_peak_kib(process.pid)
 
         async def all_of_them() -> list[list[dict]]:
             return await asyncio.gather(*(one() for _ in range(24)))
 
-        results = asyncio.run(all_of_them())
+        results = run_coroutine(all_of_them())
         _, peak = _rss_peak_kib(process.pid)
         for replies in results:
             for reply in replies:

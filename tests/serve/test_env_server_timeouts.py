@@ -18,6 +18,7 @@ import pytest
 import verigym  # noqa: F401
 import verigym.remote
 import verigym.serve
+from tests.serve import run_coroutine
 from verigym.core import UnicodeText
 from verigym.remote import RemoteEnvError
 
@@ -115,7 +116,6 @@ def test_handoff_gives_the_result_to_exactly_one_of_caller_and_late_handler():
 def test_a_result_that_arrives_after_the_sessions_task_was_cancelled_goes_to_the_late_handler():
     """Server shutdown cancels a session's task mid-``make``: the env built afterwards is closed."""
     import asyncio
-    import concurrent.futures
     from types import SimpleNamespace
 
     from verigym.serve.session import Session
@@ -144,8 +144,5 @@ def test_a_result_that_arrives_after_the_sessions_task_was_cancelled_goes_to_the
         pool.shutdown()
         worker._thread.join(10)  # the thread finished build: it handed "env" to the late handler
 
-    # in a thread of its own: a test before it in this process may have left an event loop running
-    # in the main thread (Playwright's sync API does), where asyncio.run refuses to start
-    with concurrent.futures.ThreadPoolExecutor(1) as runner:
-        runner.submit(asyncio.run, scenario()).result()
+    run_coroutine(scenario())
     assert late == ["env"]

@@ -12,6 +12,7 @@ import threading
 
 import pytest
 
+from tests.serve import run_coroutine
 from verigym.serve.model.batcher import Batcher, ClientGone, Job, Sampling
 
 
@@ -96,7 +97,7 @@ def test_abandoned_requests_log_no_error(held, caplog):
         await asyncio.sleep(0)
 
     with caplog.at_level(logging.DEBUG):
-        asyncio.run(scenario())
+        run_coroutine(scenario())
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert not errors, [r.getMessage() for r in errors]
 
@@ -106,7 +107,7 @@ def test_a_failed_generation_is_the_requests_error_and_logs_once(caplog):
     try:
         with caplog.at_level(logging.DEBUG):
             with pytest.raises(RuntimeError, match="generation failed: boom"):
-                asyncio.run(batcher.run([_job(), _job()], asyncio.Event(), 30))
+                run_coroutine(batcher.run([_job(), _job()], asyncio.Event(), 30))
             gc.collect()
     finally:
         batcher.stop()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from tests.serve import run_coroutine
 from verigym.serve.model.batcher import Batcher, Job, Sampling
 
 
@@ -50,7 +51,7 @@ def test_a_short_request_joins_a_long_running_batch_and_leaves_first(tiny_model_
             await asyncio.gather(long_task, return_exceptions=True)
             return short[0][0]
 
-        short = asyncio.run(scenario())
+        short = run_coroutine(scenario())
     finally:
         batcher.stop()
     assert short.token_ids == alone.token_ids and short.text == alone.text
