@@ -7,7 +7,10 @@ JSON with a few tagged objects for what JSON cannot say, so that ``decode(encode
 ==========================  ===================================================================
 value                       JSON
 ==========================  ===================================================================
-``str``/``int``/``float``   itself (``NaN``/``Infinity`` as Python's ``json`` writes them)
+``str``/``int``/``float``   itself (``NaN``/``Infinity`` as Python's ``json`` writes them); an
+                            ``int`` with more digits than Python will write
+                            (``sys.get_int_max_str_digits()``) is ``{"__repr__": "<an integer
+                            of N bits>"}``, so a client's malformed action reaches the env
 ``bool``/``None``           itself
 ``list``                    a JSON array
 ``dict`` with ``str`` keys  a JSON object (a key starting with ``"__"`` is escaped)
@@ -92,6 +95,8 @@ def encode(value: Any) -> Any:
         Objects made of ``dict``/``list``/``str``/``int``/``float``/``bool``/``None`` only.
     """
     kind = type(value)
+    if kind is int and value.bit_length() > _SHORT_INT_BITS:
+        return _encode_long_int(value)
     if kind is str or kind is int or kind is float or kind is bool or value is None:
         return value
     if kind is dict:
@@ -124,6 +129,21 @@ def encode(value: Any) -> Any:
         if isinstance(value, base):
             return base(value)
     return {"__repr__": repr(value)}
+
+
+_SHORT_INT_BITS = 4096
+"""Integers of at most this many bits (1,234 digits) are written without a check."""
+
+
+def _encode_long_int(value: int) -> int | dict[str, str]:
+    """``value`` itself if ``json`` can write it, else a ``__repr__`` naming its size: past
+    ``sys.get_int_max_str_digits()`` digits ``json.dumps`` raises ``ValueError``, which would end
+    the sender's step instead of letting the env judge the action."""
+    try:
+        int.__repr__(value)
+    except ValueError:
+        return {"__repr__": f"<an integer of {value.bit_length()} bits>"}
+    return value
 
 
 def _encode_array(array: np.ndarray) -> dict[str, Any]:
