@@ -19,6 +19,7 @@ import pytest
 
 import verigym.serve
 import verigym.serve.app as serve_app
+from tests.serve import post_json
 from verigym.core import UnicodeText
 
 websockets_sync = pytest.importorskip("websockets.sync.client")
@@ -52,26 +53,17 @@ if HELD not in gym.registry:
     gym.register(HELD, entry_point=_HeldMake)
 
 
-def _post(url: str, body: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(url, data=json.dumps(body).encode())
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
-
-
 def test_http_envs_count_against_max_sessions():
     BUILDING.clear()
     RELEASE.clear()
     with verigym.serve.start(HELD, max_sessions=1) as server:
         server.app.state.server.families[HELD] = "text"  # in process, as a text env
         first: list = []
-        thread = threading.Thread(target=lambda: first.append(_post(server.url + "/reset", {})))
+        thread = threading.Thread(target=lambda: first.append(post_json(server.url + "/reset", {})))
         thread.start()
         try:
             assert BUILDING.wait(30), "the first /reset never started building its env"
-            code, body = _post(server.url + "/reset", {"seed": 1})
+            code, body = post_json(server.url + "/reset", {"seed": 1})
             assert code == 503 and body["code"] == "CAPACITY_REACHED", body
             with urllib.request.urlopen(server.url + "/health", timeout=30) as response:
                 assert json.loads(response.read())["status"] == "healthy"
@@ -83,7 +75,7 @@ def test_http_envs_count_against_max_sessions():
             RELEASE.set()
             thread.join(60)
         assert first and first[0][0] == 200, first
-        code, body = _post(server.url + "/reset", {"seed": 2})
+        code, body = post_json(server.url + "/reset", {"seed": 2})
         assert code == 200, body
 
 

@@ -13,6 +13,7 @@ import pytest
 
 import verigym  # noqa: F401
 import verigym.agents
+from tests.serve import post_json
 from tests.serve.model_servers import built, running
 from verigym.agents.llm.agent import ChatHistory
 from verigym.agents.llm.openai_agent import ChatCompletionError, OpenAIAgent, chat_completion
@@ -154,15 +155,7 @@ def test_dtype_option_loads_bfloat16_weights_and_answers(tiny_model_dir):
 # -- request bounds (issue 28 §4) ---------------------------------------------------------------------
 def _post(base_url, path, payload, raw=None):
     """(HTTP status, JSON body) of a POST; ``raw`` sends that body text instead of ``payload``."""
-    data = (raw if raw is not None else json.dumps(payload)).encode()
-    request = urllib.request.Request(
-        base_url + path, data=data, headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    return post_json(base_url + path, raw.encode() if raw is not None else payload)
 
 
 @pytest.fixture(scope="module")

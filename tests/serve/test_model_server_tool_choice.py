@@ -12,6 +12,7 @@ import urllib.request
 import pytest
 
 from tests.scripted_decoder import ScriptedDecoder
+from tests.serve import post_json
 from tests.serve.model_servers import running
 from verigym.agents.llm.policy import TransformersPolicy
 from verigym.serve.model.server import make_server
@@ -56,16 +57,7 @@ def policy(served):
 
 
 def _post(base_url, path, payload, headers=None):
-    request = urllib.request.Request(
-        base_url + path,
-        data=json.dumps(payload).encode(),
-        headers={"Content-Type": "application/json", **(headers or {})},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"{}")
+    return post_json(base_url + path, payload, headers)
 
 
 def test_named_function_forces_a_call_of_it_from_the_real_model(served, policy):

@@ -3,12 +3,9 @@ not the server's (500 with a logged traceback, from the tokenizer)."""
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
-
 import pytest
 
+from tests.serve import post_json
 from tests.serve.model_servers import built, running
 
 LONE = [
@@ -25,15 +22,6 @@ LONE = [
 ]
 
 
-def _post(url: str, body: bytes) -> tuple[int, dict]:
-    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
-
-
 @pytest.fixture(scope="module")
 def server(tiny_model_dir):
     with running(built(tiny_model_dir, "--model-name", "tiny")) as httpd:
@@ -42,7 +30,7 @@ def server(tiny_model_dir):
 
 @pytest.mark.parametrize("path, body", LONE)
 def test_a_lone_surrogate_is_a_400(server, path, body):
-    code, answer = _post(server.base_url + path, body)
+    code, answer = post_json(server.base_url + path, body)
     assert code == 400 and "lone surrogate" in answer["error"]["message"], answer
 
 
@@ -50,5 +38,5 @@ def test_a_surrogate_pair_and_an_escaped_backslash_are_text(server):
     body = (
         b'{"messages": [{"role": "user", "content": "\\ud83d\\ude00 \\\\ud800"}], "max_tokens": 2}'
     )
-    code, answer = _post(server.base_url + "/chat/completions", body)
+    code, answer = post_json(server.base_url + "/chat/completions", body)
     assert code == 200, answer
