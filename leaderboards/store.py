@@ -77,6 +77,21 @@ MAX_ERROR_CHARS = 16 * 1024
 arena cut theirs to 2,000 and 1,000 characters."""
 MAX_TRAJECTORY_BYTES = 64 << 20
 """A stored (compressed) trajectory larger than this is not read."""
+MAX_FRAMES = 4096
+"""An episode with more stored frames than this has none read (counted in SQL, before any is loaded)."""
+MAX_FRAME_BYTES = 4 << 20
+"""A stored PNG frame larger than this (compressed) is not read; nor are its episode's other frames."""
+MAX_FRAMES_BYTES = MAX_TRAJECTORY_BYTES
+"""An episode's stored frames together larger than this are not read."""
+MAX_FRAME_PIXEL_BYTES = 16 << 20
+"""A frame whose PNG header (IHDR) declares more decoded bytes than this (width x height x bytes a
+pixel) is not read: a few hundred bytes of PNG may declare gigapixels, which the viewer's page would
+hand a browser to decode (as ``trajectories.MAX_DECODED_ARRAY_BYTES`` bounds a stored array)."""
+MAX_FRAMES_PIXEL_BYTES = 1 << 30
+"""An episode's frames may declare at most this many decoded bytes together."""
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
+"""Channels a pixel has, by PNG colour type (grey, RGB, palette, grey + alpha, RGBA)."""
 MAX_ABS_RETURN = 1e9
 """An ``episode_return`` (or a match payoff) beyond ``±MAX_ABS_RETURN`` is refused: no verigym env sums
 rewards anywhere near it, so such a value is damage or a forgery, never a result."""
@@ -229,6 +244,26 @@ def safe_text(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text
+
+
+def _png_decoded_bytes(png: bytes, step: int) -> int:
+    """The bytes a stored frame declares it decodes to, read from its PNG header alone (ValueError
+    unless it is a PNG whose header declares at most :data:`MAX_FRAME_PIXEL_BYTES`)."""
+    if len(png) < 33 or png[:8] != _PNG_SIGNATURE or png[12:16] != b"IHDR":
+        raise ValueError(f"the stored frame at step {step} is not a PNG")
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    depth, colour = png[24], png[25]
+    if colour not in _PNG_CHANNELS or depth not in (1, 2, 4, 8, 16):
+        raise ValueError(
+            f"the stored frame at step {step} has PNG colour type {colour}, depth {depth}"
+        )
+    size = width * height * _PNG_CHANNELS[colour] * max(depth, 8) // 8
+    if size > MAX_FRAME_PIXEL_BYTES:
+        raise ValueError(
+            f"the stored frame at step {step} declares {width}x{height} pixels, {size} bytes decoded"
+            f" (at most {MAX_FRAME_PIXEL_BYTES})"
+        )
+    return size
 
 
 def canonical_kwargs(kwargs: Any) -> str:
@@ -767,16 +802,47 @@ class ResultsStore:
         )
 
     def frames(self, row: EpisodeRow) -> list[tuple[int, bytes]]:
-        """The recorded frames of a row: ``(step, PNG bytes)`` in step order (none when the table is missing)."""
+        """The recorded frames of a row: ``(step, PNG bytes)`` in step order (none when the table is missing).
+
+        Raises:
+            ValueError: the stored frames are more than :data:`MAX_FRAMES`, one is not a blob of at
+                most :data:`MAX_FRAME_BYTES` with an integer step, they are over
+                :data:`MAX_FRAMES_BYTES` together (all counted in SQL, nothing loaded), or one is
+                not a PNG whose header declares at most :data:`MAX_FRAME_PIXEL_BYTES` decoded
+                (:data:`MAX_FRAMES_PIXEL_BYTES` together; checked before any is decoded).
+        """
         if "frames" in self.missing_tables:
             return []
-        return [
-            (int(step), bytes(png))
-            for step, png in self._db.execute(
-                "SELECT step, png FROM frames WHERE agent_spec = ? AND config_hash = ? AND env_id = ? AND seed = ? ORDER BY step",
-                (row.agent_spec, row.config_hash, row.env_id, row.seed),
+        where = "agent_spec = ? AND config_hash = ? AND env_id = ? AND seed = ?"
+        key = (row.agent_spec, row.config_hash, row.env_id, row.seed)
+        count, odd, largest, total = self._db.execute(
+            "SELECT count(*), total(typeof(png) != 'blob' OR typeof(step) != 'integer'), "
+            f"max(length(png)), total(length(png)) FROM frames WHERE {where}",
+            key,
+        ).fetchone()
+        if (
+            count > MAX_FRAMES
+            or odd
+            or (largest or 0) > MAX_FRAME_BYTES
+            or total > MAX_FRAMES_BYTES
+        ):
+            raise ValueError(
+                f"the stored frames are {count}, the largest {largest} bytes, {int(total)} together"
+                f"{', not all PNG blobs at integer steps' if odd else ''} (at most {MAX_FRAMES} blobs"
+                f" of at most {MAX_FRAME_BYTES} bytes, {MAX_FRAMES_BYTES} together, are read)"
             )
-        ]
+        frames, declared = [], 0
+        for step, png in self._db.execute(
+            f"SELECT step, png FROM frames WHERE {where} ORDER BY step", key
+        ):
+            png = bytes(png)
+            declared += _png_decoded_bytes(png, step)
+            if declared > MAX_FRAMES_PIXEL_BYTES:
+                raise ValueError(
+                    f"the stored frames declare more than {MAX_FRAMES_PIXEL_BYTES} decoded bytes together"
+                )
+            frames.append((int(step), png))
+        return frames
 
     def add_match(self, row: MatchRow) -> bool:
         """Write one match in its own transaction; False if it was already recorded. Its

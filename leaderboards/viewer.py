@@ -249,7 +249,11 @@ def _changes(doc: dict[str, Any]) -> str:
 
 
 def _episode_page(
-    row: Any, doc: dict[str, Any] | None, frames: list[tuple[int, bytes]], refused: str = ""
+    row: Any,
+    doc: dict[str, Any] | None,
+    frames: list[tuple[int, bytes]],
+    refused: str = "",
+    frames_refused: str = "",
 ) -> str:
     title = f"{row.env_id} seed {row.seed} — {row.agent_spec}"
     heading = f"{row.env_id} seed {row.seed} — {agent_label(row.agent_spec)}"
@@ -270,7 +274,11 @@ def _episode_page(
         parts.append("<p>No trajectory was recorded for this episode.</p>")
         return _page(title, "".join(parts))
     parts.append(_changes(doc))
-    if frames:
+    if frames_refused:
+        parts.append(
+            f'<h2>Frames</h2><p id="filmstrip" class="fail">The stored frames are not shown: {html.escape(frames_refused)}</p>'
+        )
+    elif frames:
         figures = "".join(
             f'<figure><img alt="step {step}" src="data:image/png;base64,{base64.b64encode(png).decode()}"><figcaption>step {step}</figcaption></figure>'
             for step, png in frames
@@ -361,9 +369,14 @@ def write_viewer(
         except UnboundTrajectory as exc:
             doc, refused = None, str(exc)
         name = episode_filename(row)
+        frames, frames_refused = [], ""
+        if doc is not None:
+            try:
+                frames = store.frames(row)
+            except ValueError as exc:  # the trajectory is still shown; the frames are not
+                frames_refused = safe_text(str(exc))[:500]
         try:
-            frames = store.frames(row) if doc is not None else []
-            page = _episode_page(row, doc, frames, refused)
+            page = _episode_page(row, doc, frames, refused, frames_refused)
         except _UNREADABLE as exc:  # one episode's bad trajectory never stops the others' pages
             why = (
                 f"its trajectory cannot be shown: {type(exc).__name__}: {safe_text(str(exc))[:500]}"

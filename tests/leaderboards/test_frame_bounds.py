@@ -1,0 +1,99 @@
+"""Stored frames are read within bounds: a stored frame set is untrusted like a trajectory.
+
+A few dozen bytes of PNG may declare gigapixels in its header, and a store may hold any number of
+frame rows of any size; ``ResultsStore.frames`` counts and measures them in SQL and reads each PNG
+header before anything is loaded or handed to a browser, and the viewer shows a refused frame set
+as not shown, the rest of the episode's page and every other page still written.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+
+import numpy as np
+import pytest
+
+from tests.leaderboards.rows import episode_row
+from verigym.cli import main
+from verigym.leaderboards.store import MAX_FRAME_PIXEL_BYTES, MAX_FRAMES, ResultsStore
+from verigym.leaderboards.suite import EVAL_SEED_START
+from verigym.leaderboards.trajectories import _png
+from verigym.leaderboards.viewer import episode_filename
+
+SEED = EVAL_SEED_START
+DOC = {
+    "format": 1,
+    "env_id": "verigym/GuessNumber-v0",
+    "env_kwargs": {},
+    "seed": SEED,
+    "text_view": False,
+    "instructions": "go",
+    "reset": {"observation": "start", "digest": "0", "info": {}},
+    "steps": [
+        {
+            "action": 5,
+            "observation": "x",
+            "digest": "0",
+            "reward": 0.0,
+            "terminated": True,
+            "truncated": False,
+            "info": {},
+        }
+    ],
+    "messages": [],
+}
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def _png_declaring(width: int, height: int) -> bytes:
+    """A PNG whose header declares ``width`` x ``height`` RGBA pixels (its data: one empty row)."""
+    header = _chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + header
+        + _chunk(b"IDAT", zlib.compress(b"\0", 9))
+        + _chunk(b"IEND", b"")
+    )
+
+
+HONEST = _png(np.zeros((4, 4, 3), np.uint8))
+BAD_FRAMES = {
+    "a gigapixel header": [(0, _png_declaring(1 << 16, 1 << 16))],
+    "too many frames": [(step, HONEST) for step in range(MAX_FRAMES + 1)],
+    "not a PNG": [(0, b"GIF89a" + bytes(40))],
+}
+
+
+def _store(tmp_path, frames_by_seed: list) -> ResultsStore:
+    with ResultsStore(tmp_path) as store:
+        for index, frames in enumerate(frames_by_seed):
+            row = episode_row(seed=SEED + index, score=0.0, success=False, length=1)
+            doc = zlib.compress(json.dumps({**DOC, "seed": SEED + index}).encode())
+            store.add(row, doc, frames)
+    return tmp_path
+
+
+@pytest.mark.parametrize("name", BAD_FRAMES)
+def test_a_stored_frame_set_past_the_bounds_is_not_shown_and_stops_no_other_page(
+    tmp_path, capsys, name
+):
+    bomb = BAD_FRAMES["a gigapixel header"][0][1]
+    assert len(bomb) < 128 and (1 << 32) > MAX_FRAME_PIXEL_BYTES, "a tiny blob declaring 16 GiB"
+    out = _store(tmp_path, [BAD_FRAMES[name], [(0, HONEST), (1, HONEST)]])
+    with ResultsStore(out, create=False) as store:
+        with pytest.raises(ValueError, match="frame"):
+            store.frames(episode_row(seed=SEED))
+        assert store.frames(episode_row(seed=SEED + 1)) == [(0, HONEST), (1, HONEST)]
+    code = main(["leaderboard", "--out", str(out)])
+    assert code == 0, capsys.readouterr()
+    bad = (out / "episodes" / episode_filename(episode_row(seed=SEED))).read_text()
+    assert "frames are not shown" in bad and "<img" not in bad
+    assert 'id="transcript"' in bad or "step 1" in bad, "the trajectory itself is still shown"
+    assert bad.count("data:image/png") == 0 and len(bad) < 64 << 10
+    good = (out / "episodes" / episode_filename(episode_row(seed=SEED + 1))).read_text()
+    assert good.count("data:image/png") == 2 and "not shown" not in good
