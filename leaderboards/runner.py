@@ -139,7 +139,9 @@ def evaluate(
         episodes: override every task's episode count (keeps the seeds' start).
         progress: show a progress bar.
         record_frames: also store a rendered frame (PNG) every this many steps, with the first and
-            the last (0: none). Every episode's trajectory is stored in any case.
+            the last (0: none), within the store's frame bounds (``store.MAX_FRAMES`` and its
+            byte caps: past them frames are dropped, the last kept). Every episode's trajectory is
+            stored in any case.
         time_limit_scale: multiplies every task's ``time_limit_s`` (> 0), for an agent slower
             than the suite's limits assume (an LLM served on a CPU, many episodes sharing one
             model server). Only which episodes time out can change: an episode that finishes is

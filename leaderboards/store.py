@@ -246,7 +246,7 @@ def safe_text(text: str) -> str:
     return text
 
 
-def _png_decoded_bytes(png: bytes, step: int) -> int:
+def png_decoded_bytes(png: bytes, step: int) -> int:
     """The bytes a stored frame declares it decodes to, read from its PNG header alone (ValueError
     unless it is a PNG whose header declares at most :data:`MAX_FRAME_PIXEL_BYTES`)."""
     if len(png) < 33 or png[:8] != _PNG_SIGNATURE or png[12:16] != b"IHDR":
@@ -836,7 +836,7 @@ class ResultsStore:
             f"SELECT step, png FROM frames WHERE {where} ORDER BY step", key
         ):
             png = bytes(png)
-            declared += _png_decoded_bytes(png, step)
+            declared += png_decoded_bytes(png, step)
             if declared > MAX_FRAMES_PIXEL_BYTES:
                 raise ValueError(
                     f"the stored frames declare more than {MAX_FRAMES_PIXEL_BYTES} decoded bytes together"

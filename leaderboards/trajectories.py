@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from verigym.leaderboards import store as _store
 from verigym.leaderboards.store import canonical_kwargs, safe_text, trajectory_digest
 
 __all__ = [
@@ -478,6 +479,7 @@ class Recorder:
             "steps": [],
         }
         self.frames: list[tuple[int, bytes]] = []
+        self._frame_bytes = (0, 0)  # the frames' PNG bytes and declared decoded bytes
 
     def _observation(self, observation: Any) -> dict[str, Any]:
         entry = {
@@ -499,8 +501,30 @@ class Recorder:
         except Exception as exc:  # noqa: BLE001 - a frame is optional; the episode goes on
             logger.debug("no frame at step %d: %s", step, exc)
             return
-        if png is not None:
+        if png is not None and self._fits(png, last):
             self.frames.append((step, png))
+
+    def _fits(self, png: bytes, last: bool) -> bool:
+        """Whether ``png`` may join :attr:`frames` within what the store reads back
+        (``store.MAX_FRAMES``, ``MAX_FRAME_BYTES``, ``MAX_FRAME_PIXEL_BYTES`` and their totals):
+        a frame past a bound is dropped here, so an honest filmstrip is never refused whole on
+        read. One place is kept for the last frame."""
+        try:
+            pixel_bytes = _store.png_decoded_bytes(png, len(self.frames))
+        except ValueError:
+            return False
+        fits = (
+            len(self.frames) + (1 if last else 2) <= _store.MAX_FRAMES
+            and len(png) <= _store.MAX_FRAME_BYTES
+            and self._frame_bytes[0] + len(png) <= _store.MAX_FRAMES_BYTES
+            and self._frame_bytes[1] + pixel_bytes <= _store.MAX_FRAMES_PIXEL_BYTES
+        )
+        if fits:
+            self._frame_bytes = (
+                self._frame_bytes[0] + len(png),
+                self._frame_bytes[1] + pixel_bytes,
+            )
+        return fits
 
     def reset(self, observation: Any, info: Mapping[str, Any] | None) -> None:
         """Record the reset observation and info (``info["instructions"]`` goes to the header)."""

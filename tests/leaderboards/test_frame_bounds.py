@@ -97,3 +97,51 @@ def test_a_stored_frame_set_past_the_bounds_is_not_shown_and_stops_no_other_page
     assert bad.count("data:image/png") == 0 and len(bad) < 64 << 10
     good = (out / "episodes" / episode_filename(episode_row(seed=SEED + 1))).read_text()
     assert good.count("data:image/png") == 2 and "not shown" not in good
+
+
+class _Painter:
+    """Just enough env for a Recorder: ``render()`` paints a 4x4 RGB frame."""
+
+    def render(self):
+        return np.zeros((4, 4, 3), np.uint8)
+
+
+def test_the_recorder_keeps_within_the_bounds_so_an_honest_filmstrip_is_read(tmp_path, monkeypatch):
+    """An honest long episode recorded every step keeps the first frames and the last, within
+    ``MAX_FRAMES``, instead of writing more than ``ResultsStore.frames`` will read back."""
+    from verigym.leaderboards import store as store_module
+    from verigym.leaderboards.trajectories import Recorder
+
+    monkeypatch.setattr(store_module, "MAX_FRAMES", 6)
+    recorder = Recorder(
+        _Painter(),
+        None,
+        env_id=DOC["env_id"],
+        env_kwargs={},
+        seed=SEED,
+        text_view=False,
+        frames_every=1,
+    )
+    recorder.reset("start", {})
+    for step in range(1, 21):
+        recorder.step(5, "x", 0.0, step == 20, False, {})
+    _, frames = recorder.finish()
+    assert [step for step, _ in frames] == [0, 1, 2, 3, 4, 20]
+    with ResultsStore(tmp_path) as store:
+        row = episode_row(seed=SEED, score=0.0, success=False, length=20)
+        store.add(row, zlib.compress(json.dumps(DOC).encode()), frames)
+        assert [step for step, _ in store.frames(row)] == [0, 1, 2, 3, 4, 20]
+
+    monkeypatch.setattr(store_module, "MAX_FRAME_PIXEL_BYTES", 47)  # a 4x4 RGB frame is 48
+    recorder = Recorder(
+        _Painter(),
+        None,
+        env_id=DOC["env_id"],
+        env_kwargs={},
+        seed=SEED,
+        text_view=False,
+        frames_every=1,
+    )
+    recorder.reset("start", {})
+    recorder.step(5, "x", 0.0, True, False, {})
+    assert recorder.finish()[1] == []
