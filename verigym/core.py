@@ -275,6 +275,45 @@ def action_error_info(message: str, info: dict[str, Any] | None = None) -> dict[
     return info
 
 
+class InvalidActionLimit:
+    """Counts a wrapper's consecutive malformed actions and ends the episode at a limit.
+
+    A wrapper that refuses a malformed action without stepping its env (``LanguageWrapper``,
+    ``CandidateActionWrapper``, ``ScreenshotClickWrapper``) would otherwise let an agent that
+    sends only malformed actions keep an episode going for ever: the env's own step limit never
+    counts them. :meth:`refuse` gives the refusal's ``info`` (``info["action_error"]``) and, at the
+    ``limit``-th malformed action in a row, truncates with ``info["success"]=False`` and
+    ``info["score"]=0.0``.
+
+    Args:
+        limit: consecutive malformed actions that end the episode; ``None`` never.
+
+    Raises:
+        ValueError: ``limit`` is not ``None`` and < 1.
+    """
+
+    def __init__(self, limit: int | None):
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
+            raise ValueError(f"max_invalid_actions must be an int >= 1 or None, got {limit!r}")
+        self.limit = limit
+        self.streak = 0
+
+    def reset(self) -> None:
+        """Start counting again (a reset or a well-formed action)."""
+        self.streak = 0
+
+    def refuse(self, message: str) -> tuple[dict[str, Any], bool]:
+        """Count one malformed action: ``(info with "action_error", truncated)``."""
+        self.streak += 1
+        info = action_error_info(message)
+        truncated = self.limit is not None and self.streak >= self.limit
+        if truncated:
+            episode_end(info, success=False, score=0.0)
+        return info, truncated
+
+
 def _describe(value: Any, limit: int = 80) -> str:
     try:
         text = repr(value)

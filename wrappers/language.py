@@ -12,10 +12,9 @@ from gymnasium.utils import RecordConstructorArgs
 from verigym.core import (
     ActionParseError,
     EpisodeGuard,
+    InvalidActionLimit,
     TextInterface,
     UnicodeText,
-    action_error_info,
-    episode_end,
 )
 from verigym.textview import (
     describe_action_space,
@@ -71,8 +70,6 @@ class LanguageWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         max_action_length: int = 8192,
         precision: int = 4,
     ):
-        if max_invalid_actions is not None and max_invalid_actions < 1:
-            raise ValueError(f"max_invalid_actions must be >= 1 or None, got {max_invalid_actions}")
         if max_action_length < 1:
             raise ValueError(f"max_action_length must be >= 1, got {max_action_length}")
         RecordConstructorArgs.__init__(
@@ -85,6 +82,7 @@ class LanguageWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         gym.Wrapper.__init__(self, env)
         self.invalid_action_reward = float(invalid_action_reward)
         self.max_invalid_actions = max_invalid_actions
+        self._invalid = InvalidActionLimit(max_invalid_actions)
         self.precision = precision
         inner = env.unwrapped
         self._native_text = isinstance(env.observation_space, spaces.Text) and isinstance(
@@ -98,7 +96,6 @@ class LanguageWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
             env.action_space if self._native_text else UnicodeText(max_action_length)
         )
         self._last_text = ""
-        self._invalid_streak = 0
 
     # -- the text view -------------------------------------------------------------------------
     def instructions(self) -> str:
@@ -201,7 +198,7 @@ class LanguageWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
         observation, info = self.env.reset(seed=seed, options=options)
-        self._invalid_streak = 0
+        self._invalid.reset()
         self._last_text = self.observation_text(observation)
         info = dict(info)
         info["instructions"] = self.instructions()
@@ -213,16 +210,9 @@ class LanguageWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         try:
             inner_action = self.parse_action(action)
         except ActionParseError as exc:
-            self._invalid_streak += 1
-            info = action_error_info(str(exc))
-            truncated = (
-                self.max_invalid_actions is not None
-                and self._invalid_streak >= self.max_invalid_actions
-            )
-            if truncated:
-                episode_end(info, success=False, score=0.0)
+            info, truncated = self._invalid.refuse(str(exc))
             return self._last_text, self.invalid_action_reward, False, truncated, info
-        self._invalid_streak = 0
+        self._invalid.reset()
         observation, reward, terminated, truncated, info = self.env.step(inner_action)
         self._last_text = self.observation_text(observation)
         return self._last_text, reward, terminated, truncated, info

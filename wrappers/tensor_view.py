@@ -33,7 +33,7 @@ from verigym.core import (
     CANDIDATE_MASK,
     ActionParseError,
     EpisodeGuard,
-    action_error_info,
+    InvalidActionLimit,
     coerce_action,
 )
 
@@ -57,7 +57,10 @@ class CandidateActionWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
     with neither has every candidate legal. Hangman's tried letters, for instance, are masked out.
 
     An index with no candidate (or out of range) does not step the env: reward
-    ``invalid_action_reward``, ``info["action_error"]``, same observation. An index whose candidate
+    ``invalid_action_reward``, ``info["action_error"]``, same observation; the
+    ``max_invalid_actions``-th such index in a row truncates the episode with
+    ``info["success"]=False`` and ``info["score"]=0.0`` (:class:`verigym.core.InvalidActionLimit`,
+    as ``LanguageWrapper`` does). An index whose candidate
     is listed but masked out is passed to the env, which applies its own penalty for an illegal
     move (so both views score the same move the same way).
 
@@ -70,9 +73,12 @@ class CandidateActionWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
             candidates ``env.unwrapped.action_candidates()`` lists on a probe ``reset`` (seed 0), for
             games with a fixed candidate list such as Wordle's 529 words or Hangman's 26 letters.
         invalid_action_reward: reward for choosing an index with no candidate.
+        max_invalid_actions: consecutive indices with no candidate that end the episode;
+            ``None`` never.
 
     Raises:
-        ValueError: ``max_candidates`` < 1, or ``None`` and the env lists no candidates.
+        ValueError: ``max_candidates`` < 1, ``max_invalid_actions`` < 1, or ``None`` and the env
+            lists no candidates.
     """
 
     def __init__(
@@ -81,7 +87,9 @@ class CandidateActionWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         *,
         max_candidates: int | None = None,
         invalid_action_reward: float = -1.0,
+        max_invalid_actions: int | None = 3,
     ):
+        invalid = InvalidActionLimit(max_invalid_actions)
         if max_candidates is None:
             max_candidates = self._candidate_count(env)
         if (
@@ -94,11 +102,16 @@ class CandidateActionWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
             )
         max_candidates = int(max_candidates)
         RecordConstructorArgs.__init__(
-            self, max_candidates=max_candidates, invalid_action_reward=invalid_action_reward
+            self,
+            max_candidates=max_candidates,
+            invalid_action_reward=invalid_action_reward,
+            max_invalid_actions=max_invalid_actions,
         )
         gym.Wrapper.__init__(self, env)
         self.max_candidates = max_candidates
         self.invalid_action_reward = float(invalid_action_reward)
+        self.max_invalid_actions = max_invalid_actions
+        self._invalid = invalid
         self.action_space = spaces.Discrete(max_candidates)
         self._candidates: list[str] = []
         self._legal = np.zeros(0, dtype=np.int8)
@@ -164,6 +177,7 @@ class CandidateActionWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         observation, info = self.env.reset(seed=seed, options=options)
+        self._invalid.reset()
         self._last_obs = observation
         return observation, self._update(info)
 
@@ -175,9 +189,10 @@ class CandidateActionWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
                     f"action {index} names no candidate; {len(self._candidates)} candidates are available"
                 )
         except ActionParseError as exc:
-            info = action_error_info(str(exc))
+            info, truncated = self._invalid.refuse(str(exc))
             info[ACTION_MASK] = self.action_mask()
-            return self._last_obs, self.invalid_action_reward, False, False, info
+            return self._last_obs, self.invalid_action_reward, False, truncated, info
+        self._invalid.reset()
         observation, reward, terminated, truncated, info = self.env.step(self._candidates[index])
         self._last_obs = observation
         return observation, reward, terminated, truncated, self._update(info)
@@ -253,7 +268,9 @@ class ScreenshotClickWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
       (the env's ``click_xy``) at the centre of cell ``(i // cols, i % cols)`` of a ``rows x cols``
       grid over the viewport. Every cell is always clickable (``info["action_mask"]`` all ones).
     An index outside the action space (NaN, negative, too large) does not touch the page: reward 0,
-    ``info["action_error"]``, same observation.
+    ``info["action_error"]``, same observation; the ``max_invalid_actions``-th in a row truncates
+    the episode with ``info["success"]=False`` and ``info["score"]=0.0``
+    (:class:`verigym.core.InvalidActionLimit`).
 
     * ``actions="elements"``: ``Discrete(max_elements)``; action ``i`` clicks the page's actionable
       element ``i`` (the env's ``click``, ids of the last observation's element list);
@@ -270,9 +287,12 @@ class ScreenshotClickWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         actions: ``"grid"`` or ``"elements"``.
         grid: ``(rows, cols)`` of the click grid, each in 1..64.
         size: ``(height, width)`` of the observation in pixels (each 8..1280), or ``None``.
+        max_invalid_actions: consecutive indices outside the action space that end the episode;
+            ``None`` never.
 
     Raises:
-        ValueError: bad ``actions``, ``grid`` or ``size``, or ``env`` has no screenshot observation.
+        ValueError: bad ``actions``, ``grid``, ``size`` or ``max_invalid_actions``, or ``env`` has
+            no screenshot observation.
     """
 
     def __init__(
@@ -282,7 +302,9 @@ class ScreenshotClickWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         actions: str = "grid",
         grid: tuple[int, int] = (8, 8),
         size: tuple[int, int] | None = (64, 64),
+        max_invalid_actions: int | None = 3,
     ):
+        invalid = InvalidActionLimit(max_invalid_actions)
         if actions not in ("grid", "elements"):
             raise ValueError(f"actions must be 'grid' or 'elements', got {actions!r}")
         rows, cols = (int(v) for v in grid)
@@ -302,8 +324,16 @@ class ScreenshotClickWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
             size = (int(size[0]), int(size[1]))
             if not (8 <= size[0] <= 1280 and 8 <= size[1] <= 1280):
                 raise ValueError(f"size must be (height, width) with each in 8..1280, got {size!r}")
-        RecordConstructorArgs.__init__(self, actions=actions, grid=(rows, cols), size=size)
+        RecordConstructorArgs.__init__(
+            self,
+            actions=actions,
+            grid=(rows, cols),
+            size=size,
+            max_invalid_actions=max_invalid_actions,
+        )
         gym.Wrapper.__init__(self, env)
+        self.max_invalid_actions = max_invalid_actions
+        self._invalid = invalid
         self.mode = actions
         self.grid = (rows, cols)
         self.viewport = viewport
@@ -359,6 +389,7 @@ class ScreenshotClickWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         observation, info = self.env.reset(seed=seed, options=options)
+        self._invalid.reset()
         return self._wrap(observation, info)
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -367,9 +398,12 @@ class ScreenshotClickWrapper(EpisodeGuard, gym.Wrapper, RecordConstructorArgs):
         try:
             index = int(coerce_action(self.action_space, action))
         except ActionParseError as exc:
-            info = action_error_info(f"{exc}; choose an action in 0..{self.action_space.n - 1}")
+            info, truncated = self._invalid.refuse(
+                f"{exc}; choose an action in 0..{self.action_space.n - 1}"
+            )
             info[ACTION_MASK] = self.action_mask()
-            return self._last_obs, 0.0, False, False, info  # the page is not touched (reward 0)
+            return self._last_obs, 0.0, False, truncated, info  # the page is not touched (reward 0)
+        self._invalid.reset()
         gui_action = (
             make_action("click_xy", xy=self.cell_centre(index))
             if self.mode == "grid"

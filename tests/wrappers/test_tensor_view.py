@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from verigym.core import UnicodeText, episode_end
+from verigym.core import EpisodeEndedError, UnicodeText, episode_end
 from verigym.wrappers import CandidateActionWrapper, HashedNGramObservation, hashed_ngrams
 
 
@@ -49,6 +49,25 @@ def test_candidate_wrapper_penalizes_empty_slot():
     assert (
         same == obs and reward == -0.5 and not terminated and "no candidate" in info["action_error"]
     )
+
+
+def test_candidate_wrapper_truncates_after_max_invalid_actions_in_a_row():
+    """An index with no candidate spends no step of the env, so without a limit an agent sending
+    only such indices kept an episode going for ever."""
+    env = CandidateActionWrapper(PickColorEnv(), max_candidates=5)
+    env.reset(seed=0)
+    wrong = next(i for i, c in enumerate(env.candidates) if c != env.unwrapped._color)
+    results = [env.step(4) for _ in range(3)]
+    assert [r[3] for r in results] == [False, False, True]
+    info = results[-1][4]
+    assert info["success"] is False and info["score"] == 0.0 and "action_error" in info
+    with pytest.raises(EpisodeEndedError):
+        env.step(wrong)
+    unlimited = CandidateActionWrapper(PickColorEnv(), max_candidates=5, max_invalid_actions=None)
+    unlimited.reset(seed=0)
+    assert not any(unlimited.step(4)[3] for _ in range(10))
+    with pytest.raises(ValueError, match="max_invalid_actions"):
+        CandidateActionWrapper(PickColorEnv(), max_candidates=5, max_invalid_actions=0)
 
 
 def test_hashed_ngrams_shape_and_norm():

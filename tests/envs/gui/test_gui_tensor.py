@@ -100,6 +100,10 @@ def test_same_seed_same_pixels_and_malformed_index_is_flagged():
         and not terminated
         and a.observation_space.contains(observation)
     )
+    # a malformed index spends no step of the env: the third in a row ends the episode
+    assert not a.step(-1)[3]
+    *_, truncated, info = a.step(float("nan"))
+    assert truncated and info["success"] is False and info["score"] == 0.0
     with pytest.raises(ValueError, match="grid"):
         ScreenshotClickWrapper(gym.make("verigym/ClickButton-v0"), grid=(0, 8))
 
