@@ -1,5 +1,5 @@
-"""A stored episode row for the store and standings tests: a finished GuessNumber episode of the
-random agent on the first evaluation seed, any field overridden."""
+"""A stored episode row (and its trajectory document) for the store and standings tests: a finished
+GuessNumber episode of the random agent on the first evaluation seed, any field overridden."""
 
 from __future__ import annotations
 
@@ -49,3 +49,30 @@ def scored_row(agent: str, env_id: str, seed: int, score: float, suite: str = "t
         episode_return=score,
         length=5,
     )
+
+
+def trajectory_doc(step: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+    """A one-step GuessNumber trajectory document (before compression), ``step`` overriding the
+    step's fields and ``fields`` the document's."""
+    base = {
+        "action": 5,
+        "observation": "x",
+        "digest": "0",
+        "reward": 0.0,
+        "terminated": True,
+        "truncated": False,
+        "info": {},
+    }
+    doc = {
+        "format": 1,
+        "env_id": "verigym/GuessNumber-v0",
+        "env_kwargs": {},
+        "seed": EVAL_SEED_START,
+        "text_view": False,
+        "instructions": "go",
+        "reset": {"observation": "start", "digest": "0", "info": {}},
+        "steps": [{**base, **(step or {})}],
+        "messages": [],
+    }
+    doc.update(fields)
+    return doc

@@ -15,35 +15,15 @@ import zlib
 import numpy as np
 import pytest
 
-from tests.leaderboards.rows import episode_row
+from tests.leaderboards.rows import episode_row, trajectory_doc
 from verigym.cli import main
 from verigym.leaderboards.store import MAX_FRAME_PIXEL_BYTES, MAX_FRAMES, ResultsStore
 from verigym.leaderboards.suite import EVAL_SEED_START
-from verigym.leaderboards.trajectories import _png
+from verigym.leaderboards.trajectories import Recorder, _png
 from verigym.leaderboards.viewer import episode_filename
 
 SEED = EVAL_SEED_START
-DOC = {
-    "format": 1,
-    "env_id": "verigym/GuessNumber-v0",
-    "env_kwargs": {},
-    "seed": SEED,
-    "text_view": False,
-    "instructions": "go",
-    "reset": {"observation": "start", "digest": "0", "info": {}},
-    "steps": [
-        {
-            "action": 5,
-            "observation": "x",
-            "digest": "0",
-            "reward": 0.0,
-            "terminated": True,
-            "truncated": False,
-            "info": {},
-        }
-    ],
-    "messages": [],
-}
+DOC = trajectory_doc()
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
@@ -106,14 +86,9 @@ class _Painter:
         return np.zeros((4, 4, 3), np.uint8)
 
 
-def test_the_recorder_keeps_within_the_bounds_so_an_honest_filmstrip_is_read(tmp_path, monkeypatch):
-    """An honest long episode recorded every step keeps the first frames and the last, within
-    ``MAX_FRAMES``, instead of writing more than ``ResultsStore.frames`` will read back."""
-    from verigym.leaderboards import store as store_module
-    from verigym.leaderboards.trajectories import Recorder
-
-    monkeypatch.setattr(store_module, "MAX_FRAMES", 6)
-    recorder = Recorder(
+def _recorder() -> Recorder:
+    """A Recorder of a frame every step, ready for ``reset``."""
+    return Recorder(
         _Painter(),
         None,
         env_id=DOC["env_id"],
@@ -122,6 +97,15 @@ def test_the_recorder_keeps_within_the_bounds_so_an_honest_filmstrip_is_read(tmp
         text_view=False,
         frames_every=1,
     )
+
+
+def test_the_recorder_keeps_within_the_bounds_so_an_honest_filmstrip_is_read(tmp_path, monkeypatch):
+    """An honest long episode recorded every step keeps the first frames and the last, within
+    ``MAX_FRAMES``, instead of writing more than ``ResultsStore.frames`` will read back."""
+    from verigym.leaderboards import store as store_module
+
+    monkeypatch.setattr(store_module, "MAX_FRAMES", 6)
+    recorder = _recorder()
     recorder.reset("start", {})
     for step in range(1, 21):
         recorder.step(5, "x", 0.0, step == 20, False, {})
@@ -133,15 +117,7 @@ def test_the_recorder_keeps_within_the_bounds_so_an_honest_filmstrip_is_read(tmp
         assert [step for step, _ in store.frames(row)] == [0, 1, 2, 3, 4, 20]
 
     monkeypatch.setattr(store_module, "MAX_FRAME_PIXEL_BYTES", 47)  # a 4x4 RGB frame is 48
-    recorder = Recorder(
-        _Painter(),
-        None,
-        env_id=DOC["env_id"],
-        env_kwargs={},
-        seed=SEED,
-        text_view=False,
-        frames_every=1,
-    )
+    recorder = _recorder()
     recorder.reset("start", {})
     recorder.step(5, "x", 0.0, True, False, {})
     assert recorder.finish()[1] == []

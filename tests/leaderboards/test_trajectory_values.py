@@ -14,6 +14,7 @@ import zlib
 import pytest
 
 from tests.leaderboards.rows import episode_row
+from tests.leaderboards.rows import trajectory_doc as _doc
 from verigym.cli import main
 from verigym.leaderboards.store import ResultsStore
 from verigym.leaderboards.suite import EVAL_SEED_START
@@ -27,32 +28,6 @@ from verigym.leaderboards.viewer import episode_filename
 
 GUESS = "verigym/GuessNumber-v0"
 SEED = EVAL_SEED_START
-
-
-def _doc(step: dict | None = None, **fields) -> dict:
-    """A one-step GuessNumber trajectory document, ``step`` and ``fields`` overriding."""
-    base = {
-        "action": 5,
-        "observation": "x",
-        "digest": "0",
-        "reward": 0.0,
-        "terminated": True,
-        "truncated": False,
-        "info": {},
-    }
-    doc = {
-        "format": 1,
-        "env_id": GUESS,
-        "env_kwargs": {},
-        "seed": SEED,
-        "text_view": False,
-        "instructions": "go",
-        "reset": {"observation": "start", "digest": "0", "info": {}},
-        "steps": [{**base, **(step or {})}],
-        "messages": [],
-    }
-    doc.update(fields)
-    return doc
 
 
 def _store(tmp_path, *docs: dict):
