@@ -104,6 +104,7 @@ from verigym.core import (
     SUCCESS,
     OracleInterface,
     TextInterface,
+    short_repr,
 )
 
 __all__ = [
@@ -483,11 +484,7 @@ def _first_difference(a: Sequence[_Step], b: Sequence[_Step], atol: float) -> st
 
 
 def _short(value: Any, limit: int = 120) -> str:
-    try:
-        text = repr(value)
-    except (ValueError, RecursionError):  # an int of over 4300 digits, a list nested too deep
-        text = f"<a {type(value).__name__} too large to show>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return short_repr(value, limit)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 __all__ = [
+    "short_repr",
     "ACTION_CANDIDATES",
     "ACTION_ERROR",
     "ACTION_MASK",
@@ -314,7 +315,9 @@ class InvalidActionLimit:
         return info, truncated
 
 
-def _describe(value: Any, limit: int = 80) -> str:
+def short_repr(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for error messages; never raises on a value too
+    large to show (an int of over 4300 digits, a list nested too deep)."""
     try:
         text = repr(value)
     except (ValueError, RecursionError):  # an int of over 4300 digits, a list nested too deep
@@ -340,7 +343,7 @@ def coerce_action(space: spaces.Space, action: Any) -> Any:
     if isinstance(space, spaces.Dict):
         if not isinstance(action, Mapping):
             raise ActionParseError(
-                f"expected a dict with keys {list(space.spaces)}, got {_describe(action)}"
+                f"expected a dict with keys {list(space.spaces)}, got {short_repr(action)}"
             )
         missing = [k for k in space.spaces if k not in action]
         extra = [k for k in action if k not in space.spaces]
@@ -352,7 +355,7 @@ def coerce_action(space: spaces.Space, action: Any) -> Any:
     if isinstance(space, spaces.Tuple):
         if not isinstance(action, (tuple, list)) or len(action) != len(space.spaces):
             raise ActionParseError(
-                f"expected a tuple of {len(space.spaces)} actions, got {_describe(action)}"
+                f"expected a tuple of {len(space.spaces)} actions, got {short_repr(action)}"
             )
         return tuple(coerce_action(sub, a) for sub, a in zip(space.spaces, action))
     if isinstance(space, spaces.Text):
@@ -366,7 +369,7 @@ def coerce_action(space: spaces.Space, action: Any) -> Any:
         )
     if space.contains(action):
         return action
-    raise ActionParseError(f"action {_describe(action)} is not in {space}")
+    raise ActionParseError(f"action {short_repr(action)} is not in {space}")
 
 
 def _coerce_discrete(space: spaces.Discrete, action: Any) -> np.int64:
@@ -380,15 +383,15 @@ def _coerce_discrete(space: spaces.Discrete, action: Any) -> np.int64:
         action, (int, np.integer, float, np.floating)
     ):
         raise ActionParseError(
-            f"expected an integer action in [{space.start}, {space.start + space.n - 1}], got {_describe(action)}"
+            f"expected an integer action in [{space.start}, {space.start + space.n - 1}], got {short_repr(action)}"
         )
     if isinstance(action, (float, np.floating)):
         if not math.isfinite(action) or action != int(action):
-            raise ActionParseError(f"expected an integer action, got {_describe(action)}")
+            raise ActionParseError(f"expected an integer action, got {short_repr(action)}")
     value = int(action)
     if not space.start <= value < space.start + space.n:
         raise ActionParseError(
-            f"action {_describe(value)} is out of range; legal actions are {space.start}..{space.start + space.n - 1}"
+            f"action {short_repr(value)} is out of range; legal actions are {space.start}..{space.start + space.n - 1}"
         )
     return np.int64(value)
 
@@ -404,7 +407,7 @@ def _coerce_array(
     # MuJoCo's controls) and a timedelta crashed the bounds check
     if array.dtype.kind not in "biuf":
         raise ActionParseError(
-            f"expected a numeric array of shape {space.shape}, got {_describe(action)}"
+            f"expected a numeric array of shape {space.shape}, got {short_repr(action)}"
         )
     if array.shape != space.shape:
         if array.size == int(np.prod(space.shape)) and array.ndim <= 1:
@@ -417,19 +420,19 @@ def _coerce_array(
         low, high = space.low, space.high
         if np.any(array < low) or np.any(array > high):
             raise ActionParseError(
-                f"action {_describe(array.tolist())} is outside the bounds [{_describe(low.tolist(), 40)}, {_describe(high.tolist(), 40)}]"
+                f"action {short_repr(array.tolist())} is outside the bounds [{short_repr(low.tolist(), 40)}, {short_repr(high.tolist(), 40)}]"
             )
         return array.astype(space.dtype)
     if np.issubdtype(array.dtype, np.floating) and np.any(array != np.round(array)):
-        raise ActionParseError(f"expected integers, got {_describe(array.tolist())}")
+        raise ActionParseError(f"expected integers, got {short_repr(array.tolist())}")
     ints = array.astype(np.int64)
     if isinstance(space, spaces.MultiBinary):
         if np.any((ints != 0) & (ints != 1)):
-            raise ActionParseError(f"expected 0/1 values, got {_describe(ints.tolist())}")
+            raise ActionParseError(f"expected 0/1 values, got {short_repr(ints.tolist())}")
         return ints.astype(space.dtype)
     if np.any(ints < space.start) or np.any(ints >= space.start + space.nvec):
         raise ActionParseError(
-            f"action {_describe(ints.tolist())} is out of range; component i must be in [start_i, start_i + nvec_i - 1] with nvec={space.nvec.tolist()}"
+            f"action {short_repr(ints.tolist())} is out of range; component i must be in [start_i, start_i + nvec_i - 1] with nvec={space.nvec.tolist()}"
         )
     return ints.astype(space.dtype)
 

@@ -33,6 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from verigym.core import short_repr
+
 __all__ = [
     "SHORT_NAMES",
     "ADAPTER_FILES",
@@ -400,13 +402,14 @@ def adapter_config(path: str | os.PathLike[str]) -> dict[str, Any]:
             raise refuse(
                 field,
                 f"must be an integer from 1 to {max_rank} (the largest rank "
-                f"adapter_model.safetensors holds), got {_short(value)}",
+                f"adapter_model.safetensors holds), got {short_repr(value)}",
             )
 
     def alpha(field: str, value: Any) -> None:
         if not _is_real(value) or not 0 < abs(value) <= _MAX_ALPHA:
             raise refuse(
-                field, f"must be a finite nonzero number of magnitude <= 65536, got {_short(value)}"
+                field,
+                f"must be a finite nonzero number of magnitude <= 65536, got {short_repr(value)}",
             )
 
     def names(field: str, value: Any, *, one_allowed: bool = False) -> None:
@@ -420,7 +423,7 @@ def adapter_config(path: str | os.PathLike[str]) -> dict[str, Any]:
             raise refuse(
                 field,
                 "must be a list of plain module names (letters, digits, _ and dots; no regular "
-                f"expression), got {_short(value)}",
+                f"expression), got {short_repr(value)}",
             )
 
     def pattern(field: str, value: Any, check: Callable[[str, Any], None]) -> None:
@@ -430,7 +433,7 @@ def adapter_config(path: str | os.PathLike[str]) -> dict[str, Any]:
             raise refuse(field, f"must be an object of at most {_MAX_LIST} entries")
         for key, entry in value.items():
             if not _plain(key):
-                raise refuse(field, f"key {_short(key)} is not a plain module name")
+                raise refuse(field, f"key {short_repr(key)} is not a plain module name")
             check(f"{field}[{key!r}]", entry)
 
     rank("r", config.get("r", 8))
@@ -443,14 +446,14 @@ def adapter_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     if config.get("init_lora_weights", True) not in (True, False):
         raise refuse(
             "init_lora_weights",
-            f"must be true or false (loading needs no initialisation), got {_short(config['init_lora_weights'])}",
+            f"must be true or false (loading needs no initialisation), got {short_repr(config['init_lora_weights'])}",
         )
     for field in ("layer_replication", "trainable_token_indices"):
         if config.get(field) not in (None, [], {}):
-            raise refuse(field, f"must be null, got {_short(config[field])}")
+            raise refuse(field, f"must be null, got {short_repr(config[field])}")
     for field in _INIT_CONFIGS:
         if config.get(field) not in (None, {}):
-            raise refuse(field, f"must be null or {{}}, got {_short(config[field])}")
+            raise refuse(field, f"must be null or {{}}, got {short_repr(config[field])}")
     checked = {
         "r",
         "lora_alpha",
@@ -471,7 +474,7 @@ def adapter_config(path: str | os.PathLike[str]) -> dict[str, Any]:
             continue
         if isinstance(value, list) and len(value) <= _MAX_LIST and all(map(_scalar, value)):
             continue
-        raise refuse(field, f"must be a JSON scalar or a list of scalars, got {_short(value)}")
+        raise refuse(field, f"must be a JSON scalar or a list of scalars, got {short_repr(value)}")
     return config
 
 
@@ -495,8 +498,3 @@ def _scalar(value: Any) -> bool:
 
 def _plain(name: str) -> bool:
     return isinstance(name, str) and _PLAIN_NAME.fullmatch(name) is not None
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."

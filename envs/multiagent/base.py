@@ -44,6 +44,7 @@ from verigym.core import (
     action_error_info,
     coerce_action,
     episode_end,
+    short_repr,
 )
 from verigym.validation import check_choice, check_int, check_number
 
@@ -67,11 +68,6 @@ class AgentSpaces:
         """Reseed ``np_random`` from ``seed``; ``None`` keeps the current generator."""
         if seed is not None:
             self.np_random, self.np_random_seed = seeding.np_random(seed)
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class ParallelGame(AgentSpaces, ParallelEnv):
@@ -133,17 +129,17 @@ class ParallelGame(AgentSpaces, ParallelEnv):
         if not isinstance(actions, Mapping):
             raise TypeError(
                 f"a joint action is a dict mapping each live agent {self.agents} to its action, "
-                f"got {type(actions).__name__}: {_short(actions)}"
+                f"got {type(actions).__name__}: {short_repr(actions)}"
             )
         unknown = [agent for agent in actions if agent not in self.possible_agents]
         if unknown:
             raise ValueError(
-                f"the joint action names unknown agents {_short(unknown)}; the agents are {self.possible_agents}"
+                f"the joint action names unknown agents {short_repr(unknown)}; the agents are {self.possible_agents}"
             )
         missing = [agent for agent in self.agents if agent not in actions]
         if missing:
             raise ValueError(
-                f"the joint action has no entry for the live agents {missing} (it has {_short(list(actions))}); "
+                f"the joint action has no entry for the live agents {missing} (it has {short_repr(list(actions))}); "
                 f"give every agent of env.agents an action (None counts as a malformed one)"
             )
 
